@@ -1,0 +1,5 @@
+//! The subcommands' bodies: each turns arguments into library calls and an exit code.
+
+mod replay;
+
+pub use replay::replay;

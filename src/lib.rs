@@ -1,0 +1,15 @@
+//! shareq: quota-share GPU scheduling for shared machines.
+//!
+//! - [`model`]: the configuration and job vocabulary (serde types).
+//! - [`config`]: parsing and validating configuration documents.
+//! - [`sched`]: the pure, deterministic scheduling core.
+//! - [`replay`]: the simulator that drives `sched` on simulated time.
+//! - [`snapshot`]: the immutable picture of the scheduler that readers share.
+//! - [`cli`]: the subcommands' bodies.
+
+pub mod cli;
+pub mod config;
+pub mod model;
+pub mod replay;
+pub mod sched;
+pub mod snapshot;

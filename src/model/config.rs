@@ -1,0 +1,277 @@
+//! The configuration documents of SPEC §1: `ServiceEnvironment` and `QuotaShare`, as serde
+//! types with the exact (AWS Batch style, camelCase) field names.
+//!
+//! These types only describe what a document *says*; whether a set of documents makes a
+//! valid configuration is decided in `config::validate`.
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// One document of a config directory (or of a scenario's `config:` list).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind")]
+pub enum Document {
+    ServiceEnvironment(ServiceEnvironment),
+    QuotaShare(QuotaShare),
+}
+
+/// The kinds a document may have, for error messages and did-you-mean.
+pub const DOCUMENT_KINDS: &[&str] = &["ServiceEnvironment", "QuotaShare"];
+
+/// The machine's inventory: which GPUs exist and how many the scheduler may hand out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceEnvironment {
+    pub name: String,
+    pub capacity_limits: Vec<EnvCapacityLimit>,
+    #[serde(default)]
+    pub preemption: PreemptionSettings,
+    /// Unix users (or `@groups`) who may do anything through the control socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admins: Option<Vec<String>>,
+    /// How long finished jobs are kept in the history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistorySettings>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnvCapacityLimit {
+    pub capacity_unit: String,
+    pub max_capacity: u32,
+    #[serde(default)]
+    pub devices: Devices,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreemptionSettings {
+    #[serde(default = "default_grace")]
+    pub grace_period_seconds: u32,
+}
+
+fn default_grace() -> u32 {
+    30
+}
+
+impl Default for PreemptionSettings {
+    fn default() -> Self {
+        PreemptionSettings {
+            grace_period_seconds: default_grace(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HistorySettings {
+    #[serde(default = "default_retain_days")]
+    pub retain_days: u32,
+}
+
+fn default_retain_days() -> u32 {
+    30
+}
+
+/// Which GPUs back a capacity unit.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Devices {
+    /// Discover through NVML / nvidia-smi.
+    #[default]
+    Auto,
+    /// These GPU indices.
+    Indices(Vec<u32>),
+    /// N simulated devices.
+    Fake(u32),
+}
+
+impl Serialize for Devices {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            Devices::Auto => s.serialize_str("auto"),
+            Devices::Indices(v) => v.serialize(s),
+            Devices::Fake(n) => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("fake", n)?;
+                m.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Devices {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Devices;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("`auto`, a list of GPU indices such as [0, 1], or {fake: N}")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Devices, E> {
+                if v == "auto" {
+                    Ok(Devices::Auto)
+                } else {
+                    Err(E::custom(format!(
+                        "devices: expected `auto`, a list of GPU indices or {{fake: N}}, found `{v}`"
+                    )))
+                }
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Devices, A::Error> {
+                let mut out = Vec::new();
+                while let Some(i) = seq.next_element::<u32>()? {
+                    out.push(i);
+                }
+                Ok(Devices::Indices(out))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Devices, A::Error> {
+                let mut fake = None;
+                while let Some(k) = map.next_key::<String>()? {
+                    if k == "fake" {
+                        fake = Some(map.next_value::<u32>()?);
+                    } else {
+                        return Err(de::Error::unknown_field(&k, &["fake"]));
+                    }
+                }
+                fake.map(Devices::Fake)
+                    .ok_or_else(|| de::Error::missing_field("fake"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A team's or project's slice of the machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QuotaShare {
+    pub quota_share_name: String,
+    pub capacity_limits: Vec<ShareCapacityLimit>,
+    pub resource_sharing_configuration: ResourceSharingConfiguration,
+    #[serde(default)]
+    pub preemption_configuration: PreemptionConfiguration,
+    #[serde(default)]
+    pub state: ShareState,
+    /// Unix users / `@groups` who may submit; absent = everyone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShareCapacityLimit {
+    pub capacity_unit: String,
+    pub max_capacity: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourceSharingConfiguration {
+    pub strategy: Strategy,
+    /// Percent of maxCapacity that may be borrowed per unit; -1 = unlimited. Only valid
+    /// with LEND_AND_BORROW; `None` when not written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_limit: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Strategy {
+    Reserve,
+    Lend,
+    LendAndBorrow,
+}
+
+impl Strategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Reserve => "RESERVE",
+            Strategy::Lend => "LEND",
+            Strategy::LendAndBorrow => "LEND_AND_BORROW",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreemptionConfiguration {
+    #[serde(default)]
+    pub in_share_preemption: Toggle,
+}
+
+/// `ENABLED` / `DISABLED`, as AWS spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Toggle {
+    Enabled,
+    #[default]
+    Disabled,
+}
+
+impl Toggle {
+    pub fn is_enabled(self) -> bool {
+        self == Toggle::Enabled
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ShareState {
+    #[default]
+    Enabled,
+    Disabled,
+}
+
+// `kind` decides the type of the rest of the document. Deserializing through
+// `MapAccessDeserializer` when `kind` comes first keeps serde_yaml's line/column on every
+// error inside the document; otherwise the document is buffered (positions are coarser).
+impl<'de> Deserialize<'de> for Document {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Document;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a document with `kind: ServiceEnvironment` or `kind: QuotaShare`")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Document, A::Error> {
+                let Some(first) = map.next_key::<String>()? else {
+                    return Err(de::Error::missing_field("kind"));
+                };
+                if first == "kind" {
+                    let kind: String = map.next_value()?;
+                    let rest = de::value::MapAccessDeserializer::new(map);
+                    return match kind.as_str() {
+                        "ServiceEnvironment" => {
+                            ServiceEnvironment::deserialize(rest).map(Document::ServiceEnvironment)
+                        }
+                        "QuotaShare" => QuotaShare::deserialize(rest).map(Document::QuotaShare),
+                        other => Err(de::Error::unknown_variant(other, DOCUMENT_KINDS)),
+                    };
+                }
+                // `kind` is not first: buffer the document, then dispatch.
+                let mut m = serde_yaml::Mapping::new();
+                let v: serde_yaml::Value = map.next_value()?;
+                m.insert(serde_yaml::Value::String(first), v);
+                while let Some((k, v)) = map.next_entry::<serde_yaml::Value, serde_yaml::Value>()? {
+                    m.insert(k, v);
+                }
+                let kind = m
+                    .remove("kind")
+                    .ok_or_else(|| de::Error::missing_field("kind"))?;
+                let kind = kind.as_str().unwrap_or_default().to_string();
+                let rest = serde_yaml::Value::Mapping(m);
+                match kind.as_str() {
+                    "ServiceEnvironment" => serde_yaml::from_value(rest)
+                        .map(Document::ServiceEnvironment)
+                        .map_err(de::Error::custom),
+                    "QuotaShare" => serde_yaml::from_value(rest)
+                        .map(Document::QuotaShare)
+                        .map_err(de::Error::custom),
+                    other => Err(de::Error::unknown_variant(other, DOCUMENT_KINDS)),
+                }
+            }
+        }
+        d.deserialize_map(V)
+    }
+}

@@ -1,0 +1,126 @@
+//! What a user asks for when submitting a job (SPEC §2), and the job states they see.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A job's identity, assigned by the scheduler, growing in submission order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(pub u64);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Highest allowed `schedulingPriority`.
+pub const MAX_PRIORITY: u32 = 9999;
+
+/// A command: an argv list, or a string run with `sh -c`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Command {
+    Shell(String),
+    Argv(Vec<String>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RetryStrategy {
+    pub attempts: u32,
+}
+
+/// A submission, with the field names of SPEC §2.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobSpec {
+    pub job_name: String,
+    pub quota_share_name: String,
+    /// Defaults to the environment's only unit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_unit: Option<String>,
+    #[serde(default = "one")]
+    pub quantity: u32,
+    #[serde(default)]
+    pub scheduling_priority: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Command>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_directory: Option<String>,
+    /// Absent = requeue forever; 0 = FAILED on the first preemption.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption_retries_before_termination: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_strategy: Option<RetryStrategy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl JobSpec {
+    /// A minimal spec, for tests and generators.
+    pub fn new(name: &str, share: &str, quantity: u32, priority: u32) -> JobSpec {
+        JobSpec {
+            job_name: name.to_string(),
+            quota_share_name: share.to_string(),
+            capacity_unit: None,
+            quantity,
+            scheduling_priority: priority,
+            command: None,
+            env: BTreeMap::new(),
+            working_directory: None,
+            preemption_retries_before_termination: None,
+            retry_strategy: None,
+            timeout_seconds: None,
+        }
+    }
+
+    /// How many attempts non-zero exits may use (1..=10, default 1).
+    pub fn attempts(&self) -> u32 {
+        self.retry_strategy.as_ref().map_or(1, |r| r.attempts)
+    }
+}
+
+/// Job states, as in AWS Batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobState {
+    Submitted,
+    Runnable,
+    Scheduled,
+    Starting,
+    Running,
+    Succeeded,
+    Failed,
+}
+
+impl JobState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Submitted => "SUBMITTED",
+            JobState::Runnable => "RUNNABLE",
+            JobState::Scheduled => "SCHEDULED",
+            JobState::Starting => "STARTING",
+            JobState::Running => "RUNNING",
+            JobState::Succeeded => "SUCCEEDED",
+            JobState::Failed => "FAILED",
+        }
+    }
+
+    pub fn is_finished(self) -> bool {
+        matches!(self, JobState::Succeeded | JobState::Failed)
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,8 @@
+//! The vocabulary of shareq: configuration documents, job submissions and job states.
+//! Plain serde types with the field names of the SPEC; no behaviour beyond defaults.
+
+mod config;
+mod job;
+
+pub use config::*;
+pub use job::*;

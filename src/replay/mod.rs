@@ -1,0 +1,11 @@
+//! `shareq replay`: the deterministic simulator of SPEC §6 — scenarios, CSV traces, the
+//! simulated clock, `--check` and `--summary`.
+
+mod check;
+mod scenario;
+mod sim;
+mod summary;
+
+pub use check::{CheckReport, check};
+pub use scenario::{Action, Expect, Scenario, ScenarioError, SimSubmit, TimedAction, load_trace};
+pub use sim::{Options, Outcome, format_event, run};

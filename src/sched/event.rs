@@ -1,0 +1,59 @@
+//! What the scheduler decides and reports: the output side of the state machine.
+//! The replay prints these as JSON lines; the live runtime persists and carries them out.
+
+use super::state::{FailReason, PreemptReason};
+use crate::model::JobId;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Submitted {
+        job: JobId,
+    },
+    /// A submission refused at the door; no job was created.
+    Rejected {
+        name: String,
+        share: String,
+        error: String,
+    },
+    /// Start the job on these devices. `borrowed`: how many of its GPUs are beyond its
+    /// share's limit.
+    Started {
+        job: JobId,
+        devices: Vec<u32>,
+        borrowed: u32,
+    },
+    /// Stop the victim (SIGTERM, grace, SIGKILL); its GPUs stay in use until released.
+    Preempted {
+        job: JobId,
+        by: Option<JobId>,
+        reason: PreemptReason,
+    },
+    /// Back to RUNNABLE after a preemption or a failed attempt that will be retried.
+    Requeued {
+        job: JobId,
+    },
+    Failed {
+        job: JobId,
+        reason: FailReason,
+    },
+    /// Cancelled; `stop` when processes must now be stopped (it was running).
+    Cancelled {
+        job: JobId,
+        stop: bool,
+    },
+    /// A running job passed its timeout and must be stopped.
+    TimedOut {
+        job: JobId,
+    },
+    Reprioritized {
+        job: JobId,
+        priority: u32,
+    },
+    Succeeded {
+        job: JobId,
+    },
+    ConfigApplied,
+    ConfigRejected {
+        error: String,
+    },
+}

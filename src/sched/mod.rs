@@ -1,0 +1,197 @@
+//! The pure scheduling core (SPEC §1.3-§4): a deterministic state machine with no clock,
+//! no I/O and no threads.
+//!
+//! Inputs go in through methods (`submit`, `cancel`, `set_priority`, `apply_config`,
+//! `job_exited`, `gpus_released`, `device_lost`, `timeout`), and `pass` runs one
+//! scheduling pass. Every decision is appended to an outbox of [`Event`]s that the caller
+//! drains with [`Sched::take_events`]. `shareq replay` drives it on simulated seconds;
+//! the live runtime on wall-clock milliseconds. The time unit is the caller's: the core
+//! only compares instants.
+//!
+//! The state is kept incrementally: per share and unit a [`state::Lane`] holds the queue
+//! in scheduling order, the queue by quantity and the running jobs in victim order, and
+//! each unit keeps the totals that `available` needs. A pass therefore touches a handful
+//! of index entries per decision instead of rescanning every job.
+
+mod accounting;
+mod event;
+mod inputs;
+mod pass;
+mod preempt;
+mod reasons;
+pub mod state;
+
+pub use accounting::{LendEdge, ShareUnitStats, UnitCapacity};
+pub use event::Event;
+pub use state::{FailReason, Job, Phase, PreemptReason, QKey, StopCause};
+
+use crate::config::ValidConfig;
+use crate::model::JobId;
+use state::{ShareIx, ShareState, UnitIx, UnitState};
+use std::collections::HashMap;
+
+/// An instant, in the driver's unit (seconds in replay, milliseconds live).
+pub type Time = i64;
+
+/// The scheduler.
+#[derive(Debug, Clone)]
+pub struct Sched {
+    /// Slab of jobs: index = id - 1. Forgotten jobs leave `None`.
+    jobs: Vec<Option<state::Job>>,
+    units: Vec<UnitState>,
+    unit_ix: HashMap<String, UnitIx>,
+    shares: Vec<ShareState>,
+    share_ix: HashMap<String, ShareIx>,
+    /// Share indexes in name order (lent attribution and stable output).
+    share_order: Vec<ShareIx>,
+    next_id: u64,
+    start_seq: u64,
+    grace: u32,
+    /// Simulated victims with a zero stop delay release their GPUs inside the pass.
+    simulated: bool,
+    env_name: String,
+    events: Vec<Event>,
+    now: Time,
+}
+
+impl Sched {
+    /// A scheduler for `config`, with the devices each unit has.
+    pub fn new(config: &ValidConfig, capacity: &[UnitCapacity], simulated: bool) -> Sched {
+        let mut s = Sched {
+            jobs: Vec::new(),
+            units: Vec::new(),
+            unit_ix: HashMap::new(),
+            shares: Vec::new(),
+            share_ix: HashMap::new(),
+            share_order: Vec::new(),
+            next_id: 1,
+            start_seq: 0,
+            grace: 30,
+            simulated,
+            env_name: String::new(),
+            events: Vec::new(),
+            now: 0,
+        };
+        s.install_config(config, capacity, 0);
+        s
+    }
+
+    /// Drain the decisions and reports made since the last call.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// The decisions made since the last `take_events`, without draining them.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    pub fn job(&self, id: JobId) -> Option<&state::Job> {
+        let ix = usize::try_from(id.0.checked_sub(1)?).ok()?;
+        self.jobs.get(ix)?.as_ref()
+    }
+
+    pub(crate) fn job_mut(&mut self, id: JobId) -> Option<&mut state::Job> {
+        let ix = usize::try_from(id.0.checked_sub(1)?).ok()?;
+        self.jobs.get_mut(ix)?.as_mut()
+    }
+
+    /// Every job the scheduler still remembers, in id order.
+    pub fn jobs(&self) -> impl Iterator<Item = &state::Job> {
+        self.jobs.iter().flatten()
+    }
+
+    /// Drop a finished job from memory (the store keeps the history).
+    pub fn forget(&mut self, id: JobId) {
+        if self.job(id).is_some_and(|j| j.state.is_finished())
+            && let Some(ix) = id.0.checked_sub(1)
+            && let Some(slot) = self.jobs.get_mut(ix as usize)
+        {
+            *slot = None;
+        }
+    }
+
+    /// The id the next accepted submission gets.
+    pub fn next_job_id(&self) -> JobId {
+        JobId(self.next_id)
+    }
+
+    /// Ids below `id` are never handed out again (recovery continues the sequence).
+    pub fn reserve_ids_below(&mut self, id: JobId) {
+        self.next_id = self.next_id.max(id.0);
+    }
+
+    pub fn grace_period_seconds(&self) -> u32 {
+        self.grace
+    }
+
+    pub fn env_name(&self) -> &str {
+        &self.env_name
+    }
+
+    pub fn share_name(&self, s: ShareIx) -> &str {
+        &self.shares[s].name
+    }
+
+    pub fn unit_name(&self, u: UnitIx) -> &str {
+        &self.units[u].name
+    }
+
+    /// Names of the shares in the applied config, in name order.
+    pub fn share_names(&self) -> impl Iterator<Item = &str> {
+        self.share_order
+            .iter()
+            .filter(|&&s| self.shares[s].present)
+            .map(|&s| self.shares[s].name.as_str())
+    }
+
+    /// Names of the units in the applied config.
+    pub fn unit_names(&self) -> impl Iterator<Item = &str> {
+        self.units
+            .iter()
+            .filter(|u| u.present)
+            .map(|u| u.name.as_str())
+    }
+
+    /// RUNNABLE jobs in global scheduling order (priority, submission, id).
+    pub fn queue(&self) -> Vec<JobId> {
+        let mut keys: Vec<state::QKey> = self
+            .shares
+            .iter()
+            .flat_map(|s| s.lanes.iter())
+            .flat_map(|l| l.pending.iter().copied())
+            .collect();
+        keys.sort_unstable();
+        keys.into_iter().map(|k| k.job()).collect()
+    }
+
+    /// Number of RUNNABLE jobs.
+    pub fn queue_len(&self) -> usize {
+        self.shares
+            .iter()
+            .flat_map(|s| s.lanes.iter())
+            .map(|l| l.pending.len())
+            .sum()
+    }
+
+    pub(crate) fn alloc_id(&mut self) -> JobId {
+        let id = JobId(self.next_id);
+        self.next_id += 1;
+        id
+    }
+
+    pub(crate) fn insert_job(&mut self, job: state::Job) {
+        let ix = (job.id.0 - 1) as usize;
+        if self.jobs.len() <= ix {
+            self.jobs.resize_with(ix + 1, || None);
+        }
+        self.jobs[ix] = Some(job);
+    }
+
+    fn emit(&mut self, e: Event) {
+        self.events.push(e);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,418 @@
+//! One scheduling pass (SPEC §3): guaranteed starts, borrowed starts, preemption and
+//! nomination lapse, looped exactly as the spec orders them.
+//!
+//! A sweep visits jobs in a fixed order and evaluates each on the state left by the
+//! decisions before it. Between two starts the state does not change, so the sweep is
+//! implemented as "find the first job after the cursor that can start now": the lanes'
+//! by-quantity indexes answer that with a few range queries, without visiting the jobs
+//! that would fail.
+
+use super::state::{Phase, QKey, ShareIx, UnitIx};
+use super::{Sched, Time};
+use crate::model::JobId;
+use std::collections::BTreeMap;
+use std::ops::Bound::{self, Excluded, Included, Unbounded};
+
+/// A (submission, id) pair: the FIFO key of step 2.
+type Fifo = (Time, u64);
+
+impl Sched {
+    /// Run one scheduling pass at `now`. Decisions go to the outbox.
+    pub fn pass(&mut self, now: Time) {
+        self.now = now;
+        loop {
+            if self.step1(now) || self.step2(now) || self.step3(now) {
+                continue;
+            }
+            if self.lapse(now) {
+                continue;
+            }
+            break;
+        }
+    }
+
+    /// The first non-nominated job of lane (s,u) after `from` (and before the share's
+    /// block) whose quantity lies in `qty`.
+    fn first_in_lane(
+        &self,
+        s: ShareIx,
+        u: UnitIx,
+        qty: (Bound<u32>, Bound<u32>),
+        from: Bound<QKey>,
+    ) -> Option<QKey> {
+        let share = &self.shares[s];
+        let block = share.block();
+        let mut best: Option<QKey> = None;
+        for (_, set) in share.lanes[u].by_qty.range(qty) {
+            if let Some(&k) = set.range((from, Unbounded)).next()
+                && block.is_none_or(|b| k < b)
+                && best.is_none_or(|b| k < b)
+            {
+                best = Some(k);
+            }
+        }
+        best
+    }
+
+    /// Step 1, one sweep (repeated here while it starts jobs, which is what "go to 1"
+    /// does when the sweep started something). Returns whether anything started.
+    fn step1(&mut self, now: Time) -> bool {
+        let mut started = false;
+        let mut cursor: Bound<QKey> = Unbounded;
+        loop {
+            let mut best: Option<QKey> = None;
+            for s in 0..self.shares.len() {
+                if !self.shares[s].present {
+                    continue;
+                }
+                for u in 0..self.units.len() {
+                    let lane = &self.shares[s].lanes[u];
+                    if lane.pending.is_empty() || self.units[u].free() <= 0 {
+                        continue;
+                    }
+                    let room = i64::from(lane.limit) - i64::from(lane.usage);
+                    if room <= 0 {
+                        continue;
+                    }
+                    let bound = room.min(self.available(s, u, None));
+                    if bound >= 1 {
+                        let qty = (Included(1), Included(bound as u32));
+                        if let Some(k) = self.first_in_lane(s, u, qty, cursor)
+                            && best.is_none_or(|b| k < b)
+                        {
+                            best = Some(k);
+                        }
+                    }
+                    // The share's first nominated job may start too, with its own reserve.
+                    if let Some(k) = self.shares[s].block()
+                        && after(cursor, k)
+                        && best.is_none_or(|b| k < b)
+                        && let Some(j) = self.job(k.job())
+                        && j.unit == u
+                        && i64::from(j.quantity) <= room.min(self.available(s, u, Some(j.id)))
+                    {
+                        best = Some(k);
+                    }
+                }
+            }
+            let Some(k) = best else { break };
+            self.start(k.job(), now);
+            started = true;
+            cursor = Excluded(k);
+        }
+        started
+    }
+
+    /// Step 2, one sweep: borrowed starts, FIFO between LEND_AND_BORROW shares.
+    ///
+    /// The merge "share whose next untried job was submitted earliest goes next" visits a
+    /// share's jobs in blocks: a job is reached at the running maximum `K` of the FIFO keys
+    /// of its share's jobs up to it. So the visiting order is (K, queue order), and the
+    /// next job to start is the candidate with the smallest K.
+    fn step2(&mut self, now: Time) -> bool {
+        let shares: Vec<ShareIx> = (0..self.shares.len())
+            .filter(|&s| self.shares[s].borrows())
+            .filter(|&s| self.shares[s].lanes.iter().any(|l| !l.pending.is_empty()))
+            .collect();
+        if shares.is_empty() {
+            return false;
+        }
+        // Membership is fixed when the step begins: jobs that would exceed the limit.
+        let room0: Vec<Vec<i64>> = shares
+            .iter()
+            .map(|&s| {
+                self.shares[s]
+                    .lanes
+                    .iter()
+                    .map(|l| i64::from(l.limit) - i64::from(l.usage))
+                    .collect()
+            })
+            .collect();
+        let mut lo: Vec<Bound<QKey>> = vec![Unbounded; shares.len()];
+        let mut levels: Vec<Levels> = Vec::new();
+        let mut started = false;
+        loop {
+            let mut cands: Vec<(usize, QKey)> = Vec::new();
+            for (i, &s) in shares.iter().enumerate() {
+                if let Some(k) = self.step2_candidate(s, &room0[i], lo[i]) {
+                    cands.push((i, k));
+                }
+            }
+            if cands.is_empty() {
+                break;
+            }
+            // The level maxima describe the set as it stood when the step began: take
+            // them before the first start removes anything from the indexes.
+            if levels.is_empty() {
+                levels = (0..shares.len())
+                    .map(|i| self.levels(shares[i], &room0[i]))
+                    .collect();
+            }
+            let mut best: Option<(Fifo, usize, QKey)> = None;
+            for (i, k) in cands {
+                let kk = levels[i].k_of(&k);
+                if best.is_none_or(|(b, _, _)| kk < b) {
+                    best = Some((kk, i, k));
+                }
+            }
+            let Some((kstar, chosen, key)) = best else {
+                break;
+            };
+            for i in 0..shares.len() {
+                if i == chosen {
+                    lo[i] = Excluded(key);
+                } else {
+                    lo[i] = max_bound(lo[i], levels[i].boundary(kstar));
+                }
+            }
+            self.start(key.job(), now);
+            started = true;
+        }
+        started
+    }
+
+    /// The first job of share s at or after `from` in the step-2 set that can start now.
+    fn step2_candidate(&self, s: ShareIx, room0: &[i64], from: Bound<QKey>) -> Option<QKey> {
+        let share = &self.shares[s];
+        let mut best: Option<QKey> = None;
+        for (u, lane) in share.lanes.iter().enumerate() {
+            if lane.pending.is_empty() || self.units[u].free() <= 0 {
+                continue;
+            }
+            let member_min = (room0[u].max(0) + 1) as u32;
+            let mut upper = self.available(s, u, None);
+            if let Some(cap) = lane.cap {
+                upper = upper.min(i64::from(lane.limit) + i64::from(cap) - i64::from(lane.usage));
+            }
+            if upper >= i64::from(member_min) {
+                let qty = (Included(member_min), Included(upper as u32));
+                if let Some(k) = self.first_in_lane(s, u, qty, from)
+                    && best.is_none_or(|b| k < b)
+                {
+                    best = Some(k);
+                }
+            }
+        }
+        // The first nominated job, if it is in the set and can start with its own reserve.
+        if let Some(k) = share.block()
+            && after(from, k)
+            && best.is_none_or(|b| k < b)
+            && let Some(j) = self.job(k.job())
+        {
+            let lane = &share.lanes[j.unit];
+            let q = i64::from(j.quantity);
+            let fits_cap = lane
+                .cap
+                .is_none_or(|c| i64::from(lane.usage) + q - i64::from(lane.limit) <= i64::from(c));
+            if q > room0[j.unit] && q <= self.available(s, j.unit, Some(j.id)) && fits_cap {
+                best = Some(k);
+            }
+        }
+        best
+    }
+
+    /// The per-priority-level maxima of share s's step-2 set, for computing K.
+    fn levels(&self, s: ShareIx, room0: &[i64]) -> Levels {
+        let share = &self.shares[s];
+        let mut last: BTreeMap<u32, Fifo> = BTreeMap::new(); // keyed by inv_prio
+        for &prio in share.levels.keys() {
+            let inv = QKey::new(prio, 0, JobId(0)).inv_prio;
+            let range = (
+                Included(QKey {
+                    inv_prio: inv,
+                    submitted: Time::MIN,
+                    id: 0,
+                }),
+                Included(QKey {
+                    inv_prio: inv,
+                    submitted: Time::MAX,
+                    id: u64::MAX,
+                }),
+            );
+            let mut m: Option<Fifo> = None;
+            for (u, lane) in share.lanes.iter().enumerate() {
+                let member_min = (room0[u].max(0) + 1) as u32;
+                for (_, set) in lane.by_qty.range(member_min..) {
+                    if let Some(k) = set.range(range).next_back() {
+                        m = m.max(Some(k.fifo()));
+                    }
+                }
+            }
+            for k in share.nominated.range(range) {
+                if let Some(j) = self.job(k.job())
+                    && i64::from(j.quantity) > room0[j.unit]
+                {
+                    m = m.max(Some(k.fifo()));
+                }
+            }
+            if let Some(m) = m {
+                last.insert(inv, m);
+            }
+        }
+        let mut out = Vec::with_capacity(last.len());
+        let mut above: Option<Fifo> = None;
+        for (inv, m) in last {
+            out.push(Level {
+                inv_prio: inv,
+                above,
+                last: m,
+            });
+            above = above.max(Some(m));
+        }
+        Levels(out)
+    }
+
+    /// Step 3: the first pending job (global order) for which a victim set exists gets it.
+    fn step3(&mut self, now: Time) -> bool {
+        // Within one lane and quantity, a job with a higher priority has every victim
+        // set a lower one has, so only the first eligible job of each (lane, quantity)
+        // needs to be tried.
+        let mut reps: Vec<(QKey, ShareIx, UnitIx)> = Vec::new();
+        for s in 0..self.shares.len() {
+            let share = &self.shares[s];
+            if !share.present {
+                continue;
+            }
+            let block = share.block();
+            for (u, lane) in share.lanes.iter().enumerate() {
+                if lane.pending.is_empty() || lane.limit == 0 {
+                    continue;
+                }
+                let modea = lane.usage < lane.limit;
+                let in_share_room = share.in_share && !lane.running.is_empty();
+                if !modea && !in_share_room {
+                    continue;
+                }
+                for (_, set) in lane.by_qty.range(1..=lane.limit) {
+                    for &k in set {
+                        if block.is_some_and(|b| k > b) {
+                            break;
+                        }
+                        let lapsed = self.job(k.job()).is_some_and(|j| j.lapsed_at == Some(now));
+                        if !lapsed {
+                            reps.push((k, s, u));
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        reps.sort_unstable_by_key(|r| r.0);
+        for (k, s, u) in reps {
+            if let Some(victims) = self.find_victims(k.job(), s, u) {
+                self.apply_preemption(k.job(), victims, now);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Step 4: nominations whose victims are all gone and that did not start lapse.
+    fn lapse(&mut self, now: Time) -> bool {
+        let mut lapsed = Vec::new();
+        for unit in &self.units {
+            for &k in &unit.nominated {
+                let Some(job) = self.job(k) else { continue };
+                if let Phase::Pending {
+                    nominated: Some(victims),
+                } = &job.phase
+                    && !victims
+                        .iter()
+                        .any(|v| self.job(*v).is_some_and(|v| v.is_holding()))
+                {
+                    lapsed.push(k);
+                }
+            }
+        }
+        for &id in &lapsed {
+            self.unindex_pending(id);
+            if let Some(j) = self.job_mut(id) {
+                j.phase = Phase::Pending { nominated: None };
+                j.lapsed_at = Some(now);
+            }
+            self.index_pending(id);
+        }
+        !lapsed.is_empty()
+    }
+}
+
+/// Is `k` strictly after the cursor?
+fn after(cursor: Bound<QKey>, k: QKey) -> bool {
+    match cursor {
+        Unbounded => true,
+        Excluded(c) => k > c,
+        Included(c) => k >= c,
+    }
+}
+
+/// The later of two lower bounds.
+fn max_bound(a: Bound<QKey>, b: Bound<QKey>) -> Bound<QKey> {
+    match (a, b) {
+        (Unbounded, x) | (x, Unbounded) => x,
+        (Excluded(x), Included(y)) if y > x => Included(y),
+        (Excluded(x), Included(_)) => Excluded(x),
+        (Included(x), Excluded(y)) if x > y => Included(x),
+        (Included(_), Excluded(y)) => Excluded(y),
+        (Excluded(x), Excluded(y)) => Excluded(x.max(y)),
+        (Included(x), Included(y)) => Included(x.max(y)),
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Level {
+    inv_prio: u32,
+    /// The largest FIFO key of the set's jobs at higher priorities.
+    above: Option<Fifo>,
+    /// The largest FIFO key of the set's jobs at this priority.
+    last: Fifo,
+}
+
+/// A share's step-2 set summarised by priority level (highest first).
+#[derive(Debug, Clone)]
+struct Levels(Vec<Level>);
+
+impl Levels {
+    /// K of a job: the running maximum of FIFO keys up to it in its share's order.
+    fn k_of(&self, k: &QKey) -> Fifo {
+        let above = self
+            .0
+            .iter()
+            .find(|l| l.inv_prio == k.inv_prio)
+            .and_then(|l| l.above)
+            .or_else(|| {
+                self.0
+                    .iter()
+                    .filter(|l| l.inv_prio < k.inv_prio)
+                    .map(|l| l.last)
+                    .max()
+            });
+        above.map_or(k.fifo(), |a| a.max(k.fifo()))
+    }
+
+    /// The first position whose K is at least `kstar`: everything before it has been
+    /// visited once the merge reaches `kstar`.
+    fn boundary(&self, kstar: Fifo) -> Bound<QKey> {
+        for l in &self.0 {
+            if l.above.is_some_and(|a| a >= kstar) {
+                return Included(QKey {
+                    inv_prio: l.inv_prio,
+                    submitted: Time::MIN,
+                    id: 0,
+                });
+            }
+            if l.last >= kstar {
+                return Included(QKey {
+                    inv_prio: l.inv_prio,
+                    submitted: kstar.0,
+                    id: kstar.1,
+                });
+            }
+        }
+        // Every job of this share comes before kstar.
+        Excluded(QKey {
+            inv_prio: u32::MAX,
+            submitted: Time::MAX,
+            id: u64::MAX,
+        })
+    }
+}

@@ -1,0 +1,120 @@
+//! Why a RUNNABLE job waits, in words an operator understands (SPEC §2), computed on
+//! demand from the current state so that only the rows on screen pay for it.
+
+use super::Sched;
+use super::state::{Phase, StopCause};
+use crate::model::{JobId, Strategy};
+
+impl Sched {
+    /// The reason a job waits, or what it is doing when it is not waiting.
+    pub fn reason(&self, id: JobId) -> String {
+        let Some(job) = self.job(id) else {
+            return "unknown job".to_string();
+        };
+        let (s, u, n) = (job.share, job.unit, job.quantity);
+        let share = &self.shares[s];
+        let lane = &share.lanes[u];
+        let unit = &self.units[u];
+        match &job.phase {
+            Phase::Done => {
+                return match &job.fail_reason {
+                    Some(r) => r.to_string(),
+                    None => job.state.as_str().to_string(),
+                };
+            }
+            Phase::Holding { stopping, .. } => {
+                return match stopping {
+                    None if lane.usage > lane.limit => format!(
+                        "running; {} of {}'s GPUs are borrowed",
+                        lane.borrowed(),
+                        share.name
+                    ),
+                    None => "running".to_string(),
+                    Some((StopCause::Cancel, _)) => "cancelled: stopping".to_string(),
+                    Some((StopCause::Timeout, _)) => "timed out: stopping".to_string(),
+                    Some((StopCause::Preempt { by, reason }, _)) => match by {
+                        Some(b) => format!("preempted by job {b} ({}): stopping", reason.as_str()),
+                        None => format!("preempted ({}): stopping", reason.as_str()),
+                    },
+                };
+            }
+            Phase::Pending {
+                nominated: Some(victims),
+            } => {
+                let releasing = victims
+                    .iter()
+                    .filter(|v| self.job(**v).is_some_and(|v| v.is_holding()))
+                    .count();
+                return format!("preempting: waiting for {releasing} job(s) to release their GPUs");
+            }
+            Phase::Pending { nominated: None } => {}
+        }
+        if !share.present {
+            return "quota share removed".to_string();
+        }
+        if !unit.present {
+            return format!("capacity unit {} is no longer declared", unit.name);
+        }
+        let max = self.max_request(s, u);
+        if i64::from(n) > max {
+            return format!(
+                "QUOTA_MANAGEMENT_LIMIT_EXCEEDED: needs {n}, {} may hold at most {}",
+                share.name,
+                max.max(0)
+            );
+        }
+        if let Some(b) = share.block()
+            && b < job.qkey()
+        {
+            return format!(
+                "behind job {} in {}, which is taking GPUs back",
+                b.id, share.name
+            );
+        }
+        let free = unit.free().max(0);
+        let avail = self.available(s, u, None).max(0);
+        if lane.usage + n <= lane.limit {
+            if free >= i64::from(n) {
+                return format!(
+                    "waiting for free GPUs: needs {n}, {avail} available ({} held back for other shares' queued or reserved work)",
+                    (free - avail).max(0)
+                );
+            }
+            return format!(
+                "waiting for free GPUs: needs {n}, {free} free of {} ({} in use, others are borrowed or releasing)",
+                unit.usable, unit.used
+            );
+        }
+        let in_use = format!(
+            "waiting for {} capacity ({}/{} in use)",
+            share.name, lane.usage, lane.limit
+        );
+        match share.strategy {
+            Strategy::LendAndBorrow => {
+                if let Some(cap) = lane.cap
+                    && lane.usage + n > lane.limit + cap
+                {
+                    return format!("{in_use}; borrow cap reached ({cap})");
+                }
+                let reserve: Vec<String> = self
+                    .share_order
+                    .iter()
+                    .map(|&r| &self.shares[r])
+                    .filter(|r| {
+                        r.present && r.strategy == Strategy::Reserve && r.lanes[u].idle() > 0
+                    })
+                    .map(|r| format!("{} reserves {}", r.name, r.lanes[u].idle()))
+                    .collect();
+                if reserve.is_empty() {
+                    format!("no idle capacity to borrow (needs {n}, {avail} available)")
+                } else {
+                    format!(
+                        "no idle capacity to borrow (needs {n}, {avail} available; {})",
+                        reserve.join(", ")
+                    )
+                }
+            }
+            _ => in_use,
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! The scheduler's state: jobs, per-unit capacity, per-share lanes and the ordered indexes
+//! that let a pass find the next startable job without rescanning the queue.
+
+use super::Time;
+use crate::model::{JobId, JobSpec, JobState, MAX_PRIORITY, Strategy};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+
+pub type ShareIx = usize;
+pub type UnitIx = usize;
+
+/// Global scheduling order: priority descending, then submission time, then job id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QKey {
+    pub inv_prio: u32,
+    pub submitted: Time,
+    pub id: u64,
+}
+
+impl QKey {
+    pub fn new(priority: u32, submitted: Time, id: JobId) -> QKey {
+        QKey {
+            inv_prio: MAX_PRIORITY - priority.min(MAX_PRIORITY),
+            submitted,
+            id: id.0,
+        }
+    }
+    pub fn priority(&self) -> u32 {
+        MAX_PRIORITY - self.inv_prio
+    }
+    /// The FIFO key used between shares in step 2.
+    pub fn fifo(&self) -> (Time, u64) {
+        (self.submitted, self.id)
+    }
+    pub fn job(&self) -> JobId {
+        JobId(self.id)
+    }
+}
+
+/// Victim-candidate order: lowest priority first, then most recently started first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VKey {
+    pub prio: u32,
+    pub started: Reverse<u64>,
+    pub id: u64,
+}
+
+/// Why a job holding GPUs is being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopCause {
+    Preempt {
+        by: Option<JobId>,
+        reason: PreemptReason,
+    },
+    Cancel,
+    Timeout,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PreemptReason {
+    CrossShareReclaim,
+    InSharePriority,
+    DeviceLost,
+}
+
+impl PreemptReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PreemptReason::CrossShareReclaim => "CROSS_SHARE_RECLAIM",
+            PreemptReason::InSharePriority => "IN_SHARE_PRIORITY",
+            PreemptReason::DeviceLost => "DEVICE_LOST",
+        }
+    }
+}
+
+/// Where a job is in its life, from the scheduler's point of view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// RUNNABLE. `nominated` holds the victims it is waiting for (SPEC §4.4).
+    Pending { nominated: Option<Vec<JobId>> },
+    /// SCHEDULED / STARTING / RUNNING: holds `devices` until they are released.
+    Holding {
+        devices: Vec<u32>,
+        start_seq: u64,
+        started_at: Time,
+        stopping: Option<(StopCause, Time)>,
+    },
+    /// SUCCEEDED or FAILED.
+    Done,
+}
+
+/// Why a job ended in FAILED.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FailReason {
+    PreemptionRetriesExhausted,
+    NonZeroExit(i32),
+    Timeout,
+    Cancelled(String),
+}
+
+impl FailReason {
+    pub fn code(&self) -> &'static str {
+        match self {
+            FailReason::PreemptionRetriesExhausted => "PREEMPTION_RETRIES_EXHAUSTED",
+            FailReason::NonZeroExit(_) => "NON_ZERO_EXIT",
+            FailReason::Timeout => "TIMEOUT",
+            FailReason::Cancelled(_) => "CANCELLED",
+        }
+    }
+}
+
+impl std::fmt::Display for FailReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            FailReason::NonZeroExit(c) => write!(f, "NON_ZERO_EXIT (exit code {c})"),
+            FailReason::Cancelled(by) => write!(f, "CANCELLED: by {by}"),
+            other => f.write_str(other.code()),
+        }
+    }
+}
+
+/// One job, as the scheduler sees it.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub id: JobId,
+    pub spec: JobSpec,
+    pub share: ShareIx,
+    pub unit: UnitIx,
+    pub quantity: u32,
+    pub priority: u32,
+    pub submitted: Time,
+    pub state: JobState,
+    pub phase: Phase,
+    /// Times the job was preempted (its GPUs released after a preemption).
+    pub preempted_count: u32,
+    /// Attempts that ended in a non-zero exit (or a timeout).
+    pub failed_attempts: u32,
+    /// Attempts started so far.
+    pub attempts_started: u32,
+    pub fail_reason: Option<FailReason>,
+    /// The instant its last nomination lapsed: it may not preempt again at that instant.
+    pub lapsed_at: Option<Time>,
+    /// Replay only: seconds the job takes to exit after SIGTERM.
+    pub stop_after: u32,
+    pub finished_at: Option<Time>,
+}
+
+impl Job {
+    pub fn qkey(&self) -> QKey {
+        QKey::new(self.priority, self.submitted, self.id)
+    }
+
+    pub fn vkey(&self) -> Option<VKey> {
+        match &self.phase {
+            Phase::Holding { start_seq, .. } => Some(VKey {
+                prio: self.priority,
+                started: Reverse(*start_seq),
+                id: self.id.0,
+            }),
+            _ => None,
+        }
+    }
+
+    pub fn is_pending(&self) -> bool {
+        matches!(self.phase, Phase::Pending { .. })
+    }
+
+    pub fn is_nominated(&self) -> bool {
+        matches!(self.phase, Phase::Pending { nominated: Some(_) })
+    }
+
+    pub fn is_holding(&self) -> bool {
+        matches!(self.phase, Phase::Holding { .. })
+    }
+
+    /// Holding GPUs and being stopped (preempted, cancelled or timed out).
+    pub fn is_stopping(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Holding {
+                stopping: Some(_),
+                ..
+            }
+        )
+    }
+
+    pub fn stop_cause(&self) -> Option<StopCause> {
+        match &self.phase {
+            Phase::Holding {
+                stopping: Some((c, _)),
+                ..
+            } => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// When the stop began, for a job being stopped.
+    pub fn stopping_since(&self) -> Option<Time> {
+        match &self.phase {
+            Phase::Holding {
+                stopping: Some((_, since)),
+                ..
+            } => Some(*since),
+            _ => None,
+        }
+    }
+
+    pub fn devices(&self) -> &[u32] {
+        match &self.phase {
+            Phase::Holding { devices, .. } => devices,
+            _ => &[],
+        }
+    }
+
+    pub fn started_at(&self) -> Option<Time> {
+        match &self.phase {
+            Phase::Holding { started_at, .. } => Some(*started_at),
+            _ => None,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.spec.job_name
+    }
+}
+
+/// A share's standing on one unit, with the indexes the passes need.
+#[derive(Debug, Clone, Default)]
+pub struct Lane {
+    pub limit: u32,
+    /// Borrow cap in GPUs; `None` = unlimited. 0 for shares that never borrow.
+    pub cap: Option<u32>,
+    /// GPUs held by the share's jobs on this unit (stopping jobs included).
+    pub usage: u32,
+    /// The part of `usage` held by jobs being stopped.
+    pub releasing: u32,
+    /// RUNNABLE jobs, in scheduling order.
+    pub pending: BTreeSet<QKey>,
+    /// RUNNABLE, not nominated jobs by quantity: the startable candidates and `waiting`.
+    pub by_qty: BTreeMap<u32, BTreeSet<QKey>>,
+    /// Jobs holding GPUs and not being stopped: the victim candidates.
+    pub running: BTreeSet<VKey>,
+    /// This lane's contribution to its unit's `held_back` total.
+    pub hb_term: u32,
+}
+
+impl Lane {
+    pub fn idle(&self) -> u32 {
+        self.limit.saturating_sub(self.usage)
+    }
+
+    pub fn borrowed(&self) -> u32 {
+        self.usage.saturating_sub(self.limit)
+    }
+
+    /// Σ quantity of RUNNABLE, not nominated jobs with quantity ≤ `threshold`.
+    pub fn waiting_upto(&self, threshold: u32) -> u64 {
+        self.by_qty
+            .range(..=threshold)
+            .map(|(q, s)| u64::from(*q) * s.len() as u64)
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.usage == 0 && self.pending.is_empty()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ShareState {
+    pub name: String,
+    /// In the applied config (a removed share keeps its jobs, with limit 0).
+    pub present: bool,
+    pub enabled: bool,
+    pub strategy: Strategy,
+    pub in_share: bool,
+    /// Percent; -1 = unlimited (only meaningful for LEND_AND_BORROW).
+    pub borrow_limit: i64,
+    /// One lane per unit index.
+    pub lanes: Vec<Lane>,
+    /// Keys of this share's nominated jobs: the first one blocks the jobs behind it.
+    pub nominated: BTreeSet<QKey>,
+    /// Pending jobs per priority level (all units): step 2's merge needs the levels.
+    pub levels: BTreeMap<u32, u32>,
+}
+
+impl ShareState {
+    pub fn borrows(&self) -> bool {
+        self.present && self.strategy == Strategy::LendAndBorrow
+    }
+
+    /// The first nominated job's key: jobs after it may not start.
+    pub fn block(&self) -> Option<QKey> {
+        self.nominated.first().copied()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct UnitState {
+    pub name: String,
+    pub present: bool,
+    pub max_capacity: u32,
+    /// Healthy device indices, sorted.
+    pub devices: Vec<u32>,
+    /// min(maxCapacity, healthy devices).
+    pub usable: u32,
+    /// Devices of `devices` that no job holds.
+    pub free_devices: BTreeSet<u32>,
+    /// Σ usage over shares.
+    pub used: u32,
+    /// Σ hb_term over the lanes of this unit.
+    pub hb_total: u64,
+    /// Nominated jobs of this unit.
+    pub nominated: Vec<JobId>,
+}
+
+impl UnitState {
+    pub fn free(&self) -> i64 {
+        i64::from(self.usable) - i64::from(self.used)
+    }
+}
