@@ -28,6 +28,29 @@ enum Command {
         #[arg(long)]
         summary: bool,
     },
+    /// Run the scheduler headless: jobs from `shareq submit`, on this machine's GPUs.
+    Serve(shareq::cli::ServeArgs),
+    /// Queue a job and print its id.
+    Submit(shareq::cli::SubmitArgs),
+    /// Cancel jobs.
+    Cancel(shareq::cli::CancelArgs),
+    /// Change a job's priority.
+    Priority(shareq::cli::PriorityArgs),
+    /// List queued and running jobs, with why each waits.
+    Jobs(shareq::cli::JobsArgs),
+    /// Shares, capacity, lending and the config state.
+    Status(shareq::cli::StatusArgs),
+    /// Print a job's output.
+    Log(shareq::cli::LogArgs),
+    /// Show the GPUs of this machine and how they were found.
+    Gpus {
+        /// Also show how this config's units map to them.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Run one attempt of a job (used by the scheduler itself).
+    #[command(name = "__supervise", hide = true)]
+    Supervise { spec: PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -38,5 +61,14 @@ fn main() -> ExitCode {
             check,
             summary,
         } => shareq::cli::replay(&scenario, check, summary),
+        Command::Serve(a) => shareq::cli::serve(&a),
+        Command::Submit(a) => shareq::cli::submit(&a),
+        Command::Cancel(a) => shareq::cli::cancel(&a),
+        Command::Priority(a) => shareq::cli::priority(&a),
+        Command::Jobs(a) => shareq::cli::jobs(&a),
+        Command::Status(a) => shareq::cli::status(&a),
+        Command::Log(a) => shareq::cli::log(&a),
+        Command::Gpus { config } => shareq::cli::gpus(config.as_deref()),
+        Command::Supervise { spec } => shareq::cli::supervise(&spec),
     }
 }

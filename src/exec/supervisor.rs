@@ -68,7 +68,7 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             source,
         })?;
     // Block the signals we handle before anything starts, so none is lost: they are read
-    // from a signalfd. The job's command gets an empty mask again (std resets it on spawn).
+    // from a signalfd. The job's command gets an empty mask again (see `spawn`).
     let mut mask = SigSet::empty();
     for s in [
         Signal::SIGTERM,
@@ -152,9 +152,21 @@ fn spawn(spec: &LaunchSpec, log: &std::fs::File) -> std::io::Result<std::process
     if let Some(dir) = &spec.working_directory {
         cmd.current_dir(dir);
     }
-    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    // SAFETY: setsid, sigprocmask and sigaction are async-signal-safe and touch no
+    // memory of the parent.
     unsafe {
-        cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            // The command starts with nothing blocked and the stop signals at their
+            // defaults, whatever the supervisor (or whoever started the scheduler) had.
+            sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
+                .map_err(std::io::Error::from)?;
+            for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGQUIT, Signal::SIGHUP] {
+                nix::sys::signal::signal(s, nix::sys::signal::SigHandler::SigDfl)
+                    .map_err(std::io::Error::from)?;
+            }
+            Ok(())
+        });
     }
     cmd.spawn()
 }
