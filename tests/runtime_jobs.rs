@@ -19,7 +19,9 @@ fn one_share(gpus: u32, limit: u32, grace: u32) -> Server {
 fn a_job_sees_its_devices_and_shareq_variables() {
     let s = one_share(2, 2, 1);
     let id = s.submit(
-        &["--share", "team", "--gpus", "2", "--name", "envcheck", "--env", "FOO=bar"],
+        &[
+            "--share", "team", "--gpus", "2", "--name", "envcheck", "--env", "FOO=bar",
+        ],
         &["env"],
     );
     s.wait_state(id, "SUCCEEDED", 20);
@@ -55,7 +57,10 @@ fn exit_codes_decide_success_failure_and_retries() {
     let hopeless = s.submit(&["--share", "team", "--attempts", "2"], &["exit 3"]);
     s.wait_state(ok, "SUCCEEDED", 20);
     let b = s.wait_state(bad, "FAILED", 20);
-    assert!(b["reason"].as_str().unwrap().contains("NON_ZERO_EXIT"), "{b}");
+    assert!(
+        b["reason"].as_str().unwrap().contains("NON_ZERO_EXIT"),
+        "{b}"
+    );
     assert_eq!(s.exit_code(bad, 1), Some(3));
     let f = s.wait_state(flaky, "SUCCEEDED", 20);
     assert_eq!(f["attempts"], 2, "{f}");
@@ -72,7 +77,9 @@ fn a_job_that_exits_on_sigterm_is_requeued_and_runs_again() {
         &["trap 'echo got-term; exit 0' TERM; echo run-$SHAREQ_ATTEMPT-$SHAREQ_PREEMPTED_COUNT; while true; do sleep 0.1; done"],
     );
     s.wait_state(low, "RUNNING", 20);
-    wait_for(10, "first attempt output", || s.log(low, 1).contains("run-1-0"));
+    wait_for(10, "first attempt output", || {
+        s.log(low, 1).contains("run-1-0")
+    });
     let t = Instant::now();
     let high = s.submit(&["--share", "team", "--priority", "5"], &["sleep 0.5"]);
     s.wait_state(high, "RUNNING", 20);
@@ -83,7 +90,9 @@ fn a_job_that_exits_on_sigterm_is_requeued_and_runs_again() {
     s.wait_state(high, "SUCCEEDED", 20);
     let again = s.wait_state(low, "RUNNING", 20);
     assert_eq!(again["preempted_count"], 1, "{again}");
-    wait_for(10, "second attempt output", || s.log(low, 2).contains("run-2-1"));
+    wait_for(10, "second attempt output", || {
+        s.log(low, 2).contains("run-2-1")
+    });
     let p = &s.jobs()["preemptions"][0];
     assert_eq!(p["victim"], low);
     assert_eq!(p["by"], high);
@@ -103,8 +112,18 @@ fn a_job_ignoring_sigterm_is_killed_after_the_grace_period() {
     let j = s.job(id);
     assert!(j["stopping"].is_array(), "{j}");
     let done = s.wait_state(id, "FAILED", 20);
-    assert!(t.elapsed() >= Duration::from_millis(900), "{:?}", t.elapsed());
-    assert!(done["reason"].as_str().unwrap().starts_with("CANCELLED: by"), "{done}");
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(
+        done["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("CANCELLED: by"),
+        "{done}"
+    );
     assert_eq!(s.exit_code(id, 1), Some(137));
 }
 
@@ -124,13 +143,20 @@ fn background_children_die_with_the_job() {
     // A child left behind by a job that ends by itself.
     let finished = s.submit(
         &["--share", "team"],
-        &[&format!("sleep 1002 & echo $! > {}; exit 0", pid2.display())],
+        &[&format!(
+            "sleep 1002 & echo $! > {}; exit 0",
+            pid2.display()
+        )],
     );
     wait_for(10, "pid files", || pid1.exists() && pid2.exists());
     let read = |p: &std::path::Path| -> i32 {
         let mut v = 0;
         wait_for(5, "pid", || {
-            v = std::fs::read_to_string(p).unwrap_or_default().trim().parse().unwrap_or(0);
+            v = std::fs::read_to_string(p)
+                .unwrap_or_default()
+                .trim()
+                .parse()
+                .unwrap_or(0);
             v > 0
         });
         v
@@ -145,7 +171,10 @@ fn background_children_die_with_the_job() {
     let j = s.job(cancelled);
     assert_ne!(j["state"], "FAILED", "released before the child died: {j}");
     s.wait_state(cancelled, "FAILED", 20);
-    assert!(!alive(c1), "the cancelled job's background child still runs");
+    assert!(
+        !alive(c1),
+        "the cancelled job's background child still runs"
+    );
 }
 
 #[test]
@@ -167,11 +196,20 @@ fn cancel_a_queued_and_a_running_job() {
     assert!(out.status.success());
     let q = s.job(queued);
     assert_eq!(q["state"], "FAILED");
-    assert!(q["reason"].as_str().unwrap().starts_with("CANCELLED: by"), "{q}");
-    assert!(!s.state.join(format!("logs/{queued}")).exists(), "a cancelled queued job never ran");
+    assert!(
+        q["reason"].as_str().unwrap().starts_with("CANCELLED: by"),
+        "{q}"
+    );
+    assert!(
+        !s.state.join(format!("logs/{queued}")).exists(),
+        "a cancelled queued job never ran"
+    );
     assert!(s.cli(&["cancel", &running.to_string()]).status.success());
     let r = s.wait_state(running, "FAILED", 20);
-    assert!(r["reason"].as_str().unwrap().starts_with("CANCELLED"), "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().starts_with("CANCELLED"),
+        "{r}"
+    );
     // Cancelling again is harmless.
     let again = s.cli(&["cancel", &running.to_string()]);
     assert!(again.status.success());

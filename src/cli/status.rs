@@ -35,7 +35,10 @@ pub fn status(args: &StatusArgs) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    println!("environment {}  ({} running, {} queued)", s.env_name, s.running, s.queued);
+    println!(
+        "environment {}  ({} running, {} queued)",
+        s.env_name, s.running, s.queued
+    );
     match (&s.config.error, s.config.applied_at) {
         (Some(e), _) => println!("config: last edit REJECTED, previous config in force:\n  {e}"),
         (None, Some(_)) => println!("config: applied from {}", s.config.source),
@@ -57,7 +60,16 @@ pub fn status(args: &StatusArgs) -> ExitCode {
     }
     println!(
         "{:<14} {:<6} {:<16} {:>5} {:>5} {:>6} {:>8} {:>5} {:>7} {:>6}",
-        "SHARE", "UNIT", "STRATEGY", "LIMIT", "USED", "IDLE", "BORROWED", "LENT", "RUNNING", "QUEUED"
+        "SHARE",
+        "UNIT",
+        "STRATEGY",
+        "LIMIT",
+        "USED",
+        "IDLE",
+        "BORROWED",
+        "LENT",
+        "RUNNING",
+        "QUEUED"
     );
     for sh in &s.shares {
         println!(

@@ -211,8 +211,9 @@ mod tests {
 
     #[test]
     fn parses_nvidia_smi_lines() {
-        let g = parse_smi("0, GPU-aa, NVIDIA A100-SXM4-80GB, 81920\n1, GPU-bb, NVIDIA H100, 81559\n")
-            .unwrap();
+        let g =
+            parse_smi("0, GPU-aa, NVIDIA A100-SXM4-80GB, 81920\n1, GPU-bb, NVIDIA H100, 81559\n")
+                .unwrap();
         assert_eq!(g.len(), 2);
         assert_eq!(g[1].index, 1);
         assert_eq!(g[0].name, "NVIDIA A100-SXM4-80GB");

@@ -59,8 +59,7 @@ impl Supervisor {
         if let Some(out) = self.child.stdout.take() {
             let mut line = String::new();
             let mut r = BufReader::new(out);
-            if matches!(r.read_line(&mut line).await, Ok(n) if n > 0)
-                && line.starts_with("started")
+            if matches!(r.read_line(&mut line).await, Ok(n) if n > 0) && line.starts_with("started")
             {
                 on_running();
             }

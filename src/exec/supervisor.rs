@@ -161,7 +161,12 @@ fn spawn(spec: &LaunchSpec, log: &std::fs::File) -> std::io::Result<std::process
             // defaults, whatever the supervisor (or whoever started the scheduler) had.
             sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
                 .map_err(std::io::Error::from)?;
-            for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGQUIT, Signal::SIGHUP] {
+            for s in [
+                Signal::SIGTERM,
+                Signal::SIGINT,
+                Signal::SIGQUIT,
+                Signal::SIGHUP,
+            ] {
                 nix::sys::signal::signal(s, nix::sys::signal::SigHandler::SigDfl)
                     .map_err(std::io::Error::from)?;
             }

@@ -139,11 +139,7 @@ impl Executor {
             share: sched.share_name(j.share).to_string(),
             preempted_count: j.preempted_count,
             devices: devices.clone(),
-            command: j
-                .spec
-                .command
-                .clone()
-                .unwrap_or(Command::Argv(Vec::new())),
+            command: j.spec.command.clone().unwrap_or(Command::Argv(Vec::new())),
             env: j.spec.env.clone(),
             working_directory: j.spec.working_directory.clone(),
             log: self.state.attempt_log(job, attempt),
@@ -228,7 +224,10 @@ impl Executor {
         let tx = self.tx.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(u64::from(grace))).await;
-            let _ = tx.send(Input::Exec(ExecReport(ExecKind::GraceOver { job, attempt })));
+            let _ = tx.send(Input::Exec(ExecReport(ExecKind::GraceOver {
+                job,
+                attempt,
+            })));
         });
     }
 

@@ -56,7 +56,8 @@ impl Client {
 
     /// Send one request and wait for its answer.
     pub fn call(&mut self, req: &Request) -> Result<Response, ClientError> {
-        let mut line = serde_json::to_vec(req).map_err(|e| ClientError::BadAnswer(e.to_string()))?;
+        let mut line =
+            serde_json::to_vec(req).map_err(|e| ClientError::BadAnswer(e.to_string()))?;
         line.push(b'\n');
         self.raw(&line)
     }
@@ -69,10 +70,13 @@ impl Client {
         };
         self.writer.write_all(line).map_err(io)?;
         let mut answer = String::new();
-        let n = self.reader.read_line(&mut answer).map_err(|source| ClientError::Io {
-            socket: self.socket.clone(),
-            source,
-        })?;
+        let n = self
+            .reader
+            .read_line(&mut answer)
+            .map_err(|source| ClientError::Io {
+                socket: self.socket.clone(),
+                source,
+            })?;
         if n == 0 {
             return Err(ClientError::Io {
                 socket: self.socket.clone(),

@@ -55,13 +55,12 @@ pub enum Input {
     /// Re-read the config directory now; answers with the errors when refused.
     Reload { reply: Reply<Result<(), String>> },
     /// Every job the runtime remembers, finished ones included.
-    AllJobs { reply: oneshot::Sender<Vec<JobView>> },
+    AllJobs {
+        reply: oneshot::Sender<Vec<JobView>>,
+    },
     /// Stop scheduling and end the runtime; with `stop_jobs`, stop every running job
     /// first (SIGTERM, grace, SIGKILL) and wait until they are gone.
-    Shutdown {
-        stop_jobs: bool,
-        reply: Reply<()>,
-    },
+    Shutdown { stop_jobs: bool, reply: Reply<()> },
     /// Reports from the processes and timers of the runtime itself.
     Exec(ExecReport),
 }
@@ -72,9 +71,22 @@ pub struct ExecReport(pub(crate) ExecKind);
 
 #[derive(Debug)]
 pub(crate) enum ExecKind {
-    Running { job: JobId, attempt: u32 },
-    Exited { job: JobId, attempt: u32, status: ExitStatus },
-    GraceOver { job: JobId, attempt: u32 },
-    TimeoutOver { job: JobId, attempt: u32 },
+    Running {
+        job: JobId,
+        attempt: u32,
+    },
+    Exited {
+        job: JobId,
+        attempt: u32,
+        status: ExitStatus,
+    },
+    GraceOver {
+        job: JobId,
+        attempt: u32,
+    },
+    TimeoutOver {
+        job: JobId,
+        attempt: u32,
+    },
     Telemetry(Samples),
 }

@@ -13,9 +13,16 @@ pub const MAX_LINE: usize = 1 << 20;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
-    Submit { job: JobSpec },
-    Cancel { ids: Vec<JobId> },
-    Priority { id: JobId, priority: u32 },
+    Submit {
+        job: JobSpec,
+    },
+    Cancel {
+        ids: Vec<JobId>,
+    },
+    Priority {
+        id: JobId,
+        priority: u32,
+    },
     /// Queue and running jobs; with `all`, finished ones too.
     Jobs {
         #[serde(default)]

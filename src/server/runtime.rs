@@ -99,9 +99,12 @@ fn start_telemetry(
     let real: Vec<(String, u32)> = capacity
         .iter()
         .filter(|c| {
-            initial.config.env.capacity_limits.iter().any(|l| {
-                l.capacity_unit == c.unit && !matches!(l.devices, Devices::Fake(_))
-            })
+            initial
+                .config
+                .env
+                .capacity_limits
+                .iter()
+                .any(|l| l.capacity_unit == c.unit && !matches!(l.devices, Devices::Fake(_)))
         })
         .flat_map(|c| c.devices.iter().map(|&d| (c.unit.clone(), d)))
         .collect();
@@ -128,7 +131,10 @@ struct Runtime {
 /// Answers held back until the batch's decisions are carried out (and, with a store,
 /// recorded): a job is accepted only once that is done.
 enum Deferred {
-    Submit(oneshot::Sender<Result<JobId, String>>, Result<JobId, String>),
+    Submit(
+        oneshot::Sender<Result<JobId, String>>,
+        Result<JobId, String>,
+    ),
     Cancel(oneshot::Sender<Vec<CancelOutcome>>, Vec<CancelOutcome>),
     Priority(oneshot::Sender<Result<bool, String>>, Result<bool, String>),
     Reload(oneshot::Sender<Result<(), String>>, Result<(), String>),

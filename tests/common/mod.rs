@@ -130,7 +130,10 @@ impl Server {
     pub fn job(&self, id: u64) -> Value {
         let j = self.jobs();
         for list in ["running", "queue", "finished"] {
-            if let Some(v) = j[list].as_array().and_then(|a| a.iter().find(|v| v["id"] == id)) {
+            if let Some(v) = j[list]
+                .as_array()
+                .and_then(|a| a.iter().find(|v| v["id"] == id))
+            {
                 return v.clone();
             }
         }
@@ -214,9 +217,13 @@ pub fn kill_supervisors_of(state: &Path) {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         if String::from_utf8_lossy(&cmdline).contains(&needle) {
             // SIGUSR1 makes a supervisor SIGKILL its job's group; then end it too.
-            let _ = Command::new("kill").args(["-USR1", &pid.to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-USR1", &pid.to_string()])
+                .status();
             std::thread::sleep(Duration::from_millis(100));
-            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
         }
     }
 }
@@ -236,7 +243,10 @@ pub fn alive(pid: i32) -> bool {
 pub fn wait_for(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
     let t = Instant::now();
     while !f() {
-        assert!(t.elapsed() < Duration::from_secs(secs), "timed out waiting for {what}");
+        assert!(
+            t.elapsed() < Duration::from_secs(secs),
+            "timed out waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
