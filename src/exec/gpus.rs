@@ -149,7 +149,7 @@ pub fn needs_discovery(config: &ValidConfig) -> bool {
 }
 
 fn nvml_gpus() -> Result<Vec<GpuInfo>, String> {
-    let nvml = nvml_wrapper::Nvml::init().map_err(|e| e.to_string())?;
+    let nvml = nvml_wrapper::Nvml::init().map_err(|e| nvml_error(&e))?;
     let count = nvml.device_count().map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     for i in 0..count {
@@ -162,6 +162,19 @@ fn nvml_gpus() -> Result<Vec<GpuInfo>, String> {
         });
     }
     Ok(out)
+}
+
+/// NVML's failure in an operator's words.
+pub fn nvml_error(e: &nvml_wrapper::error::NvmlError) -> String {
+    use nvml_wrapper::error::NvmlError;
+    match e {
+        NvmlError::LibloadingError(_) => {
+            "libnvidia-ml.so.1 not found (no NVIDIA driver installed)".to_string()
+        }
+        NvmlError::DriverNotLoaded => "the NVIDIA driver is not loaded".to_string(),
+        NvmlError::NoPermission => "no permission to query the NVIDIA driver".to_string(),
+        other => other.to_string(),
+    }
 }
 
 fn smi_gpus() -> Result<Vec<GpuInfo>, String> {

@@ -19,7 +19,8 @@ pub fn start(
     if devices.is_empty() {
         return Err("no real GPU to sample".to_string());
     }
-    let nvml = nvml_wrapper::Nvml::init().map_err(|e| format!("NVML: {e}"))?;
+    let nvml =
+        nvml_wrapper::Nvml::init().map_err(|e| format!("NVML: {}", super::gpus::nvml_error(&e)))?;
     std::thread::Builder::new()
         .name("shareq-telemetry".to_string())
         .spawn(move || {

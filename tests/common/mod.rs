@@ -82,12 +82,13 @@ impl Server {
         std::fs::read_to_string(self.dir.path().join("serve.err")).unwrap_or_default()
     }
 
-    /// Run `shareq ARGS --state STATE`.
+    /// Run `shareq SUBCOMMAND --state STATE REST...`.
     pub fn cli(&self, args: &[&str]) -> Output {
         Command::new(BIN)
-            .args(args)
+            .args(&args[..1])
             .arg("--state")
             .arg(&self.state)
+            .args(&args[1..])
             .stdin(Stdio::null())
             .output()
             .expect("run shareq")
