@@ -19,10 +19,13 @@ mod inputs;
 mod pass;
 mod preempt;
 mod reasons;
+mod restore;
 pub mod state;
 
 pub use accounting::{LendEdge, ShareUnitStats, UnitCapacity};
 pub use event::Event;
+pub use inputs::Rejection;
+pub use restore::{RestoredHolding, RestoredJob};
 pub use state::{FailReason, Job, Phase, PreemptReason, QKey, StopCause};
 
 use crate::config::ValidConfig;
