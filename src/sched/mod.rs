@@ -136,6 +136,11 @@ impl Sched {
         &self.shares[s].name
     }
 
+    /// A share's name by index, if the index exists.
+    pub fn share_name_checked(&self, s: ShareIx) -> Option<&str> {
+        self.shares.get(s).map(|sh| sh.name.as_str())
+    }
+
     pub fn unit_name(&self, u: UnitIx) -> &str {
         &self.units[u].name
     }

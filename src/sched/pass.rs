@@ -20,7 +20,16 @@ impl Sched {
     /// Run one scheduling pass at `now`. Decisions go to the outbox.
     pub fn pass(&mut self, now: Time) {
         self.now = now;
+        // Every round starts, preempts or lapses something, so a pass ends (SPEC §3); the
+        // bound only guards the live scheduler against a bug turning into a hang.
+        let bound = 64 * (self.jobs.len() as u64 + 16);
+        let mut rounds = 0u64;
         loop {
+            rounds += 1;
+            debug_assert!(rounds <= bound, "a scheduling pass did not terminate");
+            if rounds > bound {
+                break;
+            }
             if self.step1(now) || self.step2(now) || self.step3(now) {
                 continue;
             }
