@@ -288,14 +288,18 @@ impl Sched {
         (i64::from(job.quantity) - held).max(0)
     }
 
-    /// Σ nomination terms of unit u, leaving out `except`.
-    pub(crate) fn nominated_total(&self, u: UnitIx, except: Option<JobId>) -> i64 {
-        self.units[u]
-            .nominated
+    /// Σ nomination terms per unit. Computed once per sweep step: between two decisions
+    /// it does not change.
+    pub(crate) fn nominated_totals(&self) -> Vec<i64> {
+        self.units
             .iter()
-            .filter(|&&k| Some(k) != except)
-            .map(|&k| self.nomination_term(k))
-            .sum()
+            .map(|unit| {
+                unit.nominated
+                    .iter()
+                    .map(|&k| self.nomination_term(k))
+                    .sum()
+            })
+            .collect()
     }
 
     /// `held_back(u, s)`: idle guarantees of other shares that they keep for their queues.
@@ -303,9 +307,17 @@ impl Sched {
         self.units[u].hb_total as i64 - i64::from(self.shares[s].lanes[u].hb_term)
     }
 
-    /// `available(s, u)` for a job of share s; `job` is the job itself when it is nominated.
-    pub(crate) fn available(&self, s: ShareIx, u: UnitIx, job: Option<JobId>) -> i64 {
-        self.units[u].free() - self.held_back(s, u) - self.nominated_total(u, job)
+    /// `available(s, u)` for a job of share s, given the unit's nomination totals `noms`;
+    /// `job` is the job itself when it is nominated (its own reserve is not subtracted).
+    pub(crate) fn available(&self, s: ShareIx, u: UnitIx, job: Option<JobId>, noms: &[i64]) -> i64 {
+        let own = job.map_or(0, |k| {
+            if self.job(k).is_some_and(|j| j.is_nominated() && j.unit == u) {
+                self.nomination_term(k)
+            } else {
+                0
+            }
+        });
+        self.units[u].free() - self.held_back(s, u) - (noms[u] - own)
     }
 
     /// `max(s,u)`: the most a job of s may ever ask for on u (SPEC §2).

@@ -19,7 +19,13 @@ type Victim = (JobId, PreemptReason);
 
 impl Sched {
     /// The victim set for pending job `j` of share s on unit u, if one exists.
-    pub(crate) fn find_victims(&self, j: JobId, s: ShareIx, u: UnitIx) -> Option<Vec<Victim>> {
+    pub(crate) fn find_victims(
+        &self,
+        j: JobId,
+        s: ShareIx,
+        u: UnitIx,
+        nominated: i64,
+    ) -> Option<Vec<Victim>> {
         let job = self.job(j)?;
         let (n, p) = (job.quantity, job.priority);
         let share = &self.shares[s];
@@ -43,7 +49,7 @@ impl Sched {
             && u64::from(lane.usage) + u64::from(n) <= u64::from(lane.limit) + in_share_gpus;
         if mode_a_possible {
             let mut victims: Vec<Victim> = Vec::new();
-            let mut acc = Freed::default();
+            let mut acc = Freed::new(nominated);
             let mut found = false;
             for (k, t) in self.reclaim_candidates(s, u) {
                 let tl = &self.shares[t].lanes[u];
@@ -53,7 +59,7 @@ impl Sched {
                 let v = JobId(k.id);
                 acc.add(self, v);
                 victims.push((v, PreemptReason::CrossShareReclaim));
-                if self.fits(j, s, u, n, &acc, Mode::A) {
+                if self.fits(s, u, n, &acc, Mode::A) {
                     found = true;
                     break;
                 }
@@ -63,27 +69,27 @@ impl Sched {
                     let v = JobId(k.id);
                     acc.add(self, v);
                     victims.push((v, PreemptReason::InSharePriority));
-                    if self.fits(j, s, u, n, &acc, Mode::A) {
+                    if self.fits(s, u, n, &acc, Mode::A) {
                         found = true;
                         break;
                     }
                 }
             }
             if found {
-                return Some(self.minimal(j, s, u, n, victims, Mode::A));
+                return Some(self.minimal(s, u, n, victims, Mode::A, nominated));
             }
         }
         if in_share.is_empty() {
             return None;
         }
         let mut victims: Vec<Victim> = Vec::new();
-        let mut acc = Freed::default();
+        let mut acc = Freed::new(nominated);
         for k in &in_share {
             let v = JobId(k.id);
             acc.add(self, v);
             victims.push((v, PreemptReason::InSharePriority));
-            if self.fits(j, s, u, n, &acc, Mode::B) {
-                return Some(self.minimal(j, s, u, n, victims, Mode::B));
+            if self.fits(s, u, n, &acc, Mode::B) {
+                return Some(self.minimal(s, u, n, victims, Mode::B, nominated));
             }
         }
         None
@@ -106,12 +112,12 @@ impl Sched {
     /// the job still fits.
     fn minimal(
         &self,
-        j: JobId,
         s: ShareIx,
         u: UnitIx,
         n: u32,
         mut victims: Vec<Victim>,
         mode: Mode,
+        nominated: i64,
     ) -> Vec<Victim> {
         if victims.len() < 2 {
             return victims;
@@ -121,11 +127,11 @@ impl Sched {
             i -= 1;
             let mut without = victims.clone();
             without.remove(i);
-            let mut acc = Freed::default();
+            let mut acc = Freed::new(nominated);
             for (v, _) in &without {
                 acc.add(self, *v);
             }
-            if self.fits(j, s, u, n, &acc, mode) {
+            if self.fits(s, u, n, &acc, mode) {
                 victims = without;
             }
         }
@@ -133,7 +139,7 @@ impl Sched {
     }
 
     /// Would job j fit once the victims in `acc` are gone and back in the queue?
-    fn fits(&self, j: JobId, s: ShareIx, u: UnitIx, n: u32, acc: &Freed, mode: Mode) -> bool {
+    fn fits(&self, s: ShareIx, u: UnitIx, n: u32, acc: &Freed, mode: Mode) -> bool {
         let per_share = &acc.0;
         let freed: i64 = per_share.iter().map(|x| i64::from(x.1)).sum();
         let free = self.units[u].free() + freed;
@@ -162,7 +168,7 @@ impl Sched {
             };
             held_back += term as i64 - i64::from(tl.hb_term);
         }
-        let available = free - held_back - self.nominated_total(u, Some(j));
+        let available = free - held_back - acc.1;
         let n = i64::from(n);
         let limit = i64::from(lane.limit);
         if n > available {
@@ -211,10 +217,15 @@ impl Sched {
 }
 
 /// The victims taken so far, per share: GPUs freed and the quantities requeued.
-#[derive(Debug, Default)]
-struct Freed(Vec<(ShareIx, u32, Vec<u32>)>);
+#[derive(Debug)]
+struct Freed(Vec<(ShareIx, u32, Vec<u32>)>, i64);
 
 impl Freed {
+    /// `nominated`: the unit's Σ nomination terms (j itself is never nominated here).
+    fn new(nominated: i64) -> Freed {
+        Freed(Vec::new(), nominated)
+    }
+
     fn add(&mut self, sched: &Sched, v: JobId) {
         let Some(vj) = sched.job(v) else { return };
         match self.0.iter_mut().find(|x| x.0 == vj.share) {
