@@ -387,6 +387,7 @@ impl Sched {
         lane.usage += q;
         if stopping {
             lane.releasing += q;
+            lane.stopping += 1;
         } else if let Some(k) = vkey {
             lane.running.insert(k);
         }
@@ -407,6 +408,7 @@ impl Sched {
         lane.usage -= q;
         if stopping {
             lane.releasing -= q;
+            lane.stopping -= 1;
         } else if let Some(k) = vkey {
             lane.running.remove(&k);
         }
@@ -438,6 +440,7 @@ impl Sched {
                 lane.running.remove(&k);
             }
             lane.releasing += q;
+            lane.stopping += 1;
         }
     }
 
@@ -474,23 +477,12 @@ impl Sched {
                     borrowed: lane.borrowed(),
                     idle: lane.idle(),
                     lent: lent[s],
-                    running: lane.running.len() + self.stopping_count(s, u),
+                    running: lane.running.len() + lane.stopping as usize,
                     queued: lane.pending.len(),
                 });
             }
         }
         out
-    }
-
-    fn stopping_count(&self, s: ShareIx, u: UnitIx) -> usize {
-        if self.shares[s].lanes[u].releasing == 0 {
-            return 0;
-        }
-        self.jobs
-            .iter()
-            .flatten()
-            .filter(|j| j.share == s && j.unit == u && j.is_stopping())
-            .count()
     }
 
     /// Lent GPUs per share on unit u: borrowed GPUs attributed to lenders' idle guarantees
