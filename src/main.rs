@@ -54,6 +54,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // The supervisor starts once per attempt: skip building the whole CLI for it.
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == "__supervise")
+        && let (Some(spec), None) = (args.next(), args.next())
+    {
+        return shareq::cli::supervise(std::path::Path::new(&spec));
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Replay {
