@@ -165,6 +165,40 @@ fn throughput(n: usize, parallel: usize) -> f64 {
     rate
 }
 
+/// The same jobs sent straight to the socket (one connection, no CLI process per job):
+/// what the scheduler and supervisors sustain by themselves.
+fn socket_throughput(n: usize) -> f64 {
+    let root = tempfile::tempdir().unwrap();
+    let s = Serve::start(root.path());
+    let shares = ["a", "b", "c", "d"];
+    let t = Instant::now();
+    let stream = UnixStream::connect(s.state.join("shareq.sock")).unwrap();
+    let mut w = stream.try_clone().unwrap();
+    let mut r = BufReader::new(stream);
+    for i in 0..n {
+        writeln!(
+            w,
+            r#"{{"op":"submit","job":{{"jobName":"t{i}","quotaShareName":"{}","command":"true"}}}}"#,
+            shares[i % 4]
+        )
+        .unwrap();
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert!(line.contains("\"ok\":true"), "{line}");
+    }
+    let submit = t.elapsed();
+    wait_until("all shareq jobs done", 600, || s.finished() >= n);
+    let total = t.elapsed();
+    let rate = n as f64 / total.as_secs_f64();
+    println!(
+        "shareq throughput, submits over one socket connection (no CLI processes): \
+         submitted in {:.2} s, all done in {:.2} s => {rate:.0} jobs/s",
+        submit.as_secs_f64(),
+        total.as_secs_f64()
+    );
+    rate
+}
+
 fn latency(samples: usize) {
     let root = tempfile::tempdir().unwrap();
     let s = Serve::start(root.path());
@@ -278,6 +312,7 @@ fn main() {
     let n = env_num("JOBS", 1000);
     let parallel = env_num("PARALLEL", 8);
     let ours = throughput(n, parallel);
+    socket_throughput(n);
     latency(env_num("SAMPLES", 200));
     if let Some(theirs) = pueue(n, parallel) {
         println!("ratio shareq/pueue: {:.2}x", ours / theirs);

@@ -128,11 +128,18 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
 
 fn spawn(spec: &LaunchSpec, log: &std::fs::File) -> std::io::Result<std::process::Child> {
     let mut cmd = match &spec.command {
-        JobCommand::Shell(s) => {
-            let mut c = std::process::Command::new("sh");
-            c.arg("-c").arg(s);
-            c
-        }
+        JobCommand::Shell(s) => match plain_words(s) {
+            Some(words) => {
+                let mut c = std::process::Command::new(words[0]);
+                c.args(&words[1..]);
+                c
+            }
+            None => {
+                let mut c = std::process::Command::new("sh");
+                c.arg("-c").arg(s);
+                c
+            }
+        },
         JobCommand::Argv(argv) => {
             let Some((prog, args)) = argv.split_first() else {
                 return Err(std::io::Error::new(
@@ -174,6 +181,30 @@ fn spawn(spec: &LaunchSpec, log: &std::fs::File) -> std::io::Result<std::process
         });
     }
     cmd.spawn()
+}
+
+/// Words a shell would run exactly as an argv list: no quoting, expansion, redirection,
+/// assignment, keyword or builtin that has no program of its name. Such a shell string
+/// runs without `sh`: one process start less per job, the same behaviour (a missing
+/// program still ends with 127).
+fn plain_words(s: &str) -> Option<Vec<&str>> {
+    const SHELL_ONLY: &[&str] = &[
+        ".", ":", "alias", "bg", "break", "cd", "command", "continue", "eval", "exec", "exit",
+        "export", "fc", "fg", "getopts", "hash", "jobs", "local", "read", "readonly", "return",
+        "set", "shift", "source", "times", "trap", "type", "ulimit", "umask", "unalias", "unset",
+        "wait", "if", "then", "else", "elif", "fi", "case", "esac", "for", "while", "until", "do",
+        "done", "function", "select", "time",
+    ];
+    let plain = |c: char| c.is_ascii_alphanumeric() || " \t_./:=,+-@%".contains(c);
+    if !s.chars().all(plain) {
+        return None;
+    }
+    let words: Vec<&str> = s.split_whitespace().collect();
+    let first = *words.first()?;
+    if first.contains('=') || SHELL_ONLY.contains(&first) {
+        return None;
+    }
+    Some(words)
 }
 
 /// Reap until the command and every process it left behind are gone.
@@ -275,4 +306,32 @@ fn our_children() -> Vec<Pid> {
         })
         .map(Pid::from_raw)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_words;
+
+    #[test]
+    fn only_plain_words_skip_the_shell() {
+        assert_eq!(plain_words("true"), Some(vec!["true"]));
+        assert_eq!(
+            plain_words("python train.py --lr=0.1 --out /tmp/x"),
+            Some(vec!["python", "train.py", "--lr=0.1", "--out", "/tmp/x"])
+        );
+        for shell in [
+            "exit 3",
+            "cd /tmp",
+            "echo $HOME",
+            "sleep 1; echo hi",
+            "ls *.py",
+            "echo 'a b'",
+            "A=1 env",
+            "echo hi > f",
+            "ls ~",
+            "",
+        ] {
+            assert_eq!(plain_words(shell), None, "{shell}");
+        }
+    }
 }
