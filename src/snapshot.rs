@@ -321,4 +321,11 @@ impl Snapshot {
             .map(|j| job_view(sched, j, Arc::from(sched.reason(j.id))))
             .collect()
     }
+
+    /// One job's view, if the scheduler still has it.
+    pub fn job(sched: &Sched, id: JobId) -> Option<JobView> {
+        sched
+            .job(id)
+            .map(|j| job_view(sched, j, Arc::from(sched.reason(id))))
+    }
 }

@@ -9,7 +9,8 @@ use crate::exec::telemetry::Samples;
 use crate::exec::{Discovery, StateDir, now_ms};
 use crate::model::{Command, JobId, JobSpec};
 use crate::sched::{Sched, UnitCapacity};
-use crate::snapshot::{ConfigStatus, Snapshot};
+use crate::snapshot::{ConfigStatus, JobView, Snapshot};
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -64,6 +65,8 @@ impl RuntimeHandle {
             samples: Samples::new(),
             version: 0,
             snapshots: snap_tx,
+            finished: VecDeque::new(),
+            maybe_done: Vec::new(),
         };
         let task = tokio::spawn(rt.run(rx));
         RuntimeHandle {
@@ -126,7 +129,18 @@ struct Runtime {
     samples: Samples,
     version: u64,
     snapshots: watch::Sender<Arc<Snapshot>>,
+    /// Finished jobs, newest first, moved out of the scheduler so that its tables (and
+    /// each snapshot) stay the size of the live work. Until the store keeps history,
+    /// this is what `jobs --all` lists.
+    finished: VecDeque<JobView>,
+    /// Jobs that may have finished in this batch.
+    maybe_done: Vec<JobId>,
 }
+
+/// How many finished jobs the runtime remembers.
+const FINISHED_KEPT: usize = 20_000;
+/// How many of them each snapshot carries.
+const FINISHED_IN_SNAPSHOT: usize = 200;
 
 /// Answers held back until the batch's decisions are carried out (and, with a store,
 /// recorded): a job is accepted only once that is done.
@@ -163,7 +177,9 @@ impl Runtime {
                         entry.1.extend(reply);
                     }
                     Input::AllJobs { reply } => {
-                        let _ = reply.send(Snapshot::all_jobs(&self.sched));
+                        let mut all = Snapshot::all_jobs(&self.sched);
+                        all.extend(self.finished.iter().cloned());
+                        let _ = reply.send(all);
                     }
                     other => {
                         let (pass, change) = self.handle(other, now, &mut deferred);
@@ -186,6 +202,7 @@ impl Runtime {
             // submissions) here, before anything is carried out or answered.
             changed |= !events.is_empty();
             self.exec.carry_out(&self.sched, events, now);
+            self.archive_finished();
             // Publish before answering, so a client that reads after its answer sees
             // what it did.
             if changed {
@@ -216,9 +233,22 @@ impl Runtime {
         }
     }
 
+    /// Move jobs that finished out of the scheduler into `finished`.
+    fn archive_finished(&mut self) {
+        for id in std::mem::take(&mut self.maybe_done) {
+            if self.sched.job(id).is_some_and(|j| j.state.is_finished())
+                && let Some(view) = Snapshot::job(&self.sched, id)
+            {
+                self.finished.push_front(view);
+                self.sched.forget(id);
+            }
+        }
+        self.finished.truncate(FINISHED_KEPT);
+    }
+
     fn publish(&mut self, now: i64) {
         self.version += 1;
-        let snap = Snapshot::build(
+        let mut snap = Snapshot::build(
             &self.sched,
             now,
             self.version,
@@ -226,6 +256,12 @@ impl Runtime {
             self.exec.preemption_log(),
             &self.samples,
         );
+        snap.finished = self
+            .finished
+            .iter()
+            .take(FINISHED_IN_SNAPSHOT)
+            .cloned()
+            .collect();
         self.snapshots.send_replace(Arc::new(snap));
     }
 
@@ -245,6 +281,14 @@ impl Runtime {
                     .into_iter()
                     .map(|id| {
                         if self.sched.job(id).is_none() {
+                            if self.existed(id) {
+                                // Finished and archived: nothing to do.
+                                return CancelOutcome {
+                                    id,
+                                    cancelled: false,
+                                    error: None,
+                                };
+                            }
                             return CancelOutcome {
                                 id,
                                 cancelled: false,
@@ -252,6 +296,7 @@ impl Runtime {
                             };
                         }
                         let cancelled = self.sched.cancel(id, &by, now);
+                        self.maybe_done.push(id);
                         tracing::info!(job = %id, by = %by, cancelled, "cancel");
                         CancelOutcome {
                             id,
@@ -270,7 +315,11 @@ impl Runtime {
                 priority,
                 reply,
             } => {
-                let r = self.sched.set_priority(id, priority, now);
+                let r = if self.sched.job(id).is_none() && self.existed(id) {
+                    Ok(false)
+                } else {
+                    self.sched.set_priority(id, priority, now)
+                };
                 tracing::info!(job = %id, priority, ?r, "priority");
                 if let Some(tx) = reply {
                     deferred.push(Deferred::Priority(tx, r));
@@ -301,6 +350,11 @@ impl Runtime {
             Input::Exec(ExecReport(kind)) => self.exec_report(kind, now),
             Input::AllJobs { .. } | Input::Shutdown { .. } => (false, false),
         }
+    }
+
+    /// Was this id ever handed out? (Finished jobs leave the scheduler's tables.)
+    fn existed(&self, id: JobId) -> bool {
+        id.0 >= 1 && id < self.sched.next_job_id()
     }
 
     fn submit(&mut self, spec: JobSpec, now: i64) -> Result<JobId, String> {
@@ -366,6 +420,7 @@ impl Runtime {
                 }
                 let stopping = self.sched.job(job).is_some_and(|j| j.is_stopping());
                 tracing::info!(job = %job, attempt, code = status.code, stopping, "attempt ended");
+                self.maybe_done.push(job);
                 if stopping {
                     self.sched.gpus_released(job, now);
                 } else {
