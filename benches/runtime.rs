@@ -307,8 +307,31 @@ fn pueue(n: usize, parallel: usize) -> Option<f64> {
     Some(rate)
 }
 
+/// What starting one process costs on this machine right now (the floor under every
+/// figure here: each job is a CLI submit, a supervisor and the command).
+fn exec_baseline() {
+    let t = Instant::now();
+    for _ in 0..200 {
+        Command::new("true").status().unwrap();
+    }
+    let true_ms = t.elapsed().as_secs_f64() * 1000.0 / 200.0;
+    let t = Instant::now();
+    for _ in 0..200 {
+        Command::new(BIN)
+            .args(["jobs", "--state", "/nonexistent"])
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+    }
+    let cli_ms = t.elapsed().as_secs_f64() * 1000.0 / 200.0;
+    println!(
+        "baseline: start+wait `true` {true_ms:.2} ms, a `shareq` CLI call that fails at once {cli_ms:.2} ms"
+    );
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; nothing to parse.
+    exec_baseline();
     let n = env_num("JOBS", 1000);
     let parallel = env_num("PARALLEL", 8);
     let ours = throughput(n, parallel);

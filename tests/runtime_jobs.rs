@@ -244,3 +244,27 @@ fn jobs_outlive_the_scheduler() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn a_cancel_racing_the_start_still_stops_everything() {
+    let s = one_share(4, 4, 1);
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        let pid = s.path(&format!("race{i}.pid"));
+        let id = s.submit(
+            &["--share", "team"],
+            &[&format!("echo $$ > {}; exec sleep 1000", pid.display())],
+        );
+        assert!(s.cli(&["cancel", &id.to_string()]).status.success());
+        ids.push((id, pid));
+    }
+    for (id, pid) in ids {
+        s.wait_state(id, "FAILED", 20);
+        if let Some(p) = std::fs::read_to_string(&pid)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+        {
+            assert!(!alive(p), "job {id} still runs after its cancel");
+        }
+    }
+}

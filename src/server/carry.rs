@@ -20,8 +20,10 @@ const PREEMPTION_LOG_LEN: usize = 1000;
 #[derive(Debug)]
 struct Attempt {
     attempt: u32,
-    pid: i32,
-    stop_sent: bool,
+    /// Known once the supervisor is started (off the runtime task, see `start`).
+    pid: Option<i32>,
+    /// The strongest stop asked for so far; sent as soon as the pid is known.
+    stop: Option<Stop>,
 }
 
 pub(crate) struct Executor {
@@ -63,10 +65,25 @@ impl Executor {
         }
     }
 
-    pub(crate) fn kill_if_current(&self, job: JobId, attempt: u32) {
-        if let Some(a) = self.running.get(&job).filter(|a| a.attempt == attempt) {
+    pub(crate) fn kill_if_current(&mut self, job: JobId, attempt: u32) {
+        if let Some(a) = self.running.get_mut(&job).filter(|a| a.attempt == attempt) {
             tracing::info!(job = %job, attempt, "grace period over: SIGKILL");
-            proc::signal(a.pid, Stop::Kill);
+            a.stop = Some(Stop::Kill);
+            if let Some(pid) = a.pid {
+                proc::signal(pid, Stop::Kill);
+            }
+        }
+    }
+
+    /// The supervisor of an attempt started: deliver a stop asked for meanwhile.
+    pub(crate) fn spawned(&mut self, job: JobId, attempt: u32, pid: i32) {
+        if let Some(a) = self.running.get_mut(&job).filter(|a| a.attempt == attempt) {
+            a.pid = Some(pid);
+            match a.stop {
+                Some(Stop::Term) => proc::signal(pid, Stop::Term),
+                Some(Stop::Kill) => proc::signal(pid, Stop::Kill),
+                None => {}
+            }
         }
     }
 
@@ -149,60 +166,65 @@ impl Executor {
         let timeout = j.spec.timeout_seconds;
         let tx = self.tx.clone();
         let report = move |k: ExecKind| drop(tx.send(Input::Exec(ExecReport(k))));
-        match proc::launch(&self.exe, &self.state, &spec) {
-            Ok(sup) => {
-                tracing::info!(job = %job, attempt, ?devices, pid = sup.pid, "started");
-                self.running.insert(
-                    job,
-                    Attempt {
-                        attempt,
-                        pid: sup.pid,
-                        stop_sent: false,
-                    },
-                );
-                let exit = spec.exit.clone();
-                tokio::spawn(async move {
-                    let status = sup
-                        .wait(&exit, || report(ExecKind::Running { job, attempt }))
-                        .await;
-                    report(ExecKind::Exited {
+        tracing::info!(job = %job, attempt, ?devices, "started");
+        self.running.insert(
+            job,
+            Attempt {
+                attempt,
+                pid: None,
+                stop: None,
+            },
+        );
+        // Starting a process blocks its parent until the child has exec'd (~ms): do it
+        // off the runtime task so that scheduling never waits for it.
+        let (exe, state) = (self.exe.clone(), self.state.clone());
+        tokio::spawn(async move {
+            let exit = spec.exit.clone();
+            let launched =
+                tokio::task::spawn_blocking(move || proc::launch(&exe, &state, &spec)).await;
+            let status = match launched {
+                Ok(Ok(sup)) => {
+                    report(ExecKind::Spawned {
                         job,
                         attempt,
-                        status,
+                        pid: sup.pid,
                     });
-                });
-                if let Some(secs) = timeout {
-                    let tx = self.tx.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(Duration::from_secs(secs)).await;
-                        let _ = tx.send(Input::Exec(ExecReport(ExecKind::TimeoutOver {
-                            job,
-                            attempt,
-                        })));
-                    });
+                    sup.wait(&exit, || report(ExecKind::Running { job, attempt }))
+                        .await
                 }
-            }
-            Err(e) => {
-                tracing::error!(job = %job, attempt, "cannot start a supervisor: {e}");
-                // Reported like an attempt that could not run its command.
-                self.running.insert(
-                    job,
-                    Attempt {
-                        attempt,
-                        pid: 0,
-                        stop_sent: true,
-                    },
-                );
-                report(ExecKind::Exited {
-                    job,
-                    attempt,
-                    status: crate::exec::ExitStatus {
+                Ok(Err(e)) => {
+                    tracing::error!(job = %job, attempt, "cannot start a supervisor: {e}");
+                    // Reported like an attempt that could not run its command.
+                    crate::exec::ExitStatus {
                         code: 127,
                         signal: None,
                         finished_at: crate::exec::now_ms(),
-                    },
-                });
-            }
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(job = %job, attempt, "supervisor start task failed: {e}");
+                    crate::exec::ExitStatus {
+                        code: 127,
+                        signal: None,
+                        finished_at: crate::exec::now_ms(),
+                    }
+                }
+            };
+            report(ExecKind::Exited {
+                job,
+                attempt,
+                status,
+            });
+        });
+        if let Some(secs) = timeout {
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(secs)).await;
+                let _ = tx.send(Input::Exec(ExecReport(ExecKind::TimeoutOver {
+                    job,
+                    attempt,
+                })));
+            });
         }
     }
 
@@ -211,16 +233,18 @@ impl Executor {
         let Some(a) = self.running.get_mut(&job) else {
             return;
         };
-        if a.stop_sent || a.pid == 0 {
+        if a.stop.is_some() {
             return;
         }
-        a.stop_sent = true;
+        let how = if grace == 0 { Stop::Kill } else { Stop::Term };
+        a.stop = Some(how);
+        if let Some(pid) = a.pid {
+            proc::signal(pid, how);
+        }
+        if how == Stop::Kill {
+            return;
+        }
         let attempt = a.attempt;
-        if grace == 0 {
-            proc::signal(a.pid, Stop::Kill);
-            return;
-        }
-        proc::signal(a.pid, Stop::Term);
         let tx = self.tx.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(u64::from(grace))).await;

@@ -71,6 +71,12 @@ pub struct ExecReport(pub(crate) ExecKind);
 
 #[derive(Debug)]
 pub(crate) enum ExecKind {
+    /// The supervisor process exists (its pid, for signals).
+    Spawned {
+        job: JobId,
+        attempt: u32,
+        pid: i32,
+    },
     Running {
         job: JobId,
         attempt: u32,

@@ -402,6 +402,10 @@ impl Runtime {
 
     fn exec_report(&mut self, kind: ExecKind, now: i64) -> (bool, bool) {
         match kind {
+            ExecKind::Spawned { job, attempt, pid } => {
+                self.exec.spawned(job, attempt, pid);
+                (false, false)
+            }
             ExecKind::Running { job, attempt } => {
                 if self.exec.is_current(job, attempt) {
                     self.sched
