@@ -117,3 +117,19 @@ fn stop_jobs_on_exit_stops_running_jobs() {
     assert!(!alive(pid), "the job outlived --stop-jobs-on-exit");
     assert_eq!(s.exit_code(id, 1), Some(143));
 }
+
+#[test]
+fn log_follow_prints_output_until_the_job_ends() {
+    let s = Server::start(&config(1, 1, &share("team", 1, "LEND", false)));
+    let id = s.submit(
+        &["--share", "team"],
+        &["echo one; sleep 0.5; echo two; sleep 0.5; echo three"],
+    );
+    let out = s.cli(&["log", &id.to_string(), "--follow"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\nthree\n");
+    assert_eq!(s.state_of(id), "SUCCEEDED");
+    let missing = s.cli(&["log", "999"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no log"));
+}
