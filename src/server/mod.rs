@@ -4,6 +4,28 @@
 //! Start it in-process with [`RuntimeHandle::start`]; send [`Input`]s on
 //! `handle.inputs`; watch `handle.snapshots` (a `tokio::sync::watch` of
 //! `Arc<Snapshot>`), which changes after every batch of inputs.
+//!
+//! ```no_run
+//! # async fn demo(loaded: shareq::config::LoadedConfig) {
+//! use shareq::exec::{Discovery, StateDir};
+//! use shareq::server::{Input, RuntimeHandle, RuntimeOptions};
+//! let opts = RuntimeOptions {
+//!     state: StateDir::new("/tmp/shareq-state"),
+//!     config_dir: "/etc/shareq".into(),
+//!     supervisor_exe: std::env::current_exe().unwrap(), // the `shareq` binary
+//!     discovery: Discovery::run(),
+//! };
+//! let handle = RuntimeHandle::start(opts, loaded);
+//! let mut snaps = handle.snapshots.clone();
+//! let (tx, rx) = tokio::sync::oneshot::channel();
+//! let spec = shareq::model::JobSpec::new("train", "qs1", 1, 0);
+//! handle.inputs.send(Input::Submit { spec, reply: Some(tx) }).unwrap();
+//! let _id = rx.await.unwrap(); // Err(reason) when refused (here: no command)
+//! snaps.changed().await.unwrap();
+//! let _now = snaps.borrow().clone(); // Arc<Snapshot>
+//! handle.shutdown(false).await; // jobs keep running under their supervisors
+//! # }
+//! ```
 
 mod carry;
 pub mod client;

@@ -76,6 +76,13 @@ impl RuntimeHandle {
         }
     }
 
+    /// A callback that hands config updates to the runtime, in the shape the directory
+    /// watcher wants: `config::Watcher::start(dir, handle.config_sink())`.
+    pub fn config_sink(&self) -> Box<dyn FnMut(ConfigUpdate) + Send> {
+        let tx = self.inputs.clone();
+        Box::new(move |u| drop(tx.send(Input::Config(u))))
+    }
+
     /// Stop scheduling and wait for the runtime to end (see `Input::Shutdown`).
     pub async fn shutdown(self, stop_jobs: bool) {
         let (reply, done) = oneshot::channel();
