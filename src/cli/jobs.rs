@@ -64,7 +64,12 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
     }
     for v in &j.finished {
         let ran = v.finished.unwrap_or(now) - v.started.unwrap_or(v.submitted);
-        row(v, ran, &v.reason);
+        let detail = if v.state == crate::model::JobState::Succeeded {
+            format!("after {} attempt(s)", v.attempts)
+        } else {
+            v.reason.to_string()
+        };
+        row(v, ran, &detail);
     }
     if j.running.is_empty() && j.queue.is_empty() && j.finished.is_empty() {
         println!("(no jobs)");

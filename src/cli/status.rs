@@ -95,7 +95,7 @@ pub fn status(args: &StatusArgs) -> ExitCode {
     }
     for e in &s.lending {
         println!(
-            "lending: {} borrows {} {} GPU(s) from {}",
+            "lending: {} borrows {} GPU(s) of {} from {}",
             e.borrower,
             e.gpus,
             e.unit,
