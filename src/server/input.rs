@@ -54,6 +54,10 @@ pub enum Input {
     Config(ConfigUpdate),
     /// Re-read the config directory now; answers with the errors when refused.
     Reload { reply: Reply<Result<(), String>> },
+    /// Publish a snapshot now if anything changed, then answer: afterwards the
+    /// snapshot receiver shows every input sent before this one. (Without it, snapshots
+    /// follow changes within ~20 ms.)
+    Sync { reply: oneshot::Sender<()> },
     /// Every job the runtime remembers, finished ones included.
     AllJobs {
         reply: oneshot::Sender<Vec<JobView>>,
@@ -95,4 +99,6 @@ pub(crate) enum ExecKind {
         attempt: u32,
     },
     Telemetry(Samples),
+    /// Time to publish changes held back by the publish rate limit.
+    Flush,
 }

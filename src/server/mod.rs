@@ -3,7 +3,8 @@
 //!
 //! Start it in-process with [`RuntimeHandle::start`]; send [`Input`]s on
 //! `handle.inputs`; watch `handle.snapshots` (a `tokio::sync::watch` of
-//! `Arc<Snapshot>`), which changes after every batch of inputs.
+//! `Arc<Snapshot>`), which follows changes within ~20 ms (send `Input::Sync` to wait for
+//! one that includes everything sent before).
 //!
 //! ```no_run
 //! # async fn demo(loaded: shareq::config::LoadedConfig) {

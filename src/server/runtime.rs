@@ -1,6 +1,7 @@
 //! The runtime task: the one owner of the scheduler. It drains its input channel in
 //! batches, runs one scheduling pass per batch on the real clock, carries the decisions
-//! out through `exec` and publishes an immutable snapshot after each change.
+//! out through `exec` and publishes an immutable snapshot after changes (at most one per
+//! 20 ms while inputs pour in; `Input::Sync` forces one).
 
 use super::carry::Executor;
 use super::input::{CancelOutcome, ConfigUpdate, ExecKind, ExecReport, Input};
@@ -13,6 +14,7 @@ use crate::snapshot::{ConfigStatus, JobView, Snapshot};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -67,6 +69,10 @@ impl RuntimeHandle {
             snapshots: snap_tx,
             finished: VecDeque::new(),
             maybe_done: Vec::new(),
+            dirty: false,
+            last_publish: None,
+            flush_pending: false,
+            tx: tx.clone(),
         };
         let task = tokio::spawn(rt.run(rx));
         RuntimeHandle {
@@ -142,7 +148,17 @@ struct Runtime {
     finished: VecDeque<JobView>,
     /// Jobs that may have finished in this batch.
     maybe_done: Vec<JobId>,
+    /// Something changed since the last snapshot.
+    dirty: bool,
+    last_publish: Option<Instant>,
+    /// A `Flush` timer is on its way.
+    flush_pending: bool,
+    tx: mpsc::UnboundedSender<Input>,
 }
+
+/// Snapshots are published at most this often while inputs pour in (a reader that must
+/// see its own change asks with `Input::Sync`).
+const PUBLISH_EVERY: Duration = Duration::from_millis(20);
 
 /// How many finished jobs the runtime remembers.
 const FINISHED_KEPT: usize = 20_000;
@@ -176,8 +192,10 @@ impl Runtime {
             let mut deferred = Vec::new();
             let mut needs_pass = false;
             let mut changed = false;
+            let mut syncs = Vec::new();
             for input in batch {
                 match input {
+                    Input::Sync { reply } => syncs.push(reply),
                     Input::Shutdown { stop_jobs, reply } => {
                         let entry = shutting_down.get_or_insert((stop_jobs, Vec::new()));
                         entry.0 |= stop_jobs;
@@ -210,10 +228,25 @@ impl Runtime {
             changed |= !events.is_empty();
             self.exec.carry_out(&self.sched, events, now);
             self.archive_finished();
-            // Publish before answering, so a client that reads after its answer sees
-            // what it did.
-            if changed {
-                self.publish(now);
+            // Publish at most every PUBLISH_EVERY, and always before answering a `Sync`,
+            // so a reader that asks after its answer sees what it did.
+            self.dirty |= changed;
+            if self.dirty {
+                let since = self.last_publish.map(|t| t.elapsed());
+                if since.is_none_or(|d| d >= PUBLISH_EVERY)
+                    || !syncs.is_empty()
+                    || shutting_down.is_some()
+                {
+                    self.publish(now);
+                } else if !self.flush_pending {
+                    self.flush_pending = true;
+                    let wait = PUBLISH_EVERY.saturating_sub(since.unwrap_or_default());
+                    let tx = self.tx.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(wait).await;
+                        let _ = tx.send(Input::Exec(ExecReport(ExecKind::Flush)));
+                    });
+                }
             }
             for d in deferred {
                 match d {
@@ -222,6 +255,9 @@ impl Runtime {
                     Deferred::Priority(tx, v) => drop(tx.send(v)),
                     Deferred::Reload(tx, v) => drop(tx.send(v)),
                 }
+            }
+            for tx in syncs {
+                let _ = tx.send(());
             }
             if let Some((stop_jobs, _)) = &shutting_down
                 && (!*stop_jobs || self.exec.running_count() == 0)
@@ -254,6 +290,8 @@ impl Runtime {
     }
 
     fn publish(&mut self, now: i64) {
+        self.dirty = false;
+        self.last_publish = Some(Instant::now());
         self.version += 1;
         let mut snap = Snapshot::build(
             &self.sched,
@@ -355,7 +393,7 @@ impl Runtime {
                 (true, true)
             }
             Input::Exec(ExecReport(kind)) => self.exec_report(kind, now),
-            Input::AllJobs { .. } | Input::Shutdown { .. } => (false, false),
+            Input::AllJobs { .. } | Input::Shutdown { .. } | Input::Sync { .. } => (false, false),
         }
     }
 
@@ -449,6 +487,10 @@ impl Runtime {
                     self.sched.timeout(job, now);
                     return (true, true);
                 }
+                (false, false)
+            }
+            ExecKind::Flush => {
+                self.flush_pending = false;
                 (false, false)
             }
             ExecKind::Telemetry(samples) => {

@@ -131,6 +131,13 @@ async fn answer(
         Err(e) => return Response::error(format!("malformed request: {e}")),
     };
     let gone = || Response::error("the scheduler is shutting down");
+    if matches!(req, Request::Jobs { .. } | Request::Status) {
+        // Read-your-writes: the snapshot must include everything sent before.
+        let (tx, rx) = oneshot::channel();
+        if inputs.send(Input::Sync { reply: tx }).is_err() || rx.await.is_err() {
+            return gone();
+        }
+    }
     match req {
         Request::Submit { job } => {
             let (tx, rx) = oneshot::channel();
