@@ -18,10 +18,18 @@ impl StateDir {
     /// `--state`, else `$SHAREQ_STATE`, else `$XDG_STATE_HOME/shareq`, else
     /// `~/.local/state/shareq`.
     pub fn resolve(flag: Option<&Path>) -> Result<StateDir, String> {
+        StateDir::resolve_with(flag, |k| std::env::var_os(k))
+    }
+
+    /// `resolve`, reading the environment through `env`.
+    pub fn resolve_with(
+        flag: Option<&Path>,
+        env: impl Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Result<StateDir, String> {
         if let Some(p) = flag {
             return Ok(StateDir::new(p));
         }
-        let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+        let var = |k: &str| env(k).filter(|v| !v.is_empty());
         if let Some(p) = var("SHAREQ_STATE") {
             return Ok(StateDir::new(PathBuf::from(p)));
         }
@@ -119,6 +127,38 @@ mod tests {
         write_atomic(&p, b"two").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn state_dir_precedence_is_flag_then_shareq_state_then_xdg_then_home() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        };
+        let all = env(&[
+            ("SHAREQ_STATE", "/s"),
+            ("XDG_STATE_HOME", "/x"),
+            ("HOME", "/h"),
+        ]);
+        let r = |flag: Option<&str>, e| StateDir::resolve_with(flag.map(Path::new), e);
+        assert_eq!(r(Some("/f"), all).unwrap().root(), Path::new("/f"));
+        assert_eq!(r(None, all).unwrap().root(), Path::new("/s"));
+        let xdg = env(&[
+            ("SHAREQ_STATE", ""),
+            ("XDG_STATE_HOME", "/x"),
+            ("HOME", "/h"),
+        ]);
+        assert_eq!(r(None, xdg).unwrap().root(), Path::new("/x/shareq"));
+        let home = env(&[("HOME", "/h")]);
+        assert_eq!(
+            r(None, home).unwrap().root(),
+            Path::new("/h/.local/state/shareq")
+        );
+        assert!(r(None, env(&[])).is_err());
     }
 
     #[test]
