@@ -1,0 +1,2 @@
+//! Config hot-reload latency benchmark (written below).
+fn main() {}
