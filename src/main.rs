@@ -28,6 +28,15 @@ enum Command {
         #[arg(long)]
         summary: bool,
     },
+    /// Validate a config directory: print what it would apply (exit 0) or every error
+    /// (exit 1).
+    Check {
+        /// The config directory.
+        dir: PathBuf,
+        /// Keep watching and print one line per change: applied, or rejected with errors.
+        #[arg(long)]
+        watch: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -38,5 +47,6 @@ fn main() -> ExitCode {
             check,
             summary,
         } => shareq::cli::replay(&scenario, check, summary),
+        Command::Check { dir, watch } => shareq::cli::check::check(&dir, watch),
     }
 }

@@ -1,5 +1,6 @@
 //! The subcommands' bodies: each turns arguments into library calls and an exit code.
 
+pub mod check;
 mod replay;
 
 pub use replay::replay;
