@@ -32,7 +32,15 @@ pub fn is_config_file(path: &Path) -> bool {
     )
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+/// Lists the config files under `dir` into `out`, and keeps in `newest` the latest
+/// modification time of the directories walked (a create, delete or rename changes it).
+fn collect(
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+    newest: &mut Option<SystemTime>,
+) -> std::io::Result<()> {
+    let modified = std::fs::metadata(dir)?.modified().ok();
+    *newest = (*newest).max(modified);
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let path = entry.path();
@@ -48,7 +56,7 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
             continue;
         };
         if kind.is_dir() {
-            collect(&path, out)?;
+            collect(&path, out, newest)?;
         } else if is_config_file(&path) {
             out.push(path);
         }
@@ -75,6 +83,9 @@ pub struct DirSnapshot {
     /// False when a file changed or vanished while it was being read: a writer is busy,
     /// so the snapshot may hold a partial file and should be read again shortly.
     pub stable: bool,
+    /// The latest modification time of the files and directories read: a very recent
+    /// one means a writer may not be done.
+    pub newest: Option<SystemTime>,
 }
 
 fn stamp(path: &Path) -> Option<(u64, Option<SystemTime>)> {
@@ -86,7 +97,8 @@ impl DirSnapshot {
     /// Read every config file under `dir`. `Err` when the directory itself cannot be read.
     pub fn read(dir: &Path) -> Result<DirSnapshot, ConfigError> {
         let mut paths = Vec::new();
-        collect(dir, &mut paths).map_err(|e| {
+        let mut newest = None;
+        collect(dir, &mut paths, &mut newest).map_err(|e| {
             ConfigError::new(format!("cannot read config directory: {e}")).at(
                 Some(&dir.display().to_string()),
                 None,
@@ -106,6 +118,7 @@ impl DirSnapshot {
                         && before == after
                         && before.map(|b| b.0) == Some(bytes.len() as u64);
                     stable &= complete;
+                    newest = newest.max(after.and_then(|a| a.1));
                     String::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".to_string())
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -129,6 +142,7 @@ impl DirSnapshot {
             files,
             hash: format!("{:016x}", hasher.0),
             stable,
+            newest,
         })
     }
 

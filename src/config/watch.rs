@@ -5,13 +5,15 @@
 //! the tokio runtime, `shareq check --watch` and the tests use it alike.
 //!
 //! What it copes with, and how:
-//! - bursts of saves and editors' temp-file + rename: the debouncer (notify's mini
-//!   debouncer, [`DEBOUNCE`]) waits for quiet, then the *whole* directory is re-read, so
-//!   it does not matter which events came or in what order;
-//! - a file caught half-written: a read during which any file changed size or time is
-//!   read again; an invalid read is confirmed by a second read after another quiet
-//!   period before it is reported, so a writer that pauses mid-file shows up as at most
-//!   one rejection, and is never applied;
+//! - bursts of saves and editors' temp-file + rename: the debouncer
+//!   (`notify-debouncer-full`, [`DEBOUNCE`]) waits for quiet, then the *whole* directory
+//!   is re-read, so it does not matter which events came or in what order. Our own reads
+//!   cause open/close/atime events; those are ignored, or every read would cause another;
+//! - a file caught half-written: a read is used only once nothing under the directory
+//!   was modified for [`DEBOUNCE`] (by the files' and directories' times) and no file
+//!   changed while it was read; an invalid read is confirmed by a second read after
+//!   another quiet period before it is reported. A writer that pauses mid-file for
+//!   longer than that shows up as at most one rejection;
 //! - the directory removed and created again: its parent is watched too, and the
 //!   directory's watch is re-armed whenever its identity (device, inode) changes; while it
 //!   is missing it is also polled, in case the parent went as well;
@@ -19,12 +21,13 @@
 
 use super::dir::{DirSnapshot, LoadedConfig};
 use super::error::ConfigError;
+use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind};
 use notify::{RecommendedWatcher, RecursiveMode};
-use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
+use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// How long the directory must be quiet before it is read.
 pub const DEBOUNCE: Duration = Duration::from_millis(100);
@@ -148,7 +151,7 @@ struct Worker {
     /// Absolute, to recognise the events that concern the directory.
     abs: PathBuf,
     parent: Option<PathBuf>,
-    debouncer: Debouncer<RecommendedWatcher>,
+    debouncer: Debouncer<RecommendedWatcher, RecommendedCache>,
     watched: Option<(u64, u64)>,
     parent_watched: Option<(u64, u64)>,
     last: Option<Delivered>,
@@ -170,6 +173,17 @@ fn relevant(abs: &Path, path: &Path) -> bool {
         && name != "4913"
 }
 
+/// Could this event change what the directory says? Opening, reading and the access
+/// time are not (and are what our own reads cause).
+fn changes_content(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        EventKind::Modify(ModifyKind::Metadata(_)) => false,
+        _ => true,
+    }
+}
+
 impl Worker {
     fn new(
         dir: PathBuf,
@@ -179,11 +193,13 @@ impl Worker {
         let abs = std::path::absolute(&dir).unwrap_or_else(|_| dir.clone());
         let parent = abs.parent().map(Path::to_path_buf);
         let filter_dir = abs.clone();
-        let debouncer = new_debouncer(DEBOUNCE, move |res: DebounceEventResult| {
+        let debouncer = new_debouncer(DEBOUNCE, None, move |res: DebounceEventResult| {
             // On a watcher error (e.g. the kernel's event queue overflowed) events may be
             // lost: re-reading everything is always correct.
             let hit = match res {
-                Ok(evs) => evs.iter().any(|e| relevant(&filter_dir, &e.path)),
+                Ok(evs) => evs.iter().any(|e| {
+                    changes_content(&e.kind) && e.paths.iter().any(|p| relevant(&filter_dir, p))
+                }),
                 Err(_) => true,
             };
             if hit {
@@ -220,18 +236,18 @@ impl Worker {
         if let Some(parent) = self.parent.clone() {
             let id = identity(&parent);
             if id != self.parent_watched {
-                let w = self.debouncer.watcher();
-                let _ = w.unwatch(&parent);
+                let d = &mut self.debouncer;
+                let _ = d.unwatch(&parent);
                 self.parent_watched =
-                    id.filter(|_| w.watch(&parent, RecursiveMode::NonRecursive).is_ok());
+                    id.filter(|_| d.watch(&parent, RecursiveMode::NonRecursive).is_ok());
                 changed = true;
             }
         }
         let id = identity(&abs);
         if id != self.watched {
-            let w = self.debouncer.watcher();
-            let _ = w.unwatch(&abs);
-            self.watched = id.filter(|_| w.watch(&abs, RecursiveMode::Recursive).is_ok());
+            let d = &mut self.debouncer;
+            let _ = d.unwatch(&abs);
+            self.watched = id.filter(|_| d.watch(&abs, RecursiveMode::Recursive).is_ok());
             changed = true;
         }
         changed
@@ -309,14 +325,23 @@ impl Worker {
         }
     }
 
-    /// A snapshot read while no file changed under it; `None` when a writer stayed busy.
+    /// A snapshot read while no file changed under it, after nothing was modified for
+    /// [`DEBOUNCE`]; `None` when a writer stayed busy.
     fn read_settled(&self) -> Result<Option<DirSnapshot>, ConfigError> {
         for _ in 0..SETTLE_TRIES {
             let snap = DirSnapshot::read(&self.dir)?;
-            if snap.stable {
+            let age = snap
+                .newest
+                .and_then(|t| SystemTime::now().duration_since(t).ok())
+                .unwrap_or(DEBOUNCE);
+            if !snap.stable {
+                std::thread::sleep(SETTLE);
+            } else if age < DEBOUNCE {
+                // Something was written a moment ago, whatever woke us: wait for quiet.
+                std::thread::sleep(DEBOUNCE - age);
+            } else {
                 return Ok(Some(snap));
             }
-            std::thread::sleep(SETTLE);
         }
         Ok(None)
     }
