@@ -221,3 +221,57 @@ impl Fnv {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skips_hidden_files_and_editor_temporaries() {
+        for name in ["a.yaml", "b.yml", "dir/c.yaml"] {
+            assert!(is_config_file(Path::new(name)), "{name}");
+        }
+        for name in [
+            ".a.yaml",
+            "a.yaml~",
+            "4913",
+            ".#a.yaml",
+            "a.yaml.swp",
+            "notes.txt",
+        ] {
+            assert!(!is_config_file(Path::new(name)), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_hash_follows_names_and_contents_not_the_directory() {
+        let a = tempfile::tempdir().expect("tempdir");
+        let b = tempfile::tempdir().expect("tempdir");
+        for d in [a.path(), b.path()] {
+            std::fs::write(d.join("x.yaml"), "kind: QuotaShare\n").expect("write");
+        }
+        let ha = DirSnapshot::read(a.path()).expect("read").hash;
+        assert_eq!(ha, DirSnapshot::read(b.path()).expect("read").hash);
+        std::fs::write(b.path().join("x.yaml"), "kind: QuotaShare\n# edit\n").expect("write");
+        assert_ne!(ha, DirSnapshot::read(b.path()).expect("read").hash);
+        std::fs::rename(a.path().join("x.yaml"), a.path().join("y.yaml")).expect("mv");
+        assert_ne!(ha, DirSnapshot::read(a.path()).expect("read").hash);
+        // Temporaries do not count.
+        std::fs::write(a.path().join(".y.yaml.swp"), "junk").expect("write");
+        let snap = DirSnapshot::read(a.path()).expect("read");
+        assert_eq!(snap.files.len(), 1);
+        assert!(snap.stable);
+    }
+
+    #[test]
+    fn a_missing_directory_is_an_error_with_its_name() {
+        let e = load_dir(Path::new("/nonexistent/shareq-cfg")).expect_err("missing");
+        assert_eq!(e.len(), 1);
+        assert!(
+            e[0].to_string()
+                .starts_with("/nonexistent/shareq-cfg: cannot read config directory"),
+            "{}",
+            e[0]
+        );
+    }
+}

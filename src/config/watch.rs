@@ -197,8 +197,10 @@ impl Worker {
             // On a watcher error (e.g. the kernel's event queue overflowed) events may be
             // lost: re-reading everything is always correct.
             let hit = match res {
+                // No path: a rescan request (events were dropped): re-read.
                 Ok(evs) => evs.iter().any(|e| {
-                    changes_content(&e.kind) && e.paths.iter().any(|p| relevant(&filter_dir, p))
+                    changes_content(&e.kind)
+                        && (e.paths.is_empty() || e.paths.iter().any(|p| relevant(&filter_dir, p)))
                 }),
                 Err(_) => true,
             };
@@ -356,5 +358,46 @@ impl Worker {
         }
         self.last = Some(now);
         (self.on_update)(update);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::event::{CreateKind, DataChange, MetadataKind, RemoveKind};
+
+    #[test]
+    fn only_the_directory_and_real_config_names_are_relevant() {
+        let dir = Path::new("/srv/cfg");
+        assert!(relevant(dir, Path::new("/srv/cfg")));
+        assert!(relevant(dir, Path::new("/srv/cfg/teams/a.yaml")));
+        assert!(relevant(dir, Path::new("/srv/cfg/teams")));
+        assert!(!relevant(dir, Path::new("/srv/other.yaml")));
+        assert!(!relevant(dir, Path::new("/srv/cfg-old/a.yaml")));
+        assert!(!relevant(dir, Path::new("/srv/cfg/.a.yaml.swp")));
+        assert!(!relevant(dir, Path::new("/srv/cfg/.git/index")));
+        assert!(!relevant(dir, Path::new("/srv/cfg/a.yaml~")));
+        assert!(!relevant(dir, Path::new("/srv/cfg/4913")));
+    }
+
+    #[test]
+    fn our_own_reads_are_not_changes() {
+        assert!(!changes_content(&EventKind::Access(AccessKind::Open(
+            AccessMode::Any
+        ))));
+        assert!(!changes_content(&EventKind::Access(AccessKind::Close(
+            AccessMode::Read
+        ))));
+        assert!(!changes_content(&EventKind::Modify(ModifyKind::Metadata(
+            MetadataKind::AccessTime
+        ))));
+        assert!(changes_content(&EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        ))));
+        assert!(changes_content(&EventKind::Modify(ModifyKind::Data(
+            DataChange::Any
+        ))));
+        assert!(changes_content(&EventKind::Create(CreateKind::File)));
+        assert!(changes_content(&EventKind::Remove(RemoveKind::Folder)));
     }
 }
