@@ -43,7 +43,7 @@ fn check_watch_prints_one_line_per_change() {
         rx.recv_timeout(Duration::from_secs(20))
             .expect("a line within 20 s")
     };
-    let mut run = || -> Result<(), String> {
+    let run = || -> Result<(), String> {
         let first = next();
         if !first.contains(" applied ") || !first.ends_with("1 share; gpu 1/2 guaranteed") {
             return Err(format!("initial: {first}"));
