@@ -284,3 +284,39 @@ fn reload_now_delivers_and_drop_stops_watching() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(seen.len(), n);
 }
+
+#[cfg(unix)]
+#[test]
+fn a_configmap_style_symlink_swap_is_applied() {
+    use std::os::unix::fs::symlink;
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("cfg");
+    let v1 = dir.join("..2026_v1");
+    std::fs::create_dir_all(&v1).expect("mkdir");
+    std::fs::write(v1.join("env.yaml"), ENV).expect("write env");
+    std::fs::write(v1.join("shares.yaml"), share("qs1", 1)).expect("write shares");
+    symlink("..2026_v1", dir.join("..data")).expect("link data");
+    symlink("..data/env.yaml", dir.join("env.yaml")).expect("link env");
+    symlink("..data/shares.yaml", dir.join("shares.yaml")).expect("link shares");
+    let (_w, seen) = start(&dir);
+    assert_eq!(
+        limits_of(&seen.last_applied().expect("applied")),
+        limits_owned(&[("qs1", 1)])
+    );
+    // What the kubelet does on an update: a new hidden version, then swap `..data`.
+    let v2 = dir.join("..2026_v2");
+    std::fs::create_dir(&v2).expect("mkdir v2");
+    std::fs::write(v2.join("env.yaml"), ENV).expect("write env");
+    std::fs::write(v2.join("shares.yaml"), share("qs1", 3)).expect("write shares");
+    symlink("..2026_v2", dir.join("..data_tmp")).expect("link tmp");
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).expect("swap");
+    std::fs::remove_dir_all(&v1).expect("rm v1");
+    seen.wait_applied(&[("qs1", 3)]);
+    assert_eq!(seen.rejections(), 0, "{}", seen.describe());
+}
+
+#[test]
+fn the_watcher_can_move_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Watcher>();
+}
