@@ -1,66 +1,97 @@
-//! The shape of each document kind (field names and enum values), checked on the raw
-//! YAML tree so that *every* unknown field, kind or value in a document is reported at
-//! once, each with a did-you-mean. Types and ranges are left to serde and `validate`.
+//! The shape of each document kind (field names, required fields, types and enum
+//! values), checked on the raw YAML tree so that *every* such error in a document is
+//! reported at once, each unknown name with a did-you-mean. Serde then only turns a
+//! tree that passed into the typed documents; cross-field rules live in `validate`.
 
-use super::suggest::hint;
+use super::suggest::{did_you_mean, hint};
 use crate::model::DOCUMENT_KINDS;
 use serde_yaml::Value;
 
 pub enum Shape {
-    Map(&'static [(&'static str, Shape)]),
+    Map(&'static [Field]),
     List(&'static Shape),
     Enum(&'static [&'static str]),
-    /// Checked elsewhere (scalars, `devices`).
-    Any,
+    /// A string (quoted or not).
+    Text,
+    /// A whole number 0..=u32::MAX.
+    Count,
+    /// A whole number (may be negative).
+    Int,
+    /// `auto`, a list of GPU indices, or `{fake: N}`.
+    Devices,
+    /// The document's `kind`, checked before the rest.
+    Kind,
+}
+
+pub struct Field {
+    name: &'static str,
+    shape: Shape,
+    required: bool,
+}
+
+const fn req(name: &'static str, shape: Shape) -> Field {
+    Field {
+        name,
+        shape,
+        required: true,
+    }
+}
+
+const fn opt(name: &'static str, shape: Shape) -> Field {
+    Field {
+        name,
+        shape,
+        required: false,
+    }
 }
 
 const TOGGLE: Shape = Shape::Enum(&["ENABLED", "DISABLED"]);
 
 pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
-    ("kind", Shape::Any),
-    ("name", Shape::Any),
-    (
+    req("kind", Shape::Kind),
+    req("name", Shape::Text),
+    req(
         "capacityLimits",
         Shape::List(&Shape::Map(&[
-            ("capacityUnit", Shape::Any),
-            ("maxCapacity", Shape::Any),
-            ("devices", Shape::Any),
+            req("capacityUnit", Shape::Text),
+            req("maxCapacity", Shape::Count),
+            opt("devices", Shape::Devices),
         ])),
     ),
-    (
+    opt(
         "preemption",
-        Shape::Map(&[("gracePeriodSeconds", Shape::Any)]),
+        Shape::Map(&[opt("gracePeriodSeconds", Shape::Count)]),
     ),
-    ("admins", Shape::Any),
-    ("history", Shape::Map(&[("retainDays", Shape::Any)])),
+    opt("admins", Shape::List(&Shape::Text)),
+    opt("history", Shape::Map(&[opt("retainDays", Shape::Count)])),
 ]);
 
 pub const QUOTA_SHARE: Shape = Shape::Map(&[
-    ("kind", Shape::Any),
-    ("quotaShareName", Shape::Any),
-    (
+    req("kind", Shape::Kind),
+    req("quotaShareName", Shape::Text),
+    req(
         "capacityLimits",
         Shape::List(&Shape::Map(&[
-            ("capacityUnit", Shape::Any),
-            ("maxCapacity", Shape::Any),
+            req("capacityUnit", Shape::Text),
+            req("maxCapacity", Shape::Count),
         ])),
     ),
-    (
+    req(
         "resourceSharingConfiguration",
         Shape::Map(&[
-            (
+            req(
                 "strategy",
                 Shape::Enum(&["RESERVE", "LEND", "LEND_AND_BORROW"]),
             ),
-            ("borrowLimit", Shape::Any),
+            opt("borrowLimit", Shape::Int),
         ]),
     ),
-    (
+    opt(
         "preemptionConfiguration",
-        Shape::Map(&[("inSharePreemption", TOGGLE)]),
+        Shape::Map(&[opt("inSharePreemption", TOGGLE)]),
     ),
-    ("state", TOGGLE),
-    ("members", Shape::Any),
+    opt("state", TOGGLE),
+    opt("members", Shape::List(&Shape::Text)),
 ]);
 
 /// A problem found by the shape check: the field path (from the document root) and
@@ -86,6 +117,30 @@ fn quoted(list: &[&str]) -> String {
         .join(", ")
 }
 
+/// What a value is, in words, for "expected X, found Y".
+fn found(v: &Value) -> String {
+    match v {
+        Value::Null => "nothing".into(),
+        Value::Bool(b) => format!("`{b}`"),
+        Value::Number(n) => format!("the number `{n}`"),
+        Value::String(s) => format!("the text `{s}`"),
+        Value::Sequence(_) => "a list".into(),
+        Value::Mapping(_) => "a mapping".into(),
+        Value::Tagged(t) => format!("a value tagged `{}`", t.tag),
+    }
+}
+
+fn expected(out: &mut Vec<ShapeError>, path: &str, what: &str, v: &Value) {
+    out.push(ShapeError {
+        field: path.to_string(),
+        message: format!("expected {what}, found {}", found(v)),
+    });
+}
+
+fn is_count(v: &Value) -> bool {
+    v.as_u64().is_some_and(|n| u32::try_from(n).is_ok())
+}
+
 fn walk(v: &Value, shape: &Shape, path: &str, out: &mut Vec<ShapeError>) {
     match (shape, v) {
         (Shape::Map(fields), Value::Mapping(m)) => {
@@ -93,14 +148,14 @@ fn walk(v: &Value, shape: &Shape, path: &str, out: &mut Vec<ShapeError>) {
                 let Some(key) = k.as_str() else {
                     out.push(ShapeError {
                         field: path.to_string(),
-                        message: format!("a field name must be text, found {k:?}"),
+                        message: format!("a field name must be text, found {}", found(k)),
                     });
                     continue;
                 };
-                match fields.iter().find(|(name, _)| *name == key) {
-                    Some((_, s)) => walk(child, s, &join(path, key), out),
+                match fields.iter().find(|f| f.name == key) {
+                    Some(f) => walk(child, &f.shape, &join(path, key), out),
                     None => {
-                        let names: Vec<&str> = fields.iter().map(|(n, _)| *n).collect();
+                        let names: Vec<&str> = fields.iter().map(|f| f.name).collect();
                         let h = hint(key, &names);
                         let message = if h.is_empty() {
                             format!("unknown field `{key}` (allowed here: {})", quoted(&names))
@@ -114,24 +169,102 @@ fn walk(v: &Value, shape: &Shape, path: &str, out: &mut Vec<ShapeError>) {
                     }
                 }
             }
+            // A misspelt required field was reported as unknown, with the right name.
+            let names: Vec<&str> = fields.iter().map(|f| f.name).collect();
+            let misspelt: Vec<&str> = m
+                .keys()
+                .filter_map(Value::as_str)
+                .filter(|k| !names.contains(k))
+                .filter_map(|k| did_you_mean(k, &names))
+                .collect();
+            for f in fields
+                .iter()
+                .filter(|f| f.required && !m.contains_key(f.name) && !misspelt.contains(&f.name))
+            {
+                out.push(ShapeError {
+                    field: join(path, f.name),
+                    message: format!("missing required field `{}`", f.name),
+                });
+            }
         }
+        (Shape::Map(_), v) => expected(out, path, "a mapping of fields", v),
         (Shape::List(item), Value::Sequence(items)) => {
             for (i, child) in items.iter().enumerate() {
                 walk(child, item, &format!("{path}[{i}]"), out);
             }
         }
-        (Shape::Enum(values), Value::String(s)) if !values.contains(&s.as_str()) => {
-            out.push(ShapeError {
-                field: path.to_string(),
-                message: format!(
-                    "unknown value `{s}`{} (expected one of {})",
-                    hint(s, values),
-                    quoted(values)
-                ),
-            });
+        // `members:` with nothing after it is not an empty list (and absent means
+        // everyone): say how to write what was probably meant.
+        (Shape::List(_), Value::Null) => out.push(ShapeError {
+            field: path.to_string(),
+            message:
+                "expected a list, found nothing: write `[]` for an empty list, or remove the line"
+                    .into(),
+        }),
+        (Shape::List(_), v) => expected(out, path, "a list", v),
+        (Shape::Enum(values), Value::String(s)) => {
+            if !values.contains(&s.as_str()) {
+                out.push(ShapeError {
+                    field: path.to_string(),
+                    message: format!(
+                        "unknown value `{s}`{} (expected one of {})",
+                        hint(s, values),
+                        quoted(values)
+                    ),
+                });
+            }
         }
-        // A wrong type is reported by serde, with the expected type.
-        _ => {}
+        (Shape::Enum(values), v) => {
+            expected(out, path, &format!("one of {}", quoted(values)), v);
+        }
+        (Shape::Text, Value::String(_)) | (Shape::Kind, _) => {}
+        (Shape::Text, v) => expected(out, path, "text", v),
+        (Shape::Count, v) if is_count(v) => {}
+        (Shape::Count, v) => expected(out, path, "a whole number >= 0", v),
+        (Shape::Int, v) if v.as_i64().is_some() => {}
+        (Shape::Int, v) => expected(out, path, "a whole number", v),
+        (Shape::Devices, v) => devices(v, path, out),
+    }
+}
+
+fn devices(v: &Value, path: &str, out: &mut Vec<ShapeError>) {
+    const WHAT: &str = "`auto`, a list of GPU indices such as [0, 1], or {fake: N}";
+    match v {
+        Value::String(s) if s == "auto" => {}
+        Value::Sequence(items) => {
+            for (i, item) in items.iter().enumerate() {
+                if !is_count(item) {
+                    expected(
+                        out,
+                        &format!("{path}[{i}]"),
+                        "a GPU index (a whole number >= 0)",
+                        item,
+                    );
+                }
+            }
+        }
+        Value::Mapping(m) => {
+            for (k, child) in m {
+                match k.as_str() {
+                    Some("fake") if is_count(child) => {}
+                    Some("fake") => {
+                        expected(out, &join(path, "fake"), "a whole number >= 0", child)
+                    }
+                    Some(other) => out.push(ShapeError {
+                        field: join(path, other),
+                        message: format!(
+                            "unknown field `{other}`{} (devices take {WHAT})",
+                            hint(other, &["fake"])
+                        ),
+                    }),
+                    None => expected(out, path, WHAT, v),
+                }
+            }
+            if !m.contains_key("fake") {
+                expected(out, path, WHAT, v);
+            }
+        }
+        v => expected(out, path, WHAT, v),
     }
 }
 
@@ -251,6 +384,26 @@ mod tests {
                 "capacityLimits[0].maxCapcity",
                 "resourceSharingConfiguration.strategy",
                 "state"
+            ]
+        );
+        let v: Value = serde_yaml::from_str(
+            "{kind: QuotaShare, quotaShareName: 7, capacityLimits: [{capacityUnit: gpu, maxCapacity: -2}, {maxCapacity: 1}],
+              resourceSharingConfiguration: {borrowLimit: many}, members: }",
+        )
+        .expect("yaml");
+        let typed: Vec<String> = check_document(&v)
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect();
+        assert_eq!(
+            typed,
+            [
+                "quotaShareName: expected text, found the number `7`",
+                "capacityLimits[0].maxCapacity: expected a whole number >= 0, found the number `-2`",
+                "capacityLimits[1].capacityUnit: missing required field `capacityUnit`",
+                "resourceSharingConfiguration.borrowLimit: expected a whole number, found the text `many`",
+                "resourceSharingConfiguration.strategy: missing required field `strategy`",
+                "members: expected a list, found nothing: write `[]` for an empty list, or remove the line",
             ]
         );
         assert!(e[2].message.contains("did you mean `LEND_AND_BORROW`?"));
