@@ -59,7 +59,9 @@ fn check_watch_prints_one_line_per_change() {
         }
         std::fs::write(dir.join("qs1.yaml"), share("LEND_AND_BORROW")).expect("write");
         let fixed = next();
-        if !fixed.contains(" applied ") {
+        if !fixed.contains(" applied ")
+            || !fixed.ends_with("; qs1 strategy LEND -> LEND_AND_BORROW")
+        {
             return Err(format!("fix: {fixed}"));
         }
         Ok(())

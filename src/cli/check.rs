@@ -1,10 +1,11 @@
 //! `shareq check DIR [--watch]`: validate a config directory and say what it would apply.
 
 use crate::config::{
-    ConfigError, ConfigUpdate, LoadedConfig, Watcher, borrow_cap_text, load_dir, one_line, units,
-    warnings,
+    ConfigError, ConfigUpdate, LoadedConfig, ValidConfig, Watcher, borrow_cap_text, changes,
+    load_dir, one_line, units, warnings,
 };
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -145,19 +146,51 @@ fn clock() -> String {
     format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
-/// One `--watch` line (plus the errors under a rejection).
-pub fn watch_line(update: &ConfigUpdate) -> String {
-    match update {
-        ConfigUpdate::Applied(l) => {
-            format!("{} applied {}: {}\n", clock(), l.hash, one_line(&l.config))
+/// Turns watcher updates into `--watch` lines: one per change (a rejection is followed
+/// by its errors, one per line).
+#[derive(Default)]
+pub struct WatchLog {
+    in_force: Option<ValidConfig>,
+}
+
+impl WatchLog {
+    pub fn line(&mut self, update: &ConfigUpdate) -> String {
+        match update {
+            ConfigUpdate::Applied(l) => {
+                let mut line = format!("{} applied {}: {}", clock(), l.hash, one_line(&l.config));
+                if let Some(old) = &self.in_force {
+                    let c = changes(old, &l.config);
+                    if c.is_empty() {
+                        line.push_str("; nothing changed");
+                    } else {
+                        let _ = write!(line, "; {}", c.join(", "));
+                    }
+                }
+                let w = warnings(&l.config).len();
+                if w > 0 {
+                    let _ = write!(
+                        line,
+                        " ({w} warning{}: see `shareq check`)",
+                        if w == 1 { "" } else { "s" }
+                    );
+                }
+                self.in_force = Some(l.config.clone());
+                line.push('\n');
+                line
+            }
+            ConfigUpdate::Rejected(errors) => format!(
+                "{} rejected, {} ({} error{}):\n{}",
+                clock(),
+                if self.in_force.is_some() {
+                    "the previous config stays in force"
+                } else {
+                    "nothing applied yet"
+                },
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" },
+                errors_text(errors)
+            ),
         }
-        ConfigUpdate::Rejected(errors) => format!(
-            "{} rejected, the previous config stays in force ({} error{}):\n{}",
-            clock(),
-            errors.len(),
-            if errors.len() == 1 { "" } else { "s" },
-            errors_text(errors)
-        ),
     }
 }
 
@@ -165,7 +198,11 @@ pub fn watch_line(update: &ConfigUpdate) -> String {
 /// keep printing one line per change until interrupted.
 pub fn check(dir: &Path, watch: bool) -> ExitCode {
     if watch {
-        let on_update = Box::new(|u: ConfigUpdate| print!("{}", watch_line(&u)));
+        let mut log = WatchLog::default();
+        let on_update = Box::new(move |u: ConfigUpdate| {
+            print!("{}", log.line(&u));
+            let _ = std::io::stdout().flush();
+        });
         return match Watcher::start(dir.to_path_buf(), on_update) {
             Ok(_watcher) => loop {
                 std::thread::park();

@@ -152,3 +152,142 @@ pub fn one_line(cfg: &ValidConfig) -> String {
         units.join(", ")
     )
 }
+
+/// A share's terms as `field → value`, for diffs.
+fn share_terms(s: &QuotaShare) -> Vec<(String, String)> {
+    let rsc = &s.resource_sharing_configuration;
+    let mut out: Vec<(String, String)> = s
+        .capacity_limits
+        .iter()
+        .map(|c| (c.capacity_unit.clone(), c.max_capacity.to_string()))
+        .collect();
+    out.push(("strategy".into(), rsc.strategy.as_str().into()));
+    out.push((
+        "borrowLimit".into(),
+        rsc.borrow_limit.unwrap_or(-1).to_string(),
+    ));
+    let toggle = |on: bool| if on { "ENABLED" } else { "DISABLED" };
+    out.push((
+        "inSharePreemption".into(),
+        toggle(s.preemption_configuration.in_share_preemption.is_enabled()).into(),
+    ));
+    out.push((
+        "state".into(),
+        toggle(s.state == ShareState::Enabled).into(),
+    ));
+    out.push((
+        "members".into(),
+        s.members
+            .as_ref()
+            .map_or("everyone".into(), |m| format!("[{}]", m.join(", "))),
+    ));
+    out
+}
+
+fn env_terms(cfg: &ValidConfig) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = units(cfg)
+        .into_iter()
+        .map(|u| (u.unit, format!("{} ({})", u.max_capacity, u.devices)))
+        .collect();
+    out.push((
+        "gracePeriodSeconds".into(),
+        cfg.env.preemption.grace_period_seconds.to_string(),
+    ));
+    out
+}
+
+fn diff(owner: &str, old: &[(String, String)], new: &[(String, String)], out: &mut Vec<String>) {
+    for (k, v) in new {
+        match old.iter().find(|(ok, _)| ok == k) {
+            Some((_, ov)) if ov != v => out.push(format!("{owner} {k} {ov} -> {v}")),
+            Some(_) => {}
+            None => out.push(format!("{owner} {k} {v}")),
+        }
+    }
+    for (k, _) in old
+        .iter()
+        .filter(|(k, _)| !new.iter().any(|(nk, _)| nk == k))
+    {
+        out.push(format!("{owner} {k} removed"));
+    }
+}
+
+/// What changed from `old` to `new`, one short phrase each (`vision gpu 3 -> 2`,
+/// `added share qs4`), in a stable order.
+pub fn changes(old: &ValidConfig, new: &ValidConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    diff("environment", &env_terms(old), &env_terms(new), &mut out);
+    for s in &new.shares {
+        let name = &s.quota_share_name;
+        match old.shares.iter().find(|o| &o.quota_share_name == name) {
+            Some(o) => diff(name, &share_terms(o), &share_terms(s), &mut out),
+            None => out.push(format!("added share {name}")),
+        }
+    }
+    for o in &old.shares {
+        if !new
+            .shares
+            .iter()
+            .any(|s| s.quota_share_name == o.quota_share_name)
+        {
+            out.push(format!("removed share {}", o.quota_share_name));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{parse_documents, validate};
+
+    fn cfg(text: &str) -> ValidConfig {
+        validate(parse_documents(text, None).expect("parse")).expect("valid")
+    }
+
+    const BASE: &str = "kind: ServiceEnvironment
+name: t
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 4, devices: {fake: 4}}]
+---
+kind: QuotaShare
+quotaShareName: a
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 2}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW, borrowLimit: 50}
+---
+kind: QuotaShare
+quotaShareName: b
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND}
+";
+
+    #[test]
+    fn changes_name_each_difference() {
+        let old = cfg(BASE);
+        assert_eq!(changes(&old, &old), Vec::<String>::new());
+        let new = cfg(&BASE
+            .replace(
+                "maxCapacity: 4, devices: {fake: 4}",
+                "maxCapacity: 4, devices: {fake: 3}",
+            )
+            .replace("maxCapacity: 2}]", "maxCapacity: 3}]")
+            .replace("quotaShareName: b", "quotaShareName: c")
+            .replace(
+                "{strategy: LEND}",
+                "{strategy: RESERVE}\nstate: DISABLED\nmembers: [x]",
+            ));
+        assert_eq!(
+            changes(&old, &new),
+            [
+                "environment gpu 4 (fake: 4) -> 4 (fake: 3)",
+                "a gpu 2 -> 3",
+                "added share c",
+                "removed share b"
+            ]
+        );
+        assert_eq!(one_line(&new), "2 shares; gpu 4/3 guaranteed");
+        assert_eq!(borrow_cap(&new.shares[0], 3), Some(1));
+        assert_eq!(borrow_cap_text(&new.shares[0]), "+1 gpu (50%)");
+        assert!(warnings(&new).iter().any(|w| w.contains("oversubscribed")));
+        assert!(warnings(&new).iter().any(|w| w.contains("`c` is DISABLED")));
+    }
+}
