@@ -74,6 +74,9 @@ fn syntax_error(e: &serde_yaml::Error, text: &str, file: Option<&str>) -> Config
         .location()
         .map_or((None, None), |l| (Some(l.line()), Some(l.column())));
     let (_, mut msg) = split_message(e);
+    if let Some(key) = msg.strip_prefix("duplicate entry with key ") {
+        msg = format!("{key} is written twice in the same mapping: keep one");
+    }
     let tab = line
         .and_then(|l| text.lines().nth(l.saturating_sub(1)))
         .is_some_and(|l| l.starts_with(|c: char| c.is_whitespace()) && l.contains('\t'));

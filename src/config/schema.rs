@@ -154,6 +154,11 @@ fn walk(v: &Value, shape: &Shape, path: &str, out: &mut Vec<ShapeError>) {
                 };
                 match fields.iter().find(|f| f.name == key) {
                     Some(f) => walk(child, &f.shape, &join(path, key), out),
+                    None if key == "<<" => out.push(ShapeError {
+                        field: join(path, key),
+                        message: "YAML merge keys (`<<`) are not supported: write the fields out"
+                            .into(),
+                    }),
                     None => {
                         let names: Vec<&str> = fields.iter().map(|f| f.name).collect();
                         let h = hint(key, &names);
