@@ -474,3 +474,79 @@ fn another_programs_database_is_refused() {
     assert!(err.to_string().contains("another program"), "{err}");
     assert_eq!(file_bytes(&db), before);
 }
+
+const RO_ENV: &str = "SHAREQ_TEST_READ_ONLY_ROOT";
+
+/// The checks, run by a user to whom the directories are read-only.
+fn check_read_only(root: &Path) {
+    let empty = root.join("empty");
+    let err = Store::open(&empty).unwrap_err();
+    assert!(matches!(err, StoreError::ReadOnly { .. }), "{err}");
+    assert!(err.to_string().contains("read-only"), "{err}");
+    assert!(!empty.join(DB_FILE).exists());
+    let err = Store::open(&empty.join("sub")).unwrap_err();
+    assert!(matches!(err, StoreError::StateDir { .. }), "{err}");
+    let full = root.join("full");
+    let before = file_bytes(&full.join(DB_FILE));
+    let err = Store::open(&full).unwrap_err();
+    assert!(matches!(err, StoreError::ReadOnly { .. }), "{err}");
+    assert_eq!(file_bytes(&full.join(DB_FILE)), before);
+}
+
+#[test]
+#[ignore = "helper: run as an unprivileged child by a_read_only_state_directory_is_a_clear_error"]
+fn read_only_child() {
+    if let Some(root) = std::env::var_os(RO_ENV) {
+        check_read_only(Path::new(&root));
+    }
+}
+
+#[test]
+fn a_read_only_state_directory_is_a_clear_error() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    let chmod = |p: &Path, mode| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    chmod(root, 0o755);
+    let (empty, full) = (root.join("empty"), root.join("full"));
+    std::fs::create_dir(&empty).unwrap();
+    {
+        let mut store = Store::open(&full).unwrap();
+        let mut s = live_sched();
+        step(&mut store, &mut s, 1, &[], |s| {
+            s.submit(spec("kept", "a", 0), 1).unwrap();
+        });
+    }
+    // The file itself stays writable: only the directory is read-only.
+    chmod(&full.join(DB_FILE), 0o666);
+    chmod(&empty, 0o555);
+    chmod(&full, 0o555);
+    // Root writes anywhere: run the checks as an unprivileged user then.
+    let root_user = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    if root_user {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "read_only_child", "--ignored", "--nocapture"])
+            .env(RO_ENV, root)
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+    } else {
+        check_read_only(root);
+    }
+    chmod(&empty, 0o755);
+    chmod(&full, 0o755);
+    // And the data is all there once the directory is writable again.
+    let store = Store::open(&full).unwrap();
+    assert_eq!(store.load().unwrap().jobs.len(), 1);
+}
