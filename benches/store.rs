@@ -119,7 +119,7 @@ fn recovery_time(dir: &std::path::Path) -> (f64, usize) {
 fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` runs this too: keep it short then.
     let quick = !std::env::args().any(|a| a == "--bench");
-    let n = if quick { 200 } else { 3000 };
+    let n = if quick { 200 } else { 10_000 };
     for d in [Durability::Full, Durability::Normal] {
         println!("store: durable submits (record + pass), WAL, {d:?}");
         println!("  1 per commit:    {:>8.0} submits/s", submits(n, 1, d));
