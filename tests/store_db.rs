@@ -550,3 +550,77 @@ fn a_read_only_state_directory_is_a_clear_error() {
     let store = Store::open(&full).unwrap();
     assert_eq!(store.load().unwrap().jobs.len(), 1);
 }
+
+/// Decisions that follow each other inside one batch (a preemption, the victim's release
+/// and requeue, the start on its GPU) are stored in that order, in one commit.
+#[test]
+fn a_batch_keeps_the_order_of_its_decisions() {
+    const SIM: &str = "
+kind: ServiceEnvironment
+name: t
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 2, devices: {fake: 2}}]
+---
+kind: QuotaShare
+quotaShareName: a
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+---
+kind: QuotaShare
+quotaShareName: b
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND}
+";
+    let c = validate(parse_documents(SIM, None).unwrap()).unwrap();
+    // Simulated: a victim with no stop delay releases its GPUs inside the pass.
+    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), true);
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    step(&mut store, &mut s, 0, &[], |s| {
+        s.submit(spec("a1", "a", 0), 0).unwrap();
+        s.submit(spec("a2", "a", 0), 0).unwrap();
+    });
+    let a2 = id(&s, "a2");
+    let events = step(&mut store, &mut s, 10, &[], |s| {
+        s.submit(spec("b1", "b", 0), 10).unwrap();
+    });
+    let b1 = id(&s, "b1");
+    assert_eq!(
+        events,
+        [
+            Event::Submitted { job: b1 },
+            Event::Preempted {
+                job: a2,
+                by: Some(b1),
+                reason: shareq::sched::PreemptReason::CrossShareReclaim
+            },
+            Event::Requeued { job: a2 },
+            Event::Started {
+                job: b1,
+                devices: vec![1],
+                borrowed: 0
+            },
+        ]
+    );
+    let a = store.attempts(a2).unwrap();
+    assert_eq!(a.len(), 1);
+    assert_eq!(
+        (a[0].stop.as_deref(), a[0].ended_at, a[0].outcome.as_deref()),
+        (
+            Some("CROSS_SHARE_RECLAIM"),
+            Some(10),
+            Some("CROSS_SHARE_RECLAIM")
+        )
+    );
+    let b = store.attempts(b1).unwrap();
+    assert_eq!(
+        (b[0].devices.as_slice(), b[0].ended_at),
+        (&[1u32][..], None)
+    );
+    let log = store.preemptions(10).unwrap();
+    assert_eq!(
+        (log[0].ran_for, log[0].outcome.as_deref()),
+        (10, Some("requeued"))
+    );
+    assert_eq!(store.job(a2).unwrap().unwrap().state, JobState::Runnable);
+    assert_eq!(store.job(a2).unwrap().unwrap().preempted_count, 1);
+}

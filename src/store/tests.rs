@@ -67,3 +67,11 @@ fn a_full_disk_fails_the_whole_batch_and_keeps_what_was_stored() {
     assert_eq!(count(&store, "SELECT count(*) FROM jobs"), 201);
     store.integrity_check().expect("consistent");
 }
+
+#[test]
+fn the_store_and_the_lock_can_move_to_a_blocking_thread() {
+    fn send<T: Send + 'static>() {}
+    send::<Store>();
+    send::<StateLock>();
+    send::<recovery::RecoveryPlan>();
+}
