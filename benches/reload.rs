@@ -2,7 +2,8 @@
 //! applied config, debounce included. Prints p50/p90/p99/max over many edits, for plain
 //! writes and for editor-style temp-file + rename saves.
 //!
-//! `cargo bench --bench reload` (optionally `-- EDITS`, default 200 per kind).
+//! `cargo bench --bench reload` (optionally `-- EDITS`, default 200 per kind; 10 under
+//! `cargo test --benches`).
 
 use shareq::config::{ConfigUpdate, DEBOUNCE, Watcher};
 use std::path::Path;
@@ -80,10 +81,13 @@ fn measure(dir: &Path, edits: usize, rename: bool, first: usize) -> Vec<Duration
 }
 
 fn main() {
+    // `cargo bench` passes --bench; `cargo test --benches` runs this too: keep it short
+    // then (the figures are only a smoke test).
+    let full = std::env::args().any(|a| a == "--bench");
     let edits: usize = std::env::args()
         .skip(1)
         .find_map(|a| a.parse().ok())
-        .unwrap_or(200);
+        .unwrap_or(if full { 200 } else { 10 });
     let root = std::env::temp_dir().join(format!("shareq-reload-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).expect("mkdir");
