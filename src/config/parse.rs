@@ -113,10 +113,10 @@ fn typed_error(
         msg = format!("missing required field `{name}`");
     }
     // Messages from our own deserializers may repeat the field name; it is shown already.
-    if let Some(last) = field.as_deref().and_then(|f| f.rsplit('.').next()) {
-        if let Some(rest) = msg.strip_prefix(&format!("{last}: ")) {
-            msg = rest.to_string();
-        }
+    if let Some(last) = field.as_deref().and_then(|f| f.rsplit('.').next())
+        && let Some(rest) = msg.strip_prefix(&format!("{last}: "))
+    {
+        msg = rest.to_string();
     }
     let pos = field
         .as_deref()
