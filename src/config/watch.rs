@@ -296,11 +296,7 @@ impl Worker {
                     return;
                 }
             };
-            let now = Delivered {
-                hash: Some(snap.hash.clone()),
-                valid: true,
-            };
-            let unchanged = self.last.as_ref().and_then(|l| l.hash.as_ref()) == now.hash.as_ref();
+            let unchanged = self.last.as_ref().and_then(|l| l.hash.as_deref()) == Some(&snap.hash);
             if unchanged && !force {
                 return;
             }
