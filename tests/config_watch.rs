@@ -193,6 +193,11 @@ fn an_invalid_edit_is_rejected_and_the_fix_applied() {
         limits_of(&seen.last_applied().expect("applied")),
         limits_owned(&[("qs1", 1)])
     );
+    // The editor's swap file changes nothing: the same rejection is not repeated.
+    let n = seen.len();
+    std::fs::write(dir.join(".shares.yaml.swp"), "b0VIM 9.0").expect("write swap");
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(seen.len(), n, "{}", seen.describe());
     std::fs::write(dir.join("shares.yaml"), share("qs1", 2)).expect("write");
     seen.wait_applied(&[("qs1", 2)]);
 }
