@@ -69,7 +69,7 @@ fn collect(
 pub struct FileText {
     pub path: PathBuf,
     /// `Err` holds why it could not be read (not UTF-8, permissions…).
-    pub text: Result<String, String>,
+    pub text: Result<String, ConfigError>,
 }
 
 /// The raw contents of a config directory at one moment, before parsing.
@@ -88,6 +88,19 @@ pub struct DirSnapshot {
     pub newest: Option<SystemTime>,
 }
 
+/// Where the first byte that is not UTF-8 is, so that it can be found and fixed.
+fn not_utf8(path: &Path, e: &std::string::FromUtf8Error) -> ConfigError {
+    let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+    let line = good.iter().filter(|b| **b == b'\n').count() + 1;
+    let start = good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&good[start..]).chars().count() + 1;
+    ConfigError::new("the file is not UTF-8 text: save it as UTF-8").at(
+        Some(&path.display().to_string()),
+        Some(line),
+        Some(column),
+    )
+}
+
 fn stamp(path: &Path) -> Option<(u64, Option<SystemTime>)> {
     let m = std::fs::metadata(path).ok()?;
     Some((m.len(), m.modified().ok()))
@@ -96,6 +109,13 @@ fn stamp(path: &Path) -> Option<(u64, Option<SystemTime>)> {
 impl DirSnapshot {
     /// Read every config file under `dir`. `Err` when the directory itself cannot be read.
     pub fn read(dir: &Path) -> Result<DirSnapshot, ConfigError> {
+        if dir.is_file() {
+            let parent = dir.parent().map_or(".".into(), |p| p.display().to_string());
+            return Err(ConfigError::new(format!(
+                "is a file: shareq reads a whole config directory (try `{parent}`)"
+            ))
+            .at(Some(&dir.display().to_string()), None, None));
+        }
         let mut paths = Vec::new();
         let mut newest = None;
         collect(dir, &mut paths, &mut newest).map_err(|e| {
@@ -119,20 +139,24 @@ impl DirSnapshot {
                         && before.map(|b| b.0) == Some(bytes.len() as u64);
                     stable &= complete;
                     newest = newest.max(after.and_then(|a| a.1));
-                    String::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".to_string())
+                    String::from_utf8(bytes).map_err(|e| not_utf8(&path, &e))
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     stable = false;
                     continue;
                 }
-                Err(e) => Err(format!("cannot read: {e}")),
+                Err(e) => Err(ConfigError::new(format!("cannot read: {e}")).at(
+                    Some(&path.display().to_string()),
+                    None,
+                    None,
+                )),
             };
             let rel = path.strip_prefix(dir).unwrap_or(&path);
             hasher.write(rel.to_string_lossy().as_bytes());
             hasher.write(&[0]);
             match &text {
                 Ok(t) => hasher.write(t.as_bytes()),
-                Err(e) => hasher.write(e.as_bytes()),
+                Err(e) => hasher.write(e.message.as_bytes()),
             }
             hasher.write(&[0]);
             files.push(FileText { path, text });
@@ -167,7 +191,7 @@ impl DirSnapshot {
                     errors.extend(e);
                     texts.insert(name, text.clone());
                 }
-                Err(e) => errors.push(ConfigError::new(e.clone()).at(Some(&name), None, None)),
+                Err(e) => errors.push(e.clone()),
             }
         }
         // Semantic checks run even when some documents failed to parse, so that one save
@@ -261,6 +285,20 @@ mod tests {
         let snap = DirSnapshot::read(a.path()).expect("read");
         assert_eq!(snap.files.len(), 1);
         assert!(snap.stable);
+    }
+
+    #[test]
+    fn a_file_is_not_a_directory() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let f = d.path().join("env.yaml");
+        std::fs::write(&f, "kind: ServiceEnvironment\n").expect("write");
+        let e = load_dir(&f).expect_err("a file");
+        assert!(e[0].message.starts_with("is a file"), "{}", e[0]);
+        assert!(
+            e[0].message.contains(&d.path().display().to_string()),
+            "{}",
+            e[0]
+        );
     }
 
     #[test]
