@@ -17,3 +17,4 @@ pub mod replay;
 pub mod sched;
 pub mod server;
 pub mod snapshot;
+pub mod store;

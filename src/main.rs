@@ -28,6 +28,15 @@ enum Command {
         #[arg(long)]
         summary: bool,
     },
+    /// Validate a config directory: print what it would apply (exit 0) or every error
+    /// (exit 1).
+    Check {
+        /// The config directory.
+        dir: PathBuf,
+        /// Keep watching and print one line per change: applied, or rejected with errors.
+        #[arg(long)]
+        watch: bool,
+    },
     /// Run the scheduler headless: jobs from `shareq submit`, on this machine's GPUs.
     Serve(shareq::cli::ServeArgs),
     /// Queue a job and print its id.
@@ -68,6 +77,7 @@ fn main() -> ExitCode {
             check,
             summary,
         } => shareq::cli::replay(&scenario, check, summary),
+        Command::Check { dir, watch } => shareq::cli::check::check(&dir, watch),
         Command::Serve(a) => shareq::cli::serve(&a),
         Command::Submit(a) => shareq::cli::submit(&a),
         Command::Cancel(a) => shareq::cli::cancel(&a),

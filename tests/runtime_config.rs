@@ -133,3 +133,27 @@ fn log_follow_prints_output_until_the_job_ends() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no log"));
 }
+
+#[test]
+fn editing_the_config_directory_applies_live() {
+    let s = Server::start(&config(2, 1, &share("team", 1, "LEND", false)));
+    std::fs::write(
+        s.config.join("config.yaml"),
+        config(2, 1, &share("team", 2, "LEND", false)),
+    )
+    .unwrap();
+    wait_for(20, "the edit to apply", || {
+        status(&s)["shares"][0]["limit"] == 2
+    });
+    std::fs::write(s.config.join("broken.yaml"), "kind: Nope\n").unwrap();
+    wait_for(20, "the broken edit to be reported", || {
+        status(&s)["config"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("broken.yaml"))
+    });
+    assert_eq!(
+        status(&s)["shares"][0]["limit"],
+        2,
+        "previous config in force"
+    );
+}

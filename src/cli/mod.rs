@@ -1,6 +1,7 @@
 //! The subcommands' bodies: each turns arguments into library calls and an exit code.
 
 mod cancel;
+pub mod check;
 mod gpus;
 mod jobs;
 mod log;

@@ -1,7 +1,7 @@
 //! `shareq serve --config DIR [--state DIR] [--stop-jobs-on-exit]`: the headless
 //! scheduler.
 
-use crate::config::load_dir;
+use crate::config::{Watcher, load_dir};
 use crate::exec::gpus::needs_discovery;
 use crate::exec::{Discovery, StateDir};
 use crate::server::{RuntimeHandle, RuntimeOptions, socket};
@@ -93,7 +93,17 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
+        let config_dir = opts.config_dir.clone();
         let handle = RuntimeHandle::start(opts, loaded);
+        // Edits of the config directory apply live; a watcher that cannot start leaves
+        // the config as loaded (and `reload` over the socket still works).
+        let _watcher = match Watcher::start(config_dir, handle.config_sink()) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!("config changes will not be picked up: {e}");
+                None
+            }
+        };
         let server = tokio::spawn(socket::serve(
             listener,
             handle.inputs.clone(),

@@ -1,20 +1,13 @@
 //! What the runtime task receives on its channel: actions from the socket, the console
 //! and the config source, and reports from the processes it runs.
 
-use crate::config::{ConfigError, LoadedConfig};
+/// A new config, or a refused edit, from the directory watcher or a reload.
+pub use crate::config::ConfigUpdate;
 use crate::exec::ExitStatus;
 use crate::exec::telemetry::Samples;
 use crate::model::{JobId, JobSpec};
 use crate::snapshot::JobView;
 use tokio::sync::oneshot;
-
-/// A new config, or a refused edit. The config watcher (or a reload) produces these;
-/// `Input::Config` is the seam where the directory watcher plugs in.
-#[derive(Debug, Clone)]
-pub enum ConfigUpdate {
-    Applied(LoadedConfig),
-    Rejected(Vec<ConfigError>),
-}
 
 /// What became of one id in a cancel request.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
