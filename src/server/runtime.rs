@@ -449,6 +449,16 @@ impl Runtime {
         match kind {
             ExecKind::Spawned { job, attempt, pid } => {
                 self.exec.spawned(job, attempt, pid);
+                let starting = self
+                    .sched
+                    .job(job)
+                    .is_some_and(|j| j.state == crate::model::JobState::Scheduled);
+                if starting && self.exec.is_current(job, attempt) {
+                    // SCHEDULED → STARTING: the supervisor exists, the command not yet.
+                    self.sched
+                        .set_running_state(job, crate::model::JobState::Starting);
+                    return (false, true);
+                }
                 (false, false)
             }
             ExecKind::Running { job, attempt } => {
