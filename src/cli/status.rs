@@ -1,7 +1,7 @@
 //! `shareq status [--json]`: shares, capacity, lending and the config state.
 
 use super::request;
-use crate::server::Request;
+use crate::server::{Request, Response};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -15,7 +15,11 @@ pub struct StatusArgs {
 
 pub fn status(args: &StatusArgs) -> ExitCode {
     let s = match request(args.state.as_deref(), &Request::Status) {
-        Ok(r) if r.ok && r.status.is_some() => r.status.unwrap_or_else(|| unreachable!()),
+        Ok(Response {
+            ok: true,
+            status: Some(s),
+            ..
+        }) => s,
         Ok(r) => {
             eprintln!("shareq status: {}", r.error.unwrap_or_default());
             return ExitCode::from(1);
