@@ -1,10 +1,8 @@
 //! `shareq serve --config DIR [--state DIR] [--stop-jobs-on-exit]`: the headless
 //! scheduler.
 
-use crate::config::{Watcher, load_dir};
-use crate::exec::gpus::needs_discovery;
-use crate::exec::{Discovery, StateDir};
-use crate::server::{RuntimeHandle, RuntimeOptions, socket};
+use crate::exec::StateDir;
+use crate::server::boot::{self, BootError, BootOptions};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tracing_subscriber::layer::SubscriberExt;
@@ -42,32 +40,6 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         return ExitCode::from(1);
     }
     let _guard = init_tracing(&state);
-    let loaded = match load_dir(&args.config) {
-        Ok(l) => l,
-        Err(errors) => {
-            eprintln!(
-                "shareq serve: the config in {} is not valid:",
-                args.config.display()
-            );
-            for e in errors {
-                eprintln!("  {e}");
-            }
-            return ExitCode::from(2);
-        }
-    };
-    let discovery = if needs_discovery(&loaded.config) {
-        Discovery::run()
-    } else {
-        Discovery::skipped()
-    };
-    tracing::info!("{}", discovery.describe());
-    let exe = match std::env::current_exe() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("shareq serve: cannot find my own executable: {e}");
-            return ExitCode::from(1);
-        }
-    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -78,45 +50,31 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let opts = RuntimeOptions {
-        state: state.clone(),
-        config_dir: args.config.clone(),
-        supervisor_exe: exe,
-        discovery,
-    };
+    let opts = BootOptions::new(state.clone(), args.config.clone());
     let stop_jobs = args.stop_jobs_on_exit;
     rt.block_on(async move {
-        let listener = match socket::bind(&state) {
-            Ok(l) => l,
+        let handle = match boot::start(opts).await {
+            Ok(h) => h,
+            Err(e @ BootError::Config { .. }) => {
+                eprintln!("shareq serve: {e}");
+                return ExitCode::from(2);
+            }
             Err(e) => {
                 eprintln!("shareq serve: {e}");
                 return ExitCode::from(1);
             }
         };
-        let config_dir = opts.config_dir.clone();
-        let handle = RuntimeHandle::start(opts, loaded);
-        // Edits of the config directory apply live; a watcher that cannot start leaves
-        // the config as loaded (and `reload` over the socket still works).
-        let _watcher = match Watcher::start(config_dir, handle.config_sink()) {
-            Ok(w) => Some(w),
-            Err(e) => {
-                tracing::warn!("config changes will not be picked up: {e}");
-                None
-            }
+        let mut fatal = handle.fatal.clone();
+        let failed = tokio::select! {
+            _ = wait_for_signal() => None,
+            _ = fatal.wait_for(Option::is_some) => fatal.borrow().clone(),
         };
-        let server = tokio::spawn(socket::serve(
-            listener,
-            handle.inputs.clone(),
-            handle.snapshots.clone(),
-        ));
-        tracing::info!(
-            socket = %state.socket().display(),
-            "scheduler listening"
-        );
-        wait_for_signal().await;
+        if let Some(why) = failed {
+            eprintln!("shareq serve: {why}");
+            handle.shutdown(false).await;
+            return ExitCode::from(1);
+        }
         tracing::info!(stop_jobs, "shutting down");
-        server.abort();
-        let _ = std::fs::remove_file(state.socket());
         handle.shutdown(stop_jobs).await;
         ExitCode::SUCCESS
     })

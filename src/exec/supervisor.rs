@@ -48,6 +48,11 @@ pub enum SupervisorError {
     },
     #[error("signal setup failed: {0}")]
     Signals(#[from] Errno),
+    #[error(
+        "attempt {attempt} of job {job} was declared lost by a restarted scheduler before \
+         this supervisor could record itself: not running it"
+    )]
+    Lost { job: crate::model::JobId, attempt: u32 },
     #[error("cannot write the exit status {path}: {source}")]
     Exit {
         path: String,
@@ -67,6 +72,43 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             path: spec_path.display().to_string(),
             source,
         })?;
+    // Record ourselves (pid and start time) before the command can run, so that a
+    // scheduler restarted meanwhile adopts this attempt instead of running it again; and
+    // give up if it already declared the attempt lost (see `store::recovery`).
+    let pid_path = spec.exit.with_extension("pid");
+    match crate::store::recovery::claim_pid_file(&pid_path, std::process::id()) {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(SupervisorError::Lost {
+                job: spec.job,
+                attempt: spec.attempt,
+            });
+        }
+        Err(e) => {
+            // Not recorded, so not adoptable: do not run the command; report it failed.
+            let status = ExitStatus {
+                code: 126,
+                signal: None,
+                finished_at: now_ms(),
+            };
+            if let Some(dir) = spec.log.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            if let Ok(mut l) = OpenOptions::new().create(true).append(true).open(&spec.log) {
+                let _ = writeln!(
+                    l,
+                    "shareq: cannot record the supervisor in {}: {e}",
+                    pid_path.display()
+                );
+            }
+            let json = serde_json::to_vec(&status).unwrap_or_default();
+            write_atomic(&spec.exit, &json).map_err(|source| SupervisorError::Exit {
+                path: spec.exit.display().to_string(),
+                source,
+            })?;
+            return Ok(status);
+        }
+    }
     // Block the signals we handle before anything starts, so none is lost: they are read
     // from a signalfd. The job's command gets an empty mask again (see `spawn`).
     let mut mask = SigSet::empty();

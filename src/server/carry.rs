@@ -13,6 +13,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
+/// How often an adopted attempt's run files are looked at.
+const ADOPTED_POLL: Duration = Duration::from_millis(200);
+
 /// How many preemption records are kept in memory (newest first).
 const PREEMPTION_LOG_LEN: usize = 1000;
 
@@ -84,6 +87,88 @@ impl Executor {
                 Some(Stop::Kill) => proc::signal(pid, Stop::Kill),
                 None => {}
             }
+        }
+    }
+
+    /// Seed the preemption log with what the store remembers (newest first).
+    pub(crate) fn seed_preemptions(&mut self, records: Vec<PreemptionRecord>) {
+        self.preemptions = records.into_iter().take(PREEMPTION_LOG_LEN).collect();
+    }
+
+    /// Watch an attempt whose supervisor outlived the previous scheduler (SPEC §8): its
+    /// exit is picked up from the exit file when the supervisor is gone; its timeout is
+    /// armed again for the time left; a stop that was under way is resumed.
+    pub(crate) fn adopt(&mut self, sched: &Sched, job: JobId, attempt: u32, pid: u32, now: i64) {
+        let Ok(pid_i) = i32::try_from(pid) else {
+            return;
+        };
+        tracing::info!(job = %job, attempt, pid, "adopted a running attempt");
+        self.running.insert(
+            job,
+            Attempt {
+                attempt,
+                pid: Some(pid_i),
+                stop: None,
+            },
+        );
+        let state = self.state.clone();
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let exit = state.exit_file(job, attempt);
+            loop {
+                tokio::time::sleep(ADOPTED_POLL).await;
+                match crate::store::recovery::probe(state.root(), job, attempt) {
+                    crate::store::recovery::SupervisorStatus::Alive { .. } => {
+                        if tx.is_closed() {
+                            return;
+                        }
+                    }
+                    crate::store::recovery::SupervisorStatus::Exited(code) => {
+                        let status =
+                            crate::exec::ExitStatus::read(&exit).unwrap_or(crate::exec::ExitStatus {
+                                code,
+                                signal: None,
+                                finished_at: crate::exec::now_ms(),
+                            });
+                        let _ = tx.send(Input::Exec(ExecReport(ExecKind::Exited {
+                            job,
+                            attempt,
+                            status,
+                        })));
+                        return;
+                    }
+                    crate::store::recovery::SupervisorStatus::Vanished => {
+                        // Gone without a status (killed from outside).
+                        let _ = tx.send(Input::Exec(ExecReport(ExecKind::Exited {
+                            job,
+                            attempt,
+                            status: crate::exec::ExitStatus {
+                                code: 255,
+                                signal: None,
+                                finished_at: crate::exec::now_ms(),
+                            },
+                        })));
+                        return;
+                    }
+                }
+            }
+        });
+        let Some(j) = sched.job(job) else { return };
+        if j.is_stopping() {
+            self.stop(job, sched.grace_period_seconds());
+        } else if let Some(secs) = j.spec.timeout_seconds {
+            let started = j.started_at().unwrap_or(now);
+            let left_ms = (i64::try_from(secs).unwrap_or(i64::MAX / 2000) * 1000)
+                .saturating_sub(now - started)
+                .max(0);
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(left_ms as u64)).await;
+                let _ = tx.send(Input::Exec(ExecReport(ExecKind::TimeoutOver {
+                    job,
+                    attempt,
+                })));
+            });
         }
     }
 

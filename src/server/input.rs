@@ -94,4 +94,6 @@ pub(crate) enum ExecKind {
     Telemetry(Samples),
     /// Time to publish changes held back by the publish rate limit.
     Flush,
+    /// Time to prune old history.
+    Prune,
 }

@@ -28,6 +28,7 @@
 //! # }
 //! ```
 
+pub mod boot;
 mod carry;
 pub mod client;
 pub mod input;
@@ -38,4 +39,5 @@ pub mod socket;
 pub use client::{Client, ClientError};
 pub use input::{CancelOutcome, ConfigUpdate, Input};
 pub use protocol::{JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
+pub use boot::{BootError, BootOptions};
 pub use runtime::{RuntimeHandle, RuntimeOptions};

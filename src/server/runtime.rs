@@ -9,7 +9,9 @@ use crate::config::{LoadedConfig, load_dir};
 use crate::exec::telemetry::Samples;
 use crate::exec::{Discovery, StateDir, now_ms};
 use crate::model::{Command, JobId, JobSpec};
-use crate::sched::{Sched, UnitCapacity};
+use crate::sched::{Event, Sched, UnitCapacity};
+use crate::store::recovery::Adopted;
+use crate::store::{Observed, StateLock, Store};
 use crate::snapshot::{ConfigStatus, JobView, Snapshot};
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -35,19 +37,82 @@ pub struct RuntimeOptions {
 pub struct RuntimeHandle {
     pub inputs: mpsc::UnboundedSender<Input>,
     pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    /// Set when the runtime stopped scheduling on its own because a batch of decisions
+    /// could not be stored (then none of them was carried out): the reason.
+    pub fatal: watch::Receiver<Option<String>>,
     task: JoinHandle<()>,
+    /// The config directory watcher started by `boot::start`, stopped with the handle.
+    pub(crate) watcher: Option<WatcherGuard>,
+    /// The control socket's accept loop and the socket file (set by `boot::start`).
+    server: Option<(JoinHandle<()>, PathBuf)>,
 }
+
+/// Keeps the config watcher alive.
+pub(crate) struct WatcherGuard(#[allow(dead_code)] pub(crate) crate::config::Watcher);
+
+impl std::fmt::Debug for WatcherGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("Watcher")
+    }
+}
+
+/// What a durable runtime starts from (built by `boot::start`): the store and lock it
+/// keeps, the scheduler restored from the store, and what recovery decided.
+pub(crate) struct Durable {
+    pub lock: StateLock,
+    pub store: Store,
+    pub sched: Sched,
+    /// The decisions of the first pass after recovery, already stored.
+    pub events: Vec<Event>,
+    pub adopted: Vec<Adopted>,
+    pub preemptions: Vec<crate::snapshot::PreemptionRecord>,
+    pub finished: Vec<JobView>,
+    pub retain_days: u32,
+    pub config_hash: Option<String>,
+}
+
+/// The store the runtime writes to, and what it keeps for it.
+struct Persist {
+    store: Store,
+    _lock: StateLock,
+    retain_days: u32,
+    config_hash: Option<String>,
+}
+
+/// How many finished jobs `jobs --all` reads from the database.
+pub const HISTORY_LISTED: usize = 10_000;
+
+/// How often old history is pruned while running.
+const PRUNE_EVERY: Duration = Duration::from_secs(24 * 3600);
 
 impl RuntimeHandle {
     /// Start the runtime task on the current tokio runtime with an initial config.
     pub fn start(opts: RuntimeOptions, initial: LoadedConfig) -> RuntimeHandle {
+        RuntimeHandle::start_with(opts, initial, None)
+    }
+
+    /// Start with a store (see `boot::start`), or in memory only (`None`).
+    pub(crate) fn start_with(
+        opts: RuntimeOptions,
+        initial: LoadedConfig,
+        durable: Option<Durable>,
+    ) -> RuntimeHandle {
         let (tx, rx) = mpsc::unbounded_channel();
         let now = now_ms();
         let (capacity, warnings) = opts.discovery.capacity(&initial.config);
         for w in &warnings {
             tracing::warn!("{w}");
         }
-        let sched = Sched::new(&initial.config, &capacity, false);
+        let (sched, durable) = match durable {
+            Some(mut d) => {
+                let sched = std::mem::replace(
+                    &mut d.sched,
+                    Sched::new(&initial.config, &capacity, false),
+                );
+                (sched, Some(d))
+            }
+            None => (Sched::new(&initial.config, &capacity, false), None),
+        };
         let config = ConfigStatus {
             source: opts.config_dir.display().to_string(),
             applied_at: Some(now),
@@ -58,12 +123,13 @@ impl RuntimeHandle {
         let snapshot = Snapshot::build(&sched, now, 0, config.clone(), Vec::new(), &Samples::new());
         let (snap_tx, snap_rx) = watch::channel(Arc::new(snapshot));
         start_telemetry(&capacity, &initial, &tx);
-        let exec = Executor::new(opts.state.clone(), opts.supervisor_exe.clone(), tx.clone());
-        let rt = Runtime {
+        let mut exec = Executor::new(opts.state.clone(), opts.supervisor_exe.clone(), tx.clone());
+        let (fatal_tx, fatal_rx) = watch::channel(None);
+        let mut rt = Runtime {
             sched,
             opts,
             config,
-            exec,
+            exec: Executor::new(StateDir::new(""), PathBuf::new(), tx.clone()),
             samples: Samples::new(),
             version: 0,
             snapshots: snap_tx,
@@ -73,12 +139,51 @@ impl RuntimeHandle {
             last_publish: None,
             flush_pending: false,
             tx: tx.clone(),
+            persist: None,
+            observed: Vec::new(),
+            fatal: fatal_tx,
         };
+        if let Some(d) = durable {
+            exec.seed_preemptions(d.preemptions);
+            for a in &d.adopted {
+                exec.adopt(&rt.sched, a.job, a.attempt, a.pid, now);
+            }
+            // Recovery's first pass, already stored: carry it out now.
+            exec.carry_out(&rt.sched, d.events, now);
+            rt.maybe_done = rt
+                .sched
+                .jobs()
+                .filter(|j| j.state.is_finished())
+                .map(|j| j.id)
+                .collect();
+            rt.finished = d.finished.into_iter().collect();
+            rt.persist = Some(Persist {
+                store: d.store,
+                _lock: d.lock,
+                retain_days: d.retain_days,
+                config_hash: d.config_hash,
+            });
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(PRUNE_EVERY).await;
+                    if tx.send(Input::Exec(ExecReport(ExecKind::Prune))).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        rt.exec = exec;
+        rt.archive_finished();
+        rt.publish(now);
         let task = tokio::spawn(rt.run(rx));
         RuntimeHandle {
             inputs: tx,
             snapshots: snap_rx,
+            fatal: fatal_rx,
             task,
+            watcher: None,
+            server: None,
         }
     }
 
@@ -89,8 +194,23 @@ impl RuntimeHandle {
         Box::new(move |u| drop(tx.send(Input::Config(u))))
     }
 
+    /// Serve the control socket from this runtime until shutdown.
+    pub(crate) fn serve_socket(&mut self, listener: tokio::net::UnixListener, path: PathBuf) {
+        let task = tokio::spawn(super::socket::serve(
+            listener,
+            self.inputs.clone(),
+            self.snapshots.clone(),
+        ));
+        self.server = Some((task, path));
+    }
+
     /// Stop scheduling and wait for the runtime to end (see `Input::Shutdown`).
-    pub async fn shutdown(self, stop_jobs: bool) {
+    pub async fn shutdown(mut self, stop_jobs: bool) {
+        self.watcher = None;
+        if let Some((task, path)) = self.server.take() {
+            task.abort();
+            let _ = std::fs::remove_file(path);
+        }
         let (reply, done) = oneshot::channel();
         if self
             .inputs
@@ -154,7 +274,14 @@ struct Runtime {
     /// A `Flush` timer is on its way.
     flush_pending: bool,
     tx: mpsc::UnboundedSender<Input>,
+    /// The store every batch is recorded in before it is carried out (`None`: memory
+    /// only, as in tests of the runtime alone).
+    persist: Option<Persist>,
+    /// Facts fed to the scheduler since the last recorded batch.
+    observed: Vec<Observed>,
+    fatal: watch::Sender<Option<String>>,
 }
+
 
 /// Snapshots are published at most this often while inputs pour in (a reader that must
 /// see its own change asks with `Input::Sync`).
@@ -203,7 +330,17 @@ impl Runtime {
                     }
                     Input::AllJobs { reply } => {
                         let mut all = Snapshot::all_jobs(&self.sched);
-                        all.extend(self.finished.iter().cloned());
+                        all.retain(|j| !j.state.is_finished());
+                        match &self.persist {
+                            Some(p) => match p.store.history(HISTORY_LISTED, 0) {
+                                Ok(h) => all.extend(h.iter().map(|r| r.view())),
+                                Err(e) => {
+                                    tracing::warn!("cannot read the history: {e}");
+                                    all.extend(self.finished.iter().cloned());
+                                }
+                            },
+                            None => all.extend(self.finished.iter().cloned()),
+                        }
                         let _ = reply.send(all);
                     }
                     other => {
@@ -223,8 +360,12 @@ impl Runtime {
                 self.sched.pass(now);
             }
             let events = self.sched.take_events();
-            // Seam for durability: the store records `events` (and the accepted
-            // submissions) here, before anything is carried out or answered.
+            // Write-ahead: the batch's decisions (and the facts that led to them) are
+            // stored in one transaction before anything is carried out or answered.
+            if let Err(why) = self.persist_batch(now, &events) {
+                self.fail(why, deferred, syncs, shutting_down);
+                return;
+            }
             changed |= !events.is_empty();
             self.exec.carry_out(&self.sched, events, now);
             self.archive_finished();
@@ -270,6 +411,62 @@ impl Runtime {
                 running = self.exec.running_count(),
                 "runtime stopped; jobs still running keep running under their supervisors"
             );
+            for r in replies {
+                let _ = r.send(());
+            }
+        }
+    }
+
+    /// Record a batch. Nothing to do without a store or without news.
+    fn persist_batch(&mut self, now: i64, events: &[Event]) -> Result<(), String> {
+        let observed = std::mem::take(&mut self.observed);
+        let Some(p) = &mut self.persist else {
+            return Ok(());
+        };
+        if events.is_empty() && observed.is_empty() {
+            return Ok(());
+        }
+        p.store
+            .record(now, &observed, events, &self.sched)
+            .map_err(|e| e.to_string())
+    }
+
+    /// A batch could not be stored: carry none of it out, refuse what waits for an
+    /// answer, and stop scheduling. Jobs keep running under their supervisors; a restart
+    /// recovers from what was stored.
+    fn fail(
+        &mut self,
+        why: String,
+        deferred: Vec<Deferred>,
+        syncs: Vec<oneshot::Sender<()>>,
+        shutting_down: Option<(bool, Vec<oneshot::Sender<()>>)>,
+    ) {
+        let msg = format!(
+            "cannot store the scheduler's decisions, so none was carried out and scheduling \
+             stopped: {why}"
+        );
+        tracing::error!("{msg}");
+        for d in deferred {
+            match d {
+                Deferred::Submit(tx, _) => drop(tx.send(Err(msg.clone()))),
+                Deferred::Cancel(tx, v) => drop(
+                    tx.send(
+                        v.into_iter()
+                            .map(|o| CancelOutcome {
+                                cancelled: false,
+                                error: Some(msg.clone()),
+                                ..o
+                            })
+                            .collect(),
+                    ),
+                ),
+                Deferred::Priority(tx, _) => drop(tx.send(Err(msg.clone()))),
+                Deferred::Reload(tx, _) => drop(tx.send(Err(msg.clone()))),
+            }
+        }
+        drop(syncs);
+        self.fatal.send_replace(Some(msg));
+        if let Some((_, replies)) = shutting_down {
             for r in replies {
                 let _ = r.send(());
             }
@@ -429,6 +626,16 @@ impl Runtime {
                     tracing::warn!("{w}");
                 }
                 self.sched.apply_config(&loaded.config, &capacity, now);
+                if let Some(p) = &mut self.persist {
+                    p.retain_days = retain_days(&loaded);
+                    if p.config_hash.as_deref() != Some(loaded.hash.as_str()) {
+                        let source = self.opts.config_dir.display().to_string();
+                        match p.store.record_config(&loaded.hash, &source, now) {
+                            Ok(()) => p.config_hash = Some(loaded.hash.clone()),
+                            Err(e) => tracing::warn!("cannot record the applied config: {e}"),
+                        }
+                    }
+                }
                 self.config.applied_at = Some(now);
                 self.config.hash = Some(loaded.hash);
                 self.config.error = None;
@@ -457,6 +664,7 @@ impl Runtime {
                     // SCHEDULED → STARTING: the supervisor exists, the command not yet.
                     self.sched
                         .set_running_state(job, crate::model::JobState::Starting);
+                    self.observed.push(Observed::StateChanged { job });
                     return (false, true);
                 }
                 (false, false)
@@ -465,6 +673,7 @@ impl Runtime {
                 if self.exec.is_current(job, attempt) {
                     self.sched
                         .set_running_state(job, crate::model::JobState::Running);
+                    self.observed.push(Observed::StateChanged { job });
                     return (false, true);
                 }
                 (false, false)
@@ -480,11 +689,19 @@ impl Runtime {
                 let stopping = self.sched.job(job).is_some_and(|j| j.is_stopping());
                 tracing::info!(job = %job, attempt, code = status.code, stopping, "attempt ended");
                 self.maybe_done.push(job);
-                if stopping {
-                    self.sched.gpus_released(job, now);
+                let fact = if stopping {
+                    Observed::Released {
+                        job,
+                        code: Some(status.code),
+                    }
                 } else {
-                    self.sched.job_exited(job, status.code, now);
-                }
+                    Observed::Exited {
+                        job,
+                        code: status.code,
+                    }
+                };
+                fact.apply(&mut self.sched, now);
+                self.observed.push(fact);
                 (true, true)
             }
             ExecKind::GraceOver { job, attempt } => {
@@ -503,6 +720,15 @@ impl Runtime {
                 self.flush_pending = false;
                 (false, false)
             }
+            ExecKind::Prune => {
+                if let Some(p) = &mut self.persist {
+                    match p.store.prune(p.retain_days, now) {
+                        Ok(n) => tracing::info!(jobs = n, days = p.retain_days, "history pruned"),
+                        Err(e) => tracing::warn!("cannot prune the history: {e}"),
+                    }
+                }
+                (false, false)
+            }
             ExecKind::Telemetry(samples) => {
                 let changed = samples != self.samples;
                 self.samples = samples;
@@ -510,6 +736,16 @@ impl Runtime {
             }
         }
     }
+}
+
+/// `history.retainDays` of a config (default 30).
+pub(crate) fn retain_days(loaded: &LoadedConfig) -> u32 {
+    loaded
+        .config
+        .env
+        .history
+        .as_ref()
+        .map_or(crate::store::DEFAULT_RETAIN_DAYS, |h| h.retain_days)
 }
 
 fn errors_text(errors: &[crate::config::ConfigError]) -> String {

@@ -114,11 +114,58 @@ pub fn probe(state_dir: &Path, job: JobId, attempt: u32) -> SupervisorStatus {
 }
 
 fn read_exit(state_dir: &Path, job: JobId, attempt: u32) -> Option<i32> {
-    fs::read_to_string(exit_file(state_dir, job, attempt))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+    let text = fs::read_to_string(exit_file(state_dir, job, attempt)).ok()?;
+    parse_exit(&text)
+}
+
+/// An exit file's code: decimal text, or the supervisor's JSON (`{"code":3,...}`).
+pub fn parse_exit(text: &str) -> Option<i32> {
+    let t = text.trim();
+    if let Ok(code) = t.parse() {
+        return Some(code);
+    }
+    let v: serde_json::Value = serde_json::from_str(t).ok()?;
+    i32::try_from(v.get("code")?.as_i64()?).ok()
+}
+
+/// Claim an attempt's pid file for its supervisor, once: the file is created only if no
+/// pid file exists yet (written aside, then hard-linked into place, so it is never seen
+/// half-written). `Ok(false)` when one exists already — then the attempt was declared
+/// lost by a restarted scheduler (a tombstone `0 0`), and the supervisor must not run
+/// the command.
+pub fn claim_pid_file(path: &Path, pid: u32) -> io::Result<bool> {
+    let start = process_start_time(pid)?;
+    link_new(path, format!("{pid} {start}\n").as_bytes())
+}
+
+/// Mark an attempt with no pid file as lost (a tombstone `0 0` pid file), so that a
+/// supervisor that was started but had not written its pid file yet will never run the
+/// command. `Ok(false)` when a pid file appeared first (the supervisor is alive after all).
+pub fn claim_lost(state_dir: &Path, job: JobId, attempt: u32) -> io::Result<bool> {
+    link_new(&pid_file(state_dir, job, attempt), b"0 0\n")
+}
+
+fn link_new(path: &Path, bytes: &[u8]) -> io::Result<bool> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no parent directory"))?;
+    fs::create_dir_all(dir)?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("run");
+    let tmp = dir.join(format!(".{name}.{}.claim", std::process::id()));
+    let mut f = fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    let linked = fs::hard_link(&tmp, path);
+    let _ = fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {
+            fs::File::open(dir)?.sync_all()?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 fn live_pid(state_dir: &Path, job: JobId, attempt: u32) -> Option<u32> {
@@ -172,7 +219,17 @@ pub fn plan(state_dir: &Path, recovered: &Recovered) -> RecoveryPlan {
             continue;
         };
         let stopping = h.stopping.is_some();
-        match probe(state_dir, job.id, h.attempt) {
+        let mut status = probe(state_dir, job.id, h.attempt);
+        if status == SupervisorStatus::Vanished
+            && !pid_file(state_dir, job.id, h.attempt).exists()
+            && !matches!(claim_lost(state_dir, job.id, h.attempt), Ok(true))
+        {
+            // A supervisor was starting while the scheduler died: it has written its pid
+            // file just now. Look again (a failed claim also ends here, and then the
+            // supervisor, which checks the same file, decides).
+            status = probe(state_dir, job.id, h.attempt);
+        }
+        match status {
             SupervisorStatus::Alive { pid } => p.adopted.push(Adopted {
                 job: job.id,
                 attempt: h.attempt,

@@ -1,0 +1,189 @@
+//! The one way a durable scheduler starts (SPEC §8), used by `shareq serve` and by the
+//! console when no scheduler runs yet:
+//!
+//! lock the state directory → load the config → open the database → prune old history →
+//! load → build the scheduler → record the config if it changed → recovery plan (adopt,
+//! exits seen while down, `LOST_ON_RESTART`) → apply and store it → start the runtime
+//! (carrying out recovery's first pass, watching adopted attempts) → listen on the
+//! control socket → watch the config directory.
+//!
+//! When another scheduler holds the state directory, [`BootError::Locked`] names its pid:
+//! `serve` says so and exits; a console attaches to it instead (`remote::attach`).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), shareq::server::boot::BootError> {
+//! use shareq::exec::StateDir;
+//! use shareq::server::boot::{self, BootError, BootOptions};
+//! let opts = BootOptions::new(StateDir::new("/tmp/state"), "/etc/shareq".into());
+//! match boot::start(opts).await {
+//!     Ok(handle) => handle.shutdown(false).await,
+//!     Err(BootError::Locked { pid, .. }) => println!("already running as {pid:?}"),
+//!     Err(e) => eprintln!("{e}"),
+//! }
+//! # Ok(()) }
+//! ```
+
+use super::runtime::{Durable, RuntimeHandle, RuntimeOptions, WatcherGuard, retain_days};
+use super::socket::{self, SocketError};
+use crate::config::{ConfigError, Watcher, load_dir};
+use crate::exec::gpus::needs_discovery;
+use crate::exec::{Discovery, StateDir, now_ms};
+use crate::sched::Sched;
+use crate::store::{Durability, StateLock, Store, StoreError, recovery};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// How to start.
+#[derive(Debug, Clone)]
+pub struct BootOptions {
+    pub state: StateDir,
+    pub config_dir: PathBuf,
+    /// The `shareq` binary that runs supervisors; `None`: this executable.
+    pub supervisor_exe: Option<PathBuf>,
+    /// The GPUs of this machine; `None`: discover them when the config names real GPUs.
+    pub discovery: Option<Discovery>,
+    /// Follow edits of the config directory (default true).
+    pub watch_config: bool,
+    /// Listen on `<state>/shareq.sock` for the CLI and other consoles (default true).
+    pub listen: bool,
+    pub durability: Durability,
+}
+
+impl BootOptions {
+    pub fn new(state: StateDir, config_dir: PathBuf) -> BootOptions {
+        BootOptions {
+            state,
+            config_dir,
+            supervisor_exe: None,
+            discovery: None,
+            watch_config: true,
+            listen: true,
+            durability: Durability::Full,
+        }
+    }
+}
+
+/// Why a scheduler did not start. Nothing stored was changed in any case.
+#[derive(Debug, thiserror::Error)]
+pub enum BootError {
+    /// Another scheduler runs on this state directory.
+    #[error(
+        "another shareq is already scheduling on {} ({}); stop it first, or use it: the CLI and `shareq tui` talk to it",
+        state.display(),
+        match pid { Some(p) => format!("pid {p}"), None => "pid unknown".to_string() }
+    )]
+    Locked { pid: Option<u32>, state: PathBuf },
+    #[error("the config in {} is not valid:\n  {}", dir.display(), errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  "))]
+    Config {
+        dir: PathBuf,
+        errors: Vec<ConfigError>,
+    },
+    /// The state directory or its database cannot be used (read-only, full disk, corrupt,
+    /// written by a newer shareq...).
+    #[error("{0}")]
+    Store(StoreError),
+    #[error("{0}")]
+    Socket(#[from] SocketError),
+    #[error("cannot find the shareq executable for supervisors: {0}")]
+    Exe(std::io::Error),
+}
+
+impl From<StoreError> for BootError {
+    fn from(e: StoreError) -> BootError {
+        match e {
+            StoreError::Locked { path, holder } => BootError::Locked {
+                pid: holder.0,
+                state: path,
+            },
+            other => BootError::Store(other),
+        }
+    }
+}
+
+/// Start a durable scheduler on `opts.state` (must run inside a tokio runtime).
+pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
+    let t0 = Instant::now();
+    let root = opts.state.root().to_path_buf();
+    let lock = StateLock::acquire(&root)?;
+    opts.state
+        .create()
+        .map_err(|source| BootError::Store(StoreError::StateDir {
+            path: root.clone(),
+            source,
+        }))?;
+    let loaded = load_dir(&opts.config_dir).map_err(|errors| BootError::Config {
+        dir: opts.config_dir.clone(),
+        errors,
+    })?;
+    let mut store = Store::open_with(&root, opts.durability)?;
+    let now = now_ms();
+    let days = retain_days(&loaded);
+    let pruned = store.prune(days, now)?;
+    let recovered = store.load()?;
+    let discovery = match opts.discovery {
+        Some(d) => d,
+        None if needs_discovery(&loaded.config) => Discovery::run(),
+        None => Discovery::skipped(),
+    };
+    tracing::info!("{}", discovery.describe());
+    let (capacity, _) = discovery.capacity(&loaded.config);
+    let mut sched = Sched::new(&loaded.config, &capacity, false);
+    let source = opts.config_dir.display().to_string();
+    if recovered.config.as_ref().map(|c| c.hash.as_str()) != Some(loaded.hash.as_str()) {
+        store.record_config(&loaded.hash, &source, now)?;
+    }
+    let plan = recovery::plan(&root, &recovered);
+    let events = plan.apply(&mut store, &mut sched, now)?;
+    tracing::info!(
+        jobs = recovered.jobs.len(),
+        adopted = plan.adopted.len(),
+        ended_while_down = plan.observed.len(),
+        lost = plan.lost.len(),
+        pruned,
+        ms = t0.elapsed().as_millis() as u64,
+        "recovered the state"
+    );
+    for id in &plan.lost {
+        tracing::warn!(job = %id, "supervisor vanished while no scheduler ran: requeued (LOST_ON_RESTART)");
+    }
+    let exe = match opts.supervisor_exe {
+        Some(p) => p,
+        None => std::env::current_exe().map_err(BootError::Exe)?,
+    };
+    let listener = if opts.listen {
+        Some(socket::bind(&opts.state)?)
+    } else {
+        None
+    };
+    let durable = Durable {
+        lock,
+        store,
+        sched,
+        events,
+        adopted: plan.adopted.clone(),
+        preemptions: recovered.preemptions,
+        finished: recovered.history.iter().map(|r| r.view()).collect(),
+        retain_days: days,
+        config_hash: Some(loaded.hash.clone()),
+    };
+    let ropts = RuntimeOptions {
+        state: opts.state.clone(),
+        config_dir: opts.config_dir.clone(),
+        supervisor_exe: exe,
+        discovery,
+    };
+    let mut handle = RuntimeHandle::start_with(ropts, loaded, Some(durable));
+    if let Some(listener) = listener {
+        handle.serve_socket(listener, opts.state.socket());
+        tracing::info!(socket = %opts.state.socket().display(), "scheduler listening");
+    }
+    if opts.watch_config {
+        // Edits of the config directory apply live; a watcher that cannot start leaves
+        // the config as loaded (and `reload` over the socket still works).
+        match Watcher::start(opts.config_dir.clone(), handle.config_sink()) {
+            Ok(w) => handle.watcher = Some(WatcherGuard(w)),
+            Err(e) => tracing::warn!("config changes will not be picked up: {e}"),
+        }
+    }
+    Ok(handle)
+}
