@@ -67,7 +67,10 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         let mut fatal = handle.fatal.clone();
         let failed = tokio::select! {
             _ = wait_for_signal() => None,
-            _ = fatal.wait_for(Option::is_some) => fatal.borrow().clone(),
+            r = fatal.wait_for(Option::is_some) => match r {
+                Ok(why) => why.clone(),
+                Err(_) => Some("the scheduler stopped".to_string()),
+            },
         };
         if let Some(why) = failed {
             eprintln!("shareq serve: {why}");
