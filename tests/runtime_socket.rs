@@ -205,9 +205,10 @@ fn a_second_scheduler_on_the_same_state_directory_is_refused() {
         .output()
         .unwrap();
     assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let holder = std::fs::read_to_string(s.state.join("shareq.lock")).unwrap();
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("already listening"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        err.contains("already scheduling") && err.contains(&format!("pid {}", holder.trim())),
+        "{err}"
     );
 }

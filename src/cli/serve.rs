@@ -53,6 +53,8 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
     let opts = BootOptions::new(state.clone(), args.config.clone());
     let stop_jobs = args.stop_jobs_on_exit;
     rt.block_on(async move {
+        // Catch SIGTERM/SIGINT from now on: a stop asked while starting up is a clean stop.
+        let signals = Signals::install();
         let handle = match boot::start(opts).await {
             Ok(h) => h,
             Err(e @ BootError::Config { .. }) => {
@@ -66,7 +68,7 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         };
         let mut fatal = handle.fatal.clone();
         let failed = tokio::select! {
-            _ = wait_for_signal() => None,
+            _ = signals.wait() => None,
             r = fatal.wait_for(Option::is_some) => match r {
                 Ok(why) => why.clone(),
                 Err(_) => Some("the scheduler stopped".to_string()),
@@ -83,19 +85,32 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
     })
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let term = signal(SignalKind::terminate());
-    let int = signal(SignalKind::interrupt());
-    match (term, int) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
+/// SIGTERM and SIGINT, caught from the moment they are installed.
+struct Signals(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
+
+impl Signals {
+    fn install() -> Signals {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(t), Ok(i)) => Signals(Some((t, i))),
+            _ => Signals(None),
         }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
+    }
+
+    async fn wait(self) {
+        match self.0 {
+            Some((mut term, mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }
+            None => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
 }

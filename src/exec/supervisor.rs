@@ -52,7 +52,10 @@ pub enum SupervisorError {
         "attempt {attempt} of job {job} was declared lost by a restarted scheduler before \
          this supervisor could record itself: not running it"
     )]
-    Lost { job: crate::model::JobId, attempt: u32 },
+    Lost {
+        job: crate::model::JobId,
+        attempt: u32,
+    },
     #[error("cannot write the exit status {path}: {source}")]
     Exit {
         path: String,

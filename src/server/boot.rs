@@ -105,12 +105,12 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     let t0 = Instant::now();
     let root = opts.state.root().to_path_buf();
     let lock = StateLock::acquire(&root)?;
-    opts.state
-        .create()
-        .map_err(|source| BootError::Store(StoreError::StateDir {
+    opts.state.create().map_err(|source| {
+        BootError::Store(StoreError::StateDir {
             path: root.clone(),
             source,
-        }))?;
+        })
+    })?;
     let loaded = load_dir(&opts.config_dir).map_err(|errors| BootError::Config {
         dir: opts.config_dir.clone(),
         errors,

@@ -124,12 +124,13 @@ impl Executor {
                         }
                     }
                     crate::store::recovery::SupervisorStatus::Exited(code) => {
-                        let status =
-                            crate::exec::ExitStatus::read(&exit).unwrap_or(crate::exec::ExitStatus {
+                        let status = crate::exec::ExitStatus::read(&exit).unwrap_or(
+                            crate::exec::ExitStatus {
                                 code,
                                 signal: None,
                                 finished_at: crate::exec::now_ms(),
-                            });
+                            },
+                        );
                         let _ = tx.send(Input::Exec(ExecReport(ExecKind::Exited {
                             job,
                             attempt,

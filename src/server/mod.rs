@@ -36,8 +36,8 @@ pub mod protocol;
 pub mod runtime;
 pub mod socket;
 
+pub use boot::{BootError, BootOptions};
 pub use client::{Client, ClientError};
 pub use input::{CancelOutcome, ConfigUpdate, Input};
 pub use protocol::{JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
-pub use boot::{BootError, BootOptions};
 pub use runtime::{RuntimeHandle, RuntimeOptions};

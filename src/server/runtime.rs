@@ -10,9 +10,9 @@ use crate::exec::telemetry::Samples;
 use crate::exec::{Discovery, StateDir, now_ms};
 use crate::model::{Command, JobId, JobSpec};
 use crate::sched::{Event, Sched, UnitCapacity};
+use crate::snapshot::{ConfigStatus, JobView, Snapshot};
 use crate::store::recovery::Adopted;
 use crate::store::{Observed, StateLock, Store};
-use crate::snapshot::{ConfigStatus, JobView, Snapshot};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -105,10 +105,8 @@ impl RuntimeHandle {
         }
         let (sched, durable) = match durable {
             Some(mut d) => {
-                let sched = std::mem::replace(
-                    &mut d.sched,
-                    Sched::new(&initial.config, &capacity, false),
-                );
+                let sched =
+                    std::mem::replace(&mut d.sched, Sched::new(&initial.config, &capacity, false));
                 (sched, Some(d))
             }
             None => (Sched::new(&initial.config, &capacity, false), None),
@@ -281,7 +279,6 @@ struct Runtime {
     observed: Vec<Observed>,
     fatal: watch::Sender<Option<String>>,
 }
-
 
 /// Snapshots are published at most this often while inputs pour in (a reader that must
 /// see its own change asks with `Input::Sync`).
