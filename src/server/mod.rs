@@ -33,6 +33,7 @@ mod carry;
 pub mod client;
 pub mod input;
 pub mod protocol;
+pub mod remote;
 pub mod runtime;
 pub mod socket;
 

@@ -30,7 +30,14 @@ pub enum Request {
     },
     Status,
     Reload,
+    /// Switch the connection to streaming: from then on the scheduler writes one JSON
+    /// [`crate::snapshot::Snapshot`] per line, the current one first, then one after
+    /// each change (at most every [`SUBSCRIBE_EVERY_MS`] ms), until either side closes.
+    Subscribe,
 }
+
+/// The shortest interval between two snapshots streamed to a subscriber.
+pub const SUBSCRIBE_EVERY_MS: u64 = 50;
 
 /// Jobs as `shareq jobs` shows them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -99,6 +99,14 @@ async fn connection(
             return Ok(());
         }
         let too_long = line.len() > MAX_LINE;
+        if !too_long
+            && matches!(
+                serde_json::from_slice::<Request>(trim_line(&line)),
+                Ok(Request::Subscribe)
+            )
+        {
+            return stream_snapshots(w, snapshots).await;
+        }
         let answer = if too_long {
             Response::error(format!(
                 "request too large: a request line may hold at most {MAX_LINE} bytes (1 MiB)"
@@ -112,6 +120,24 @@ async fn connection(
         if too_long {
             // The rest of the oversized line cannot be told from a next request.
             return Ok(());
+        }
+    }
+}
+
+/// Write the current snapshot, then one after each change, throttled.
+async fn stream_snapshots(
+    mut w: tokio::net::unix::OwnedWriteHalf,
+    mut snapshots: watch::Receiver<Arc<Snapshot>>,
+) -> std::io::Result<()> {
+    let every = std::time::Duration::from_millis(super::protocol::SUBSCRIBE_EVERY_MS);
+    loop {
+        let snap = snapshots.borrow_and_update().clone();
+        let mut out = serde_json::to_vec(&*snap).map_err(std::io::Error::other)?;
+        out.push(b'\n');
+        w.write_all(&out).await?;
+        tokio::time::sleep(every).await;
+        if snapshots.changed().await.is_err() {
+            return Ok(()); // the runtime ended
         }
     }
 }
@@ -247,6 +273,7 @@ async fn answer(
                 ..Response::ok()
             }
         }
+        Request::Subscribe => Response::error("subscribe: send it as the first request"),
         Request::Status => {
             let s = snapshots.borrow().clone();
             Response {
