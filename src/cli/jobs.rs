@@ -3,8 +3,10 @@
 
 use super::request;
 use crate::exec::now_ms;
-use crate::server::Request;
+use crate::model::JobState;
+use crate::server::{ClientError, JobsAnswer, Request};
 use crate::snapshot::JobView;
+use crate::store::Store;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -21,20 +23,40 @@ pub struct JobsArgs {
 }
 
 pub fn jobs(args: &JobsArgs) -> ExitCode {
-    let r = match request(args.state.as_deref(), &Request::Jobs { all: args.all }) {
-        Ok(r) if r.ok => r,
+    let j = match request(args.state.as_deref(), &Request::Jobs { all: args.all }) {
+        Ok(r) if r.ok => match r.jobs {
+            Some(j) => j,
+            None => {
+                eprintln!("shareq jobs: the scheduler sent no job list");
+                return ExitCode::from(1);
+            }
+        },
         Ok(r) => {
             eprintln!("shareq jobs: {}", r.error.unwrap_or_default());
             return ExitCode::from(1);
         }
-        Err(e) => {
-            eprintln!("shareq jobs: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let Some(j) = r.jobs else {
-        eprintln!("shareq jobs: the scheduler sent no job list");
-        return ExitCode::from(1);
+        Err(e) => match e.downcast_ref::<ClientError>() {
+            // No scheduler: read its database directly (read-only) and say so.
+            Some(ClientError::NotRunning { state, .. }) => {
+                match from_database(std::path::Path::new(state), args.all) {
+                    Ok(j) => {
+                        eprintln!(
+                            "shareq jobs: no scheduler is running on {state}; showing what its \
+                             database holds (read-only)"
+                        );
+                        j
+                    }
+                    Err(db) => {
+                        eprintln!("shareq jobs: {e}\n(and the database cannot be read: {db})");
+                        return ExitCode::from(1);
+                    }
+                }
+            }
+            _ => {
+                eprintln!("shareq jobs: {e}");
+                return ExitCode::from(1);
+            }
+        },
     };
     if args.json {
         match serde_json::to_string_pretty(&j) {
@@ -102,4 +124,43 @@ pub fn duration(ms: i64) -> String {
     } else {
         format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
     }
+}
+
+/// The jobs as the database of `state` holds them (no scheduler running).
+fn from_database(state: &std::path::Path, all: bool) -> Result<JobsAnswer, String> {
+    let store = Store::open_read_only(state).map_err(|e| e.to_string())?;
+    let mut queue = Vec::new();
+    let mut running = Vec::new();
+    for job in store.active_jobs().map_err(|e| e.to_string())? {
+        let Some(rec) = store.job(job.id).map_err(|e| e.to_string())? else {
+            continue;
+        };
+        let mut view = rec.view();
+        if matches!(
+            job.state,
+            JobState::Scheduled | JobState::Starting | JobState::Running
+        ) {
+            running.push(view);
+        } else {
+            view.reason = std::sync::Arc::from("queued (no scheduler running)");
+            queue.push(view);
+        }
+    }
+    let finished = if all {
+        store
+            .history(crate::server::runtime::HISTORY_LISTED, 0)
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|r| r.view())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let preemptions = store.preemptions(1000).map_err(|e| e.to_string())?;
+    Ok(JobsAnswer {
+        queue,
+        running,
+        finished,
+        preemptions,
+    })
 }

@@ -106,6 +106,27 @@ impl Store {
         Ok(Store { conn, path })
     }
 
+    /// Open an existing database for reading only (`shareq jobs --all` when no scheduler
+    /// runs): nothing is created, migrated or written.
+    pub fn open_read_only(state_dir: &Path) -> Result<Store, StoreError> {
+        let path = state_dir.join(DB_FILE);
+        if !path.exists() {
+            return Err(StoreError::StateDir {
+                path: path.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no database: no scheduler has run on this state directory",
+                ),
+            });
+        }
+        let err = |e| StoreError::from_sqlite(&path, e);
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&path, flags).map_err(err)?;
+        conn.busy_timeout(Duration::from_secs(5)).map_err(err)?;
+        schema::check(&conn, &path)?;
+        Ok(Store { conn, path })
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
