@@ -235,9 +235,10 @@ fn jobs_outlive_the_scheduler() {
     wait_for(20, "exit file", || s.exit_code(id, 1).is_some());
     assert_eq!(s.exit_code(id, 1), Some(0));
     assert!(s.log(id, 1).contains("done"));
-    // And the CLI says how to start a scheduler.
+    // And the CLI lists what the database holds, and says how to start a scheduler.
     let out = s.cli(&["jobs"]);
-    assert!(!out.status.success());
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("{id} ")));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("shareq serve --config"),
         "{}",

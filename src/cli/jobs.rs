@@ -42,7 +42,8 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
                     Ok(j) => {
                         eprintln!(
                             "shareq jobs: no scheduler is running on {state}; showing what its \
-                             database holds (read-only)"
+                             database holds (read-only). Start one with: shareq serve --config \
+                             DIR --state {state}"
                         );
                         j
                     }
