@@ -128,6 +128,44 @@ fn cli_submits(jobs: usize, parallel: usize) -> f64 {
     jobs as f64 / secs
 }
 
+/// Durable submits per second over the socket itself (`connections` clients, each
+/// sending its next submit when the previous one is acknowledged): the submit path
+/// without the cost of starting a `shareq` process per job.
+fn socket_submits(jobs: usize, connections: usize) -> f64 {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let (child, _) = start(dir.path(), 1);
+    let state = dir.path().join("state");
+    assert!(submit(&state, "sleep 600"));
+    let next = Arc::new(AtomicUsize::new(0));
+    let t0 = Instant::now();
+    let workers: Vec<_> = (0..connections)
+        .map(|_| {
+            let (next, sock) = (next.clone(), state.join("shareq.sock"));
+            std::thread::spawn(move || {
+                let s = UnixStream::connect(sock).unwrap();
+                let mut w = s.try_clone().unwrap();
+                let mut r = BufReader::new(s);
+                let req = br#"{"op":"submit","job":{"jobName":"t","quotaShareName":"a","command":"true","quantity":1}}"#;
+                let mut line = String::new();
+                while next.fetch_add(1, Ordering::SeqCst) < jobs {
+                    w.write_all(req).unwrap();
+                    w.write_all(b"\n").unwrap();
+                    line.clear();
+                    r.read_line(&mut line).unwrap();
+                    assert!(line.contains("\"ok\":true"), "{line}");
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    stop(child);
+    jobs as f64 / secs
+}
+
 /// A state directory whose database holds `finished` finished jobs.
 fn populate(state: &Path, finished: u64) {
     let c = validate(parse_documents(&config(1000), None).expect("parse")).expect("valid");
@@ -167,6 +205,12 @@ fn populate(state: &Path, finished: u64) {
 fn restart(history: u64) -> (f64, f64) {
     let dir = tempfile::tempdir().unwrap();
     populate(&dir.path().join("state"), history);
+    let stored = Store::open(&dir.path().join("state"))
+        .unwrap()
+        .history(usize::MAX >> 1, 0)
+        .unwrap()
+        .len();
+    assert_eq!(stored as u64, history);
     let (child, t0) = start(dir.path(), 1000);
     let ready = t0.elapsed().as_secs_f64() * 1000.0;
     stop(child);
@@ -204,6 +248,9 @@ fn main() {
     let history = env_num("HISTORY", if full { 100_000 } else { 1000 }) as u64;
     let rate = cli_submits(jobs, parallel);
     println!("durable submits through the CLI: {jobs} jobs, {parallel} at once: {rate:.0}/s");
+    let n = jobs * 4;
+    let rate = socket_submits(n, parallel);
+    println!("durable submits over the socket: {n} jobs, {parallel} connections: {rate:.0}/s");
     let (ms, ready) = restart(history);
     println!(
         "restart with {history} finished jobs in history: recovery {ms:.0} ms, spawn to socket {ready:.0} ms"

@@ -8,7 +8,7 @@ use super::input::{CancelOutcome, ConfigUpdate, ExecKind, ExecReport, Input};
 use crate::config::{LoadedConfig, load_dir};
 use crate::exec::telemetry::Samples;
 use crate::exec::{Discovery, StateDir, now_ms};
-use crate::model::{Command, JobId, JobSpec};
+use crate::model::{Command, JobId, JobSpec, JobState};
 use crate::sched::{Event, Sched, UnitCapacity};
 use crate::snapshot::{ConfigStatus, JobView, Snapshot};
 use crate::store::recovery::Adopted;
@@ -144,6 +144,13 @@ impl RuntimeHandle {
         if let Some(d) = durable {
             exec.seed_preemptions(d.preemptions);
             for a in &d.adopted {
+                // Its supervisor recorded itself, so the command runs (or is about to).
+                if rt.sched.job(a.job).is_some_and(|j| {
+                    matches!(j.state, JobState::Scheduled | JobState::Starting)
+                }) {
+                    rt.sched.set_running_state(a.job, JobState::Running);
+                    rt.observed.push(Observed::StateChanged { job: a.job });
+                }
                 exec.adopt(&rt.sched, a.job, a.attempt, a.pid, now);
             }
             // Recovery's first pass, already stored: carry it out now.
