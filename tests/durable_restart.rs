@@ -425,3 +425,47 @@ fn a_decision_that_cannot_be_stored_is_not_carried_out() {
         assert!(v[list].as_array().unwrap().is_empty(), "{v}");
     }
 }
+
+#[test]
+fn history_older_than_retain_days_is_pruned_at_start() {
+    use shareq::config::{parse_documents, validate};
+    use shareq::sched::{Sched, UnitCapacity};
+    use shareq::store::{Observed, Store};
+    let (_dir, cfg, state, err) = setup(1);
+    let yaml = config(1, 1, &share("team", 1, "LEND", false))
+        .replace("preemption:", "history:\n  retainDays: 2\npreemption:");
+    std::fs::write(cfg.join("c.yaml"), &yaml).unwrap();
+    // Two finished jobs: one 3 days ago, one 1 day ago.
+    {
+        let c = validate(parse_documents(&yaml, None).unwrap()).unwrap();
+        let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), false);
+        let mut store = Store::open(&state).unwrap();
+        let day = 86_400_000;
+        let now = shareq::exec::now_ms();
+        for (name, at) in [("old", now - 3 * day), ("recent", now - day)] {
+            let mut spec = shareq::model::JobSpec::new(name, "team", 1, 0);
+            spec.command = Some(shareq::model::Command::Shell("true".into()));
+            let id = s.submit(spec, at).unwrap();
+            s.pass(at);
+            store.record_events(at, &s.take_events(), &s).unwrap();
+            let exit = [Observed::Exited { job: id, code: 0 }];
+            exit[0].apply(&mut s, at + 1);
+            s.pass(at + 1);
+            store.record(at + 1, &exit, &s.take_events(), &s).unwrap();
+            s.forget(id);
+        }
+    }
+    let _cleanup = Cleanup(state.clone());
+    let _serve = Serve::start(&state, &cfg, &err);
+    let out = cli(&state, &["jobs", "--all", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = v["finished"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["recent"], "{v}");
+    // Ids are never reused, even those of pruned jobs.
+    assert_eq!(submit(&state, "next", "true"), 3);
+}

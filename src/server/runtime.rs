@@ -145,9 +145,11 @@ impl RuntimeHandle {
             exec.seed_preemptions(d.preemptions);
             for a in &d.adopted {
                 // Its supervisor recorded itself, so the command runs (or is about to).
-                if rt.sched.job(a.job).is_some_and(|j| {
-                    matches!(j.state, JobState::Scheduled | JobState::Starting)
-                }) {
+                if rt
+                    .sched
+                    .job(a.job)
+                    .is_some_and(|j| matches!(j.state, JobState::Scheduled | JobState::Starting))
+                {
                     rt.sched.set_running_state(a.job, JobState::Running);
                     rt.observed.push(Observed::StateChanged { job: a.job });
                 }
