@@ -1,7 +1,13 @@
 //! The live scheduler: the runtime task that owns the core and carries its decisions out,
 //! and the control socket that the CLI talks to.
 //!
-//! Start it in-process with [`RuntimeHandle::start`]; send [`Input`]s on
+//! A durable scheduler (the one `serve` runs, and a console that finds none running) is
+//! started with [`boot::start`]: state lock, database, recovery, runtime, control socket
+//! and config watcher. When the state directory is taken ([`BootError::Locked`]), a
+//! console attaches to the running scheduler with [`remote::attach`], which offers the
+//! same snapshot receiver and `Input` sender over the socket.
+//!
+//! [`RuntimeHandle::start`] starts a runtime in memory only (no store, no lock); send [`Input`]s on
 //! `handle.inputs`; watch `handle.snapshots` (a `tokio::sync::watch` of
 //! `Arc<Snapshot>`), which follows changes within ~20 ms (send `Input::Sync` to wait for
 //! one that includes everything sent before).
