@@ -13,3 +13,4 @@ pub mod model;
 pub mod replay;
 pub mod sched;
 pub mod snapshot;
+pub mod tui;
