@@ -46,7 +46,7 @@ pub fn layout(area: Rect, app: &App) -> Areas {
     let top_h = (shares_h + lending_h)
         .max(gpus::wanted_height(app))
         .min(top_cap);
-    let side = body.width >= 140;
+    let side = body.width >= 200;
     let bottom_cap = h / 3;
     let mut run_h = running::wanted_height(app).clamp(4, bottom_cap.max(4));
     let mut pre_h = preemptions::wanted_height(app).clamp(3, (bottom_cap / 2).max(3));
@@ -76,7 +76,7 @@ pub fn layout(area: Rect, app: &App) -> Areas {
         Constraint::Length(bottom_h(run_h, pre_h)),
     ])
     .areas(body);
-    let gpu_w = if wide { 46 } else { 28 };
+    let gpu_w = if wide { 46 } else { 24 };
     let [left, gpus_area] =
         Layout::horizontal([Constraint::Fill(1), Constraint::Length(gpu_w)]).areas(top);
     let [shares_area, lending_area] = Layout::vertical([

@@ -316,3 +316,42 @@ pub fn with_queue_len(base: &Snapshot, n: usize) -> Snapshot {
     }
     s
 }
+
+/// Draw `app` on a `w`×`h` test terminal and return the screen as plain text lines.
+pub fn render_text(app: &mut super::App, w: u16, h: u16) -> String {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    let mut term = match Terminal::new(TestBackend::new(w, h)) {
+        Ok(t) => t,
+        Err(e) => match e {},
+    };
+    if let Err(e) = term.draw(|f| super::draw::draw(f, app)) {
+        match e {}
+    }
+    let buf = term.backend().buffer();
+    let mut out = String::with_capacity((w as usize + 1) * h as usize);
+    for y in 0..h {
+        let mut line = String::new();
+        let mut skip = 0;
+        for x in 0..w {
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            let sym = buf[(x, y)].symbol();
+            line.push_str(sym);
+            skip = unicode_width::UnicodeWidthStr::width(sym).saturating_sub(1);
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A console state over `snap` at the fixtures' fixed clock (UTC, dark theme).
+pub fn app(snap: Snapshot) -> super::App {
+    let mut app = super::App::new(Arc::new(snap), super::Theme::dark());
+    app.now = NOW;
+    app.utc_offset_secs = 0;
+    app
+}

@@ -36,6 +36,14 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
     let off = window(app, Pane::Gpus, area, inner.y, rows);
     let w = inner.width as usize;
     let multi_unit = app.snap.units.len() > 1;
+    let share_w = app
+        .snap
+        .shares
+        .iter()
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(3)
+        .clamp(3, if w >= 30 { 10 } else { 6 });
     let t = &app.theme;
     let mut lines = Vec::new();
     let mut index = 0usize;
@@ -68,10 +76,11 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
                 (Some(share), name) => {
                     let c = t.share(share);
                     let tel = telemetry(d.util, d.mem_used, d.mem_total);
-                    let name_w = w.saturating_sub(label.len() + 4 + 9 + tel.len() + 2).max(4);
+                    let name_w =
+                        w.saturating_sub(label.len().max(2) + 4 + share_w + 1 + tel.len() + 1);
                     spans.push(Span::styled(format!("{GLYPH_OWN} "), Style::new().fg(c)));
                     spans.push(Span::styled(
-                        pad(share, 8),
+                        pad(share, share_w),
                         Style::new().fg(c).add_modifier(Modifier::BOLD),
                     ));
                     spans.push(Span::raw(" "));
@@ -82,7 +91,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
                         ));
                         spans.push(Span::styled(rpad(&tel, tel.len() + 1), t.dimmed()));
                     } else {
-                        let nw = w.saturating_sub(label.len() + 13);
+                        let nw = w.saturating_sub(label.len().max(2) + 4 + share_w + 1);
                         spans.push(Span::styled(
                             pad(name.as_deref().unwrap_or("?"), nw),
                             t.text(),

@@ -17,7 +17,17 @@ pub fn wanted_height(app: &App) -> u16 {
     app.snap.preemptions.len().max(1) as u16 + 2
 }
 
-fn spans(app: &App, p: &PreemptionRecord, fresh: bool) -> Vec<Span<'static>> {
+/// Short reason words for narrow panes.
+fn short_reason(reason: &str) -> &str {
+    match reason {
+        "CROSS_SHARE_RECLAIM" => "reclaim",
+        "IN_SHARE_PRIORITY" => "in-share",
+        "DEVICE_LOST" => "device lost",
+        other => other,
+    }
+}
+
+fn spans(app: &App, p: &PreemptionRecord, fresh: bool, narrow: bool) -> Vec<Span<'static>> {
     let t = &app.theme;
     let share = |s: &str| Style::new().fg(t.share(s)).add_modifier(Modifier::BOLD);
     let mut out = vec![
@@ -42,7 +52,12 @@ fn spans(app: &App, p: &PreemptionRecord, fresh: bool) -> Vec<Span<'static>> {
         }
         _ => out.push(Span::styled(" ← (config/device)", t.dimmed())),
     }
-    out.push(Span::styled(format!("  {}", p.reason), t.warn_style()));
+    let reason = if narrow {
+        short_reason(&p.reason)
+    } else {
+        &p.reason
+    };
+    out.push(Span::styled(format!("  {reason}"), t.warn_style()));
     let outcome = p.outcome.clone().unwrap_or_else(|| "stopping…".into());
     let outcome_style = if outcome.starts_with("failed") {
         t.error_style()
@@ -76,7 +91,10 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
         .take(rows as usize)
     {
         let fresh = app.now - p.at < FRESH_MS && app.now >= p.at;
-        let mut line = Line::from(spans(app, p, fresh));
+        let mut line = Line::from(spans(app, p, fresh, false));
+        if line.width() > w {
+            line = Line::from(spans(app, p, fresh, true));
+        }
         if line.width() > w {
             // Too wide: keep the colours of what fits and end in an ellipsis.
             let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();

@@ -72,7 +72,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
         let (state, style) = match stopping_text(j, app.now, app.snap.grace_period_seconds) {
             Some(s) => (s, t.warn_style().add_modifier(Modifier::BOLD)),
             None if j.on_borrowed => (
-                "on borrowed GPUs (can be reclaimed)".to_string(),
+                format!("{} is borrowing: reclaimable", j.share),
                 Style::new().fg(t.bar_borrowed),
             ),
             None => (j.state.as_str().to_lowercase(), t.text()),

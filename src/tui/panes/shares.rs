@@ -66,6 +66,18 @@ fn limit_text(s: &ShareView) -> String {
     }
 }
 
+/// "2 own, 1 borrowed, 1 lent" — the bar in words, zeros left out.
+fn bar_words(parts: [u32; 4]) -> String {
+    let names = ["own", "borrowed", "lent", "idle"];
+    parts
+        .iter()
+        .zip(names)
+        .filter(|(n, _)| **n > 0)
+        .map(|(n, w)| format!("{n} {w}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
     let title = Line::from(format!(
         " Shares ─ {GLYPH_OWN} own {GLYPH_BORROWED} borrowed {GLYPH_LENT} lent {GLYPH_IDLE} idle "
@@ -89,19 +101,46 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
     let wide = w >= 100;
     let strat_w = if wide { 15 } else { 4 };
     let ish_w = if wide { 8 } else { 3 };
+    let q_w = if wide { 6 } else { 5 };
     // name strat ish limit use [bar] run queued wait
-    let fixed = name_w + 1 + strat_w + 1 + ish_w + 1 + 6 + 1 + 5 + 1 + 1 + 3 + 1 + 6 + 1 + 6;
-    let bar_w = w.saturating_sub(fixed).clamp(0, 48);
+    let fixed = name_w + 1 + strat_w + 1 + ish_w + 1 + 5 + 1 + 5 + 1 + 1 + 3 + 1 + q_w + 1 + 6;
+    let room = w.saturating_sub(fixed);
+    let scale_max = app
+        .snap
+        .units
+        .iter()
+        .map(|u| u.usable)
+        .max()
+        .unwrap_or(0)
+        .max(
+            app.snap
+                .shares
+                .iter()
+                .map(|s| s.limit + s.borrowed)
+                .max()
+                .unwrap_or(0),
+        );
+    // Up to 3 cells per GPU when there is room, so a small machine's bar is easy to read;
+    // the rest of the room (wide screens) spells the numbers out.
+    let per_gpu = if scale_max == 0 {
+        1
+    } else {
+        (room / 2 / scale_max as usize).clamp(1, 3)
+    };
+    let bar_w = (scale_max as usize * per_gpu).min(room);
+    let words_w = Some(room.saturating_sub(bar_w + 1))
+        .filter(|&w| w >= 14)
+        .unwrap_or(0);
     let head = format!(
         "{} {} {} {} {} {} {} {} {}",
         pad("share", name_w),
-        pad("strategy", strat_w),
+        pad(if wide { "strategy" } else { "type" }, strat_w),
         pad(if wide { "in-share" } else { "ish" }, ish_w),
-        pad("limit", 6),
+        pad("limit", 5),
         rpad("use", 5),
-        pad("", bar_w),
+        pad("", room),
         rpad("run", 3),
-        rpad("queued", 6),
+        rpad(if wide { "queued" } else { "queue" }, q_w),
         rpad("wait", 6),
     );
     let mut lines = vec![header_line(app, head)];
@@ -139,7 +178,11 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
         };
         let own = s.usage.min(s.limit);
         let parts = [own, s.borrowed, s.lent, s.idle.saturating_sub(s.lent)];
-        let cells = bar_cells(parts, bar_w, scale_max);
+        let cells = if (scale_max as usize) * per_gpu <= bar_w {
+            parts.map(|p| p as usize * per_gpu)
+        } else {
+            bar_cells(parts, bar_w, scale_max)
+        };
         let glyphs = [GLYPH_OWN, GLYPH_BORROWED, GLYPH_LENT, GLYPH_IDLE];
         let bar_colours = [colour, t.bar_borrowed, t.bar_lent, t.bar_idle];
         let mut spans = vec![
@@ -163,7 +206,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
                 t.text(),
             ),
             Span::raw(" "),
-            Span::styled(pad(&limit_text(s), 6), t.text()),
+            Span::styled(pad(&limit_text(s), 5), t.text()),
             Span::raw(" "),
             Span::styled(
                 rpad(&format!("{}/{}", s.usage, s.limit), 5),
@@ -185,14 +228,21 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
                 used += cells[k];
             }
         }
-        spans.push(Span::raw(" ".repeat(bar_w.saturating_sub(used) + 1)));
+        // The bar section is exactly `room` columns: bar, then its words when they fit.
+        if words_w > 0 {
+            spans.push(Span::raw(" ".repeat(bar_w.saturating_sub(used) + 1)));
+            spans.push(Span::styled(pad(&bar_words(parts), words_w), t.dimmed()));
+        } else {
+            spans.push(Span::raw(" ".repeat(room.saturating_sub(used))));
+        }
+        spans.push(Span::raw(" "));
         let wait = s
             .oldest_queued
             .map(|t0| duration(app.now - t0))
             .unwrap_or_else(|| "-".into());
         spans.push(Span::styled(rpad(&s.running.to_string(), 3), t.text()));
         spans.push(Span::raw(" "));
-        spans.push(Span::styled(rpad(&s.queued.to_string(), 6), t.text()));
+        spans.push(Span::styled(rpad(&s.queued.to_string(), q_w), t.text()));
         spans.push(Span::raw(" "));
         spans.push(Span::styled(rpad(&wait, 6), t.text()));
         if !s.present {
