@@ -319,13 +319,19 @@ pub fn with_queue_len(base: &Snapshot, n: usize) -> Snapshot {
 
 /// Draw `app` on a `w`×`h` test terminal and return the screen as plain text lines.
 pub fn render_text(app: &mut super::App, w: u16, h: u16) -> String {
+    render_with(w, h, |f| super::draw::draw(f, app))
+}
+
+/// Run `draw` on a `w`×`h` test terminal and return the screen as plain text lines
+/// (trailing blanks trimmed; wide characters counted once).
+pub fn render_with(w: u16, h: u16, draw: impl FnOnce(&mut ratatui::Frame)) -> String {
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
     let mut term = match Terminal::new(TestBackend::new(w, h)) {
         Ok(t) => t,
         Err(e) => match e {},
     };
-    if let Err(e) = term.draw(|f| super::draw::draw(f, app)) {
+    if let Err(e) = term.draw(draw) {
         match e {}
     }
     let buf = term.backend().buffer();

@@ -1,9 +1,10 @@
 //! The `?` overlay: every key, grouped, so nothing has to be remembered.
 
 use super::{centered, frame_block};
+use crate::tui::text::fit;
 use crate::tui::theme::Theme;
 use ratatui::Frame;
-use ratatui::layout::Rect;
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
@@ -15,36 +16,34 @@ pub const KEYS: &[(&str, &str)] = &[
     ("j k / ↓ ↑", "select row"),
     ("g / G", "first / last row"),
     ("PgDn / PgUp", "page down / up"),
-    ("enter", "details (on a share: filter its jobs)"),
+    ("enter", "details; on a share: its jobs"),
     ("mouse click", "select pane and row"),
     ("", "Jobs"),
-    ("s", "submit a job (form predicts start / borrow / wait)"),
-    ("c", "cancel the selected job (asks y/n)"),
+    ("s", "submit a job (with a forecast)"),
+    ("c", "cancel the selected job (y/n)"),
     ("p", "set the selected job's priority"),
-    ("+ / -", "raise / lower its priority by 1"),
+    ("+ / -", "priority up / down by 1"),
     ("l", "log tail of the selected job"),
     ("", "View"),
-    ("/", "filter: text, share:NAME, !negate (esc clears)"),
+    ("/", "filter: text share:NAME !negate"),
     ("o", "cycle the queue's sort order"),
     ("r", "re-read the config now"),
     ("?", "this help"),
-    ("q / ctrl-c", "quit (asks detach / stop all when jobs run)"),
+    ("q / ctrl-c", "quit (detach / stop all / stay)"),
     ("", "Shares bar"),
-    ("■", "GPUs in use within the share's limit"),
-    ("▤", "GPUs in use beyond the limit (borrowed)"),
-    ("░", "idle guarantee lent to another share"),
+    ("■", "in use within the limit"),
+    ("▤", "in use beyond it (borrowed)"),
+    ("░", "idle, lent to another share"),
     ("·", "idle guarantee"),
 ];
 
-pub fn render(f: &mut Frame, area: Rect, theme: &Theme) {
-    let h = KEYS.len() as u16 + 3;
-    let r = centered(area, 66, h);
-    f.render_widget(Clear, r);
-    let block = frame_block(" Keys (esc or ? closes) ", theme);
-    let inner = block.inner(r);
-    f.render_widget(block, r);
-    let lines: Vec<Line> = KEYS
-        .iter()
+fn lines<'a>(
+    keys: &'a [(&'a str, &'a str)],
+    key_w: usize,
+    width: usize,
+    theme: &Theme,
+) -> Vec<Line<'a>> {
+    keys.iter()
         .map(|(k, what)| {
             if k.is_empty() {
                 Line::styled(
@@ -54,13 +53,54 @@ pub fn render(f: &mut Frame, area: Rect, theme: &Theme) {
             } else {
                 Line::from(vec![
                     Span::styled(
-                        format!("   {k:<16}"),
+                        format!("   {k:<key_w$} "),
                         theme.text().add_modifier(Modifier::BOLD),
                     ),
-                    Span::styled(*what, theme.text()),
+                    Span::styled(fit(what, width.saturating_sub(key_w + 4)), theme.text()),
                 ])
             }
         })
-        .collect();
-    f.render_widget(Paragraph::new(lines), inner);
+        .collect()
+}
+
+/// One column when it fits the height, else two (groups kept whole).
+pub fn render(f: &mut Frame, area: Rect, theme: &Theme) {
+    let one_column = area.height as usize >= KEYS.len() + 2;
+    let split = KEYS
+        .iter()
+        .enumerate()
+        .filter(|(i, (k, _))| k.is_empty() && *i >= KEYS.len() / 2)
+        .map(|(i, _)| i)
+        .next()
+        .unwrap_or(KEYS.len());
+    let (w, h) = if one_column {
+        (56, KEYS.len() as u16 + 2)
+    } else {
+        (
+            area.width.min(100),
+            split.max(KEYS.len() - split) as u16 + 2,
+        )
+    };
+    let r = centered(area, w, h);
+    f.render_widget(Clear, r);
+    let block = frame_block(" Keys (esc or ? closes) ", theme);
+    let inner = block.inner(r);
+    f.render_widget(block, r);
+    if one_column {
+        f.render_widget(
+            Paragraph::new(lines(KEYS, 12, inner.width as usize, theme)),
+            inner,
+        );
+        return;
+    }
+    let [left, right] =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(inner);
+    f.render_widget(
+        Paragraph::new(lines(&KEYS[..split], 12, left.width as usize, theme)),
+        left,
+    );
+    f.render_widget(
+        Paragraph::new(lines(&KEYS[split..], 10, right.width as usize, theme)),
+        right,
+    );
 }

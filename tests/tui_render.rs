@@ -1,0 +1,149 @@
+//! Screen snapshots of the console: every pane and every overlay at 80×24 and 160×48,
+//! rendered on ratatui's TestBackend at the fixtures' fixed clock.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Frame;
+use shareq::model::JobId;
+use shareq::tui::app::{App, Mode, Pane};
+use shareq::tui::fixtures::{self, NOW};
+use shareq::tui::input::on_key;
+use shareq::tui::panes;
+
+const SIZES: [(u16, u16); 2] = [(80, 24), (160, 48)];
+
+fn key(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+}
+
+fn code(c: KeyCode) -> KeyEvent {
+    KeyEvent::new(c, KeyModifiers::NONE)
+}
+
+fn check(name: &str, mut make: impl FnMut() -> App) {
+    for (w, h) in SIZES {
+        let mut app = make();
+        let text = fixtures::render_text(&mut app, w, h);
+        insta::assert_snapshot!(format!("{name}_{w}x{h}"), text);
+    }
+}
+
+fn check_pane(name: &str, draw: fn(&mut Frame, &mut App)) {
+    for (w, h) in SIZES {
+        let mut app = fixtures::app(fixtures::lab());
+        let text = fixtures::render_with(w, h, |f| draw(f, &mut app));
+        insta::assert_snapshot!(format!("pane_{name}_{w}x{h}"), text);
+    }
+}
+
+#[test]
+fn main_screens() {
+    check("main_aws", || fixtures::app(fixtures::aws()));
+    check("main_lab", || fixtures::app(fixtures::lab()));
+}
+
+#[test]
+fn every_pane_alone() {
+    check_pane("header", |f, a| panes::header::render(f, f.area(), a));
+    check_pane("footer", |f, a| panes::footer::render(f, f.area(), a));
+    check_pane("shares", |f, a| panes::shares::render(f, f.area(), a));
+    check_pane("lending", |f, a| panes::lending::render(f, f.area(), a));
+    check_pane("gpus", |f, a| panes::gpus::render(f, f.area(), a));
+    check_pane("queue", |f, a| panes::queue::render(f, f.area(), a));
+    check_pane("running", |f, a| panes::running::render(f, f.area(), a));
+    check_pane("preemptions", |f, a| {
+        panes::preemptions::render(f, f.area(), a)
+    });
+}
+
+fn lab_with(keys: &[KeyEvent]) -> App {
+    let mut app = fixtures::app(fixtures::lab());
+    for k in keys {
+        on_key(&mut app, *k);
+    }
+    app
+}
+
+#[test]
+fn overlays() {
+    check("help", || lab_with(&[key('?')]));
+    check("submit_empty", || lab_with(&[key('s')]));
+    check("submit_borrow", || {
+        let mut keys = vec![
+            key('s'),
+            code(KeyCode::Tab),
+            code(KeyCode::Tab),
+            code(KeyCode::Tab),
+        ];
+        keys.extend("sweep-21".chars().map(key));
+        keys.push(code(KeyCode::Tab));
+        keys.extend("python sweep.py --lr 3e-4".chars().map(key));
+        lab_with(&keys)
+    });
+    check("cancel_confirm", || lab_with(&[key('c')]));
+    check("priority_prompt", || {
+        lab_with(&[key('p'), code(KeyCode::Backspace), key('5')])
+    });
+    check("quit_dialog", || lab_with(&[key('q')]));
+    check("details", || lab_with(&[code(KeyCode::Enter)]));
+    check("filter_typing", || {
+        let mut keys = vec![key('/')];
+        keys.extend("share:infra".chars().map(key));
+        lab_with(&keys)
+    });
+    check("sorted_by_wait", || lab_with(&[key('o')]));
+    check("log_missing", || lab_with(&[key('l')]));
+    check("log_tail", || {
+        let mut app = fixtures::app(fixtures::lab());
+        app.log_lines = (1..=60)
+            .map(|i| format!("epoch {i}: loss {:.3}", 2.0 / i as f64))
+            .collect();
+        app.mode = Mode::Log {
+            job: JobId(4),
+            name: "sweep-16".into(),
+            scroll_back: 0,
+        };
+        app
+    });
+}
+
+#[test]
+fn config_error_and_theme_warning_in_header() {
+    check("config_error", || {
+        let mut snap = fixtures::lab();
+        snap.config.error =
+            Some("shares/vision.yaml:7:5: borrowLimit is only valid with LEND_AND_BORROW".into());
+        snap.config.error_at = Some(NOW - 5_000);
+        let mut app = fixtures::app(snap);
+        app.theme_warning = Some("theme x.yaml: line 2: unknown field `acent`; using dark".into());
+        app
+    });
+}
+
+#[test]
+fn running_pane_focused_and_scrolled() {
+    check("running_focused", || {
+        let mut app = fixtures::app(fixtures::lab());
+        app.focus = Pane::Running;
+        app.sel[Pane::Running.index()] = 4;
+        app
+    });
+}
+
+#[test]
+fn hundred_thousand_queued() {
+    check("queue_100k", || {
+        let mut app = fixtures::app(fixtures::with_queue_len(&fixtures::lab(), 100_000));
+        on_key(&mut app, key('G'));
+        app
+    });
+}
+
+#[test]
+fn empty_and_tiny() {
+    check("empty", || {
+        fixtures::app(shareq::snapshot::Snapshot::empty())
+    });
+    let mut app = fixtures::app(fixtures::lab());
+    let text = fixtures::render_text(&mut app, 50, 12);
+    assert!(text.contains("needs at least 60×16"), "{text}");
+}
