@@ -12,28 +12,28 @@ use ratatui::widgets::{Clear, Paragraph};
 /// (key, what it does); an empty key starts a group.
 pub const KEYS: &[(&str, &str)] = &[
     ("", "Moving"),
-    ("tab / shift-tab", "next / previous pane"),
-    ("j k / ↓ ↑", "select row"),
+    ("tab/S-tab", "next / previous pane"),
+    ("j k ↓ ↑", "select row"),
     ("g / G", "first / last row"),
-    ("PgDn / PgUp", "page down / up"),
-    ("enter", "details; on a share: its jobs"),
-    ("mouse click", "select pane and row"),
+    ("PgDn/PgUp", "page down / up"),
+    ("enter", "details / share's jobs"),
+    ("click", "select pane and row"),
     ("", "Jobs"),
-    ("s", "submit a job (with a forecast)"),
-    ("c", "cancel the selected job (y/n)"),
-    ("p", "set the selected job's priority"),
+    ("s", "submit a job"),
+    ("c", "cancel job (asks y/n)"),
+    ("p", "set job priority"),
     ("+ / -", "priority up / down by 1"),
-    ("l", "log tail of the selected job"),
+    ("l", "job's log tail"),
     ("", "View"),
-    ("/", "filter: text share:NAME !negate"),
-    ("o", "cycle the queue's sort order"),
+    ("/", "filter text share:X !not"),
+    ("o", "cycle queue sort order"),
     ("r", "re-read the config now"),
     ("?", "this help"),
-    ("q / ctrl-c", "quit (detach / stop all / stay)"),
+    ("q/ctrl-c", "quit / detach / stop"),
     ("", "Shares bar"),
-    ("■", "in use within the limit"),
-    ("▤", "in use beyond it (borrowed)"),
-    ("░", "idle, lent to another share"),
+    ("■", "own, within limit"),
+    ("▤", "borrowed (over limit)"),
+    ("░", "idle, lent out"),
     ("·", "idle guarantee"),
 ];
 
@@ -96,11 +96,11 @@ pub fn render(f: &mut Frame, area: Rect, theme: &Theme) {
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(inner);
     f.render_widget(
-        Paragraph::new(lines(&KEYS[..split], 12, left.width as usize, theme)),
+        Paragraph::new(lines(&KEYS[..split], 11, left.width as usize, theme)),
         left,
     );
     f.render_widget(
-        Paragraph::new(lines(&KEYS[split..], 10, right.width as usize, theme)),
+        Paragraph::new(lines(&KEYS[split..], 11, right.width as usize, theme)),
         right,
     );
 }
