@@ -1,8 +1,6 @@
 //! Keys and clicks → console state and the Action sent to the runtime.
 
-use crossterm::event::{
-    KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
-};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use shareq::model::{Command, JobId};
 use shareq::tui::app::{App, Mode, Pane};
 use shareq::tui::fixtures;
@@ -58,7 +56,10 @@ fn cancel_of_a_running_job_says_how_long_it_ran_and_n_keeps_it() {
     let Mode::ConfirmCancel { question, .. } = &app.mode else {
         panic!("no confirmation")
     };
-    assert_eq!(question, "Cancel job 1 train-resnet (vision, running 1h)? y/n");
+    assert_eq!(
+        question,
+        "Cancel job 1 train-resnet (vision, running 1h)? y/n"
+    );
     assert_eq!(on_key(&mut app, key('x')), None, "other keys keep asking");
     assert!(matches!(app.mode, Mode::ConfirmCancel { .. }));
     assert_eq!(on_key(&mut app, key('n')), None);
@@ -73,8 +74,14 @@ fn priority_prompt_and_bumps() {
     on_key(&mut app, code(KeyCode::Backspace));
     on_key(&mut app, code(KeyCode::Backspace));
     typed(&mut app, "42x");
-    assert_eq!(on_key(&mut app, code(KeyCode::Enter)), Some(Action::SetPriority(id, 42)));
-    assert_eq!(on_key(&mut app, key('+')), Some(Action::SetPriority(id, 11)));
+    assert_eq!(
+        on_key(&mut app, code(KeyCode::Enter)),
+        Some(Action::SetPriority(id, 42))
+    );
+    assert_eq!(
+        on_key(&mut app, key('+')),
+        Some(Action::SetPriority(id, 11))
+    );
     assert_eq!(on_key(&mut app, key('-')), Some(Action::SetPriority(id, 9)));
     // An empty number never leaves the prompt; more than 4 digits cannot be typed.
     on_key(&mut app, key('p'));
@@ -82,7 +89,9 @@ fn priority_prompt_and_bumps() {
     on_key(&mut app, code(KeyCode::Backspace));
     assert_eq!(on_key(&mut app, code(KeyCode::Enter)), None);
     typed(&mut app, "123456");
-    let Mode::Priority { input, .. } = &app.mode else { panic!() };
+    let Mode::Priority { input, .. } = &app.mode else {
+        panic!()
+    };
     assert_eq!(input.text, "1234");
     assert!(matches!(app.mode, Mode::Priority { .. }));
     assert_eq!(on_key(&mut app, code(KeyCode::Esc)), None);
@@ -93,8 +102,13 @@ fn priority_prompt_and_bumps() {
 fn submit_form_validates_and_sends_the_spec() {
     let mut app = lab();
     on_key(&mut app, key('s'));
-    let Mode::Submit(form) = &app.mode else { panic!("no form") };
-    assert_eq!(form.share.text, "vision", "defaults to the selected job's share");
+    let Mode::Submit(form) = &app.mode else {
+        panic!("no form")
+    };
+    assert_eq!(
+        form.share.text, "vision",
+        "defaults to the selected job's share"
+    );
     assert!(!form.problems(&app.snap).is_empty());
     // Enter on an invalid form jumps to the first bad field instead of sending.
     assert_eq!(on_key(&mut app, code(KeyCode::Enter)), None);
@@ -109,9 +123,14 @@ fn submit_form_validates_and_sends_the_spec() {
     on_key(&mut app, code(KeyCode::Up));
     on_key(&mut app, code(KeyCode::Right)); // vision → next enabled share
     let sent = on_key(&mut app, code(KeyCode::Enter));
-    let Some(Action::Submit(spec)) = sent else { panic!("no submit: {sent:?}") };
+    let Some(Action::Submit(spec)) = sent else {
+        panic!("no submit: {sent:?}")
+    };
     assert_eq!(spec.job_name, "probe");
-    assert_eq!(spec.quota_share_name, "infra", "shares cycle in order and wrap");
+    assert_eq!(
+        spec.quota_share_name, "infra",
+        "shares cycle in order and wrap"
+    );
     assert_eq!(spec.scheduling_priority, 7);
     assert_eq!(spec.quantity, 1);
     assert_eq!(spec.command, Some(Command::Shell("sleep 5".into())));
@@ -124,7 +143,9 @@ fn submit_form_rejects_letters_in_numbers_and_esc_cancels() {
     on_key(&mut app, key('s'));
     on_key(&mut app, code(KeyCode::Tab));
     typed(&mut app, "a2");
-    let Mode::Submit(form) = &app.mode else { panic!() };
+    let Mode::Submit(form) = &app.mode else {
+        panic!()
+    };
     assert_eq!(form.gpus.text, "12");
     assert_eq!(on_key(&mut app, code(KeyCode::Esc)), None);
     assert_eq!(app.mode, Mode::Normal);
@@ -144,7 +165,11 @@ fn filter_narrows_the_queue_live_and_esc_restores() {
     typed(&mut app, " !nightly");
     assert_eq!(app.len(Pane::Queue), 1);
     on_key(&mut app, code(KeyCode::Esc));
-    assert_eq!(app.filter.raw(), "share:infra", "esc in the prompt restores");
+    assert_eq!(
+        app.filter.raw(),
+        "share:infra",
+        "esc in the prompt restores"
+    );
     on_key(&mut app, code(KeyCode::Esc));
     assert_eq!(app.len(Pane::Queue), all, "esc in the panes clears");
 }
@@ -154,7 +179,11 @@ fn sort_cycles_and_enter_on_a_share_filters_its_jobs() {
     let mut app = lab();
     on_key(&mut app, key('o'));
     assert_eq!(app.sort, Sort::LongestWait);
-    assert_eq!(app.selected_job().unwrap().name, "debug-3", "longest waiting first");
+    assert_eq!(
+        app.selected_job().unwrap().name,
+        "debug-3",
+        "longest waiting first"
+    );
     on_key(&mut app, ctrl_shift_tab());
     on_key(&mut app, ctrl_shift_tab());
     assert_eq!(app.focus, Pane::Shares);
@@ -162,7 +191,14 @@ fn sort_cycles_and_enter_on_a_share_filters_its_jobs() {
     on_key(&mut app, code(KeyCode::Enter));
     assert_eq!(app.focus, Pane::Queue);
     assert_eq!(app.filter.raw(), "share:vision");
-    assert!(app.snap.queue.iter().filter(|j| j.share == "vision").count() == app.len(Pane::Queue));
+    assert!(
+        app.snap
+            .queue
+            .iter()
+            .filter(|j| j.share == "vision")
+            .count()
+            == app.len(Pane::Queue)
+    );
 }
 
 fn ctrl_shift_tab() -> KeyEvent {
@@ -195,9 +231,15 @@ fn quit_asks_when_jobs_run_and_answers_map_to_actions() {
     assert!(app.exit);
     let mut app = lab();
     on_key(&mut app, key('q'));
-    assert_eq!(on_key(&mut app, key('s')), Some(Action::Quit { stop_jobs: true }));
+    assert_eq!(
+        on_key(&mut app, key('s')),
+        Some(Action::Quit { stop_jobs: true })
+    );
     let mut app = fixtures::app(shareq::snapshot::Snapshot::empty());
-    assert_eq!(on_key(&mut app, key('q')), Some(Action::Quit { stop_jobs: false }));
+    assert_eq!(
+        on_key(&mut app, key('q')),
+        Some(Action::Quit { stop_jobs: false })
+    );
     assert!(app.exit);
 }
 
@@ -210,10 +252,14 @@ fn reload_help_details_and_log() {
     assert_eq!(on_key(&mut app, key('c')), None, "help swallows keys");
     on_key(&mut app, code(KeyCode::Esc));
     on_key(&mut app, code(KeyCode::Enter));
-    let Mode::Details(j) = &app.mode else { panic!() };
+    let Mode::Details(j) = &app.mode else {
+        panic!()
+    };
     assert_eq!(j.name, "sweep-16");
     on_key(&mut app, key('l'));
-    let Mode::Log { job, .. } = &app.mode else { panic!() };
+    let Mode::Log { job, .. } = &app.mode else {
+        panic!()
+    };
     assert_eq!(*job, JobId(4));
     assert!(app.log_lines[0].contains("not available"));
 }
