@@ -5,8 +5,8 @@ use crate::snapshot::JobView;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Term {
-    /// Case-insensitive substring of the name, the id or the reason.
-    Text(String),
+    /// Case-insensitive substring of the name or the reason, or the job id.
+    Text(String, Option<u64>),
     /// Exact share name.
     Share(String),
 }
@@ -33,7 +33,7 @@ impl Filter {
             let term = match w.strip_prefix("share:") {
                 Some("") => return Err("`share:` needs a share name, e.g. share:qs1".into()),
                 Some(name) => Term::Share(name.to_string()),
-                None => Term::Text(w.to_lowercase()),
+                None => Term::Text(w.to_lowercase(), w.parse().ok()),
             };
             terms.push((neg, term));
         }
