@@ -55,8 +55,8 @@ impl Filter {
         self.terms.iter().all(|(neg, t)| {
             let hit = match t {
                 Term::Share(s) => j.share == *s,
-                Term::Text(t) => {
-                    contains_ci(&j.name, t) || j.id.to_string() == *t || contains_ci(&j.reason, t)
+                Term::Text(t, id) => {
+                    *id == Some(j.id.0) || contains_ci(&j.name, t) || contains_ci(&j.reason, t)
                 }
             };
             hit != *neg
