@@ -26,7 +26,11 @@ fn stats(name: &str, mut samples: Vec<Duration>) {
 
 fn main() {
     let base = fixtures::with_queue_len(&fixtures::lab(), QUEUED);
-    println!("{} queued, {} running", base.queue.len(), base.running.len());
+    println!(
+        "{} queued, {} running",
+        base.queue.len(),
+        base.running.len()
+    );
     for (w, h) in [(80u16, 24u16), (160, 48), (240, 70)] {
         let mut app = fixtures::app(base.clone());
         let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
@@ -44,7 +48,10 @@ fn main() {
         for i in 0..500 {
             let k = if i % 50 < 25 { 'j' } else { 'k' };
             let t = Instant::now();
-            input::on_key(&mut app, KeyEvent::new(KeyCode::Char(k), KeyModifiers::NONE));
+            input::on_key(
+                &mut app,
+                KeyEvent::new(KeyCode::Char(k), KeyModifiers::NONE),
+            );
             term.draw(|f| draw::draw(f, &mut app)).unwrap();
             keys.push(t.elapsed());
         }

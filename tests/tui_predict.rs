@@ -21,7 +21,11 @@ fn empty_machine_starts_now_then_borrows_then_waits() {
     // qs2 within its guarantee, its GPU lent out: a reclaim.
     let p = predict(&snap, "qs2", None, 1, 0);
     assert_eq!(p.verdict, Verdict::Preempt);
-    assert!(p.why.contains("CROSS_SHARE_RECLAIM") && p.why.contains("qs1"), "{}", p.why);
+    assert!(
+        p.why.contains("CROSS_SHARE_RECLAIM") && p.why.contains("qs1"),
+        "{}",
+        p.why
+    );
     // LEND cannot borrow beyond its limit.
     let p = predict(&snap, "qs3", None, 1, 0);
     assert_eq!(p.verdict, Verdict::StartNow);
@@ -36,7 +40,10 @@ fn in_share_priority_and_impossible_requests() {
     assert!(p.why.contains("IN_SHARE_PRIORITY"));
     let p = predict(&snap, "qs1", None, 3, 0);
     assert_eq!(p.verdict, Verdict::Reject);
-    assert_eq!(p.why, "QUOTA_MANAGEMENT_LIMIT_EXCEEDED: needs 3, qs1 may hold at most 2");
+    assert_eq!(
+        p.why,
+        "QUOTA_MANAGEMENT_LIMIT_EXCEEDED: needs 3, qs1 may hold at most 2"
+    );
     let p = predict(&snap, "qs3", None, 2, 0);
     assert_eq!(p.verdict, Verdict::Reject);
     assert_eq!(predict(&snap, "nope", None, 1, 0).verdict, Verdict::Reject);

@@ -147,3 +147,23 @@ fn empty_and_tiny() {
     let text = fixtures::render_text(&mut app, 50, 12);
     assert!(text.contains("needs at least 60×16"), "{text}");
 }
+
+/// The text captures in `assets/` are the screens the fixtures render today
+/// (`UPDATE_ASSETS=1 cargo test --test tui_render` rewrites them).
+#[test]
+fn asset_captures_are_current() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");
+    for (file, snap, w, h) in [
+        ("console-lab-160x48.txt", fixtures::lab(), 160, 48),
+        ("console-aws-80x24.txt", fixtures::aws(), 80, 24),
+    ] {
+        let text = fixtures::render_text(&mut fixtures::app(snap), w, h);
+        let path = dir.join(file);
+        if std::env::var_os("UPDATE_ASSETS").is_some() {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &text).unwrap();
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(on_disk, text, "{file} is stale: rerun with UPDATE_ASSETS=1");
+    }
+}

@@ -76,6 +76,10 @@ pub struct Driver {
     pub log: Vec<PreemptionRecord>,
     pub source: String,
     pub telemetry: HashMap<(String, u32), Telemetry>,
+    /// Jobs started since the caller last drained this (a runtime would spawn them).
+    pub started: Vec<JobId>,
+    /// Jobs told to stop since the caller last drained this (a runtime would SIGTERM).
+    pub stopping: Vec<JobId>,
     version: u64,
 }
 
@@ -89,6 +93,8 @@ impl Driver {
             log: Vec::new(),
             source: source.to_string(),
             telemetry: HashMap::new(),
+            started: Vec::new(),
+            stopping: Vec::new(),
             version: 0,
         })
     }
@@ -141,7 +147,12 @@ impl Driver {
                 .map(|j| (j.name().to_string(), s.share_name(j.share).to_string()))
         };
         match ev {
+            Event::Started { job, .. } => self.started.push(job),
+            Event::Cancelled { job, stop: true } | Event::TimedOut { job } => {
+                self.stopping.push(job)
+            }
             Event::Preempted { job, by, reason } => {
+                self.stopping.push(job);
                 let (victim_name, victim_share) = name(&self.sched, job).unwrap_or_default();
                 let by_info = by.and_then(|b| name(&self.sched, b));
                 let ran_for = self

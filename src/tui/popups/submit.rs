@@ -221,7 +221,7 @@ fn bump(input: &mut LineInput, delta: i64) {
 }
 
 pub fn render(f: &mut Frame, area: Rect, form: &SubmitForm, snap: &Snapshot, theme: &Theme) {
-    let r = centered(area, 72, 14);
+    let r = centered(area, 72, 12);
     f.render_widget(Clear, r);
     let block = frame_block(" Submit a job ", theme);
     let inner = block.inner(r);
