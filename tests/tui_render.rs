@@ -167,3 +167,36 @@ fn asset_captures_are_current() {
         assert_eq!(on_disk, text, "{file} is stale: rerun with UPDATE_ASSETS=1");
     }
 }
+
+/// The layout holds from 80×24 to 240×70 (and degrades without panicking down to the
+/// minimum): every pane gets room, the queue keeps rows, nothing overlaps the footer.
+#[test]
+fn layout_holds_across_sizes() {
+    for snap in [
+        fixtures::aws(),
+        fixtures::lab(),
+        fixtures::with_queue_len(&fixtures::lab(), 500),
+    ] {
+        for w in (60..=240).step_by(20) {
+            for h in (16..=70).step_by(6) {
+                let mut app = fixtures::app(snap.clone());
+                let text = fixtures::render_text(&mut app, w, h);
+                assert!(text.starts_with(" shareq"), "{w}x{h}: no header\n{text}");
+                if w >= 80 && h >= 24 {
+                    for p in Pane::ALL {
+                        let a = app.areas[p.index()].area;
+                        assert!(
+                            a.height >= 3 && a.width >= 20,
+                            "{w}x{h}: {p:?} squeezed to {a:?}"
+                        );
+                        assert!(a.y + a.height < h, "{w}x{h}: {p:?} covers the footer");
+                    }
+                    assert!(
+                        app.areas[Pane::Queue.index()].rows >= 3,
+                        "{w}x{h}: queue too short"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -56,18 +56,22 @@ pub fn layout(area: Rect, app: &App) -> Areas {
         pre_h = both;
     }
     let bottom_h = |r: u16, p: u16| if side { r.max(p) } else { r + p };
-    // The queue keeps at least a few rows: shrink the bottom panes first.
+    // The queue keeps at least a few rows: shrink the bottom panes first (bounded: each
+    // step lowers one of them until both sit at their minimum).
     let min_queue = 6;
     while h.saturating_sub(top_h + bottom_h(run_h, pre_h)) < min_queue && (run_h > 4 || pre_h > 3) {
-        if run_h >= pre_h && run_h > 4 {
+        if side {
+            run_h = (run_h - 1).max(4);
+            pre_h = run_h;
+        } else if run_h >= pre_h && run_h > 4 {
             run_h -= 1;
         } else if pre_h > 3 {
             pre_h -= 1;
         } else {
             run_h -= 1;
         }
-        if side {
-            pre_h = run_h.max(3);
+        if side && run_h == 4 {
+            break;
         }
     }
     let [top, queue, bottom] = Layout::vertical([
