@@ -104,21 +104,42 @@ pub async fn run_console(
 ) -> anyhow::Result<()> {
     let first = snapshots.borrow_and_update().clone();
     let mut app = app_for(first, &opts);
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut sigterm = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     let (mut term, guard) = terminal::enter(opts.mouse).context("cannot set up the terminal")?;
-    let result = event_loop(&mut term, &mut app, &mut snapshots, &actions).await;
+    let shutdown = async move {
+        sigterm.recv().await;
+    };
+    let result = drive(
+        &mut term,
+        &mut app,
+        &mut snapshots,
+        &actions,
+        EventStream::new(),
+        shutdown,
+    )
+    .await;
     drop(guard);
     result
 }
 
-async fn event_loop(
-    term: &mut terminal::Term,
+/// The console's loop on any backend and event source (the terminal in `run_console`;
+/// `TestBackend` and a channel in tests). Returns when the user quits or detaches, the
+/// event stream ends, or `shutdown` completes (then [`Action::Detach`] is sent).
+pub async fn drive<B, S>(
+    term: &mut ratatui::Terminal<B>,
     app: &mut App,
     snapshots: &mut watch::Receiver<Arc<Snapshot>>,
     actions: &mpsc::Sender<Action>,
-) -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut events = EventStream::new();
-    let mut sigterm = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    mut events: S,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()>
+where
+    B: ratatui::backend::Backend,
+    B::Error: Send + Sync + 'static,
+    S: futures::Stream<Item = std::io::Result<Event>> + Unpin,
+{
+    tokio::pin!(shutdown);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut dirty = true;
@@ -174,7 +195,7 @@ async fn event_loop(
                 }
                 dirty = true;
             }
-            _ = sigterm.recv() => {
+            _ = &mut shutdown => {
                 let _ = actions.try_send(Action::Detach);
                 return Ok(());
             }
