@@ -200,3 +200,65 @@ fn layout_holds_across_sizes() {
         }
     }
 }
+
+/// A share keeps one colour everywhere (bar, GPU cell, queue row), and a fresh preemption
+/// is marked only for a few seconds.
+#[test]
+fn share_colours_are_consistent_and_fresh_marks_fade() {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    let mut app = fixtures::app(fixtures::lab());
+    let vision = app.theme.share("vision");
+    let mut term = Terminal::new(TestBackend::new(160, 48)).unwrap();
+    term.draw(|f| shareq::tui::draw::draw(f, &mut app)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let fg_of = |needle: &str, x0: u16| {
+        (0..48u16).find_map(|y| {
+            let row: String = (x0..160)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect();
+            row.find(needle)
+                .map(|i| buf[(x0 + row[..i].chars().count() as u16, y)].fg)
+        })
+    };
+    let gpus_x = app.areas[Pane::Gpus.index()].area.x;
+    let queue = app.areas[Pane::Queue.index()].area;
+    assert_eq!(fg_of("vision", 0), Some(vision), "Shares row");
+    assert_eq!(fg_of("vision", gpus_x), Some(vision), "GPU cell");
+    let qrow = queue.y + 2;
+    let qline: String = (0..160)
+        .map(|x| buf[(x, qrow)].symbol().to_string())
+        .collect();
+    let at = qline.find("vision").unwrap();
+    assert_eq!(
+        buf[(qline[..at].chars().count() as u16, qrow)].fg,
+        vision,
+        "Queue row"
+    );
+
+    let fresh = fixtures::render_text(&mut app, 160, 48);
+    assert!(fresh.contains("● "), "a preemption 2 s old is marked");
+    app.now += 10_000;
+    let later = fixtures::render_text(&mut app, 160, 48);
+    assert!(!later.contains("● "), "and the mark is gone 10 s later");
+}
+
+/// NO_COLOR: every cell uses the terminal's colours, and the bar still reads by glyph.
+#[test]
+fn no_color_renders_without_colours() {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use ratatui::style::Color;
+    let mut app = fixtures::app(fixtures::lab());
+    app.theme = shareq::tui::Theme::monochrome();
+    let mut term = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    term.draw(|f| shareq::tui::draw::draw(f, &mut app)).unwrap();
+    let buf = term.backend().buffer();
+    assert!(
+        buf.content()
+            .iter()
+            .all(|c| c.fg == Color::Reset && c.bg == Color::Reset)
+    );
+    let text = fixtures::render_text(&mut app, 120, 40);
+    assert!(text.contains("■■") && text.contains("▤") && text.contains("░"));
+}
