@@ -113,6 +113,7 @@ fn config_error_and_theme_warning_in_header() {
         snap.config.error =
             Some("shares/vision.yaml:7:5: borrowLimit is only valid with LEND_AND_BORROW".into());
         snap.config.error_at = Some(NOW - 5_000);
+        snap.units[0].guaranteed = 12;
         let mut app = fixtures::app(snap);
         app.theme_warning = Some("theme x.yaml: line 2: unknown field `acent`; using dark".into());
         app

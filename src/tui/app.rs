@@ -282,14 +282,4 @@ impl App {
             until: self.now + 6_000,
         });
     }
-
-    /// Whether something on screen changes by time alone before `now + ms` (fresh
-    /// highlights, countdowns): the loop ticks faster then.
-    pub fn animating(&self) -> bool {
-        self.snap
-            .preemptions
-            .first()
-            .is_some_and(|p| self.now - p.at < FRESH_MS)
-            || self.snap.running.iter().any(|j| j.stopping.is_some())
-    }
 }

@@ -26,21 +26,20 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         ),
         sep(),
         Span::styled(env.to_string(), t.text().add_modifier(Modifier::BOLD)),
-        sep(),
     ];
     let caps: Vec<String> = s
         .units
         .iter()
         .map(|u| format!("{}/{} {} in use", u.used, u.usable, u.name))
         .collect();
-    spans.push(Span::styled(
+    let capacity = Span::styled(
         if caps.is_empty() {
             "no GPUs".to_string()
         } else {
             caps.join(", ")
         },
         t.text(),
-    ));
+    );
     let over: Vec<String> = s
         .units
         .iter()
@@ -52,33 +51,44 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             )
         })
         .collect();
-    if !over.is_empty() {
-        spans.push(sep());
-        spans.push(Span::styled(
-            over.join("; "),
-            t.warn_style().add_modifier(Modifier::BOLD),
-        ));
-    }
-    spans.push(sep());
-    match (&s.config.error, s.config.applied_at) {
+    let over = (!over.is_empty())
+        .then(|| Span::styled(over.join("; "), t.warn_style().add_modifier(Modifier::BOLD)));
+    let config = match (&s.config.error, s.config.applied_at) {
         (Some(err), applied) => {
             let keep = applied
                 .map(|a| format!(" (keeping config applied {})", clock(a, tz)))
                 .unwrap_or_default();
-            spans.push(Span::styled(
+            Span::styled(
                 format!("✗ config rejected: {err}{keep}"),
                 if t.monochrome {
                     Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED)
                 } else {
                     Style::new().fg(t.error).add_modifier(Modifier::BOLD)
                 },
-            ));
+            )
         }
-        (None, Some(a)) => spans.push(Span::styled(
+        (None, Some(a)) => Span::styled(
             format!("config applied {} ({})", clock(a, tz), s.config.source),
             Style::new().fg(t.ok),
-        )),
-        (None, None) => spans.push(Span::styled("no config applied yet", t.warn_style())),
+        ),
+        (None, None) => Span::styled("no config applied yet", t.warn_style()),
+    };
+    // A rejected config is the loudest news: it goes first so that a narrow screen still
+    // shows its file:line; otherwise capacity leads.
+    let order: Vec<Span> = if s.config.error.is_some() {
+        [Some(config), Some(capacity), over]
+            .into_iter()
+            .flatten()
+            .collect()
+    } else {
+        [Some(capacity), over, Some(config)]
+            .into_iter()
+            .flatten()
+            .collect()
+    };
+    for part in order {
+        spans.push(sep());
+        spans.push(part);
     }
     if let Some(w) = &app.theme_warning {
         spans.push(sep());

@@ -149,6 +149,15 @@ impl SubmitForm {
             self.priority.text.trim().parse().ok()?,
         );
         spec.command = Some(Command::Shell(self.command.text.trim().to_string()));
+        // With several units, say which one (the share's first); with one, leave it to
+        // the default as a CLI user would.
+        if snap.units.len() > 1 {
+            spec.capacity_unit = snap
+                .shares
+                .iter()
+                .find(|s| s.name == spec.quota_share_name)
+                .map(|s| s.unit.clone());
+        }
         Some(spec)
     }
 
