@@ -112,11 +112,23 @@ fn submit_cancel_resize_and_detach_in_tmux() {
     wait_for(&session, "cancelling job");
     // Resize to the smallest supported screen: still a full console.
     tmux(&["resize-window", "-t", &session, "-x", "80", "-y", "24"]);
-    let screen = wait_for(&session, "Preemptions");
-    assert!(
-        screen.lines().next().unwrap_or("").starts_with(" shareq"),
-        "{screen}"
-    );
+    // Poll: a capture may catch the redraw half done.
+    let start = Instant::now();
+    loop {
+        let screen = capture(&session);
+        let first = screen.lines().next().unwrap_or("").to_string();
+        if first.starts_with(" shareq")
+            && first.chars().count() <= 80
+            && screen.contains("Preemptions")
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no 80×24 console:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // Quit: jobs run, so it asks; detach.
     keys(&session, &["q"]);
     wait_for(&session, "Leave how?");
