@@ -18,7 +18,7 @@ pub fn wanted_height(app: &App) -> u16 {
 }
 
 /// Short reason words for narrow panes.
-fn short_reason(reason: &str) -> &str {
+pub fn short_reason(reason: &str) -> &str {
     match reason {
         "CROSS_SHARE_RECLAIM" => "reclaim",
         "IN_SHARE_PRIORITY" => "in-share",

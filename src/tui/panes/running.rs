@@ -70,6 +70,14 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
         let devs: Vec<String> = j.devices.iter().map(|d| d.to_string()).collect();
         let ran = j.started.map(|s| duration(app.now - s)).unwrap_or_default();
         let (state, style) = match stopping_text(j, app.now, app.snap.grace_period_seconds) {
+            Some(s) if s.chars().count() > state_w => {
+                let short = ["CROSS_SHARE_RECLAIM", "IN_SHARE_PRIORITY", "DEVICE_LOST"]
+                    .iter()
+                    .fold(s, |acc, r| {
+                        acc.replace(r, super::preemptions::short_reason(r))
+                    });
+                (short, t.warn_style().add_modifier(Modifier::BOLD))
+            }
             Some(s) => (s, t.warn_style().add_modifier(Modifier::BOLD)),
             None if j.on_borrowed => (
                 format!("{} is borrowing: reclaimable", j.share),

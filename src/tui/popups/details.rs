@@ -11,12 +11,6 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 pub fn render(f: &mut Frame, area: Rect, j: &JobView, now: i64, tz: i32, theme: &Theme) {
-    let r = centered(area, 76, 17);
-    f.render_widget(Clear, r);
-    let title = format!(" Job {} ", j.id);
-    let block = frame_block(&title, theme);
-    let inner = block.inner(r);
-    f.render_widget(block, r);
     let row = |k: &str, v: String| {
         Line::from(vec![
             Span::styled(format!(" {k:>11}  "), theme.dimmed()),
@@ -84,5 +78,12 @@ pub fn render(f: &mut Frame, area: Rect, j: &JobView, now: i64, tz: i32, theme: 
         " esc closes   c cancel   p priority   l log",
         theme.dimmed(),
     ));
+    // The reason may wrap: allow two extra rows.
+    let r = centered(area, 76, lines.len() as u16 + 4);
+    f.render_widget(Clear, r);
+    let title = format!(" Job {} ", j.id);
+    let block = frame_block(&title, theme);
+    let inner = block.inner(r);
+    f.render_widget(block, r);
     f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
 }
