@@ -75,7 +75,8 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
                     .iter()
                     .fold(s, |acc, r| {
                         acc.replace(r, super::preemptions::short_reason(r))
-                    });
+                    })
+                    .replace("SIGKILL in ", "kill in ");
                 (short, t.warn_style().add_modifier(Modifier::BOLD))
             }
             Some(s) => (s, t.warn_style().add_modifier(Modifier::BOLD)),
