@@ -76,7 +76,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
                     .fold(s, |acc, r| {
                         acc.replace(r, super::preemptions::short_reason(r))
                     })
-                    .replace("SIGKILL in ", "kill in ");
+                    .replace("SIGKILL in ", "");
                 (short, t.warn_style().add_modifier(Modifier::BOLD))
             }
             Some(s) => (s, t.warn_style().add_modifier(Modifier::BOLD)),
