@@ -133,6 +133,19 @@ pub struct App {
     pub log_lines: Vec<String>,
     /// Set when the console should exit.
     pub exit: bool,
+    /// Columns the widest job id needs (computed once per snapshot).
+    pub id_width: usize,
+}
+
+fn id_width(snap: &Snapshot) -> usize {
+    let max = snap
+        .queue
+        .iter()
+        .chain(&snap.running)
+        .map(|j| j.id.0)
+        .max()
+        .unwrap_or(0);
+    max.to_string().len().max(3)
 }
 
 /// How long fresh preemptions stay highlighted.
@@ -143,6 +156,7 @@ impl App {
         let queue_rows = RowOrder::build(&snap.queue, &Filter::default(), Sort::Scheduling);
         let running_rows = RowOrder::build(&snap.running, &Filter::default(), Sort::Scheduling);
         App {
+            id_width: id_width(&snap),
             now: snap.at,
             snap,
             utc_offset_secs: 0,
@@ -170,6 +184,7 @@ impl App {
         let keep_q = self.selected_in(Pane::Queue).map(|j| j.id);
         let keep_r = self.selected_in(Pane::Running).map(|j| j.id);
         self.snap = snap;
+        self.id_width = id_width(&self.snap);
         self.rebuild_rows();
         self.reselect(Pane::Queue, keep_q);
         self.reselect(Pane::Running, keep_r);

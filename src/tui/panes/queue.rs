@@ -37,20 +37,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
         return;
     }
     let w = inner.width as usize;
-    let id_w = app
-        .snap
-        .queue
-        .last()
-        .map(|j| j.id.to_string().len())
-        .unwrap_or(3)
-        .max(
-            app.snap
-                .queue
-                .first()
-                .map(|j| j.id.to_string().len())
-                .unwrap_or(3),
-        )
-        .max(3);
+    let id_w = app.id_width;
     let name_w = if w >= 120 { 20 } else { 14 };
     let share_w = 8;
     let fixed = id_w + 1 + name_w + 1 + share_w + 1 + 4 + 1 + 4 + 1 + 7 + 2;

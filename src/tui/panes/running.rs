@@ -41,7 +41,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
         return;
     }
     let w = inner.width as usize;
-    let id_w = 4;
+    let id_w = app.id_width.max(4);
     let name_w = if w >= 90 { 18 } else { 12 };
     let dev_w = 7;
     let fixed = id_w + 1 + name_w + 1 + 8 + 1 + dev_w + 1 + 7 + 1 + 1 + 1;
