@@ -1,1 +1,221 @@
-fn main() {}
+//! Scheduler benchmarks (issue 2): the Philly trace replay (a), the same trace with
+//! arrivals compressed 20× (b), one pass after a single submit in a large state (c), and
+//! growth with 4× the jobs (d). Prints figures; run with `cargo bench --bench sched`.
+
+use shareq::config::{parse_documents, validate};
+use shareq::model::JobSpec;
+use shareq::replay::{Options, Scenario, run};
+use shareq::sched::{Event, Sched, UnitCapacity};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("benches/data")
+        .join(name)
+}
+
+fn peak_rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Load and replay a scenario, discarding the JSON lines (they are formatted all the
+/// same). Returns the wall time and the number of lines.
+fn replay(path: &Path) -> (Duration, usize) {
+    let start = Instant::now();
+    let sc = Scenario::load(path).expect("scenario loads");
+    let mut counter = LineCounter(0);
+    run(&sc, &mut counter, Options::default()).expect("runs");
+    (start.elapsed(), counter.0)
+}
+
+struct LineCounter(usize);
+
+impl std::io::Write for LineCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.iter().filter(|&&b| b == b'\n').count();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Write a copy of the Philly scenario whose trace has arrivals divided by `div` and keeps
+/// the first `keep` rows.
+fn scaled_trace(dir: &Path, div: i64, keep: usize) -> PathBuf {
+    std::fs::create_dir_all(dir).expect("temp dir");
+    let csv = std::fs::read_to_string(data("philly.csv")).expect("trace");
+    let mut out = String::with_capacity(csv.len());
+    for (i, line) in csv.lines().enumerate() {
+        if i == 0 {
+            out.push_str(line);
+        } else if i <= keep {
+            let (at, rest) = line.split_once(',').expect("csv row");
+            let at: i64 = at.parse().expect("at");
+            out.push_str(&format!("{},{rest}", at / div));
+        } else {
+            break;
+        }
+        out.push('\n');
+    }
+    std::fs::write(dir.join("philly.csv"), out).expect("write trace");
+    let scenario = std::fs::read_to_string(data("philly.yaml")).expect("scenario");
+    let path = dir.join("philly.yaml");
+    std::fs::write(&path, scenario).expect("write scenario");
+    path
+}
+
+fn best_of(n: usize, mut f: impl FnMut() -> Duration) -> Duration {
+    (0..n).map(|_| f()).min().unwrap_or_default()
+}
+
+/// A state with `pending` queued and as many running jobs as `gpus` allows (1-GPU jobs),
+/// over 100 shares: 20 RESERVE, 30 LEND, 50 LEND_AND_BORROW (half with in-share
+/// preemption). Share `s000` (LEND) has its 8 GPUs lent out, so a submit to it reclaims.
+fn big_state(gpus: u32, pending: usize) -> Sched {
+    let shares = 100u32;
+    let per = (gpus - 24) / shares;
+    let mut y = format!(
+        "kind: ServiceEnvironment\nname: bench\ncapacityLimits: [{{capacityUnit: gpu, maxCapacity: {gpus}, devices: {{fake: {gpus}}}}}]\n"
+    );
+    for i in 0..shares {
+        let (strategy, borrow) = match i % 10 {
+            0 | 1 => ("RESERVE", ""),
+            2..=4 => ("LEND", ""),
+            _ => ("LEND_AND_BORROW", ", borrowLimit: 200"),
+        };
+        let strategy = if i == 0 { "LEND" } else { strategy };
+        let ins = if i % 2 == 0 { "ENABLED" } else { "DISABLED" };
+        y.push_str(&format!(
+            "---\nkind: QuotaShare\nquotaShareName: s{i:03}\ncapacityLimits: [{{capacityUnit: gpu, maxCapacity: {per}}}]\nresourceSharingConfiguration: {{strategy: {strategy}{borrow}}}\npreemptionConfiguration: {{inSharePreemption: {ins}}}\n"
+        ));
+    }
+    let cfg = validate(parse_documents(&y, None).expect("parses")).expect("valid");
+    let mut s = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), false);
+    let mut now = 0i64;
+    // Fill every share but s000 up to its limit, then let borrowers take the rest.
+    for i in 1..shares {
+        for k in 0..per {
+            let spec = JobSpec::new(&format!("r{i}-{k}"), &format!("s{i:03}"), 1, k % 7);
+            let _ = s.submit(spec, now);
+        }
+    }
+    s.pass(now);
+    let mut i = 5u32;
+    while s.used("gpu") < s.usable("gpu") {
+        now += 1;
+        let spec = JobSpec::new(&format!("b{now}"), &format!("s{i:03}"), 1, 0);
+        let _ = s.submit(spec, now);
+        s.pass(now);
+        i = if i + 10 >= shares { 5 } else { i + 10 };
+    }
+    // The queue: jobs of every share, mixed sizes and priorities, none of which can start.
+    let mut k = 0usize;
+    while s.queue_len() < pending {
+        now += 1;
+        let share = 1 + (k as u32 * 7919) % (shares - 1);
+        let q = 1 + (k as u32 % 3);
+        let spec = JobSpec::new(
+            &format!("p{k}"),
+            &format!("s{share:03}"),
+            q,
+            (k % 10) as u32,
+        );
+        let _ = s.submit(spec, now);
+        k += 1;
+    }
+    s.pass(now);
+    s.take_events();
+    s
+}
+
+fn pass_timings(base: &Sched, spec: &JobSpec, samples: usize) -> (Duration, Duration, usize) {
+    let mut times = Vec::with_capacity(samples);
+    let mut decisions = 0;
+    for _ in 0..samples {
+        let mut s = base.clone();
+        let start = Instant::now();
+        let _ = s.submit(spec.clone(), 10_000_000);
+        s.pass(10_000_000);
+        times.push(start.elapsed());
+        decisions = s
+            .take_events()
+            .iter()
+            .filter(|e| !matches!(e, Event::Submitted { .. }))
+            .count();
+    }
+    times.sort();
+    (times[samples / 2], times[samples * 99 / 100], decisions)
+}
+
+fn main() {
+    // cargo bench passes `--bench`; any other argument is a filter on the bench name.
+    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let want = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
+    let tmp = std::env::temp_dir().join(format!("shareq-bench-{}", std::process::id()));
+
+    if want("a") {
+        let (first, lines) = replay(&data("philly.yaml"));
+        let rss = peak_rss_mb();
+        let best = best_of(3, || replay(&data("philly.yaml")).0).min(first);
+        println!(
+            "a. philly replay (82,229 jobs, 11 shares, 2,816 GPUs): best {:.3} s of 4, {lines} lines, peak RSS {rss:.1} MB",
+            best.as_secs_f64()
+        );
+    }
+    if want("b") {
+        let p = scaled_trace(&tmp.join("b"), 20, usize::MAX);
+        let (t, lines) = replay(&p);
+        println!(
+            "b. philly replay, arrivals / 20: {:.3} s, {lines} lines, peak RSS {:.1} MB",
+            t.as_secs_f64(),
+            peak_rss_mb()
+        );
+    }
+    if want("c") {
+        for (gpus, label) in [(1024u32, "1,024 GPUs"), (2048, "2,048 GPUs")] {
+            let base = big_state(gpus, 10_000);
+            let running = base.jobs().filter(|j| j.is_holding()).count();
+            let waits = JobSpec::new("new", "s017", 1, 3);
+            let reclaim = JobSpec::new("new", "s000", 2, 3);
+            let (m, p99, d) = pass_timings(&base, &waits, 301);
+            println!(
+                "c. one pass after a submit, {label}, {running} running, {} queued, 100 shares — job waits: median {:.1} µs, p99 {:.1} µs ({d} decisions)",
+                base.queue_len(),
+                m.as_secs_f64() * 1e6,
+                p99.as_secs_f64() * 1e6
+            );
+            let (m, p99, d) = pass_timings(&base, &reclaim, 301);
+            println!(
+                "c. one pass after a submit, {label} — job reclaims lent GPUs: median {:.1} µs, p99 {:.1} µs ({d} decisions)",
+                m.as_secs_f64() * 1e6,
+                p99.as_secs_f64() * 1e6
+            );
+        }
+    }
+    if want("d") {
+        let total = 82_229usize;
+        for (div, label) in [(1i64, "original arrivals"), (20, "arrivals / 20")] {
+            let quarter = scaled_trace(&tmp.join(format!("d{div}q")), div, total / 4);
+            let full = scaled_trace(&tmp.join(format!("d{div}f")), div, total);
+            let tq = best_of(3, || replay(&quarter).0);
+            let tf = best_of(3, || replay(&full).0);
+            println!(
+                "d. growth, {label}: {} jobs {:.3} s, {} jobs {:.3} s, ratio {:.2}× for 4× the jobs",
+                total / 4,
+                tq.as_secs_f64(),
+                total,
+                tf.as_secs_f64(),
+                tf.as_secs_f64() / tq.as_secs_f64()
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -5,12 +5,17 @@
 //! - [`sched`]: the pure, deterministic scheduling core.
 //! - [`replay`]: the simulator that drives `sched` on simulated time.
 //! - [`snapshot`]: the immutable picture of the scheduler that readers share.
+//! - [`exec`]: GPUs, the supervisor and the processes of jobs.
+//! - [`server`]: the live runtime task and the control socket.
 //! - [`cli`]: the subcommands' bodies.
 
 pub mod cli;
 pub mod config;
+pub mod exec;
 pub mod model;
 pub mod replay;
 pub mod sched;
+pub mod server;
 pub mod snapshot;
+pub mod store;
 pub mod tui;

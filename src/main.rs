@@ -28,9 +28,48 @@ enum Command {
         #[arg(long)]
         summary: bool,
     },
+    /// Validate a config directory: print what it would apply (exit 0) or every error
+    /// (exit 1).
+    Check {
+        /// The config directory.
+        dir: PathBuf,
+        /// Keep watching and print one line per change: applied, or rejected with errors.
+        #[arg(long)]
+        watch: bool,
+    },
+    /// Run the scheduler headless: jobs from `shareq submit`, on this machine's GPUs.
+    Serve(shareq::cli::ServeArgs),
+    /// Queue a job and print its id.
+    Submit(shareq::cli::SubmitArgs),
+    /// Cancel jobs.
+    Cancel(shareq::cli::CancelArgs),
+    /// Change a job's priority.
+    Priority(shareq::cli::PriorityArgs),
+    /// List queued and running jobs, with why each waits.
+    Jobs(shareq::cli::JobsArgs),
+    /// Shares, capacity, lending and the config state.
+    Status(shareq::cli::StatusArgs),
+    /// Print a job's output.
+    Log(shareq::cli::LogArgs),
+    /// Show the GPUs of this machine and how they were found.
+    Gpus {
+        /// Also show how this config's units map to them.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Run one attempt of a job (used by the scheduler itself).
+    #[command(name = "__supervise", hide = true)]
+    Supervise { spec: PathBuf },
 }
 
 fn main() -> ExitCode {
+    // The supervisor starts once per attempt: skip building the whole CLI for it.
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == "__supervise")
+        && let (Some(spec), None) = (args.next(), args.next())
+    {
+        return shareq::cli::supervise(std::path::Path::new(&spec));
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Replay {
@@ -38,5 +77,15 @@ fn main() -> ExitCode {
             check,
             summary,
         } => shareq::cli::replay(&scenario, check, summary),
+        Command::Check { dir, watch } => shareq::cli::check::check(&dir, watch),
+        Command::Serve(a) => shareq::cli::serve(&a),
+        Command::Submit(a) => shareq::cli::submit(&a),
+        Command::Cancel(a) => shareq::cli::cancel(&a),
+        Command::Priority(a) => shareq::cli::priority(&a),
+        Command::Jobs(a) => shareq::cli::jobs(&a),
+        Command::Status(a) => shareq::cli::status(&a),
+        Command::Log(a) => shareq::cli::log(&a),
+        Command::Gpus { config } => shareq::cli::gpus(config.as_deref()),
+        Command::Supervise { spec } => shareq::cli::supervise(&spec),
     }
 }

@@ -311,3 +311,21 @@ fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -> JobView {
         nominated: j.is_nominated(),
     }
 }
+
+impl Snapshot {
+    /// Every job the scheduler remembers, finished ones included, in id order (for
+    /// `shareq jobs --all`; the snapshot itself keeps only the newest finished jobs).
+    pub fn all_jobs(sched: &Sched) -> Vec<JobView> {
+        sched
+            .jobs()
+            .map(|j| job_view(sched, j, Arc::from(sched.reason(j.id))))
+            .collect()
+    }
+
+    /// One job's view, if the scheduler still has it.
+    pub fn job(sched: &Sched, id: JobId) -> Option<JobView> {
+        sched
+            .job(id)
+            .map(|j| job_view(sched, j, Arc::from(sched.reason(id))))
+    }
+}

@@ -1,5 +1,34 @@
 //! The subcommands' bodies: each turns arguments into library calls and an exit code.
 
+mod cancel;
+pub mod check;
+mod gpus;
+mod jobs;
+mod log;
+mod priority;
 mod replay;
+mod serve;
+mod status;
+mod submit;
+mod supervise;
 
+pub use cancel::{CancelArgs, cancel};
+pub use gpus::gpus;
+pub use jobs::{JobsArgs, duration, jobs};
+pub use log::{LogArgs, log};
+pub use priority::{PriorityArgs, priority};
 pub use replay::replay;
+pub use serve::{ServeArgs, serve};
+pub use status::{StatusArgs, status};
+pub use submit::{SubmitArgs, submit};
+pub use supervise::supervise;
+
+use crate::server::{Client, Request, Response};
+use std::path::Path;
+
+/// Send one request to the scheduler of the state directory.
+pub(crate) fn request(state: Option<&Path>, req: &Request) -> anyhow::Result<Response> {
+    let state = serve::state_dir(state)?;
+    let mut client = Client::connect(&state)?;
+    Ok(client.call(req)?)
+}

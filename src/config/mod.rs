@@ -1,13 +1,24 @@
 //! Turning YAML into a validated configuration: parsing documents with positions
 //! (`parse`), checking a set of documents as one unit (`validate`), loading a whole
-//! directory (`dir`).
+//! directory (`dir`), watching it for changes (`watch`), summarising it (`summary`).
 
 mod dir;
 mod error;
+mod locate;
 mod parse;
+mod schema;
+mod suggest;
+mod summary;
 mod validate;
+mod watch;
 
-pub use dir::{LoadedConfig, is_config_file, load_dir};
+pub use dir::{DirSnapshot, FileText, LoadedConfig, is_config_file, load_dir};
 pub use error::{ConfigError, ConfigErrors};
-pub use parse::{Origin, SourcedDocument, parse_documents, parse_value_documents};
-pub use validate::{ValidConfig, validate};
+pub use locate::locate;
+pub use parse::{
+    Origin, SourcedDocument, parse_documents, parse_documents_partial, parse_value_documents,
+};
+pub use suggest::{did_you_mean, edit_distance};
+pub use summary::{UnitSummary, borrow_cap, borrow_cap_text, changes, one_line, units, warnings};
+pub use validate::{Texts, ValidConfig, valid_name, valid_principal, validate, validate_texts};
+pub use watch::{ConfigUpdate, DEBOUNCE, Watcher};

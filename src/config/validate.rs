@@ -1,9 +1,11 @@
 //! Checking a set of documents as one unit (SPEC §5): exactly one environment, unique
-//! share names, ranges, strategy rules, declared units. Every error is reported.
+//! share names, ranges, strategy rules, declared units, member syntax. Every error is
+//! reported, placed on the offending field when the document's text is known.
 
 use super::error::ConfigError;
-use super::parse::{Origin, SourcedDocument};
-use crate::model::{Document, QuotaShare, ServiceEnvironment, Strategy};
+use super::parse::{Origin, SourcedDocument, at_field};
+use super::suggest::hint;
+use crate::model::{Devices, Document, QuotaShare, ServiceEnvironment, Strategy};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A configuration that passed validation: safe to hand to the scheduler.
@@ -35,15 +37,63 @@ pub fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-fn err(origin: &Origin, field: String, message: String) -> ConfigError {
-    ConfigError::new(message)
-        .at(origin.file.as_deref(), origin.line, None)
-        .field(field)
+/// A unix user name or `@group`: letters, digits, `_`, `-`, `.`, not starting with `-`
+/// (what useradd accepts, plus the upper case some directories use).
+pub fn valid_principal(p: &str) -> bool {
+    let name = p.strip_prefix('@').unwrap_or(p);
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+}
+
+/// The texts of the files the documents came from, by file name, so that errors can be
+/// placed on their field.
+pub type Texts = BTreeMap<String, String>;
+
+struct Ctx<'a> {
+    texts: &'a Texts,
+    errors: Vec<ConfigError>,
+}
+
+impl Ctx<'_> {
+    fn err(&mut self, origin: &Origin, field: impl Into<String>, message: impl Into<String>) {
+        let (field, message) = (field.into(), message.into());
+        let file = origin.file.as_deref();
+        let e = match file.and_then(|f| self.texts.get(f)) {
+            Some(text) => at_field(text, origin.line, file, &field, message),
+            None => ConfigError::new(message)
+                .at(file, origin.line, None)
+                .field(field),
+        };
+        self.errors.push(e);
+    }
+}
+
+fn place(o: &Origin) -> String {
+    match (&o.file, o.line) {
+        (Some(f), Some(l)) => format!("{f}:{l}"),
+        (Some(f), None) => f.clone(),
+        _ => "an earlier document".into(),
+    }
 }
 
 /// Validate a whole set of documents; on failure, every error found.
 pub fn validate(docs: Vec<SourcedDocument>) -> Result<ValidConfig, Vec<ConfigError>> {
-    let mut errors = Vec::new();
+    validate_texts(docs, &Texts::new())
+}
+
+/// [`validate`], placing each error on its field's line and column using the texts.
+pub fn validate_texts(
+    docs: Vec<SourcedDocument>,
+    texts: &Texts,
+) -> Result<ValidConfig, Vec<ConfigError>> {
+    let mut cx = Ctx {
+        texts,
+        errors: Vec::new(),
+    };
     let mut envs = Vec::new();
     let mut shares: Vec<(Origin, QuotaShare)> = Vec::new();
     for d in docs {
@@ -53,159 +103,46 @@ pub fn validate(docs: Vec<SourcedDocument>) -> Result<ValidConfig, Vec<ConfigErr
         }
     }
     if envs.is_empty() {
-        errors.push(ConfigError::new(
-            "no ServiceEnvironment document: exactly one is needed to declare the GPUs",
+        cx.errors.push(ConfigError::new(
+            "no ServiceEnvironment document: add one (`kind: ServiceEnvironment`) to declare the GPUs",
         ));
-    } else if envs.len() > 1 {
-        let places: Vec<String> = envs
-            .iter()
-            .map(|(o, e)| match (&o.file, o.line) {
-                (Some(f), Some(l)) => format!("{} ({f}:{l})", e.name),
-                (Some(f), None) => format!("{} ({f})", e.name),
-                _ => e.name.clone(),
-            })
-            .collect();
-        errors.push(err(
-            &envs[1].0,
-            "kind".into(),
+    }
+    for (origin, _) in envs.iter().skip(1) {
+        cx.err(
+            origin,
+            "kind",
             format!(
-                "{} ServiceEnvironment documents ({}): exactly one is allowed",
-                envs.len(),
-                places.join(", ")
+                "a second ServiceEnvironment (the first is at {}): exactly one is allowed",
+                place(&envs[0].0)
             ),
-        ));
+        );
     }
-    let mut units = BTreeSet::new();
-    if let Some((origin, env)) = envs.first() {
-        if !valid_name(&env.name) {
-            errors.push(err(
-                origin,
-                "name".into(),
-                format!(
-                    "`{}` is not a valid name: use 1-128 of A-Z a-z 0-9 _ -",
-                    env.name
-                ),
-            ));
-        }
-        if env.capacity_limits.is_empty() {
-            errors.push(err(
-                origin,
-                "capacityLimits".into(),
-                "at least one capacity unit is needed".into(),
-            ));
-        }
-        for (i, c) in env.capacity_limits.iter().enumerate() {
-            let f = format!("capacityLimits[{i}]");
-            if !valid_name(&c.capacity_unit) {
-                errors.push(err(
-                    origin,
-                    format!("{f}.capacityUnit"),
-                    format!("`{}` is not a valid unit name", c.capacity_unit),
-                ));
-            }
-            if !units.insert(c.capacity_unit.clone()) {
-                errors.push(err(
-                    origin,
-                    format!("{f}.capacityUnit"),
-                    format!("unit `{}` is declared twice", c.capacity_unit),
-                ));
-            }
-            if let crate::model::Devices::Indices(ix) = &c.devices {
-                let set: BTreeSet<_> = ix.iter().collect();
-                if set.len() != ix.len() {
-                    errors.push(err(
-                        origin,
-                        format!("{f}.devices"),
-                        "a GPU index is listed twice".into(),
-                    ));
-                }
-            }
-        }
-    }
+    let units = envs
+        .first()
+        .map(|(o, e)| check_env(&mut cx, o, e))
+        .unwrap_or_default();
+    let declared: Vec<&str> = units.iter().map(String::as_str).collect();
     let mut seen: BTreeMap<String, Origin> = BTreeMap::new();
     for (origin, s) in &shares {
         let name = &s.quota_share_name;
-        if !valid_name(name) {
-            errors.push(err(
-                origin,
-                "quotaShareName".into(),
-                format!("`{name}` is not a valid name: use 1-128 of A-Z a-z 0-9 _ -"),
-            ));
-        }
         if let Some(first) = seen.get(name) {
-            let where_ = match (&first.file, first.line) {
-                (Some(f), Some(l)) => format!(" (first defined at {f}:{l})"),
-                (Some(f), None) => format!(" (first defined in {f})"),
-                _ => String::new(),
-            };
-            errors.push(err(
-                origin,
-                "quotaShareName".into(),
-                format!("duplicate quota share `{name}`{where_}"),
-            ));
+            let msg = format!(
+                "duplicate quota share `{name}` (first defined at {})",
+                place(first)
+            );
+            cx.err(origin, "quotaShareName", msg);
         } else {
             seen.insert(name.clone(), origin.clone());
         }
-        let n = s.capacity_limits.len();
-        if !(1..=5).contains(&n) {
-            errors.push(err(
-                origin,
-                format!("{name}.capacityLimits"),
-                format!("{n} entries: a share lists 1 to 5 capacity units"),
-            ));
-        }
-        let mut share_units = BTreeSet::new();
-        for (i, c) in s.capacity_limits.iter().enumerate() {
-            let f = format!("{name}.capacityLimits[{i}]");
-            if c.max_capacity < 1 {
-                errors.push(err(
-                    origin,
-                    format!("{f}.maxCapacity"),
-                    "must be at least 1".into(),
-                ));
-            }
-            if !share_units.insert(c.capacity_unit.as_str()) {
-                errors.push(err(
-                    origin,
-                    format!("{f}.capacityUnit"),
-                    format!("unit `{}` is listed twice in this share", c.capacity_unit),
-                ));
-            }
-            if !envs.is_empty() && !units.contains(&c.capacity_unit) {
-                let declared: Vec<&str> = units.iter().map(String::as_str).collect();
-                errors.push(err(
-                    origin,
-                    format!("{f}.capacityUnit"),
-                    format!(
-                        "unit `{}` is not declared by the ServiceEnvironment (declared: {})",
-                        c.capacity_unit,
-                        declared.join(", ")
-                    ),
-                ));
-            }
-        }
-        let rsc = &s.resource_sharing_configuration;
-        if let Some(b) = rsc.borrow_limit {
-            if rsc.strategy != Strategy::LendAndBorrow {
-                errors.push(err(
-                    origin,
-                    format!("{name}.resourceSharingConfiguration.borrowLimit"),
-                    format!(
-                        "borrowLimit is only valid with strategy LEND_AND_BORROW (this share is {}): remove it or change the strategy",
-                        rsc.strategy.as_str()
-                    ),
-                ));
-            } else if b < -1 {
-                errors.push(err(
-                    origin,
-                    format!("{name}.resourceSharingConfiguration.borrowLimit"),
-                    format!("{b} is out of range: a percentage >= 0, or -1 for no cap"),
-                ));
-            }
-        }
+        check_share(
+            &mut cx,
+            origin,
+            s,
+            (!envs.is_empty()).then_some(&declared[..]),
+        );
     }
-    if !errors.is_empty() {
-        return Err(errors);
+    if !cx.errors.is_empty() {
+        return Err(cx.errors);
     }
     let env = envs
         .into_iter()
@@ -215,4 +152,143 @@ pub fn validate(docs: Vec<SourcedDocument>) -> Result<ValidConfig, Vec<ConfigErr
     let mut shares: Vec<QuotaShare> = shares.into_iter().map(|(_, s)| s).collect();
     shares.sort_by(|a, b| a.quota_share_name.cmp(&b.quota_share_name));
     Ok(ValidConfig { env, shares })
+}
+
+/// Checks the environment; returns the units it declares.
+fn check_env(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment) -> BTreeSet<String> {
+    let mut units = BTreeSet::new();
+    if !valid_name(&env.name) {
+        cx.err(
+            origin,
+            "name",
+            format!(
+                "`{}` is not a valid name: use 1-128 of A-Z a-z 0-9 _ -",
+                env.name
+            ),
+        );
+    }
+    if env.capacity_limits.is_empty() {
+        cx.err(
+            origin,
+            "capacityLimits",
+            "at least one capacity unit is needed",
+        );
+    }
+    for (i, c) in env.capacity_limits.iter().enumerate() {
+        let f = format!("capacityLimits[{i}]");
+        if !valid_name(&c.capacity_unit) {
+            cx.err(
+                origin,
+                format!("{f}.capacityUnit"),
+                format!(
+                    "`{}` is not a valid unit name: use 1-128 of A-Z a-z 0-9 _ -",
+                    c.capacity_unit
+                ),
+            );
+        }
+        if !units.insert(c.capacity_unit.clone()) {
+            cx.err(
+                origin,
+                format!("{f}.capacityUnit"),
+                format!("unit `{}` is declared twice", c.capacity_unit),
+            );
+        }
+        if let Devices::Indices(ix) = &c.devices {
+            let set: BTreeSet<_> = ix.iter().collect();
+            if set.len() != ix.len() {
+                cx.err(
+                    origin,
+                    format!("{f}.devices"),
+                    "a GPU index is listed twice",
+                );
+            }
+        }
+    }
+    check_principals(cx, origin, "admins", env.admins.as_deref());
+    units
+}
+
+fn check_principals(cx: &mut Ctx, origin: &Origin, field: &str, list: Option<&[String]>) {
+    for (i, p) in list.unwrap_or_default().iter().enumerate() {
+        if !valid_principal(p) {
+            cx.err(
+                origin,
+                format!("{field}[{i}]"),
+                format!(
+                    "`{p}` is not a user name or `@group` (letters, digits, _ - . ; not starting with -)"
+                ),
+            );
+        }
+    }
+}
+
+fn check_share(cx: &mut Ctx, origin: &Origin, s: &QuotaShare, declared: Option<&[&str]>) {
+    let name = &s.quota_share_name;
+    if !valid_name(name) {
+        cx.err(
+            origin,
+            "quotaShareName",
+            format!("`{name}` is not a valid name: use 1-128 of A-Z a-z 0-9 _ -"),
+        );
+    }
+    let n = s.capacity_limits.len();
+    if !(1..=5).contains(&n) {
+        cx.err(
+            origin,
+            "capacityLimits",
+            format!("share `{name}` has {n} entries: a share lists 1 to 5 capacity units"),
+        );
+    }
+    let mut share_units = BTreeSet::new();
+    for (i, c) in s.capacity_limits.iter().enumerate() {
+        let f = format!("capacityLimits[{i}]");
+        if c.max_capacity < 1 {
+            cx.err(
+                origin,
+                format!("{f}.maxCapacity"),
+                format!(
+                    "share `{name}`: maxCapacity is {}, must be at least 1 (remove the entry to give no {} GPUs)",
+                    c.max_capacity, c.capacity_unit
+                ),
+            );
+        }
+        if !share_units.insert(c.capacity_unit.as_str()) {
+            cx.err(
+                origin,
+                format!("{f}.capacityUnit"),
+                format!("share `{name}`: unit `{}` is listed twice", c.capacity_unit),
+            );
+        }
+        if let Some(units) = declared.filter(|u| !u.contains(&c.capacity_unit.as_str())) {
+            cx.err(
+                origin,
+                format!("{f}.capacityUnit"),
+                format!(
+                    "share `{name}`: unit `{}` is not declared by the ServiceEnvironment{} (declared: {})",
+                    c.capacity_unit,
+                    hint(&c.capacity_unit, units),
+                    units.join(", ")
+                ),
+            );
+        }
+    }
+    let rsc = &s.resource_sharing_configuration;
+    let field = "resourceSharingConfiguration.borrowLimit";
+    match rsc.borrow_limit {
+        Some(_) if rsc.strategy != Strategy::LendAndBorrow => cx.err(
+            origin,
+            field,
+            format!(
+                "share `{name}`: borrowLimit is only valid with strategy LEND_AND_BORROW (this share is {}): remove it or change the strategy",
+                rsc.strategy.as_str()
+            ),
+        ),
+        Some(b) if b < -1 => cx.err(
+            origin,
+            field,
+            format!("share `{name}`: {b} is out of range: a percentage >= 0, or -1 for no cap"),
+        ),
+        _ => {}
+    }
+    check_principals(cx, origin, "members", s.members.as_deref());
 }

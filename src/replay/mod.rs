@@ -8,4 +8,4 @@ mod summary;
 
 pub use check::{CheckReport, check};
 pub use scenario::{Action, Expect, Scenario, ScenarioError, SimSubmit, TimedAction, load_trace};
-pub use sim::{Options, Outcome, format_event, run};
+pub use sim::{Observation, Options, Outcome, format_event, run, run_observed};

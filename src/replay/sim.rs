@@ -35,8 +35,20 @@ enum TimerKind {
 /// the order it was scheduled.
 type Timer = Reverse<(i64, TimerKind, u64, u64, u32)>;
 
+/// What an observer of a run sees: the scheduler just before each pass (`events` empty,
+/// `before_pass` true) and after each batch of decisions (the batch in `events`).
+pub struct Observation<'a> {
+    pub t: i64,
+    pub sched: &'a Sched,
+    pub events: &'a [Event],
+    pub before_pass: bool,
+}
+
+type Observer<'a> = Option<&'a mut dyn FnMut(Observation)>;
+
 struct Sim<'a, W: Write> {
     sched: Sched,
+    observer: Observer<'a>,
     out: &'a mut W,
     names: HashMap<&'a str, JobId>,
     /// Per job id - 1: (duration, exit code).
@@ -50,10 +62,31 @@ struct Sim<'a, W: Write> {
 
 /// Run a scenario, writing JSON lines to `out`.
 pub fn run<W: Write>(sc: &Scenario, out: &mut W, opts: Options) -> io::Result<Outcome> {
+    run_inner(sc, out, opts, None)
+}
+
+/// `run`, letting `observe` look at the scheduler as the run goes (property tests check
+/// invariants this way).
+pub fn run_observed<W: Write>(
+    sc: &Scenario,
+    out: &mut W,
+    opts: Options,
+    observe: &mut dyn FnMut(Observation),
+) -> io::Result<Outcome> {
+    run_inner(sc, out, opts, Some(observe))
+}
+
+fn run_inner<'a, W: Write>(
+    sc: &'a Scenario,
+    out: &'a mut W,
+    opts: Options,
+    observer: Observer<'a>,
+) -> io::Result<Outcome> {
     let sched = Sched::new(&sc.config, &UnitCapacity::simulated(&sc.config), true);
     let mut sim = Sim {
         stats: opts.summary.then(|| Stats::new(&sched)),
         sched,
+        observer,
         out,
         names: HashMap::with_capacity(sc.trace.len() + sc.events.len()),
         runs: Vec::with_capacity(sc.trace.len() + sc.events.len()),
@@ -99,6 +132,14 @@ pub fn run<W: Write>(sc: &Scenario, out: &mut W, opts: Options) -> io::Result<Ou
             ei += 1;
         }
         // 4. exactly one pass.
+        if let Some(obs) = &mut sim.observer {
+            obs(Observation {
+                t,
+                sched: &sim.sched,
+                events: &[],
+                before_pass: true,
+            });
+        }
         sim.sched.pass(t);
         sim.flush(t)?;
     }
@@ -182,7 +223,16 @@ impl<'a, W: Write> Sim<'a, W> {
 
     /// Write the scheduler's new events and arm the timers they imply.
     fn flush(&mut self, t: i64) -> io::Result<()> {
-        for ev in self.sched.take_events() {
+        let events = self.sched.take_events();
+        if let Some(obs) = &mut self.observer {
+            obs(Observation {
+                t,
+                sched: &self.sched,
+                events: &events,
+                before_pass: false,
+            });
+        }
+        for ev in events {
             if let Some(st) = &mut self.stats {
                 st.record(&self.sched, &ev, t);
             }

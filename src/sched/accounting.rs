@@ -288,14 +288,18 @@ impl Sched {
         (i64::from(job.quantity) - held).max(0)
     }
 
-    /// Σ nomination terms of unit u, leaving out `except`.
-    pub(crate) fn nominated_total(&self, u: UnitIx, except: Option<JobId>) -> i64 {
-        self.units[u]
-            .nominated
+    /// Σ nomination terms per unit. Computed once per sweep step: between two decisions
+    /// it does not change.
+    pub(crate) fn nominated_totals(&self) -> Vec<i64> {
+        self.units
             .iter()
-            .filter(|&&k| Some(k) != except)
-            .map(|&k| self.nomination_term(k))
-            .sum()
+            .map(|unit| {
+                unit.nominated
+                    .iter()
+                    .map(|&k| self.nomination_term(k))
+                    .sum()
+            })
+            .collect()
     }
 
     /// `held_back(u, s)`: idle guarantees of other shares that they keep for their queues.
@@ -303,9 +307,17 @@ impl Sched {
         self.units[u].hb_total as i64 - i64::from(self.shares[s].lanes[u].hb_term)
     }
 
-    /// `available(s, u)` for a job of share s; `job` is the job itself when it is nominated.
-    pub(crate) fn available(&self, s: ShareIx, u: UnitIx, job: Option<JobId>) -> i64 {
-        self.units[u].free() - self.held_back(s, u) - self.nominated_total(u, job)
+    /// `available(s, u)` for a job of share s, given the unit's nomination totals `noms`;
+    /// `job` is the job itself when it is nominated (its own reserve is not subtracted).
+    pub(crate) fn available(&self, s: ShareIx, u: UnitIx, job: Option<JobId>, noms: &[i64]) -> i64 {
+        let own = job.map_or(0, |k| {
+            if self.job(k).is_some_and(|j| j.is_nominated() && j.unit == u) {
+                self.nomination_term(k)
+            } else {
+                0
+            }
+        });
+        self.units[u].free() - self.held_back(s, u) - (noms[u] - own)
     }
 
     /// `max(s,u)`: the most a job of s may ever ask for on u (SPEC §2).
@@ -375,6 +387,7 @@ impl Sched {
         lane.usage += q;
         if stopping {
             lane.releasing += q;
+            lane.stopping += 1;
         } else if let Some(k) = vkey {
             lane.running.insert(k);
         }
@@ -395,6 +408,7 @@ impl Sched {
         lane.usage -= q;
         if stopping {
             lane.releasing -= q;
+            lane.stopping -= 1;
         } else if let Some(k) = vkey {
             lane.running.remove(&k);
         }
@@ -426,6 +440,7 @@ impl Sched {
                 lane.running.remove(&k);
             }
             lane.releasing += q;
+            lane.stopping += 1;
         }
     }
 
@@ -462,23 +477,12 @@ impl Sched {
                     borrowed: lane.borrowed(),
                     idle: lane.idle(),
                     lent: lent[s],
-                    running: lane.running.len() + self.stopping_count(s, u),
+                    running: lane.running.len() + lane.stopping as usize,
                     queued: lane.pending.len(),
                 });
             }
         }
         out
-    }
-
-    fn stopping_count(&self, s: ShareIx, u: UnitIx) -> usize {
-        if self.shares[s].lanes[u].releasing == 0 {
-            return 0;
-        }
-        self.jobs
-            .iter()
-            .flatten()
-            .filter(|j| j.share == s && j.unit == u && j.is_stopping())
-            .count()
     }
 
     /// Lent GPUs per share on unit u: borrowed GPUs attributed to lenders' idle guarantees

@@ -19,10 +19,13 @@ mod inputs;
 mod pass;
 mod preempt;
 mod reasons;
+mod restore;
 pub mod state;
 
 pub use accounting::{LendEdge, ShareUnitStats, UnitCapacity};
 pub use event::Event;
+pub use inputs::Rejection;
+pub use restore::{RestoredHolding, RestoredJob};
 pub use state::{FailReason, Job, Phase, PreemptReason, QKey, StopCause};
 
 use crate::config::ValidConfig;
@@ -131,6 +134,11 @@ impl Sched {
 
     pub fn share_name(&self, s: ShareIx) -> &str {
         &self.shares[s].name
+    }
+
+    /// A share's name by index, if the index exists.
+    pub fn share_name_checked(&self, s: ShareIx) -> Option<&str> {
+        self.shares.get(s).map(|sh| sh.name.as_str())
     }
 
     pub fn unit_name(&self, u: UnitIx) -> &str {

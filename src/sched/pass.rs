@@ -20,7 +20,16 @@ impl Sched {
     /// Run one scheduling pass at `now`. Decisions go to the outbox.
     pub fn pass(&mut self, now: Time) {
         self.now = now;
+        // Every round starts, preempts or lapses something, so a pass ends (SPEC §3); the
+        // bound only guards the live scheduler against a bug turning into a hang.
+        let bound = 64 * (self.jobs.len() as u64 + 16);
+        let mut rounds = 0u64;
         loop {
+            rounds += 1;
+            debug_assert!(rounds <= bound, "a scheduling pass did not terminate");
+            if rounds > bound {
+                break;
+            }
             if self.step1(now) || self.step2(now) || self.step3(now) {
                 continue;
             }
@@ -60,6 +69,7 @@ impl Sched {
         let mut started = false;
         let mut cursor: Bound<QKey> = Unbounded;
         loop {
+            let noms = self.nominated_totals();
             let mut best: Option<QKey> = None;
             for s in 0..self.shares.len() {
                 if !self.shares[s].present {
@@ -74,7 +84,7 @@ impl Sched {
                     if room <= 0 {
                         continue;
                     }
-                    let bound = room.min(self.available(s, u, None));
+                    let bound = room.min(self.available(s, u, None, &noms));
                     if bound >= 1 {
                         let qty = (Included(1), Included(bound as u32));
                         if let Some(k) = self.first_in_lane(s, u, qty, cursor)
@@ -89,7 +99,8 @@ impl Sched {
                         && best.is_none_or(|b| k < b)
                         && let Some(j) = self.job(k.job())
                         && j.unit == u
-                        && i64::from(j.quantity) <= room.min(self.available(s, u, Some(j.id)))
+                        && i64::from(j.quantity)
+                            <= room.min(self.available(s, u, Some(j.id), &noms))
                     {
                         best = Some(k);
                     }
@@ -132,9 +143,10 @@ impl Sched {
         let mut levels: Vec<Levels> = Vec::new();
         let mut started = false;
         loop {
+            let noms = self.nominated_totals();
             let mut cands: Vec<(usize, QKey)> = Vec::new();
             for (i, &s) in shares.iter().enumerate() {
-                if let Some(k) = self.step2_candidate(s, &room0[i], lo[i]) {
+                if let Some(k) = self.step2_candidate(s, &room0[i], lo[i], &noms) {
                     cands.push((i, k));
                 }
             }
@@ -172,7 +184,13 @@ impl Sched {
     }
 
     /// The first job of share s at or after `from` in the step-2 set that can start now.
-    fn step2_candidate(&self, s: ShareIx, room0: &[i64], from: Bound<QKey>) -> Option<QKey> {
+    fn step2_candidate(
+        &self,
+        s: ShareIx,
+        room0: &[i64],
+        from: Bound<QKey>,
+        noms: &[i64],
+    ) -> Option<QKey> {
         let share = &self.shares[s];
         let mut best: Option<QKey> = None;
         for (u, lane) in share.lanes.iter().enumerate() {
@@ -180,7 +198,7 @@ impl Sched {
                 continue;
             }
             let member_min = (room0[u].max(0) + 1) as u32;
-            let mut upper = self.available(s, u, None);
+            let mut upper = self.available(s, u, None, noms);
             if let Some(cap) = lane.cap {
                 upper = upper.min(i64::from(lane.limit) + i64::from(cap) - i64::from(lane.usage));
             }
@@ -204,7 +222,7 @@ impl Sched {
             let fits_cap = lane
                 .cap
                 .is_none_or(|c| i64::from(lane.usage) + q - i64::from(lane.limit) <= i64::from(c));
-            if q > room0[j.unit] && q <= self.available(s, j.unit, Some(j.id)) && fits_cap {
+            if q > room0[j.unit] && q <= self.available(s, j.unit, Some(j.id), noms) && fits_cap {
                 best = Some(k);
             }
         }
@@ -298,8 +316,13 @@ impl Sched {
             }
         }
         reps.sort_unstable_by_key(|r| r.0);
+        let noms = if reps.is_empty() {
+            Vec::new()
+        } else {
+            self.nominated_totals()
+        };
         for (k, s, u) in reps {
-            if let Some(victims) = self.find_victims(k.job(), s, u) {
+            if let Some(victims) = self.find_victims(k.job(), s, u, noms[u]) {
                 self.apply_preemption(k.job(), victims, now);
                 return true;
             }

@@ -19,7 +19,13 @@ type Victim = (JobId, PreemptReason);
 
 impl Sched {
     /// The victim set for pending job `j` of share s on unit u, if one exists.
-    pub(crate) fn find_victims(&self, j: JobId, s: ShareIx, u: UnitIx) -> Option<Vec<Victim>> {
+    pub(crate) fn find_victims(
+        &self,
+        j: JobId,
+        s: ShareIx,
+        u: UnitIx,
+        nominated: i64,
+    ) -> Option<Vec<Victim>> {
         let job = self.job(j)?;
         let (n, p) = (job.quantity, job.priority);
         let share = &self.shares[s];
@@ -33,48 +39,57 @@ impl Sched {
         } else {
             Vec::new()
         };
-        if lane.usage < lane.limit {
+        // Mode A can only end within the limit if the in-share candidates free enough.
+        let in_share_gpus: u64 = in_share
+            .iter()
+            .filter_map(|k| self.job(JobId(k.id)))
+            .map(|v| u64::from(v.quantity))
+            .sum();
+        let mode_a_possible = lane.usage < lane.limit
+            && u64::from(lane.usage) + u64::from(n) <= u64::from(lane.limit) + in_share_gpus;
+        if mode_a_possible {
             let mut victims: Vec<Victim> = Vec::new();
+            let mut acc = Freed::new(nominated);
             let mut found = false;
-            let mut taken: Vec<(ShareIx, u32)> = Vec::new();
             for (k, t) in self.reclaim_candidates(s, u) {
                 let tl = &self.shares[t].lanes[u];
-                let gone = taken.iter().find(|x| x.0 == t).map_or(0, |x| x.1);
-                if tl.usage - tl.releasing - gone <= tl.limit {
+                if tl.usage - tl.releasing - acc.gone(t) <= tl.limit {
                     continue; // no longer borrowing
                 }
-                let vq = self.job(JobId(k.id)).map_or(0, |v| v.quantity);
-                match taken.iter_mut().find(|x| x.0 == t) {
-                    Some(x) => x.1 += vq,
-                    None => taken.push((t, vq)),
-                }
-                victims.push((JobId(k.id), PreemptReason::CrossShareReclaim));
-                if self.fits(j, s, u, n, &victims, Mode::A) {
+                let v = JobId(k.id);
+                acc.add(self, v);
+                victims.push((v, PreemptReason::CrossShareReclaim));
+                if self.fits(s, u, n, &acc, Mode::A) {
                     found = true;
                     break;
                 }
             }
             if !found {
                 for k in &in_share {
-                    victims.push((JobId(k.id), PreemptReason::InSharePriority));
-                    if self.fits(j, s, u, n, &victims, Mode::A) {
+                    let v = JobId(k.id);
+                    acc.add(self, v);
+                    victims.push((v, PreemptReason::InSharePriority));
+                    if self.fits(s, u, n, &acc, Mode::A) {
                         found = true;
                         break;
                     }
                 }
             }
             if found {
-                return Some(self.minimal(j, s, u, n, victims, Mode::A));
+                return Some(self.minimal(s, u, n, victims, Mode::A, nominated));
             }
         }
         if in_share.is_empty() {
             return None;
         }
         let mut victims: Vec<Victim> = Vec::new();
+        let mut acc = Freed::new(nominated);
         for k in &in_share {
-            victims.push((JobId(k.id), PreemptReason::InSharePriority));
-            if self.fits(j, s, u, n, &victims, Mode::B) {
-                return Some(self.minimal(j, s, u, n, victims, Mode::B));
+            let v = JobId(k.id);
+            acc.add(self, v);
+            victims.push((v, PreemptReason::InSharePriority));
+            if self.fits(s, u, n, &acc, Mode::B) {
+                return Some(self.minimal(s, u, n, victims, Mode::B, nominated));
             }
         }
         None
@@ -97,12 +112,12 @@ impl Sched {
     /// the job still fits.
     fn minimal(
         &self,
-        j: JobId,
         s: ShareIx,
         u: UnitIx,
         n: u32,
         mut victims: Vec<Victim>,
         mode: Mode,
+        nominated: i64,
     ) -> Vec<Victim> {
         if victims.len() < 2 {
             return victims;
@@ -112,41 +127,26 @@ impl Sched {
             i -= 1;
             let mut without = victims.clone();
             without.remove(i);
-            if self.fits(j, s, u, n, &without, mode) {
+            let mut acc = Freed::new(nominated);
+            for (v, _) in &without {
+                acc.add(self, *v);
+            }
+            if self.fits(s, u, n, &acc, mode) {
                 victims = without;
             }
         }
         victims
     }
 
-    /// Would job j fit once `victims` are gone and back in the queue?
-    fn fits(
-        &self,
-        j: JobId,
-        s: ShareIx,
-        u: UnitIx,
-        n: u32,
-        victims: &[Victim],
-        mode: Mode,
-    ) -> bool {
-        // GPUs freed and requeued quantities, per share.
-        let mut per_share: Vec<(ShareIx, u32, Vec<u32>)> = Vec::new();
-        for (v, _) in victims {
-            let Some(vj) = self.job(*v) else { continue };
-            match per_share.iter_mut().find(|x| x.0 == vj.share) {
-                Some(x) => {
-                    x.1 += vj.quantity;
-                    x.2.push(vj.quantity);
-                }
-                None => per_share.push((vj.share, vj.quantity, vec![vj.quantity])),
-            }
-        }
+    /// Would job j fit once the victims in `acc` are gone and back in the queue?
+    fn fits(&self, s: ShareIx, u: UnitIx, n: u32, acc: &Freed, mode: Mode) -> bool {
+        let per_share = &acc.0;
         let freed: i64 = per_share.iter().map(|x| i64::from(x.1)).sum();
         let free = self.units[u].free() + freed;
         let mut held_back = self.held_back(s, u);
         let lane = &self.shares[s].lanes[u];
         let mut usage = i64::from(lane.usage);
-        for (t, gone, qtys) in &per_share {
+        for (t, gone, qtys) in per_share {
             if *t == s {
                 usage -= i64::from(*gone);
                 continue;
@@ -168,7 +168,7 @@ impl Sched {
             };
             held_back += term as i64 - i64::from(tl.hb_term);
         }
-        let available = free - held_back - self.nominated_total(u, Some(j));
+        let available = free - held_back - acc.1;
         let n = i64::from(n);
         let limit = i64::from(lane.limit);
         if n > available {
@@ -213,6 +213,32 @@ impl Sched {
                 self.gpus_released(v, now);
             }
         }
+    }
+}
+
+/// The victims taken so far, per share: GPUs freed and the quantities requeued.
+#[derive(Debug)]
+struct Freed(Vec<(ShareIx, u32, Vec<u32>)>, i64);
+
+impl Freed {
+    /// `nominated`: the unit's Σ nomination terms (j itself is never nominated here).
+    fn new(nominated: i64) -> Freed {
+        Freed(Vec::new(), nominated)
+    }
+
+    fn add(&mut self, sched: &Sched, v: JobId) {
+        let Some(vj) = sched.job(v) else { return };
+        match self.0.iter_mut().find(|x| x.0 == vj.share) {
+            Some(x) => {
+                x.1 += vj.quantity;
+                x.2.push(vj.quantity);
+            }
+            None => self.0.push((vj.share, vj.quantity, vec![vj.quantity])),
+        }
+    }
+
+    fn gone(&self, t: ShareIx) -> u32 {
+        self.0.iter().find(|x| x.0 == t).map_or(0, |x| x.1)
     }
 }
 

@@ -72,7 +72,7 @@ impl Sched {
             );
         }
         let free = unit.free().max(0);
-        let avail = self.available(s, u, None).max(0);
+        let avail = self.available(s, u, None, &self.nominated_totals()).max(0);
         if lane.usage + n <= lane.limit {
             if free >= i64::from(n) {
                 return format!(

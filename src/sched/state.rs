@@ -235,6 +235,8 @@ pub struct Lane {
     pub usage: u32,
     /// The part of `usage` held by jobs being stopped.
     pub releasing: u32,
+    /// How many jobs are being stopped.
+    pub stopping: u32,
     /// RUNNABLE jobs, in scheduling order.
     pub pending: BTreeSet<QKey>,
     /// RUNNABLE, not nominated jobs by quantity: the startable candidates and `waiting`.

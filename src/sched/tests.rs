@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::config::{parse_documents, validate};
-use crate::model::JobSpec;
+use crate::model::{JobId, JobSpec, JobState};
 
 fn config(yaml: &str) -> ValidConfig {
     validate(parse_documents(yaml, None).expect("parse")).expect("valid")
@@ -124,4 +124,97 @@ fn rejections_say_why() {
     assert!(e.0.contains("quantity"), "{e}");
     let e = s.submit(JobSpec::new("x", "a", 1, 10_000), 0).unwrap_err();
     assert!(e.0.contains("schedulingPriority"), "{e}");
+}
+
+#[test]
+fn restored_jobs_keep_their_devices_order_and_ids() {
+    let c = config(THREE);
+    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), false);
+    let held = RestoredJob {
+        id: JobId(4),
+        spec: JobSpec::new("held", "a", 1, 0),
+        unit: "gpu".into(),
+        submitted: 10,
+        priority: 0,
+        preempted_count: 1,
+        failed_attempts: 0,
+        attempts_started: 2,
+        holding: Some(RestoredHolding {
+            devices: vec![0],
+            started_at: 20,
+            state: JobState::Running,
+            stopping: None,
+        }),
+    };
+    s.restore_job(held, 100).unwrap();
+    for (id, name) in [(5, "q1"), (7, "q2")] {
+        let r = RestoredJob {
+            id: JobId(id),
+            spec: JobSpec::new(name, "b", 1, 0),
+            unit: "gpu".into(),
+            submitted: id as i64,
+            priority: 0,
+            preempted_count: 0,
+            failed_attempts: 0,
+            attempts_started: 0,
+            holding: None,
+        };
+        s.restore_job(r, 100).unwrap();
+    }
+    // A job restored twice, or onto a held device, is refused.
+    let dup = RestoredJob {
+        id: JobId(9),
+        spec: JobSpec::new("dup", "a", 1, 0),
+        unit: "gpu".into(),
+        submitted: 9,
+        priority: 0,
+        preempted_count: 0,
+        failed_attempts: 0,
+        attempts_started: 1,
+        holding: Some(RestoredHolding {
+            devices: vec![0],
+            started_at: 20,
+            state: JobState::Running,
+            stopping: None,
+        }),
+    };
+    assert!(s.restore_job(dup, 100).is_err());
+    assert_eq!(s.queue(), vec![JobId(5), JobId(7)]);
+    s.pass(100);
+    let ev = s.take_events();
+    // b's guarantee is 1: q1 starts on the lowest free device; q2 may not borrow (b is LEND).
+    assert_eq!(
+        ev,
+        vec![Event::Started {
+            job: JobId(5),
+            devices: vec![1],
+            borrowed: 0
+        }]
+    );
+    assert_eq!(s.next_job_id(), JobId(8));
+    let id = s.submit(JobSpec::new("new", "a", 1, 0), 101).unwrap();
+    assert!(id.0 > 7, "ids continue after the restored ones");
+}
+
+#[test]
+fn a_removed_share_keeps_its_queue_with_a_reason() {
+    let c = config(THREE);
+    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), true);
+    let run = s.submit(JobSpec::new("run", "c", 1, 0), 0).unwrap();
+    let wait = s.submit(JobSpec::new("wait", "c", 1, 0), 0).unwrap();
+    s.pass(0);
+    let without_c: String = THREE.split("---").take(3).collect::<Vec<_>>().join("---");
+    let c2 = config(&without_c);
+    s.apply_config(&c2, &UnitCapacity::simulated(&c2), 1);
+    s.pass(1);
+    assert!(
+        s.job(run).unwrap().is_holding(),
+        "a removed share's running job keeps running"
+    );
+    assert_eq!(s.reason(wait), "quota share removed");
+    let st = s.share_stats();
+    let c_stats = stats(&st, "c");
+    assert!(!c_stats.present);
+    assert_eq!(c_stats.borrowed, 1, "all its GPUs count as borrowed");
+    assert!(s.submit(JobSpec::new("x", "c", 1, 0), 2).is_err());
 }

@@ -94,10 +94,10 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         lines.push(Line::styled(" nobody is borrowing", t.dimmed()));
     }
     let hidden = app.snap.lending.len().saturating_sub(inner.height as usize);
-    if hidden > 0 {
-        if let Some(last) = lines.last_mut() {
-            *last = Line::styled(format!(" … {} more", hidden + 1), t.dimmed());
-        }
+    if hidden > 0
+        && let Some(last) = lines.last_mut()
+    {
+        *last = Line::styled(format!(" … {} more", hidden + 1), t.dimmed());
     }
     f.render_widget(Paragraph::new(lines), inner);
 }

@@ -1,0 +1,343 @@
+//! End-to-end runtime figures on fake GPUs (SPEC §7, issue 4): throughput of 1,000 `true`
+//! jobs submitted in a burst through the CLI, submit→process-start latency on an idle
+//! scheduler, and the same 1,000 jobs through pueue when it is installed.
+//!
+//! Run: `cargo bench --bench runtime` (release build of `shareq`). Set `JOBS=N` to change
+//! the job count, `PARALLEL=N` for how many CLI submits run at once (default 8).
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_shareq");
+
+fn env_num(k: &str, d: usize) -> usize {
+    std::env::var(k)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(d)
+}
+
+fn write_config(dir: &Path) {
+    let mut y = String::from(
+        "kind: ServiceEnvironment\nname: bench\ncapacityLimits:\n  - capacityUnit: gpu\n    maxCapacity: 8\n    devices: {fake: 8}\npreemption: {gracePeriodSeconds: 1}\n",
+    );
+    for s in ["a", "b", "c", "d"] {
+        y.push_str(&format!(
+            "---\nkind: QuotaShare\nquotaShareName: {s}\ncapacityLimits: [{{capacityUnit: gpu, maxCapacity: 2}}]\nresourceSharingConfiguration: {{strategy: LEND_AND_BORROW}}\n"
+        ));
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("bench.yaml"), y).unwrap();
+}
+
+struct Serve {
+    child: Child,
+    state: PathBuf,
+}
+
+impl Serve {
+    fn start(root: &Path) -> Serve {
+        let cfg = root.join("config");
+        write_config(&cfg);
+        let state = root.join("state");
+        let child = Command::new(BIN)
+            .args(["serve", "--stop-jobs-on-exit", "--config"])
+            .arg(&cfg)
+            .arg("--state")
+            .arg(&state)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        while UnixStream::connect(state.join("shareq.sock")).is_err() {
+            assert!(t.elapsed() < Duration::from_secs(20), "serve did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Serve { child, state }
+    }
+
+    fn ask(&self, req: &str) -> Value {
+        let s = UnixStream::connect(self.state.join("shareq.sock")).unwrap();
+        let mut w = s.try_clone().unwrap();
+        w.write_all(req.as_bytes()).unwrap();
+        w.write_all(b"\n").unwrap();
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// CPU seconds the scheduler process has used (user + system).
+    fn cpu_seconds(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        let rest = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+            + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        ticks / 100.0
+    }
+
+    fn finished(&self) -> usize {
+        let j = self.ask(r#"{"op":"jobs","all":true}"#);
+        j["jobs"]["finished"].as_array().map_or(0, Vec::len)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// Run `n` commands built by `cmd(i)`, `parallel` at a time; returns the wall time.
+fn burst(n: usize, parallel: usize, cmd: impl Fn(usize) -> Command + Sync) -> Duration {
+    let next = Arc::new(AtomicUsize::new(0));
+    let t = Instant::now();
+    std::thread::scope(|sc| {
+        for _ in 0..parallel {
+            let next = next.clone();
+            let cmd = &cmd;
+            sc.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        return;
+                    }
+                    let st = cmd(i)
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .status()
+                        .unwrap();
+                    assert!(st.success(), "command {i} failed");
+                }
+            });
+        }
+    });
+    t.elapsed()
+}
+
+fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(secs), "timed out: {what}");
+        // Coarse enough not to load either daemon with status queries.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn throughput(n: usize, parallel: usize) -> f64 {
+    let root = tempfile::tempdir().unwrap();
+    let s = Serve::start(root.path());
+    let shares = ["a", "b", "c", "d"];
+    let t = Instant::now();
+    let submit = burst(n, parallel, |i| {
+        let mut c = Command::new(BIN);
+        c.args(["submit", "--share", shares[i % 4], "--state"])
+            .arg(&s.state)
+            .args(["--", "true"]);
+        c
+    });
+    wait_until("all shareq jobs done", 600, || s.finished() >= n);
+    let total = t.elapsed();
+    let rate = n as f64 / total.as_secs_f64();
+    println!(
+        "shareq scheduler process CPU during the burst: {:.2} s",
+        s.cpu_seconds()
+    );
+    println!(
+        "shareq throughput: {n} jobs `true`, 8 fake GPUs, 4 shares, CLI submits {parallel} at a time: \
+         submitted in {:.2} s, all done in {:.2} s => {rate:.0} jobs/s",
+        submit.as_secs_f64(),
+        total.as_secs_f64()
+    );
+    rate
+}
+
+/// The same jobs sent straight to the socket (one connection, no CLI process per job):
+/// what the scheduler and supervisors sustain by themselves.
+fn socket_throughput(n: usize) -> f64 {
+    let root = tempfile::tempdir().unwrap();
+    let s = Serve::start(root.path());
+    let shares = ["a", "b", "c", "d"];
+    let t = Instant::now();
+    let stream = UnixStream::connect(s.state.join("shareq.sock")).unwrap();
+    let mut w = stream.try_clone().unwrap();
+    let mut r = BufReader::new(stream);
+    for i in 0..n {
+        writeln!(
+            w,
+            r#"{{"op":"submit","job":{{"jobName":"t{i}","quotaShareName":"{}","command":"true"}}}}"#,
+            shares[i % 4]
+        )
+        .unwrap();
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert!(line.contains("\"ok\":true"), "{line}");
+    }
+    let submit = t.elapsed();
+    wait_until("all shareq jobs done", 600, || s.finished() >= n);
+    let total = t.elapsed();
+    let rate = n as f64 / total.as_secs_f64();
+    println!(
+        "shareq throughput, submits over one socket connection (no CLI processes): \
+         submitted in {:.2} s, all done in {:.2} s => {rate:.0} jobs/s",
+        submit.as_secs_f64(),
+        total.as_secs_f64()
+    );
+    rate
+}
+
+fn latency(samples: usize) {
+    let root = tempfile::tempdir().unwrap();
+    let s = Serve::start(root.path());
+    let mut lat = Vec::new();
+    for i in 0..samples {
+        let t0 = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i128;
+        let a = s.ask(&format!(
+            r#"{{"op":"submit","job":{{"jobName":"lat{i}","quotaShareName":"a","command":["date","+%s%N"]}}}}"#
+        ));
+        let id = a["id"].as_u64().expect("submitted");
+        let exit = s.state.join(format!("runs/{id}/1.exit"));
+        wait_until("latency job done", 30, || exit.exists());
+        let log = std::fs::read_to_string(s.state.join(format!("logs/{id}/1.log"))).unwrap();
+        let started: i128 = log.trim().parse().unwrap();
+        lat.push((started - t0) as f64 / 1e6);
+        // Let the scheduler see the exit: the next submit finds it idle.
+        wait_until("idle", 30, || s.finished() > i);
+    }
+    lat.sort_by(f64::total_cmp);
+    let pct = |p: f64| lat[((lat.len() as f64 - 1.0) * p).round() as usize];
+    println!(
+        "shareq latency: submit (socket) -> job process running, idle scheduler, {samples} samples: \
+         p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        pct(0.5),
+        pct(0.99),
+        lat[lat.len() - 1]
+    );
+}
+
+/// The same burst through pueue (one group, 8 parallel), when `pueue`/`pueued` exist.
+fn pueue(n: usize, parallel: usize) -> Option<f64> {
+    let which = |b: &str| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {b}")])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let (Some(pueue), Some(pueued)) = (which("pueue"), which("pueued")) else {
+        println!("pueue: not installed (cargo install pueue), no comparison");
+        return None;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path();
+    let cfg = dir.join("pueue.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "shared:\n  pueue_directory: {d}\n  runtime_directory: {d}\n  use_unix_socket: true\n  unix_socket_path: {d}/pueue.socket\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let mut daemon = Command::new(&pueued)
+        .arg("-c")
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let p = |args: &[&str]| {
+        let mut c = Command::new(&pueue);
+        c.arg("-c").arg(&cfg).args(args);
+        c
+    };
+    wait_until("pueued up", 20, || {
+        p(&["status"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    assert!(p(&["parallel", "8"]).status().unwrap().success());
+    let t = Instant::now();
+    let submit = burst(n, parallel, |_| p(&["add", "--", "true"]));
+    wait_until("all pueue tasks done", 600, || {
+        let out = p(&["status", "--json"]).output().unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let tasks = v["tasks"]
+            .as_object()
+            .map(|m| m.values().cloned().collect::<Vec<_>>());
+        tasks.is_some_and(|t| {
+            t.len() >= n
+                && t.iter().all(|x| {
+                    x["status"].get("Done").is_some()
+                        || x["status"]
+                            .as_object()
+                            .is_some_and(|o| o.contains_key("Done"))
+                })
+        })
+    });
+    let total = t.elapsed();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    let rate = n as f64 / total.as_secs_f64();
+    println!(
+        "pueue throughput: {n} tasks `true`, group default --parallel 8, CLI adds {parallel} at a time: \
+         submitted in {:.2} s, all done in {:.2} s => {rate:.0} jobs/s",
+        submit.as_secs_f64(),
+        total.as_secs_f64()
+    );
+    Some(rate)
+}
+
+/// What starting one process costs on this machine right now (the floor under every
+/// figure here: each job is a CLI submit, a supervisor and the command).
+fn exec_baseline() {
+    let t = Instant::now();
+    for _ in 0..200 {
+        Command::new("true").status().unwrap();
+    }
+    let true_ms = t.elapsed().as_secs_f64() * 1000.0 / 200.0;
+    let t = Instant::now();
+    for _ in 0..200 {
+        Command::new(BIN)
+            .args(["jobs", "--state", "/nonexistent"])
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+    }
+    let cli_ms = t.elapsed().as_secs_f64() * 1000.0 / 200.0;
+    println!(
+        "baseline: start+wait `true` {true_ms:.2} ms, a `shareq` CLI call that fails at once {cli_ms:.2} ms"
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing to parse.
+    exec_baseline();
+    let n = env_num("JOBS", 1000);
+    let parallel = env_num("PARALLEL", 8);
+    let ours = throughput(n, parallel);
+    socket_throughput(n);
+    latency(env_num("SAMPLES", 200));
+    if let Some(theirs) = pueue(n, parallel) {
+        println!("ratio shareq/pueue: {:.2}x", ours / theirs);
+    }
+}

@@ -1,0 +1,232 @@
+//! `shareq check DIR [--watch]`: validate a config directory and say what it would apply.
+
+use crate::config::{
+    ConfigError, ConfigUpdate, LoadedConfig, ValidConfig, Watcher, borrow_cap_text, changes,
+    load_dir, one_line, units, warnings,
+};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Pads columns to their widest cell; the first row is the header.
+fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            let _ = write!(line, "{cell:<w$}  ", w = width[c]);
+        }
+        out.push_str("  ");
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The full report for a valid config.
+pub fn report(dir: &Path, loaded: &LoadedConfig) -> String {
+    let cfg = &loaded.config;
+    let mut out = format!(
+        "{}: valid ({} file{}, {} quota share{}, hash {})\n\nenvironment `{}`, preemption grace period {} s\n\n",
+        dir.display(),
+        loaded.files.len(),
+        if loaded.files.len() == 1 { "" } else { "s" },
+        cfg.shares.len(),
+        if cfg.shares.len() == 1 { "" } else { "s" },
+        loaded.hash,
+        cfg.env.name,
+        cfg.env.preemption.grace_period_seconds,
+    );
+    let mut rows = vec![
+        [
+            "unit",
+            "devices",
+            "maxCapacity",
+            "usable",
+            "guaranteed",
+            "unassigned",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for u in units(cfg) {
+        let unassigned = u64::from(u.usable).saturating_sub(u.guaranteed);
+        rows.push(vec![
+            u.unit,
+            u.devices,
+            u.max_capacity.to_string(),
+            if u.auto {
+                format!("<= {} (auto)", u.usable)
+            } else {
+                u.usable.to_string()
+            },
+            u.guaranteed.to_string(),
+            unassigned.to_string(),
+        ]);
+    }
+    out.push_str(&table(&rows));
+    out.push('\n');
+    let mut rows = vec![
+        [
+            "share",
+            "strategy",
+            "limit",
+            "borrow cap",
+            "in-share preemption",
+            "state",
+            "members",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for s in &cfg.shares {
+        let limits: Vec<String> = s
+            .capacity_limits
+            .iter()
+            .map(|c| format!("{} {}", c.max_capacity, c.capacity_unit))
+            .collect();
+        rows.push(vec![
+            s.quota_share_name.clone(),
+            s.resource_sharing_configuration.strategy.as_str().into(),
+            limits.join(", "),
+            borrow_cap_text(s),
+            if s.preemption_configuration.in_share_preemption.is_enabled() {
+                "ENABLED".into()
+            } else {
+                "DISABLED".into()
+            },
+            match s.state {
+                crate::model::ShareState::Enabled => "ENABLED".into(),
+                crate::model::ShareState::Disabled => "DISABLED".into(),
+            },
+            match &s.members {
+                None => "everyone".into(),
+                Some(m) if m.is_empty() => "no one".into(),
+                Some(m) => m.join(" "),
+            },
+        ]);
+    }
+    out.push_str(&table(&rows));
+    let w = warnings(cfg);
+    if !w.is_empty() {
+        out.push_str("\nwarnings:\n");
+        for line in w {
+            let _ = writeln!(out, "  - {line}");
+        }
+    }
+    out
+}
+
+fn errors_text(errors: &[ConfigError]) -> String {
+    let mut out = String::new();
+    for e in errors {
+        let _ = writeln!(out, "  {e}");
+    }
+    out
+}
+
+/// `HH:MM:SS` UTC, for the `--watch` lines.
+fn clock() -> String {
+    let s = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+        % 86_400;
+    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// Turns watcher updates into `--watch` lines: one per change (a rejection is followed
+/// by its errors, one per line).
+#[derive(Default)]
+pub struct WatchLog {
+    in_force: Option<ValidConfig>,
+}
+
+impl WatchLog {
+    pub fn line(&mut self, update: &ConfigUpdate) -> String {
+        match update {
+            ConfigUpdate::Applied(l) => {
+                let mut line = format!("{} applied {}: {}", clock(), l.hash, one_line(&l.config));
+                if let Some(old) = &self.in_force {
+                    let c = changes(old, &l.config);
+                    if c.is_empty() {
+                        line.push_str("; nothing changed");
+                    } else {
+                        let _ = write!(line, "; {}", c.join(", "));
+                    }
+                }
+                let w = warnings(&l.config).len();
+                if w > 0 {
+                    let _ = write!(
+                        line,
+                        " ({w} warning{}: see `shareq check`)",
+                        if w == 1 { "" } else { "s" }
+                    );
+                }
+                self.in_force = Some(l.config.clone());
+                line.push('\n');
+                line
+            }
+            ConfigUpdate::Rejected(errors) => format!(
+                "{} rejected, {} ({} error{}):\n{}",
+                clock(),
+                if self.in_force.is_some() {
+                    "the previous config stays in force"
+                } else {
+                    "nothing applied yet"
+                },
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" },
+                errors_text(errors)
+            ),
+        }
+    }
+}
+
+/// Exit 0 and a summary when `dir` is valid, 1 with every error when not. With `watch`,
+/// keep printing one line per change until interrupted.
+pub fn check(dir: &Path, watch: bool) -> ExitCode {
+    if watch {
+        let mut log = WatchLog::default();
+        let on_update = Box::new(move |u: ConfigUpdate| {
+            print!("{}", log.line(&u));
+            let _ = std::io::stdout().flush();
+        });
+        return match Watcher::start(dir.to_path_buf(), on_update) {
+            Ok(_watcher) => loop {
+                std::thread::park();
+            },
+            Err(e) => {
+                eprintln!("shareq check: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    match load_dir(dir) {
+        Ok(loaded) => {
+            print!("{}", report(dir, &loaded));
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            eprint!(
+                "{}: invalid ({} error{}):\n{}",
+                dir.display(),
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" },
+                errors_text(&errors)
+            );
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! `shareq gpus [--config DIR]`: what GPUs this machine has, how they were found (or why
+//! none were), and which unit each would serve.
+
+use crate::config::load_dir;
+use crate::exec::{Discovery, Method};
+use std::path::Path;
+use std::process::ExitCode;
+
+pub fn gpus(config: Option<&Path>) -> ExitCode {
+    let d = Discovery::run();
+    match d.method {
+        Method::None => println!("No GPU found."),
+        Method::Nvml => println!("Found {} GPU(s) through NVML:", d.gpus.len()),
+        Method::NvidiaSmi => println!("Found {} GPU(s) through nvidia-smi:", d.gpus.len()),
+    }
+    for g in &d.gpus {
+        println!(
+            "  {:>2}  {}  {}  {} MiB",
+            g.index, g.name, g.uuid, g.memory_mib
+        );
+    }
+    for n in &d.notes {
+        println!("  {n}");
+    }
+    if d.method == Method::None {
+        println!("Units with `devices: auto` or a list of indices get no GPU here;");
+        println!("`devices: {{fake: N}}` gives N simulated devices on any machine.");
+    }
+    if let Some(dir) = config {
+        match load_dir(dir) {
+            Ok(loaded) => {
+                let (caps, warnings) = d.capacity(&loaded.config);
+                println!("Units of {}:", dir.display());
+                for (c, l) in caps.iter().zip(&loaded.config.env.capacity_limits) {
+                    println!(
+                        "  {}: devices {:?} (maxCapacity {}, usable {})",
+                        c.unit,
+                        c.devices,
+                        l.max_capacity,
+                        l.max_capacity.min(c.devices.len() as u32)
+                    );
+                }
+                for w in warnings {
+                    println!("  warning: {w}");
+                }
+            }
+            Err(errors) => {
+                eprintln!("shareq gpus: the config in {} is not valid:", dir.display());
+                for e in errors {
+                    eprintln!("  {e}");
+                }
+                return ExitCode::from(2);
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,109 @@
+//! `shareq log ID [--attempt N] [--follow]`: print a job's output log.
+
+use super::request;
+use crate::exec::StateDir;
+use crate::model::JobId;
+use crate::server::Request;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct LogArgs {
+    pub id: u64,
+    /// Which attempt (default: the latest).
+    #[arg(long)]
+    pub attempt: Option<u32>,
+    /// Keep printing new output until the job has finished.
+    #[arg(long, short)]
+    pub follow: bool,
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+}
+
+pub fn log(args: &LogArgs) -> ExitCode {
+    let state = match super::serve::state_dir(args.state.as_deref()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("shareq log: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let job = JobId(args.id);
+    let mut attempt = match args.attempt.or_else(|| state.latest_attempt(job)) {
+        Some(a) => a,
+        None if args.follow => 0,
+        None => {
+            eprintln!(
+                "shareq log: job {job} has no log in {} (it has not started yet, or the id is wrong)",
+                state.root().display()
+            );
+            return ExitCode::from(1);
+        }
+    };
+    let mut pos = 0u64;
+    let stdout = std::io::stdout();
+    loop {
+        if attempt > 0 {
+            pos = match copy_from(&state, job, attempt, pos, &mut stdout.lock()) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("shareq log: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+        }
+        if !args.follow {
+            return ExitCode::SUCCESS;
+        }
+        let ended = attempt > 0 && state.exit_file(job, attempt).exists();
+        if ended || attempt == 0 {
+            // A newer attempt takes over; otherwise stop once the job is finished.
+            match state.latest_attempt(job) {
+                Some(a) if a > attempt && args.attempt.is_none() => {
+                    attempt = a;
+                    pos = 0;
+                    continue;
+                }
+                _ => {}
+            }
+            if ended && job_finished(&state, job) {
+                let _ = copy_from(&state, job, attempt, pos, &mut stdout.lock());
+                return ExitCode::SUCCESS;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Is the job finished (or is there no scheduler left to run it again)?
+fn job_finished(state: &StateDir, job: JobId) -> bool {
+    match request(Some(state.root()), &Request::Jobs { all: false }) {
+        Ok(r) => r
+            .jobs
+            .is_none_or(|j| !j.queue.iter().chain(&j.running).any(|v| v.id == job)),
+        Err(_) => true,
+    }
+}
+
+fn copy_from(
+    state: &StateDir,
+    job: JobId,
+    attempt: u32,
+    pos: u64,
+    out: &mut impl Write,
+) -> std::io::Result<u64> {
+    let path = state.attempt_log(job, attempt);
+    let mut f = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(pos),
+        Err(e) => return Err(e),
+    };
+    f.seek(SeekFrom::Start(pos))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)?;
+    out.write_all(&buf)?;
+    out.flush()?;
+    Ok(pos + buf.len() as u64)
+}

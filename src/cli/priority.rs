@@ -1,0 +1,41 @@
+//! `shareq priority ID P`: change a job's schedulingPriority.
+
+use super::request;
+use crate::model::JobId;
+use crate::server::Request;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct PriorityArgs {
+    pub id: u64,
+    /// The new priority, 0..9999.
+    pub priority: u32,
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+}
+
+pub fn priority(args: &PriorityArgs) -> ExitCode {
+    let req = Request::Priority {
+        id: JobId(args.id),
+        priority: args.priority,
+    };
+    match request(args.state.as_deref(), &req) {
+        Ok(r) if r.ok => {
+            if r.changed == Some(false) {
+                println!("{}: already finished, nothing to do", args.id);
+            } else {
+                println!("{}: priority {}", args.id, args.priority);
+            }
+            ExitCode::SUCCESS
+        }
+        Ok(r) => {
+            eprintln!("shareq priority: {}", r.error.unwrap_or_default());
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("shareq priority: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! `shareq status [--json]`: shares, capacity, lending and the config state.
+
+use super::request;
+use crate::server::{Request, Response};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+}
+
+pub fn status(args: &StatusArgs) -> ExitCode {
+    let s = match request(args.state.as_deref(), &Request::Status) {
+        Ok(Response {
+            ok: true,
+            status: Some(s),
+            ..
+        }) => s,
+        Ok(r) => {
+            eprintln!("shareq status: {}", r.error.unwrap_or_default());
+            return ExitCode::from(1);
+        }
+        Err(e) => {
+            eprintln!("shareq status: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if args.json {
+        match serde_json::to_string_pretty(&s) {
+            Ok(t) => println!("{t}"),
+            Err(e) => {
+                eprintln!("shareq status: {e}");
+                return ExitCode::from(1);
+            }
+        }
+        return ExitCode::SUCCESS;
+    }
+    println!(
+        "environment {}  ({} running, {} queued)",
+        s.env_name, s.running, s.queued
+    );
+    match (&s.config.error, s.config.applied_at) {
+        (Some(e), _) => println!("config: last edit REJECTED, previous config in force:\n  {e}"),
+        (None, Some(_)) => println!("config: applied from {}", s.config.source),
+        (None, None) => println!("config: none applied"),
+    }
+    for u in &s.units {
+        println!(
+            "unit {}: {} usable, {} in use, {} guaranteed{}",
+            u.name,
+            u.usable,
+            u.used,
+            u.guaranteed,
+            if u.oversubscribed() {
+                "  (OVERSUBSCRIBED)"
+            } else {
+                ""
+            }
+        );
+    }
+    println!(
+        "{:<14} {:<6} {:<16} {:>5} {:>5} {:>6} {:>8} {:>5} {:>7} {:>6}",
+        "SHARE",
+        "UNIT",
+        "STRATEGY",
+        "LIMIT",
+        "USED",
+        "IDLE",
+        "BORROWED",
+        "LENT",
+        "RUNNING",
+        "QUEUED"
+    );
+    for sh in &s.shares {
+        println!(
+            "{:<14} {:<6} {:<16} {:>5} {:>5} {:>6} {:>8} {:>5} {:>7} {:>6}{}",
+            sh.name,
+            sh.unit,
+            sh.strategy.as_str(),
+            sh.limit,
+            sh.usage,
+            sh.idle,
+            sh.borrowed,
+            sh.lent,
+            sh.running,
+            sh.queued,
+            if !sh.present {
+                "  (removed)"
+            } else if !sh.enabled {
+                "  (DISABLED)"
+            } else {
+                ""
+            }
+        );
+    }
+    for e in &s.lending {
+        println!(
+            "lending: {} borrows {} GPU(s) of {} from {}",
+            e.borrower,
+            e.gpus,
+            e.unit,
+            e.lender.as_deref().unwrap_or("the unassigned pool")
+        );
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,119 @@
+//! `shareq submit --share S [options] -- CMD...`: queue a job and print its id.
+
+use super::request;
+use crate::model::{Command, JobSpec, RetryStrategy};
+use crate::server::Request;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct SubmitArgs {
+    /// The quota share to submit to.
+    #[arg(long)]
+    pub share: String,
+    /// How many GPUs the job needs.
+    #[arg(long, default_value_t = 1)]
+    pub gpus: u32,
+    /// The capacity unit (default: the environment's only unit).
+    #[arg(long)]
+    pub unit: Option<String>,
+    /// schedulingPriority, 0..9999 (higher first).
+    #[arg(long, default_value_t = 0)]
+    pub priority: u32,
+    /// The job's name (default: the command's first word).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Preemptions allowed before the job fails (default: requeue forever).
+    #[arg(long)]
+    pub preemption_retries: Option<u32>,
+    /// Attempts for non-zero exits, 1..10.
+    #[arg(long)]
+    pub attempts: Option<u32>,
+    /// Wall-clock limit per attempt, in seconds.
+    #[arg(long)]
+    pub timeout: Option<u64>,
+    /// An environment variable for the job, K=V (repeatable).
+    #[arg(long = "env", value_name = "K=V")]
+    pub env: Vec<String>,
+    /// The working directory (default: the current one).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// The command: several words run as an argv list; a single word runs with `sh -c`.
+    #[arg(last = true, required = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
+
+impl SubmitArgs {
+    /// The request body this submission sends.
+    pub fn spec(&self) -> Result<JobSpec, String> {
+        let mut env = BTreeMap::new();
+        for kv in &self.env {
+            let Some((k, v)) = kv.split_once('=') else {
+                return Err(format!("--env `{kv}`: expected K=V"));
+            };
+            if k.is_empty() {
+                return Err(format!("--env `{kv}`: the name is empty"));
+            }
+            env.insert(k.to_string(), v.to_string());
+        }
+        let command = match self.command.as_slice() {
+            [] => return Err("no command given (put it after `--`)".to_string()),
+            [one] => Command::Shell(one.clone()),
+            many => Command::Argv(many.to_vec()),
+        };
+        let name = self.name.clone().unwrap_or_else(|| {
+            let first = self.command[0].split_whitespace().next().unwrap_or("job");
+            let base = first.rsplit('/').next().unwrap_or(first);
+            base.chars().take(128).collect()
+        });
+        let cwd = match &self.cwd {
+            Some(p) => Some(p.clone()),
+            None => std::env::current_dir().ok(),
+        };
+        Ok(JobSpec {
+            job_name: name,
+            quota_share_name: self.share.clone(),
+            capacity_unit: self.unit.clone(),
+            quantity: self.gpus,
+            scheduling_priority: self.priority,
+            command: Some(command),
+            env,
+            working_directory: cwd.map(|p| p.display().to_string()),
+            preemption_retries_before_termination: self.preemption_retries,
+            retry_strategy: self.attempts.map(|attempts| RetryStrategy { attempts }),
+            timeout_seconds: self.timeout,
+        })
+    }
+}
+
+pub fn submit(args: &SubmitArgs) -> ExitCode {
+    let spec = match args.spec() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("shareq submit: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match request(args.state.as_deref(), &Request::Submit { job: spec }) {
+        Ok(r) if r.ok => {
+            if let Some(id) = r.id {
+                println!("{id}");
+            }
+            ExitCode::SUCCESS
+        }
+        Ok(r) => {
+            eprintln!(
+                "shareq submit: rejected: {}",
+                r.error.unwrap_or_else(|| "no reason given".into())
+            );
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("shareq submit: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

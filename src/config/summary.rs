@@ -1,0 +1,293 @@
+//! What a valid configuration amounts to, for people: capacity per unit, each share's
+//! terms, and the warnings worth an operator's attention (SPEC §1.2, §5).
+
+use super::validate::ValidConfig;
+use crate::model::{Devices, QuotaShare, ShareState, Strategy};
+
+/// One unit's capacity as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitSummary {
+    pub unit: String,
+    pub max_capacity: u32,
+    /// Devices as written: `auto`, `[0, 1]`, `fake: 8`.
+    pub devices: String,
+    /// `min(maxCapacity, devices)`; for `auto` the devices are only known at run time,
+    /// so this is `maxCapacity` (an upper bound).
+    pub usable: u32,
+    pub auto: bool,
+    /// Σ maxCapacity of the shares.
+    pub guaranteed: u64,
+}
+
+pub fn units(cfg: &ValidConfig) -> Vec<UnitSummary> {
+    cfg.env
+        .capacity_limits
+        .iter()
+        .map(|c| {
+            let (devices, count, auto) = match &c.devices {
+                Devices::Auto => ("auto".to_string(), c.max_capacity, true),
+                Devices::Fake(n) => (format!("fake: {n}"), *n, false),
+                Devices::Indices(v) => {
+                    let list: Vec<String> = v.iter().map(u32::to_string).collect();
+                    (format!("[{}]", list.join(", ")), v.len() as u32, false)
+                }
+            };
+            UnitSummary {
+                unit: c.capacity_unit.clone(),
+                max_capacity: c.max_capacity,
+                devices,
+                usable: c.max_capacity.min(count),
+                auto,
+                guaranteed: cfg.guaranteed(&c.capacity_unit),
+            }
+        })
+        .collect()
+}
+
+/// The most a share may borrow on a unit beyond its limit: `Some(n)` GPUs, `None` for no
+/// cap; `Some(0)` for shares that never borrow.
+pub fn borrow_cap(share: &QuotaShare, max_capacity: u32) -> Option<u64> {
+    let rsc = &share.resource_sharing_configuration;
+    if rsc.strategy != Strategy::LendAndBorrow {
+        return Some(0);
+    }
+    match rsc.borrow_limit.unwrap_or(-1) {
+        -1 => None,
+        p => Some(u64::from(max_capacity) * u64::try_from(p).unwrap_or(0) / 100),
+    }
+}
+
+/// `borrow cap` as the table shows it.
+pub fn borrow_cap_text(share: &QuotaShare) -> String {
+    let rsc = &share.resource_sharing_configuration;
+    if rsc.strategy != Strategy::LendAndBorrow {
+        return "never borrows".into();
+    }
+    match rsc.borrow_limit.unwrap_or(-1) {
+        -1 => "unlimited".into(),
+        p => {
+            let per_unit: Vec<String> = share
+                .capacity_limits
+                .iter()
+                .map(|c| {
+                    let n = borrow_cap(share, c.max_capacity).unwrap_or(0);
+                    format!("+{n} {}", c.capacity_unit)
+                })
+                .collect();
+            format!("{} ({p}%)", per_unit.join(", "))
+        }
+    }
+}
+
+/// Things that are allowed but probably not what the operator wants.
+pub fn warnings(cfg: &ValidConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    for u in units(cfg) {
+        if !u.auto && u.usable < u.max_capacity {
+            out.push(format!(
+                "unit `{}`: maxCapacity is {} but only {} devices are listed, so {} are usable",
+                u.unit, u.max_capacity, u.usable, u.usable
+            ));
+        }
+        if u.guaranteed > u64::from(u.usable) {
+            out.push(format!(
+                "unit `{}` is oversubscribed: the shares are guaranteed {} GPUs, {} {} usable; guarantees may wait for capacity",
+                u.unit,
+                u.guaranteed,
+                if u.auto { "at most" } else { "only" },
+                u.usable
+            ));
+        }
+        if u.guaranteed == 0 {
+            out.push(format!(
+                "unit `{}` is used by no share: its {} GPUs can only be borrowed",
+                u.unit, u.usable
+            ));
+        }
+    }
+    for s in &cfg.shares {
+        let name = &s.quota_share_name;
+        if s.members.as_ref().is_some_and(Vec::is_empty) {
+            out.push(format!(
+                "share `{name}`: `members: []`, so no one can submit to it (remove `members` to let everyone)"
+            ));
+        }
+        if s.state == ShareState::Disabled {
+            out.push(format!(
+                "share `{name}` is DISABLED: it refuses new submissions (its queue still runs)"
+            ));
+        }
+        let rsc = &s.resource_sharing_configuration;
+        if rsc.strategy == Strategy::LendAndBorrow && rsc.borrow_limit == Some(0) {
+            out.push(format!(
+                "share `{name}`: borrowLimit 0 means it can never borrow (the same as LEND)"
+            ));
+        }
+        for c in &s.capacity_limits {
+            let usable = units(cfg)
+                .into_iter()
+                .find(|u| u.unit == c.capacity_unit)
+                .map_or(0, |u| u.usable);
+            if c.max_capacity > usable {
+                out.push(format!(
+                    "share `{name}`: maxCapacity {} for `{}` is more than the {usable} usable GPUs",
+                    c.max_capacity, c.capacity_unit
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// One line: `4 shares; gpu 6/8 guaranteed`.
+pub fn one_line(cfg: &ValidConfig) -> String {
+    let units: Vec<String> = units(cfg)
+        .iter()
+        .map(|u| format!("{} {}/{} guaranteed", u.unit, u.guaranteed, u.usable))
+        .collect();
+    let n = cfg.shares.len();
+    format!(
+        "{n} share{}; {}",
+        if n == 1 { "" } else { "s" },
+        units.join(", ")
+    )
+}
+
+/// A share's terms as `field → value`, for diffs.
+fn share_terms(s: &QuotaShare) -> Vec<(String, String)> {
+    let rsc = &s.resource_sharing_configuration;
+    let mut out: Vec<(String, String)> = s
+        .capacity_limits
+        .iter()
+        .map(|c| (c.capacity_unit.clone(), c.max_capacity.to_string()))
+        .collect();
+    out.push(("strategy".into(), rsc.strategy.as_str().into()));
+    out.push((
+        "borrowLimit".into(),
+        rsc.borrow_limit.unwrap_or(-1).to_string(),
+    ));
+    let toggle = |on: bool| if on { "ENABLED" } else { "DISABLED" };
+    out.push((
+        "inSharePreemption".into(),
+        toggle(s.preemption_configuration.in_share_preemption.is_enabled()).into(),
+    ));
+    out.push((
+        "state".into(),
+        toggle(s.state == ShareState::Enabled).into(),
+    ));
+    out.push((
+        "members".into(),
+        s.members
+            .as_ref()
+            .map_or("everyone".into(), |m| format!("[{}]", m.join(", "))),
+    ));
+    out
+}
+
+fn env_terms(cfg: &ValidConfig) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = units(cfg)
+        .into_iter()
+        .map(|u| (u.unit, format!("{} ({})", u.max_capacity, u.devices)))
+        .collect();
+    out.push((
+        "gracePeriodSeconds".into(),
+        cfg.env.preemption.grace_period_seconds.to_string(),
+    ));
+    out
+}
+
+fn diff(owner: &str, old: &[(String, String)], new: &[(String, String)], out: &mut Vec<String>) {
+    for (k, v) in new {
+        match old.iter().find(|(ok, _)| ok == k) {
+            Some((_, ov)) if ov != v => out.push(format!("{owner} {k} {ov} -> {v}")),
+            Some(_) => {}
+            None => out.push(format!("{owner} {k} {v}")),
+        }
+    }
+    for (k, _) in old
+        .iter()
+        .filter(|(k, _)| !new.iter().any(|(nk, _)| nk == k))
+    {
+        out.push(format!("{owner} {k} removed"));
+    }
+}
+
+/// What changed from `old` to `new`, one short phrase each (`vision gpu 3 -> 2`,
+/// `added share qs4`), in a stable order.
+pub fn changes(old: &ValidConfig, new: &ValidConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    diff("environment", &env_terms(old), &env_terms(new), &mut out);
+    for s in &new.shares {
+        let name = &s.quota_share_name;
+        match old.shares.iter().find(|o| &o.quota_share_name == name) {
+            Some(o) => diff(name, &share_terms(o), &share_terms(s), &mut out),
+            None => out.push(format!("added share {name}")),
+        }
+    }
+    for o in &old.shares {
+        if !new
+            .shares
+            .iter()
+            .any(|s| s.quota_share_name == o.quota_share_name)
+        {
+            out.push(format!("removed share {}", o.quota_share_name));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{parse_documents, validate};
+
+    fn cfg(text: &str) -> ValidConfig {
+        validate(parse_documents(text, None).expect("parse")).expect("valid")
+    }
+
+    const BASE: &str = "kind: ServiceEnvironment
+name: t
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 4, devices: {fake: 4}}]
+---
+kind: QuotaShare
+quotaShareName: a
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 2}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW, borrowLimit: 50}
+---
+kind: QuotaShare
+quotaShareName: b
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND}
+";
+
+    #[test]
+    fn changes_name_each_difference() {
+        let old = cfg(BASE);
+        assert_eq!(changes(&old, &old), Vec::<String>::new());
+        let new = cfg(&BASE
+            .replace(
+                "maxCapacity: 4, devices: {fake: 4}",
+                "maxCapacity: 4, devices: {fake: 3}",
+            )
+            .replace("maxCapacity: 2}]", "maxCapacity: 3}]")
+            .replace("quotaShareName: b", "quotaShareName: c")
+            .replace(
+                "{strategy: LEND}",
+                "{strategy: RESERVE}\nstate: DISABLED\nmembers: [x]",
+            ));
+        assert_eq!(
+            changes(&old, &new),
+            [
+                "environment gpu 4 (fake: 4) -> 4 (fake: 3)",
+                "a gpu 2 -> 3",
+                "added share c",
+                "removed share b"
+            ]
+        );
+        assert_eq!(one_line(&new), "2 shares; gpu 4/3 guaranteed");
+        assert_eq!(borrow_cap(&new.shares[0], 3), Some(1));
+        assert_eq!(borrow_cap_text(&new.shares[0]), "+1 gpu (50%)");
+        assert!(warnings(&new).iter().any(|w| w.contains("oversubscribed")));
+        assert!(warnings(&new).iter().any(|w| w.contains("`c` is DISABLED")));
+    }
+}

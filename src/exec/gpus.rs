@@ -1,0 +1,236 @@
+//! GPU discovery: NVML first (loaded at run time), then `nvidia-smi`, and how the
+//! environment's `devices: auto | [indices] | {fake: N}` turn into each unit's devices.
+
+use crate::config::ValidConfig;
+use crate::model::Devices;
+use crate::sched::UnitCapacity;
+use std::collections::BTreeSet;
+
+/// One GPU that was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuInfo {
+    pub index: u32,
+    pub uuid: String,
+    pub name: String,
+    pub memory_mib: u64,
+}
+
+/// How the GPUs were found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Nvml,
+    NvidiaSmi,
+    /// Neither answered: there is no usable driver on this machine.
+    None,
+}
+
+/// The result of looking for GPUs, with the reason each way failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovery {
+    pub method: Method,
+    pub gpus: Vec<GpuInfo>,
+    /// Why NVML or nvidia-smi did not answer, in words.
+    pub notes: Vec<String>,
+}
+
+impl Discovery {
+    /// Look for GPUs: NVML, then nvidia-smi.
+    pub fn run() -> Discovery {
+        let mut notes = Vec::new();
+        match nvml_gpus() {
+            Ok(gpus) => {
+                return Discovery {
+                    method: Method::Nvml,
+                    gpus,
+                    notes,
+                };
+            }
+            Err(e) => notes.push(format!("NVML: {e}")),
+        }
+        match smi_gpus() {
+            Ok(gpus) => Discovery {
+                method: Method::NvidiaSmi,
+                gpus,
+                notes,
+            },
+            Err(e) => {
+                notes.push(format!("nvidia-smi: {e}"));
+                Discovery {
+                    method: Method::None,
+                    gpus: Vec::new(),
+                    notes,
+                }
+            }
+        }
+    }
+
+    /// A discovery that found nothing (for configs that use only fake devices).
+    pub fn skipped() -> Discovery {
+        Discovery {
+            method: Method::None,
+            gpus: Vec::new(),
+            notes: vec!["not looked for: the config uses only fake devices".to_string()],
+        }
+    }
+
+    /// Each unit's healthy devices, plus a warning for every unit that gets fewer
+    /// devices than its `maxCapacity`.
+    pub fn capacity(&self, config: &ValidConfig) -> (Vec<UnitCapacity>, Vec<String>) {
+        let found: BTreeSet<u32> = self.gpus.iter().map(|g| g.index).collect();
+        // GPUs named explicitly by some unit are not also handed out by `auto`.
+        let listed: BTreeSet<u32> = config
+            .env
+            .capacity_limits
+            .iter()
+            .filter_map(|c| match &c.devices {
+                Devices::Indices(v) => Some(v.iter().copied()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        let mut auto_left: Vec<u32> = found.difference(&listed).copied().collect();
+        let mut warnings = Vec::new();
+        let mut out = Vec::new();
+        for c in &config.env.capacity_limits {
+            let devices: Vec<u32> = match &c.devices {
+                Devices::Fake(n) => (0..*n).collect(),
+                Devices::Indices(v) => {
+                    let missing: Vec<u32> =
+                        v.iter().copied().filter(|i| !found.contains(i)).collect();
+                    if !missing.is_empty() {
+                        warnings.push(format!(
+                            "unit `{}`: GPU index {missing:?} not found ({})",
+                            c.capacity_unit,
+                            self.describe()
+                        ));
+                    }
+                    v.iter().copied().filter(|i| found.contains(i)).collect()
+                }
+                Devices::Auto => std::mem::take(&mut auto_left),
+            };
+            if (devices.len() as u64) < u64::from(c.max_capacity) {
+                warnings.push(format!(
+                    "unit `{}`: maxCapacity {} but only {} usable device(s) ({})",
+                    c.capacity_unit,
+                    c.max_capacity,
+                    devices.len(),
+                    self.describe()
+                ));
+            }
+            out.push(UnitCapacity {
+                unit: c.capacity_unit.clone(),
+                devices,
+            });
+        }
+        (out, warnings)
+    }
+
+    /// One line: how the GPUs were found, or why none were.
+    pub fn describe(&self) -> String {
+        match self.method {
+            Method::Nvml => format!("{} GPU(s) found through NVML", self.gpus.len()),
+            Method::NvidiaSmi => format!(
+                "{} GPU(s) found through nvidia-smi ({})",
+                self.gpus.len(),
+                self.notes.join("; ")
+            ),
+            Method::None => format!("no GPU found: {}", self.notes.join("; ")),
+        }
+    }
+}
+
+/// Does any unit of the config need real devices?
+pub fn needs_discovery(config: &ValidConfig) -> bool {
+    config
+        .env
+        .capacity_limits
+        .iter()
+        .any(|c| !matches!(c.devices, Devices::Fake(_)))
+}
+
+fn nvml_gpus() -> Result<Vec<GpuInfo>, String> {
+    let nvml = nvml_wrapper::Nvml::init().map_err(|e| nvml_error(&e))?;
+    let count = nvml.device_count().map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for i in 0..count {
+        let d = nvml.device_by_index(i).map_err(|e| e.to_string())?;
+        out.push(GpuInfo {
+            index: i,
+            uuid: d.uuid().unwrap_or_default(),
+            name: d.name().unwrap_or_default(),
+            memory_mib: d.memory_info().map_or(0, |m| m.total / (1024 * 1024)),
+        });
+    }
+    Ok(out)
+}
+
+/// NVML's failure in an operator's words.
+pub fn nvml_error(e: &nvml_wrapper::error::NvmlError) -> String {
+    use nvml_wrapper::error::NvmlError;
+    match e {
+        NvmlError::LibloadingError(_) => {
+            "libnvidia-ml.so.1 not found (no NVIDIA driver installed)".to_string()
+        }
+        NvmlError::DriverNotLoaded => "the NVIDIA driver is not loaded".to_string(),
+        NvmlError::NoPermission => "no permission to query the NVIDIA driver".to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn smi_gpus() -> Result<Vec<GpuInfo>, String> {
+    let out = std::process::Command::new("nvidia-smi")
+        .args([
+            "--query-gpu=index,uuid,name,memory.total",
+            "--format=csv,noheader,nounits",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => "not installed".to_string(),
+            _ => e.to_string(),
+        })?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err.lines().next().unwrap_or("").trim();
+        return Err(format!("failed ({}): {first}", out.status));
+    }
+    parse_smi(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Parse `index, uuid, name, memory.total` lines.
+pub fn parse_smi(text: &str) -> Result<Vec<GpuInfo>, String> {
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        if f.len() < 4 {
+            return Err(format!("unexpected output line `{line}`"));
+        }
+        let index = f[0]
+            .parse()
+            .map_err(|_| format!("bad GPU index in `{line}`"))?;
+        out.push(GpuInfo {
+            index,
+            uuid: f[1].to_string(),
+            name: f[2..f.len() - 1].join(","),
+            memory_mib: f[f.len() - 1].parse().unwrap_or(0),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_nvidia_smi_lines() {
+        let g =
+            parse_smi("0, GPU-aa, NVIDIA A100-SXM4-80GB, 81920\n1, GPU-bb, NVIDIA H100, 81559\n")
+                .unwrap();
+        assert_eq!(g.len(), 2);
+        assert_eq!(g[1].index, 1);
+        assert_eq!(g[0].name, "NVIDIA A100-SXM4-80GB");
+        assert_eq!(g[1].memory_mib, 81559);
+        assert!(parse_smi("garbage").is_err());
+    }
+}

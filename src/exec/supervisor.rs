@@ -1,0 +1,337 @@
+//! The supervisor: `shareq` in a hidden mode that runs one attempt of a job in its own
+//! session, forwards stop signals to the whole process group, waits until every process
+//! of the attempt is gone and records the exit status atomically. It does not depend on
+//! the scheduler staying alive, so jobs outlive it.
+//!
+//! Signals it understands (sent by the runtime to the supervisor's pid):
+//! - SIGTERM: forward SIGTERM to the job's process group (the polite stop);
+//! - SIGUSR1: SIGKILL the process group and every process left under the supervisor.
+//!
+//! The supervisor is a child subreaper, so background processes that a job forks (even
+//! ones that start their own session) are reparented to it: it finishes only when none
+//! is left, which is what "the GPUs are free again" means.
+
+use super::launch::{ExitStatus, LaunchSpec, now_ms};
+use super::state_dir::write_atomic;
+use crate::model::Command as JobCommand;
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, killpg, sigprocmask};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// What can go wrong before the job's command is running.
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    #[error("cannot read launch spec {path}: {source}")]
+    Spec {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("launch spec {path} is not valid: {source}")]
+    SpecJson {
+        path: String,
+        source: serde_json::Error,
+    },
+    #[error("cannot open the job log {path}: {source}")]
+    Log {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("signal setup failed: {0}")]
+    Signals(#[from] Errno),
+    #[error("cannot write the exit status {path}: {source}")]
+    Exit {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// Run the attempt described by the launch spec at `spec_path`; returns when every
+/// process of the attempt is gone and the exit status is written.
+pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
+    let text = std::fs::read(spec_path).map_err(|source| SupervisorError::Spec {
+        path: spec_path.display().to_string(),
+        source,
+    })?;
+    let spec: LaunchSpec =
+        serde_json::from_slice(&text).map_err(|source| SupervisorError::SpecJson {
+            path: spec_path.display().to_string(),
+            source,
+        })?;
+    // Block the signals we handle before anything starts, so none is lost: they are read
+    // from a signalfd. The job's command gets an empty mask again (see `spawn`).
+    let mut mask = SigSet::empty();
+    for s in [
+        Signal::SIGTERM,
+        Signal::SIGUSR1,
+        Signal::SIGCHLD,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+    ] {
+        mask.add(s);
+    }
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None)?;
+    let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
+    nix::sys::prctl::set_child_subreaper(true)?;
+
+    if let Some(dir) = spec.log.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&spec.log)
+        .map_err(|source| SupervisorError::Log {
+            path: spec.log.display().to_string(),
+            source,
+        })?;
+
+    let status = match spawn(&spec, &log) {
+        Ok(child) => {
+            // Tell the runtime the command runs (it may be gone: ignore errors).
+            let mut out = std::io::stdout();
+            let _ = writeln!(out, "started {}", child.id());
+            let _ = out.flush();
+            wait_all(Pid::from_raw(child.id() as i32), spec.grace_seconds, &sfd)
+        }
+        Err(e) => {
+            let mut l = &log;
+            let _ = writeln!(l, "shareq: cannot start the job's command: {e}");
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            ExitStatus {
+                code,
+                signal: None,
+                finished_at: now_ms(),
+            }
+        }
+    };
+    let json = serde_json::to_vec(&status).unwrap_or_default();
+    write_atomic(&spec.exit, &json).map_err(|source| SupervisorError::Exit {
+        path: spec.exit.display().to_string(),
+        source,
+    })?;
+    Ok(status)
+}
+
+fn spawn(spec: &LaunchSpec, log: &std::fs::File) -> std::io::Result<std::process::Child> {
+    let mut cmd = match &spec.command {
+        JobCommand::Shell(s) => match plain_words(s) {
+            Some(words) => {
+                let mut c = std::process::Command::new(words[0]);
+                c.args(&words[1..]);
+                c
+            }
+            None => {
+                let mut c = std::process::Command::new("sh");
+                c.arg("-c").arg(s);
+                c
+            }
+        },
+        JobCommand::Argv(argv) => {
+            let Some((prog, args)) = argv.split_first() else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "empty command",
+                ));
+            };
+            let mut c = std::process::Command::new(prog);
+            c.args(args);
+            c
+        }
+    };
+    cmd.envs(spec.job_env())
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log.try_clone()?);
+    if let Some(dir) = &spec.working_directory {
+        cmd.current_dir(dir);
+    }
+    // SAFETY: setsid, sigprocmask and sigaction are async-signal-safe and touch no
+    // memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            // The command starts with nothing blocked and the stop signals at their
+            // defaults, whatever the supervisor (or whoever started the scheduler) had.
+            sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
+                .map_err(std::io::Error::from)?;
+            for s in [
+                Signal::SIGTERM,
+                Signal::SIGINT,
+                Signal::SIGQUIT,
+                Signal::SIGHUP,
+            ] {
+                nix::sys::signal::signal(s, nix::sys::signal::SigHandler::SigDfl)
+                    .map_err(std::io::Error::from)?;
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+/// Words a shell would run exactly as an argv list: no quoting, expansion, redirection,
+/// assignment, keyword or builtin that has no program of its name. Such a shell string
+/// runs without `sh`: one process start less per job, the same behaviour (a missing
+/// program still ends with 127).
+fn plain_words(s: &str) -> Option<Vec<&str>> {
+    const SHELL_ONLY: &[&str] = &[
+        ".", ":", "alias", "bg", "break", "cd", "command", "continue", "eval", "exec", "exit",
+        "export", "fc", "fg", "getopts", "hash", "jobs", "local", "read", "readonly", "return",
+        "set", "shift", "source", "times", "trap", "type", "ulimit", "umask", "unalias", "unset",
+        "wait", "if", "then", "else", "elif", "fi", "case", "esac", "for", "while", "until", "do",
+        "done", "function", "select", "time",
+    ];
+    let plain = |c: char| c.is_ascii_alphanumeric() || " \t_./:=,+-@%".contains(c);
+    if !s.chars().all(plain) {
+        return None;
+    }
+    let words: Vec<&str> = s.split_whitespace().collect();
+    let first = *words.first()?;
+    if first.contains('=') || SHELL_ONLY.contains(&first) {
+        return None;
+    }
+    Some(words)
+}
+
+/// Reap until the command and every process it left behind are gone.
+fn wait_all(child: Pid, grace: u32, sfd: &SignalFd) -> ExitStatus {
+    let mut main: Option<(i32, Option<i32>)> = None;
+    let mut kill_at: Option<Instant> = None;
+    loop {
+        loop {
+            match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(pid, code)) if pid == child => {
+                    main = Some((code, None));
+                }
+                Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => {
+                    main = Some((128 + sig as i32, Some(sig as i32)));
+                }
+                Ok(WaitStatus::StillAlive) => break,
+                Ok(_) => {}
+                Err(Errno::EINTR) => {}
+                Err(_) => {
+                    // ECHILD: nothing left under us.
+                    if let Some((code, signal)) = main {
+                        return ExitStatus {
+                            code,
+                            signal,
+                            finished_at: now_ms(),
+                        };
+                    }
+                    break;
+                }
+            }
+        }
+        if main.is_some() && kill_at.is_none() {
+            // The command ended by itself but left processes behind.
+            kill_at = Some(leftovers_term(child, grace));
+        }
+        let timeout = match kill_at {
+            Some(t) => {
+                let left = t.saturating_duration_since(Instant::now());
+                PollTimeout::try_from(left.as_millis().min(60_000) as i32)
+                    .unwrap_or(PollTimeout::ZERO)
+            }
+            None => PollTimeout::from(1000u16),
+        };
+        let mut fds = [PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut fds, timeout);
+        while let Ok(Some(info)) = sfd.read_signal() {
+            match Signal::try_from(info.ssi_signo as i32) {
+                Ok(Signal::SIGTERM) => {
+                    let _ = killpg(child, Signal::SIGTERM);
+                }
+                Ok(Signal::SIGUSR1) => {
+                    kill_everything(child);
+                    kill_at = Some(Instant::now() + Duration::from_secs(1));
+                }
+                _ => {}
+            }
+        }
+        if kill_at.is_some_and(|t| Instant::now() >= t) {
+            kill_everything(child);
+            kill_at = Some(Instant::now() + Duration::from_secs(1));
+        }
+    }
+}
+
+/// The command ended by itself: ask what it left running to stop too. Returns when to
+/// stop asking.
+fn leftovers_term(group: Pid, grace: u32) -> Instant {
+    let _ = killpg(group, Signal::SIGTERM);
+    for pid in our_children() {
+        let _ = kill(pid, Signal::SIGTERM);
+    }
+    Instant::now() + Duration::from_secs(u64::from(grace))
+}
+
+fn kill_everything(group: Pid) {
+    let _ = killpg(group, Signal::SIGKILL);
+    for pid in our_children() {
+        let _ = kill(pid, Signal::SIGKILL);
+    }
+}
+
+/// Processes whose parent is this supervisor (the command, and orphans reparented to us).
+fn our_children() -> Vec<Pid> {
+    let me = std::process::id().to_string();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    // The command name may hold spaces: fields restart after the last ')'.
+                    let rest = &s[s.rfind(')')? + 1..];
+                    rest.split_whitespace().nth(1).map(|p| p == me)
+                })
+                .unwrap_or(false)
+        })
+        .map(Pid::from_raw)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_words;
+
+    #[test]
+    fn only_plain_words_skip_the_shell() {
+        assert_eq!(plain_words("true"), Some(vec!["true"]));
+        assert_eq!(
+            plain_words("python train.py --lr=0.1 --out /tmp/x"),
+            Some(vec!["python", "train.py", "--lr=0.1", "--out", "/tmp/x"])
+        );
+        for shell in [
+            "exit 3",
+            "cd /tmp",
+            "echo $HOME",
+            "sleep 1; echo hi",
+            "ls *.py",
+            "echo 'a b'",
+            "A=1 env",
+            "echo hi > f",
+            "ls ~",
+            "",
+        ] {
+            assert_eq!(plain_words(shell), None, "{shell}");
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! GPU telemetry: where NVML answers, sample each GPU's utilisation and memory every few
+//! seconds on a background thread; where it does not (no driver, fake GPUs), do nothing.
+
+use crate::snapshot::Telemetry;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Samples keyed by (unit, device index), as `Snapshot::build` wants them.
+pub type Samples = HashMap<(String, u32), Telemetry>;
+
+/// Start sampling the real devices `devices` (unit, NVML index) every `every`, handing
+/// each round to `send` until it returns false. Returns why not when NVML is unavailable
+/// or there is nothing to sample.
+pub fn start(
+    devices: Vec<(String, u32)>,
+    every: Duration,
+    send: impl Fn(Samples) -> bool + Send + 'static,
+) -> Result<std::thread::JoinHandle<()>, String> {
+    if devices.is_empty() {
+        return Err("no real GPU to sample".to_string());
+    }
+    let nvml =
+        nvml_wrapper::Nvml::init().map_err(|e| format!("NVML: {}", super::gpus::nvml_error(&e)))?;
+    std::thread::Builder::new()
+        .name("shareq-telemetry".to_string())
+        .spawn(move || {
+            loop {
+                let mut samples = Samples::new();
+                for (unit, index) in &devices {
+                    let Ok(d) = nvml.device_by_index(*index) else {
+                        continue;
+                    };
+                    let util = d.utilization_rates().map_or(0, |u| u.gpu);
+                    let (used, total) = d
+                        .memory_info()
+                        .map_or((0, 0), |m| (m.used >> 20, m.total >> 20));
+                    samples.insert(
+                        (unit.clone(), *index),
+                        Telemetry {
+                            util,
+                            mem_used: used,
+                            mem_total: total,
+                        },
+                    );
+                }
+                if !send(samples) {
+                    return;
+                }
+                std::thread::sleep(every);
+            }
+        })
+        .map_err(|e| format!("cannot start the telemetry thread: {e}"))
+}

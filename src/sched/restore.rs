@@ -1,0 +1,150 @@
+//! Putting jobs back after a restart (SPEC §8): the store replays what it recorded into a
+//! fresh scheduler — queued jobs in their original order, adopted jobs on their devices.
+
+use super::state::{Job, Lane, Phase, ShareState, StopCause, UnitState};
+use super::{Sched, Time};
+use crate::model::{JobId, JobSpec, JobState, Strategy};
+use std::collections::BTreeSet;
+
+/// A job as the store recorded it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestoredJob {
+    pub id: JobId,
+    pub spec: JobSpec,
+    /// The unit it was submitted for (the spec may leave it to the default).
+    pub unit: String,
+    pub submitted: Time,
+    pub priority: u32,
+    pub preempted_count: u32,
+    pub failed_attempts: u32,
+    pub attempts_started: u32,
+    /// Adopted: still holding these devices since `started_at`.
+    pub holding: Option<RestoredHolding>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestoredHolding {
+    pub devices: Vec<u32>,
+    pub started_at: Time,
+    pub state: JobState,
+    /// It was being stopped when the scheduler went away: the stop goes on.
+    pub stopping: Option<StopCause>,
+}
+
+impl Sched {
+    /// Put a recorded job back. Jobs must be restored in id order. A job whose share or
+    /// unit is no longer configured is kept, waiting with a reason, like after a reload.
+    pub fn restore_job(&mut self, r: RestoredJob, now: Time) -> Result<(), String> {
+        if self.job(r.id).is_some() {
+            return Err(format!("job {} is restored twice", r.id));
+        }
+        let u = self.unit_or_ghost(&r.unit);
+        let s = self.share_or_ghost(&r.spec.quota_share_name);
+        if let Some(h) = &r.holding {
+            let held: BTreeSet<u32> = self
+                .jobs()
+                .flat_map(|j| j.devices().iter().copied().map(move |d| (j.unit, d)))
+                .filter(|(ju, _)| *ju == u)
+                .map(|(_, d)| d)
+                .collect();
+            if let Some(d) = h.devices.iter().find(|d| held.contains(d)) {
+                return Err(format!(
+                    "job {}: device {d} is already held by another restored job",
+                    r.id
+                ));
+            }
+        }
+        let phase = match &r.holding {
+            None => Phase::Pending { nominated: None },
+            Some(h) => {
+                self.start_seq += 1;
+                Phase::Holding {
+                    devices: h.devices.clone(),
+                    start_seq: self.start_seq,
+                    started_at: h.started_at,
+                    stopping: h.stopping.map(|c| (c, now)),
+                }
+            }
+        };
+        let state = r.holding.as_ref().map_or(JobState::Runnable, |h| h.state);
+        let job = Job {
+            id: r.id,
+            share: s,
+            unit: u,
+            quantity: r.spec.quantity,
+            priority: r.priority,
+            submitted: r.submitted,
+            state,
+            phase,
+            preempted_count: r.preempted_count,
+            failed_attempts: r.failed_attempts,
+            attempts_started: r.attempts_started,
+            fail_reason: None,
+            lapsed_at: None,
+            stop_after: 0,
+            finished_at: None,
+            spec: r.spec,
+        };
+        let holding = job.is_holding();
+        self.insert_job(job);
+        self.next_id = self.next_id.max(r.id.0 + 1);
+        if holding {
+            self.index_holding(r.id);
+        } else {
+            self.index_pending(r.id);
+        }
+        Ok(())
+    }
+
+    fn unit_or_ghost(&mut self, name: &str) -> usize {
+        if let Some(&u) = self.unit_ix.get(name) {
+            return u;
+        }
+        let u = self.units.len();
+        self.units.push(UnitState {
+            name: name.to_string(),
+            present: false,
+            max_capacity: 0,
+            devices: Vec::new(),
+            usable: 0,
+            free_devices: BTreeSet::new(),
+            used: 0,
+            hb_total: 0,
+            nominated: Vec::new(),
+        });
+        self.unit_ix.insert(name.to_string(), u);
+        for s in &mut self.shares {
+            s.lanes.resize_with(u + 1, Lane::default);
+        }
+        u
+    }
+
+    fn share_or_ghost(&mut self, name: &str) -> usize {
+        if let Some(&s) = self.share_ix.get(name) {
+            return s;
+        }
+        let s = self.shares.len();
+        self.shares.push(ShareState {
+            name: name.to_string(),
+            present: false,
+            enabled: false,
+            strategy: Strategy::Lend,
+            in_share: false,
+            borrow_limit: 0,
+            lanes: vec![
+                Lane {
+                    cap: Some(0),
+                    ..Lane::default()
+                };
+                self.units.len()
+            ],
+            nominated: BTreeSet::new(),
+            levels: Default::default(),
+        });
+        self.share_ix.insert(name.to_string(), s);
+        let mut order: Vec<usize> = (0..self.shares.len()).collect();
+        order.sort_by(|&a, &b| self.shares[a].name.cmp(&self.shares[b].name));
+        self.share_order = order;
+        s
+    }
+}

@@ -1,0 +1,293 @@
+//! Carrying the scheduler's decisions out: start a supervisor for each start, stop
+//! attempts (SIGTERM, grace, SIGKILL) for preemptions, cancels and timeouts, run the
+//! timers, and keep the preemption log.
+
+use super::input::{ExecKind, ExecReport, Input};
+use crate::exec::proc::{self, Stop};
+use crate::exec::{LaunchSpec, StateDir};
+use crate::model::{Command, JobId};
+use crate::sched::{Event, Sched};
+use crate::snapshot::PreemptionRecord;
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How many preemption records are kept in memory (newest first).
+const PREEMPTION_LOG_LEN: usize = 1000;
+
+/// One attempt whose supervisor has not ended yet.
+#[derive(Debug)]
+struct Attempt {
+    attempt: u32,
+    /// Known once the supervisor is started (off the runtime task, see `start`).
+    pid: Option<i32>,
+    /// The strongest stop asked for so far; sent as soon as the pid is known.
+    stop: Option<Stop>,
+}
+
+pub(crate) struct Executor {
+    state: StateDir,
+    exe: PathBuf,
+    tx: mpsc::UnboundedSender<Input>,
+    running: HashMap<JobId, Attempt>,
+    preemptions: VecDeque<PreemptionRecord>,
+    stopped_all: bool,
+}
+
+impl Executor {
+    pub(crate) fn new(state: StateDir, exe: PathBuf, tx: mpsc::UnboundedSender<Input>) -> Self {
+        Executor {
+            state,
+            exe,
+            tx,
+            running: HashMap::new(),
+            preemptions: VecDeque::new(),
+            stopped_all: false,
+        }
+    }
+
+    pub(crate) fn running_count(&self) -> usize {
+        self.running.len()
+    }
+
+    pub(crate) fn is_current(&self, job: JobId, attempt: u32) -> bool {
+        self.running.get(&job).is_some_and(|a| a.attempt == attempt)
+    }
+
+    /// The attempt's supervisor ended: forget it. False for a stale report.
+    pub(crate) fn finished(&mut self, job: JobId, attempt: u32) -> bool {
+        if self.is_current(job, attempt) {
+            self.running.remove(&job);
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(crate) fn kill_if_current(&mut self, job: JobId, attempt: u32) {
+        if let Some(a) = self.running.get_mut(&job).filter(|a| a.attempt == attempt) {
+            tracing::info!(job = %job, attempt, "grace period over: SIGKILL");
+            a.stop = Some(Stop::Kill);
+            if let Some(pid) = a.pid {
+                proc::signal(pid, Stop::Kill);
+            }
+        }
+    }
+
+    /// The supervisor of an attempt started: deliver a stop asked for meanwhile.
+    pub(crate) fn spawned(&mut self, job: JobId, attempt: u32, pid: i32) {
+        if let Some(a) = self.running.get_mut(&job).filter(|a| a.attempt == attempt) {
+            a.pid = Some(pid);
+            match a.stop {
+                Some(Stop::Term) => proc::signal(pid, Stop::Term),
+                Some(Stop::Kill) => proc::signal(pid, Stop::Kill),
+                None => {}
+            }
+        }
+    }
+
+    pub(crate) fn preemption_log(&self) -> Vec<PreemptionRecord> {
+        self.preemptions.iter().cloned().collect()
+    }
+
+    /// Stop every running attempt (once). Returns true the first time.
+    pub(crate) fn stop_all_once(&mut self, grace: u32) -> bool {
+        if self.stopped_all {
+            return false;
+        }
+        self.stopped_all = true;
+        let jobs: Vec<JobId> = self.running.keys().copied().collect();
+        for job in jobs {
+            self.stop(job, grace);
+        }
+        true
+    }
+
+    /// Carry out one batch of decisions, in the order they were made.
+    pub(crate) fn carry_out(&mut self, sched: &Sched, events: Vec<Event>, now: i64) {
+        let grace = sched.grace_period_seconds();
+        for e in events {
+            match e {
+                Event::Started { job, devices, .. } => self.start(sched, job, devices),
+                Event::Preempted { job, by, reason } => {
+                    self.record_preemption(sched, job, by, reason.as_str(), now);
+                    tracing::info!(job = %job, by = ?by.map(|b| b.0), reason = reason.as_str(), "preempted");
+                    self.stop(job, grace);
+                }
+                Event::Cancelled { job, stop } => {
+                    tracing::info!(job = %job, stop, "cancelled");
+                    if stop {
+                        self.stop(job, grace);
+                    }
+                }
+                Event::TimedOut { job } => {
+                    tracing::info!(job = %job, "timed out");
+                    self.stop(job, grace);
+                }
+                Event::Requeued { job } => {
+                    tracing::info!(job = %job, "requeued");
+                    self.set_outcome(job, "requeued".to_string());
+                }
+                Event::Failed { job, reason } => {
+                    tracing::info!(job = %job, reason = %reason, "failed");
+                    self.set_outcome(job, format!("failed ({})", reason.code()));
+                }
+                Event::Succeeded { job } => tracing::info!(job = %job, "succeeded"),
+                Event::Submitted { job } => tracing::debug!(job = %job, "queued"),
+                Event::Rejected { name, error, .. } => {
+                    tracing::info!(name = %name, error = %error, "rejected")
+                }
+                Event::Reprioritized { job, priority } => {
+                    tracing::info!(job = %job, priority, "reprioritized")
+                }
+                Event::ConfigApplied | Event::ConfigRejected { .. } => {}
+            }
+        }
+    }
+
+    fn start(&mut self, sched: &Sched, job: JobId, devices: Vec<u32>) {
+        let Some(j) = sched.job(job) else { return };
+        let attempt = j.attempts_started;
+        let spec = LaunchSpec {
+            job,
+            attempt,
+            name: j.name().to_string(),
+            share: sched.share_name(j.share).to_string(),
+            preempted_count: j.preempted_count,
+            devices: devices.clone(),
+            command: j.spec.command.clone().unwrap_or(Command::Argv(Vec::new())),
+            env: j.spec.env.clone(),
+            working_directory: j.spec.working_directory.clone(),
+            log: self.state.attempt_log(job, attempt),
+            exit: self.state.exit_file(job, attempt),
+            grace_seconds: sched.grace_period_seconds(),
+        };
+        let timeout = j.spec.timeout_seconds;
+        let tx = self.tx.clone();
+        let report = move |k: ExecKind| drop(tx.send(Input::Exec(ExecReport(k))));
+        tracing::info!(job = %job, attempt, ?devices, "started");
+        self.running.insert(
+            job,
+            Attempt {
+                attempt,
+                pid: None,
+                stop: None,
+            },
+        );
+        // Starting a process blocks its parent until the child has exec'd (~ms): do it
+        // off the runtime task so that scheduling never waits for it.
+        let (exe, state) = (self.exe.clone(), self.state.clone());
+        tokio::spawn(async move {
+            let exit = spec.exit.clone();
+            let launched =
+                tokio::task::spawn_blocking(move || proc::launch(&exe, &state, &spec)).await;
+            let status = match launched {
+                Ok(Ok(sup)) => {
+                    report(ExecKind::Spawned {
+                        job,
+                        attempt,
+                        pid: sup.pid,
+                    });
+                    sup.wait(&exit, || report(ExecKind::Running { job, attempt }))
+                        .await
+                }
+                Ok(Err(e)) => {
+                    tracing::error!(job = %job, attempt, "cannot start a supervisor: {e}");
+                    // Reported like an attempt that could not run its command.
+                    crate::exec::ExitStatus {
+                        code: 127,
+                        signal: None,
+                        finished_at: crate::exec::now_ms(),
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(job = %job, attempt, "supervisor start task failed: {e}");
+                    crate::exec::ExitStatus {
+                        code: 127,
+                        signal: None,
+                        finished_at: crate::exec::now_ms(),
+                    }
+                }
+            };
+            report(ExecKind::Exited {
+                job,
+                attempt,
+                status,
+            });
+        });
+        if let Some(secs) = timeout {
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(secs)).await;
+                let _ = tx.send(Input::Exec(ExecReport(ExecKind::TimeoutOver {
+                    job,
+                    attempt,
+                })));
+            });
+        }
+    }
+
+    /// SIGTERM now, SIGKILL when the grace period is over (if it is still running).
+    fn stop(&mut self, job: JobId, grace: u32) {
+        let Some(a) = self.running.get_mut(&job) else {
+            return;
+        };
+        if a.stop.is_some() {
+            return;
+        }
+        let how = if grace == 0 { Stop::Kill } else { Stop::Term };
+        a.stop = Some(how);
+        if let Some(pid) = a.pid {
+            proc::signal(pid, how);
+        }
+        if how == Stop::Kill {
+            return;
+        }
+        let attempt = a.attempt;
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(u64::from(grace))).await;
+            let _ = tx.send(Input::Exec(ExecReport(ExecKind::GraceOver {
+                job,
+                attempt,
+            })));
+        });
+    }
+
+    fn record_preemption(
+        &mut self,
+        sched: &Sched,
+        job: JobId,
+        by: Option<JobId>,
+        reason: &str,
+        now: i64,
+    ) {
+        let Some(v) = sched.job(job) else { return };
+        let by_job = by.and_then(|b| sched.job(b));
+        self.preemptions.push_front(PreemptionRecord {
+            at: now,
+            victim: job,
+            victim_name: v.name().to_string(),
+            victim_share: sched.share_name(v.share).to_string(),
+            by,
+            by_name: by_job.map(|b| b.name().to_string()),
+            by_share: by_job.map(|b| sched.share_name(b.share).to_string()),
+            reason: reason.to_string(),
+            gpus: v.quantity,
+            ran_for: v.started_at().map_or(0, |s| now - s),
+            outcome: None,
+        });
+        self.preemptions.truncate(PREEMPTION_LOG_LEN);
+    }
+
+    fn set_outcome(&mut self, job: JobId, outcome: String) {
+        if let Some(r) = self
+            .preemptions
+            .iter_mut()
+            .find(|r| r.victim == job && r.outcome.is_none())
+        {
+            r.outcome = Some(outcome);
+        }
+    }
+}

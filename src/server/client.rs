@@ -1,0 +1,91 @@
+//! The CLI's side of the control socket: connect, send one request, read one answer.
+
+use super::protocol::{Request, Response};
+use crate::exec::StateDir;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(
+        "no scheduler is listening on {socket}\nstart one with: shareq serve --config DIR --state {state}"
+    )]
+    NotRunning { socket: String, state: String },
+    #[error("talking to the scheduler on {socket}: {source}")]
+    Io {
+        socket: String,
+        source: std::io::Error,
+    },
+    #[error("the scheduler sent an answer that is not valid: {0}")]
+    BadAnswer(String),
+}
+
+/// A connection to a running scheduler.
+pub struct Client {
+    socket: String,
+    writer: UnixStream,
+    reader: BufReader<UnixStream>,
+}
+
+impl Client {
+    pub fn connect(state: &StateDir) -> Result<Client, ClientError> {
+        let path = state.socket();
+        let socket = path.display().to_string();
+        let stream = UnixStream::connect(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                ClientError::NotRunning {
+                    socket: socket.clone(),
+                    state: state.root().display().to_string(),
+                }
+            }
+            _ => ClientError::Io {
+                socket: socket.clone(),
+                source: e,
+            },
+        })?;
+        let reader = stream.try_clone().map_err(|source| ClientError::Io {
+            socket: socket.clone(),
+            source,
+        })?;
+        Ok(Client {
+            socket,
+            writer: stream,
+            reader: BufReader::new(reader),
+        })
+    }
+
+    /// Send one request and wait for its answer.
+    pub fn call(&mut self, req: &Request) -> Result<Response, ClientError> {
+        let mut line =
+            serde_json::to_vec(req).map_err(|e| ClientError::BadAnswer(e.to_string()))?;
+        line.push(b'\n');
+        self.raw(&line)
+    }
+
+    /// Send raw bytes (one line) and read one answer line.
+    pub fn raw(&mut self, line: &[u8]) -> Result<Response, ClientError> {
+        let io = |source| ClientError::Io {
+            socket: self.socket.clone(),
+            source,
+        };
+        self.writer.write_all(line).map_err(io)?;
+        let mut answer = String::new();
+        let n = self
+            .reader
+            .read_line(&mut answer)
+            .map_err(|source| ClientError::Io {
+                socket: self.socket.clone(),
+                source,
+            })?;
+        if n == 0 {
+            return Err(ClientError::Io {
+                socket: self.socket.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the scheduler closed the connection",
+                ),
+            });
+        }
+        serde_json::from_str(&answer).map_err(|e| ClientError::BadAnswer(e.to_string()))
+    }
+}

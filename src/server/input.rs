@@ -1,0 +1,97 @@
+//! What the runtime task receives on its channel: actions from the socket, the console
+//! and the config source, and reports from the processes it runs.
+
+/// A new config, or a refused edit, from the directory watcher or a reload.
+pub use crate::config::ConfigUpdate;
+use crate::exec::ExitStatus;
+use crate::exec::telemetry::Samples;
+use crate::model::{JobId, JobSpec};
+use crate::snapshot::JobView;
+use tokio::sync::oneshot;
+
+/// What became of one id in a cancel request.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CancelOutcome {
+    pub id: JobId,
+    /// Was it cancelled now (false: finished or already cancelled: nothing to do)?
+    pub cancelled: bool,
+    /// Set when the id is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Where an answer goes. `None` when the sender does not wait for one.
+pub type Reply<T> = Option<oneshot::Sender<T>>;
+
+/// One input of the runtime.
+#[derive(Debug)]
+pub enum Input {
+    /// Submit a job; answers with its id or why it was refused.
+    Submit {
+        spec: JobSpec,
+        reply: Reply<Result<JobId, String>>,
+    },
+    /// Cancel jobs on behalf of user `by`.
+    Cancel {
+        ids: Vec<JobId>,
+        by: String,
+        reply: Reply<Vec<CancelOutcome>>,
+    },
+    /// Change a job's priority; `Ok(false)` when it had already finished.
+    SetPriority {
+        id: JobId,
+        priority: u32,
+        reply: Reply<Result<bool, String>>,
+    },
+    /// A new config from the watcher.
+    Config(ConfigUpdate),
+    /// Re-read the config directory now; answers with the errors when refused.
+    Reload { reply: Reply<Result<(), String>> },
+    /// Publish a snapshot now if anything changed, then answer: afterwards the
+    /// snapshot receiver shows every input sent before this one. (Without it, snapshots
+    /// follow changes within ~20 ms.)
+    Sync { reply: oneshot::Sender<()> },
+    /// Every job the runtime remembers, finished ones included.
+    AllJobs {
+        reply: oneshot::Sender<Vec<JobView>>,
+    },
+    /// Stop scheduling and end the runtime; with `stop_jobs`, stop every running job
+    /// first (SIGTERM, grace, SIGKILL) and wait until they are gone.
+    Shutdown { stop_jobs: bool, reply: Reply<()> },
+    /// Reports from the processes and timers of the runtime itself.
+    Exec(ExecReport),
+}
+
+/// A report from a supervisor or a timer (only the runtime creates these).
+#[derive(Debug)]
+pub struct ExecReport(pub(crate) ExecKind);
+
+#[derive(Debug)]
+pub(crate) enum ExecKind {
+    /// The supervisor process exists (its pid, for signals).
+    Spawned {
+        job: JobId,
+        attempt: u32,
+        pid: i32,
+    },
+    Running {
+        job: JobId,
+        attempt: u32,
+    },
+    Exited {
+        job: JobId,
+        attempt: u32,
+        status: ExitStatus,
+    },
+    GraceOver {
+        job: JobId,
+        attempt: u32,
+    },
+    TimeoutOver {
+        job: JobId,
+        attempt: u32,
+    },
+    Telemetry(Samples),
+    /// Time to publish changes held back by the publish rate limit.
+    Flush,
+}

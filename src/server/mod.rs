@@ -1,0 +1,41 @@
+//! The live scheduler: the runtime task that owns the core and carries its decisions out,
+//! and the control socket that the CLI talks to.
+//!
+//! Start it in-process with [`RuntimeHandle::start`]; send [`Input`]s on
+//! `handle.inputs`; watch `handle.snapshots` (a `tokio::sync::watch` of
+//! `Arc<Snapshot>`), which follows changes within ~20 ms (send `Input::Sync` to wait for
+//! one that includes everything sent before).
+//!
+//! ```no_run
+//! # async fn demo(loaded: shareq::config::LoadedConfig) {
+//! use shareq::exec::{Discovery, StateDir};
+//! use shareq::server::{Input, RuntimeHandle, RuntimeOptions};
+//! let opts = RuntimeOptions {
+//!     state: StateDir::new("/tmp/shareq-state"),
+//!     config_dir: "/etc/shareq".into(),
+//!     supervisor_exe: std::env::current_exe().unwrap(), // the `shareq` binary
+//!     discovery: Discovery::run(),
+//! };
+//! let handle = RuntimeHandle::start(opts, loaded);
+//! let mut snaps = handle.snapshots.clone();
+//! let (tx, rx) = tokio::sync::oneshot::channel();
+//! let spec = shareq::model::JobSpec::new("train", "qs1", 1, 0);
+//! handle.inputs.send(Input::Submit { spec, reply: Some(tx) }).unwrap();
+//! let _id = rx.await.unwrap(); // Err(reason) when refused (here: no command)
+//! snaps.changed().await.unwrap();
+//! let _now = snaps.borrow().clone(); // Arc<Snapshot>
+//! handle.shutdown(false).await; // jobs keep running under their supervisors
+//! # }
+//! ```
+
+mod carry;
+pub mod client;
+pub mod input;
+pub mod protocol;
+pub mod runtime;
+pub mod socket;
+
+pub use client::{Client, ClientError};
+pub use input::{CancelOutcome, ConfigUpdate, Input};
+pub use protocol::{JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
+pub use runtime::{RuntimeHandle, RuntimeOptions};

@@ -1,0 +1,276 @@
+//! Reading: what a restart recovers, the history for `shareq jobs --all`, attempts, the
+//! preemption log, and pruning of old finished jobs.
+
+use super::rows::{
+    ConfigRecord, JobRecord, Recovered, StoredHolding, StoredJob, decode_stop, devices_from_json,
+    state_from_str,
+};
+use super::{AttemptRecord, Store, StoreError};
+use crate::model::{JobId, JobSpec, JobState};
+use crate::sched::Time;
+use crate::snapshot::PreemptionRecord;
+use rusqlite::{OptionalExtension, Row, params};
+
+/// How many of the latest preemptions and finished jobs `load` returns.
+pub const RECENT_PREEMPTIONS: usize = 1000;
+pub const RECENT_HISTORY: usize = 200;
+
+const MS_PER_DAY: i64 = 86_400_000;
+
+const JOB_RECORD_COLUMNS: &str = "id, name, share, unit, quantity, priority, state, submitted,
+    started_at, finished_at, devices, attempts_started, preempted_count, fail_reason";
+
+impl Store {
+    /// Everything a restarting runtime needs: jobs to queue or adopt (in id order), the
+    /// preemption log, recent history, the highest id handed out and the last config.
+    pub fn load(&self) -> Result<Recovered, StoreError> {
+        Ok(Recovered {
+            jobs: self.active_jobs()?,
+            preemptions: self.preemptions(RECENT_PREEMPTIONS)?,
+            history: self.history(RECENT_HISTORY, 0)?,
+            max_job_id: self.max_job_id()?,
+            config: self.last_config()?,
+        })
+    }
+
+    /// Jobs queued or holding GPUs, in id order.
+    pub fn active_jobs(&self) -> Result<Vec<StoredJob>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id, spec, unit, submitted, priority, state, preempted_count,
+                    failed_attempts, attempts_started, stop_kind, stop_by, stop_reason,
+                    started_at, devices,
+                    (SELECT attempt FROM attempts WHERE job = jobs.id AND ended_at IS NULL
+                     ORDER BY attempt DESC LIMIT 1)
+                 FROM jobs WHERE finished_at IS NULL ORDER BY id",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            out.push(self.stored_job(row)?);
+        }
+        Ok(out)
+    }
+
+    fn stored_job(&self, row: &Row) -> Result<StoredJob, StoreError> {
+        let e = |e| self.err(e);
+        let id: i64 = row.get(0).map_err(e)?;
+        let bad = |what: String| StoreError::bad_record(&self.path, format!("job {id}: {what}"));
+        let spec_text: String = row.get(1).map_err(e)?;
+        let spec: JobSpec =
+            serde_json::from_str(&spec_text).map_err(|x| bad(format!("spec: {x}")))?;
+        let state_text: String = row.get(5).map_err(e)?;
+        let state =
+            state_from_str(&state_text).ok_or_else(|| bad(format!("state `{state_text}`")))?;
+        let holding = match state {
+            JobState::Scheduled | JobState::Starting | JobState::Running => {
+                let kind: Option<String> = row.get(9).map_err(e)?;
+                let reason: Option<String> = row.get(11).map_err(e)?;
+                let stopping =
+                    decode_stop(kind.as_deref(), row.get(10).map_err(e)?, reason.as_deref())
+                        .map_err(bad)?;
+                let devices: Option<String> = row.get(13).map_err(e)?;
+                let devices =
+                    devices_from_json(devices.as_deref().unwrap_or("null")).map_err(bad)?;
+                let started_at: Option<Time> = row.get(12).map_err(e)?;
+                let attempts_started: u32 = row.get(8).map_err(e)?;
+                let open: Option<u32> = row.get(14).map_err(e)?;
+                Some(StoredHolding {
+                    attempt: open.unwrap_or(attempts_started.max(1)),
+                    devices,
+                    started_at: started_at.ok_or_else(|| bad("holding, no start time".into()))?,
+                    stopping,
+                })
+            }
+            _ => None,
+        };
+        Ok(StoredJob {
+            id: JobId(id as u64),
+            spec,
+            unit: row.get(2).map_err(e)?,
+            submitted: row.get(3).map_err(e)?,
+            priority: row.get(4).map_err(e)?,
+            state,
+            preempted_count: row.get(6).map_err(e)?,
+            failed_attempts: row.get(7).map_err(e)?,
+            attempts_started: row.get(8).map_err(e)?,
+            holding,
+        })
+    }
+
+    /// Finished jobs, newest first (by finish time, then id), for `shareq jobs --all`.
+    pub fn history(&self, limit: usize, offset: usize) -> Result<Vec<JobRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {JOB_RECORD_COLUMNS} FROM jobs WHERE finished_at IS NOT NULL
+             ORDER BY finished_at DESC, id DESC LIMIT ?1 OFFSET ?2"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let mut rows = stmt
+            .query(params![limit as i64, offset as i64])
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            out.push(self.job_record(row)?);
+        }
+        Ok(out)
+    }
+
+    /// One job, finished or not.
+    pub fn job(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
+        let sql = format!("SELECT {JOB_RECORD_COLUMNS} FROM jobs WHERE id = ?1");
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([id.0 as i64]).map_err(|e| self.err(e))?;
+        match rows.next().map_err(|e| self.err(e))? {
+            Some(row) => Ok(Some(self.job_record(row)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn job_record(&self, row: &Row) -> Result<JobRecord, StoreError> {
+        let e = |e| self.err(e);
+        let id: i64 = row.get(0).map_err(e)?;
+        let bad = |what: String| StoreError::bad_record(&self.path, format!("job {id}: {what}"));
+        let state_text: String = row.get(6).map_err(e)?;
+        let devices: Option<String> = row.get(10).map_err(e)?;
+        Ok(JobRecord {
+            id: JobId(id as u64),
+            name: row.get(1).map_err(e)?,
+            share: row.get(2).map_err(e)?,
+            unit: row.get(3).map_err(e)?,
+            quantity: row.get(4).map_err(e)?,
+            priority: row.get(5).map_err(e)?,
+            state: state_from_str(&state_text)
+                .ok_or_else(|| bad(format!("state `{state_text}`")))?,
+            submitted: row.get(7).map_err(e)?,
+            started_at: row.get(8).map_err(e)?,
+            finished_at: row.get(9).map_err(e)?,
+            devices: match devices {
+                Some(d) => devices_from_json(&d).map_err(bad)?,
+                None => Vec::new(),
+            },
+            attempts: row.get(11).map_err(e)?,
+            preempted_count: row.get(12).map_err(e)?,
+            fail_reason: row.get(13).map_err(e)?,
+        })
+    }
+
+    /// A job's attempts, first to last.
+    pub fn attempts(&self, job: JobId) -> Result<Vec<AttemptRecord>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT attempt, devices, borrowed, started_at, stop, ended_at, exit_code, outcome
+                 FROM attempts WHERE job = ?1 ORDER BY attempt",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([job.0 as i64]).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(|e| self.err(e))? {
+            let e = |e| self.err(e);
+            let devices: String = r.get(1).map_err(e)?;
+            out.push(AttemptRecord {
+                job,
+                attempt: r.get(0).map_err(e)?,
+                devices: devices_from_json(&devices)
+                    .map_err(|d| StoreError::bad_record(&self.path, format!("job {job}: {d}")))?,
+                borrowed: r.get(2).map_err(e)?,
+                started_at: r.get(3).map_err(e)?,
+                stop: r.get(4).map_err(e)?,
+                ended_at: r.get(5).map_err(e)?,
+                exit_code: r.get(6).map_err(e)?,
+                outcome: r.get(7).map_err(e)?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The latest `limit` preemptions, newest first.
+    pub fn preemptions(&self, limit: usize) -> Result<Vec<PreemptionRecord>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT at, victim, victim_name, victim_share, by_job, by_name, by_share,
+                    reason, gpus, ran_for, outcome
+                 FROM preemptions ORDER BY seq DESC LIMIT ?1",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([limit as i64], |r| {
+                Ok(PreemptionRecord {
+                    at: r.get(0)?,
+                    victim: JobId(r.get::<_, i64>(1)? as u64),
+                    victim_name: r.get(2)?,
+                    victim_share: r.get(3)?,
+                    by: r.get::<_, Option<i64>>(4)?.map(|b| JobId(b as u64)),
+                    by_name: r.get(5)?,
+                    by_share: r.get(6)?,
+                    reason: r.get(7)?,
+                    gpus: r.get(8)?,
+                    ran_for: r.get(9)?,
+                    outcome: r.get(10)?,
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// The highest job id ever handed out; 0 when none.
+    pub fn max_job_id(&self) -> Result<JobId, StoreError> {
+        let v: i64 = self
+            .conn
+            .query_row(
+                "SELECT max(COALESCE((SELECT value FROM meta WHERE key = 'max_job_id'), 0),
+                            COALESCE((SELECT max(id) FROM jobs), 0))",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(JobId(v.max(0) as u64))
+    }
+
+    /// The configuration applied last.
+    pub fn last_config(&self) -> Result<Option<ConfigRecord>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT hash, source, applied_at FROM configs ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| {
+                    Ok(ConfigRecord {
+                        hash: r.get(0)?,
+                        source: r.get(1)?,
+                        applied_at: r.get(2)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Forget jobs that finished more than `retain_days` days before `now` (with their
+    /// attempts), and older preemption-log lines and configs (the last config stays).
+    /// Returns how many jobs went.
+    pub fn prune(&mut self, retain_days: u32, now: Time) -> Result<u64, StoreError> {
+        let cutoff = now.saturating_sub(i64::from(retain_days).saturating_mul(MS_PER_DAY));
+        let path = self.path.clone();
+        let err = |e| StoreError::from_sqlite(&path, e);
+        let tx = self.conn.transaction().map_err(err)?;
+        let jobs = tx
+            .execute(
+                "DELETE FROM jobs WHERE finished_at IS NOT NULL AND finished_at < ?1",
+                [cutoff],
+            )
+            .map_err(err)?;
+        tx.execute("DELETE FROM preemptions WHERE at < ?1", [cutoff])
+            .map_err(err)?;
+        tx.execute(
+            "DELETE FROM configs WHERE applied_at < ?1
+             AND seq < (SELECT max(seq) FROM configs)",
+            [cutoff],
+        )
+        .map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok(jobs as u64)
+    }
+}

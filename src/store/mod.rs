@@ -1,0 +1,159 @@
+//! Durable state (SPEC §8): jobs, attempts, the preemption log and applied configs in an
+//! embedded SQLite database at `<state>/shareq.db`, plus the state-directory lock and the
+//! recovery decisions a restarted scheduler applies.
+//!
+//! Write-ahead discipline: the runtime drains the scheduler's events after each change,
+//! hands them to [`Store::record`] (one transaction), and only then carries them out and
+//! answers the client. A submit is therefore durable once it is acknowledged, and a
+//! decision that could not be stored is never carried out.
+//!
+//! The API is synchronous; the runtime may call it from `spawn_blocking`.
+
+mod error;
+mod load;
+mod lock;
+mod record;
+pub mod recovery;
+mod rows;
+mod schema;
+
+pub use error::{LockHolder, StoreError};
+pub use lock::StateLock;
+pub use record::Observed;
+pub use rows::{AttemptRecord, ConfigRecord, JobRecord, Recovered, StoredHolding, StoredJob};
+pub use schema::SCHEMA_VERSION;
+
+use rusqlite::{Connection, MAIN_DB, OpenFlags};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The database file inside the state directory.
+pub const DB_FILE: &str = "shareq.db";
+
+/// Finished jobs are kept this many days unless `history.retainDays` says otherwise.
+pub const DEFAULT_RETAIN_DAYS: u32 = 30;
+
+/// How hard each commit is pushed to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `synchronous=FULL`: the WAL is fsynced at every commit, so an acknowledged submit
+    /// survives a power cut or a kernel crash too. The default.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: fsync at checkpoints only. Survives a crash or `kill -9` of
+    /// shareq, but a power cut may lose the last commits. Several times faster for
+    /// one-by-one commits on slow disks.
+    Normal,
+}
+
+/// An open state database.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Open (creating it if needed) the database of `state_dir` and bring its schema up to
+    /// date. A corrupt file, a database of a newer shareq or a read-only directory is an
+    /// error, and then nothing on disk has been changed.
+    pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
+        Store::open_with(state_dir, Durability::Full)
+    }
+
+    /// [`Store::open`] with a chosen [`Durability`].
+    pub fn open_with(state_dir: &Path, durability: Durability) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(state_dir).map_err(|source| StoreError::StateDir {
+            path: state_dir.to_path_buf(),
+            source,
+        })?;
+        let path = state_dir.join(DB_FILE);
+        let err = |e| StoreError::from_sqlite(&path, e);
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn = Connection::open_with_flags(&path, flags).map_err(err)?;
+        // SQLite silently falls back to read-only for a write-protected file.
+        if conn.is_readonly(MAIN_DB).map_err(err)? {
+            return Err(StoreError::ReadOnly {
+                path,
+                detail: "the database file is write-protected".to_string(),
+            });
+        }
+        conn.busy_timeout(Duration::from_secs(5)).map_err(err)?;
+        let version = schema::check(&conn, &path)?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::ReadOnly {
+                path,
+                detail: format!("cannot switch to WAL journaling (got `{mode}`)"),
+            });
+        }
+        // FULL by default: every commit fsyncs the WAL. A submit is acknowledged only after its commit,
+        // and a user who saw "submitted 42" must find job 42 after a power cut too, not
+        // only after a crash of shareq (which NORMAL would already survive). Throughput comes
+        // from batching: the runtime commits all the decisions of one pass together.
+        let sync = match durability {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        };
+        conn.pragma_update(None, "synchronous", sync).map_err(err)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(err)?;
+        schema::migrate(&mut conn, &path, version)?;
+        Ok(Store { conn, path })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The schema version of the open database.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        self.conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| self.err(e))
+    }
+
+    /// Run SQLite's own consistency check; `Ok(())` when it finds nothing.
+    pub fn integrity_check(&self) -> Result<(), StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("PRAGMA integrity_check")
+            .map_err(|e| self.err(e))?;
+        let lines: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .map_err(|e| self.err(e))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| self.err(e))?;
+        let fk: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+                r.get(0)
+            })
+            .map_err(|e| self.err(e))?;
+        if lines == ["ok"] && fk == 0 {
+            Ok(())
+        } else {
+            Err(StoreError::Corrupt {
+                path: self.path.clone(),
+                detail: format!("{}; {fk} dangling attempt rows", lines.join("; ")),
+            })
+        }
+    }
+
+    fn err(&self, e: rusqlite::Error) -> StoreError {
+        StoreError::from_sqlite(&self.path, e)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+#[cfg(test)]
+mod tests;

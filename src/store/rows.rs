@@ -1,0 +1,222 @@
+//! The records the store hands back: jobs to recover, history rows, attempts, configs —
+//! and the encoding of the few scheduler types kept in text columns.
+
+use crate::model::{JobId, JobSpec, JobState};
+use crate::sched::{PreemptReason, RestoredHolding, RestoredJob, StopCause, Time};
+use crate::snapshot::{JobView, PreemptionRecord};
+use std::sync::Arc;
+
+/// A job that was queued or held GPUs when the scheduler last wrote: what a restart needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredJob {
+    pub id: JobId,
+    pub spec: JobSpec,
+    pub unit: String,
+    pub submitted: Time,
+    pub priority: u32,
+    pub state: JobState,
+    pub preempted_count: u32,
+    pub failed_attempts: u32,
+    pub attempts_started: u32,
+    /// Set when it held GPUs (SCHEDULED, STARTING or RUNNING).
+    pub holding: Option<StoredHolding>,
+}
+
+/// The attempt a job was running when the scheduler last wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredHolding {
+    /// 1-based attempt number: names `<state>/runs/<job>/<attempt>.{pid,exit}`.
+    pub attempt: u32,
+    pub devices: Vec<u32>,
+    pub started_at: Time,
+    /// It was being stopped (preempted, cancelled, timed out).
+    pub stopping: Option<StopCause>,
+}
+
+impl StoredJob {
+    /// The job for [`crate::sched::Sched::restore_job`]: holding its GPUs (adopted) or
+    /// queued again.
+    pub fn restored(&self, keep_holding: bool) -> RestoredJob {
+        let holding = self
+            .holding
+            .as_ref()
+            .filter(|_| keep_holding)
+            .map(|h| RestoredHolding {
+                devices: h.devices.clone(),
+                started_at: h.started_at,
+                state: self.state,
+                stopping: h.stopping,
+            });
+        RestoredJob {
+            id: self.id,
+            spec: self.spec.clone(),
+            unit: self.unit.clone(),
+            submitted: self.submitted,
+            priority: self.priority,
+            preempted_count: self.preempted_count,
+            failed_attempts: self.failed_attempts,
+            attempts_started: self.attempts_started,
+            holding,
+        }
+    }
+}
+
+/// One job of the history (`shareq jobs --all`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRecord {
+    pub id: JobId,
+    pub name: String,
+    pub share: String,
+    pub unit: String,
+    pub quantity: u32,
+    pub priority: u32,
+    pub state: JobState,
+    pub submitted: Time,
+    /// Start of the latest attempt.
+    pub started_at: Option<Time>,
+    pub finished_at: Option<Time>,
+    /// Devices of the latest attempt.
+    pub devices: Vec<u32>,
+    pub attempts: u32,
+    pub preempted_count: u32,
+    pub fail_reason: Option<String>,
+}
+
+impl JobRecord {
+    /// The console's row for a job that is no longer in the scheduler.
+    pub fn view(&self) -> JobView {
+        let reason = match &self.fail_reason {
+            Some(r) if self.state == JobState::Failed => r.clone(),
+            _ => self.state.as_str().to_string(),
+        };
+        JobView {
+            id: self.id,
+            name: self.name.clone(),
+            share: self.share.clone(),
+            unit: self.unit.clone(),
+            quantity: self.quantity,
+            priority: self.priority,
+            state: self.state,
+            submitted: self.submitted,
+            started: self.started_at,
+            finished: self.finished_at,
+            devices: self.devices.clone(),
+            on_borrowed: false,
+            reason: Arc::from(reason),
+            stopping: None,
+            attempts: self.attempts,
+            preempted_count: self.preempted_count,
+            nominated: false,
+        }
+    }
+}
+
+/// One attempt of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    pub job: JobId,
+    pub attempt: u32,
+    pub devices: Vec<u32>,
+    pub borrowed: u32,
+    pub started_at: Time,
+    /// Why it was stopped: a preemption reason, `CANCELLED` or `TIMEOUT`.
+    pub stop: Option<String>,
+    pub ended_at: Option<Time>,
+    pub exit_code: Option<i32>,
+    /// `SUCCEEDED`, `NON_ZERO_EXIT`, the stop, `RELEASED` or `LOST_ON_RESTART`.
+    pub outcome: Option<String>,
+}
+
+/// A configuration that was applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigRecord {
+    pub hash: String,
+    pub source: String,
+    pub applied_at: Time,
+}
+
+/// Everything a restarting runtime reads back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recovered {
+    /// Jobs queued or holding GPUs, in id order (the order `restore_job` needs).
+    pub jobs: Vec<StoredJob>,
+    /// The latest preemptions, newest first.
+    pub preemptions: Vec<PreemptionRecord>,
+    /// The latest finished jobs, newest first.
+    pub history: Vec<JobRecord>,
+    /// The highest job id ever handed out (0 when none): ids are never reused, even
+    /// after pruning.
+    pub max_job_id: JobId,
+    /// The last configuration applied.
+    pub config: Option<ConfigRecord>,
+}
+
+// ---- text encodings ----
+
+pub(crate) fn state_from_str(s: &str) -> Option<JobState> {
+    Some(match s {
+        "SUBMITTED" => JobState::Submitted,
+        "RUNNABLE" => JobState::Runnable,
+        "SCHEDULED" => JobState::Scheduled,
+        "STARTING" => JobState::Starting,
+        "RUNNING" => JobState::Running,
+        "SUCCEEDED" => JobState::Succeeded,
+        "FAILED" => JobState::Failed,
+        _ => return None,
+    })
+}
+
+pub(crate) fn preempt_reason_from_str(s: &str) -> Option<PreemptReason> {
+    Some(match s {
+        "CROSS_SHARE_RECLAIM" => PreemptReason::CrossShareReclaim,
+        "IN_SHARE_PRIORITY" => PreemptReason::InSharePriority,
+        "DEVICE_LOST" => PreemptReason::DeviceLost,
+        _ => return None,
+    })
+}
+
+/// (stop_kind, stop_by, stop_reason) columns for a stop cause.
+pub(crate) fn encode_stop(
+    c: Option<StopCause>,
+) -> (Option<&'static str>, Option<i64>, Option<&'static str>) {
+    match c {
+        None => (None, None, None),
+        Some(StopCause::Cancel) => (Some("CANCEL"), None, None),
+        Some(StopCause::Timeout) => (Some("TIMEOUT"), None, None),
+        Some(StopCause::Preempt { by, reason }) => (
+            Some("PREEMPT"),
+            by.map(|b| b.0 as i64),
+            Some(reason.as_str()),
+        ),
+    }
+}
+
+pub(crate) fn decode_stop(
+    kind: Option<&str>,
+    by: Option<i64>,
+    reason: Option<&str>,
+) -> Result<Option<StopCause>, String> {
+    Ok(match kind {
+        None => None,
+        Some("CANCEL") => Some(StopCause::Cancel),
+        Some("TIMEOUT") => Some(StopCause::Timeout),
+        Some("PREEMPT") => {
+            let r = reason.unwrap_or_default();
+            let reason = preempt_reason_from_str(r)
+                .ok_or_else(|| format!("unknown preemption reason `{r}`"))?;
+            Some(StopCause::Preempt {
+                by: by.map(|b| JobId(b as u64)),
+                reason,
+            })
+        }
+        Some(other) => return Err(format!("unknown stop kind `{other}`")),
+    })
+}
+
+pub(crate) fn devices_json(d: &[u32]) -> String {
+    serde_json::to_string(d).unwrap_or_else(|_| "[]".to_string())
+}
+
+pub(crate) fn devices_from_json(s: &str) -> Result<Vec<u32>, String> {
+    serde_json::from_str(s).map_err(|e| format!("devices `{s}`: {e}"))
+}

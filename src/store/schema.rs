@@ -1,0 +1,137 @@
+//! The database schema and its versioned migrations (`PRAGMA user_version`).
+//!
+//! Migration N (1-based) takes a database from version N-1 to N, in its own transaction.
+//! Never edit a released migration: append a new one.
+
+use super::error::StoreError;
+use rusqlite::Connection;
+use std::path::Path;
+
+/// `PRAGMA application_id`: "shrq". Tells our databases from other SQLite files.
+pub const APPLICATION_ID: i64 = 0x7368_7271;
+
+const MIGRATIONS: &[&str] = &[
+    // 1: jobs, attempts, preemption log, applied configs, counters.
+    "
+    CREATE TABLE jobs (
+        id               INTEGER PRIMARY KEY,
+        name             TEXT    NOT NULL,
+        share            TEXT    NOT NULL,
+        unit             TEXT    NOT NULL,
+        quantity         INTEGER NOT NULL,
+        priority         INTEGER NOT NULL,
+        spec             TEXT    NOT NULL,   -- JobSpec as JSON, SPEC field names
+        submitted        INTEGER NOT NULL,   -- ms since the epoch
+        state            TEXT    NOT NULL,   -- JobState, SCREAMING_SNAKE
+        preempted_count  INTEGER NOT NULL DEFAULT 0,
+        failed_attempts  INTEGER NOT NULL DEFAULT 0,
+        attempts_started INTEGER NOT NULL DEFAULT 0,
+        fail_reason      TEXT,               -- as shown: 'CANCELLED: by alice', ...
+        stop_kind        TEXT,               -- PREEMPT | CANCEL | TIMEOUT while being stopped
+        stop_by          INTEGER,            -- the job that caused a preemption
+        stop_reason      TEXT,               -- PreemptReason
+        stop_since       INTEGER,
+        started_at       INTEGER,            -- start of the latest attempt
+        devices          TEXT,               -- devices of the latest attempt, JSON
+        finished_at      INTEGER             -- NULL while queued or holding GPUs
+    );
+    CREATE INDEX jobs_active ON jobs(id) WHERE finished_at IS NULL;
+    CREATE INDEX jobs_finished ON jobs(finished_at, id) WHERE finished_at IS NOT NULL;
+
+    CREATE TABLE attempts (
+        job        INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+        attempt    INTEGER NOT NULL,         -- 1-based, = SHAREQ_ATTEMPT
+        devices    TEXT    NOT NULL,         -- JSON array of device indices
+        borrowed   INTEGER NOT NULL,
+        started_at INTEGER NOT NULL,
+        stop       TEXT,                     -- why it was stopped: a PreemptReason, CANCELLED, TIMEOUT
+        ended_at   INTEGER,
+        exit_code  INTEGER,
+        outcome    TEXT,                     -- SUCCEEDED, NON_ZERO_EXIT, PREEMPTED, ..., LOST_ON_RESTART
+        PRIMARY KEY (job, attempt)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE preemptions (
+        seq          INTEGER PRIMARY KEY,
+        at           INTEGER NOT NULL,
+        victim       INTEGER NOT NULL,
+        victim_name  TEXT    NOT NULL,
+        victim_share TEXT    NOT NULL,
+        by_job       INTEGER,
+        by_name      TEXT,
+        by_share     TEXT,
+        reason       TEXT    NOT NULL,
+        gpus         INTEGER NOT NULL,
+        ran_for      INTEGER NOT NULL,
+        outcome      TEXT
+    );
+    CREATE INDEX preemptions_open ON preemptions(victim) WHERE outcome IS NULL;
+    CREATE INDEX preemptions_at ON preemptions(at);
+
+    CREATE TABLE configs (
+        seq        INTEGER PRIMARY KEY,
+        hash       TEXT    NOT NULL,
+        source     TEXT    NOT NULL,
+        applied_at INTEGER NOT NULL
+    );
+
+    -- Counters that must survive pruning (the highest job id ever handed out).
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    ",
+];
+
+/// The schema version this code writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Check that the file is ours and not from the future, reading only. Returns its version.
+pub fn check(conn: &Connection, path: &Path) -> Result<i64, StoreError> {
+    let err = |e| StoreError::from_sqlite(path, e);
+    // Reading the header is what tells a corrupt or foreign file: do it before any write.
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(err)?;
+    let app: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(err)?;
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(err)?;
+    if app != APPLICATION_ID && (version != 0 || tables != 0) {
+        return Err(StoreError::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!("an SQLite database of another program (application_id {app:#x})"),
+        });
+    }
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+            known: SCHEMA_VERSION,
+        });
+    }
+    if version < 0 {
+        return Err(StoreError::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!("schema version {version}"),
+        });
+    }
+    Ok(version)
+}
+
+/// Bring the database from `from` to [`SCHEMA_VERSION`], one transaction per step.
+pub fn migrate(conn: &mut Connection, path: &Path, from: i64) -> Result<(), StoreError> {
+    let err = |e| StoreError::from_sqlite(path, e);
+    for (ix, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+        let tx = conn.transaction().map_err(err)?;
+        tx.execute_batch(sql).map_err(err)?;
+        tx.pragma_update(None, "application_id", APPLICATION_ID)
+            .map_err(err)?;
+        tx.pragma_update(None, "user_version", ix as i64 + 1)
+            .map_err(err)?;
+        tx.commit().map_err(err)?;
+    }
+    Ok(())
+}

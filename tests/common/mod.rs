@@ -1,0 +1,253 @@
+//! Test harness for the live scheduler: a real `shareq serve` on fake GPUs in a temporary
+//! state directory, driven through the real CLI and socket; every process it started is
+//! stopped when the harness is dropped.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_shareq");
+
+/// A config with one unit of `gpus` fake devices and the given shares (YAML documents).
+pub fn config(gpus: u32, grace: u32, shares: &str) -> String {
+    format!(
+        "kind: ServiceEnvironment\nname: test\ncapacityLimits:\n  - capacityUnit: gpu\n    maxCapacity: {gpus}\n    devices: {{fake: {gpus}}}\npreemption:\n  gracePeriodSeconds: {grace}\n---\n{shares}"
+    )
+}
+
+/// A share document.
+pub fn share(name: &str, limit: u32, strategy: &str, in_share: bool) -> String {
+    format!(
+        "kind: QuotaShare\nquotaShareName: {name}\ncapacityLimits:\n  - {{capacityUnit: gpu, maxCapacity: {limit}}}\nresourceSharingConfiguration: {{strategy: {strategy}}}\npreemptionConfiguration: {{inSharePreemption: {}}}\n",
+        if in_share { "ENABLED" } else { "DISABLED" }
+    )
+}
+
+pub struct Server {
+    pub dir: tempfile::TempDir,
+    pub state: PathBuf,
+    pub config: PathBuf,
+    child: Option<Child>,
+}
+
+impl Server {
+    /// Start `shareq serve --stop-jobs-on-exit` on a config given as YAML text.
+    pub fn start(config_yaml: &str) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("config");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(config.join("config.yaml"), config_yaml).unwrap();
+        Server::start_dir(dir, config, &["--stop-jobs-on-exit"])
+    }
+
+    /// Start on an existing config directory.
+    pub fn start_dir(dir: tempfile::TempDir, config: PathBuf, extra: &[&str]) -> Server {
+        let state = dir.path().join("state");
+        let stderr = std::fs::File::create(dir.path().join("serve.err")).unwrap();
+        let child = Command::new(BIN)
+            .arg("serve")
+            .arg("--config")
+            .arg(&config)
+            .arg("--state")
+            .arg(&state)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start shareq serve");
+        let s = Server {
+            dir,
+            state,
+            config,
+            child: Some(child),
+        };
+        let sock = s.state.join("shareq.sock");
+        let t = Instant::now();
+        while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "scheduler did not start: {}",
+                s.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        s
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("serve.err")).unwrap_or_default()
+    }
+
+    /// Run `shareq SUBCOMMAND --state STATE REST...`.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .args(&args[..1])
+            .arg("--state")
+            .arg(&self.state)
+            .args(&args[1..])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run shareq")
+    }
+
+    /// `shareq submit OPTS -- CMD`; returns the job id.
+    pub fn submit(&self, opts: &[&str], cmd: &[&str]) -> u64 {
+        let mut args = vec!["submit"];
+        args.extend_from_slice(opts);
+        args.push("--state");
+        let state = self.state.display().to_string();
+        args.push(&state);
+        args.push("--");
+        args.extend_from_slice(cmd);
+        let out = Command::new(BIN)
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "submit failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    }
+
+    /// `shareq jobs --all --json`.
+    pub fn jobs(&self) -> Value {
+        let out = self.cli(&["jobs", "--all", "--json"]);
+        assert!(
+            out.status.success(),
+            "jobs failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// The job's view (from queue, running or finished).
+    pub fn job(&self, id: u64) -> Value {
+        let j = self.jobs();
+        for list in ["running", "queue", "finished"] {
+            if let Some(v) = j[list]
+                .as_array()
+                .and_then(|a| a.iter().find(|v| v["id"] == id))
+            {
+                return v.clone();
+            }
+        }
+        panic!("job {id} not listed: {j}");
+    }
+
+    pub fn state_of(&self, id: u64) -> String {
+        self.job(id)["state"].as_str().unwrap_or("").to_string()
+    }
+
+    /// Wait until job `id` is in `state` (fails after `secs`).
+    pub fn wait_state(&self, id: u64, state: &str, secs: u64) -> Value {
+        let t = Instant::now();
+        loop {
+            let j = self.job(id);
+            if j["state"] == state {
+                return j;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(secs),
+                "job {id} did not reach {state}: {j}\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn log(&self, id: u64, attempt: u32) -> String {
+        std::fs::read_to_string(self.state.join(format!("logs/{id}/{attempt}.log")))
+            .unwrap_or_default()
+    }
+
+    pub fn exit_code(&self, id: u64, attempt: u32) -> Option<i64> {
+        let text =
+            std::fs::read_to_string(self.state.join(format!("runs/{id}/{attempt}.exit"))).ok()?;
+        serde_json::from_str::<Value>(&text).ok()?["code"].as_i64()
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// SIGTERM the scheduler and wait for it to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(c.id().to_string())
+                .status();
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(15) {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+        kill_supervisors_of(&self.state);
+    }
+}
+
+/// SIGKILL every process whose command line names this state directory (the
+/// supervisors this test started) and their process groups.
+pub fn kill_supervisors_of(state: &Path) {
+    let needle = state.display().to_string();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(&needle) {
+            // SIGUSR1 makes a supervisor SIGKILL its job's group; then end it too.
+            let _ = Command::new("kill")
+                .args(["-USR1", &pid.to_string()])
+                .status();
+            std::thread::sleep(Duration::from_millis(100));
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+/// Is a process alive (and not a zombie)?
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => {
+            let rest = &s[s.rfind(')').map_or(0, |i| i + 1)..];
+            !rest.trim_start().starts_with('Z')
+        }
+        Err(_) => false,
+    }
+}
+
+/// Wait up to `secs` for `f` to hold.
+pub fn wait_for(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < Duration::from_secs(secs),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

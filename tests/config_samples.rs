@@ -1,0 +1,86 @@
+//! The sample config directories pass `shareq check`, and `check` exits 1 with every
+//! error on a broken directory.
+
+use std::process::Command;
+
+fn check(dir: &str) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_shareq"))
+        .args(["check", dir])
+        .output()
+        .expect("run shareq");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn aws_example_is_valid() {
+    let (code, out, err) = check("sample-configs/aws-example");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("3 quota shares"), "{out}");
+    for row in [
+        "qs1    LEND_AND_BORROW  1 gpu  unlimited      ENABLED",
+        "qs2    LEND             1 gpu  never borrows  DISABLED",
+        "qs3    RESERVE          1 gpu  never borrows  DISABLED",
+    ] {
+        assert!(out.contains(row), "missing `{row}` in\n{out}");
+    }
+    assert!(!out.contains("warnings"), "{out}");
+}
+
+#[test]
+fn lab_8gpu_is_valid() {
+    let (code, out, err) = check("sample-configs/lab-8gpu");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("4 quota shares"), "{out}");
+    assert!(
+        out.contains("gpu   fake: 8  8            8       8"),
+        "{out}"
+    );
+    assert!(
+        out.contains("vision       LEND_AND_BORROW  3 gpu  +3 gpu (100%)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn broken_directory_exits_1_with_every_error() {
+    let (code, out, err) = check("tests/invalid_configs/many-errors-at-once");
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("invalid (6 errors)"), "{err}");
+    assert!(err.contains("a.yaml:7:3: resourceSharingConfiguration.strategy: unknown value `LEND_AND_BOROW`: did you mean `LEND_AND_BORROW`?"), "{err}");
+}
+
+#[test]
+fn warnings_are_shown() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("c.yaml"),
+        "kind: ServiceEnvironment
+name: w
+capacityLimits:
+  - {capacityUnit: gpu, maxCapacity: 4, devices: {fake: 2}}
+  - {capacityUnit: a100, maxCapacity: 2, devices: [0, 1]}
+---
+kind: QuotaShare
+quotaShareName: a
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 3}]
+resourceSharingConfiguration: {strategy: LEND}
+members: []
+",
+    )
+    .expect("write");
+    let (code, out, err) = check(&dir.path().display().to_string());
+    assert_eq!(code, 0, "{out}{err}");
+    for w in [
+        "unit `gpu`: maxCapacity is 4 but only 2 devices are listed, so 2 are usable",
+        "unit `gpu` is oversubscribed: the shares are guaranteed 3 GPUs, only 2 usable",
+        "unit `a100` is used by no share",
+        "share `a`: `members: []`, so no one can submit to it",
+        "share `a`: maxCapacity 3 for `gpu` is more than the 2 usable GPUs",
+    ] {
+        assert!(out.contains(w), "missing warning `{w}` in\n{out}");
+    }
+}

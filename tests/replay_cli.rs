@@ -1,0 +1,216 @@
+//! `shareq replay` as a user runs it: exit codes, `--check`, `--summary`, and clear errors
+//! (file, line, what is wrong) for scenarios and traces that cannot be read.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn shareq(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_shareq"))
+        .args(args)
+        .output()
+        .expect("shareq runs")
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("shareq-replay-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+const CONFIG: &str = "config:
+- {kind: ServiceEnvironment, name: sim, capacityLimits: [{capacityUnit: gpu, maxCapacity: 2}]}
+- {kind: QuotaShare, quotaShareName: qs1, capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}], resourceSharingConfiguration: {strategy: LEND_AND_BORROW}}
+";
+
+/// Write `body` as a scenario and run it; returns (exit code, stderr).
+fn broken(name: &str, body: &str, trace: Option<&str>) -> (i32, String) {
+    let dir = tempdir(name);
+    let path = dir.join("s.yaml");
+    std::fs::write(&path, body).expect("write");
+    if let Some(t) = trace {
+        std::fs::write(dir.join("t.csv"), t).expect("write trace");
+    }
+    let out = shareq(&["replay", path.to_str().expect("utf8")]);
+    let _ = std::fs::remove_dir_all(&dir);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn shared_scenarios_pass_check_through_the_binary() {
+    let p =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/reclaim-06-both-sides.yaml");
+    let out = shareq(&["replay", "--check", p.to_str().expect("utf8")]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let first = stdout.lines().next().expect("a line");
+    assert!(
+        first.starts_with(r#"{"t":0,"event":"submitted","job":"c1-low","share":"c1"}"#),
+        "{first}"
+    );
+}
+
+#[test]
+fn a_failing_check_exits_1_with_a_diff() {
+    let dir = tempdir("failcheck");
+    let path = dir.join("s.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "{CONFIG}events:\n- at: 0\n  submit: {{jobName: a, quotaShareName: qs1, quantity: 1, duration: 5}}\nexpect:\n  include:\n  - {{t: 3, event: succeeded, job: a}}\n"
+        ),
+    )
+    .expect("write");
+    let out = shareq(&["replay", "--check", path.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("missing line"), "{err}");
+    assert!(
+        err.contains(r#"nearest: {"t":5,"event":"succeeded","job":"a"}"#),
+        "{err}"
+    );
+}
+
+#[test]
+fn summary_adds_a_last_line() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/aws-01-blog-example.yaml");
+    let out = shareq(&["replay", "--summary", p.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().expect("line")).expect("json");
+    assert_eq!(last["event"], "summary");
+    let qs1 = &last["shares"]["qs1"];
+    assert_eq!(qs1["preemptions"], 2);
+    // j2 borrowed qs2's GPU from t=1 to t=10.
+    assert_eq!(qs1["gpu_seconds_borrowed"], 9.0);
+    assert_eq!(last["shares"]["qs2"]["gpu_seconds_lent"], 9.0);
+    assert!(last["utilisation"].as_f64().expect("number") > 0.0);
+}
+
+#[test]
+fn invalid_yaml_names_the_file_and_line() {
+    let (code, err) = broken(
+        "yaml",
+        &format!("{CONFIG}events:\n- at: 0\n  submit: {{jobName: a\n"),
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("s.yaml:"), "{err}");
+}
+
+#[test]
+fn unknown_event_kind_is_an_error() {
+    let (code, err) = broken(
+        "kind",
+        &format!("{CONFIG}events:\n- at: 0\n  kill: a\n"),
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown field `kill`"), "{err}");
+    assert!(err.contains("s.yaml:6"), "{err}");
+}
+
+#[test]
+fn unknown_field_in_a_submit_is_an_error() {
+    let (code, err) = broken(
+        "field",
+        &format!(
+            "{CONFIG}events:\n- at: 0\n  submit: {{jobName: a, quotaShareName: qs1, gpus: 1}}\n"
+        ),
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown field `gpus`"), "{err}");
+}
+
+#[test]
+fn an_event_naming_an_unknown_job_is_an_error() {
+    let (code, err) = broken(
+        "unknownjob",
+        &format!(
+            "{CONFIG}events:\n- at: 0\n  submit: {{jobName: a, quotaShareName: qs1}}\n- at: 5\n  cancel: b\n"
+        ),
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown job `b`"), "{err}");
+    assert!(err.contains("s.yaml:7"), "{err}");
+}
+
+#[test]
+fn an_invalid_initial_config_makes_the_scenario_unreadable() {
+    let (code, err) = broken(
+        "config",
+        "config:\n- {kind: ServiceEnvironment, name: sim, capacityLimits: [{capacityUnit: gpu, maxCapacity: 2}]}\n- {kind: QuotaShare, quotaShareName: q, capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}], resourceSharingConfiguration: {strategy: RESERVE, borrowLimit: 10}}\n",
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("borrowLimit"), "{err}");
+}
+
+#[test]
+fn trace_times_out_of_order_name_the_line() {
+    let (code, err) = broken(
+        "order",
+        &format!("{CONFIG}trace: t.csv\n"),
+        Some("at,duration,quantity,quotaShareName\n0,10,1,qs1\n5,10,1,qs1\n4,10,1,qs1\n"),
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("t.csv:4"), "{err}");
+    assert!(err.contains("time order"), "{err}");
+}
+
+#[test]
+fn trace_bad_numbers_and_columns_are_errors() {
+    let (code, err) = broken(
+        "num",
+        &format!("{CONFIG}trace: t.csv\n"),
+        Some("at,duration,quantity,quotaShareName\n0,ten,1,qs1\n"),
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("t.csv:2") && err.contains("duration"), "{err}");
+    let (code, err) = broken(
+        "col",
+        &format!("{CONFIG}trace: t.csv\n"),
+        Some("at,duration,quantity,quotaShareName,gpuType\n0,1,1,qs1,v100\n"),
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown column `gpuType`"), "{err}");
+}
+
+#[test]
+fn a_trace_replays_with_default_names() {
+    let dir = tempdir("trace-ok");
+    std::fs::write(
+        dir.join("t.csv"),
+        "at,duration,quantity,quotaShareName\n0,10,1,qs1\n0,10,2,qs1\n",
+    )
+    .expect("write");
+    let path = dir.join("s.yaml");
+    std::fs::write(&path, format!("{CONFIG}trace: t.csv\n")).expect("write");
+    let out = shareq(&["replay", path.to_str().expect("utf8")]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(r#""event":"started","job":"job-1""#),
+        "{stdout}"
+    );
+    assert!(stdout.contains(r#"{"t":10,"event":"started","job":"job-2","share":"qs1","unit":"gpu","quantity":2,"borrowed":1"#), "{stdout}");
+}
+
+#[test]
+fn a_missing_file_exits_2() {
+    let out = shareq(&["replay", "/nonexistent/scenario.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
+}

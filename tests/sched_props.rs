@@ -1,0 +1,380 @@
+//! Scheduler invariants over random scenarios (STYLE.md): capacity never exceeded, RESERVE
+//! never lends, a share within its limit never loses a job to another share, only lower
+//! priorities are preempted in a share, the pass terminates, and the same inputs give the
+//! same decisions.
+
+use proptest::prelude::*;
+use shareq::model::{JobId, Strategy as ShareStrategy};
+use shareq::replay::{Observation, Options, Scenario, run, run_observed};
+use shareq::sched::{Event, PreemptReason, Sched};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+
+#[derive(Debug, Clone)]
+struct ShareGen {
+    strategy: u8,
+    limit: u32,
+    borrow: i64,
+    in_share: bool,
+}
+
+#[derive(Debug, Clone)]
+struct JobGen {
+    at: u32,
+    share: usize,
+    quantity: u32,
+    priority: u32,
+    duration: Option<u32>,
+    stop_after: u32,
+    exit_code: i32,
+    retries: Option<u32>,
+}
+
+#[derive(Debug, Clone)]
+enum Later {
+    Cancel(usize),
+    Update(usize, u32),
+}
+
+fn share_gen() -> impl Strategy<Value = ShareGen> {
+    (
+        0u8..3,
+        1u32..5,
+        prop_oneof![Just(-1i64), Just(0), Just(50), Just(100), Just(300)],
+        any::<bool>(),
+    )
+        .prop_map(|(strategy, limit, borrow, in_share)| ShareGen {
+            strategy,
+            limit,
+            borrow,
+            in_share,
+        })
+}
+
+fn job_gen(nshares: usize) -> impl Strategy<Value = JobGen> {
+    (
+        0u32..60,
+        0..nshares,
+        1u32..5,
+        0u32..5,
+        prop_oneof![4 => (1u32..40).prop_map(Some), 1 => Just(None)],
+        0u32..4,
+        prop_oneof![9 => Just(0i32), 1 => Just(3)],
+        prop_oneof![3 => Just(None), 1 => (0u32..3).prop_map(Some)],
+    )
+        .prop_map(
+            |(at, share, quantity, priority, duration, stop_after, exit_code, retries)| JobGen {
+                at,
+                share,
+                quantity,
+                priority,
+                duration,
+                stop_after,
+                exit_code,
+                retries,
+            },
+        )
+}
+
+fn scenario_text(
+    shares: &[ShareGen],
+    extra: i32,
+    grace: u32,
+    jobs: &[JobGen],
+    later: &[(u32, Later)],
+    reload: Option<(u32, Vec<ShareGen>)>,
+) -> String {
+    let total: u32 = shares.iter().map(|s| s.limit).sum();
+    let usable = (total as i32 + extra).max(1);
+    let mut y = String::new();
+    let _ = writeln!(y, "config:");
+    let _ = writeln!(
+        y,
+        "- {{kind: ServiceEnvironment, name: p, capacityLimits: [{{capacityUnit: gpu, maxCapacity: {usable}, devices: {{fake: {usable}}}}}], preemption: {{gracePeriodSeconds: {grace}}}}}"
+    );
+    for (i, s) in shares.iter().enumerate() {
+        let strategy = ["RESERVE", "LEND", "LEND_AND_BORROW"][s.strategy as usize];
+        let borrow = if s.strategy == 2 {
+            format!(", borrowLimit: {}", s.borrow)
+        } else {
+            String::new()
+        };
+        let ins = if s.in_share { "ENABLED" } else { "DISABLED" };
+        let _ = writeln!(
+            y,
+            "- {{kind: QuotaShare, quotaShareName: s{i}, capacityLimits: [{{capacityUnit: gpu, maxCapacity: {}}}], resourceSharingConfiguration: {{strategy: {strategy}{borrow}}}, preemptionConfiguration: {{inSharePreemption: {ins}}}}}",
+            s.limit
+        );
+    }
+    let _ = writeln!(y, "events:");
+    let mut evs: Vec<(u32, String)> = Vec::new();
+    for (i, j) in jobs.iter().enumerate() {
+        let mut f = format!(
+            "jobName: j{i}, quotaShareName: s{}, quantity: {}, schedulingPriority: {}, stopAfter: {}, exitCode: {}",
+            j.share, j.quantity, j.priority, j.stop_after, j.exit_code
+        );
+        if let Some(d) = j.duration {
+            let _ = write!(f, ", duration: {d}");
+        }
+        if let Some(r) = j.retries {
+            let _ = write!(f, ", preemptionRetriesBeforeTermination: {r}");
+        }
+        if j.exit_code != 0 {
+            f.push_str(", retryStrategy: {attempts: 2}");
+        }
+        evs.push((j.at, format!("  submit: {{{f}}}")));
+    }
+    for (at, l) in later {
+        match l {
+            Later::Cancel(i) if *i < jobs.len() => evs.push((*at, format!("  cancel: j{i}"))),
+            Later::Update(i, p) if *i < jobs.len() => evs.push((
+                *at,
+                format!("  update: {{jobName: j{i}, schedulingPriority: {p}}}"),
+            )),
+            _ => {}
+        }
+    }
+    if let Some((at, new)) = reload {
+        // The same environment; shares resized, re-strategised, and the last one removed.
+        let mut body = String::from("  config:\n");
+        let env = y.lines().nth(1).unwrap_or_default().to_string();
+        let _ = writeln!(body, "  {env}");
+        for (i, s) in new
+            .iter()
+            .enumerate()
+            .take(new.len().saturating_sub(1).max(1))
+        {
+            let strategy = ["RESERVE", "LEND", "LEND_AND_BORROW"][s.strategy as usize];
+            let _ = writeln!(
+                body,
+                "  - {{kind: QuotaShare, quotaShareName: s{i}, capacityLimits: [{{capacityUnit: gpu, maxCapacity: {}}}], resourceSharingConfiguration: {{strategy: {strategy}}}, preemptionConfiguration: {{inSharePreemption: {}}}}}",
+                s.limit,
+                if s.in_share { "ENABLED" } else { "DISABLED" }
+            );
+        }
+        evs.push((at, body.trim_end().to_string()));
+    }
+    evs.sort_by_key(|e| e.0);
+    for (at, body) in evs {
+        let _ = writeln!(y, "- at: {at}\n{body}");
+    }
+    y
+}
+
+/// Checks the invariants as the run goes.
+#[derive(Default)]
+struct Checker {
+    /// Non-releasing usage per share just before the pass, advanced through its events.
+    shadow: HashMap<usize, i64>,
+    /// All GPUs held per share (releasing ones too), and in total, likewise.
+    held: HashMap<usize, i64>,
+    used: i64,
+    /// Off when the config changes mid-run: a raised RESERVE limit may find its GPUs busy.
+    skip_reserve_check: bool,
+    in_pass: bool,
+    failures: Vec<String>,
+}
+
+fn holding_by_share(sched: &Sched) -> HashMap<usize, i64> {
+    let mut m = HashMap::new();
+    for j in sched.jobs() {
+        if j.is_holding() && !j.is_stopping() {
+            *m.entry(j.share).or_insert(0) += i64::from(j.quantity);
+        }
+    }
+    m
+}
+
+fn limit_of(sched: &Sched, share: usize) -> i64 {
+    let name = sched.share_name(share);
+    sched
+        .share_stats()
+        .iter()
+        .find(|s| s.share == name)
+        .map_or(0, |s| i64::from(s.limit))
+}
+
+impl Checker {
+    fn observe(&mut self, o: Observation) {
+        let sched = o.sched;
+        if o.before_pass {
+            self.shadow = holding_by_share(sched);
+            self.held.clear();
+            for j in sched.jobs().filter(|j| j.is_holding()) {
+                *self.held.entry(j.share).or_insert(0) += i64::from(j.quantity);
+            }
+            self.used = i64::from(sched.unit_totals()[0].2);
+            self.in_pass = true;
+            return;
+        }
+        // Capacity: never more GPUs in use than usable, no device held twice.
+        for (unit, usable, used, _) in sched.unit_totals() {
+            if used > usable {
+                self.failures
+                    .push(format!("t={}: {unit} uses {used} of {usable}", o.t));
+            }
+        }
+        let mut held: BTreeMap<u32, JobId> = BTreeMap::new();
+        for j in sched.jobs() {
+            for d in j.devices() {
+                if let Some(other) = held.insert(*d, j.id) {
+                    self.failures.push(format!(
+                        "t={}: device {d} held by {other} and {}",
+                        o.t, j.id
+                    ));
+                }
+            }
+        }
+        if !self.in_pass {
+            return;
+        }
+        self.in_pass = false;
+        for ev in o.events {
+            match ev {
+                Event::Started { job, .. } => {
+                    let j = sched.job(*job).expect("started job");
+                    let q = i64::from(j.quantity);
+                    *self.shadow.entry(j.share).or_insert(0) += q;
+                    *self.held.entry(j.share).or_insert(0) += q;
+                    self.used += q;
+                    // RESERVE never lends: the idle guarantees of RESERVE shares stay free.
+                    let usable = i64::from(sched.unit_totals()[0].1);
+                    let reserved_idle: i64 = sched
+                        .share_stats()
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, st)| st.strategy == ShareStrategy::Reserve)
+                        .filter(|(_, st)| st.share != sched.share_name(j.share))
+                        .map(|(_, st)| {
+                            let ix = (0..64).find(|&i| {
+                                i < 64 && sched.share_name_checked(i) == Some(st.share.as_str())
+                            });
+                            let held = ix.and_then(|i| self.held.get(&i)).copied().unwrap_or(0);
+                            (i64::from(st.limit) - held).max(0)
+                        })
+                        .sum();
+                    if !self.skip_reserve_check && usable - self.used < reserved_idle {
+                        self.failures.push(format!(
+                            "t={}: {} started leaving {} free while RESERVE shares keep {reserved_idle} idle",
+                            o.t,
+                            job,
+                            usable - self.used
+                        ));
+                    }
+                }
+                Event::Requeued { job } | Event::Failed { job, .. } => {
+                    let j = sched.job(*job).expect("job");
+                    *self.held.entry(j.share).or_insert(0) -= i64::from(j.quantity);
+                    self.used -= i64::from(j.quantity);
+                }
+                Event::Preempted { job, by, reason } => {
+                    let v = sched.job(*job).expect("victim");
+                    let t = v.share;
+                    if let Some(b) = by.and_then(|b| sched.job(b)) {
+                        if i64::from(b.quantity) > limit_of(sched, b.share) {
+                            self.failures.push(format!(
+                                "t={}: job {} larger than its guarantee preempted",
+                                o.t, b.id
+                            ));
+                        }
+                        match reason {
+                            PreemptReason::CrossShareReclaim => {
+                                let nr = self.shadow.get(&t).copied().unwrap_or(0);
+                                if b.share == t || nr <= limit_of(sched, t) {
+                                    self.failures.push(format!(
+                                        "t={}: {} reclaimed from share {} within its limit ({nr})",
+                                        o.t,
+                                        job,
+                                        sched.share_name(t)
+                                    ));
+                                }
+                            }
+                            PreemptReason::InSharePriority => {
+                                if b.share != t || v.priority >= b.priority {
+                                    self.failures.push(format!(
+                                        "t={}: in-share preemption of {} (prio {}) by {} (prio {})",
+                                        o.t, job, v.priority, b.id, b.priority
+                                    ));
+                                }
+                            }
+                            PreemptReason::DeviceLost => {}
+                        }
+                    }
+                    *self.shadow.entry(t).or_insert(0) -= i64::from(v.quantity);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn scenario_strategy(with_reload: bool) -> impl Strategy<Value = String> {
+    prop::collection::vec(share_gen(), 1..5).prop_flat_map(move |shares| {
+        let n = shares.len();
+        (
+            Just(shares),
+            -2i32..4,
+            0u32..3,
+            prop::collection::vec(job_gen(n), 1..30),
+            prop::collection::vec(
+                (
+                    0u32..80,
+                    prop_oneof![
+                        (0usize..30).prop_map(Later::Cancel),
+                        (0usize..30, 0u32..6).prop_map(|(i, p)| Later::Update(i, p))
+                    ],
+                ),
+                0..6,
+            ),
+            (0u32..60, prop::collection::vec(share_gen(), n..=n)),
+        )
+            .prop_map(move |(shares, extra, grace, jobs, later, reload)| {
+                let reload = with_reload.then_some(reload);
+                scenario_text(&shares, extra, grace, &jobs, &later, reload)
+            })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn invariants_hold(text in scenario_strategy(false)) {
+        check_run(&text, false)?;
+    }
+
+    #[test]
+    fn invariants_hold_across_reloads(text in scenario_strategy(true)) {
+        check_run(&text, true)?;
+    }
+}
+
+fn check_run(text: &str, reload: bool) -> Result<(), TestCaseError> {
+    {
+        let sc = Scenario::parse(text, "prop.yaml", None).expect("generated scenario parses");
+        let mut checker = Checker {
+            skip_reserve_check: reload,
+            ..Checker::default()
+        };
+        let mut out = Vec::new();
+        run_observed(&sc, &mut out, Options::default(), &mut |o| {
+            checker.observe(o)
+        })
+        .expect("runs");
+        prop_assert!(
+            checker.failures.is_empty(),
+            "{}\n{}",
+            checker.failures.join("\n"),
+            text
+        );
+        // The same inputs give the same decisions.
+        let mut again = Vec::new();
+        run(&sc, &mut again, Options::default()).expect("runs");
+        prop_assert_eq!(&out, &again);
+        if reload {
+            let text_out = String::from_utf8_lossy(&out);
+            prop_assert!(text_out.contains("\"config_applied\""), "{}", text_out);
+        }
+    }
+    Ok(())
+}
