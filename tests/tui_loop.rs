@@ -35,6 +35,7 @@ async fn keys_become_actions_snapshots_redraw_and_quit_ends_the_loop() {
             &act_tx,
             ev_rx,
             std::future::pending(),
+            None,
         )
         .await;
         (r, app, term)
@@ -77,7 +78,16 @@ async fn shutdown_detaches_and_a_closed_event_stream_ends_quietly() {
         let stop = async {
             let _ = stop_rx.await;
         };
-        drive(&mut term, &mut app, &mut snap_rx, &act_tx, ev_rx, stop).await
+        drive(
+            &mut term,
+            &mut app,
+            &mut snap_rx,
+            &act_tx,
+            ev_rx,
+            stop,
+            None,
+        )
+        .await
     });
     stop_tx.send(()).unwrap();
     let r = tokio::time::timeout(Duration::from_secs(5), task)
@@ -100,11 +110,53 @@ async fn shutdown_detaches_and_a_closed_event_stream_ends_quietly() {
         &act_tx,
         ev_rx,
         std::future::pending(),
+        None,
     );
     assert!(
         tokio::time::timeout(Duration::from_secs(5), r)
             .await
             .unwrap()
             .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn runtime_notices_show_in_the_footer() {
+    use shareq::tui::bridge::Notice;
+    let (_snap_tx, mut snap_rx) = watch::channel(Arc::new(fixtures::aws()));
+    let (act_tx, _act_rx) = mpsc::channel(8);
+    let (ev_tx, ev_rx) = futures::channel::mpsc::unbounded();
+    let (n_tx, n_rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        let mut term = Terminal::new(TestBackend::new(100, 30)).unwrap();
+        let mut app = fixtures::app((**snap_rx.borrow_and_update()).clone());
+        let r = drive(
+            &mut term,
+            &mut app,
+            &mut snap_rx,
+            &act_tx,
+            ev_rx,
+            std::future::pending(),
+            Some(n_rx),
+        )
+        .await;
+        (r, term)
+    });
+    n_tx.send(Notice {
+        text: "probe refused: no share named \"x\"".into(),
+        error: true,
+    })
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(ev_tx); // the event stream ends: the loop returns
+    let (r, term) = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(r.is_ok());
+    assert!(
+        screen(&term).contains("probe refused: no share named"),
+        "{}",
+        screen(&term)
     );
 }

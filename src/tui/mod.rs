@@ -6,11 +6,13 @@
 //! - [`draw`]: layout; [`panes`]: one file per pane; [`popups`]: overlays.
 //! - [`theme`]: colour themes; [`filter`]: `/` and `o`; [`predict`]: the submit form's
 //!   forecast; [`logs`]: the `l` log tail; [`terminal`]: raw mode and its restoration.
+//! - [`bridge`]: actions → runtime inputs, answers → footer notices.
 //! - [`demo`]: the load generator behind `shareq demo`; [`fixtures`]: sample snapshots
 //!   built with the real scheduler, for tests, benches and screen captures.
 
 pub mod action;
 pub mod app;
+pub mod bridge;
 pub mod demo;
 pub mod draw;
 pub mod filter;
@@ -54,6 +56,8 @@ pub struct ConsoleOptions {
     pub logs: LogSource,
     /// Clock offset from UTC in seconds; `None`: the machine's local time.
     pub utc_offset_secs: Option<i32>,
+    /// Answers from the runtime to show in the footer (see [`bridge::forward`]).
+    pub notices: bridge::NoticeFeed,
 }
 
 impl Default for ConsoleOptions {
@@ -64,6 +68,7 @@ impl Default for ConsoleOptions {
             mouse: true,
             logs: LogSource::None,
             utc_offset_secs: None,
+            notices: bridge::NoticeFeed::default(),
         }
     }
 }
@@ -110,6 +115,7 @@ pub async fn run_console(
     let shutdown = async move {
         sigterm.recv().await;
     };
+    let notices = opts.notices.take();
     let result = drive(
         &mut term,
         &mut app,
@@ -117,6 +123,7 @@ pub async fn run_console(
         &actions,
         EventStream::new(),
         shutdown,
+        notices,
     )
     .await;
     drop(guard);
@@ -133,6 +140,7 @@ pub async fn drive<B, S>(
     actions: &mpsc::Sender<Action>,
     mut events: S,
     shutdown: impl std::future::Future<Output = ()>,
+    mut notices: Option<mpsc::UnboundedReceiver<bridge::Notice>>,
 ) -> anyhow::Result<()>
 where
     B: ratatui::backend::Backend,
@@ -195,6 +203,14 @@ where
                 }
                 dirty = true;
             }
+            n = next_notice(&mut notices) => match n {
+                Some(n) => {
+                    app.now = now_ms();
+                    app.say(n.text, n.error);
+                    dirty = true;
+                }
+                None => notices = None,
+            },
             _ = &mut shutdown => {
                 let _ = actions.try_send(Action::Detach);
                 return Ok(());
@@ -204,6 +220,16 @@ where
         if app.exit {
             return Ok(());
         }
+    }
+}
+
+/// The next notice, or never when there is no feed.
+async fn next_notice(
+    notices: &mut Option<mpsc::UnboundedReceiver<bridge::Notice>>,
+) -> Option<bridge::Notice> {
+    match notices {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }
 
