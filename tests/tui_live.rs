@@ -83,6 +83,11 @@ fn submit(keys: &Keys, name: &str, priority: u32) {
     press(keys, KeyCode::Enter);
 }
 
+/// Let the console take in the newest snapshot (it redraws at most every ~33 ms).
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(250)).await;
+}
+
 /// Filter to one job, so the selection lands on it.
 fn select(keys: &Keys, name: &str) {
     type_text(keys, "/");
@@ -152,7 +157,10 @@ async fn keys_drive_the_live_runtime() {
     .await;
 
     // Raise live-c's priority from the queue: it preempts the newest lower-priority job.
+    // (Give the console a moment to take in the snapshot that shows live-c.)
+    settle().await;
     select(&keys, "live-c");
+    settle().await;
     type_text(&keys, "p");
     type_text(&keys, "7");
     press(&keys, KeyCode::Enter);
@@ -168,8 +176,10 @@ async fn keys_drive_the_live_runtime() {
     assert_eq!(c.priority, 7);
 
     // Cancel live-a from the running pane, confirming with y.
+    settle().await;
     press(&keys, KeyCode::Esc);
     select(&keys, "live-a");
+    settle().await;
     for _ in 0..6 {
         press(&keys, KeyCode::Tab);
         tokio::time::sleep(Duration::from_millis(30)).await;
