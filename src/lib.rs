@@ -18,3 +18,4 @@ pub mod sched;
 pub mod server;
 pub mod snapshot;
 pub mod store;
+pub mod tui;

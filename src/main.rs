@@ -12,11 +12,19 @@ use std::process::ExitCode;
 )]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// Without a subcommand: the console on the default config directory.
+    #[command(flatten)]
+    console: shareq::cli::ConsoleArgs,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// The console: the scheduler with a live dashboard on top (the default command).
+    Tui(shareq::cli::ConsoleArgs),
+    /// Try shareq: the AWS example on fake GPUs in a temporary state directory, with a
+    /// load generator that shows lending, borrowing, a reclaim and an in-share preemption.
+    Demo(shareq::cli::DemoArgs),
     /// Run a scenario on simulated time and print one JSON line per decision.
     Replay {
         /// The scenario file (YAML).
@@ -71,7 +79,12 @@ fn main() -> ExitCode {
         return shareq::cli::supervise(std::path::Path::new(&spec));
     }
     let cli = Cli::parse();
-    match cli.command {
+    let Some(command) = cli.command else {
+        return shareq::cli::tui(&cli.console);
+    };
+    match command {
+        Command::Tui(a) => shareq::cli::tui(&a),
+        Command::Demo(a) => shareq::cli::demo(&a),
         Command::Replay {
             scenario,
             check,

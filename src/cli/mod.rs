@@ -2,6 +2,7 @@
 
 mod cancel;
 pub mod check;
+mod console;
 mod gpus;
 mod jobs;
 mod log;
@@ -13,6 +14,7 @@ mod submit;
 mod supervise;
 
 pub use cancel::{CancelArgs, cancel};
+pub use console::{ConsoleArgs, DemoArgs, default_config_dir, demo, tui};
 pub use gpus::gpus;
 pub use jobs::{JobsArgs, duration, jobs};
 pub use log::{LogArgs, log};

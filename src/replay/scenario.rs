@@ -184,13 +184,11 @@ fn config_errors(errs: &[ConfigError]) -> String {
         .join("; ")
 }
 
-fn sourced(docs: Vec<Document>, file: &str) -> Vec<SourcedDocument> {
+/// Inline documents: the scenario error already names the file, so the documents do not.
+fn sourced(docs: Vec<Document>) -> Vec<SourcedDocument> {
     docs.into_iter()
         .map(|doc| SourcedDocument {
-            origin: crate::config::Origin {
-                file: Some(file.to_string()),
-                line: None,
-            },
+            origin: crate::config::Origin::default(),
             doc,
         })
         .collect()
@@ -227,7 +225,7 @@ impl Scenario {
     /// Parse a scenario from text; `dir` resolves a relative `trace:`.
     pub fn parse(text: &str, file: &str, dir: Option<&Path>) -> Result<Scenario, ScenarioError> {
         let raw: RawScenario = serde_yaml::from_str(text).map_err(|e| from_yaml_error(file, &e))?;
-        let config = validate(sourced(raw.config, file)).map_err(|errs| {
+        let config = validate(sourced(raw.config)).map_err(|errs| {
             scenario_error(
                 file,
                 None,
@@ -278,7 +276,7 @@ impl Scenario {
                 Action::Update(u)
             } else {
                 let docs = ev.config.unwrap_or_default();
-                Action::Config(validate(sourced(docs, file)).map_err(|errs| config_errors(&errs)))
+                Action::Config(validate(sourced(docs)).map_err(|errs| config_errors(&errs)))
             };
             events.push(TimedAction {
                 at: ev.at,

@@ -1,0 +1,267 @@
+//! `shareq tui`, bare `shareq` and `shareq demo`: the live runtime in-process with the
+//! console on top (the control socket listens too, so the CLI works beside it).
+
+use crate::config::{Watcher, load_dir};
+use crate::exec::gpus::needs_discovery;
+use crate::exec::{Discovery, StateDir};
+use crate::server::{RuntimeHandle, RuntimeOptions, socket};
+use crate::tui::bridge::{Exit, NoticeFeed, forward};
+use crate::tui::{Action, ConsoleOptions, LogSource, demo, run_console};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use tokio::sync::mpsc;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConsoleArgs {
+    /// The config directory (default: $XDG_CONFIG_HOME/shareq).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The state directory (default: $SHAREQ_STATE, else $XDG_STATE_HOME/shareq).
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// Colour theme: dark, light, high-contrast, colour-blind-safe, or a YAML file.
+    #[arg(long)]
+    pub theme: Option<String>,
+    /// Leave the mouse to the terminal (no click selection).
+    #[arg(long)]
+    pub no_mouse: bool,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct DemoArgs {
+    /// Run the demo on this config directory instead of the built-in AWS example.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Seed of the load generator (the same seed submits the same jobs).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Colour theme: dark, light, high-contrast, colour-blind-safe, or a YAML file.
+    #[arg(long)]
+    pub theme: Option<String>,
+    /// Leave the mouse to the terminal (no click selection).
+    #[arg(long)]
+    pub no_mouse: bool,
+}
+
+/// The AWS Batch example the demo runs when no `--config` is given, so that it works
+/// from any directory.
+const AWS_EXAMPLE: &[(&str, &str)] = &[
+    (
+        "environment.yaml",
+        include_str!("../../sample-configs/aws-example/environment.yaml"),
+    ),
+    (
+        "shares.yaml",
+        include_str!("../../sample-configs/aws-example/shares.yaml"),
+    ),
+];
+
+/// The default config directory: `$XDG_CONFIG_HOME/shareq`, else `~/.config/shareq`.
+pub fn default_config_dir() -> Option<PathBuf> {
+    match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        Some(x) => Some(PathBuf::from(x).join("shareq")),
+        None => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/shareq")),
+    }
+}
+
+/// `shareq tui` (and bare `shareq`, with the default config directory).
+pub fn tui(args: &ConsoleArgs) -> ExitCode {
+    let config = match args.config.clone().or_else(default_config_dir) {
+        Some(c) => c,
+        None => {
+            eprintln!("shareq: no config directory: pass --config DIR, or try `shareq demo`");
+            return ExitCode::from(2);
+        }
+    };
+    if !config.is_dir() {
+        eprintln!(
+            "shareq: no config directory at {}.\n\
+             To look around first:   shareq demo\n\
+             To use your own config: shareq tui --config DIR   (see sample-configs/ and docs/CONFIG.md)",
+            config.display()
+        );
+        return ExitCode::from(2);
+    }
+    let state = match StateDir::resolve(args.state.as_deref()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("shareq: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let opts = console_options(args.theme.clone(), args.no_mouse, &state);
+    session(&config, state, opts, None)
+}
+
+/// `shareq demo`: a fresh state directory, the AWS example (or `--config`) on fake GPUs,
+/// and a load generator.
+pub fn demo(args: &DemoArgs) -> ExitCode {
+    let root = std::env::temp_dir().join(format!("shareq-demo-{}", std::process::id()));
+    let state = StateDir::new(root.join("state"));
+    let config = match &args.config {
+        Some(c) => c.clone(),
+        None => {
+            let dir = root.join("config");
+            let written = std::fs::create_dir_all(&dir).and_then(|()| {
+                AWS_EXAMPLE
+                    .iter()
+                    .try_for_each(|(name, text)| std::fs::write(dir.join(name), text))
+            });
+            if let Err(e) = written {
+                eprintln!(
+                    "shareq demo: cannot write the demo config in {}: {e}",
+                    dir.display()
+                );
+                return ExitCode::from(1);
+            }
+            dir
+        }
+    };
+    let opts = console_options(args.theme.clone(), args.no_mouse, &state);
+    let code = session(&config, state, opts, Some(args.seed));
+    // The demo leaves nothing behind but jobs the operator chose to detach.
+    let _ = std::fs::remove_dir_all(root.join("config"));
+    code
+}
+
+fn console_options(theme: Option<String>, no_mouse: bool, state: &StateDir) -> ConsoleOptions {
+    ConsoleOptions {
+        theme,
+        mouse: !no_mouse,
+        logs: LogSource::StateDir(state.root().to_path_buf()),
+        ..ConsoleOptions::default()
+    }
+}
+
+/// Run the runtime and the console until the operator leaves.
+fn session(
+    config: &Path,
+    state: StateDir,
+    mut opts: ConsoleOptions,
+    demo_seed: Option<u64>,
+) -> ExitCode {
+    if let Err(e) = state.create() {
+        eprintln!(
+            "shareq: cannot create the state directory {}: {e}",
+            state.root().display()
+        );
+        return ExitCode::from(1);
+    }
+    let _guard = init_file_tracing(&state);
+    let loaded = match load_dir(config) {
+        Ok(l) => l,
+        Err(errors) => {
+            eprintln!("shareq: the config in {} is not valid:", config.display());
+            for e in errors {
+                eprintln!("  {e}");
+            }
+            return ExitCode::from(2);
+        }
+    };
+    let discovery = if needs_discovery(&loaded.config) {
+        Discovery::run()
+    } else {
+        Discovery::skipped()
+    };
+    tracing::info!("{}", discovery.describe());
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("shareq: cannot find my own executable: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("shareq: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let runtime_opts = RuntimeOptions {
+        state: state.clone(),
+        config_dir: config.to_path_buf(),
+        supervisor_exe: exe,
+        discovery,
+    };
+    rt.block_on(async move {
+        let listener = match socket::bind(&state) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("shareq: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        let handle = RuntimeHandle::start(runtime_opts, loaded);
+        let _watcher = match Watcher::start(config.to_path_buf(), handle.config_sink()) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!("config changes will not be picked up: {e}");
+                None
+            }
+        };
+        let server = tokio::spawn(socket::serve(
+            listener,
+            handle.inputs.clone(),
+            handle.snapshots.clone(),
+        ));
+        let (actions_tx, actions_rx) = mpsc::channel::<Action>(256);
+        let (notices_tx, notices_rx) = mpsc::unbounded_channel();
+        opts.notices = NoticeFeed::new(notices_rx);
+        let user = current_user();
+        let bridge = tokio::spawn(forward(actions_rx, handle.inputs.clone(), user, notices_tx));
+        let generator =
+            demo_seed.map(|seed| tokio::spawn(demo::run_demo(actions_tx.clone(), seed)));
+        let console = run_console(handle.snapshots.clone(), actions_tx, opts).await;
+        if let Some(g) = generator {
+            g.abort();
+        }
+        let exit = bridge.await.unwrap_or(Exit::ConsoleGone);
+        server.abort();
+        let _ = std::fs::remove_file(state.socket());
+        let stop_jobs = matches!(exit, Exit::Quit { stop_jobs: true });
+        tracing::info!(?exit, "console closed");
+        handle.shutdown(stop_jobs).await;
+        match console {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("shareq: {e:#}");
+                ExitCode::from(1)
+            }
+        }
+    })
+}
+
+/// Who is at the keyboard, for `CANCELLED: by <user>`.
+fn current_user() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| format!("uid {}", nix_uid()))
+}
+
+fn nix_uid() -> u32 {
+    // SAFETY-free: getuid cannot fail.
+    nix::unistd::getuid().as_raw()
+}
+
+/// Log to `<state>/shareq.log` only: the terminal belongs to the console.
+fn init_file_tracing(state: &StateDir) -> Option<tracing_appender::non_blocking::WorkerGuard> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, Layer};
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(state.server_log())
+        .ok()?;
+    let (writer, guard) = tracing_appender::non_blocking(file);
+    let layer = tracing_subscriber::fmt::layer()
+        .with_ansi(false)
+        .with_writer(writer)
+        .with_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")));
+    let _ = tracing_subscriber::registry().with(layer).try_init();
+    Some(guard)
+}

@@ -1,0 +1,32 @@
+//! What the console asks the runtime to do: the only way the view changes the world.
+
+use crate::model::{JobId, JobSpec};
+
+/// A request from the console to the runtime, sent on the console's `mpsc` channel.
+///
+/// The console never mutates scheduler state itself; it sends one of these and waits for
+/// the next snapshot to show the effect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Submit a job (from the `s` form, or the demo load generator).
+    Submit(JobSpec),
+    /// Cancel a queued or running job (after the y/n confirmation).
+    Cancel(JobId),
+    /// Set a job's `schedulingPriority` (`p` prompt, `+`/`-` bumps).
+    SetPriority(JobId, u32),
+    /// Re-read the config directory now (`r`).
+    Reload,
+    /// Leave the console and end the session. `stop_jobs`: stop every running job first
+    /// (the "stop all" answer of the quit dialog); `false` when nothing was running.
+    Quit { stop_jobs: bool },
+    /// Leave the console but keep running jobs running and the queue kept (the "detach"
+    /// answer of the quit dialog).
+    Detach,
+}
+
+impl Action {
+    /// True for the actions after which the console exits.
+    pub fn ends_console(&self) -> bool {
+        matches!(self, Action::Quit { .. } | Action::Detach)
+    }
+}

@@ -1,0 +1,300 @@
+//! The console's state: the snapshot on show, focus, selections, filter and sort, the open
+//! overlay, and the screen areas of the last frame (for mouse clicks). Keys change it in
+//! `input`; `draw` only reads it (plus scroll offsets it settles).
+
+use super::filter::{Filter, RowOrder, Sort};
+use super::logs::LogSource;
+use super::popups::submit::SubmitForm;
+use super::theme::Theme;
+use crate::model::JobId;
+use crate::snapshot::{JobView, Snapshot};
+use ratatui::layout::Rect;
+use std::sync::Arc;
+
+/// The focusable panes, in tab order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pane {
+    Shares,
+    Gpus,
+    Queue,
+    Running,
+    Preemptions,
+}
+
+impl Pane {
+    pub const ALL: [Pane; 5] = [
+        Pane::Shares,
+        Pane::Gpus,
+        Pane::Queue,
+        Pane::Running,
+        Pane::Preemptions,
+    ];
+
+    pub fn index(self) -> usize {
+        Pane::ALL.iter().position(|p| *p == self).unwrap_or(0)
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Pane::Shares => "Shares",
+            Pane::Gpus => "GPUs",
+            Pane::Queue => "Queue",
+            Pane::Running => "Running",
+            Pane::Preemptions => "Preemptions",
+        }
+    }
+}
+
+/// A one-line text input (cursor at the end).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LineInput {
+    pub text: String,
+}
+
+impl LineInput {
+    pub fn new(text: &str) -> LineInput {
+        LineInput { text: text.into() }
+    }
+}
+
+/// What covers the panes, if anything. Keys go to the top one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mode {
+    Normal,
+    Help,
+    /// `/` being typed; `before` is restored on Esc.
+    Filter {
+        input: LineInput,
+        before: String,
+    },
+    Submit(Box<SubmitForm>),
+    Priority {
+        job: JobId,
+        name: String,
+        input: LineInput,
+    },
+    ConfirmCancel {
+        job: JobId,
+        question: String,
+    },
+    Quit {
+        running: usize,
+    },
+    Details(Box<JobView>),
+    Log {
+        job: JobId,
+        name: String,
+        scroll_back: usize,
+    },
+}
+
+/// A transient message in the footer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub text: String,
+    pub error: bool,
+    pub until: i64,
+}
+
+/// Where each pane was drawn in the last frame; the first row of its body.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PaneArea {
+    pub area: Rect,
+    /// Screen row of the first list row (below borders and column headers).
+    pub body_top: u16,
+    /// List index shown on `body_top`.
+    pub offset: usize,
+    pub rows: u16,
+}
+
+/// Console state.
+pub struct App {
+    pub snap: Arc<Snapshot>,
+    /// "Now" for wait times and the clock (ms since the epoch).
+    pub now: i64,
+    pub utc_offset_secs: i32,
+    pub theme: Theme,
+    pub theme_warning: Option<String>,
+    pub focus: Pane,
+    /// Selected row per pane (index into the pane's shown rows).
+    pub sel: [usize; 5],
+    /// First shown row per pane (kept by `draw` so the selection stays visible).
+    pub offset: [usize; 5],
+    pub filter: Filter,
+    pub sort: Sort,
+    pub queue_rows: RowOrder,
+    pub running_rows: RowOrder,
+    pub mode: Mode,
+    pub status: Option<Status>,
+    pub areas: [PaneArea; 5],
+    pub mouse: bool,
+    pub logs: LogSource,
+    /// Last lines of the log on show (`l`).
+    pub log_lines: Vec<String>,
+    /// Set when the console should exit.
+    pub exit: bool,
+    /// Columns the widest job id needs (computed once per snapshot).
+    pub id_width: usize,
+}
+
+fn id_width(snap: &Snapshot) -> usize {
+    let max = snap
+        .queue
+        .iter()
+        .chain(&snap.running)
+        .map(|j| j.id.0)
+        .max()
+        .unwrap_or(0);
+    max.to_string().len().max(3)
+}
+
+/// How long fresh preemptions stay highlighted.
+pub const FRESH_MS: i64 = 5_000;
+
+impl App {
+    pub fn new(snap: Arc<Snapshot>, theme: Theme) -> App {
+        let queue_rows = RowOrder::build(&snap.queue, &Filter::default(), Sort::Scheduling);
+        let running_rows = RowOrder::build(&snap.running, &Filter::default(), Sort::Scheduling);
+        App {
+            id_width: id_width(&snap),
+            now: snap.at,
+            snap,
+            utc_offset_secs: 0,
+            theme,
+            theme_warning: None,
+            focus: Pane::Queue,
+            sel: [0; 5],
+            offset: [0; 5],
+            filter: Filter::default(),
+            sort: Sort::Scheduling,
+            queue_rows,
+            running_rows,
+            mode: Mode::Normal,
+            status: None,
+            areas: [PaneArea::default(); 5],
+            mouse: true,
+            logs: LogSource::None,
+            log_lines: Vec::new(),
+            exit: false,
+        }
+    }
+
+    /// Show a new snapshot, keeping the selected job selected where it still exists.
+    pub fn set_snapshot(&mut self, snap: Arc<Snapshot>) {
+        let keep_q = self.selected_in(Pane::Queue).map(|j| j.id);
+        let keep_r = self.selected_in(Pane::Running).map(|j| j.id);
+        self.snap = snap;
+        self.id_width = id_width(&self.snap);
+        self.rebuild_rows();
+        self.reselect(Pane::Queue, keep_q);
+        self.reselect(Pane::Running, keep_r);
+        if let Mode::Details(j) = &self.mode {
+            let id = j.id;
+            if let Some(fresh) = self.find_job(id) {
+                self.mode = Mode::Details(Box::new(fresh.clone()));
+            }
+        }
+        self.clamp_all();
+    }
+
+    /// Recompute the shown order of the queue and running lists (filter or sort changed).
+    pub fn rebuild_rows(&mut self) {
+        self.queue_rows = RowOrder::build(&self.snap.queue, &self.filter, self.sort);
+        self.running_rows = RowOrder::build(&self.snap.running, &self.filter, Sort::Scheduling);
+    }
+
+    fn reselect(&mut self, pane: Pane, id: Option<JobId>) {
+        let Some(id) = id else { return };
+        let (rows, list) = match pane {
+            Pane::Queue => (&self.queue_rows, &self.snap.queue),
+            Pane::Running => (&self.running_rows, &self.snap.running),
+            _ => return,
+        };
+        let i = self.sel[pane.index()];
+        if rows
+            .get(i)
+            .and_then(|ix| list.get(ix))
+            .is_some_and(|j| j.id == id)
+        {
+            return;
+        }
+        if let Some(pos) = list
+            .iter()
+            .position(|j| j.id == id)
+            .and_then(|ix| rows.position(ix))
+        {
+            self.sel[pane.index()] = pos;
+        }
+    }
+
+    /// How many rows a pane lists.
+    pub fn len(&self, pane: Pane) -> usize {
+        match pane {
+            Pane::Shares => self.snap.shares.len(),
+            Pane::Gpus => self.snap.units.iter().map(|u| u.devices.len()).sum(),
+            Pane::Queue => self.queue_rows.len(),
+            Pane::Running => self.running_rows.len(),
+            Pane::Preemptions => self.snap.preemptions.len(),
+        }
+    }
+
+    pub fn clamp_all(&mut self) {
+        for p in Pane::ALL {
+            let n = self.len(p);
+            let s = &mut self.sel[p.index()];
+            *s = (*s).min(n.saturating_sub(1));
+        }
+    }
+
+    pub fn selected(&self) -> usize {
+        self.sel[self.focus.index()]
+    }
+
+    /// The job selected in `pane`, for panes that list jobs.
+    pub fn selected_in(&self, pane: Pane) -> Option<&JobView> {
+        let i = self.sel[pane.index()];
+        match pane {
+            Pane::Queue => self
+                .queue_rows
+                .get(i)
+                .and_then(|ix| self.snap.queue.get(ix)),
+            Pane::Running => self
+                .running_rows
+                .get(i)
+                .and_then(|ix| self.snap.running.get(ix)),
+            Pane::Gpus => {
+                let dev = self.snap.units.iter().flat_map(|u| &u.devices).nth(i)?;
+                dev.job
+                    .and_then(|id| self.snap.running.iter().find(|j| j.id == id))
+            }
+            Pane::Preemptions => {
+                let rec = self.snap.preemptions.get(i)?;
+                self.find_job(rec.victim)
+            }
+            Pane::Shares => None,
+        }
+    }
+
+    /// The job the focused pane points at.
+    pub fn selected_job(&self) -> Option<&JobView> {
+        self.selected_in(self.focus)
+    }
+
+    /// Look a job up anywhere in the snapshot (O(n); on key presses only).
+    pub fn find_job(&self, id: JobId) -> Option<&JobView> {
+        self.snap
+            .running
+            .iter()
+            .chain(self.snap.queue.iter())
+            .chain(self.snap.finished.iter())
+            .find(|j| j.id == id)
+    }
+
+    pub fn say(&mut self, text: impl Into<String>, error: bool) {
+        self.status = Some(Status {
+            text: text.into(),
+            error,
+            until: self.now + 6_000,
+        });
+    }
+}

@@ -1,0 +1,235 @@
+//! Connects the console to the live runtime: each [`Action`] becomes a runtime
+//! [`Input`], and the answers an operator must see (a refused submission, a failed cancel,
+//! priority change or reload) come back as [`Notice`]s for the console's footer.
+
+use super::action::Action;
+use crate::server::Input;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
+
+/// A line for the footer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub text: String,
+    pub error: bool,
+}
+
+/// The receiving end of notices, in a form [`super::ConsoleOptions`] can carry (it is
+/// taken once, by the console that runs).
+#[derive(Debug, Clone, Default)]
+pub struct NoticeFeed(Arc<Mutex<Option<mpsc::UnboundedReceiver<Notice>>>>);
+
+impl NoticeFeed {
+    pub fn new(rx: mpsc::UnboundedReceiver<Notice>) -> NoticeFeed {
+        NoticeFeed(Arc::new(Mutex::new(Some(rx))))
+    }
+
+    pub fn take(&self) -> Option<mpsc::UnboundedReceiver<Notice>> {
+        self.0.lock().ok().and_then(|mut g| g.take())
+    }
+}
+
+/// How the console's session ended; the caller carries it out (e.g.
+/// `RuntimeHandle::shutdown(stop_jobs)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Quit {
+        stop_jobs: bool,
+    },
+    Detach,
+    /// The console dropped its sender without saying (it failed).
+    ConsoleGone,
+    /// The runtime stopped taking inputs.
+    RuntimeGone,
+}
+
+fn notice(notices: &mpsc::UnboundedSender<Notice>, text: String, error: bool) {
+    let _ = notices.send(Notice { text, error });
+}
+
+/// Forward the console's actions to the runtime until the console quits or detaches.
+/// `user` is who cancels ("CANCELLED: by <user>").
+pub async fn forward(
+    mut actions: mpsc::Receiver<Action>,
+    inputs: mpsc::UnboundedSender<Input>,
+    user: String,
+    notices: mpsc::UnboundedSender<Notice>,
+) -> Exit {
+    while let Some(action) = actions.recv().await {
+        let n = notices.clone();
+        let sent = match action {
+            Action::Quit { stop_jobs } => return Exit::Quit { stop_jobs },
+            Action::Detach => return Exit::Detach,
+            Action::Submit(spec) => {
+                let name = spec.job_name.clone();
+                let (tx, rx) = oneshot::channel();
+                let sent = inputs.send(Input::Submit {
+                    spec,
+                    reply: Some(tx),
+                });
+                tokio::spawn(async move {
+                    match rx.await {
+                        Ok(Ok(id)) => notice(&n, format!("job {id} {name} submitted"), false),
+                        Ok(Err(e)) => notice(&n, format!("{name} refused: {e}"), true),
+                        Err(_) => {}
+                    }
+                });
+                sent
+            }
+            Action::Cancel(id) => {
+                let (tx, rx) = oneshot::channel();
+                let sent = inputs.send(Input::Cancel {
+                    ids: vec![id],
+                    by: user.clone(),
+                    reply: Some(tx),
+                });
+                tokio::spawn(async move {
+                    if let Ok(outcomes) = rx.await {
+                        for o in outcomes {
+                            match (o.error, o.cancelled) {
+                                (Some(e), _) => notice(&n, format!("cancel {}: {e}", o.id), true),
+                                (None, true) => {
+                                    notice(&n, format!("job {} cancelled", o.id), false)
+                                }
+                                (None, false) => {
+                                    notice(&n, format!("job {} had already finished", o.id), true)
+                                }
+                            }
+                        }
+                    }
+                });
+                sent
+            }
+            Action::SetPriority(id, priority) => {
+                let (tx, rx) = oneshot::channel();
+                let sent = inputs.send(Input::SetPriority {
+                    id,
+                    priority,
+                    reply: Some(tx),
+                });
+                tokio::spawn(async move {
+                    match rx.await {
+                        Ok(Err(e)) => notice(&n, format!("priority of job {id}: {e}"), true),
+                        Ok(Ok(false)) => notice(&n, format!("job {id} has already finished"), true),
+                        _ => {}
+                    }
+                });
+                sent
+            }
+            Action::Reload => {
+                let (tx, rx) = oneshot::channel();
+                let sent = inputs.send(Input::Reload { reply: Some(tx) });
+                tokio::spawn(async move {
+                    match rx.await {
+                        Ok(Ok(())) => notice(&n, "config re-read".into(), false),
+                        Ok(Err(e)) => notice(&n, format!("reload refused: {e}"), true),
+                        Err(_) => {}
+                    }
+                });
+                sent
+            }
+        };
+        if sent.is_err() {
+            return Exit::RuntimeGone;
+        }
+    }
+    Exit::ConsoleGone
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{JobId, JobSpec};
+
+    /// A stand-in runtime that answers like the real one.
+    fn fake_runtime(mut rx: mpsc::UnboundedReceiver<Input>) {
+        tokio::spawn(async move {
+            while let Some(input) = rx.recv().await {
+                match input {
+                    Input::Submit { spec, reply } => {
+                        let answer = if spec.quota_share_name == "nope" {
+                            Err("no share named \"nope\"".to_string())
+                        } else {
+                            Ok(JobId(7))
+                        };
+                        let _ = reply.map(|r| r.send(answer));
+                    }
+                    Input::Cancel { ids, by, reply } => {
+                        assert_eq!(by, "alice");
+                        let out = ids
+                            .into_iter()
+                            .map(|id| crate::server::CancelOutcome {
+                                id,
+                                cancelled: id.0 == 7,
+                                error: None,
+                            })
+                            .collect();
+                        let _ = reply.map(|r| r.send(out));
+                    }
+                    Input::SetPriority { reply, .. } => {
+                        let _ = reply.map(|r| r.send(Err("0..9999".to_string())));
+                    }
+                    Input::Reload { reply } => {
+                        let _ = reply.map(|r| r.send(Err("qs.yaml:3:1: bad".to_string())));
+                    }
+                    _ => {}
+                }
+            }
+        });
+    }
+
+    #[tokio::test]
+    async fn actions_become_inputs_and_answers_become_notices() {
+        let (act_tx, act_rx) = mpsc::channel(8);
+        let (in_tx, in_rx) = mpsc::unbounded_channel();
+        let (n_tx, mut n_rx) = mpsc::unbounded_channel();
+        fake_runtime(in_rx);
+        let task = tokio::spawn(forward(act_rx, in_tx, "alice".into(), n_tx));
+        let mut next = async || n_rx.recv().await.unwrap();
+        act_tx
+            .send(Action::Submit(JobSpec::new("a", "qs1", 1, 0)))
+            .await
+            .unwrap();
+        assert_eq!(
+            next().await,
+            Notice {
+                text: "job 7 a submitted".into(),
+                error: false
+            }
+        );
+        act_tx
+            .send(Action::Submit(JobSpec::new("b", "nope", 1, 0)))
+            .await
+            .unwrap();
+        assert_eq!(next().await.text, "b refused: no share named \"nope\"");
+        act_tx.send(Action::Cancel(JobId(7))).await.unwrap();
+        assert_eq!(next().await.text, "job 7 cancelled");
+        act_tx.send(Action::Cancel(JobId(8))).await.unwrap();
+        assert!(next().await.error);
+        act_tx.send(Action::SetPriority(JobId(7), 3)).await.unwrap();
+        assert_eq!(next().await.text, "priority of job 7: 0..9999");
+        act_tx.send(Action::Reload).await.unwrap();
+        assert_eq!(next().await.text, "reload refused: qs.yaml:3:1: bad");
+        act_tx.send(Action::Quit { stop_jobs: true }).await.unwrap();
+        assert_eq!(task.await.unwrap(), Exit::Quit { stop_jobs: true });
+    }
+
+    #[tokio::test]
+    async fn a_stopped_runtime_or_console_ends_forwarding() {
+        let (act_tx, act_rx) = mpsc::channel(8);
+        let (in_tx, in_rx) = mpsc::unbounded_channel();
+        drop(in_rx);
+        let (n_tx, _n_rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(forward(act_rx, in_tx, "u".into(), n_tx));
+        act_tx.send(Action::Reload).await.unwrap();
+        assert_eq!(task.await.unwrap(), Exit::RuntimeGone);
+        let (act_tx, act_rx) = mpsc::channel::<Action>(8);
+        let (in_tx, _in_rx) = mpsc::unbounded_channel();
+        let (n_tx, _n_rx) = mpsc::unbounded_channel();
+        drop(act_tx);
+        assert_eq!(
+            forward(act_rx, in_tx, "u".into(), n_tx).await,
+            Exit::ConsoleGone
+        );
+    }
+}

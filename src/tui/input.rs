@@ -1,0 +1,400 @@
+//! Keys and mouse → state changes and [`Action`]s. Pure: no I/O except reading a log
+//! tail for `l`, so every binding is tested by feeding events to an [`App`].
+
+use super::action::Action;
+use super::app::{App, LineInput, Mode, Pane};
+use super::draw::pane_at;
+use super::filter::Filter;
+use super::popups::submit::{FormOutcome, SubmitForm};
+use super::text::duration_short;
+use crate::model::{JobState, MAX_PRIORITY};
+use crossterm::event::{
+    KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
+
+/// Lines of log read for `l`.
+pub const LOG_LINES: usize = 500;
+
+/// Handle one key; returns the action to send, if any.
+pub fn on_key(app: &mut App, key: KeyEvent) -> Option<Action> {
+    if key.kind == KeyEventKind::Release {
+        return None;
+    }
+    if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+        return match app.mode {
+            Mode::Normal | Mode::Help => quit(app),
+            // Ctrl-C backs out of whatever is open.
+            _ => {
+                app.mode = Mode::Normal;
+                None
+            }
+        };
+    }
+    let mode = std::mem::replace(&mut app.mode, Mode::Normal);
+    match mode {
+        Mode::Normal => normal(app, key),
+        Mode::Help => {
+            if !matches!(
+                key.code,
+                KeyCode::Esc | KeyCode::Char('?' | 'q') | KeyCode::Enter
+            ) {
+                app.mode = Mode::Help;
+            }
+            None
+        }
+        Mode::Filter { mut input, before } => {
+            match key.code {
+                KeyCode::Enter => {
+                    if let Err(e) = Filter::parse(&input.text) {
+                        app.say(e, true);
+                        app.mode = Mode::Filter { input, before };
+                    }
+                    return None;
+                }
+                KeyCode::Esc => {
+                    set_filter(app, &before);
+                    return None;
+                }
+                KeyCode::Backspace => {
+                    input.text.pop();
+                }
+                KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                    input.text.clear()
+                }
+                KeyCode::Char(c) if input.text.len() < 256 => input.text.push(c),
+                _ => {}
+            }
+            if Filter::parse(&input.text).is_ok() {
+                set_filter(app, &input.text);
+            }
+            app.mode = Mode::Filter { input, before };
+            None
+        }
+        Mode::Submit(mut form) => match form.on_key(key, &app.snap) {
+            FormOutcome::Continue => {
+                app.mode = Mode::Submit(form);
+                None
+            }
+            FormOutcome::Cancel => None,
+            FormOutcome::Submit(spec) => {
+                app.say(
+                    format!(
+                        "submitted {} to {} ({} GPU)",
+                        spec.job_name, spec.quota_share_name, spec.quantity
+                    ),
+                    false,
+                );
+                Some(Action::Submit(spec))
+            }
+        },
+        Mode::ConfirmCancel { job, question } => match key.code {
+            KeyCode::Char('y' | 'Y') => {
+                app.say(format!("cancelling job {job}"), false);
+                Some(Action::Cancel(job))
+            }
+            KeyCode::Char('n' | 'N') | KeyCode::Esc | KeyCode::Char('q') => None,
+            _ => {
+                app.mode = Mode::ConfirmCancel { job, question };
+                None
+            }
+        },
+        Mode::Priority {
+            job,
+            name,
+            mut input,
+        } => {
+            match key.code {
+                KeyCode::Esc => return None,
+                KeyCode::Enter => match input.text.parse::<u32>() {
+                    Ok(p) if p <= MAX_PRIORITY => {
+                        app.say(format!("priority of job {job} {name} → {p}"), false);
+                        return Some(Action::SetPriority(job, p));
+                    }
+                    _ => {}
+                },
+                KeyCode::Backspace => {
+                    input.text.pop();
+                }
+                KeyCode::Char(c) if c.is_ascii_digit() && input.text.len() < 4 => {
+                    input.text.push(c)
+                }
+                _ => {}
+            }
+            app.mode = Mode::Priority { job, name, input };
+            None
+        }
+        Mode::Quit { running } => match key.code {
+            KeyCode::Char('d' | 'D') => {
+                app.exit = true;
+                Some(Action::Detach)
+            }
+            KeyCode::Char('s' | 'S') => {
+                app.exit = true;
+                Some(Action::Quit { stop_jobs: true })
+            }
+            KeyCode::Esc | KeyCode::Char('n' | 'c') => None,
+            _ => {
+                app.mode = Mode::Quit { running };
+                None
+            }
+        },
+        Mode::Details(j) => match key.code {
+            KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q') => None,
+            KeyCode::Char('c') => ask_cancel(app, &j),
+            KeyCode::Char('p') => {
+                ask_priority(app, &j);
+                None
+            }
+            KeyCode::Char('l') => {
+                open_log(app, &j);
+                None
+            }
+            _ => {
+                app.mode = Mode::Details(j);
+                None
+            }
+        },
+        Mode::Log {
+            job,
+            name,
+            mut scroll_back,
+        } => {
+            let page = 10;
+            match key.code {
+                KeyCode::Esc | KeyCode::Char('q' | 'l') => return None,
+                KeyCode::Char('k') | KeyCode::Up => scroll_back += 1,
+                KeyCode::Char('j') | KeyCode::Down => scroll_back = scroll_back.saturating_sub(1),
+                KeyCode::PageUp => scroll_back += page,
+                KeyCode::PageDown => scroll_back = scroll_back.saturating_sub(page),
+                KeyCode::Char('G') | KeyCode::End => scroll_back = 0,
+                KeyCode::Char('g') | KeyCode::Home => scroll_back = app.log_lines.len(),
+                _ => {}
+            }
+            app.mode = Mode::Log {
+                job,
+                name,
+                scroll_back: scroll_back.min(app.log_lines.len()),
+            };
+            None
+        }
+    }
+}
+
+fn set_filter(app: &mut App, text: &str) {
+    if let Ok(f) = Filter::parse(text) {
+        app.filter = f;
+        app.rebuild_rows();
+        app.sel[Pane::Queue.index()] = 0;
+        app.sel[Pane::Running.index()] = 0;
+    }
+}
+
+fn quit(app: &mut App) -> Option<Action> {
+    let running = app.snap.running.len();
+    if running > 0 {
+        app.mode = Mode::Quit { running };
+        None
+    } else {
+        app.exit = true;
+        Some(Action::Quit { stop_jobs: false })
+    }
+}
+
+fn move_sel(app: &mut App, delta: isize) {
+    let n = app.len(app.focus);
+    let i = app.focus.index();
+    if n == 0 {
+        app.sel[i] = 0;
+        return;
+    }
+    let cur = app.sel[i] as isize;
+    app.sel[i] = (cur + delta).clamp(0, n as isize - 1) as usize;
+}
+
+fn focus_step(app: &mut App, delta: isize) {
+    let n = Pane::ALL.len() as isize;
+    let i = (app.focus.index() as isize + delta).rem_euclid(n);
+    app.focus = Pane::ALL[i as usize];
+}
+
+fn job_label(j: &crate::snapshot::JobView, now: i64) -> String {
+    match (j.state, j.started) {
+        (JobState::Runnable | JobState::Submitted, _) => {
+            format!("{}, queued {}", j.share, duration_short(now - j.submitted))
+        }
+        (_, Some(s)) if j.finished.is_none() => {
+            format!("{}, running {}", j.share, duration_short(now - s))
+        }
+        _ => format!("{}, {}", j.share, j.state.as_str().to_lowercase()),
+    }
+}
+
+fn ask_cancel(app: &mut App, j: &crate::snapshot::JobView) -> Option<Action> {
+    if j.state.is_finished() {
+        app.say(
+            format!("job {} {} has already finished", j.id, j.name),
+            true,
+        );
+        return None;
+    }
+    let question = format!(
+        "Cancel job {} {} ({})? y/n",
+        j.id,
+        j.name,
+        job_label(j, app.now)
+    );
+    app.mode = Mode::ConfirmCancel {
+        job: j.id,
+        question,
+    };
+    None
+}
+
+fn ask_priority(app: &mut App, j: &crate::snapshot::JobView) {
+    app.mode = Mode::Priority {
+        job: j.id,
+        name: j.name.clone(),
+        input: LineInput::new(&j.priority.to_string()),
+    };
+}
+
+fn open_log(app: &mut App, j: &crate::snapshot::JobView) {
+    app.log_lines = match app.logs.tail(j.id, j.attempts.max(1), LOG_LINES) {
+        Ok(lines) => lines,
+        Err(e) => vec![format!("(log not available: {e})")],
+    };
+    app.mode = Mode::Log {
+        job: j.id,
+        name: j.name.clone(),
+        scroll_back: 0,
+    };
+}
+
+fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
+    let page = app.areas[app.focus.index()].rows.max(1) as isize;
+    let job = app.selected_job().cloned();
+    let nothing = |app: &mut App| {
+        app.say("no job selected here: pick one in Queue or Running", true);
+        None
+    };
+    match key.code {
+        KeyCode::Char('q') => return quit(app),
+        KeyCode::Char('?') => app.mode = Mode::Help,
+        KeyCode::Tab => focus_step(app, 1),
+        KeyCode::BackTab => focus_step(app, -1),
+        KeyCode::Char('j') | KeyCode::Down => move_sel(app, 1),
+        KeyCode::Char('k') | KeyCode::Up => move_sel(app, -1),
+        KeyCode::Char('g') | KeyCode::Home => move_sel(app, isize::MIN / 2),
+        KeyCode::Char('G') | KeyCode::End => move_sel(app, isize::MAX / 2),
+        KeyCode::PageDown => move_sel(app, page),
+        KeyCode::PageUp => move_sel(app, -page),
+        KeyCode::Enter => match (app.focus, job) {
+            (Pane::Shares, _) => {
+                if let Some(name) = app.snap.shares.get(app.selected()).map(|s| s.name.clone()) {
+                    set_filter(app, &format!("share:{name}"));
+                    app.focus = Pane::Queue;
+                    app.say(
+                        format!("showing {name}'s jobs; esc clears the filter"),
+                        false,
+                    );
+                }
+            }
+            (_, Some(j)) => app.mode = Mode::Details(Box::new(j)),
+            (_, None) => return nothing(app),
+        },
+        KeyCode::Esc if !app.filter.is_empty() => set_filter(app, ""),
+        KeyCode::Char('s') => {
+            let share = match (app.focus, &job) {
+                (Pane::Shares, _) => app.snap.shares.get(app.selected()).map(|s| s.name.clone()),
+                (_, Some(j)) => Some(j.share.clone()),
+                _ => None,
+            }
+            .or_else(|| {
+                app.snap
+                    .shares
+                    .iter()
+                    .find(|s| s.enabled && s.present)
+                    .map(|s| s.name.clone())
+            })
+            .unwrap_or_default();
+            app.mode = Mode::Submit(Box::new(SubmitForm::new(&share)));
+        }
+        KeyCode::Char('c') => match job {
+            Some(j) => return ask_cancel(app, &j),
+            None => return nothing(app),
+        },
+        KeyCode::Char('p') => match job {
+            Some(j) => ask_priority(app, &j),
+            None => return nothing(app),
+        },
+        KeyCode::Char(c @ ('+' | '=' | '-')) => {
+            let Some(j) = job else { return nothing(app) };
+            let p = if c == '-' {
+                j.priority.saturating_sub(1)
+            } else {
+                (j.priority + 1).min(MAX_PRIORITY)
+            };
+            if p == j.priority {
+                app.say(format!("priority of job {} is already {p}", j.id), true);
+                return None;
+            }
+            app.say(format!("priority of job {} {} → {p}", j.id, j.name), false);
+            return Some(Action::SetPriority(j.id, p));
+        }
+        KeyCode::Char('/') => {
+            let before = app.filter.raw().to_string();
+            app.mode = Mode::Filter {
+                input: LineInput::new(&before),
+                before,
+            };
+        }
+        KeyCode::Char('o') => {
+            app.sort = app.sort.next();
+            app.rebuild_rows();
+            app.sel[Pane::Queue.index()] = 0;
+            app.say(format!("queue sorted by {}", app.sort.label()), false);
+        }
+        KeyCode::Char('l') => match job {
+            Some(j) => open_log(app, &j),
+            None => return nothing(app),
+        },
+        KeyCode::Char('r') => {
+            app.say("re-reading the config…", false);
+            return Some(Action::Reload);
+        }
+        _ => {}
+    }
+    None
+}
+
+/// Handle a mouse event: clicks focus a pane and select the row under the pointer, the
+/// wheel moves the selection. Ignored while an overlay is open.
+pub fn on_mouse(app: &mut App, ev: MouseEvent) {
+    if !app.mouse || app.mode != Mode::Normal {
+        return;
+    }
+    let Some(pane) = pane_at(app, ev.column, ev.row) else {
+        return;
+    };
+    match ev.kind {
+        MouseEventKind::Down(MouseButton::Left) => {
+            app.focus = pane;
+            let a = app.areas[pane.index()];
+            if ev.row >= a.body_top && ev.row < a.body_top + a.rows {
+                let i = a.offset + usize::from(ev.row - a.body_top);
+                if i < app.len(pane) {
+                    app.sel[pane.index()] = i;
+                }
+            }
+        }
+        MouseEventKind::ScrollDown => {
+            app.focus = pane;
+            move_sel(app, 3);
+        }
+        MouseEventKind::ScrollUp => {
+            app.focus = pane;
+            move_sel(app, -3);
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,113 @@
+//! GPUs: one cell per device with its job in its share's colour, plus utilisation and
+//! memory where NVML reports them (n/a on fake GPUs). Free devices say who holds them.
+
+use super::shares::{GLYPH_IDLE, GLYPH_OWN};
+use super::{block, row_style, window};
+use crate::model::Strategy;
+use crate::tui::app::{App, Pane};
+use crate::tui::text::{pad, rpad};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+/// Rows this pane would like (borders included).
+pub fn wanted_height(app: &App) -> u16 {
+    app.len(Pane::Gpus).max(1) as u16 + 2
+}
+
+fn telemetry(util: Option<u32>, used: Option<u64>, total: Option<u64>) -> String {
+    match (util, used, total) {
+        (Some(u), Some(m), Some(t)) => format!("{u:>3}% {:>3}/{}G", m / 1024, t / 1024),
+        (Some(u), _, _) => format!("{u:>3}%"),
+        _ => "n/a".into(),
+    }
+}
+
+pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
+    let used: u32 = app.snap.units.iter().map(|u| u.used).sum();
+    let usable: u32 = app.snap.units.iter().map(|u| u.usable).sum();
+    let title = Line::from(format!(" GPUs {used}/{usable} "));
+    let blk = block(app, Pane::Gpus, title);
+    let inner = blk.inner(area);
+    f.render_widget(blk, area);
+    let rows = inner.height;
+    let off = window(app, Pane::Gpus, area, inner.y, rows);
+    let w = inner.width as usize;
+    let multi_unit = app.snap.units.len() > 1;
+    let share_w = app
+        .snap
+        .shares
+        .iter()
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(3)
+        .clamp(3, if w >= 30 { 10 } else { 6 });
+    let t = &app.theme;
+    let mut lines = Vec::new();
+    let mut index = 0usize;
+    for u in &app.snap.units {
+        // Free devices are labelled with the RESERVE shares holding idle guarantee first.
+        let mut reserved: Vec<&str> = Vec::new();
+        for s in app.snap.shares.iter().filter(|s| s.unit == u.name) {
+            if s.strategy == Strategy::Reserve {
+                reserved.extend(std::iter::repeat_n(s.name.as_str(), s.idle as usize));
+            }
+        }
+        let mut reserved = reserved.into_iter();
+        for d in &u.devices {
+            let i = index;
+            index += 1;
+            let label = if multi_unit {
+                format!("{}:{}", u.name, d.index)
+            } else {
+                d.index.to_string()
+            };
+            let free_label = d.job.is_none().then(|| match reserved.next() {
+                Some(r) => format!("(reserved: {r})"),
+                None => "free".to_string(),
+            });
+            if i < off || i >= off + rows as usize {
+                continue;
+            }
+            let mut spans = vec![Span::styled(format!(" {label:>2} "), t.dimmed())];
+            match (&d.share, &d.job_name) {
+                (Some(share), name) => {
+                    let c = t.share(share);
+                    let tel = telemetry(d.util, d.mem_used, d.mem_total);
+                    let name_w =
+                        w.saturating_sub(label.len().max(2) + 4 + share_w + 1 + tel.len() + 1);
+                    spans.push(Span::styled(format!("{GLYPH_OWN} "), Style::new().fg(c)));
+                    spans.push(Span::styled(
+                        pad(share, share_w),
+                        Style::new().fg(c).add_modifier(Modifier::BOLD),
+                    ));
+                    spans.push(Span::raw(" "));
+                    if w >= 30 {
+                        spans.push(Span::styled(
+                            pad(name.as_deref().unwrap_or("?"), name_w),
+                            t.text(),
+                        ));
+                        spans.push(Span::styled(rpad(&tel, tel.len() + 1), t.dimmed()));
+                    } else {
+                        let nw = w.saturating_sub(label.len().max(2) + 4 + share_w + 1);
+                        spans.push(Span::styled(
+                            pad(name.as_deref().unwrap_or("?"), nw),
+                            t.text(),
+                        ));
+                    }
+                }
+                (None, _) => {
+                    spans.push(Span::styled(format!("{GLYPH_IDLE} "), t.dimmed()));
+                    spans.push(Span::styled(free_label.unwrap_or_default(), t.dimmed()));
+                }
+            }
+            lines.push(Line::from(spans).style(row_style(app, Pane::Gpus, i)));
+        }
+    }
+    if index == 0 {
+        lines.push(Line::styled(" no usable GPUs found", t.warn_style()));
+    }
+    f.render_widget(Paragraph::new(lines), inner);
+}

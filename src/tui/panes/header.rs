@@ -1,0 +1,116 @@
+//! Header: environment, capacity totals, config state (applied at …, or the last error
+//! with file:line in red), oversubscription and theme warnings, and the clock.
+
+use crate::tui::app::App;
+use crate::tui::text::{clock, fit};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+pub fn render(f: &mut Frame, area: Rect, app: &App) {
+    let t = &app.theme;
+    let s = &app.snap;
+    let tz = app.utc_offset_secs;
+    let sep = || Span::styled(" ─ ", t.dimmed());
+    let env = if s.env_name.is_empty() {
+        "shareq"
+    } else {
+        &s.env_name
+    };
+    let mut spans = vec![
+        Span::styled(
+            " shareq",
+            t.text().fg(t.accent).add_modifier(Modifier::BOLD),
+        ),
+        sep(),
+        Span::styled(env.to_string(), t.text().add_modifier(Modifier::BOLD)),
+    ];
+    let caps: Vec<String> = s
+        .units
+        .iter()
+        .map(|u| format!("{}/{} {} in use", u.used, u.usable, u.name))
+        .collect();
+    let capacity = Span::styled(
+        if caps.is_empty() {
+            "no GPUs".to_string()
+        } else {
+            caps.join(", ")
+        },
+        t.text(),
+    );
+    let over: Vec<String> = s
+        .units
+        .iter()
+        .filter(|u| u.oversubscribed())
+        .map(|u| {
+            format!(
+                "⚠ {} oversubscribed: {} guaranteed > {} usable",
+                u.name, u.guaranteed, u.usable
+            )
+        })
+        .collect();
+    let over = (!over.is_empty())
+        .then(|| Span::styled(over.join("; "), t.warn_style().add_modifier(Modifier::BOLD)));
+    let config = match (&s.config.error, s.config.applied_at) {
+        (Some(err), applied) => {
+            let keep = applied
+                .map(|a| format!(" (keeping config applied {})", clock(a, tz)))
+                .unwrap_or_default();
+            Span::styled(
+                format!("✗ config rejected: {err}{keep}"),
+                if t.monochrome {
+                    Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED)
+                } else {
+                    Style::new().fg(t.error).add_modifier(Modifier::BOLD)
+                },
+            )
+        }
+        (None, Some(a)) => Span::styled(
+            format!("config applied {} ({})", clock(a, tz), s.config.source),
+            Style::new().fg(t.ok),
+        ),
+        (None, None) => Span::styled("no config applied yet", t.warn_style()),
+    };
+    // A rejected config is the loudest news: it goes first so that a narrow screen still
+    // shows its file:line; otherwise capacity leads.
+    let order: Vec<Span> = if s.config.error.is_some() {
+        [Some(config), Some(capacity), over]
+            .into_iter()
+            .flatten()
+            .collect()
+    } else {
+        [Some(capacity), over, Some(config)]
+            .into_iter()
+            .flatten()
+            .collect()
+    };
+    for part in order {
+        spans.push(sep());
+        spans.push(part);
+    }
+    if let Some(w) = &app.theme_warning {
+        spans.push(sep());
+        spans.push(Span::styled(w.clone(), t.warn_style()));
+    }
+    let right = format!(" {} ", clock(app.now, tz));
+    let width = area.width as usize;
+    let left_w = width.saturating_sub(right.len());
+    let mut line = Line::from(spans);
+    if line.width() > left_w {
+        // Keep the start (env, capacity) and the config error's beginning.
+        let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+        let style = if s.config.error.is_some() {
+            t.error_style()
+        } else {
+            t.text()
+        };
+        line = Line::styled(fit(&text, left_w), style);
+    }
+    let pad = left_w.saturating_sub(line.width());
+    line.spans.push(Span::styled("─".repeat(pad), t.dimmed()));
+    line.spans
+        .push(Span::styled(right, t.text().add_modifier(Modifier::BOLD)));
+    f.render_widget(Paragraph::new(line), area);
+}

@@ -1,0 +1,86 @@
+//! One file per pane. Each `render` draws its pane into the area `draw` gives it, builds
+//! rows only for the visible window, and records where its rows are for mouse clicks.
+
+pub mod footer;
+pub mod gpus;
+pub mod header;
+pub mod lending;
+pub mod preemptions;
+pub mod queue;
+pub mod running;
+pub mod shares;
+
+use super::app::{App, Pane, PaneArea};
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType};
+
+/// The bordered block of a pane: focused panes get the accent border and a bold title.
+pub fn block<'a>(app: &App, pane: Pane, title: Line<'a>) -> Block<'a> {
+    let focused = app.focus == pane;
+    let title_style = if focused {
+        app.theme.text().add_modifier(Modifier::BOLD)
+    } else {
+        app.theme.text()
+    };
+    Block::bordered()
+        .border_type(if focused {
+            BorderType::Thick
+        } else {
+            BorderType::Plain
+        })
+        .border_style(app.theme.border_style(focused))
+        .title(title.style(title_style))
+}
+
+/// Keep the selection of `pane` inside a window of `rows` rows; returns the first row
+/// to show and records the window for mouse clicks.
+pub fn window(app: &mut App, pane: Pane, area: Rect, body_top: u16, rows: u16) -> usize {
+    let i = pane.index();
+    let n = app.len(pane);
+    let rows_us = rows.max(1) as usize;
+    let sel = app.sel[i].min(n.saturating_sub(1));
+    let mut off = app.offset[i];
+    if sel < off {
+        off = sel;
+    }
+    if sel >= off + rows_us {
+        off = sel + 1 - rows_us;
+    }
+    off = off.min(n.saturating_sub(rows_us));
+    app.offset[i] = off;
+    app.areas[i] = PaneArea {
+        area,
+        body_top,
+        offset: off,
+        rows,
+    };
+    off
+}
+
+/// The style of a list row: selected rows are highlighted only in the focused pane.
+pub fn row_style(app: &App, pane: Pane, index: usize) -> Style {
+    if app.focus == pane && app.sel[pane.index()] == index {
+        app.theme.selected()
+    } else {
+        Style::new()
+    }
+}
+
+/// A column header line.
+pub fn header_line(app: &App, text: String) -> Line<'static> {
+    Line::from(Span::styled(
+        text,
+        app.theme.dimmed().add_modifier(Modifier::BOLD),
+    ))
+}
+
+/// "(k/n)" position marker for titles of long lists.
+pub fn position(sel: usize, n: usize) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(" {}/{} ", sel + 1, n)
+    }
+}

@@ -1,0 +1,101 @@
+//! Queue: pending jobs in scheduling order (or the `o` sort), each with why it waits.
+//! Only the visible window's rows are built, so 100,000 queued jobs cost a screenful.
+
+use super::{block, header_line, position, row_style, window};
+use crate::tui::app::{App, Pane};
+use crate::tui::text::{duration, fit, pad, rpad};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
+    let n = app.queue_rows.len();
+    let total = app.snap.queue.len();
+    let count = if n == total {
+        format!("{total}")
+    } else {
+        format!("{n} of {total}")
+    };
+    let filter = if app.filter.is_empty() {
+        "none".to_string()
+    } else {
+        app.filter.raw().to_string()
+    };
+    let mut title = format!(
+        " Queue ({count}) ─ sorted: {} ─ filter: {filter} ",
+        app.sort.label()
+    );
+    if app.focus == Pane::Queue {
+        title.push_str(&position(app.sel[Pane::Queue.index()], n));
+    }
+    let blk = block(app, Pane::Queue, Line::from(title));
+    let inner = blk.inner(area);
+    f.render_widget(blk, area);
+    if inner.height == 0 {
+        return;
+    }
+    let w = inner.width as usize;
+    let id_w = app.id_width;
+    let name_w = if w >= 120 { 20 } else { 14 };
+    let share_w = 8;
+    let fixed = id_w + 1 + name_w + 1 + share_w + 1 + 4 + 1 + 4 + 1 + 7 + 2;
+    let reason_w = w.saturating_sub(fixed);
+    let head = format!(
+        "{} {} {} {} {} {}  {}",
+        rpad("id", id_w),
+        pad("name", name_w),
+        pad("share", share_w),
+        rpad("prio", 4),
+        rpad("gpus", 4),
+        rpad("waiting", 7),
+        "why",
+    );
+    let rows = inner.height.saturating_sub(1);
+    let off = window(app, Pane::Queue, area, inner.y + 1, rows);
+    let t = &app.theme;
+    let mut lines = Vec::with_capacity(rows as usize + 1);
+    lines.push(header_line(app, head));
+    for i in off..(off + rows as usize).min(n) {
+        let Some(j) = app.queue_rows.get(i).and_then(|ix| app.snap.queue.get(ix)) else {
+            break;
+        };
+        let colour = t.share(&j.share);
+        let reason_style = if j.reason.starts_with("QUOTA_MANAGEMENT") {
+            t.error_style()
+        } else if j.nominated {
+            t.warn_style()
+        } else {
+            t.text()
+        };
+        let spans = vec![
+            Span::styled(rpad(&j.id.to_string(), id_w), t.dimmed()),
+            Span::raw(" "),
+            Span::styled(pad(&j.name, name_w), t.text()),
+            Span::raw(" "),
+            Span::styled(
+                pad(&j.share, share_w),
+                Style::new().fg(colour).add_modifier(Modifier::BOLD),
+            ),
+            Span::raw(" "),
+            Span::styled(rpad(&j.priority.to_string(), 4), t.text()),
+            Span::raw(" "),
+            Span::styled(rpad(&j.quantity.to_string(), 4), t.text()),
+            Span::raw(" "),
+            Span::styled(rpad(&duration(app.now - j.submitted), 7), t.text()),
+            Span::raw("  "),
+            Span::styled(fit(&j.reason, reason_w), reason_style),
+        ];
+        lines.push(Line::from(spans).style(row_style(app, Pane::Queue, i)));
+    }
+    if n == 0 {
+        let msg = if total == 0 {
+            " nothing is waiting — press s to submit a job"
+        } else {
+            " no queued job matches the filter (esc in / clears it)"
+        };
+        lines.push(Line::styled(msg, t.dimmed()));
+    }
+    f.render_widget(Paragraph::new(lines), inner);
+}

@@ -1,0 +1,121 @@
+//! Running: jobs holding GPUs — share, devices, run time, a `▤` marker when their share
+//! is borrowing, and a countdown to SIGKILL while they are being stopped.
+
+use super::shares::GLYPH_BORROWED;
+use super::{block, header_line, position, row_style, window};
+use crate::snapshot::JobView;
+use crate::tui::app::{App, Pane};
+use crate::tui::text::{duration, fit, pad, rpad};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+/// Rows this pane would like (borders and header included).
+pub fn wanted_height(app: &App) -> u16 {
+    app.running_rows.len().max(1) as u16 + 3
+}
+
+/// "stopping 23s: preempted (CROSS_SHARE_RECLAIM)" — seconds left of the grace period.
+pub fn stopping_text(j: &JobView, now: i64, grace_s: u32) -> Option<String> {
+    let (what, since) = j.stopping.as_ref()?;
+    let left = i64::from(grace_s) * 1000 - (now - since);
+    Some(if left > 0 {
+        format!("⏳ SIGKILL in {}s: {what}", (left + 999) / 1000)
+    } else {
+        format!("⏳ killing: {what}")
+    })
+}
+
+pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
+    let n = app.running_rows.len();
+    let mut title = format!(" Running ({n}) ");
+    if app.focus == Pane::Running {
+        title.push_str(&position(app.sel[Pane::Running.index()], n));
+    }
+    let blk = block(app, Pane::Running, Line::from(title));
+    let inner = blk.inner(area);
+    f.render_widget(blk, area);
+    if inner.height == 0 {
+        return;
+    }
+    let w = inner.width as usize;
+    let id_w = app.id_width.max(4);
+    let name_w = if w >= 90 { 18 } else { 12 };
+    let dev_w = 7;
+    let fixed = id_w + 1 + name_w + 1 + 8 + 1 + dev_w + 1 + 7 + 1 + 1 + 1;
+    let state_w = w.saturating_sub(fixed);
+    let head = format!(
+        "{} {} {} {} {}   {}",
+        rpad("id", id_w),
+        pad("name", name_w),
+        pad("share", 8),
+        pad("devices", dev_w),
+        rpad("running", 7),
+        "state",
+    );
+    let rows = inner.height.saturating_sub(1);
+    let off = window(app, Pane::Running, area, inner.y + 1, rows);
+    let t = &app.theme;
+    let mut lines = vec![header_line(app, head)];
+    for i in off..(off + rows as usize).min(n) {
+        let Some(j) = app
+            .running_rows
+            .get(i)
+            .and_then(|ix| app.snap.running.get(ix))
+        else {
+            break;
+        };
+        let devs: Vec<String> = j.devices.iter().map(|d| d.to_string()).collect();
+        let ran = j.started.map(|s| duration(app.now - s)).unwrap_or_default();
+        let (state, style) = match stopping_text(j, app.now, app.snap.grace_period_seconds) {
+            Some(s) if s.chars().count() > state_w => {
+                let short = ["CROSS_SHARE_RECLAIM", "IN_SHARE_PRIORITY", "DEVICE_LOST"]
+                    .iter()
+                    .fold(s, |acc, r| {
+                        acc.replace(r, super::preemptions::short_reason(r))
+                    })
+                    .replace("SIGKILL in ", "");
+                (short, t.warn_style().add_modifier(Modifier::BOLD))
+            }
+            Some(s) => (s, t.warn_style().add_modifier(Modifier::BOLD)),
+            None if j.on_borrowed => (
+                format!("{} is borrowing: reclaimable", j.share),
+                Style::new().fg(t.bar_borrowed),
+            ),
+            None => (j.state.as_str().to_lowercase(), t.text()),
+        };
+        let colour = t.share(&j.share);
+        let spans = vec![
+            Span::styled(rpad(&j.id.to_string(), id_w), t.dimmed()),
+            Span::raw(" "),
+            Span::styled(pad(&j.name, name_w), t.text()),
+            Span::raw(" "),
+            Span::styled(
+                pad(&j.share, 8),
+                Style::new().fg(colour).add_modifier(Modifier::BOLD),
+            ),
+            Span::raw(" "),
+            Span::styled(pad(&devs.join(","), dev_w), t.text()),
+            Span::raw(" "),
+            Span::styled(rpad(&ran, 7), t.text()),
+            Span::raw(" "),
+            Span::styled(
+                if j.on_borrowed {
+                    GLYPH_BORROWED.to_string()
+                } else {
+                    " ".into()
+                },
+                Style::new().fg(t.bar_borrowed),
+            ),
+            Span::raw(" "),
+            Span::styled(fit(&state, state_w), style),
+        ];
+        lines.push(Line::from(spans).style(row_style(app, Pane::Running, i)));
+    }
+    if n == 0 {
+        lines.push(Line::styled(" no job is running", t.dimmed()));
+    }
+    f.render_widget(Paragraph::new(lines), inner);
+}

@@ -1,0 +1,284 @@
+//! The `s` submit form: share, GPUs, priority, name and command, validated as you type,
+//! with a prediction of what the scheduler will do (start now, borrow, preempt, wait).
+
+use super::{centered, frame_block};
+use crate::model::{Command, JobSpec, MAX_PRIORITY};
+use crate::snapshot::Snapshot;
+use crate::tui::app::LineInput;
+use crate::tui::predict::{Verdict, predict};
+use crate::tui::theme::Theme;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Clear, Paragraph, Wrap};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Share,
+    Gpus,
+    Priority,
+    Name,
+    Command,
+}
+
+const FIELDS: [Field; 5] = [
+    Field::Share,
+    Field::Gpus,
+    Field::Priority,
+    Field::Name,
+    Field::Command,
+];
+
+impl Field {
+    fn label(self) -> &'static str {
+        match self {
+            Field::Share => "share",
+            Field::Gpus => "GPUs",
+            Field::Priority => "priority",
+            Field::Name => "name",
+            Field::Command => "command",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubmitForm {
+    pub field: Field,
+    pub share: LineInput,
+    pub gpus: LineInput,
+    pub priority: LineInput,
+    pub name: LineInput,
+    pub command: LineInput,
+}
+
+/// What a key did to the form.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FormOutcome {
+    Continue,
+    Cancel,
+    Submit(JobSpec),
+}
+
+impl SubmitForm {
+    pub fn new(share: &str) -> SubmitForm {
+        SubmitForm {
+            field: Field::Share,
+            share: LineInput::new(share),
+            gpus: LineInput::new("1"),
+            priority: LineInput::new("0"),
+            name: LineInput::default(),
+            command: LineInput::default(),
+        }
+    }
+
+    fn input(&mut self, f: Field) -> &mut LineInput {
+        match f {
+            Field::Share => &mut self.share,
+            Field::Gpus => &mut self.gpus,
+            Field::Priority => &mut self.priority,
+            Field::Name => &mut self.name,
+            Field::Command => &mut self.command,
+        }
+    }
+
+    fn value(&self, f: Field) -> &str {
+        match f {
+            Field::Share => &self.share.text,
+            Field::Gpus => &self.gpus.text,
+            Field::Priority => &self.priority.text,
+            Field::Name => &self.name.text,
+            Field::Command => &self.command.text,
+        }
+    }
+
+    /// Per-field problems, in field order; empty when the form can be submitted.
+    pub fn problems(&self, snap: &Snapshot) -> Vec<(Field, String)> {
+        let mut out = Vec::new();
+        let share = self.share.text.trim();
+        match snap.shares.iter().find(|s| s.name == share) {
+            None => {
+                let names: Vec<&str> = snap.shares.iter().map(|s| s.name.as_str()).collect();
+                out.push((
+                    Field::Share,
+                    format!(
+                        "unknown share {share:?}; ←/→ picks one of {}",
+                        names.join(", ")
+                    ),
+                ))
+            }
+            Some(s) if !s.present || !s.enabled => {
+                out.push((Field::Share, format!("{share} takes no new jobs")))
+            }
+            Some(_) => {}
+        }
+        match self.gpus.text.trim().parse::<u32>() {
+            Ok(n) if n >= 1 => {}
+            _ => out.push((Field::Gpus, "a whole number, at least 1".into())),
+        }
+        match self.priority.text.trim().parse::<u32>() {
+            Ok(p) if p <= MAX_PRIORITY => {}
+            _ => out.push((
+                Field::Priority,
+                format!("0..{MAX_PRIORITY}, higher runs first"),
+            )),
+        }
+        let name = self.name.text.trim();
+        if name.is_empty() || name.chars().count() > 128 {
+            out.push((Field::Name, "1 to 128 characters".into()));
+        }
+        if self.command.text.trim().is_empty() {
+            out.push((
+                Field::Command,
+                "what to run, e.g. python train.py (sh -c)".into(),
+            ));
+        }
+        out
+    }
+
+    /// The spec, when the form is valid.
+    pub fn spec(&self, snap: &Snapshot) -> Option<JobSpec> {
+        if !self.problems(snap).is_empty() {
+            return None;
+        }
+        let mut spec = JobSpec::new(
+            self.name.text.trim(),
+            self.share.text.trim(),
+            self.gpus.text.trim().parse().ok()?,
+            self.priority.text.trim().parse().ok()?,
+        );
+        spec.command = Some(Command::Shell(self.command.text.trim().to_string()));
+        // With several units, say which one (the share's first); with one, leave it to
+        // the default as a CLI user would.
+        if snap.units.len() > 1 {
+            spec.capacity_unit = snap
+                .shares
+                .iter()
+                .find(|s| s.name == spec.quota_share_name)
+                .map(|s| s.unit.clone());
+        }
+        Some(spec)
+    }
+
+    fn move_field(&mut self, delta: isize) {
+        let i = FIELDS.iter().position(|f| *f == self.field).unwrap_or(0) as isize;
+        let n = FIELDS.len() as isize;
+        self.field = FIELDS[((i + delta).rem_euclid(n)) as usize];
+    }
+
+    fn cycle_share(&mut self, snap: &Snapshot, delta: isize) {
+        let mut names: Vec<&str> = snap
+            .shares
+            .iter()
+            .filter(|s| s.present && s.enabled)
+            .map(|s| s.name.as_str())
+            .collect();
+        names.dedup();
+        if names.is_empty() {
+            return;
+        }
+        let cur = names.iter().position(|n| *n == self.share.text.trim());
+        let n = names.len() as isize;
+        let next = match cur {
+            Some(i) => (i as isize + delta).rem_euclid(n) as usize,
+            None => 0,
+        };
+        self.share = LineInput::new(names[next]);
+    }
+
+    pub fn on_key(&mut self, key: KeyEvent, snap: &Snapshot) -> FormOutcome {
+        let numeric = matches!(self.field, Field::Gpus | Field::Priority);
+        match key.code {
+            KeyCode::Esc => return FormOutcome::Cancel,
+            KeyCode::Enter => {
+                if let Some(spec) = self.spec(snap) {
+                    return FormOutcome::Submit(spec);
+                }
+                // Jump to the first field that needs attention.
+                if let Some((f, _)) = self.problems(snap).first() {
+                    self.field = *f;
+                }
+            }
+            KeyCode::Tab | KeyCode::Down => self.move_field(1),
+            KeyCode::BackTab | KeyCode::Up => self.move_field(-1),
+            KeyCode::Left if self.field == Field::Share => self.cycle_share(snap, -1),
+            KeyCode::Right if self.field == Field::Share => self.cycle_share(snap, 1),
+            KeyCode::Char('+') if numeric => bump(self.input(self.field), 1),
+            KeyCode::Char('-') if numeric => bump(self.input(self.field), -1),
+            KeyCode::Backspace => {
+                self.input(self.field).text.pop();
+            }
+            KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                self.input(self.field).text.clear();
+            }
+            KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+                let input = self.input(self.field);
+                if (!numeric || c.is_ascii_digit()) && input.text.chars().count() < 512 {
+                    input.text.push(c);
+                }
+            }
+            _ => {}
+        }
+        FormOutcome::Continue
+    }
+}
+
+fn bump(input: &mut LineInput, delta: i64) {
+    let v: i64 = input.text.trim().parse().unwrap_or(0);
+    input.text = (v + delta).clamp(0, i64::from(MAX_PRIORITY)).to_string();
+}
+
+pub fn render(f: &mut Frame, area: Rect, form: &SubmitForm, snap: &Snapshot, theme: &Theme) {
+    let r = centered(area, 72, 12);
+    f.render_widget(Clear, r);
+    let block = frame_block(" Submit a job ", theme);
+    let inner = block.inner(r);
+    f.render_widget(block, r);
+    let problems = form.problems(snap);
+    let mut lines = Vec::new();
+    for field in FIELDS {
+        let focused = field == form.field;
+        let label = format!("{:>9} ", field.label());
+        let mut spans = vec![Span::styled(
+            label,
+            if focused {
+                Style::new().fg(theme.accent).add_modifier(Modifier::BOLD)
+            } else {
+                theme.dimmed()
+            },
+        )];
+        let value = form.value(field);
+        spans.push(Span::styled(value.to_string(), theme.text()));
+        if focused {
+            spans.push(Span::styled("▏", Style::new().fg(theme.accent)));
+        }
+        if let Some((_, why)) = problems.iter().find(|(f, _)| *f == field) {
+            spans.push(Span::styled(format!("  ✗ {why}"), theme.warn_style()));
+        } else {
+            spans.push(Span::styled("  ✓", Style::new().fg(theme.ok)));
+        }
+        lines.push(Line::from(spans));
+    }
+    lines.push(Line::default());
+    let gpus = form.gpus.text.trim().parse::<u32>().unwrap_or(0);
+    let prio = form.priority.text.trim().parse::<u32>().unwrap_or(0);
+    let pred = predict(snap, form.share.text.trim(), None, gpus, prio);
+    let style = match pred.verdict {
+        Verdict::StartNow | Verdict::Borrow => Style::new().fg(theme.ok),
+        Verdict::Preempt | Verdict::Wait => theme.warn_style(),
+        Verdict::Reject => theme.error_style(),
+    };
+    lines.push(Line::from(vec![
+        Span::styled("  ⇒ ", style),
+        Span::styled(pred.verdict.label(), style.add_modifier(Modifier::BOLD)),
+        Span::styled(": ", style),
+        Span::styled(pred.why, theme.text()),
+    ]));
+    lines.push(Line::default());
+    lines.push(Line::styled(
+        "  tab/↑↓ field  ←/→ share  +/- number  enter submit  esc cancel",
+        theme.dimmed(),
+    ));
+    f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
+}
