@@ -287,7 +287,42 @@ impl RecoveryPlan {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_stat;
+    use super::*;
+
+    #[test]
+    fn exit_files_in_both_formats() {
+        assert_eq!(parse_exit("3\n"), Some(3));
+        assert_eq!(
+            parse_exit(r#"{"code":137,"signal":9,"finished_at":1}"#),
+            Some(137)
+        );
+        assert_eq!(parse_exit("{\"code\":"), None);
+        assert_eq!(parse_exit(""), None);
+    }
+
+    #[test]
+    fn a_lost_attempt_cannot_be_claimed_by_a_late_supervisor_and_vice_versa() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        // Recovery first: the late supervisor finds the tombstone and must not run.
+        assert!(claim_lost(dir.path(), JobId(1), 1).unwrap());
+        assert!(!claim_pid_file(&pid_file(dir.path(), JobId(1), 1), me).unwrap());
+        assert_eq!(probe(dir.path(), JobId(1), 1), SupervisorStatus::Vanished);
+        // Supervisor first: recovery sees it alive and adopts it.
+        assert!(claim_pid_file(&pid_file(dir.path(), JobId(2), 1), me).unwrap());
+        assert!(!claim_lost(dir.path(), JobId(2), 1).unwrap());
+        assert_eq!(
+            probe(dir.path(), JobId(2), 1),
+            SupervisorStatus::Alive { pid: me }
+        );
+        // No temporary files are left behind.
+        let left: Vec<_> = fs::read_dir(run_dir(dir.path(), JobId(1)))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+    }
 
     #[test]
     fn stat_with_parentheses_in_the_name() {
