@@ -121,13 +121,13 @@ impl RuntimeHandle {
         let snapshot = Snapshot::build(&sched, now, 0, config.clone(), Vec::new(), &Samples::new());
         let (snap_tx, snap_rx) = watch::channel(Arc::new(snapshot));
         start_telemetry(&capacity, &initial, &tx);
-        let mut exec = Executor::new(opts.state.clone(), opts.supervisor_exe.clone(), tx.clone());
+        let exec = Executor::new(opts.state.clone(), opts.supervisor_exe.clone(), tx.clone());
         let (fatal_tx, fatal_rx) = watch::channel(None);
         let mut rt = Runtime {
             sched,
             opts,
             config,
-            exec: Executor::new(StateDir::new(""), PathBuf::new(), tx.clone()),
+            exec,
             samples: Samples::new(),
             version: 0,
             snapshots: snap_tx,
@@ -142,21 +142,21 @@ impl RuntimeHandle {
             fatal: fatal_tx,
         };
         if let Some(d) = durable {
+            let (sched, exec) = (&mut rt.sched, &mut rt.exec);
             exec.seed_preemptions(d.preemptions);
             for a in &d.adopted {
                 // Its supervisor recorded itself, so the command runs (or is about to).
-                if rt
-                    .sched
+                if sched
                     .job(a.job)
                     .is_some_and(|j| matches!(j.state, JobState::Scheduled | JobState::Starting))
                 {
-                    rt.sched.set_running_state(a.job, JobState::Running);
+                    sched.set_running_state(a.job, JobState::Running);
                     rt.observed.push(Observed::StateChanged { job: a.job });
                 }
-                exec.adopt(&rt.sched, a.job, a.attempt, a.pid, now);
+                exec.adopt(sched, a.job, a.attempt, a.pid, now);
             }
             // Recovery's first pass, already stored: carry it out now.
-            exec.carry_out(&rt.sched, d.events, now);
+            exec.carry_out(sched, d.events, now);
             rt.maybe_done = rt
                 .sched
                 .jobs()
@@ -180,7 +180,6 @@ impl RuntimeHandle {
                 }
             });
         }
-        rt.exec = exec;
         rt.archive_finished();
         rt.publish(now);
         let task = tokio::spawn(rt.run(rx));

@@ -263,10 +263,19 @@ async fn answer(
             } else {
                 Vec::new()
             };
+            // A job that finished between the snapshot and the history read is listed
+            // once, as finished (the newer word).
+            let done: std::collections::HashSet<_> = finished.iter().map(|j| j.id).collect();
+            let live = |v: &Vec<crate::snapshot::JobView>| {
+                v.iter()
+                    .filter(|j| !done.contains(&j.id))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            };
             Response {
                 jobs: Some(JobsAnswer {
-                    queue: snap.queue.clone(),
-                    running: snap.running.clone(),
+                    queue: live(&snap.queue),
+                    running: live(&snap.running),
                     finished,
                     preemptions: snap.preemptions.clone(),
                 }),
