@@ -1,10 +1,10 @@
-//! `shareq tui`, bare `shareq` and `shareq demo`: the live runtime in-process with the
-//! console on top (the control socket listens too, so the CLI works beside it).
+//! `shareq tui`, bare `shareq` and `shareq demo`: the durable scheduler in-process with
+//! the console on top (the control socket listens too, so the CLI and other consoles work
+//! beside it), or the console attached to the scheduler that already runs there.
 
-use crate::config::{Watcher, load_dir};
-use crate::exec::gpus::needs_discovery;
-use crate::exec::{Discovery, StateDir};
-use crate::server::{RuntimeHandle, RuntimeOptions, socket};
+use crate::exec::StateDir;
+use crate::server::boot::{self, BootError, BootOptions};
+use crate::server::remote;
 use crate::tui::bridge::{Exit, NoticeFeed, forward};
 use crate::tui::{Action, ConsoleOptions, LogSource, demo, run_console};
 use std::path::{Path, PathBuf};
@@ -133,7 +133,9 @@ fn console_options(theme: Option<String>, no_mouse: bool, state: &StateDir) -> C
     }
 }
 
-/// Run the runtime and the console until the operator leaves.
+/// Run the runtime and the console until the operator leaves. When another scheduler
+/// already runs on the state directory, the console attaches to it through its socket
+/// instead (it never schedules twice).
 fn session(
     config: &Path,
     state: StateDir,
@@ -148,29 +150,6 @@ fn session(
         return ExitCode::from(1);
     }
     let _guard = init_file_tracing(&state);
-    let loaded = match load_dir(config) {
-        Ok(l) => l,
-        Err(errors) => {
-            eprintln!("shareq: the config in {} is not valid:", config.display());
-            for e in errors {
-                eprintln!("  {e}");
-            }
-            return ExitCode::from(2);
-        }
-    };
-    let discovery = if needs_discovery(&loaded.config) {
-        Discovery::run()
-    } else {
-        Discovery::skipped()
-    };
-    tracing::info!("{}", discovery.describe());
-    let exe = match std::env::current_exe() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("shareq: cannot find my own executable: {e}");
-            return ExitCode::from(1);
-        }
-    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -181,50 +160,55 @@ fn session(
             return ExitCode::from(1);
         }
     };
-    let runtime_opts = RuntimeOptions {
-        state: state.clone(),
-        config_dir: config.to_path_buf(),
-        supervisor_exe: exe,
-        discovery,
-    };
     rt.block_on(async move {
-        let listener = match socket::bind(&state) {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("shareq: {e}");
-                return ExitCode::from(1);
-            }
-        };
-        let handle = RuntimeHandle::start(runtime_opts, loaded);
-        let _watcher = match Watcher::start(config.to_path_buf(), handle.config_sink()) {
-            Ok(w) => Some(w),
-            Err(e) => {
-                tracing::warn!("config changes will not be picked up: {e}");
-                None
-            }
-        };
-        let server = tokio::spawn(socket::serve(
-            listener,
-            handle.inputs.clone(),
-            handle.snapshots.clone(),
-        ));
+        let (local, snapshots, inputs) =
+            match boot::start(BootOptions::new(state.clone(), config.to_path_buf())).await {
+                Ok(handle) => {
+                    let (s, i) = (handle.snapshots.clone(), handle.inputs.clone());
+                    (Some(handle), s, i)
+                }
+                Err(BootError::Locked { pid, .. }) => match remote::attach(&state).await {
+                    Ok((s, i)) => {
+                        tracing::info!(?pid, "attached to the running scheduler");
+                        (None, s, i)
+                    }
+                    Err(e) => {
+                        eprintln!(
+                            "shareq: another scheduler holds {} (pid {}) but its socket does not answer: {e}",
+                            state.root().display(),
+                            pid.map_or("unknown".to_string(), |p| p.to_string())
+                        );
+                        return ExitCode::from(1);
+                    }
+                },
+                Err(BootError::Config { dir, errors }) => {
+                    eprintln!("shareq: the config in {} is not valid:", dir.display());
+                    for e in errors {
+                        eprintln!("  {e}");
+                    }
+                    return ExitCode::from(2);
+                }
+                Err(e) => {
+                    eprintln!("shareq: {e}");
+                    return ExitCode::from(1);
+                }
+            };
         let (actions_tx, actions_rx) = mpsc::channel::<Action>(256);
         let (notices_tx, notices_rx) = mpsc::unbounded_channel();
         opts.notices = NoticeFeed::new(notices_rx);
-        let user = current_user();
-        let bridge = tokio::spawn(forward(actions_rx, handle.inputs.clone(), user, notices_tx));
+        let bridge = tokio::spawn(forward(actions_rx, inputs, current_user(), notices_tx));
         let generator =
             demo_seed.map(|seed| tokio::spawn(demo::run_demo(actions_tx.clone(), seed)));
-        let console = run_console(handle.snapshots.clone(), actions_tx, opts).await;
+        let console = run_console(snapshots, actions_tx, opts).await;
         if let Some(g) = generator {
             g.abort();
         }
         let exit = bridge.await.unwrap_or(Exit::ConsoleGone);
-        server.abort();
-        let _ = std::fs::remove_file(state.socket());
-        let stop_jobs = matches!(exit, Exit::Quit { stop_jobs: true });
         tracing::info!(?exit, "console closed");
-        handle.shutdown(stop_jobs).await;
+        // An attached console leaves the other scheduler running whatever was chosen.
+        if let Some(handle) = local {
+            handle.shutdown(matches!(exit, Exit::Quit { stop_jobs: true })).await;
+        }
         match console {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
