@@ -9,11 +9,11 @@
 
 mod common;
 
-use common::{BIN, config, kill_supervisors_of, share};
+use common::{BIN, Cleanup, Serve, config, share};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -34,65 +34,6 @@ impl Rng {
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
-    }
-}
-
-struct Serve {
-    child: Option<Child>,
-}
-
-impl Serve {
-    fn start(state: &Path, config: &Path, err: &Path) -> Serve {
-        let stderr = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(err)
-            .unwrap();
-        let child = Command::new(BIN)
-            .args(["serve", "--config"])
-            .arg(config)
-            .arg("--state")
-            .arg(state)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        let s = Serve { child: Some(child) };
-        let t = Instant::now();
-        // The socket file of a killed scheduler stays behind: wait for a live one.
-        while std::os::unix::net::UnixStream::connect(state.join("shareq.sock")).is_err() {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "serve did not start: {}",
-                std::fs::read_to_string(err).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        s
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
-
-/// Ends every process of the state directory when the test ends (also on failure).
-struct Cleanup(PathBuf);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        kill_supervisors_of(&self.0);
     }
 }
 

@@ -7,66 +7,11 @@
 
 mod common;
 
-use common::{BIN, alive, config, kill_supervisors_of, share, wait_for};
+use common::{BIN, Cleanup, Serve, alive, config, share, wait_for};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-struct Serve {
-    child: Option<Child>,
-}
-
-impl Serve {
-    fn start(state: &Path, config: &Path, err: &Path) -> Serve {
-        let stderr = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(err)
-            .unwrap();
-        let child = Command::new(BIN)
-            .args(["serve", "--config"])
-            .arg(config)
-            .arg("--state")
-            .arg(state)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        let t = Instant::now();
-        while std::os::unix::net::UnixStream::connect(state.join("shareq.sock")).is_err() {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "serve did not start: {}",
-                std::fs::read_to_string(err).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Serve { child: Some(child) }
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
-
-struct Cleanup(PathBuf);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        kill_supervisors_of(&self.0);
-    }
-}
 
 fn cli(state: &Path, args: &[&str]) -> Output {
     Command::new(BIN)

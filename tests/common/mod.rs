@@ -251,3 +251,63 @@ pub fn wait_for(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A `shareq serve` child process (its stderr to a file), killed with SIGKILL on drop.
+pub struct Serve {
+    pub child: Option<Child>,
+}
+
+impl Serve {
+    pub fn start(state: &Path, config: &Path, err: &Path) -> Serve {
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(err)
+            .unwrap();
+        let child = Command::new(BIN)
+            .args(["serve", "--config"])
+            .arg(config)
+            .arg("--state")
+            .arg(state)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        let s = Serve { child: Some(child) };
+        let t = Instant::now();
+        // The socket file of a killed scheduler stays behind: wait for a live one.
+        while std::os::unix::net::UnixStream::connect(state.join("shareq.sock")).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "serve did not start: {}",
+                std::fs::read_to_string(err).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        s
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Ends every process of the state directory when the test ends (also on failure).
+pub struct Cleanup(pub PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        kill_supervisors_of(&self.0);
+    }
+}
