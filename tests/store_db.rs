@@ -462,3 +462,33 @@ resourceSharingConfiguration: {strategy: LEND}
     assert_eq!(store.job(a2).unwrap().unwrap().state, JobState::Runnable);
     assert_eq!(store.job(a2).unwrap().unwrap().preempted_count, 1);
 }
+
+#[test]
+fn a_cancel_under_way_keeps_who_cancelled_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).expect("open");
+    let mut sched = live_sched();
+    step(&mut store, &mut sched, 1, &[], |s| {
+        s.submit(spec("victim", "a", 0), 1).unwrap();
+    });
+    let v = id(&sched, "victim");
+    step(&mut store, &mut sched, 2, &[], |s| {
+        assert!(s.cancel(v, "alice", 2));
+    });
+    assert!(sched.job(v).unwrap().is_stopping());
+    // The scheduler goes away while the job's processes are still stopping.
+    let recovered = store.load().expect("load");
+    let stored = recovered
+        .jobs
+        .iter()
+        .find(|j| j.id == v)
+        .expect("active job");
+    let mut again = live_sched();
+    again
+        .restore_job(stored.restored(true), 3)
+        .expect("restore");
+    again.gpus_released(v, 4);
+    let job = again.job(v).expect("job");
+    assert_eq!(job.state, shareq::model::JobState::Failed);
+    assert_eq!(again.reason(v), "CANCELLED: by alice");
+}

@@ -1,7 +1,7 @@
 //! Putting jobs back after a restart (SPEC §8): the store replays what it recorded into a
 //! fresh scheduler — queued jobs in their original order, adopted jobs on their devices.
 
-use super::state::{Job, Lane, Phase, ShareState, StopCause, UnitState};
+use super::state::{FailReason, Job, Lane, Phase, ShareState, StopCause, UnitState};
 use super::{Sched, Time};
 use crate::model::{JobId, JobSpec, JobState, Strategy};
 use std::collections::BTreeSet;
@@ -18,6 +18,8 @@ pub struct RestoredJob {
     pub preempted_count: u32,
     pub failed_attempts: u32,
     pub attempts_started: u32,
+    /// Set for a job that was being cancelled: what its end will say (`CANCELLED: by …`).
+    pub fail_reason: Option<FailReason>,
     /// Adopted: still holding these devices since `started_at`.
     pub holding: Option<RestoredHolding>,
 }
@@ -79,7 +81,7 @@ impl Sched {
             preempted_count: r.preempted_count,
             failed_attempts: r.failed_attempts,
             attempts_started: r.attempts_started,
-            fail_reason: None,
+            fail_reason: r.fail_reason,
             lapsed_at: None,
             stop_after: 0,
             finished_at: None,

@@ -139,6 +139,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         preempted_count: 1,
         failed_attempts: 0,
         attempts_started: 2,
+        fail_reason: None,
         holding: Some(RestoredHolding {
             devices: vec![0],
             started_at: 20,
@@ -157,6 +158,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
             preempted_count: 0,
             failed_attempts: 0,
             attempts_started: 0,
+            fail_reason: None,
             holding: None,
         };
         s.restore_job(r, 100).unwrap();
@@ -171,6 +173,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         preempted_count: 0,
         failed_attempts: 0,
         attempts_started: 1,
+        fail_reason: None,
         holding: Some(RestoredHolding {
             devices: vec![0],
             started_at: 20,

@@ -42,7 +42,8 @@ impl Store {
                     failed_attempts, attempts_started, stop_kind, stop_by, stop_reason,
                     started_at, devices,
                     (SELECT attempt FROM attempts WHERE job = jobs.id AND ended_at IS NULL
-                     ORDER BY attempt DESC LIMIT 1)
+                     ORDER BY attempt DESC LIMIT 1),
+                    fail_reason
                  FROM jobs WHERE finished_at IS NULL ORDER BY id",
             )
             .map_err(|e| self.err(e))?;
@@ -96,6 +97,7 @@ impl Store {
             preempted_count: row.get(6).map_err(e)?,
             failed_attempts: row.get(7).map_err(e)?,
             attempts_started: row.get(8).map_err(e)?,
+            fail_reason: row.get(15).map_err(e)?,
             holding,
         })
     }

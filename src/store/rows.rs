@@ -2,7 +2,7 @@
 //! and the encoding of the few scheduler types kept in text columns.
 
 use crate::model::{JobId, JobSpec, JobState};
-use crate::sched::{PreemptReason, RestoredHolding, RestoredJob, StopCause, Time};
+use crate::sched::{FailReason, PreemptReason, RestoredHolding, RestoredJob, StopCause, Time};
 use crate::snapshot::{JobView, PreemptionRecord};
 use std::sync::Arc;
 
@@ -18,6 +18,8 @@ pub struct StoredJob {
     pub preempted_count: u32,
     pub failed_attempts: u32,
     pub attempts_started: u32,
+    /// As shown, e.g. `CANCELLED: by alice` for a job whose cancel was under way.
+    pub fail_reason: Option<String>,
     /// Set when it held GPUs (SCHEDULED, STARTING or RUNNING).
     pub holding: Option<StoredHolding>,
 }
@@ -56,6 +58,11 @@ impl StoredJob {
             preempted_count: self.preempted_count,
             failed_attempts: self.failed_attempts,
             attempts_started: self.attempts_started,
+            fail_reason: self
+                .fail_reason
+                .as_deref()
+                .and_then(|r| r.strip_prefix("CANCELLED: by "))
+                .map(|by| FailReason::Cancelled(by.to_string())),
             holding,
         }
     }
