@@ -146,21 +146,6 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
     let mut lines = vec![header_line(app, head)];
     let rows = inner.height.saturating_sub(1);
     let off = window(app, Pane::Shares, area, inner.y + 1, rows);
-    let scale_max = app
-        .snap
-        .units
-        .iter()
-        .map(|u| u.usable)
-        .max()
-        .unwrap_or(0)
-        .max(
-            app.snap
-                .shares
-                .iter()
-                .map(|s| s.limit + s.borrowed)
-                .max()
-                .unwrap_or(0),
-        );
     let t = &app.theme;
     for (i, s) in app
         .snap
