@@ -3,7 +3,8 @@
 //! Built by the runtime after each change and shared as `Arc<Snapshot>`; readers never
 //! touch the live scheduler.
 
-use crate::model::{JobId, JobState, Strategy};
+use crate::model::{JobId, JobState, Strategy, Submitter};
+use crate::server::auth::Access;
 use crate::sched::{LendEdge, Phase, Sched, StopCause, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -95,6 +96,9 @@ pub struct JobView {
     pub attempts: u32,
     pub preempted_count: u32,
     pub nominated: bool,
+    /// Who submitted it (SPEC §9); `None` only for jobs stored before shareq knew.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitter: Option<Submitter>,
 }
 
 /// One line of the preemption log (SPEC §4.4 item 4).
@@ -113,6 +117,11 @@ pub struct PreemptionRecord {
     pub ran_for: i64,
     /// "requeued", "failed (PREEMPTION_RETRIES_EXHAUSTED)", ... once known.
     pub outcome: Option<String>,
+    /// The victim's submitter, and the preempting job's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub victim_user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_user: Option<String>,
 }
 
 /// GPU telemetry for one device, where NVML answers.
@@ -144,6 +153,9 @@ pub struct Snapshot {
     /// Newest first.
     pub preemptions: Vec<PreemptionRecord>,
     pub grace_period_seconds: u32,
+    /// Who may do what (SPEC §9), so that a console can refuse before it asks.
+    #[serde(default)]
+    pub access: Arc<Access>,
 }
 
 impl Snapshot {
@@ -162,6 +174,7 @@ impl Snapshot {
             finished: Vec::new(),
             preemptions: Vec::new(),
             grace_period_seconds: 30,
+            access: Arc::default(),
         }
     }
 
@@ -276,6 +289,7 @@ impl Snapshot {
             finished,
             preemptions,
             grace_period_seconds: sched.grace_period_seconds(),
+            access: Arc::default(),
         }
     }
 }
@@ -309,6 +323,7 @@ fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -> JobView {
         attempts: j.attempts_started,
         preempted_count: j.preempted_count,
         nominated: j.is_nominated(),
+        submitter: j.spec.submitter.clone(),
     }
 }
 

@@ -85,6 +85,7 @@ impl SubmitArgs {
             preemption_retries_before_termination: self.preemption_retries,
             retry_strategy: self.attempts.map(|attempts| RetryStrategy { attempts }),
             timeout_seconds: self.timeout,
+            submitter: None,
         })
     }
 }

@@ -24,6 +24,9 @@ pub struct LaunchSpec {
     /// How long processes left behind by a command that ended by itself get between
     /// SIGTERM and SIGKILL.
     pub grace_seconds: u32,
+    /// Who the command runs as when the supervisor is root (SPEC §9): the submitter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitter: Option<crate::model::Submitter>,
 }
 
 impl LaunchSpec {
@@ -99,6 +102,7 @@ mod tests {
             log: "l".into(),
             exit: "e".into(),
             grace_seconds: 1,
+            submitter: None,
         };
         let e = spec.job_env();
         assert_eq!(e["CUDA_VISIBLE_DEVICES"], "0,2");

@@ -3,8 +3,10 @@
 
 pub mod gpus;
 pub mod launch;
+pub mod privdrop;
 pub mod proc;
 pub mod state_dir;
+pub mod state_perms;
 pub mod supervisor;
 pub mod telemetry;
 

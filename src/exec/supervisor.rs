@@ -12,6 +12,7 @@
 //! is left, which is what "the GPUs are free again" means.
 
 use super::launch::{ExitStatus, LaunchSpec, now_ms};
+use super::privdrop::RunAs;
 use super::state_dir::write_atomic;
 use crate::model::Command as JobCommand;
 use nix::errno::Errno;
@@ -20,7 +21,6 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, killpg, sigprocmask};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
-use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
@@ -94,10 +94,8 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
                 signal: None,
                 finished_at: now_ms(),
             };
-            if let Some(dir) = spec.log.parent() {
-                let _ = std::fs::create_dir_all(dir);
-            }
-            if let Ok(mut l) = OpenOptions::new().create(true).append(true).open(&spec.log) {
+            let owner = RunAs::for_submitter(spec.submitter.as_ref()).ok().flatten();
+            if let Ok(mut l) = open_log(&spec, owner.as_ref()) {
                 let _ = writeln!(
                     l,
                     "shareq: cannot record the supervisor in {}: {e}",
@@ -128,19 +126,22 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
     let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
     nix::sys::prctl::set_child_subreaper(true)?;
 
-    if let Some(dir) = spec.log.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    let log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&spec.log)
-        .map_err(|source| SupervisorError::Log {
-            path: spec.log.display().to_string(),
-            source,
-        })?;
+    // Whom the command runs as (SPEC §9); a submitter who cannot be found fails the
+    // attempt, with the reason in the log (kept by the scheduler's user then).
+    let (run_as, unknown) = match RunAs::for_submitter(spec.submitter.as_ref()) {
+        Ok(r) => (r, None),
+        Err(why) => (None, Some(why)),
+    };
+    let log = open_log(&spec, run_as.as_ref()).map_err(|source| SupervisorError::Log {
+        path: spec.log.display().to_string(),
+        source,
+    })?;
 
-    let status = match spawn(&spec, &log) {
+    let spawned = match unknown {
+        Some(why) => Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, why)),
+        None => spawn(&spec, &log, run_as.as_ref()),
+    };
+    let status = match spawned {
         Ok(child) => {
             // Tell the runtime the command runs (it may be gone: ignore errors).
             let mut out = std::io::stdout();
@@ -171,7 +172,27 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
     Ok(status)
 }
 
-fn spawn(spec: &LaunchSpec, log: &std::fs::File) -> std::io::Result<std::process::Child> {
+/// The attempt's log, `<state>/logs/<job>/<attempt>.log`, opened without following links
+/// and owned by the user the command runs as.
+fn open_log(spec: &LaunchSpec, run_as: Option<&RunAs>) -> std::io::Result<std::fs::File> {
+    let bad = || std::io::Error::other(format!("bad log path {}", spec.log.display()));
+    let file = spec.log.file_name().ok_or_else(bad)?;
+    let job_dir = spec.log.parent().ok_or_else(bad)?;
+    let job = job_dir.file_name().ok_or_else(bad)?;
+    let logs = job_dir.parent().ok_or_else(bad)?;
+    super::state_perms::open_job_log(
+        logs,
+        &job.to_string_lossy(),
+        &file.to_string_lossy(),
+        run_as.map(|r| (r.uid, r.gid)),
+    )
+}
+
+fn spawn(
+    spec: &LaunchSpec,
+    log: &std::fs::File,
+    run_as: Option<&RunAs>,
+) -> std::io::Result<std::process::Child> {
     let mut cmd = match &spec.command {
         JobCommand::Shell(s) => match plain_words(s) {
             Some(words) => {
@@ -197,12 +218,14 @@ fn spawn(spec: &LaunchSpec, log: &std::fs::File) -> std::io::Result<std::process
             c
         }
     };
-    cmd.envs(spec.job_env())
-        .stdin(Stdio::null())
+    cmd.stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log.try_clone()?);
-    if let Some(dir) = &spec.working_directory {
-        cmd.current_dir(dir);
+    if run_as.is_none() {
+        cmd.envs(spec.job_env());
+        if let Some(dir) = &spec.working_directory {
+            cmd.current_dir(dir);
+        }
     }
     // SAFETY: setsid, sigprocmask and sigaction are async-signal-safe and touch no
     // memory of the parent.
@@ -222,8 +245,14 @@ fn spawn(spec: &LaunchSpec, log: &std::fs::File) -> std::io::Result<std::process
                 nix::sys::signal::signal(s, nix::sys::signal::SigHandler::SigDfl)
                     .map_err(std::io::Error::from)?;
             }
+            // The scheduler keeps its own files private (umask 077); jobs get the usual.
+            nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
             Ok(())
         });
+    }
+    if let Some(r) = run_as {
+        // After the steps above: they need no privilege, the drop comes last.
+        r.apply(&mut cmd, spec.job_env(), spec.working_directory.as_deref())?;
     }
     cmd.spawn()
 }

@@ -33,6 +33,17 @@ pub struct ServiceEnvironment {
     /// How long finished jobs are kept in the history.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<HistorySettings>,
+    /// Who may connect to the control socket (SPEC §9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_socket: Option<ControlSocket>,
+}
+
+/// `controlSocket: {group: G}`: only group G may connect (socket mode 0660).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ControlSocket {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -58,6 +58,18 @@ pub struct JobSpec {
     pub retry_strategy: Option<RetryStrategy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u64>,
+    /// Who submitted it. Set by the scheduler from the caller's peer credentials (SPEC
+    /// §9); whatever a request says here is overwritten.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitter: Option<Submitter>,
+}
+
+/// A job's owner: the unix user who submitted it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Submitter {
+    pub name: String,
+    pub uid: u32,
 }
 
 fn one() -> u32 {
@@ -79,6 +91,7 @@ impl JobSpec {
             preemption_retries_before_termination: None,
             retry_strategy: None,
             timeout_seconds: None,
+            submitter: None,
         }
     }
 

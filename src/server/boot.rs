@@ -104,13 +104,14 @@ impl From<StoreError> for BootError {
 pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     let t0 = Instant::now();
     let root = opts.state.root().to_path_buf();
-    let lock = StateLock::acquire(&root)?;
+    // Checked before anything in it is opened (SPEC §9).
     opts.state.create().map_err(|source| {
         BootError::Store(StoreError::StateDir {
             path: root.clone(),
             source,
         })
     })?;
+    let lock = StateLock::acquire(&root)?;
     let loaded = load_dir(&opts.config_dir).map_err(|errors| BootError::Config {
         dir: opts.config_dir.clone(),
         errors,
@@ -150,10 +151,32 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         Some(p) => p,
         None => std::env::current_exe().map_err(BootError::Exe)?,
     };
+    let group = loaded
+        .config
+        .env
+        .control_socket
+        .as_ref()
+        .and_then(|c| c.group.clone());
     let listener = if opts.listen {
-        Some(socket::bind(&opts.state)?)
+        if group.is_some() {
+            // The group must reach the socket: enter the directory, not list it.
+            crate::exec::state_perms::prepare(&root, true).map_err(|source| {
+                BootError::Store(StoreError::StateDir {
+                    path: root.clone(),
+                    source,
+                })
+            })?;
+        }
+        Some(socket::bind(&opts.state, group.as_deref())?)
     } else {
         None
+    };
+    let audit = match super::audit::Audit::start(&root.join(crate::store::DB_FILE)) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::warn!("no audit trail: {e}");
+            super::audit::Audit::off()
+        }
     };
     let durable = Durable {
         lock,
@@ -174,7 +197,8 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     };
     let mut handle = RuntimeHandle::start_with(ropts, loaded, Some(durable));
     if let Some(listener) = listener {
-        handle.serve_socket(listener, opts.state.socket());
+        let guard = super::guard::Guard::new(opts.state.clone(), audit);
+        handle.serve_socket(listener, opts.state.socket(), guard);
         tracing::info!(socket = %opts.state.socket().display(), "scheduler listening");
     }
     if opts.watch_config {

@@ -248,6 +248,7 @@ impl Executor {
             log: self.state.attempt_log(job, attempt),
             exit: self.state.exit_file(job, attempt),
             grace_seconds: sched.grace_period_seconds(),
+            submitter: j.spec.submitter.clone(),
         };
         let timeout = j.spec.timeout_seconds;
         let tx = self.tx.clone();
@@ -363,6 +364,8 @@ impl Executor {
             gpus: v.quantity,
             ran_for: v.started_at().map_or(0, |s| now - s),
             outcome: None,
+            victim_user: v.spec.submitter.as_ref().map(|s| s.name.clone()),
+            by_user: by_job.and_then(|b| b.spec.submitter.as_ref().map(|s| s.name.clone())),
         });
         self.preemptions.truncate(PREEMPTION_LOG_LEN);
     }

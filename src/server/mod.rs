@@ -34,15 +34,19 @@
 //! # }
 //! ```
 
+pub mod audit;
+pub mod auth;
 pub mod boot;
 mod carry;
 pub mod client;
+pub mod guard;
 pub mod input;
 pub mod protocol;
 pub mod remote;
 pub mod runtime;
 pub mod socket;
 
+pub use auth::{Access, Caller, Denied, EXIT_NOT_ALLOWED};
 pub use boot::{BootError, BootOptions};
 pub use client::{Client, ClientError};
 pub use input::{CancelOutcome, ConfigUpdate, Input};

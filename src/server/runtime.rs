@@ -118,7 +118,10 @@ impl RuntimeHandle {
             error: None,
             error_at: None,
         };
-        let snapshot = Snapshot::build(&sched, now, 0, config.clone(), Vec::new(), &Samples::new());
+        let access = Arc::new(super::auth::Access::new(&initial.config));
+        let mut snapshot =
+            Snapshot::build(&sched, now, 0, config.clone(), Vec::new(), &Samples::new());
+        snapshot.access = access.clone();
         let (snap_tx, snap_rx) = watch::channel(Arc::new(snapshot));
         start_telemetry(&capacity, &initial, &tx);
         let exec = Executor::new(opts.state.clone(), opts.supervisor_exe.clone(), tx.clone());
@@ -140,6 +143,7 @@ impl RuntimeHandle {
             persist: None,
             observed: Vec::new(),
             fatal: fatal_tx,
+            access,
         };
         if let Some(d) = durable {
             let (sched, exec) = (&mut rt.sched, &mut rt.exec);
@@ -201,11 +205,17 @@ impl RuntimeHandle {
     }
 
     /// Serve the control socket from this runtime until shutdown.
-    pub(crate) fn serve_socket(&mut self, listener: tokio::net::UnixListener, path: PathBuf) {
+    pub(crate) fn serve_socket(
+        &mut self,
+        listener: tokio::net::UnixListener,
+        path: PathBuf,
+        guard: super::guard::Guard,
+    ) {
         let task = tokio::spawn(super::socket::serve(
             listener,
             self.inputs.clone(),
             self.snapshots.clone(),
+            guard,
         ));
         self.server = Some((task, path));
     }
@@ -286,6 +296,8 @@ struct Runtime {
     /// Facts fed to the scheduler since the last recorded batch.
     observed: Vec<Observed>,
     fatal: watch::Sender<Option<String>>,
+    /// Who may do what under the config in force (published with each snapshot).
+    access: Arc<super::auth::Access>,
 }
 
 /// Snapshots are published at most this often while inputs pour in (a reader that must
@@ -509,6 +521,7 @@ impl Runtime {
             .take(FINISHED_IN_SNAPSHOT)
             .cloned()
             .collect();
+        snap.access = self.access.clone();
         self.snapshots.send_replace(Arc::new(snap));
     }
 
@@ -631,6 +644,7 @@ impl Runtime {
                     tracing::warn!("{w}");
                 }
                 self.sched.apply_config(&loaded.config, &capacity, now);
+                self.access = Arc::new(super::auth::Access::new(&loaded.config));
                 if let Some(p) = &mut self.persist {
                     p.retain_days = retain_days(&loaded);
                     if p.config_hash.as_deref() != Some(loaded.hash.as_str()) {

@@ -1,6 +1,8 @@
 //! The control socket `<state>/shareq.sock`: accept connections, read size-limited JSON
 //! lines, answer from the latest snapshot or through the runtime.
 
+use super::auth::Caller;
+use super::guard::Guard;
 use super::input::Input;
 use super::protocol::{JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
 use crate::exec::StateDir;
@@ -22,9 +24,9 @@ pub enum SocketError {
     },
 }
 
-/// Bind the socket (mode 0600). A stale socket file left by a dead scheduler is replaced;
-/// a live one is an error.
-pub fn bind(state: &StateDir) -> Result<UnixListener, SocketError> {
+/// Bind the socket, with the mode SPEC §9 gives it (see `guard::socket_mode`). A stale
+/// socket file left by a dead scheduler is replaced; a live one is an error.
+pub fn bind(state: &StateDir, group: Option<&str>) -> Result<UnixListener, SocketError> {
     let path = state.socket();
     let shown = path.display().to_string();
     if path.exists() {
@@ -38,7 +40,11 @@ pub fn bind(state: &StateDir) -> Result<UnixListener, SocketError> {
         source,
     };
     let listener = UnixListener::bind(&path).map_err(bind_err)?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(bind_err)?;
+    let (mode, gid) = super::guard::socket_mode(group).map_err(bind_err)?;
+    if let Some(gid) = gid {
+        nix::unistd::chown(&path, None, Some(gid)).map_err(|e| bind_err(e.into()))?;
+    }
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).map_err(bind_err)?;
     Ok(listener)
 }
 
@@ -47,14 +53,16 @@ pub async fn serve(
     listener: UnixListener,
     inputs: mpsc::UnboundedSender<Input>,
     snapshots: watch::Receiver<Arc<Snapshot>>,
+    guard: Guard,
 ) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
                 let inputs = inputs.clone();
                 let snapshots = snapshots.clone();
+                let guard = guard.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = connection(stream, inputs, snapshots).await {
+                    if let Err(e) = connection(stream, inputs, snapshots, guard).await {
                         tracing::debug!("control connection ended: {e}");
                     }
                 });
@@ -67,26 +75,18 @@ pub async fn serve(
     }
 }
 
-/// The peer's user name, from the kernel's peer credentials.
-fn peer_user(stream: &UnixStream) -> String {
-    match stream.peer_cred() {
-        Ok(cred) => {
-            let uid = nix::unistd::Uid::from_raw(cred.uid());
-            match nix::unistd::User::from_uid(uid) {
-                Ok(Some(u)) => u.name,
-                _ => format!("uid {}", cred.uid()),
-            }
-        }
-        Err(_) => "unknown".to_string(),
-    }
-}
-
 async fn connection(
     stream: UnixStream,
     inputs: mpsc::UnboundedSender<Input>,
     snapshots: watch::Receiver<Arc<Snapshot>>,
+    guard: Guard,
 ) -> std::io::Result<()> {
-    let user = peer_user(&stream);
+    // Who is calling, from the kernel; never from the request.
+    let cred = stream.peer_cred()?;
+    let (uid, gid) = (cred.uid(), cred.gid());
+    let caller = tokio::task::spawn_blocking(move || Caller::lookup(uid, gid))
+        .await
+        .map_err(std::io::Error::other)?;
     let (r, mut w) = stream.into_split();
     let mut r = BufReader::new(r);
     loop {
@@ -112,7 +112,7 @@ async fn connection(
                 "request too large: a request line may hold at most {MAX_LINE} bytes (1 MiB)"
             ))
         } else {
-            answer(&line, &user, &inputs, &snapshots).await
+            answer(&line, &caller, &inputs, &snapshots, &guard).await
         };
         let mut out = serde_json::to_vec(&answer).unwrap_or_else(|_| b"{\"ok\":false}".to_vec());
         out.push(b'\n');
@@ -144,18 +144,36 @@ async fn stream_snapshots(
 
 async fn answer(
     line: &[u8],
-    user: &str,
+    caller: &Caller,
     inputs: &mpsc::UnboundedSender<Input>,
     snapshots: &watch::Receiver<Arc<Snapshot>>,
+    guard: &Guard,
 ) -> Response {
     let text = trim_line(line);
     if text.is_empty() {
         return Response::error("empty request: send one JSON object per line");
     }
-    let req: Request = match serde_json::from_slice(text) {
+    let mut req: Request = match serde_json::from_slice(text) {
         Ok(r) => r,
         Err(e) => return Response::error(format!("malformed request: {e}")),
     };
+    // SPEC §9: a refused request changes nothing.
+    if let Err(refused) = guard.admit(&mut req, caller, inputs, snapshots).await {
+        return refused;
+    }
+    let response = carry_out(req.clone(), caller, inputs, snapshots, guard).await;
+    guard.record(&req, caller, &response);
+    response
+}
+
+async fn carry_out(
+    req: Request,
+    caller: &Caller,
+    inputs: &mpsc::UnboundedSender<Input>,
+    snapshots: &watch::Receiver<Arc<Snapshot>>,
+    guard: &Guard,
+) -> Response {
+    let user = caller.name.as_str();
     let gone = || Response::error("the scheduler is shutting down");
     if matches!(req, Request::Jobs { .. } | Request::Status) {
         // Read-your-writes: the snapshot must include everything sent before.
@@ -283,6 +301,12 @@ async fn answer(
             }
         }
         Request::Subscribe => Response::error("subscribe: send it as the first request"),
+        Request::Log {
+            id,
+            attempt,
+            offset,
+        } => guard.log(id, attempt, offset).await,
+        Request::Audit { limit } => guard.audit(limit).await,
         Request::Status => {
             let s = snapshots.borrow().clone();
             Response {

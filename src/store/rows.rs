@@ -87,6 +87,7 @@ pub struct JobRecord {
     pub attempts: u32,
     pub preempted_count: u32,
     pub fail_reason: Option<String>,
+    pub submitter: Option<crate::model::Submitter>,
 }
 
 impl JobRecord {
@@ -114,6 +115,7 @@ impl JobRecord {
             attempts: self.attempts,
             preempted_count: self.preempted_count,
             nominated: false,
+            submitter: self.submitter.clone(),
         }
     }
 }

@@ -199,6 +199,7 @@ mod tests {
             attempts: 0,
             preempted_count: 0,
             nominated: false,
+            submitter: None,
         }
     }
 

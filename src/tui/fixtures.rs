@@ -175,6 +175,8 @@ impl Driver {
                         gpus,
                         ran_for,
                         outcome: None,
+                        victim_user: None,
+                        by_user: None,
                     },
                 );
             }
