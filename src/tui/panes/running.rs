@@ -2,7 +2,7 @@
 //! is borrowing, and a countdown to SIGKILL while they are being stopped.
 
 use super::shares::GLYPH_BORROWED;
-use super::{block, header_line, position, row_style, window};
+use super::{USER_W, block, header_line, position, row_style, window};
 use crate::snapshot::JobView;
 use crate::tui::app::{App, Pane};
 use crate::tui::text::{duration, fit, pad, rpad};
@@ -44,12 +44,13 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
     let id_w = app.id_width.max(4);
     let name_w = if w >= 90 { 18 } else { 12 };
     let dev_w = 7;
-    let fixed = id_w + 1 + name_w + 1 + 8 + 1 + dev_w + 1 + 7 + 1 + 1 + 1;
+    let fixed = id_w + 1 + name_w + 1 + USER_W + 1 + 8 + 1 + dev_w + 1 + 7 + 1 + 1 + 1;
     let state_w = w.saturating_sub(fixed);
     let head = format!(
-        "{} {} {} {} {}   {}",
+        "{} {} {} {} {} {}   {}",
         rpad("id", id_w),
         pad("name", name_w),
+        pad("user", USER_W),
         pad("share", 8),
         pad("devices", dev_w),
         rpad("running", 7),
@@ -91,6 +92,8 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
             Span::styled(rpad(&j.id.to_string(), id_w), t.dimmed()),
             Span::raw(" "),
             Span::styled(pad(&j.name, name_w), t.text()),
+            Span::raw(" "),
+            Span::styled(pad(super::user(j), USER_W), t.dimmed()),
             Span::raw(" "),
             Span::styled(
                 pad(&j.share, 8),
