@@ -96,7 +96,18 @@ pub fn tui(args: &ConsoleArgs) -> ExitCode {
 /// `shareq demo`: a fresh state directory, the AWS example (or `--config`) on fake GPUs,
 /// and a load generator.
 pub fn demo(args: &DemoArgs) -> ExitCode {
-    let root = std::env::temp_dir().join(format!("shareq-demo-{}", std::process::id()));
+    // Private and unpredictable (SPEC §9): mkdtemp, mode 0700.
+    let template = std::env::temp_dir().join("shareq-demo-XXXXXX");
+    let root = match nix::unistd::mkdtemp(&template) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!(
+                "shareq demo: cannot create a temporary directory in {}: {e}",
+                std::env::temp_dir().display()
+            );
+            return ExitCode::from(1);
+        }
+    };
     let state = StateDir::new(root.join("state"));
     let config = match &args.config {
         Some(c) => c.clone(),
@@ -118,10 +129,33 @@ pub fn demo(args: &DemoArgs) -> ExitCode {
         }
     };
     let opts = console_options(args.theme.clone(), args.no_mouse, &state);
-    let code = session(&config, state, opts, Some(args.seed));
+    let code = session(&config, state.clone(), opts, Some(args.seed));
     // The demo leaves nothing behind but jobs the operator chose to detach.
-    let _ = std::fs::remove_dir_all(root.join("config"));
+    if attempts_left_running(&state) {
+        let _ = std::fs::remove_dir_all(root.join("config"));
+        eprintln!(
+            "shareq demo: jobs still run detached; their state stays in {}",
+            root.display()
+        );
+    } else {
+        let _ = std::fs::remove_dir_all(&root);
+    }
     code
+}
+
+/// Has some attempt recorded its supervisor but no exit status yet?
+fn attempts_left_running(state: &StateDir) -> bool {
+    let Ok(jobs) = std::fs::read_dir(state.root().join("runs")) else {
+        return false;
+    };
+    jobs.flatten().any(|j| {
+        std::fs::read_dir(j.path()).is_ok_and(|files| {
+            files.flatten().any(|f| {
+                let p = f.path();
+                p.extension().is_some_and(|e| e == "pid") && !p.with_extension("exit").exists()
+            })
+        })
+    })
 }
 
 fn console_options(theme: Option<String>, no_mouse: bool, state: &StateDir) -> ConsoleOptions {
@@ -219,16 +253,10 @@ fn session(
     })
 }
 
-/// Who is at the keyboard, for `CANCELLED: by <user>`.
+/// Who is at the keyboard, for `CANCELLED: by <user>`: from the user database, never
+/// from the environment.
 fn current_user() -> String {
-    std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| format!("uid {}", nix_uid()))
-}
-
-fn nix_uid() -> u32 {
-    // SAFETY-free: getuid cannot fail.
-    nix::unistd::getuid().as_raw()
+    crate::server::auth::Caller::current().name
 }
 
 /// Log to `<state>/shareq.log` only: the terminal belongs to the console.
