@@ -4,8 +4,8 @@
 //! touch the live scheduler.
 
 use crate::model::{JobId, JobState, Strategy, Submitter};
-use crate::server::auth::Access;
 use crate::sched::{LendEdge, Phase, Sched, StopCause, Time};
+use crate::server::auth::Access;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -43,8 +43,17 @@ mod tests {
 
     #[test]
     fn escapes_become_inert_text_and_clean_text_is_not_copied() {
-        assert_eq!(visible("\x1b[2J\x1b]0;pwned\x07x"), "\\x1b[2J\\x1b]0;pwned\\x07x");
-        assert_eq!(visible("a\nb\tc\u{9b}d\u{202e}e"), "a\\nb\\tc\\x9bd\\u{202e}e");
-        assert!(matches!(visible("train-ü 日本"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(
+            visible("\x1b[2J\x1b]0;pwned\x07x"),
+            "\\x1b[2J\\x1b]0;pwned\\x07x"
+        );
+        assert_eq!(
+            visible("a\nb\tc\u{9b}d\u{202e}e"),
+            "a\\nb\\tc\\x9bd\\u{202e}e"
+        );
+        assert!(matches!(
+            visible("train-ü 日本"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

@@ -10,6 +10,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_shareq");
@@ -36,7 +37,10 @@ fn skip_reason() -> Option<String> {
 macro_rules! root_only {
     () => {
         if let Some(why) = skip_reason() {
-            eprintln!("skipping {}: {why} (SPEC §9 tests need root to create users)", module_path!());
+            eprintln!(
+                "skipping {}: {why} (SPEC §9 tests need root to create users)",
+                module_path!()
+            );
             return;
         }
     };
@@ -97,9 +101,15 @@ impl Drop for Users {
         for u in &self.users {
             // Their leftover processes first, or userdel refuses.
             let _ = Command::new("pkill").args(["-KILL", "-u", u]).status();
-            let _ = Command::new("userdel").arg(u).stderr(Stdio::null()).status();
+            let _ = Command::new("userdel")
+                .arg(u)
+                .stderr(Stdio::null())
+                .status();
         }
-        let _ = Command::new("groupdel").arg(&self.group).stderr(Stdio::null()).status();
+        let _ = Command::new("groupdel")
+            .arg(&self.group)
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
@@ -112,11 +122,51 @@ fn run_ok(cmd: &mut Command) {
     );
 }
 
-/// A directory every user may enter (not list), holding a copy of the binary, the config
-/// and the state directory; removed on drop.
+/// The binary, copied where every user may run it; shared by the tests that overlap in
+/// time (a copy being written cannot be executed: ETXTBSY), removed with its last user.
+struct BinCopy {
+    dir: PathBuf,
+    bin: PathBuf,
+}
+
+impl BinCopy {
+    fn get() -> Arc<BinCopy> {
+        static SHARED: Mutex<Weak<BinCopy>> = Mutex::new(Weak::new());
+        let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = shared.upgrade() {
+            return b;
+        }
+        let dir = std::env::temp_dir().join(format!(
+            "shareq-mu-bin-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+        let bin = dir.join("shareq");
+        std::fs::copy(BIN, &bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A process forked meanwhile by another test may still hold the copy open for
+        // writing until it execs: give it that moment.
+        std::thread::sleep(Duration::from_millis(200));
+        let b = Arc::new(BinCopy { dir, bin });
+        *shared = Arc::downgrade(&b);
+        b
+    }
+}
+
+impl Drop for BinCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A directory every user may enter (not list), holding the config and the state
+/// directory; removed on drop.
 struct Lab {
     root: PathBuf,
     bin: PathBuf,
+    _copy: Arc<BinCopy>,
     state: PathBuf,
     config: PathBuf,
     serve: Option<Child>,
@@ -131,15 +181,15 @@ impl Lab {
         ));
         std::fs::create_dir_all(&root).unwrap();
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711)).unwrap();
-        let bin = root.join("shareq");
-        std::fs::copy(BIN, &bin).unwrap();
-        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let copy = BinCopy::get();
+        let bin = copy.bin.clone();
         let config = root.join("config");
         std::fs::create_dir_all(&config).unwrap();
         Lab {
             state: root.join("state"),
             root,
             bin,
+            _copy: copy,
             config,
             serve: None,
         }
@@ -320,9 +370,15 @@ fn members_owners_and_admins_under_a_root_scheduler() {
     assert_eq!(j["submitter"]["uid"], u.uid("alice"));
     // Her log belongs to her, private.
     let logdir = std::fs::metadata(lab.state.join(format!("logs/{id}"))).unwrap();
-    assert_eq!((logdir.uid(), logdir.mode() & 0o777), (u.uid("alice"), 0o700));
+    assert_eq!(
+        (logdir.uid(), logdir.mode() & 0o777),
+        (u.uid("alice"), 0o700)
+    );
     let logfile = std::fs::metadata(lab.state.join(format!("logs/{id}/1.log"))).unwrap();
-    assert_eq!((logfile.uid(), logfile.mode() & 0o777), (u.uid("alice"), 0o600));
+    assert_eq!(
+        (logfile.uid(), logfile.mode() & 0o777),
+        (u.uid("alice"), 0o600)
+    );
     // And she reads it herself.
     let own = lab.cli_as(Some(&alice), &["log", &id.to_string()]);
     assert!(own.status.success(), "{}", text(&own.stderr));
@@ -330,9 +386,16 @@ fn members_owners_and_admins_under_a_root_scheduler() {
 
     // A non-member is refused, with the rule, and nothing is queued.
     let refused = lab.submit_as(&bob, "private", "sneaky", "true");
-    assert_eq!(refused.status.code(), Some(NOT_ALLOWED), "{}", text(&refused.stderr));
+    assert_eq!(
+        refused.status.code(),
+        Some(NOT_ALLOWED),
+        "{}",
+        text(&refused.stderr)
+    );
     assert!(
-        text(&refused.stderr).contains(&format!("{bob} may not submit to private: members are {alice}")),
+        text(&refused.stderr).contains(&format!(
+            "{bob} may not submit to private: members are {alice}"
+        )),
         "{}",
         text(&refused.stderr)
     );
@@ -352,17 +415,26 @@ fn members_owners_and_admins_under_a_root_scheduler() {
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(NOT_ALLOWED), "{args:?}: {err}");
         assert!(
-            err.contains(&format!("{bob} may not")) && err.contains(&format!("it belongs to {alice}")),
+            err.contains(&format!("{bob} may not"))
+                && err.contains(&format!("it belongs to {alice}")),
             "{args:?}: {err}"
         );
         assert!(err.contains(&format!("(admins: @{})", u.group)), "{err}");
     }
     let j = lab.job(long);
-    assert_eq!((j["state"].as_str(), j["priority"].as_u64()), (Some("RUNNING"), Some(0)));
+    assert_eq!(
+        (j["state"].as_str(), j["priority"].as_u64()),
+        (Some("RUNNING"), Some(0))
+    );
     // Nor reload, nor read the audit trail.
     for args in [vec!["reload"], vec!["audit"]] {
         let out = lab.cli_as(Some(&bob), &args);
-        assert_eq!(out.status.code(), Some(NOT_ALLOWED), "{}", text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(NOT_ALLOWED),
+            "{}",
+            text(&out.stderr)
+        );
     }
 
     // Carol is an admin through her group: she may do all of it.
@@ -383,7 +455,12 @@ fn members_owners_and_admins_under_a_root_scheduler() {
     let rows: Vec<Value> = serde_json::from_slice(&a.stdout).unwrap();
     let seen: Vec<(String, String)> = rows
         .iter()
-        .map(|r| (r["user"].as_str().unwrap().to_string(), r["action"].as_str().unwrap().to_string()))
+        .map(|r| {
+            (
+                r["user"].as_str().unwrap().to_string(),
+                r["action"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     for (who, what) in [
         (&alice, "submit"),
@@ -391,9 +468,15 @@ fn members_owners_and_admins_under_a_root_scheduler() {
         (&carol, "cancel"),
         (&carol, "reload"),
     ] {
-        assert!(seen.contains(&(who.clone(), what.to_string())), "{what} by {who}: {seen:?}");
+        assert!(
+            seen.contains(&(who.clone(), what.to_string())),
+            "{what} by {who}: {seen:?}"
+        );
     }
-    assert!(!seen.iter().any(|(w, _)| w == &bob), "refusals are not accepted actions");
+    assert!(
+        !seen.iter().any(|(w, _)| w == &bob),
+        "refusals are not accepted actions"
+    );
 
     // A directory the submitter cannot enter fails the attempt, saying why.
     let closed = lab.root.join("closed");
@@ -401,7 +484,15 @@ fn members_owners_and_admins_under_a_root_scheduler() {
     std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
     let out = lab.cli_as(
         Some(&alice),
-        &["submit", "--share", "open", "--cwd", closed.to_str().unwrap(), "--", "true"],
+        &[
+            "submit",
+            "--share",
+            "open",
+            "--cwd",
+            closed.to_str().unwrap(),
+            "--",
+            "true",
+        ],
     );
     let id = id_of(&out);
     lab.wait_state(id, &["FAILED"]);
@@ -436,16 +527,25 @@ fn a_state_directory_of_another_user_or_writable_by_others_is_refused() {
     let mut lab = Lab::new();
     lab.write_config(&config(&u));
     std::fs::create_dir(&lab.state).unwrap();
-    nix::unistd::chown(&lab.state, Some(nix::unistd::Uid::from_raw(u.uid("alice"))), None).unwrap();
+    nix::unistd::chown(
+        &lab.state,
+        Some(nix::unistd::Uid::from_raw(u.uid("alice"))),
+        None,
+    )
+    .unwrap();
     let err = lab.serve().expect_err("a state directory of alice's");
     assert!(
-        err.contains(&lab.state.display().to_string()) && err.contains(&format!("belongs to {}", u.name("alice"))),
+        err.contains(&lab.state.display().to_string())
+            && err.contains(&format!("belongs to {}", u.name("alice"))),
         "{err}"
     );
     nix::unistd::chown(&lab.state, Some(nix::unistd::Uid::from_raw(0)), None).unwrap();
     std::fs::set_permissions(&lab.state, std::fs::Permissions::from_mode(0o777)).unwrap();
     let err = lab.serve().expect_err("a world-writable state directory");
-    assert!(err.contains("writable by group or others") && err.contains("chmod go-w"), "{err}");
+    assert!(
+        err.contains("writable by group or others") && err.contains("chmod go-w"),
+        "{err}"
+    );
     // A planted link to the database is refused, not followed.
     std::fs::set_permissions(&lab.state, std::fs::Permissions::from_mode(0o700)).unwrap();
     let elsewhere = lab.root.join("elsewhere.db");
@@ -473,7 +573,11 @@ fn a_link_planted_where_a_job_log_goes_is_not_followed() {
     let id = id_of(&lab.submit_as(&alice, "open", "victim", "echo hi"));
     assert_eq!(id, 1);
     lab.wait_state(id, &["FAILED"]);
-    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0, "nothing written through the link");
+    assert_eq!(
+        std::fs::read_dir(&target).unwrap().count(),
+        0,
+        "nothing written through the link"
+    );
     assert_eq!(
         std::fs::metadata(&target).unwrap().uid(),
         0,
@@ -495,7 +599,11 @@ fn a_personal_scheduler_takes_jobs_only_from_its_own_user() {
         1,
     );
     lab.write_config(&yaml);
-    std::fs::set_permissions(lab.config.join("config.yaml"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(
+        lab.config.join("config.yaml"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
     let home = lab.root.join("sam");
     std::fs::create_dir(&home).unwrap();
     nix::unistd::chown(&home, Some(nix::unistd::Uid::from_raw(u.uid("sam"))), None).unwrap();
@@ -538,14 +646,23 @@ fn a_personal_scheduler_takes_jobs_only_from_its_own_user() {
             .unwrap()
     };
     let out = as_user(&bob, &["submit", "--share", "open", "--", "true"]);
-    assert_eq!(out.status.code(), Some(NOT_ALLOWED), "{}", text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(NOT_ALLOWED),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(
         text(&out.stderr).contains(&format!("runs jobs only as {sam}")),
         "{}",
         text(&out.stderr)
     );
     let jobs = as_user(&bob, &["jobs"]);
-    assert!(jobs.status.success(), "bob may read: {}", text(&jobs.stderr));
+    assert!(
+        jobs.status.success(),
+        "bob may read: {}",
+        text(&jobs.stderr)
+    );
     let ok = as_user(&sam, &["submit", "--share", "open", "--", "true"]);
     assert!(ok.status.success(), "{}", text(&ok.stderr));
     let _ = nix::sys::signal::kill(
@@ -599,10 +716,15 @@ fn a_job_name_with_escape_sequences_prints_inert() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let table = cli(&["jobs"]);
     let shown = text(&table.stdout);
-    assert!(!table.stdout.contains(&0x1b) && !shown.contains('\u{9b}') && !shown.contains('\u{202e}'));
+    assert!(
+        !table.stdout.contains(&0x1b) && !shown.contains('\u{9b}') && !shown.contains('\u{202e}')
+    );
     assert!(shown.contains("x\\x1b]0;pwned\\x07"), "{shown}");
     let json = cli(&["jobs", "--json"]);
-    assert!(!json.stdout.contains(&0x1b), "JSON escapes control characters");
+    assert!(
+        !json.stdout.contains(&0x1b),
+        "JSON escapes control characters"
+    );
     let v: Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v["running"][0]["name"], evil);
     let _ = nix::sys::signal::kill(

@@ -336,7 +336,12 @@ fn a_non_admin_is_refused_in_the_footer_before_any_dialog() {
     };
     app.caller = Some(bob);
     let id = selected_id(&app);
-    for (k, words) in [('c', "cancel"), ('p', "change the priority of"), ('+', "change the priority of"), ('l', "read the log of")] {
+    for (k, words) in [
+        ('c', "cancel"),
+        ('p', "change the priority of"),
+        ('+', "change the priority of"),
+        ('l', "read the log of"),
+    ] {
         assert_eq!(on_key(&mut app, key(k)), None, "{k}");
         assert_eq!(app.mode, Mode::Normal, "{k}: no dialog opens");
         let status = app.status.clone().expect("a footer message");
@@ -347,7 +352,13 @@ fn a_non_admin_is_refused_in_the_footer_before_any_dialog() {
         );
     }
     assert_eq!(on_key(&mut app, key('r')), None);
-    assert!(app.status.clone().unwrap().text.starts_with("bob may not reload the config"));
+    assert!(
+        app.status
+            .clone()
+            .unwrap()
+            .text
+            .starts_with("bob may not reload the config")
+    );
     // The owner gets the dialog.
     app.caller = Some(Caller {
         uid: 1001,

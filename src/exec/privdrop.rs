@@ -97,8 +97,7 @@ impl RunAs {
                 nix::unistd::setgid(gid)?;
                 nix::unistd::setuid(uid)?;
                 // The drop must be final: getting root back must fail.
-                if nix::unistd::setuid(Uid::from_raw(0)).is_ok()
-                    || nix::unistd::geteuid().is_root()
+                if nix::unistd::setuid(Uid::from_raw(0)).is_ok() || nix::unistd::geteuid().is_root()
                 {
                     return Err(std::io::Error::other("privileges could be regained"));
                 }

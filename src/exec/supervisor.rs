@@ -138,7 +138,10 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
     })?;
 
     let spawned = match unknown {
-        Some(why) => Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, why)),
+        Some(why) => Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            why,
+        )),
         None => spawn(&spec, &log, run_as.as_ref()),
     };
     let status = match spawned {

@@ -161,8 +161,18 @@ mod tests {
             name: "alice".into(),
             groups: vec![],
         };
-        audit.record(AuditEntry::new(&alice, "submit", Some(JobId(1)), "qs1 a".into()));
-        audit.record(AuditEntry::new(&alice, "cancel", Some(JobId(1)), String::new()));
+        audit.record(AuditEntry::new(
+            &alice,
+            "submit",
+            Some(JobId(1)),
+            "qs1 a".into(),
+        ));
+        audit.record(AuditEntry::new(
+            &alice,
+            "cancel",
+            Some(JobId(1)),
+            String::new(),
+        ));
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         let rows = loop {
             let rows = audit.read(10).unwrap();

@@ -283,8 +283,13 @@ mod tests {
                 .is_ok()
         );
         assert!(
-            a.may_touch(&caller(8, "eve", &["ops"]), JobAction::Priority, JobId(1), Some(&owner))
-                .is_ok()
+            a.may_touch(
+                &caller(8, "eve", &["ops"]),
+                JobAction::Priority,
+                JobId(1),
+                Some(&owner)
+            )
+            .is_ok()
         );
     }
 

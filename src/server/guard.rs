@@ -100,7 +100,9 @@ impl Guard {
     /// `<state>/logs/<id>/` (the supervisor gives it to the submitter).
     fn log_owner(&self, id: JobId) -> Option<Submitter> {
         use std::os::unix::fs::MetadataExt;
-        let uid = std::fs::symlink_metadata(self.state.job_logs(id)).ok()?.uid();
+        let uid = std::fs::symlink_metadata(self.state.job_logs(id))
+            .ok()?
+            .uid();
         let name = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
             .ok()
             .flatten()

@@ -156,7 +156,10 @@ impl Store {
             attempts: row.get(11).map_err(e)?,
             preempted_count: row.get(12).map_err(e)?,
             fail_reason: row.get(13).map_err(e)?,
-            submitter: match (row.get::<_, Option<String>>(14).map_err(e)?, row.get::<_, Option<u32>>(15).map_err(e)?) {
+            submitter: match (
+                row.get::<_, Option<String>>(14).map_err(e)?,
+                row.get::<_, Option<u32>>(15).map_err(e)?,
+            ) {
                 (Some(name), Some(uid)) => Some(crate::model::Submitter { name, uid }),
                 _ => None,
             },

@@ -36,11 +36,16 @@ fn spans(app: &App, p: &PreemptionRecord, fresh: bool, narrow: bool) -> Vec<Span
         Span::styled(if fresh { "● " } else { "  " }, t.fresh_style()),
         Span::styled(clock(p.at, app.utc_offset_secs), t.dimmed()),
         Span::raw("  "),
-        Span::styled(visible(&p.victim_name).into_owned(), t.text().add_modifier(Modifier::BOLD)),
+        Span::styled(
+            visible(&p.victim_name).into_owned(),
+            t.text().add_modifier(Modifier::BOLD),
+        ),
         Span::styled(" (", t.text()),
         Span::styled(p.victim_share.clone(), share(&p.victim_share)),
         Span::styled(
-            p.victim_user.as_ref().map_or(String::new(), |u| format!(", {}", visible(u))),
+            p.victim_user
+                .as_ref()
+                .map_or(String::new(), |u| format!(", {}", visible(u))),
             t.dimmed(),
         ),
         Span::styled(format!(", ran {})", duration(p.ran_for)), t.text()),

@@ -21,9 +21,10 @@ pub fn render(f: &mut Frame, area: Rect, j: &JobView, now: i64, tz: i32, theme: 
         row("name", j.name.clone()),
         row(
             "user",
-            j.submitter
-                .as_ref()
-                .map_or_else(|| "-".to_string(), |s| format!("{} (uid {})", s.name, s.uid)),
+            j.submitter.as_ref().map_or_else(
+                || "-".to_string(),
+                |s| format!("{} (uid {})", s.name, s.uid),
+            ),
         ),
         Line::from(vec![
             Span::styled(format!(" {:>11}  ", "share"), theme.dimmed()),
