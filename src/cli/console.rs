@@ -230,7 +230,18 @@ fn session(
         let (actions_tx, actions_rx) = mpsc::channel::<Action>(256);
         let (notices_tx, notices_rx) = mpsc::unbounded_channel();
         opts.notices = NoticeFeed::new(notices_rx);
-        let bridge = tokio::spawn(forward(actions_rx, inputs, current_user(), notices_tx));
+        // The console at the keyboard acts directly on its own scheduler: record its
+        // actions here (an attached one goes through the socket, which records them).
+        let audit = local
+            .as_ref()
+            .map_or_else(crate::server::audit::Audit::off, |h| h.audit.clone());
+        let bridge = tokio::spawn(forward(
+            actions_rx,
+            inputs,
+            current_user(),
+            notices_tx,
+            audit,
+        ));
         let generator =
             demo_seed.map(|seed| tokio::spawn(demo::run_demo(actions_tx.clone(), seed)));
         let console = run_console(snapshots, actions_tx, opts).await;

@@ -197,10 +197,11 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     };
     let mut handle = RuntimeHandle::start_with(ropts, loaded, Some(durable));
     if let Some(listener) = listener {
-        let guard = super::guard::Guard::new(opts.state.clone(), audit);
+        let guard = super::guard::Guard::new(opts.state.clone(), audit.clone());
         handle.serve_socket(listener, opts.state.socket(), guard);
         tracing::info!(socket = %opts.state.socket().display(), "scheduler listening");
     }
+    handle.audit = audit;
     if opts.watch_config {
         // Edits of the config directory apply live; a watcher that cannot start leaves
         // the config as loaded (and `reload` over the socket still works).

@@ -45,6 +45,8 @@ pub struct RuntimeHandle {
     pub(crate) watcher: Option<WatcherGuard>,
     /// The control socket's accept loop and the socket file (set by `boot::start`).
     server: Option<(JoinHandle<()>, PathBuf)>,
+    /// Where accepted actions are recorded (set by `boot::start`; off in memory).
+    pub audit: super::audit::Audit,
 }
 
 /// Keeps the config watcher alive.
@@ -194,6 +196,7 @@ impl RuntimeHandle {
             task,
             watcher: None,
             server: None,
+            audit: super::audit::Audit::off(),
         }
     }
 
