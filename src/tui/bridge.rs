@@ -76,7 +76,7 @@ pub async fn forward(
                 let detail = format!("{name} to {}", spec.quota_share_name);
                 let (tx, rx) = oneshot::channel();
                 let sent = inputs.send(Input::Submit {
-                    spec,
+                    spec: *spec,
                     reply: Some(tx),
                 });
                 tokio::spawn(async move {
@@ -127,7 +127,9 @@ pub async fn forward(
                     match rx.await {
                         Ok(Err(e)) => notice(&n, format!("priority of job {id}: {e}"), true),
                         Ok(Ok(false)) => notice(&n, format!("job {id} has already finished"), true),
-                        Ok(Ok(true)) => record("priority", Some(id), format!("priority {priority}")),
+                        Ok(Ok(true)) => {
+                            record("priority", Some(id), format!("priority {priority}"))
+                        }
                         Err(_) => {}
                     }
                 });
@@ -207,7 +209,7 @@ mod tests {
         let task = tokio::spawn(forward(act_rx, in_tx, "alice".into(), n_tx, Audit::off()));
         let mut next = async || n_rx.recv().await.unwrap();
         act_tx
-            .send(Action::Submit(JobSpec::new("a", "qs1", 1, 0)))
+            .send(Action::Submit(Box::new(JobSpec::new("a", "qs1", 1, 0))))
             .await
             .unwrap();
         assert_eq!(
@@ -218,7 +220,7 @@ mod tests {
             }
         );
         act_tx
-            .send(Action::Submit(JobSpec::new("b", "nope", 1, 0)))
+            .send(Action::Submit(Box::new(JobSpec::new("b", "nope", 1, 0))))
             .await
             .unwrap();
         assert_eq!(next().await.text, "b refused: no share named \"nope\"");
