@@ -176,14 +176,21 @@ fn session(
     mut opts: ConsoleOptions,
     demo_seed: Option<u64>,
 ) -> ExitCode {
-    if let Err(e) = state.create() {
+    // A scheduler answers there already (maybe root's, in a directory this user may not
+    // write): attach without touching its files.
+    let running = std::os::unix::net::UnixStream::connect(state.socket()).is_ok();
+    if !running && let Err(e) = state.create() {
         eprintln!(
             "shareq: cannot create the state directory {}: {e}",
             state.root().display()
         );
         return ExitCode::from(1);
     }
-    let _guard = init_file_tracing(&state);
+    let _guard = if running {
+        None
+    } else {
+        init_file_tracing(&state)
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -195,8 +202,16 @@ fn session(
         }
     };
     rt.block_on(async move {
+        let booted = if running {
+            Err(BootError::Locked {
+                pid: None,
+                state: state.root().to_path_buf(),
+            })
+        } else {
+            boot::start(BootOptions::new(state.clone(), config.to_path_buf())).await
+        };
         let (local, snapshots, inputs) =
-            match boot::start(BootOptions::new(state.clone(), config.to_path_buf())).await {
+            match booted {
                 Ok(handle) => {
                     let (s, i) = (handle.snapshots.clone(), handle.inputs.clone());
                     (Some(handle), s, i)

@@ -120,6 +120,11 @@ pub fn prepare(root: &Path, shared: bool) -> io::Result<()> {
             }
             Some(m) => {
                 check_owned(&path, &m, "state folder")?;
+                if name == "logs" && m.mode() & 0o044 != 0 {
+                    // A state directory from before SPEC §9 (world-readable logs): close
+                    // each job's folder too; the supervisor hands new ones to submitters.
+                    close_children(&path)?;
+                }
                 set_mode(&path, &m, mode)?;
             }
             None => {
@@ -133,6 +138,19 @@ pub fn prepare(root: &Path, shared: bool) -> io::Result<()> {
         if let Some(m) = no_link(&path, "state file")? {
             check_owned(&path, &m, "state file")?;
             set_mode(&path, &m, 0o600)?;
+        }
+    }
+    Ok(())
+}
+
+fn close_children(dir: &Path) -> io::Result<()> {
+    let me = nix::unistd::geteuid().as_raw();
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        let Ok(m) = entry.path().symlink_metadata() else {
+            continue;
+        };
+        if m.is_dir() && m.uid() == me && m.mode() & 0o077 != 0 {
+            std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o700))?;
         }
     }
     Ok(())
@@ -242,6 +260,35 @@ mod tests {
         std::os::unix::fs::symlink("/etc/passwd", root.join("shareq.db")).unwrap();
         let e = prepare(&root, false).unwrap_err().to_string();
         assert!(e.contains("is a symbolic link"), "{e}");
+    }
+
+    #[test]
+    fn an_old_world_readable_state_directory_is_closed_on_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("state");
+        for d in ["", "logs", "logs/3", "runs"] {
+            let p = root.join(d);
+            std::fs::create_dir_all(&p).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::fs::write(root.join("shareq.db"), b"").unwrap();
+        std::fs::set_permissions(
+            root.join("shareq.db"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        prepare(&root, true).unwrap();
+        let mode = |p: &str| std::fs::metadata(root.join(p)).unwrap().mode() & 0o777;
+        assert_eq!(
+            [
+                mode(""),
+                mode("logs"),
+                mode("logs/3"),
+                mode("runs"),
+                mode("shareq.db")
+            ],
+            [0o711, 0o711, 0o700, 0o700, 0o600]
+        );
     }
 
     #[test]

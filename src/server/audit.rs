@@ -2,8 +2,9 @@
 //! with its caller and time, in the `audit` table of the state database.
 //!
 //! Rows are written by one thread with its own connection, off the runtime task and off
-//! the socket's tasks: an action is answered first, then recorded (a crash in between can
-//! lose the row of an action that did happen; never the action itself). `shareq audit`
+//! the socket's tasks, gathered for up to 200 ms per commit: an action is answered first,
+//! then recorded (a crash within that window can lose the row of an action that did
+//! happen; never the action itself). `shareq audit`
 //! reads it through the socket, admins only.
 
 use super::auth::Caller;
@@ -98,10 +99,22 @@ fn open(db: &Path, read_only: bool) -> Result<Connection, rusqlite::Error> {
     Ok(conn)
 }
 
+/// How long the writer gathers entries before it commits them. The runtime commits every
+/// batch of decisions on its own connection; a commit of ours between two of its would
+/// make it wait on the database lock (SQLite's busy handler sleeps), so ours are rare.
+const GATHER: Duration = Duration::from_millis(200);
+
 fn writer(mut conn: Connection, rx: mpsc::Receiver<AuditEntry>) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
-        batch.extend(rx.try_iter().take(4095));
+        let until = std::time::Instant::now() + GATHER;
+        while batch.len() < 4096 {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(e) => batch.push(e),
+                Err(_) => break, // time is up, or every sender is gone: write what we have
+            }
+        }
         if let Err(e) = write(&mut conn, &batch) {
             tracing::warn!("cannot record {} audit entries: {e}", batch.len());
         }
