@@ -98,7 +98,7 @@ pub struct JobView {
     pub nominated: bool,
     /// Who submitted it (SPEC §9); `None` only for jobs stored before shareq knew.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub submitter: Option<Submitter>,
+    pub submitter: Option<Arc<Submitter>>,
 }
 
 /// One line of the preemption log (SPEC §4.4 item 4).

@@ -323,10 +323,10 @@ fn a_non_admin_is_refused_in_the_footer_before_any_dialog() {
         members: [("vision".to_string(), vec!["alice".to_string()])].into(),
     });
     for j in snap.queue.iter_mut().chain(snap.running.iter_mut()) {
-        j.submitter = Some(Submitter {
+        j.submitter = Some(Arc::new(Submitter {
             name: "alice".into(),
             uid: 1001,
-        });
+        }));
     }
     app.set_snapshot(Arc::new(snap));
     let bob = Caller {

@@ -61,7 +61,8 @@ pub struct JobSpec {
     /// Who submitted it. Set by the scheduler from the caller's peer credentials (SPEC
     /// §9); whatever a request says here is overwritten.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub submitter: Option<Submitter>,
+    /// Shared: every snapshot of a queued job refers to it instead of copying it.
+    pub submitter: Option<std::sync::Arc<Submitter>>,
 }
 
 /// A job's owner: the unix user who submitted it.

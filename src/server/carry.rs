@@ -248,7 +248,7 @@ impl Executor {
             log: self.state.attempt_log(job, attempt),
             exit: self.state.exit_file(job, attempt),
             grace_seconds: sched.grace_period_seconds(),
-            submitter: j.spec.submitter.clone(),
+            submitter: j.spec.submitter.as_deref().cloned(),
         };
         let timeout = j.spec.timeout_seconds;
         let tx = self.tx.clone();

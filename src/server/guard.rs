@@ -45,7 +45,7 @@ impl Guard {
     ) -> Result<(), Response> {
         let touches: Vec<(JobAction, JobId)> = match req {
             Request::Submit { job } => {
-                job.submitter = Some(caller.submitter());
+                job.submitter = Some(Arc::new(caller.submitter()));
                 let access = snapshots.borrow().access.clone();
                 return access
                     .may_submit(caller, &job.quota_share_name)
@@ -170,7 +170,9 @@ fn find_owner(snap: &Snapshot, id: JobId) -> Owner {
         .chain(&snap.running)
         .chain(&snap.finished)
         .find(|j| j.id == id)
-        .map_or(Owner::NotInView, |j| Owner::Known(j.submitter.clone()))
+        .map_or(Owner::NotInView, |j| {
+            Owner::Known(j.submitter.as_deref().cloned())
+        })
 }
 
 fn read_log(

@@ -160,7 +160,9 @@ impl Store {
                 row.get::<_, Option<String>>(14).map_err(e)?,
                 row.get::<_, Option<u32>>(15).map_err(e)?,
             ) {
-                (Some(name), Some(uid)) => Some(crate::model::Submitter { name, uid }),
+                (Some(name), Some(uid)) => {
+                    Some(std::sync::Arc::new(crate::model::Submitter { name, uid }))
+                }
                 _ => None,
             },
         })

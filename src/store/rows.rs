@@ -87,7 +87,7 @@ pub struct JobRecord {
     pub attempts: u32,
     pub preempted_count: u32,
     pub fail_reason: Option<String>,
-    pub submitter: Option<crate::model::Submitter>,
+    pub submitter: Option<std::sync::Arc<crate::model::Submitter>>,
 }
 
 impl JobRecord {

@@ -187,7 +187,7 @@ impl App {
     /// May the person at the keyboard take this action on this job (SPEC §9)? When not,
     /// the footer says why, in the words the scheduler would use.
     pub fn may(&mut self, action: JobAction, j: &JobView) -> bool {
-        self.permit(|a, c| a.may_touch(c, action, j.id, j.submitter.as_ref()))
+        self.permit(|a, c| a.may_touch(c, action, j.id, j.submitter.as_deref()))
     }
 
     pub fn may_submit(&mut self, share: &str) -> bool {

@@ -109,7 +109,7 @@ impl Driver {
         at: Time,
     ) -> Option<JobId> {
         let mut spec = JobSpec::new(name, share, gpus, prio);
-        spec.submitter = Some(member_of(share));
+        spec.submitter = Some(std::sync::Arc::new(member_of(share)));
         let id = self.sched.submit(spec, at).ok();
         self.pass(at);
         id
