@@ -111,8 +111,14 @@ fn the_summary_says_what_preemption_cost() {
     assert_eq!(s["gpu_seconds_lost_to_preemption"], 30.0, "{s}");
     assert_eq!(s["started_and_preempted_same_instant"], 0, "{s}");
     assert_eq!(s["shares"]["A"]["max_preemptions_of_one_job"], 1, "{s}");
-    assert_eq!(s["shares"]["A"]["gpu_seconds_lost_to_preemption"], 30.0, "{s}");
-    assert_eq!(s["shares"]["B"]["gpu_seconds_lost_to_preemption"], 0.0, "{s}");
+    assert_eq!(
+        s["shares"]["A"]["gpu_seconds_lost_to_preemption"], 30.0,
+        "{s}"
+    );
+    assert_eq!(
+        s["shares"]["B"]["gpu_seconds_lost_to_preemption"], 0.0,
+        "{s}"
+    );
     // Three victims released after 15 s and 20 s; one of them (v1) restarted at once.
     let s = summary_of("nominate-01-restarted-victim-no-longer-counts.yaml");
     assert_eq!(s["gpu_seconds_lost_to_preemption"], 55.0, "{s}");
