@@ -168,6 +168,7 @@ impl Sched {
                         strategy: Strategy::Lend,
                         in_share: false,
                         borrow_limit: -1,
+                        min_runtime: 0,
                         lanes: vec![Lane::default(); nunits],
                         levels: Default::default(),
                     });
@@ -181,6 +182,7 @@ impl Sched {
             s.strategy = q.resource_sharing_configuration.strategy;
             s.in_share = q.preemption_configuration.in_share_preemption.is_enabled();
             s.borrow_limit = q.resource_sharing_configuration.borrow_limit.unwrap_or(-1);
+            s.min_runtime = q.preemption_configuration.min_runtime_seconds;
             for lane in &mut s.lanes {
                 lane.limit = 0;
                 lane.listed = false;
@@ -198,6 +200,7 @@ impl Sched {
                 s.strategy = Strategy::Lend;
                 s.in_share = false;
                 s.borrow_limit = 0;
+                s.min_runtime = 0;
                 for lane in &mut s.lanes {
                     lane.limit = 0;
                     lane.listed = false;

@@ -31,14 +31,18 @@ struct Claim {
 }
 
 impl Sched {
-    /// The victim set for pending job `j` of share s on unit u, if one exists.
+    /// The victim set for pending job `j` of share s on unit u, if one exists. With
+    /// `protect`, jobs still within their share's minimum runtime are no candidates (SPEC
+    /// §11); without, the search says what j would take once the protections end.
     pub(crate) fn find_victims(
         &self,
         j: JobId,
         s: ShareIx,
         u: UnitIx,
         nominated: i64,
+        protect: bool,
     ) -> Option<Vec<Victim>> {
+        let open = |k: &VKey| !protect || !self.is_protected(JobId(k.id));
         let job = self.job(j)?;
         let (n, p) = (job.quantity, job.priority);
         let claim = Claim {
@@ -54,6 +58,7 @@ impl Sched {
             lane.running
                 .iter()
                 .take_while(|k| k.prio < p)
+                .filter(|k| open(k))
                 .copied()
                 .collect()
         } else {
@@ -72,6 +77,9 @@ impl Sched {
             let mut acc = Freed::new(nominated);
             let mut found = false;
             for (k, t) in self.reclaim_candidates(s, u) {
+                if !open(&k) {
+                    continue;
+                }
                 let tl = &self.shares[t].lanes[u];
                 if tl.usage - tl.releasing - acc.gone(t) <= tl.limit {
                     continue; // no longer borrowing

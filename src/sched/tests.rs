@@ -257,9 +257,15 @@ resourceSharingConfiguration: {strategy: LEND}
     let b = s.submit(gpu("b", "b"), 0).unwrap();
     s.pass(0);
     assert!(s.job(busy).unwrap().is_holding());
-    assert!(s.job(a).unwrap().is_holding(), "first in global order starts");
+    assert!(
+        s.job(a).unwrap().is_holding(),
+        "first in global order starts"
+    );
     let why = s.reason(b);
-    assert!(why.contains("gpu is oversubscribed (guarantees 4 > 3 usable GPUs)"), "{why}");
+    assert!(
+        why.contains("gpu is oversubscribed (guarantees 4 > 3 usable GPUs)"),
+        "{why}"
+    );
     // A reload takes h100 away from a (borrowLimit -1): its queued h100 job waits, even
     // when the h100 GPU is free, and says why.
     let without = over.replace(
@@ -275,4 +281,46 @@ resourceSharingConfiguration: {strategy: LEND}
         s.reason(queued),
         "a no longer lists h100: its jobs of that unit wait until a config lists it again"
     );
+}
+
+#[test]
+fn a_minimum_runtime_protects_and_the_reason_says_until_when() {
+    let yaml = "
+kind: ServiceEnvironment
+name: t
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 2, devices: {fake: 2}}]
+---
+kind: QuotaShare
+quotaShareName: b
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+preemptionConfiguration: {minRuntimeSeconds: 30}
+---
+kind: QuotaShare
+quotaShareName: l
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND}
+";
+    // The live clock: milliseconds.
+    let c = config(yaml);
+    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), false);
+    let _b1 = s.submit(JobSpec::new("b1", "b", 1, 0), 0).unwrap();
+    let b2 = s.submit(JobSpec::new("b2", "b", 1, 0), 0).unwrap();
+    s.pass(0);
+    assert_eq!(s.protected_until(b2), Some(30_000));
+    let l1 = s.submit(JobSpec::new("l1", "l", 1, 0), 10_000).unwrap();
+    s.pass(10_000);
+    assert!(s.job(l1).unwrap().is_pending());
+    assert_eq!(
+        s.reason(l1),
+        format!("waiting for job {b2} (b) to reach its minimum runtime (20s left)")
+    );
+    assert_eq!(s.next_protection_end(10_000), Some(30_000));
+    // At the end of the protection, the pass reclaims the most recently started borrower.
+    s.take_events();
+    s.pass(30_000);
+    assert!(s.take_events().iter().any(|e| matches!(
+        e,
+        Event::Preempted { job, by: Some(by), .. } if *job == b2 && *by == l1
+    )));
 }
