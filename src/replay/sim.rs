@@ -5,7 +5,8 @@
 use super::scenario::{Action, Scenario, TimedAction};
 use super::summary::Stats;
 use crate::model::JobId;
-use crate::sched::{Event, Sched, UnitCapacity};
+use crate::model::UnitCapacity;
+use crate::sched::{Event, Sched};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io::{self, Write};

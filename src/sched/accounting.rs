@@ -6,41 +6,8 @@ use super::state::{
     Lane, Phase, QKey, ShareIx, ShareState, StopCause, UnitIx, UnitState, VictimRef,
 };
 use super::{Event, PreemptReason, Sched, Time};
-use crate::config::ValidConfig;
-use crate::model::{Devices, JobId, ShareState as Enabled, Strategy};
+use crate::model::{JobId, ShareState as Enabled, Strategy, UnitCapacity, ValidConfig};
 use std::collections::BTreeSet;
-
-/// The devices a unit has right now (discovered, listed or fake).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnitCapacity {
-    pub unit: String,
-    /// Healthy device indices.
-    pub devices: Vec<u32>,
-}
-
-impl UnitCapacity {
-    /// Simulated devices (replay and fake GPUs): `{fake: N}` gives 0..N, a list gives those
-    /// indices, `auto` gives `maxCapacity` devices numbered from 0.
-    pub fn simulated(config: &ValidConfig) -> Vec<UnitCapacity> {
-        config
-            .env
-            .capacity_limits
-            .iter()
-            .map(|c| UnitCapacity {
-                unit: c.capacity_unit.clone(),
-                devices: match &c.devices {
-                    Devices::Fake(n) => (0..*n).collect(),
-                    Devices::Indices(v) => {
-                        let mut v = v.clone();
-                        v.sort_unstable();
-                        v
-                    }
-                    Devices::Auto => (0..c.max_capacity).collect(),
-                },
-            })
-            .collect()
-    }
-}
 
 /// One share's standing on one unit, for the console, the CLI and the replay summary.
 #[derive(Debug, Clone, PartialEq, Eq)]

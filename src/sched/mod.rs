@@ -22,14 +22,14 @@ mod reasons;
 mod restore;
 pub mod state;
 
-pub use accounting::{LendEdge, ShareUnitStats, UnitCapacity};
+pub use crate::model::UnitCapacity;
+pub use accounting::{LendEdge, ShareUnitStats};
 pub use event::Event;
 pub use inputs::Rejection;
 pub use restore::{RestoredHolding, RestoredJob};
 pub use state::{FailReason, Job, Phase, PreemptReason, QKey, StopCause};
 
-use crate::config::ValidConfig;
-use crate::model::JobId;
+use crate::model::{JobId, ValidConfig};
 use state::{ShareIx, ShareState, UnitIx, UnitState};
 use std::collections::HashMap;
 
