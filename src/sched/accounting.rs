@@ -549,6 +549,11 @@ impl Sched {
         Some((lane.usage, lane.limit))
     }
 
+    /// The key of a share's first nominated job: its pending jobs after it are blocked.
+    pub fn share_block(&self, s: ShareIx) -> Option<crate::sched::QKey> {
+        self.shares.get(s).and_then(|sh| sh.block())
+    }
+
     /// Is a pending job behind a nominated job of its share (so it may not start)?
     pub fn is_blocked(&self, id: JobId) -> bool {
         self.job(id).is_some_and(|j| {

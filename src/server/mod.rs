@@ -42,6 +42,7 @@ pub mod protocol;
 pub mod remote;
 pub mod runtime;
 pub mod socket;
+mod timers;
 
 pub use boot::{BootError, BootOptions};
 pub use client::{Client, ClientError};

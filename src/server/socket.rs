@@ -263,23 +263,14 @@ async fn answer(
             } else {
                 Vec::new()
             };
-            // A job that finished between the snapshot and the history read is listed
-            // once, as finished (the newer word).
-            let done: std::collections::HashSet<_> = finished.iter().map(|j| j.id).collect();
-            let live = |v: &Vec<crate::snapshot::JobView>| {
-                v.iter()
-                    .filter(|j| !done.contains(&j.id))
-                    .cloned()
-                    .collect::<Vec<_>>()
-            };
-            Response {
-                jobs: Some(JobsAnswer {
-                    queue: live(&snap.queue),
-                    running: live(&snap.running),
-                    finished,
-                    preemptions: snap.preemptions.clone(),
-                }),
-                ..Response::ok()
+            // Writing out 100,000 rows takes a while: not on an async worker.
+            let answer = tokio::task::spawn_blocking(move || jobs_answer(&snap, finished)).await;
+            match answer {
+                Ok(jobs) => Response {
+                    jobs: Some(jobs),
+                    ..Response::ok()
+                },
+                Err(e) => Response::error(format!("cannot list the jobs: {e}")),
             }
         }
         Request::Subscribe => Response::error("subscribe: send it as the first request"),
@@ -299,6 +290,20 @@ async fn answer(
                 ..Response::ok()
             }
         }
+    }
+}
+
+/// The `jobs` answer from a snapshot and the finished jobs read for `--all`. A job that
+/// finished between the snapshot and the history read is listed once, as finished (the
+/// newer word).
+fn jobs_answer(snap: &Snapshot, finished: Vec<crate::snapshot::JobView>) -> JobsAnswer {
+    let done: std::collections::HashSet<_> = finished.iter().map(|j| j.id).collect();
+    let live = |j: &&crate::snapshot::JobView| !done.contains(&j.id);
+    JobsAnswer {
+        queue: snap.queue.iter().filter(live).map(|j| snap.resolved(j)).collect(),
+        running: snap.running.iter().filter(live).cloned().collect(),
+        finished,
+        preemptions: snap.preemptions.to_vec(),
     }
 }
 
