@@ -451,32 +451,8 @@ impl Runtime {
             self.sched.pass(now);
         }
         let events = self.sched.take_events();
-        for e in &events {
-            self.touch_event(e);
-        }
+        self.picture.touch_events(&events);
         events
-    }
-
-    /// Tell the picture which jobs a decision changed.
-    fn touch_event(&mut self, e: &Event) {
-        match e {
-            Event::Submitted { job }
-            | Event::Started { job, .. }
-            | Event::Requeued { job }
-            | Event::Failed { job, .. }
-            | Event::Cancelled { job, .. }
-            | Event::TimedOut { job }
-            | Event::Reprioritized { job, .. }
-            | Event::Succeeded { job } => self.picture.touch(*job),
-            Event::Preempted { job, by, .. } => {
-                self.picture.touch(*job);
-                if let Some(by) = by {
-                    self.picture.touch(*by);
-                }
-            }
-            Event::ConfigApplied => self.picture.touch_all(),
-            Event::Rejected { .. } | Event::ConfigRejected { .. } => {}
-        }
     }
 
     /// Publish at most every PUBLISH_EVERY, and always before answering a `Sync`, so a

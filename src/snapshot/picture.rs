@@ -7,7 +7,7 @@ use super::list::JobList;
 use super::{ConfigStatus, GroupReason, JobView, PreemptionRecord, Reasons, Snapshot, Telemetry};
 use super::job_view;
 use crate::model::JobId;
-use crate::sched::{QKey, Sched, Time};
+use crate::sched::{Event, QKey, Sched, Time};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -66,6 +66,30 @@ impl Picture {
     /// This job may have changed (state, place, priority, attempts...).
     pub fn touch(&mut self, id: JobId) {
         self.touched.push(id);
+    }
+
+    /// The jobs these decisions changed.
+    pub fn touch_events(&mut self, events: &[Event]) {
+        for e in events {
+            match e {
+                Event::Submitted { job }
+                | Event::Started { job, .. }
+                | Event::Requeued { job }
+                | Event::Failed { job, .. }
+                | Event::Cancelled { job, .. }
+                | Event::TimedOut { job }
+                | Event::Reprioritized { job, .. }
+                | Event::Succeeded { job } => self.touch(*job),
+                Event::Preempted { job, by, .. } => {
+                    self.touch(*job);
+                    if let Some(by) = by {
+                        self.touch(*by);
+                    }
+                }
+                Event::ConfigApplied => self.touch_all(),
+                Event::Rejected { .. } | Event::ConfigRejected { .. } => {}
+            }
+        }
     }
 
     /// Anything may have changed (config applied): rebuild at the next publish.
@@ -268,5 +292,132 @@ impl Picture {
             grace_period_seconds: sched.grace_period_seconds(),
             changes: self.log.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{parse_documents, validate};
+    use crate::model::JobSpec;
+    use crate::sched::UnitCapacity;
+
+    const CONFIG: &str = "\
+kind: ServiceEnvironment
+name: t
+capacityLimits:
+- {capacityUnit: gpu, maxCapacity: 8, devices: {fake: 8}}
+preemption: {gracePeriodSeconds: 30}
+---
+kind: QuotaShare
+quotaShareName: a
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 3}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+preemptionConfiguration: {inSharePreemption: ENABLED}
+---
+kind: QuotaShare
+quotaShareName: b
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 3}]
+resourceSharingConfiguration: {strategy: LEND}
+---
+kind: QuotaShare
+quotaShareName: c
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 2}]
+resourceSharingConfiguration: {strategy: RESERVE}
+";
+
+    /// Everything a reader sees, with reasons written out.
+    fn shown(s: &Snapshot) -> (Vec<JobView>, Vec<JobView>, Vec<super::super::ShareView>) {
+        (s.queue_views(), s.running.clone(), s.shares.clone())
+    }
+
+    /// The incrementally kept picture equals one built from scratch after every step of
+    /// a long random run: submits, cancels, priority changes, exits, releases (stopping
+    /// jobs), passes with preemptions and nominations.
+    #[test]
+    fn incremental_picture_equals_a_full_build() {
+        let cfg = validate(parse_documents(CONFIG, None).unwrap()).unwrap();
+        let mut sched = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), false);
+        let mut picture = Picture::new();
+        picture.rebuild(&sched);
+        let none = HashMap::new();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut ids: Vec<JobId> = Vec::new();
+        let (mut blocked, mut nominated, mut deltas) = (0, 0, 0);
+        let mut sent: Option<Snapshot> = None;
+        let mut remote = Snapshot::empty();
+        for step in 0..1_500i64 {
+            let now = 1_000 + step * 10;
+            match rnd(10) {
+                0..=4 => {
+                    let share = ["a", "b", "c"][rnd(3) as usize];
+                    let spec = JobSpec::new("j", share, 1 + rnd(3) as u32, rnd(4) as u32);
+                    if let Ok(id) = sched.submit(spec, now) {
+                        ids.push(id);
+                        picture.touch(id);
+                    }
+                }
+                5 if !ids.is_empty() => {
+                    let id = ids[rnd(ids.len() as u64) as usize];
+                    sched.cancel(id, "t", now);
+                    picture.touch(id);
+                }
+                6 if !ids.is_empty() => {
+                    let id = ids[rnd(ids.len() as u64) as usize];
+                    let _ = sched.set_priority(id, rnd(5) as u32, now);
+                    picture.touch(id);
+                }
+                _ => {
+                    // Some holding job exits or finishes releasing.
+                    let holding: Vec<JobId> =
+                        sched.jobs().filter(|j| j.is_holding()).map(|j| j.id).collect();
+                    if !holding.is_empty() {
+                        let id = holding[rnd(holding.len() as u64) as usize];
+                        if sched.job(id).is_some_and(|j| j.is_stopping()) {
+                            sched.gpus_released(id, now);
+                        } else {
+                            sched.job_exited(id, rnd(2) as i32, now);
+                            sched.gpus_released(id, now);
+                        }
+                        picture.touch(id);
+                    }
+                }
+            }
+            sched.pass(now);
+            let events = sched.take_events();
+            picture.touch_events(&events);
+            let live = picture.publish(&sched, now, ConfigStatus::default(), &none);
+            let full = Snapshot::build(&sched, now, 0, ConfigStatus::default(), vec![], &none);
+            assert_eq!(shown(&live), shown(&full), "step {step}");
+            // A subscriber that applies the deltas (through JSON) sees the same.
+            let update = live.update_since(sent.as_ref());
+            let update: super::super::Update =
+                serde_json::from_slice(&serde_json::to_vec(&update).unwrap()).unwrap();
+            match update {
+                super::super::Update::Full(s) => remote = *s,
+                super::super::Update::Delta(d) => {
+                    deltas += 1;
+                    remote.apply(*d).unwrap();
+                }
+            }
+            assert_eq!(shown(&remote), shown(&live), "step {step}: the subscriber's copy");
+            sent = Some(live.clone());
+            // And both say what the scheduler says, row by row.
+            assert_eq!(live.queue.ids(), sched.queue(), "step {step}");
+            for j in live.queue.iter() {
+                assert_eq!(live.reason(j), sched.reason(j.id), "step {step}, job {}", j.id);
+                blocked += usize::from(sched.is_blocked(j.id));
+                nominated += usize::from(j.nominated);
+            }
+        }
+        assert!(blocked > 0 && nominated > 0, "blocked {blocked}, nominated {nominated}");
+        assert!(deltas > 1_000, "deltas {deltas}");
+        assert!(sched.queue_len() > 50, "the queue grew: {}", sched.queue_len());
     }
 }
