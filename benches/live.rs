@@ -211,7 +211,12 @@ fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
 }
 
 /// GPU-free → the next job's first instruction, `samples` times (ms).
-fn start_latency(serve: &Serve, conn: &mut Conn, holders: &mut Holders, samples: usize) -> Vec<f64> {
+fn start_latency(
+    serve: &Serve,
+    conn: &mut Conn,
+    holders: &mut Holders,
+    samples: usize,
+) -> Vec<f64> {
     let mut out = Vec::new();
     for _ in 0..samples {
         let (id, fifo) = holders.hold(conn, false);
@@ -277,7 +282,11 @@ fn fill(serve: &Serve, n: usize) -> (Vec<f64>, Vec<u64>) {
         line.clear();
         r.read_line(&mut line).unwrap();
         let a: Value = serde_json::from_str(&line).unwrap();
-        ids.push(a["id"].as_u64().unwrap_or_else(|| panic!("refused: {line}")));
+        ids.push(
+            a["id"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("refused: {line}")),
+        );
         if i % tenth == 0 {
             rates.push(tenth as f64 / t.elapsed().as_secs_f64());
             t = Instant::now();
@@ -288,7 +297,12 @@ fn fill(serve: &Serve, n: usize) -> (Vec<f64>, Vec<u64>) {
 }
 
 /// Change the priority of queued jobs `per_sec` times a second until `stop`.
-fn churn(serve: &Serve, ids: Vec<u64>, per_sec: u64, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<usize> {
+fn churn(
+    serve: &Serve,
+    ids: Vec<u64>,
+    per_sec: u64,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<usize> {
     let mut conn = serve.connect();
     std::thread::spawn(move || {
         let every = Duration::from_nanos(1_000_000_000 / per_sec);
@@ -419,7 +433,11 @@ fn main() {
     std::thread::sleep(Duration::from_millis(200));
     let (rss_full, hwm_full) = serve.rss_mb();
     let st = conn.ask(r#"{"op":"status"}"#);
-    assert_eq!(st["status"]["queued"].as_u64(), Some(queued as u64), "all queued");
+    assert_eq!(
+        st["status"]["queued"].as_u64(),
+        Some(queued as u64),
+        "all queued"
+    );
 
     let loaded = start_latency(&serve, &mut conn, &mut holders, samples);
     let (status_full, _) = timed(&mut conn, r#"{"op":"status"}"#, 20);
@@ -441,22 +459,43 @@ fn main() {
     let changes = churner.join().unwrap();
     let (rss_end, hwm_end) = serve.rss_mb();
 
-    let ms = |v: &[f64]| format!("p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms", pct(v, 0.5), pct(v, 0.99), pct(v, 1.0));
+    let ms = |v: &[f64]| {
+        format!(
+            "p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            pct(v, 0.5),
+            pct(v, 0.99),
+            pct(v, 1.0)
+        )
+    };
     println!("submit over one socket (pipelined), per tenth of {queued} queued (jobs/s):");
     println!(
         "  {}",
-        rates.iter().map(|r| format!("{r:.0}")).collect::<Vec<_>>().join("  ")
+        rates
+            .iter()
+            .map(|r| format!("{r:.0}"))
+            .collect::<Vec<_>>()
+            .join("  ")
     );
     println!(
         "  all {queued} in {fill_secs:.2} s ({:.0}/s), serve CPU {fill_cpu:.2} s",
         queued as f64 / fill_secs
     );
-    println!("GPU-free -> next job's first instruction, empty queue: {}", ms(&empty));
-    println!("GPU-free -> next job's first instruction, {queued} queued: {}", ms(&loaded));
+    println!(
+        "GPU-free -> next job's first instruction, empty queue: {}",
+        ms(&empty)
+    );
+    println!(
+        "GPU-free -> next job's first instruction, {queued} queued: {}",
+        ms(&loaded)
+    );
     println!("status, empty queue: {}", ms(&status_empty));
     println!("status, {queued} queued: {}", ms(&status_full));
     println!("jobs --json, empty queue: {}", ms(&jobs_empty));
-    println!("jobs --json, {queued} queued ({:.1} MB): {}", jobs_bytes as f64 / 1e6, ms(&jobs_full));
+    println!(
+        "jobs --json, {queued} queued ({:.1} MB): {}",
+        jobs_bytes as f64 / 1e6,
+        ms(&jobs_full)
+    );
     println!(
         "serve RSS: {rss0:.1} MB before the queue, {rss_full:.1} MB at {queued} queued (peak {hwm_full:.1} MB), {rss_end:.1} MB after the console (peak {hwm_end:.1} MB)"
     );
@@ -481,15 +520,37 @@ fn main() {
         last >= first / 2.0 && last >= 5_000.0,
     );
     let (e, l) = (pct(&empty, 0.5), pct(&loaded, 0.5));
-    check(&format!("start at {queued} queued ({l:.2} ms) within 1.5x empty ({e:.2} ms)"), l <= 1.5 * e);
+    check(
+        &format!("start at {queued} queued ({l:.2} ms) within 1.5x empty ({e:.2} ms)"),
+        l <= 1.5 * e,
+    );
     let s99 = pct(&status_full, 0.99);
-    check(&format!("status < 50 ms at {queued} queued (p99 {s99:.2} ms)"), s99 < 50.0);
-    check(&format!("serve RSS < 500 MB ({hwm_end:.1} MB peak)"), hwm_end < 500.0);
+    check(
+        &format!("status < 50 ms at {queued} queued (p99 {s99:.2} ms)"),
+        s99 < 50.0,
+    );
+    check(
+        &format!("serve RSS < 500 MB ({hwm_end:.1} MB peak)"),
+        hwm_end < 500.0,
+    );
     let added = (cpu_console - cpu_alone) * 100.0;
-    check(&format!("an attached console adds < 10 % server CPU ({added:.1} points)"), added < 10.0);
+    check(
+        &format!("an attached console adds < 10 % server CPU ({added:.1} points)"),
+        added < 10.0,
+    );
     let f50 = pct(&fig.frames, 0.5);
-    check(&format!("console frame < 2 ms median ({f50:.2} ms)"), f50 < 2.0);
-    let k99 = if fig.key_to_screen.is_empty() { f64::NAN } else { pct(&fig.key_to_screen, 0.99) };
-    check(&format!("key -> screen < 50 ms p99 ({k99:.2} ms)"), k99 < 50.0);
+    check(
+        &format!("console frame < 2 ms median ({f50:.2} ms)"),
+        f50 < 2.0,
+    );
+    let k99 = if fig.key_to_screen.is_empty() {
+        f64::NAN
+    } else {
+        pct(&fig.key_to_screen, 0.99)
+    };
+    check(
+        &format!("key -> screen < 50 ms p99 ({k99:.2} ms)"),
+        k99 < 50.0,
+    );
     let _ = std::fs::remove_dir_all(root.path().join("fifos"));
 }

@@ -272,7 +272,11 @@ fn subscribers_get_the_picture_then_deltas() {
     let mut line = String::new();
     r.read_line(&mut line).unwrap();
     let full: Value = serde_json::from_str(&line).unwrap();
-    assert_eq!(full["full"]["queue"].as_array().map(Vec::len), Some(50), "{line}");
+    assert_eq!(
+        full["full"]["queue"].as_array().map(Vec::len),
+        Some(50),
+        "{line}"
+    );
     let version = full["full"]["version"].as_u64().unwrap();
     // One more job: the next message is a delta from that version with one row.
     let last = s.submit(&["--share", "team", "--name", "newest"], &["true"]);

@@ -10,8 +10,8 @@ use crate::model::{Command, JobId};
 use crate::sched::{Event, Sched};
 use crate::snapshot::PreemptionRecord;
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -161,7 +161,11 @@ impl Executor {
                 // Gone without a status (killed from outside).
                 SupervisorStatus::Vanished => Some(gone(255)),
             };
-            let _ = tx.send(Input::Exec(ExecReport(ExecKind::Probed { job, attempt, exit })));
+            let _ = tx.send(Input::Exec(ExecReport(ExecKind::Probed {
+                job,
+                attempt,
+                exit,
+            })));
         });
     }
 

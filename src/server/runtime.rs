@@ -19,9 +19,9 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::Instant;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 /// How to start a runtime.
 #[derive(Debug, Clone)]
@@ -548,7 +548,10 @@ impl Runtime {
     /// store, from memory.
     fn list_all_jobs(&self, reply: oneshot::Sender<Vec<JobView>>) {
         let snap = self.snapshots.borrow().clone();
-        let root = self.persist.as_ref().map(|_| self.opts.state.root().to_path_buf());
+        let root = self
+            .persist
+            .as_ref()
+            .map(|_| self.opts.state.root().to_path_buf());
         let kept: Vec<JobView> = match root {
             Some(_) => Vec::new(),
             None => self.finished.iter().cloned().collect(),
@@ -658,8 +661,10 @@ impl Runtime {
                 Outcome::Reschedule
             }
             Input::Cancel { ids, by, reply } => {
-                let outcomes: Vec<CancelOutcome> =
-                    ids.into_iter().map(|id| self.cancel(id, &by, now)).collect();
+                let outcomes: Vec<CancelOutcome> = ids
+                    .into_iter()
+                    .map(|id| self.cancel(id, &by, now))
+                    .collect();
                 if let Some(tx) = reply {
                     deferred.push(Deferred::Cancel(tx, outcomes));
                 }
@@ -704,9 +709,7 @@ impl Runtime {
                 Outcome::Reschedule
             }
             Input::Exec(ExecReport(kind)) => self.exec_report(kind, now),
-            Input::AllJobs { .. } | Input::Shutdown { .. } | Input::Sync { .. } => {
-                Outcome::Nothing
-            }
+            Input::AllJobs { .. } | Input::Shutdown { .. } | Input::Sync { .. } => Outcome::Nothing,
         }
     }
 

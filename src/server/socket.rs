@@ -5,13 +5,13 @@ use super::input::Input;
 use super::protocol::{JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
 use crate::exec::StateDir;
 use crate::snapshot::{Snapshot, Update};
+use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
+use std::pin::Pin;
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot, watch};
-use std::future::Future;
-use std::pin::Pin;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
@@ -343,9 +343,7 @@ fn dispatch(
                 jobs(all, &inputs, &snapshots).await
             })
         }
-        Request::Subscribe => ready(Response::error(
-            "subscribe: send it as the first request",
-        )),
+        Request::Subscribe => ready(Response::error("subscribe: send it as the first request")),
         Request::Status => {
             let snapshots = snapshots.clone();
             Box::pin(async move {
@@ -415,7 +413,12 @@ fn jobs_answer(snap: &Snapshot, finished: Vec<crate::snapshot::JobView>) -> Jobs
     let done: std::collections::HashSet<_> = finished.iter().map(|j| j.id).collect();
     let live = |j: &&crate::snapshot::JobView| !done.contains(&j.id);
     JobsAnswer {
-        queue: snap.queue.iter().filter(live).map(|j| snap.resolved(j)).collect(),
+        queue: snap
+            .queue
+            .iter()
+            .filter(live)
+            .map(|j| snap.resolved(j))
+            .collect(),
         running: snap.running.iter().filter(live).cloned().collect(),
         finished,
         preemptions: snap.preemptions.to_vec(),

@@ -113,7 +113,10 @@ mod tests {
     async fn fires_in_deadline_order_and_cancels() {
         let mut t = Timers::default();
         let (a, b) = (JobId(1), JobId(2));
-        t.set(Timer::Timeout { job: a, attempt: 1 }, Duration::from_secs(5));
+        t.set(
+            Timer::Timeout { job: a, attempt: 1 },
+            Duration::from_secs(5),
+        );
         t.set(Timer::Grace { job: b, attempt: 1 }, Duration::from_secs(2));
         t.set(Timer::Flush, Duration::from_secs(3));
         // Replacing moves the deadline rather than adding a second timer.

@@ -27,7 +27,10 @@ pub enum Change {
 /// The queue changes of the last versions. Not part of the picture: two snapshots that
 /// show the same are equal whatever their logs.
 #[derive(Debug, Clone, Default)]
-pub struct ChangeLog(Arc<VecDeque<(u64, Option<Arc<Vec<Change>>>)>>);
+pub struct ChangeLog(Arc<VecDeque<Version>>);
+
+/// One version's queue changes (`None`: the queue was rebuilt, only a full picture helps).
+type Version = (u64, Option<Arc<Vec<Change>>>);
 
 impl PartialEq for ChangeLog {
     fn eq(&self, _: &ChangeLog) -> bool {

@@ -280,7 +280,9 @@ mod tests {
 
     #[test]
     fn a_change_copies_one_chunk_and_shares_the_rest() {
-        let list: JobList = (1..=10_000u64).map(|i| (*view(i, 0, i as i64)).clone()).collect();
+        let list: JobList = (1..=10_000u64)
+            .map(|i| (*view(i, 0, i as i64)).clone())
+            .collect();
         let mut next = list.clone();
         next.upsert(view(5_000, 0, 5_000));
         let chunks = list.chunks.len();

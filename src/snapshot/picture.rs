@@ -3,9 +3,9 @@
 //! [`Snapshot`] costs O(changed jobs + shares + GPUs), whatever the queue's length.
 
 use super::delta::{Change, ChangeLog};
+use super::job_view;
 use super::list::JobList;
 use super::{ConfigStatus, GroupReason, JobView, PreemptionRecord, Reasons, Snapshot, Telemetry};
-use super::job_view;
 use crate::model::JobId;
 use crate::sched::{Event, QKey, Sched, Time};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -174,7 +174,10 @@ impl Picture {
             entry.members.insert(key);
             view.reason_group = Some(entry.id);
         }
-        self.lanes.entry(lane).or_default().insert((j.submitted, id));
+        self.lanes
+            .entry(lane)
+            .or_default()
+            .insert((j.submitted, id));
         self.rows.insert(
             id,
             Row {
@@ -274,7 +277,7 @@ impl Picture {
             .collect();
         let (shares, units) = Snapshot::standing(sched, &oldest, telemetry);
         self.version += 1;
-        let changes = std::mem::replace(&mut self.changes, Some(Vec::new()));
+        let changes = self.changes.replace(Vec::new());
         self.log.push(self.version, changes);
         Snapshot {
             at,
@@ -375,8 +378,11 @@ resourceSharingConfiguration: {strategy: RESERVE}
                 }
                 _ => {
                     // Some holding job exits or finishes releasing.
-                    let holding: Vec<JobId> =
-                        sched.jobs().filter(|j| j.is_holding()).map(|j| j.id).collect();
+                    let holding: Vec<JobId> = sched
+                        .jobs()
+                        .filter(|j| j.is_holding())
+                        .map(|j| j.id)
+                        .collect();
                     if !holding.is_empty() {
                         let id = holding[rnd(holding.len() as u64) as usize];
                         if sched.job(id).is_some_and(|j| j.is_stopping()) {
@@ -406,18 +412,34 @@ resourceSharingConfiguration: {strategy: RESERVE}
                     remote.apply(*d).unwrap();
                 }
             }
-            assert_eq!(shown(&remote), shown(&live), "step {step}: the subscriber's copy");
+            assert_eq!(
+                shown(&remote),
+                shown(&live),
+                "step {step}: the subscriber's copy"
+            );
             sent = Some(live.clone());
             // And both say what the scheduler says, row by row.
             assert_eq!(live.queue.ids(), sched.queue(), "step {step}");
             for j in live.queue.iter() {
-                assert_eq!(live.reason(j), sched.reason(j.id), "step {step}, job {}", j.id);
+                assert_eq!(
+                    live.reason(j),
+                    sched.reason(j.id),
+                    "step {step}, job {}",
+                    j.id
+                );
                 blocked += usize::from(sched.is_blocked(j.id));
                 nominated += usize::from(j.nominated);
             }
         }
-        assert!(blocked > 0 && nominated > 0, "blocked {blocked}, nominated {nominated}");
+        assert!(
+            blocked > 0 && nominated > 0,
+            "blocked {blocked}, nominated {nominated}"
+        );
         assert!(deltas > 1_000, "deltas {deltas}");
-        assert!(sched.queue_len() > 50, "the queue grew: {}", sched.queue_len());
+        assert!(
+            sched.queue_len() > 50,
+            "the queue grew: {}",
+            sched.queue_len()
+        );
     }
 }

@@ -221,8 +221,7 @@ impl App {
         {
             return;
         }
-        if let Some(pos) = list.index_of(id).and_then(|ix| rows.position(ix))
-        {
+        if let Some(pos) = list.index_of(id).and_then(|ix| rows.position(ix)) {
             self.sel[pane.index()] = pos;
         }
     }

@@ -245,19 +245,39 @@ mod tests {
             job(2, "b", "s1", 5, 10),
             job(3, "c", "s1", 5, 20),
         ];
-        let o = RowOrder::build(&Snapshot::empty(), &jobs, &Filter::default(), Sort::Scheduling);
+        let o = RowOrder::build(
+            &Snapshot::empty(),
+            &jobs,
+            &Filter::default(),
+            Sort::Scheduling,
+        );
         assert_eq!((o.len(), o.get(2), o.get(3)), (3, Some(2), None));
-        let o = RowOrder::build(&Snapshot::empty(), &jobs, &Filter::default(), Sort::LongestWait);
+        let o = RowOrder::build(
+            &Snapshot::empty(),
+            &jobs,
+            &Filter::default(),
+            Sort::LongestWait,
+        );
         assert_eq!(
             (0..3).map(|i| o.get(i).unwrap()).collect::<Vec<_>>(),
             vec![1, 2, 0]
         );
-        let o = RowOrder::build(&Snapshot::empty(), &jobs, &Filter::default(), Sort::Priority);
+        let o = RowOrder::build(
+            &Snapshot::empty(),
+            &jobs,
+            &Filter::default(),
+            Sort::Priority,
+        );
         assert_eq!(
             (0..3).map(|i| o.get(i).unwrap()).collect::<Vec<_>>(),
             vec![1, 2, 0]
         );
-        let o = RowOrder::build(&Snapshot::empty(), &jobs, &Filter::parse("share:s1").unwrap(), Sort::Scheduling);
+        let o = RowOrder::build(
+            &Snapshot::empty(),
+            &jobs,
+            &Filter::parse("share:s1").unwrap(),
+            Sort::Scheduling,
+        );
         assert_eq!((o.len(), o.get(0), o.position(2)), (2, Some(1), Some(1)));
         assert_eq!(Sort::Gpus.next(), Sort::Scheduling);
     }
