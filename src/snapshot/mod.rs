@@ -137,14 +137,14 @@ pub struct Telemetry {
 }
 
 /// Why the queued jobs of one reason group wait: every RUNNABLE, not nominated job of
-/// one (share, unit, quantity) waits for the same reason, except those behind the share's
-/// nominated job (SPEC §4.4), which wait for `blocked`. A queued row names its group in
+/// one (share, unit, quantity) waits for the same reason, except those behind the lane's
+/// first nominated job (SPEC §4.4), which wait for `blocked`. A queued row names its group in
 /// [`JobView::reason_group`], so a change that alters a lane's reason rewrites one entry
 /// here rather than every row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupReason {
     pub reason: Arc<str>,
-    /// (priority, submitted, id) of the share's first nominated job, and the reason of the
+    /// (priority, submitted, id) of the lane's first nominated job, and the reason of the
     /// group's jobs after it in scheduling order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked: Option<((u32, i64, JobId), Arc<str>)>,

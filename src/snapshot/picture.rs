@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 type Lane = (usize, usize);
 /// Jobs of one lane and quantity that are neither nominated nor blocked wait for the
-/// same reason.
+/// same reason (and the blocked ones for another).
 type GroupKey = (usize, usize, u32);
 
 /// Where a queued job sits in the picture.
@@ -219,8 +219,8 @@ impl Picture {
     /// Why each reason group waits, from one representative job each (O(groups)).
     fn reasons(&self, sched: &Sched) -> Reasons {
         let mut out = HashMap::with_capacity(self.groups.len());
-        for (&(s, _, _), g) in &self.groups {
-            let block = sched.share_block(s);
+        for (&(s, u, _), g) in &self.groups {
+            let block = sched.lane_block(s, u);
             let first = g.members.first().copied();
             let free = first.filter(|k| block.is_none_or(|b| *k < b));
             let reason = free.map_or_else(|| Arc::from(""), |k| Arc::from(sched.reason(k.job())));
