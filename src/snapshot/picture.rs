@@ -329,6 +329,20 @@ capacityLimits: [{capacityUnit: gpu, maxCapacity: 2}]
 resourceSharingConfiguration: {strategy: RESERVE}
 ";
 
+    /// The same shares on an oversubscribed unit (guarantees 10 > 6 GPUs), where guaranteed
+    /// jobs start in global order.
+    fn oversubscribed() -> String {
+        CONFIG
+            .replace(
+                "maxCapacity: 8, devices: {fake: 8}",
+                "maxCapacity: 6, devices: {fake: 6}",
+            )
+            .replace(
+                "capacityLimits: [{capacityUnit: gpu, maxCapacity: 2}]",
+                "capacityLimits: [{capacityUnit: gpu, maxCapacity: 4}]",
+            )
+    }
+
     /// Everything a reader sees, with reasons written out.
     fn shown(s: &Snapshot) -> (Vec<JobView>, Vec<JobView>, Vec<super::super::ShareView>) {
         (s.queue_views(), s.running.clone(), s.shares.clone())
@@ -339,7 +353,18 @@ resourceSharingConfiguration: {strategy: RESERVE}
     /// jobs), passes with preemptions and nominations.
     #[test]
     fn incremental_picture_equals_a_full_build() {
-        let cfg = validate(parse_documents(CONFIG, None).unwrap()).unwrap();
+        random_run(CONFIG);
+    }
+
+    #[test]
+    fn incremental_picture_equals_a_full_build_when_oversubscribed() {
+        let text = oversubscribed();
+        assert_ne!(text, CONFIG);
+        random_run(&text);
+    }
+
+    fn random_run(config: &str) {
+        let cfg = validate(parse_documents(config, None).unwrap()).unwrap();
         let mut sched = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), false);
         let mut picture = Picture::new();
         picture.rebuild(&sched);
