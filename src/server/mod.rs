@@ -43,6 +43,7 @@ pub mod remote;
 pub mod runtime;
 pub mod socket;
 mod timers;
+mod turn;
 
 pub use boot::{BootError, BootOptions};
 pub use client::{Client, ClientError};

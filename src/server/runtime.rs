@@ -7,6 +7,7 @@
 use super::carry::Executor;
 use super::input::{CancelOutcome, ConfigUpdate, ExecKind, ExecReport, Input};
 use super::timers::{Timer, Timers};
+use super::turn::{Deferred, Outcome, Shutdown, Turn, Work};
 use crate::config::{LoadedConfig, load_dir};
 use crate::exec::telemetry::Samples;
 use crate::exec::{Discovery, StateDir, now_ms};
@@ -297,72 +298,6 @@ const FINISHED_KEPT: usize = 20_000;
 /// How many of them each snapshot carries.
 const FINISHED_IN_SNAPSHOT: usize = 200;
 
-/// Answers held back until the batch's decisions are carried out (and, with a store,
-/// recorded): a job is accepted only once that is done.
-enum Deferred {
-    Submit(
-        oneshot::Sender<Result<JobId, String>>,
-        Result<JobId, String>,
-    ),
-    Cancel(oneshot::Sender<Vec<CancelOutcome>>, Vec<CancelOutcome>),
-    Priority(oneshot::Sender<Result<bool, String>>, Result<bool, String>),
-    Reload(oneshot::Sender<Result<(), String>>, Result<(), String>),
-}
-
-/// A shutdown asked for: whether to stop the jobs first, and who waits for the end.
-struct Shutdown {
-    stop_jobs: bool,
-    replies: Vec<oneshot::Sender<()>>,
-}
-
-/// One unit of work of a turn.
-enum Work {
-    Input(Input),
-    Timer(Timer),
-}
-
-/// What taking in one input did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    /// Nothing a reader could see.
-    Nothing,
-    /// The picture changed (a state, telemetry), the scheduler's choices did not.
-    Redraw,
-    /// The scheduler's inputs changed: run a pass.
-    Reschedule,
-}
-
-/// What one turn collected: whether to run a pass, and who waits for the turn's end.
-#[derive(Default)]
-struct Turn {
-    needs_pass: bool,
-    changed: bool,
-    deferred: Vec<Deferred>,
-    syncs: Vec<oneshot::Sender<()>>,
-}
-
-impl Turn {
-    fn note(&mut self, outcome: Outcome) {
-        self.needs_pass |= outcome == Outcome::Reschedule;
-        self.changed |= outcome != Outcome::Nothing;
-    }
-
-    /// Send every answer held back until the turn's decisions were recorded.
-    fn answer(self) {
-        for d in self.deferred {
-            match d {
-                Deferred::Submit(tx, v) => drop(tx.send(v)),
-                Deferred::Cancel(tx, v) => drop(tx.send(v)),
-                Deferred::Priority(tx, v) => drop(tx.send(v)),
-                Deferred::Reload(tx, v) => drop(tx.send(v)),
-            }
-        }
-        for tx in self.syncs {
-            let _ = tx.send(());
-        }
-    }
-}
-
 impl Runtime {
     /// The loop: one turn per batch of inputs and due timers.
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Input>) {
@@ -516,25 +451,7 @@ impl Runtime {
              stopped: {why}"
         );
         tracing::error!("{msg}");
-        for d in turn.deferred {
-            match d {
-                Deferred::Submit(tx, _) => drop(tx.send(Err(msg.clone()))),
-                Deferred::Cancel(tx, v) => drop(
-                    tx.send(
-                        v.into_iter()
-                            .map(|o| CancelOutcome {
-                                cancelled: false,
-                                error: Some(msg.clone()),
-                                ..o
-                            })
-                            .collect(),
-                    ),
-                ),
-                Deferred::Priority(tx, _) => drop(tx.send(Err(msg.clone()))),
-                Deferred::Reload(tx, _) => drop(tx.send(Err(msg.clone()))),
-            }
-        }
-        drop(turn.syncs);
+        turn.refuse(&msg);
         self.fatal.send_replace(Some(msg));
         if let Some(s) = self.shutdown.take() {
             for r in s.replies {
