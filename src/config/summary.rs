@@ -91,7 +91,10 @@ pub fn warnings(cfg: &ValidConfig) -> Vec<String> {
         }
         if u.guaranteed > u64::from(u.usable) {
             out.push(format!(
-                "unit `{}` is oversubscribed: the shares are guaranteed {} GPUs, {} {} usable; guarantees may wait for capacity",
+                "unit `{}` is oversubscribed: the shares are guaranteed {} GPUs, {} {} usable; guarantees may wait for capacity. \
+                 Guarantees overlap, so a share's guaranteed job can wait while other shares use their own guarantees: \
+                 guaranteed jobs are then served in global order (priority, then submission), RESERVE shares keep \
+                 their idle GPUs only from borrowers, and no GPU is left idle while a guaranteed job that fits waits",
                 u.unit,
                 u.guaranteed,
                 if u.auto { "at most" } else { "only" },

@@ -62,6 +62,15 @@ pub struct ShareUnitStats {
     pub queued: usize,
 }
 
+/// Victims of one share taken so far in a preemption search: the GPUs they free, and the
+/// (quantity, queue key) of each, back in the queue (their submission time is kept).
+#[derive(Debug, Clone)]
+pub(crate) struct Gone {
+    pub share: ShareIx,
+    pub gpus: u32,
+    pub requeued: Vec<(u32, QKey)>,
+}
+
 /// `borrower` uses `gpus` GPUs of `lender`'s idle guarantee (`None`: the unassigned pool).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LendEdge {
@@ -342,17 +351,7 @@ impl Sched {
         if !unit.oversubscribed() {
             return self.held_back(s, u);
         }
-        let free = unit.free().max(0).min(i64::from(u32::MAX)) as u32;
-        self.shares
-            .iter()
-            .enumerate()
-            .filter(|(r, sh)| *r != s && sh.present)
-            .map(|(_, sh)| {
-                let lane = &sh.lanes[u];
-                let idle = lane.idle();
-                i64::from(lane.waiting_ahead_upto(idle.min(free), key, idle))
-            })
-            .sum()
+        self.oversubscribed_held_back(s, u, unit.free(), Some(key), &[])
     }
 
     /// `held_back(u, s)` where a borrowed start is judged (step 2). On an oversubscribed
@@ -363,21 +362,52 @@ impl Sched {
         if !unit.oversubscribed() {
             return self.held_back(s, u);
         }
-        let free = unit.free().max(0).min(i64::from(u32::MAX)) as u32;
-        self.shares
-            .iter()
-            .enumerate()
-            .filter(|(r, sh)| *r != s && sh.present)
-            .map(|(_, sh)| {
-                let lane = &sh.lanes[u];
-                let idle = lane.idle();
-                if sh.strategy == Strategy::Reserve {
-                    i64::from(idle)
-                } else {
-                    lane.waiting_upto(idle.min(free)).min(u64::from(idle)) as i64
+        self.oversubscribed_held_back(s, u, unit.free(), None, &[])
+    }
+
+    /// `held_back(u, s)` on an oversubscribed unit with `free` GPUs free and the victims
+    /// `gone` (of a preemption being weighed) gone and back in the queue. With `ahead_of`
+    /// (a guaranteed start of that job): every other share's waiting jobs ahead of it that
+    /// could start now; without (a borrowed start): RESERVE shares' whole idle guarantee,
+    /// other shares' waiting jobs that could start now (SPEC §3).
+    pub(crate) fn oversubscribed_held_back(
+        &self,
+        s: ShareIx,
+        u: UnitIx,
+        free: i64,
+        ahead_of: Option<QKey>,
+        gone: &[Gone],
+    ) -> i64 {
+        let free = free.max(0).min(i64::from(u32::MAX)) as u32;
+        let mut total = 0i64;
+        for (r, sh) in self.shares.iter().enumerate() {
+            if r == s || !sh.present {
+                continue;
+            }
+            let lane = &sh.lanes[u];
+            let (gpus, requeued) = gone
+                .iter()
+                .find(|g| g.share == r)
+                .map_or((0, &[][..]), |g| (g.gpus, g.requeued.as_slice()));
+            let idle = lane.limit.saturating_sub(lane.usage - gpus);
+            let threshold = idle.min(free);
+            let back = |ahead: Option<QKey>| -> u64 {
+                requeued
+                    .iter()
+                    .filter(|&&(q, k)| q <= threshold && ahead.is_none_or(|a| k < a))
+                    .map(|&(q, _)| u64::from(q))
+                    .sum()
+            };
+            let term = match ahead_of {
+                Some(key) => {
+                    u64::from(lane.waiting_ahead_upto(threshold, key, idle)) + back(Some(key))
                 }
-            })
-            .sum()
+                None if sh.strategy == Strategy::Reserve => u64::from(idle),
+                None => lane.waiting_upto(threshold) + back(None),
+            };
+            total += term.min(u64::from(idle)) as i64;
+        }
+        total
     }
 
     /// `available(s, u)` with a given `held_back`, for a job of share s, given the unit's
