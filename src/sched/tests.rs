@@ -257,9 +257,15 @@ resourceSharingConfiguration: {strategy: LEND}
     let b = s.submit(gpu("b", "b"), 0).unwrap();
     s.pass(0);
     assert!(s.job(busy).unwrap().is_holding());
-    assert!(s.job(a).unwrap().is_holding(), "first in global order starts");
+    assert!(
+        s.job(a).unwrap().is_holding(),
+        "first in global order starts"
+    );
     let why = s.reason(b);
-    assert!(why.contains("gpu is oversubscribed (guarantees 4 > 3 usable GPUs)"), "{why}");
+    assert!(
+        why.contains("gpu is oversubscribed (guarantees 4 > 3 usable GPUs)"),
+        "{why}"
+    );
     // A reload takes h100 away from a (borrowLimit -1): its queued h100 job waits, even
     // when the h100 GPU is free, and says why.
     let without = over.replace(
