@@ -657,6 +657,11 @@ impl Sched {
         Some((lane.usage, lane.limit))
     }
 
+    /// The key of a lane's first nominated job: its pending jobs after it are blocked.
+    pub fn lane_block(&self, s: ShareIx, u: UnitIx) -> Option<crate::sched::QKey> {
+        self.shares.get(s)?.lanes.get(u)?.block()
+    }
+
     /// Is a pending job behind a nominated job of its share and unit (so it may not start)?
     pub fn is_blocked(&self, id: JobId) -> bool {
         self.job(id).is_some_and(|j| {

@@ -42,6 +42,8 @@ pub mod protocol;
 pub mod remote;
 pub mod runtime;
 pub mod socket;
+mod timers;
+mod turn;
 
 pub use boot::{BootError, BootOptions};
 pub use client::{Client, ClientError};
