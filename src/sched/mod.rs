@@ -152,10 +152,13 @@ impl Sched {
 
     /// The earliest end of a minimum-runtime protection after `now`: the live runtime runs
     /// a pass then (SPEC §11: the end of a protection makes an instant).
+    /// Costs the running jobs of the shares that have a minimum runtime, not the queue.
     pub fn next_protection_end(&self, now: Time) -> Option<Time> {
-        self.jobs()
-            .filter(|j| j.is_holding())
-            .filter_map(|j| self.protected_until(j.id))
+        self.shares
+            .iter()
+            .filter(|s| s.min_runtime > 0)
+            .flat_map(|s| s.lanes.iter().flat_map(|l| l.running.iter()))
+            .filter_map(|k| self.protected_until(JobId(k.id)))
             .filter(|&t| t > now)
             .min()
     }

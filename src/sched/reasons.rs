@@ -8,22 +8,35 @@ use crate::model::{JobId, Strategy};
 impl Sched {
     /// `waiting for job 12 (qs2) to reach its minimum runtime (20s left)` when the job
     /// could preempt but every victim set it has needs a job still protected by its share's
-    /// minimum runtime (SPEC §11): the one whose protection ends first is named.
+    /// minimum runtime (SPEC §11). Named: the candidate whose protection ends first, the
+    /// next moment the answer can change.
     fn protection_reason(&self, id: JobId, noms: &[i64]) -> Option<String> {
         let job = self.job(id)?;
-        let (s, u) = (job.share, job.unit);
-        if job.quantity > self.shares[s].lanes[u].limit {
+        let (s, u, p) = (job.share, job.unit, job.priority);
+        if job.quantity > self.shares[s].lanes[u].limit
+            || self.find_victims(id, s, u, noms[u], false).is_none()
+            || self.find_victims(id, s, u, noms[u], true).is_some()
+        {
             return None;
         }
-        let victims = self.find_victims(id, s, u, noms[u], false)?;
-        let (until, v) = victims
+        let share = &self.shares[s];
+        let reclaim = self
+            .shares
             .iter()
-            .filter(|(v, _)| self.is_protected(*v))
-            .filter_map(|(v, _)| Some((self.protected_until(*v)?, *v)))
+            .enumerate()
+            .filter(|(t, sh)| *t != s && sh.lanes[u].borrowed() > 0)
+            .flat_map(|(_, sh)| sh.lanes[u].running.iter());
+        let in_share = share
+            .in_share
+            .then(|| share.lanes[u].running.iter().filter(move |k| k.prio < p))
+            .into_iter()
+            .flatten();
+        // Ties go to the candidate the walk would take first (victim order).
+        let (until, _, v) = reclaim
+            .chain(in_share)
+            .filter(|k| self.is_protected(JobId(k.id)))
+            .filter_map(|k| Some((self.protected_until(JobId(k.id))?, *k, JobId(k.id))))
             .min()?;
-        if self.find_victims(id, s, u, noms[u], true).is_some() {
-            return None;
-        }
         let share = self.job(v).map_or("?", |vj| self.share_name(vj.share));
         let left = (until - self.now).max(0);
         let secs = (left + self.ticks_per_second - 1) / self.ticks_per_second;

@@ -387,7 +387,20 @@ impl Runtime {
         }
         let events = self.sched.take_events();
         self.picture.touch_events(&events);
+        self.arm_protection_end(now);
         events
+    }
+
+    /// The end of a running job's minimum runtime makes an instant with a pass (SPEC §11):
+    /// keep one timer at the next such end.
+    fn arm_protection_end(&mut self, now: i64) {
+        match self.sched.next_protection_end(now) {
+            Some(at) => {
+                let after = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
+                self.timers.set(Timer::ProtectionEnd, after);
+            }
+            None => self.timers.cancel(Timer::ProtectionEnd),
+        }
     }
 
     /// Publish at most every PUBLISH_EVERY, and always before answering a `Sync`, so a
@@ -549,6 +562,7 @@ impl Runtime {
             }
             // The turn publishes what the rate limit held back.
             Timer::Flush => Outcome::Nothing,
+            Timer::ProtectionEnd => Outcome::Reschedule,
             Timer::Prune => {
                 self.timers.set(Timer::Prune, PRUNE_EVERY);
                 if let Some(p) = &mut self.persist {

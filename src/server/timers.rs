@@ -21,6 +21,8 @@ pub(crate) enum Timer {
     Flush,
     /// Prune old history.
     Prune,
+    /// The next end of a minimum-runtime protection: a pass runs then (SPEC §11).
+    ProtectionEnd,
 }
 
 impl Timer {
@@ -30,7 +32,7 @@ impl Timer {
             Timer::Grace { job, attempt }
             | Timer::Timeout { job, attempt }
             | Timer::Probe { job, attempt } => Some((job, attempt)),
-            Timer::Flush | Timer::Prune => None,
+            Timer::Flush | Timer::Prune | Timer::ProtectionEnd => None,
         }
     }
 }
