@@ -302,7 +302,8 @@ fn selection_follows_the_job_across_snapshots() {
     let id = selected_id(&app);
     // A new snapshot where an earlier job is gone: the same job stays selected.
     let mut snap = (*app.snap).clone();
-    snap.queue.remove(0);
+    let first = shareq::snapshot::list::key_of(&snap.queue[0]);
+    snap.queue.remove(first);
     app.set_snapshot(std::sync::Arc::new(snap));
     assert_eq!(selected_id(&app), id);
 }
@@ -311,7 +312,6 @@ fn selection_follows_the_job_across_snapshots() {
 /// in the footer with the scheduler's words, before any confirmation dialog.
 #[test]
 fn a_non_admin_is_refused_in_the_footer_before_any_dialog() {
-    use shareq::model::Submitter;
     use shareq::server::auth::{Access, Caller};
     use std::sync::Arc;
     let mut app = lab();
@@ -322,12 +322,7 @@ fn a_non_admin_is_refused_in_the_footer_before_any_dialog() {
         admins: vec!["carol".into()],
         members: [("vision".to_string(), vec!["alice".to_string()])].into(),
     });
-    for j in snap.queue.iter_mut().chain(snap.running.iter_mut()) {
-        j.submitter = Some(Arc::new(Submitter {
-            name: "alice".into(),
-            uid: 1001,
-        }));
-    }
+    // The fixtures' vision jobs are vera's (uid 1001).
     app.set_snapshot(Arc::new(snap));
     let bob = Caller {
         uid: 1002,
@@ -348,7 +343,7 @@ fn a_non_admin_is_refused_in_the_footer_before_any_dialog() {
         assert!(status.error);
         assert_eq!(
             status.text,
-            format!("bob may not {words} job {id}: it belongs to alice (admins: carol)")
+            format!("bob may not {words} job {id}: it belongs to vera (admins: carol)")
         );
     }
     assert_eq!(on_key(&mut app, key('r')), None);
@@ -362,7 +357,7 @@ fn a_non_admin_is_refused_in_the_footer_before_any_dialog() {
     // The owner gets the dialog.
     app.caller = Some(Caller {
         uid: 1001,
-        name: "alice".into(),
+        name: "vera".into(),
         groups: vec![],
     });
     on_key(&mut app, key('c'));

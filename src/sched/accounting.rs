@@ -1,272 +1,22 @@
-//! Accounting (SPEC §1.3 and the derived quantities of §3): usage, idle, borrowed, lent,
-//! `waiting`, `held_back` and `available`, kept incrementally in the lanes and units, plus
-//! installing a configuration and the index upkeep every state change goes through.
+//! Accounting (SPEC §1.3 and the derived quantities of §3): `waiting`, `held_back` and
+//! `available` (with the oversubscribed forms), nomination terms, `max(s,u)`, and the index
+//! upkeep every change of a job's place goes through, which keeps those quantities
+//! incremental.
 
-use super::state::{
-    Lane, Phase, QKey, ShareIx, ShareState, StopCause, UnitIx, UnitState, VictimRef,
-};
-use super::{Event, PreemptReason, Sched, Time};
-use crate::config::ValidConfig;
-use crate::model::{Devices, JobId, ShareState as Enabled, Strategy};
-use std::collections::BTreeSet;
+use super::state::{Phase, QKey, ShareIx, StopCause, UnitIx, VictimRef};
+use super::{Sched, Time};
+use crate::model::{JobId, Strategy};
 
-/// The devices a unit has right now (discovered, listed or fake).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnitCapacity {
-    pub unit: String,
-    /// Healthy device indices.
-    pub devices: Vec<u32>,
-}
-
-impl UnitCapacity {
-    /// Simulated devices (replay and fake GPUs): `{fake: N}` gives 0..N, a list gives those
-    /// indices, `auto` gives `maxCapacity` devices numbered from 0.
-    pub fn simulated(config: &ValidConfig) -> Vec<UnitCapacity> {
-        config
-            .env
-            .capacity_limits
-            .iter()
-            .map(|c| UnitCapacity {
-                unit: c.capacity_unit.clone(),
-                devices: match &c.devices {
-                    Devices::Fake(n) => (0..*n).collect(),
-                    Devices::Indices(v) => {
-                        let mut v = v.clone();
-                        v.sort_unstable();
-                        v
-                    }
-                    Devices::Auto => (0..c.max_capacity).collect(),
-                },
-            })
-            .collect()
-    }
-}
-
-/// One share's standing on one unit, for the console, the CLI and the replay summary.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShareUnitStats {
-    pub share: String,
-    pub unit: String,
-    pub strategy: Strategy,
-    pub present: bool,
-    pub enabled: bool,
-    pub in_share: bool,
-    pub limit: u32,
-    /// Borrow cap in GPUs (`None` = unlimited).
-    pub cap: Option<u32>,
-    pub usage: u32,
-    pub borrowed: u32,
-    pub idle: u32,
-    pub lent: u32,
-    pub running: usize,
-    pub queued: usize,
-}
-
-/// `borrower` uses `gpus` GPUs of `lender`'s idle guarantee (`None`: the unassigned pool).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct LendEdge {
-    pub unit: String,
-    pub borrower: String,
-    pub lender: Option<String>,
+/// Victims of one share taken so far in a preemption search: the GPUs they free, and the
+/// (quantity, queue key) of each, back in the queue (their submission time is kept).
+#[derive(Debug, Clone)]
+pub(crate) struct Gone {
+    pub share: ShareIx,
     pub gpus: u32,
+    pub requeued: Vec<(u32, QKey)>,
 }
 
 impl Sched {
-    /// Replace the configuration (SPEC §5, §4.3): nothing queued is dropped, lowered
-    /// limits kill nothing, jobs on devices that vanished are preempted (DEVICE_LOST).
-    pub fn apply_config(&mut self, config: &ValidConfig, capacity: &[UnitCapacity], now: Time) {
-        self.now = now;
-        self.install_config(config, capacity, now);
-        self.emit(Event::ConfigApplied);
-    }
-
-    /// Report a config that was refused (the previous one stays in force).
-    pub fn config_rejected(&mut self, error: String, now: Time) {
-        self.now = now;
-        self.emit(Event::ConfigRejected { error });
-    }
-
-    pub(crate) fn install_config(
-        &mut self,
-        config: &ValidConfig,
-        capacity: &[UnitCapacity],
-        now: Time,
-    ) {
-        self.env_name = config.env.name.clone();
-        self.grace = config.env.preemption.grace_period_seconds;
-        // Units: stable indexes by name; undeclared ones stay, with nothing usable.
-        for u in &mut self.units {
-            u.present = false;
-        }
-        for c in &config.env.capacity_limits {
-            let ix = match self.unit_ix.get(&c.capacity_unit) {
-                Some(&ix) => ix,
-                None => {
-                    let ix = self.units.len();
-                    self.units.push(UnitState {
-                        name: c.capacity_unit.clone(),
-                        present: false,
-                        max_capacity: 0,
-                        devices: Vec::new(),
-                        usable: 0,
-                        free_devices: BTreeSet::new(),
-                        used: 0,
-                        hb_total: 0,
-                        nominated: Vec::new(),
-                        guaranteed: 0,
-                    });
-                    self.unit_ix.insert(c.capacity_unit.clone(), ix);
-                    ix
-                }
-            };
-            let devices = capacity
-                .iter()
-                .find(|d| d.unit == c.capacity_unit)
-                .map(|d| {
-                    let mut v = d.devices.clone();
-                    v.sort_unstable();
-                    v.dedup();
-                    v
-                })
-                .unwrap_or_default();
-            let u = &mut self.units[ix];
-            u.present = true;
-            u.max_capacity = c.max_capacity;
-            u.usable = c.max_capacity.min(devices.len() as u32);
-            u.devices = devices;
-        }
-        for u in &mut self.units {
-            if !u.present {
-                u.max_capacity = 0;
-                u.usable = 0;
-                u.devices.clear();
-            }
-        }
-        let nunits = self.units.len();
-        for s in &mut self.shares {
-            s.present = false;
-            s.lanes.resize_with(nunits, Lane::default);
-        }
-        for q in &config.shares {
-            let ix = match self.share_ix.get(&q.quota_share_name) {
-                Some(&ix) => ix,
-                None => {
-                    let ix = self.shares.len();
-                    self.shares.push(ShareState {
-                        name: q.quota_share_name.clone(),
-                        present: true,
-                        enabled: true,
-                        strategy: Strategy::Lend,
-                        in_share: false,
-                        borrow_limit: -1,
-                        lanes: vec![Lane::default(); nunits],
-                        levels: Default::default(),
-                    });
-                    self.share_ix.insert(q.quota_share_name.clone(), ix);
-                    ix
-                }
-            };
-            let s = &mut self.shares[ix];
-            s.present = true;
-            s.enabled = q.state == Enabled::Enabled;
-            s.strategy = q.resource_sharing_configuration.strategy;
-            s.in_share = q.preemption_configuration.in_share_preemption.is_enabled();
-            s.borrow_limit = q.resource_sharing_configuration.borrow_limit.unwrap_or(-1);
-            for lane in &mut s.lanes {
-                lane.limit = 0;
-                lane.listed = false;
-            }
-            for c in &q.capacity_limits {
-                if let Some(&u) = self.unit_ix.get(&c.capacity_unit) {
-                    s.lanes[u].limit = c.max_capacity;
-                    s.lanes[u].listed = true;
-                }
-            }
-        }
-        for s in &mut self.shares {
-            if !s.present {
-                // A removed share keeps its jobs; all its GPUs count as borrowed.
-                s.strategy = Strategy::Lend;
-                s.in_share = false;
-                s.borrow_limit = 0;
-                for lane in &mut s.lanes {
-                    lane.limit = 0;
-                    lane.listed = false;
-                }
-            }
-            let (strategy, bl) = (s.strategy, s.borrow_limit);
-            for lane in &mut s.lanes {
-                lane.cap = match strategy {
-                    // A unit the share does not list: limit and borrow cap are 0 (SPEC §1.2).
-                    _ if !lane.listed => Some(0),
-                    Strategy::LendAndBorrow if bl < 0 => None,
-                    Strategy::LendAndBorrow => Some(
-                        (u64::from(lane.limit) * bl as u64 / 100).min(u64::from(u32::MAX)) as u32,
-                    ),
-                    _ => Some(0),
-                };
-            }
-        }
-        let mut order: Vec<ShareIx> = (0..self.shares.len()).collect();
-        order.sort_by(|&a, &b| self.shares[a].name.cmp(&self.shares[b].name));
-        self.share_order = order;
-        for u in 0..nunits {
-            self.units[u].guaranteed = self
-                .shares
-                .iter()
-                .filter(|s| s.present)
-                .map(|s| u64::from(s.lanes[u].limit))
-                .sum();
-        }
-
-        // Devices: rebuild the free sets; jobs on devices that vanished lose them.
-        let mut lost = Vec::new();
-        for u in 0..self.units.len() {
-            let mut free: BTreeSet<u32> = self.units[u].devices.iter().copied().collect();
-            for j in self.jobs.iter().flatten() {
-                if j.unit == u {
-                    for d in j.devices() {
-                        if !free.remove(d) && !j.is_stopping() && !lost.contains(&j.id) {
-                            lost.push(j.id);
-                        }
-                    }
-                }
-            }
-            self.units[u].free_devices = free;
-        }
-        for s in 0..self.shares.len() {
-            for u in 0..nunits {
-                self.refresh_lane(s, u);
-            }
-        }
-        lost.sort();
-        for id in lost {
-            self.preempt_one(id, None, PreemptReason::DeviceLost, now);
-        }
-    }
-
-    /// A device stopped answering: the job on it is preempted (DEVICE_LOST) and the
-    /// unit's usable capacity shrinks.
-    pub fn device_lost(&mut self, unit: &str, device: u32, now: Time) {
-        self.now = now;
-        let Some(&u) = self.unit_ix.get(unit) else {
-            return;
-        };
-        let unit_state = &mut self.units[u];
-        unit_state.devices.retain(|&d| d != device);
-        unit_state.free_devices.remove(&device);
-        unit_state.usable = unit_state.max_capacity.min(unit_state.devices.len() as u32);
-        let victim = self
-            .jobs
-            .iter()
-            .flatten()
-            .find(|j| j.unit == u && j.devices().contains(&device) && !j.is_stopping())
-            .map(|j| j.id);
-        if let Some(id) = victim {
-            self.preempt_one(id, None, PreemptReason::DeviceLost, now);
-        }
-    }
-
     /// Recompute a lane's share of its unit's `held_back` total (SPEC §3).
     pub(crate) fn refresh_lane(&mut self, s: ShareIx, u: UnitIx) {
         let share = &self.shares[s];
@@ -342,17 +92,7 @@ impl Sched {
         if !unit.oversubscribed() {
             return self.held_back(s, u);
         }
-        let free = unit.free().max(0).min(i64::from(u32::MAX)) as u32;
-        self.shares
-            .iter()
-            .enumerate()
-            .filter(|(r, sh)| *r != s && sh.present)
-            .map(|(_, sh)| {
-                let lane = &sh.lanes[u];
-                let idle = lane.idle();
-                i64::from(lane.waiting_ahead_upto(idle.min(free), key, idle))
-            })
-            .sum()
+        self.oversubscribed_held_back(s, u, unit.free(), Some(key), &[])
     }
 
     /// `held_back(u, s)` where a borrowed start is judged (step 2). On an oversubscribed
@@ -363,21 +103,52 @@ impl Sched {
         if !unit.oversubscribed() {
             return self.held_back(s, u);
         }
-        let free = unit.free().max(0).min(i64::from(u32::MAX)) as u32;
-        self.shares
-            .iter()
-            .enumerate()
-            .filter(|(r, sh)| *r != s && sh.present)
-            .map(|(_, sh)| {
-                let lane = &sh.lanes[u];
-                let idle = lane.idle();
-                if sh.strategy == Strategy::Reserve {
-                    i64::from(idle)
-                } else {
-                    lane.waiting_upto(idle.min(free)).min(u64::from(idle)) as i64
+        self.oversubscribed_held_back(s, u, unit.free(), None, &[])
+    }
+
+    /// `held_back(u, s)` on an oversubscribed unit with `free` GPUs free and the victims
+    /// `gone` (of a preemption being weighed) gone and back in the queue. With `ahead_of`
+    /// (a guaranteed start of that job): every other share's waiting jobs ahead of it that
+    /// could start now; without (a borrowed start): RESERVE shares' whole idle guarantee,
+    /// other shares' waiting jobs that could start now (SPEC §3).
+    pub(crate) fn oversubscribed_held_back(
+        &self,
+        s: ShareIx,
+        u: UnitIx,
+        free: i64,
+        ahead_of: Option<QKey>,
+        gone: &[Gone],
+    ) -> i64 {
+        let free = free.max(0).min(i64::from(u32::MAX)) as u32;
+        let mut total = 0i64;
+        for (r, sh) in self.shares.iter().enumerate() {
+            if r == s || !sh.present {
+                continue;
+            }
+            let lane = &sh.lanes[u];
+            let (gpus, requeued) = gone
+                .iter()
+                .find(|g| g.share == r)
+                .map_or((0, &[][..]), |g| (g.gpus, g.requeued.as_slice()));
+            let idle = lane.limit.saturating_sub(lane.usage - gpus);
+            let threshold = idle.min(free);
+            let back = |ahead: Option<QKey>| -> u64 {
+                requeued
+                    .iter()
+                    .filter(|&&(q, k)| q <= threshold && ahead.is_none_or(|a| k < a))
+                    .map(|&(q, _)| u64::from(q))
+                    .sum()
+            };
+            let term = match ahead_of {
+                Some(key) => {
+                    u64::from(lane.waiting_ahead_upto(threshold, key, idle)) + back(Some(key))
                 }
-            })
-            .sum()
+                None if sh.strategy == Strategy::Reserve => u64::from(idle),
+                None => lane.waiting_upto(threshold) + back(None),
+            };
+            total += term.min(u64::from(idle)) as i64;
+        }
+        total
     }
 
     /// `available(s, u)` with a given `held_back`, for a job of share s, given the unit's
@@ -550,208 +321,5 @@ impl Sched {
             lane.releasing += q;
             lane.stopping += 1;
         }
-    }
-
-    // ---- reports ----
-
-    /// Per share and unit standing, shares in name order, including removed shares that
-    /// still have jobs.
-    pub fn share_stats(&self) -> Vec<ShareUnitStats> {
-        let mut out = Vec::new();
-        for u in 0..self.units.len() {
-            if !self.units[u].present && self.units[u].used == 0 {
-                continue;
-            }
-            let lent = self.lent_on(u);
-            for &s in &self.share_order {
-                let sh = &self.shares[s];
-                let lane = &sh.lanes[u];
-                if !sh.present && lane.is_empty() {
-                    continue;
-                }
-                if sh.present && lane.limit == 0 && lane.is_empty() {
-                    continue;
-                }
-                out.push(ShareUnitStats {
-                    share: sh.name.clone(),
-                    unit: self.units[u].name.clone(),
-                    strategy: sh.strategy,
-                    present: sh.present,
-                    enabled: sh.enabled,
-                    in_share: sh.in_share,
-                    limit: lane.limit,
-                    cap: lane.cap,
-                    usage: lane.usage,
-                    borrowed: lane.borrowed(),
-                    idle: lane.idle(),
-                    lent: lent[s],
-                    running: lane.running.len() + lane.stopping as usize,
-                    queued: lane.pending.len(),
-                });
-            }
-        }
-        out
-    }
-
-    /// Lent GPUs per share on unit u: borrowed GPUs attributed to lenders' idle guarantees
-    /// in name order, then to the unassigned pool (SPEC §1.3).
-    pub(crate) fn lent_on(&self, u: UnitIx) -> Vec<u32> {
-        let mut lent = vec![0u32; self.shares.len()];
-        let mut borrowed: u64 = self
-            .shares
-            .iter()
-            .map(|s| u64::from(s.lanes[u].borrowed()))
-            .sum();
-        for &s in &self.share_order {
-            if borrowed == 0 {
-                break;
-            }
-            let sh = &self.shares[s];
-            if !sh.present || sh.strategy == Strategy::Reserve {
-                continue;
-            }
-            let give = u64::from(sh.lanes[u].idle()).min(borrowed);
-            lent[s] = give as u32;
-            borrowed -= give;
-        }
-        lent
-    }
-
-    /// Who borrows how many GPUs from whom, per unit: borrowers in name order take from
-    /// lenders in name order, then from the unassigned pool.
-    pub fn lending(&self) -> Vec<LendEdge> {
-        let mut out = Vec::new();
-        for u in 0..self.units.len() {
-            let lent = self.lent_on(u);
-            let mut lenders: Vec<(ShareIx, u32)> = self
-                .share_order
-                .iter()
-                .filter(|&&s| lent[s] > 0)
-                .map(|&s| (s, lent[s]))
-                .collect();
-            let mut li = 0;
-            for &b in &self.share_order {
-                let mut need = self.shares[b].lanes[u].borrowed();
-                while need > 0 {
-                    if li < lenders.len() {
-                        let take = need.min(lenders[li].1);
-                        push_edge(&mut out, self, u, b, Some(lenders[li].0), take);
-                        lenders[li].1 -= take;
-                        need -= take;
-                        if lenders[li].1 == 0 {
-                            li += 1;
-                        }
-                    } else {
-                        push_edge(&mut out, self, u, b, None, need);
-                        need = 0;
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// (usage, limit) of a share on a unit, by index.
-    pub fn share_stats_for(&self, s: ShareIx, u: UnitIx) -> Option<(u32, u32)> {
-        let lane = self.shares.get(s)?.lanes.get(u)?;
-        Some((lane.usage, lane.limit))
-    }
-
-    /// Is a pending job behind a nominated job of its share and unit (so it may not start)?
-    pub fn is_blocked(&self, id: JobId) -> bool {
-        self.job(id).is_some_and(|j| {
-            j.is_pending()
-                && !j.is_nominated()
-                && self.shares[j.share].lanes[j.unit]
-                    .block()
-                    .is_some_and(|b| b < j.qkey())
-        })
-    }
-
-    /// Is the unit oversubscribed (Σ guarantees > usable)? By name.
-    pub fn oversubscribed(&self, unit: &str) -> bool {
-        self.unit_ix
-            .get(unit)
-            .is_some_and(|&u| self.units[u].present && self.units[u].oversubscribed())
-    }
-
-    /// Usable GPUs of a unit (min(maxCapacity, healthy devices)), by name.
-    pub fn usable(&self, unit: &str) -> u32 {
-        self.unit_ix.get(unit).map_or(0, |&u| self.units[u].usable)
-    }
-
-    /// GPUs of a unit held by jobs, by name.
-    pub fn used(&self, unit: &str) -> u32 {
-        self.unit_ix.get(unit).map_or(0, |&u| self.units[u].used)
-    }
-
-    /// Per unit: (name, usable, used, Σ guarantees of present shares).
-    pub fn unit_totals(&self) -> Vec<(String, u32, u32, u64)> {
-        self.units
-            .iter()
-            .enumerate()
-            .filter(|(_, u)| u.present)
-            .map(|(ix, u)| {
-                let g: u64 = self
-                    .shares
-                    .iter()
-                    .filter(|s| s.present)
-                    .map(|s| u64::from(s.lanes[ix].limit))
-                    .sum();
-                (u.name.clone(), u.usable, u.used, g)
-            })
-            .collect()
-    }
-
-    /// Which job holds each device of a unit (None: free).
-    pub fn device_map(&self, unit: &str) -> Vec<(u32, Option<JobId>)> {
-        let Some(&u) = self.unit_ix.get(unit) else {
-            return Vec::new();
-        };
-        let mut holders: std::collections::BTreeMap<u32, JobId> = Default::default();
-        for j in self.jobs.iter().flatten() {
-            if j.unit == u {
-                for d in j.devices() {
-                    holders.insert(*d, j.id);
-                }
-            }
-        }
-        let mut out: Vec<(u32, Option<JobId>)> = self.units[u]
-            .devices
-            .iter()
-            .map(|d| (*d, holders.get(d).copied()))
-            .collect();
-        for (d, j) in holders {
-            if self.units[u].devices.binary_search(&d).is_err() {
-                out.push((d, Some(j)));
-            }
-        }
-        out
-    }
-}
-
-fn push_edge(
-    out: &mut Vec<LendEdge>,
-    sched: &Sched,
-    u: UnitIx,
-    borrower: ShareIx,
-    lender: Option<ShareIx>,
-    gpus: u32,
-) {
-    let unit = sched.units[u].name.clone();
-    let borrower = sched.shares[borrower].name.clone();
-    let lender = lender.map(|l| sched.shares[l].name.clone());
-    if let Some(e) = out
-        .iter_mut()
-        .find(|e| e.unit == unit && e.borrower == borrower && e.lender == lender)
-    {
-        e.gpus += gpus;
-    } else {
-        out.push(LendEdge {
-            unit,
-            borrower,
-            lender,
-            gpus,
-        });
     }
 }

@@ -168,7 +168,7 @@ fn find_owner(snap: &Snapshot, id: JobId) -> Owner {
     snap.queue
         .iter()
         .chain(&snap.running)
-        .chain(&snap.finished)
+        .chain(snap.finished.iter())
         .find(|j| j.id == id)
         .map_or(Owner::NotInView, |j| {
             Owner::Known(j.submitter.as_deref().cloned())

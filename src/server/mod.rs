@@ -45,6 +45,8 @@ pub mod protocol;
 pub mod remote;
 pub mod runtime;
 pub mod socket;
+mod timers;
+mod turn;
 
 pub use auth::{Access, Caller, Denied, EXIT_NOT_ALLOWED};
 pub use boot::{BootError, BootOptions};

@@ -5,7 +5,7 @@
 use crate::config::{parse_documents, validate};
 use crate::model::{JobId, JobSpec};
 use crate::sched::{Event, Sched, Time, UnitCapacity};
-use crate::snapshot::{ConfigStatus, JobView, PreemptionRecord, Snapshot, Telemetry};
+use crate::snapshot::{ConfigStatus, JobList, JobView, PreemptionRecord, Snapshot, Telemetry};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -247,6 +247,38 @@ pub fn aws() -> Snapshot {
     d.snapshot(NOW, t0 - 60_000)
 }
 
+/// The AWS example after reloads: qs2's file deleted while its job runs and another waits,
+/// qs3 set DISABLED, and two GPUs gone, so the unit is oversubscribed (2 guaranteed on 1).
+pub fn reloaded() -> Snapshot {
+    let t0 = NOW - 40_000;
+    let mut d = Driver::new(AWS_CONFIG, "sample-configs/aws-example").expect("fixture config");
+    d.submit("a", "qs1", 1, 1, t0);
+    d.submit("b", "qs2", 1, 1, t0 + 1_000);
+    d.submit("b2", "qs2", 1, 1, t0 + 2_000);
+    d.submit("c", "qs3", 1, 1, t0 + 3_000);
+    let after = AWS_CONFIG
+        .replace(
+            "maxCapacity: 3, devices: {fake: 3}",
+            "maxCapacity: 3, devices: [0]",
+        )
+        .replace(
+            "resourceSharingConfiguration: {strategy: RESERVE}",
+            "resourceSharingConfiguration: {strategy: RESERVE}\nstate: DISABLED",
+        );
+    let after: String = after
+        .split("---")
+        .filter(|doc| !doc.contains("quotaShareName: qs2"))
+        .collect::<Vec<_>>()
+        .join("---");
+    let cfg =
+        validate(parse_documents(&after, Some("sample-configs/aws-example")).expect("parses"))
+            .expect("valid");
+    d.sched
+        .apply_config(&cfg, &UnitCapacity::simulated(&cfg), t0 + 20_000);
+    d.pass(t0 + 20_000);
+    d.snapshot(NOW, t0 + 20_000)
+}
+
 /// A busy 8-GPU lab: borrowing, a reserve held idle, a long queue with varied reasons,
 /// finished preemptions in the log (one fresh) and NVML figures on some devices.
 pub fn lab() -> Snapshot {
@@ -287,7 +319,7 @@ pub fn lab() -> Snapshot {
     }
     let mut snap = d.snapshot(NOW, NOW - 206_000);
     // One preemption a moment ago, to show the fresh highlight.
-    if let Some(first) = snap.preemptions.first_mut() {
+    if let Some(first) = Arc::make_mut(&mut snap.preemptions).first_mut() {
         first.at = NOW - 2_000;
     }
     snap
@@ -300,7 +332,7 @@ pub fn with_queue_len(base: &Snapshot, n: usize) -> Snapshot {
     let template: Vec<JobView> = if base.queue.is_empty() {
         base.running.clone()
     } else {
-        base.queue.clone()
+        base.queue_views()
     };
     if template.is_empty() {
         return s;
@@ -315,19 +347,22 @@ pub fn with_queue_len(base: &Snapshot, n: usize) -> Snapshot {
         + 1;
     let reason: Arc<str> =
         Arc::from("waiting for vision capacity (2/2 in use); no idle capacity to borrow");
-    while s.queue.len() < n {
-        let mut j = template[s.queue.len() % template.len()].clone();
+    let mut queue = s.queue_views();
+    while queue.len() < n {
+        let mut j = template[queue.len() % template.len()].clone();
         j.id = JobId(next);
         j.name = format!("sweep-{next}");
-        j.submitted = NOW - 1_000 * (n - s.queue.len()) as i64 / 10;
+        j.submitted = NOW - 1_000 * (n - queue.len()) as i64 / 10;
         j.reason = reason.clone();
+        j.reason_group = None;
         j.nominated = false;
         j.started = None;
         j.devices.clear();
         j.stopping = None;
-        s.queue.push(j);
+        queue.push(j);
         next += 1;
     }
+    s.queue = JobList::from_views(queue);
     for sh in &mut s.shares {
         sh.queued = s.queue.iter().filter(|j| j.share == sh.name).count();
     }
