@@ -242,6 +242,7 @@ mod tests {
             finished: None,
             devices: Vec::new(),
             on_borrowed: false,
+            reclaimed_first: false,
             reason: Arc::from(""),
             reason_group: None,
             stopping: None,

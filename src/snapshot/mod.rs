@@ -98,6 +98,10 @@ pub struct JobView {
     pub devices: Vec<u32>,
     /// How many of its GPUs are beyond its share's limit right now (running jobs).
     pub on_borrowed: bool,
+    /// Among its borrowing share's running jobs, one that a reclaim of the share's
+    /// borrowed GPUs would take (SPEC §4.1's victim order): the others are kept.
+    #[serde(default)]
+    pub reclaimed_first: bool,
     /// Why it waits (queued), or what it is doing. Empty for a queued row of a reason
     /// group: see [`Snapshot::reason`].
     pub reason: Arc<str>,
@@ -348,6 +352,7 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         finished: j.finished_at,
         devices: j.devices().to_vec(),
         on_borrowed: j.is_holding() && lane_borrowing,
+        reclaimed_first: sched.reclaimed_first(j.id),
         reason,
         reason_group: None,
         stopping: j.stop_cause().map(|c| {

@@ -110,6 +110,7 @@ impl JobRecord {
             finished: self.finished_at,
             devices: self.devices.clone(),
             on_borrowed: false,
+            reclaimed_first: false,
             reason: Arc::from(reason),
             reason_group: None,
             stopping: None,

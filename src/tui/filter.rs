@@ -210,6 +210,7 @@ mod tests {
             finished: None,
             devices: vec![],
             on_borrowed: false,
+            reclaimed_first: false,
             reason: Arc::from("no idle capacity to borrow"),
             reason_group: None,
             stopping: None,
