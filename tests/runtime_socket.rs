@@ -304,3 +304,57 @@ fn subscribers_get_the_picture_then_deltas() {
         }
     }
 }
+
+#[test]
+fn jobs_filters_narrow_the_lists_and_the_json() {
+    let s = aws_example();
+    let a = s.submit(&["--share", "qs1", "--name", "train-a"], &["sleep", "300"]);
+    let b = s.submit(&["--share", "qs2", "--name", "eval-b"], &["sleep", "300"]);
+    let c = s.submit(
+        &["--share", "qs1", "--name", "train-c", "--gpus", "2"],
+        &["sleep", "300"],
+    );
+    s.wait_state(a, "RUNNING", 20);
+    s.wait_state(b, "RUNNING", 20);
+    let json = |args: &[&str]| -> Value {
+        let mut all = vec!["jobs", "--json"];
+        all.extend_from_slice(args);
+        let out = s.cli(&all);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let every = |v: &Value| -> Vec<u64> {
+        let mut ids: Vec<u64> = ["queue", "running"]
+            .iter()
+            .flat_map(|k| v[*k].as_array().unwrap().iter())
+            .map(|j| j["id"].as_u64().unwrap())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(every(&json(&["--share", "qs1"])), vec![a, c]);
+    assert_eq!(every(&json(&["--share", "qs1,qs2"])), vec![a, b, c]);
+    assert_eq!(every(&json(&["--status", "queued"])), vec![c]);
+    assert_eq!(every(&json(&["--status", "running"])), vec![a, b]);
+    assert_eq!(every(&json(&["--name", "train"])), vec![a, c]);
+    assert_eq!(
+        every(&json(&["--share", "qs1", "--status", "RUNNING"])),
+        vec![a]
+    );
+    // The table too.
+    let out = s.cli(&["jobs", "--share", "qs2"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("eval-b") && !text.contains("train-a"),
+        "{text}"
+    );
+    // A state that does not exist is an error that says which ones do.
+    let out = s.cli(&["jobs", "--status", "sleeping"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--status sleeping: not a job state"), "{err}");
+}
