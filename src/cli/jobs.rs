@@ -20,6 +20,15 @@ pub struct JobsArgs {
     /// Print the answer as JSON (queue, running, finished, preemptions).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+}
+
+/// Which jobs a command is about: `jobs` lists them, `cancel` cancels them.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct FilterArgs {
     /// Only jobs of these shares (repeat or comma-separate).
     #[arg(long, value_delimiter = ',')]
     pub share: Vec<String>,
@@ -34,8 +43,16 @@ pub struct JobsArgs {
     /// Only jobs whose name contains this text.
     #[arg(long)]
     pub name: Option<String>,
-    #[arg(long)]
-    pub state: Option<PathBuf>,
+}
+
+impl FilterArgs {
+    /// No filter was given.
+    pub fn is_empty(&self) -> bool {
+        self.share.is_empty()
+            && self.user.is_empty()
+            && self.status.is_empty()
+            && self.name.is_none()
+    }
 }
 
 /// The jobs the filters of `jobs` let through.
@@ -49,7 +66,7 @@ pub struct JobFilter {
 
 impl JobFilter {
     /// From the command line; an unknown state is an error that lists the known ones.
-    pub fn from_args(args: &JobsArgs) -> Result<JobFilter, String> {
+    pub fn from_args(args: &FilterArgs) -> Result<JobFilter, String> {
         let mut states = Vec::new();
         for s in &args.status {
             let all = [
@@ -115,7 +132,7 @@ impl JobFilter {
 }
 
 pub fn jobs(args: &JobsArgs) -> ExitCode {
-    let filter = match JobFilter::from_args(args) {
+    let filter = match JobFilter::from_args(&args.filter) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("shareq jobs: {e}");
