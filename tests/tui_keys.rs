@@ -397,3 +397,24 @@ fn quick_bumps_are_never_lost_while_the_display_lags() {
         Some(Action::SetPriority(id, shown + 4))
     );
 }
+
+#[test]
+fn e_shows_the_rejected_configs_errors_and_esc_closes_them() {
+    let mut app = lab();
+    assert_eq!(on_key(&mut app, key('e')), None);
+    assert_eq!(app.mode, Mode::Normal, "no error: nothing to open");
+    assert!(
+        app.status
+            .as_ref()
+            .is_some_and(|s| s.text.contains("without errors"))
+    );
+    let mut snap = (*app.snap).clone();
+    snap.config.error = Some("a.yaml:1:1: kind: missing field `kind`".into());
+    app.set_snapshot(std::sync::Arc::new(snap));
+    on_key(&mut app, key('e'));
+    assert!(matches!(app.mode, Mode::ConfigErrors { scroll: 0 }));
+    on_key(&mut app, key('j'));
+    assert!(matches!(app.mode, Mode::ConfigErrors { scroll: 1 }));
+    on_key(&mut app, code(KeyCode::Esc));
+    assert_eq!(app.mode, Mode::Normal);
+}

@@ -115,12 +115,32 @@ fn overlays() {
 fn config_error_and_theme_warning_in_header() {
     check("config_error", || {
         let mut snap = fixtures::lab();
-        snap.config.error =
-            Some("shares/vision.yaml:7:5: borrowLimit is only valid with LEND_AND_BORROW".into());
+        // As the watcher reports it: full paths, several errors, one per line.
+        snap.config.error = Some(format!(
+            "{dir}/shares/vision.yaml:7:5: borrowLimit is only valid with LEND_AND_BORROW\n\
+             {dir}/shares/nlp.yaml:3:1: capacityLimits[0].maxCapacity: expected a whole number",
+            dir = snap.config.source
+        ));
         snap.config.error_at = Some(NOW - 5_000);
         snap.units[0].guaranteed = 12;
         let mut app = fixtures::app(snap);
         app.theme_warning = Some("theme x.yaml: line 2: unknown field `acent`; using dark".into());
+        app
+    });
+}
+
+#[test]
+fn e_opens_every_error_of_the_rejected_config() {
+    check("config_errors_popup", || {
+        let mut snap = fixtures::lab();
+        snap.config.error = Some(format!(
+            "{dir}/shares/vision.yaml:7:5: borrowLimit is only valid with LEND_AND_BORROW\n\
+             {dir}/shares/nlp.yaml:3:1: capacityLimits[0].maxCapacity: expected a whole number, \
+             found `two` (write a number of GPUs, e.g. 2)",
+            dir = snap.config.source
+        ));
+        let mut app = fixtures::app(snap);
+        on_key(&mut app, key('e'));
         app
     });
 }

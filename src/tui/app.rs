@@ -88,6 +88,10 @@ pub enum Mode {
         name: String,
         scroll_back: usize,
     },
+    /// `e`: every error of the rejected config, in full.
+    ConfigErrors {
+        scroll: usize,
+    },
 }
 
 /// A transient message in the footer.

@@ -34,6 +34,21 @@ pub fn on_key(app: &mut App, key: KeyEvent) -> Option<Action> {
     let mode = std::mem::replace(&mut app.mode, Mode::Normal);
     match mode {
         Mode::Normal => normal(app, key),
+        Mode::ConfigErrors { scroll } => {
+            match key.code {
+                KeyCode::Esc | KeyCode::Char('q' | 'e') | KeyCode::Enter => {}
+                KeyCode::Char('j') | KeyCode::Down => {
+                    app.mode = Mode::ConfigErrors { scroll: scroll + 1 }
+                }
+                KeyCode::Char('k') | KeyCode::Up => {
+                    app.mode = Mode::ConfigErrors {
+                        scroll: scroll.saturating_sub(1),
+                    }
+                }
+                _ => app.mode = Mode::ConfigErrors { scroll },
+            }
+            None
+        }
         Mode::Help => {
             if !matches!(
                 key.code,
@@ -296,6 +311,13 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
     match key.code {
         KeyCode::Char('q') => return quit(app),
         KeyCode::Char('?') => app.mode = Mode::Help,
+        KeyCode::Char('e') => {
+            if app.snap.config.error.is_some() {
+                app.mode = Mode::ConfigErrors { scroll: 0 };
+            } else {
+                app.say("the config in force was applied without errors", false);
+            }
+        }
         KeyCode::Tab => focus_step(app, 1),
         KeyCode::BackTab => focus_step(app, -1),
         KeyCode::Char('j') | KeyCode::Down => move_sel(app, 1),

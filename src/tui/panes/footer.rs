@@ -1,5 +1,6 @@
-//! Footer: the filter being typed, a transient status message, or the keys that work in
-//! the focused pane.
+//! Footer: the filter being typed, a transient status message, the rejected config's
+//! first error (the header has no room for it on a narrow screen), or the keys that work
+//! in the focused pane.
 
 use crate::tui::app::{App, Mode, Pane};
 use crate::tui::text::fit;
@@ -75,6 +76,15 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
                 t.text().fg(t.ok)
             },
         )
+    } else if let Some(first) = crate::tui::popups::config_errors::lines(app).first() {
+        let hint = "  e: all errors";
+        Line::from(vec![
+            Span::styled(
+                format!(" ✗ {}", fit(first, w.saturating_sub(4 + hint.len()))),
+                t.error_style(),
+            ),
+            Span::styled(hint, t.dimmed()),
+        ])
     } else {
         let mut spans = Vec::new();
         let mut used = 0;

@@ -54,12 +54,20 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let over = (!over.is_empty())
         .then(|| Span::styled(over.join("; "), t.warn_style().add_modifier(Modifier::BOLD)));
     let config = match (&s.config.error, s.config.applied_at) {
-        (Some(err), applied) => {
+        (Some(_), applied) => {
             let keep = applied
                 .map(|a| format!(" (keeping config applied {})", clock(a, tz)))
                 .unwrap_or_default();
+            // The first error, file:line:column first and relative to the config directory,
+            // so that it fits; `e` lists them all.
+            let errors = crate::tui::popups::config_errors::lines(app);
+            let first = errors.first().map_or("", String::as_str);
+            let more = match errors.len() {
+                0 | 1 => " (e: details)".to_string(),
+                n => format!(" (+{} more, e: all)", n - 1),
+            };
             Span::styled(
-                format!("✗ config rejected: {err}{keep}"),
+                format!("✗ config rejected: {first}{more}{keep}"),
                 if t.monochrome {
                     Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED)
                 } else {

@@ -28,6 +28,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("/", "filter text share:X !not"),
     ("o", "cycle queue sort order"),
     ("r", "re-read the config now"),
+    ("e", "the rejected config's errors"),
     ("?", "this help"),
     ("q/ctrl-c", "quit / detach / stop"),
     ("", "Shares bar"),

@@ -1,6 +1,7 @@
 //! Overlays drawn over the panes: help, confirmations and prompts, the submit form, job
-//! details and the log tail. Each file draws one; `input` handles their keys.
+//! details, the log tail and the rejected config's errors. Each file draws one; `input` handles their keys.
 
+pub mod config_errors;
 pub mod confirm;
 pub mod details;
 pub mod help;
