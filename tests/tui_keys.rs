@@ -418,3 +418,16 @@ fn e_shows_the_rejected_configs_errors_and_esc_closes_them() {
     on_key(&mut app, code(KeyCode::Esc));
     assert_eq!(app.mode, Mode::Normal);
 }
+
+#[test]
+fn an_attached_console_does_not_offer_to_stop_the_other_schedulers_jobs() {
+    let mut app = lab();
+    app.attached = true;
+    assert_eq!(on_key(&mut app, key('q')), None);
+    assert!(matches!(app.mode, Mode::Quit { .. }), "jobs run: it asks");
+    assert_eq!(on_key(&mut app, key('s')), None, "nothing is stopped");
+    assert!(matches!(app.mode, Mode::Quit { .. }));
+    assert!(app.status.as_ref().is_some_and(|s| s.error && s.text.contains("attached")));
+    assert_eq!(on_key(&mut app, key('q')), Some(Action::Detach));
+    assert!(app.exit);
+}

@@ -146,6 +146,16 @@ fn e_opens_every_error_of_the_rejected_config() {
 }
 
 #[test]
+fn the_quit_dialog_of_an_attached_console() {
+    check("quit_attached", || {
+        let mut app = fixtures::app(fixtures::lab());
+        app.attached = true;
+        on_key(&mut app, key('q'));
+        app
+    });
+}
+
+#[test]
 fn running_pane_focused_and_scrolled() {
     check("running_focused", || {
         let mut app = fixtures::app(fixtures::lab());

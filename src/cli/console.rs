@@ -253,6 +253,7 @@ fn session(
                     return ExitCode::from(1);
                 }
             };
+        opts.attached = local.is_none();
         let (actions_tx, actions_rx) = mpsc::channel::<Action>(256);
         let (notices_tx, notices_rx) = mpsc::unbounded_channel();
         opts.notices = NoticeFeed::new(notices_rx);

@@ -144,6 +144,9 @@ pub struct App {
     /// Who sits at the keyboard: actions the scheduler would refuse them are refused
     /// here first, with the scheduler's words (`None`: no check, as in render tests).
     pub caller: Option<Caller>,
+    /// Attached to a scheduler that runs elsewhere (its own process): quitting leaves it,
+    /// and its jobs, running; "stop all jobs" is not this console's to offer.
+    pub attached: bool,
     /// Priorities asked for with `+`/`-` that the snapshot may not show yet: the next press
     /// builds on them, so quick presses are never lost to a lagging display.
     pub pending_priority: std::collections::HashMap<crate::model::JobId, PendingPriority>,
@@ -181,6 +184,7 @@ impl App {
         let running_rows =
             RowOrder::build(&snap, &snap.running, &Filter::default(), Sort::Scheduling);
         App {
+            attached: false,
             pending_priority: Default::default(),
             id_width: id_width(&snap),
             now: snap.at,

@@ -146,7 +146,7 @@ pub fn draw(f: &mut Frame, app: &mut App) {
             let what = format!("job {job} {name}");
             confirm::render_priority(f, area, &what, &input.text, ok, t)
         }
-        Mode::Quit { running } => confirm::render_quit(f, area, *running, t),
+        Mode::Quit { running } => confirm::render_quit(f, area, *running, app.attached, t),
         Mode::Details(j) => details::render(f, area, j, app.now, app.utc_offset_secs, t),
         Mode::Log {
             job,

@@ -150,6 +150,18 @@ pub fn on_key(app: &mut App, key: KeyEvent) -> Option<Action> {
                 app.exit = true;
                 Some(Action::Detach)
             }
+            KeyCode::Char('q' | 'Q') if app.attached => {
+                app.exit = true;
+                Some(Action::Detach)
+            }
+            KeyCode::Char('s' | 'S') if app.attached => {
+                app.say(
+                    "attached: this console cannot stop the other scheduler's jobs (shareq cancel --status running --yes)",
+                    true,
+                );
+                app.mode = Mode::Quit { running };
+                None
+            }
             KeyCode::Char('s' | 'S') => {
                 app.exit = true;
                 Some(Action::Quit { stop_jobs: true })

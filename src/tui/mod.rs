@@ -61,6 +61,8 @@ pub struct ConsoleOptions {
     /// When the terminal hangs up (SIGHUP), stop every job instead of leaving them
     /// running: `shareq demo`, whose jobs and directory must not outlive it.
     pub stop_jobs_on_hangup: bool,
+    /// The console is attached to another process's scheduler (see [`App::attached`]).
+    pub attached: bool,
 }
 
 impl Default for ConsoleOptions {
@@ -73,6 +75,7 @@ impl Default for ConsoleOptions {
             utc_offset_secs: None,
             notices: bridge::NoticeFeed::default(),
             stop_jobs_on_hangup: false,
+            attached: false,
         }
     }
 }
@@ -99,6 +102,7 @@ pub fn app_for(snap: Arc<Snapshot>, opts: &ConsoleOptions) -> App {
     app.logs = opts.logs.clone();
     app.utc_offset_secs = opts.utc_offset_secs.unwrap_or_else(local_utc_offset);
     app.caller = Some(crate::server::auth::Caller::current());
+    app.attached = opts.attached;
     app
 }
 

@@ -55,7 +55,31 @@ pub fn render_priority(
     dialog(f, area, " Priority ", lines, theme);
 }
 
-pub fn render_quit(f: &mut Frame, area: Rect, running: usize, theme: &Theme) {
+pub fn render_quit(f: &mut Frame, area: Rect, running: usize, attached: bool, theme: &Theme) {
+    if attached {
+        // Another process runs the scheduler: leaving this console changes nothing there.
+        let lines = vec![
+            Line::styled(
+                format!(
+                    " {running} job(s) are running on the scheduler this console is attached to."
+                ),
+                theme.text().add_modifier(Modifier::BOLD),
+            ),
+            Line::styled(
+                " Quitting leaves it and its jobs running. To stop jobs:",
+                theme.text(),
+            ),
+            Line::styled(" shareq cancel --status running --yes", theme.dimmed()),
+            Line::from(vec![
+                Span::styled(" d / q ", theme.text().add_modifier(Modifier::BOLD)),
+                Span::styled("leave", theme.text()),
+                Span::styled("   esc ", theme.text().add_modifier(Modifier::BOLD)),
+                Span::styled("stay", theme.text()),
+            ]),
+        ];
+        dialog(f, area, " Quit ", lines, theme);
+        return;
+    }
     let lines = vec![
         Line::styled(
             format!(" {running} job(s) are running. Leave how?"),
