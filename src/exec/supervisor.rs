@@ -10,9 +10,17 @@
 //! The supervisor is a child subreaper, so background processes that a job forks (even
 //! ones that start their own session) are reparented to it: it finishes only when none
 //! is left, which is what "the GPUs are free again" means.
+//!
+//! It runs in its own session (the runtime starts it so), and the command in a new process
+//! group of that session: if the supervisor itself is killed, the scheduler finds what is
+//! left by the session id, which is the supervisor's pid (see `exec::session`). The job's
+//! output comes through a pipe into a [`LogSink`] (cap and free-space reserve).
+//!
+//! Its files are those of `exec::runfiles`: it reads the launch spec, claims the pid file
+//! and writes the exit record.
 
-use super::launch::{ExitStatus, LaunchSpec, now_ms};
-use super::state_dir::write_atomic;
+use super::log_sink::LogSink;
+use super::runfiles::{self, ExitStatus, LaunchSpec, now_ms};
 use crate::model::Command as JobCommand;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -20,9 +28,8 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, killpg, sigprocmask};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
-use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Stdio;
@@ -78,8 +85,16 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
     // Record ourselves (pid and start time) before the command can run, so that a
     // scheduler restarted meanwhile adopts this attempt instead of running it again; and
     // give up if it already declared the attempt lost (see `store::recovery`).
-    let pid_path = spec.exit.with_extension("pid");
-    match crate::store::recovery::claim_pid_file(&pid_path, std::process::id()) {
+    let pid_path = spec.pid_path();
+    let write_exit = |status: ExitStatus| {
+        runfiles::write_exit(&spec.state, spec.job, spec.attempt, &spec.db, status).map_err(
+            |source| SupervisorError::Exit {
+                path: spec.exit_path().display().to_string(),
+                source,
+            },
+        )
+    };
+    match runfiles::claim_pid(&pid_path, std::process::id(), &spec.db) {
         Ok(true) => {}
         Ok(false) => {
             return Err(SupervisorError::Lost {
@@ -94,21 +109,13 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
                 signal: None,
                 finished_at: now_ms(),
             };
-            if let Some(dir) = spec.log.parent() {
-                let _ = std::fs::create_dir_all(dir);
-            }
-            if let Ok(mut l) = OpenOptions::new().create(true).append(true).open(&spec.log) {
-                let _ = writeln!(
-                    l,
-                    "shareq: cannot record the supervisor in {}: {e}",
+            if let Ok(mut l) = LogSink::open(&spec.log, spec.log_cap, spec.free_reserve) {
+                l.note(&format!(
+                    "cannot record the supervisor in {}: {e}",
                     pid_path.display()
-                );
+                ));
             }
-            let json = serde_json::to_vec(&status).unwrap_or_default();
-            write_atomic(&spec.exit, &json).map_err(|source| SupervisorError::Exit {
-                path: spec.exit.display().to_string(),
-                source,
-            })?;
+            write_exit(status)?;
             return Ok(status);
         }
     }
@@ -128,29 +135,30 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
     let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
     nix::sys::prctl::set_child_subreaper(true)?;
 
-    if let Some(dir) = spec.log.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    let log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&spec.log)
-        .map_err(|source| SupervisorError::Log {
+    let mut log = LogSink::open(&spec.log, spec.log_cap, spec.free_reserve).map_err(|source| {
+        SupervisorError::Log {
             path: spec.log.display().to_string(),
             source,
-        })?;
-
-    let status = match spawn(&spec, &log) {
+        }
+    })?;
+    let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let spawned = spawn(&spec, out_w);
+    let status = match spawned {
         Ok(child) => {
             // Tell the runtime the command runs (it may be gone: ignore errors).
             let mut out = std::io::stdout();
             let _ = writeln!(out, "started {}", child.id());
             let _ = out.flush();
-            wait_all(Pid::from_raw(child.id() as i32), spec.grace_seconds, &sfd)
+            let output = Output::new(out_r, &mut log);
+            wait_all(
+                Pid::from_raw(child.id() as i32),
+                spec.grace_seconds,
+                &sfd,
+                output,
+            )
         }
         Err(e) => {
-            let mut l = &log;
-            let _ = writeln!(l, "shareq: cannot start the job's command: {e}");
+            log.note(&format!("cannot start the job's command: {e}"));
             let code = if e.kind() == std::io::ErrorKind::NotFound {
                 127
             } else {
@@ -163,15 +171,11 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             }
         }
     };
-    let json = serde_json::to_vec(&status).unwrap_or_default();
-    write_atomic(&spec.exit, &json).map_err(|source| SupervisorError::Exit {
-        path: spec.exit.display().to_string(),
-        source,
-    })?;
+    write_exit(status)?;
     Ok(status)
 }
 
-fn spawn(spec: &LaunchSpec, log: &std::fs::File) -> std::io::Result<std::process::Child> {
+fn spawn(spec: &LaunchSpec, out: std::os::fd::OwnedFd) -> std::io::Result<std::process::Child> {
     let mut cmd = match &spec.command {
         JobCommand::Shell(s) => match plain_words(s) {
             Some(words) => {
@@ -197,18 +201,21 @@ fn spawn(spec: &LaunchSpec, log: &std::fs::File) -> std::io::Result<std::process
             c
         }
     };
+    let err = out.try_clone()?;
     cmd.envs(spec.job_env())
         .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log.try_clone()?);
+        .stdout(out)
+        .stderr(err);
     if let Some(dir) = &spec.working_directory {
         cmd.current_dir(dir);
     }
-    // SAFETY: setsid, sigprocmask and sigaction are async-signal-safe and touch no
+    // SAFETY: setpgid, sigprocmask and sigaction are async-signal-safe and touch no
     // memory of the parent.
     unsafe {
         cmd.pre_exec(|| {
-            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            // A process group of its own inside the supervisor's session (see the top).
+            nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0))
+                .map_err(std::io::Error::from)?;
             // The command starts with nothing blocked and the stop signals at their
             // defaults, whatever the supervisor (or whoever started the scheduler) had.
             sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
@@ -252,8 +259,45 @@ fn plain_words(s: &str) -> Option<Vec<&str>> {
     Some(words)
 }
 
-/// Reap until the command and every process it left behind are gone.
-fn wait_all(child: Pid, grace: u32, sfd: &SignalFd) -> ExitStatus {
+/// The read end of the job's output pipe, copied into the log as it comes.
+struct Output<'a> {
+    pipe: Option<OwnedFd>,
+    log: &'a mut LogSink,
+}
+
+impl<'a> Output<'a> {
+    fn new(pipe: OwnedFd, log: &'a mut LogSink) -> Output<'a> {
+        use nix::fcntl::{F_GETFL, F_SETFL, OFlag, fcntl};
+        if let Ok(flags) = fcntl(&pipe, F_GETFL) {
+            let _ = fcntl(
+                &pipe,
+                F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
+            );
+        }
+        Output {
+            pipe: Some(pipe),
+            log,
+        }
+    }
+
+    /// Copy what the pipe holds now into the log; close it at end of file.
+    fn drain(&mut self) {
+        let mut buf = [0u8; 64 * 1024];
+        while let Some(fd) = &self.pipe {
+            match nix::unistd::read(fd, &mut buf) {
+                Ok(0) => self.pipe = None,
+                Ok(n) => self.log.write(&buf[..n]),
+                Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => return,
+                Err(_) => self.pipe = None,
+            }
+        }
+    }
+}
+
+/// Reap until the command and every process it left behind are gone, copying their
+/// output into the log meanwhile.
+fn wait_all(child: Pid, grace: u32, sfd: &SignalFd, mut out: Output) -> ExitStatus {
     let mut main: Option<(i32, Option<i32>)> = None;
     let mut kill_at: Option<Instant> = None;
     loop {
@@ -271,6 +315,7 @@ fn wait_all(child: Pid, grace: u32, sfd: &SignalFd) -> ExitStatus {
                 Err(_) => {
                     // ECHILD: nothing left under us.
                     if let Some((code, signal)) = main {
+                        out.drain();
                         return ExitStatus {
                             code,
                             signal,
@@ -293,8 +338,20 @@ fn wait_all(child: Pid, grace: u32, sfd: &SignalFd) -> ExitStatus {
             }
             None => PollTimeout::from(1000u16),
         };
-        let mut fds = [PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
-        let _ = poll(&mut fds, timeout);
+        let sig_fd = sfd.as_fd();
+        let got_output = {
+            let mut fds = vec![PollFd::new(sig_fd, PollFlags::POLLIN)];
+            if let Some(p) = &out.pipe {
+                fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
+            }
+            let _ = poll(&mut fds, timeout);
+            fds.get(1)
+                .and_then(|f| f.revents())
+                .is_some_and(|r| !r.is_empty())
+        };
+        if got_output {
+            out.drain();
+        }
         while let Ok(Some(info)) = sfd.read_signal() {
             match Signal::try_from(info.ssi_signo as i32) {
                 Ok(Signal::SIGTERM) => {
@@ -333,22 +390,9 @@ fn kill_everything(group: Pid) {
 
 /// Processes whose parent is this supervisor (the command, and orphans reparented to us).
 fn our_children() -> Vec<Pid> {
-    let me = std::process::id().to_string();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| {
-                    // The command name may hold spaces: fields restart after the last ')'.
-                    let rest = &s[s.rfind(')')? + 1..];
-                    rest.split_whitespace().nth(1).map(|p| p == me)
-                })
-                .unwrap_or(false)
-        })
+    super::session::children(std::process::id())
+        .into_iter()
+        .filter_map(|p| i32::try_from(p).ok())
         .map(Pid::from_raw)
         .collect()
 }

@@ -4,8 +4,9 @@
 
 use super::input::{ExecKind, ExecReport, Input};
 use crate::exec::proc::{self, Stop};
+use crate::exec::runfiles::{self, Owner, SupervisorStatus};
 use crate::exec::{LaunchSpec, StateDir};
-use crate::model::{Command, JobId};
+use crate::model::{Command, JobId, LogLimits};
 use crate::sched::{Event, Sched};
 use crate::snapshot::PreemptionRecord;
 use std::collections::{HashMap, VecDeque};
@@ -36,6 +37,11 @@ pub(crate) struct Executor {
     running: HashMap<JobId, Attempt>,
     preemptions: VecDeque<PreemptionRecord>,
     stopped_all: bool,
+    /// The database whose run files these are (an identity of this process's own for a
+    /// runtime without a store).
+    pub(crate) owner: Owner,
+    /// `logs:` of the config in force, for the next starts.
+    pub(crate) log_limits: LogLimits,
 }
 
 impl Executor {
@@ -47,6 +53,11 @@ impl Executor {
             running: HashMap::new(),
             preemptions: VecDeque::new(),
             stopped_all: false,
+            owner: Owner {
+                db: format!("memory-{}-{}", std::process::id(), crate::exec::now_ms()),
+                legacy_below: 0,
+            },
+            log_limits: LogLimits::default(),
         }
     }
 
@@ -111,48 +122,38 @@ impl Executor {
                 stop: None,
             },
         );
-        let state = self.state.clone();
+        let (state, owner) = (self.state.clone(), self.owner.clone());
         let tx = self.tx.clone();
         tokio::spawn(async move {
-            let exit = state.exit_file(job, attempt);
-            loop {
+            let status = loop {
                 tokio::time::sleep(ADOPTED_POLL).await;
-                match crate::store::recovery::probe(state.root(), job, attempt) {
-                    crate::store::recovery::SupervisorStatus::Alive { .. } => {
+                match runfiles::probe(state.root(), job, attempt, &owner) {
+                    SupervisorStatus::Alive { .. } => {
                         if tx.is_closed() {
                             return;
                         }
                     }
-                    crate::store::recovery::SupervisorStatus::Exited(code) => {
-                        let status = crate::exec::ExitStatus::read(&exit).unwrap_or(
-                            crate::exec::ExitStatus {
-                                code,
-                                signal: None,
-                                finished_at: crate::exec::now_ms(),
-                            },
-                        );
-                        let _ = tx.send(Input::Exec(ExecReport(ExecKind::Exited {
-                            job,
-                            attempt,
-                            status,
-                        })));
-                        return;
-                    }
-                    crate::store::recovery::SupervisorStatus::Vanished => {
-                        // Gone without a status (killed from outside).
-                        let _ = tx.send(Input::Exec(ExecReport(ExecKind::Exited {
-                            job,
-                            attempt,
-                            status: crate::exec::ExitStatus {
-                                code: 255,
-                                signal: None,
-                                finished_at: crate::exec::now_ms(),
-                            },
-                        })));
-                        return;
+                    SupervisorStatus::Exited(status) => break status,
+                    SupervisorStatus::Vanished { session } => {
+                        // Gone without a status (killed from outside): what is left of
+                        // its attempt goes first, the GPUs are free only then.
+                        if let Some(sid) = session {
+                            tracing::warn!(job = %job, attempt, "adopted supervisor died without an exit status: killing what is left of its attempt");
+                            proc::clear_session(sid).await;
+                        }
+                        break crate::exec::ExitStatus {
+                            code: 255,
+                            signal: None,
+                            finished_at: crate::exec::now_ms(),
+                        };
                     }
                 }
-            }
+            };
+            let _ = tx.send(Input::Exec(ExecReport(ExecKind::Exited {
+                job,
+                attempt,
+                status,
+            })));
         });
         let Some(j) = sched.job(job) else { return };
         if j.is_stopping() {
@@ -246,8 +247,11 @@ impl Executor {
             env: j.spec.env.clone(),
             working_directory: j.spec.working_directory.clone(),
             log: self.state.attempt_log(job, attempt),
-            exit: self.state.exit_file(job, attempt),
+            state: self.state.root().to_path_buf(),
+            db: self.owner.db.clone(),
             grace_seconds: sched.grace_period_seconds(),
+            log_cap: self.log_limits.cap_bytes(),
+            free_reserve: self.log_limits.reserve_bytes(),
         };
         let timeout = j.spec.timeout_seconds;
         let tx = self.tx.clone();
@@ -263,11 +267,10 @@ impl Executor {
         );
         // Starting a process blocks its parent until the child has exec'd (~ms): do it
         // off the runtime task so that scheduling never waits for it.
-        let (exe, state) = (self.exe.clone(), self.state.clone());
+        let (exe, owner) = (self.exe.clone(), self.owner.clone());
         tokio::spawn(async move {
-            let exit = spec.exit.clone();
-            let launched =
-                tokio::task::spawn_blocking(move || proc::launch(&exe, &state, &spec)).await;
+            let state = spec.state.clone();
+            let launched = tokio::task::spawn_blocking(move || proc::launch(&exe, &spec)).await;
             let status = match launched {
                 Ok(Ok(sup)) => {
                     report(ExecKind::Spawned {
@@ -275,8 +278,10 @@ impl Executor {
                         attempt,
                         pid: sup.pid,
                     });
-                    sup.wait(&exit, || report(ExecKind::Running { job, attempt }))
-                        .await
+                    sup.wait(&state, job, attempt, &owner, || {
+                        report(ExecKind::Running { job, attempt })
+                    })
+                    .await
                 }
                 Ok(Err(e)) => {
                     tracing::error!(job = %job, attempt, "cannot start a supervisor: {e}");

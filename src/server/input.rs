@@ -92,6 +92,19 @@ pub(crate) enum ExecKind {
         attempt: u32,
     },
     Telemetry(Samples),
+    /// The config directory, read and validated off the runtime task (`Input::Reload`).
+    Reloaded {
+        loaded: Result<crate::config::LoadedConfig, Vec<crate::config::ConfigError>>,
+        reply: Reply<Result<(), String>>,
+    },
+    /// The state directory was deleted or replaced (`server::state_watch`): stop.
+    StateLost(String),
+    /// Telemetry saw a GPU vanish or fail (unit, device index, what it saw).
+    DeviceLost {
+        unit: String,
+        device: u32,
+        why: String,
+    },
     /// Time to publish changes held back by the publish rate limit.
     Flush,
     /// Time to prune old history.

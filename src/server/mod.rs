@@ -37,11 +37,14 @@
 pub mod boot;
 mod carry;
 pub mod client;
+pub mod conn_limits;
 pub mod input;
 pub mod protocol;
 pub mod remote;
 pub mod runtime;
 pub mod socket;
+mod state_watch;
+mod tokens;
 
 pub use boot::{BootError, BootOptions};
 pub use client::{Client, ClientError};

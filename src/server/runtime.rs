@@ -69,6 +69,8 @@ pub(crate) struct Durable {
     pub finished: Vec<JobView>,
     pub retain_days: u32,
     pub config_hash: Option<String>,
+    /// The database's identity, recorded in every run file.
+    pub owner: crate::exec::runfiles::Owner,
 }
 
 /// The store the runtime writes to, and what it keeps for it.
@@ -121,7 +123,17 @@ impl RuntimeHandle {
         let snapshot = Snapshot::build(&sched, now, 0, config.clone(), Vec::new(), &Samples::new());
         let (snap_tx, snap_rx) = watch::channel(Arc::new(snapshot));
         start_telemetry(&capacity, &initial, &tx);
-        let exec = Executor::new(opts.state.clone(), opts.supervisor_exe.clone(), tx.clone());
+        crate::exec::device_health::start_fake(
+            &opts.state,
+            fake_devices(&capacity, &initial),
+            device_lost_sink(&tx),
+            {
+                let tx = tx.clone();
+                move || !tx.is_closed()
+            },
+        );
+        let mut exec = Executor::new(opts.state.clone(), opts.supervisor_exe.clone(), tx.clone());
+        exec.log_limits = initial.config.env.logs.unwrap_or_default();
         let (fatal_tx, fatal_rx) = watch::channel(None);
         let mut rt = Runtime {
             sched,
@@ -140,9 +152,13 @@ impl RuntimeHandle {
             persist: None,
             observed: Vec::new(),
             fatal: fatal_tx,
+            tokens: Default::default(),
+            halted: None,
+            lost_devices: Default::default(),
         };
         if let Some(d) = durable {
             let (sched, exec) = (&mut rt.sched, &mut rt.exec);
+            exec.owner = d.owner;
             exec.seed_preemptions(d.preemptions);
             for a in &d.adopted {
                 // Its supervisor recorded itself, so the command runs (or is about to).
@@ -201,11 +217,17 @@ impl RuntimeHandle {
     }
 
     /// Serve the control socket from this runtime until shutdown.
-    pub(crate) fn serve_socket(&mut self, listener: tokio::net::UnixListener, path: PathBuf) {
+    pub(crate) fn serve_socket(
+        &mut self,
+        listener: tokio::net::UnixListener,
+        path: PathBuf,
+        limits: super::conn_limits::SocketLimits,
+    ) {
         let task = tokio::spawn(super::socket::serve(
             listener,
             self.inputs.clone(),
             self.snapshots.clone(),
+            limits,
         ));
         self.server = Some((task, path));
     }
@@ -232,6 +254,38 @@ impl RuntimeHandle {
     }
 }
 
+/// The fake devices of a config: (unit, index).
+fn fake_devices(capacity: &[UnitCapacity], initial: &LoadedConfig) -> Vec<(String, u32)> {
+    use crate::model::Devices;
+    capacity
+        .iter()
+        .filter(|c| {
+            initial
+                .config
+                .env
+                .capacity_limits
+                .iter()
+                .any(|l| l.capacity_unit == c.unit && matches!(l.devices, Devices::Fake(_)))
+        })
+        .flat_map(|c| c.devices.iter().map(|&d| (c.unit.clone(), d)))
+        .collect()
+}
+
+/// Where device health reports go: the runtime's channel, as `DeviceLost`.
+fn device_lost_sink(
+    tx: &mpsc::UnboundedSender<Input>,
+) -> impl Fn(crate::exec::device_health::Lost) -> bool + Send + 'static {
+    let tx = tx.clone();
+    move |l| {
+        tx.send(Input::Exec(ExecReport(ExecKind::DeviceLost {
+            unit: l.unit,
+            device: l.device,
+            why: l.why,
+        })))
+        .is_ok()
+    }
+}
+
 fn start_telemetry(
     capacity: &[UnitCapacity],
     initial: &LoadedConfig,
@@ -252,10 +306,16 @@ fn start_telemetry(
         .collect();
     let tx = tx.clone();
     let every = std::time::Duration::from_secs(3);
-    if let Err(why) = crate::exec::telemetry::start(real, every, move |s| {
-        tx.send(Input::Exec(ExecReport(ExecKind::Telemetry(s))))
-            .is_ok()
-    }) {
+    let lost = device_lost_sink(&tx);
+    if let Err(why) = crate::exec::telemetry::start(
+        real,
+        every,
+        move |s| {
+            tx.send(Input::Exec(ExecReport(ExecKind::Telemetry(s))))
+                .is_ok()
+        },
+        lost,
+    ) {
         tracing::info!("no GPU telemetry: {why}");
     }
 }
@@ -286,6 +346,12 @@ struct Runtime {
     /// Facts fed to the scheduler since the last recorded batch.
     observed: Vec<Observed>,
     fatal: watch::Sender<Option<String>>,
+    tokens: super::tokens::ClientTokens,
+    /// Set when the state directory was deleted or replaced: stop at once.
+    halted: Option<String>,
+    /// GPUs telemetry found lost: never handed out again by this runtime, whatever the
+    /// config says.
+    lost_devices: std::collections::BTreeSet<(String, u32)>,
 }
 
 /// Snapshots are published at most this often while inputs pour in (a reader that must
@@ -355,6 +421,12 @@ impl Runtime {
                     }
                 }
             }
+            if let Some(why) = self.halted.take() {
+                // Nothing of this batch is carried out or stored: another scheduler may
+                // own these GPUs now (SPEC §8).
+                self.fail(why, deferred, syncs, shutting_down);
+                return;
+            }
             if let Some((stop_jobs, _)) = &shutting_down {
                 if *stop_jobs && self.exec.stop_all_once(self.sched.grace_period_seconds()) {
                     tracing::info!("stopping every running job before exit");
@@ -368,6 +440,10 @@ impl Runtime {
             // Write-ahead: the batch's decisions (and the facts that led to them) are
             // stored in one transaction before anything is carried out or answered.
             if let Err(why) = self.persist_batch(now, &events) {
+                let why = format!(
+                    "cannot store the scheduler's decisions, so none was carried out and \
+                     scheduling stopped: {why}"
+                );
                 self.fail(why, deferred, syncs, shutting_down);
                 return;
             }
@@ -433,7 +509,9 @@ impl Runtime {
         }
         p.store
             .record(now, &observed, events, &self.sched)
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        self.tokens.stored();
+        Ok(())
     }
 
     /// A batch could not be stored: carry none of it out, refuse what waits for an
@@ -441,15 +519,11 @@ impl Runtime {
     /// recovers from what was stored.
     fn fail(
         &mut self,
-        why: String,
+        msg: String,
         deferred: Vec<Deferred>,
         syncs: Vec<oneshot::Sender<()>>,
         shutting_down: Option<(bool, Vec<oneshot::Sender<()>>)>,
     ) {
-        let msg = format!(
-            "cannot store the scheduler's decisions, so none was carried out and scheduling \
-             stopped: {why}"
-        );
         tracing::error!("{msg}");
         for d in deferred {
             match d {
@@ -578,7 +652,26 @@ impl Runtime {
                 (true, true)
             }
             Input::Reload { reply } => {
-                let result = match load_dir(&self.opts.config_dir) {
+                // Reading and validating the directory can take long (a huge or odd file):
+                // never on this task. The result comes back as `Reloaded`.
+                let (dir, tx) = (self.opts.config_dir.clone(), self.tx.clone());
+                tokio::spawn(async move {
+                    let loaded = tokio::task::spawn_blocking(move || load_dir(&dir))
+                        .await
+                        .unwrap_or_else(|e| {
+                            Err(vec![crate::config::ConfigError::new(format!(
+                                "reading the config failed: {e}"
+                            ))])
+                        });
+                    let _ = tx.send(Input::Exec(ExecReport(ExecKind::Reloaded {
+                        loaded,
+                        reply,
+                    })));
+                });
+                (false, false)
+            }
+            Input::Exec(ExecReport(ExecKind::Reloaded { loaded, reply })) => {
+                let result = match loaded {
                     Ok(loaded) => {
                         self.apply_config(ConfigUpdate::Applied(loaded), now);
                         Ok(())
@@ -593,6 +686,10 @@ impl Runtime {
                     deferred.push(Deferred::Reload(tx, result));
                 }
                 (true, true)
+            }
+            Input::Exec(ExecReport(ExecKind::StateLost(why))) => {
+                self.halted = Some(why);
+                (false, false)
             }
             Input::Exec(ExecReport(kind)) => self.exec_report(kind, now),
             Input::AllJobs { .. } | Input::Shutdown { .. } | Input::Sync { .. } => (false, false),
@@ -620,17 +717,37 @@ impl Runtime {
         {
             return Err(format!("workingDirectory `{dir}` is not a directory"));
         }
-        self.sched.submit(spec, now).map_err(|r| r.0)
+        let token = spec.client_token.clone();
+        if let Some(t) = &token {
+            super::tokens::ClientTokens::check(t)?;
+            if let Some(id) = self
+                .tokens
+                .lookup(t, self.persist.as_ref().map(|p| &p.store))
+            {
+                tracing::info!(job = %id, "submit retried with the same client token");
+                return Ok(id);
+            }
+        }
+        let id = self.sched.submit(spec, now).map_err(|r| r.0)?;
+        if let Some(t) = token {
+            self.tokens.remember(t, id);
+        }
+        Ok(id)
     }
 
     fn apply_config(&mut self, update: ConfigUpdate, now: i64) {
         match update {
             ConfigUpdate::Applied(loaded) => {
-                let (capacity, warnings) = self.opts.discovery.capacity(&loaded.config);
+                let (mut capacity, warnings) = self.opts.discovery.capacity(&loaded.config);
+                for c in &mut capacity {
+                    c.devices
+                        .retain(|d| !self.lost_devices.contains(&(c.unit.clone(), *d)));
+                }
                 for w in &warnings {
                     tracing::warn!("{w}");
                 }
                 self.sched.apply_config(&loaded.config, &capacity, now);
+                self.exec.log_limits = loaded.config.env.logs.unwrap_or_default();
                 if let Some(p) = &mut self.persist {
                     p.retain_days = retain_days(&loaded);
                     if p.config_hash.as_deref() != Some(loaded.hash.as_str()) {
@@ -727,8 +844,18 @@ impl Runtime {
             }
             ExecKind::Prune => {
                 if let Some(p) = &mut self.persist {
-                    match p.store.prune(p.retain_days, now) {
-                        Ok(n) => tracing::info!(jobs = n, days = p.retain_days, "history pruned"),
+                    match p.store.prune_jobs(p.retain_days, now) {
+                        Ok(ids) => {
+                            tracing::info!(
+                                jobs = ids.len(),
+                                days = p.retain_days,
+                                "history pruned"
+                            );
+                            let state = self.opts.state.clone();
+                            tokio::task::spawn_blocking(move || {
+                                crate::exec::runfiles::remove_jobs(&state, &ids)
+                            });
+                        }
                         Err(e) => tracing::warn!("cannot prune the history: {e}"),
                     }
                 }
@@ -739,6 +866,16 @@ impl Runtime {
                 self.samples = samples;
                 (false, changed)
             }
+            ExecKind::DeviceLost { unit, device, why } => {
+                if !self.lost_devices.insert((unit.clone(), device)) {
+                    return (false, false);
+                }
+                tracing::error!(unit = %unit, device, "GPU lost ({why}): its jobs are preempted (DEVICE_LOST) and it is no longer handed out");
+                self.sched.device_lost(&unit, device, now);
+                (true, true)
+            }
+            // Handled in `handle`.
+            ExecKind::Reloaded { .. } | ExecKind::StateLost(_) => (false, false),
         }
     }
 }
