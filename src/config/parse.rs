@@ -283,6 +283,7 @@ fn too_deep(text: &str, file: Option<&str>) -> Option<ConfigError> {
             }
         }
         let (mut quote, mut prev) = (None, ' ');
+        let mut deepest = flow;
         for c in line.chars() {
             match (quote, c) {
                 (None, '#') if prev == ' ' => break,
@@ -292,9 +293,10 @@ fn too_deep(text: &str, file: Option<&str>) -> Option<ConfigError> {
                 (None, ']' | '}') => flow = flow.saturating_sub(1),
                 _ => {}
             }
+            deepest = deepest.max(flow);
             prev = c;
         }
-        if indents.len() + flow > MAX_DEPTH {
+        if indents.len() + deepest > MAX_DEPTH {
             return Some(
                 ConfigError::new(format!(
                     "nested more than {MAX_DEPTH} levels deep: a shareq config needs only a few"
@@ -304,4 +306,23 @@ fn too_deep(text: &str, file: Option<&str>) -> Option<ConfigError> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod depth_tests {
+    use super::{MAX_DEPTH, too_deep};
+
+    #[test]
+    fn deep_nesting_is_refused_before_parsing() {
+        let flow = format!("x: {}1{}\n", "[".repeat(40), "]".repeat(40));
+        assert!(too_deep(&flow, Some("f.yaml")).is_some());
+        let mut block = String::new();
+        for i in 0..MAX_DEPTH + 2 {
+            block.push_str(&format!("{}k{i}:\n", "  ".repeat(i)));
+        }
+        let e = too_deep(&block, None).unwrap();
+        assert!(e.to_string().contains("nested more than"), "{e}");
+        let ok = "kind: QuotaShare\ncapacityLimits:\n  - {capacityUnit: gpu, maxCapacity: 1}\nmembers: [a, 'b[', \"c{\"]\n";
+        assert!(too_deep(ok, None).is_none());
+    }
 }

@@ -1,0 +1,164 @@
+//! Faults around the scheduler process, with the real binary: a deleted or replaced state
+//! directory stops it with an error; idle and excess socket connections cannot starve it;
+//! odd files in the config directory (a FIFO, a link to `/dev/zero`, huge or deeply nested
+//! YAML) never block it; a command whose reader goes away ends quietly.
+
+mod common;
+
+use common::{BIN, Server, config, share};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn cfg() -> String {
+    config(1, 1, &share("a", 1, "LEND", false))
+}
+
+fn exits_within(s: &mut Server, secs: u64) -> Option<i32> {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(secs) {
+        if let Some(Ok(Some(st))) = s.child().map(|c| c.try_wait()) {
+            return st.code();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+#[test]
+fn a_deleted_state_directory_stops_the_scheduler() {
+    let mut s = Server::start(&cfg());
+    std::fs::remove_dir_all(&s.state).unwrap();
+    assert_eq!(exits_within(&mut s, 10), Some(1), "{}", s.stderr());
+    assert!(s.stderr().contains("deleted or replaced"), "{}", s.stderr());
+}
+
+#[test]
+fn a_replaced_state_directory_stops_the_scheduler() {
+    let mut s = Server::start(&cfg());
+    let old = s.path("state.old");
+    std::fs::rename(&s.state, &old).unwrap();
+    std::fs::create_dir_all(&s.state).unwrap();
+    assert_eq!(exits_within(&mut s, 10), Some(1), "{}", s.stderr());
+    assert!(s.stderr().contains("deleted or replaced"), "{}", s.stderr());
+}
+
+fn request(state: &std::path::Path, line: &str) -> String {
+    let mut c = UnixStream::connect(state.join("shareq.sock")).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(line.as_bytes()).unwrap();
+    c.write_all(b"\n").unwrap();
+    let mut answer = String::new();
+    let _ = BufReader::new(c).read_line(&mut answer);
+    answer
+}
+
+#[test]
+fn idle_connections_are_capped_and_timed_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = dir.path().join("config");
+    std::fs::create_dir_all(&c).unwrap();
+    std::fs::write(c.join("c.yaml"), cfg()).unwrap();
+    let s = Server::start_dir(
+        dir,
+        c,
+        &[
+            "--stop-jobs-on-exit",
+            "--max-connections",
+            "20",
+            "--idle-timeout",
+            "2",
+        ],
+    );
+    let idle: Vec<UnixStream> = (0..20)
+        .map(|_| UnixStream::connect(s.state.join("shareq.sock")).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // One too many: told so at once, not left hanging.
+    let t = Instant::now();
+    let answer = request(&s.state, r#"{"op":"status"}"#);
+    assert!(answer.contains("too many connections"), "{answer}");
+    assert!(t.elapsed() < Duration::from_secs(2));
+    // The idle ones are closed after the timeout; then the CLI works again.
+    for mut c in idle {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(
+            c.read(&mut buf).unwrap_or(0),
+            0,
+            "an idle connection stayed open"
+        );
+    }
+    let out = s.cli(&["status"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = s.submit(&["--share", "a"], &["true"]);
+    s.wait_state(id, "SUCCEEDED", 20);
+}
+
+#[test]
+fn odd_files_in_the_config_directory_never_block_the_scheduler() {
+    let s = Server::start(&cfg());
+    nix::unistd::mkfifo(
+        &s.config.join("fifo.yaml"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("/dev/zero", s.config.join("zero.yaml")).unwrap();
+    let t = Instant::now();
+    let answer = request(&s.state, r#"{"op":"reload"}"#);
+    assert!(answer.contains("\"ok\":true"), "{answer}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert!(s.stderr().contains("not a regular file"), "{}", s.stderr());
+
+    // A huge file and a deeply nested one: refused with a clear error, quickly.
+    std::fs::write(s.config.join("big.yaml"), "#".repeat(2 << 20)).unwrap();
+    let answer = request(&s.state, r#"{"op":"reload"}"#);
+    assert!(answer.contains("larger than"), "{answer}");
+    std::fs::remove_file(s.config.join("big.yaml")).unwrap();
+    let deep = format!("x: {}1{}\n", "[".repeat(20_000), "]".repeat(20_000));
+    std::fs::write(s.config.join("deep.yaml"), deep).unwrap();
+    let t = Instant::now();
+    let answer = request(&s.state, r#"{"op":"reload"}"#);
+    assert!(answer.contains("nested more than"), "{answer}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    // Meanwhile the scheduler answered everyone else.
+    let out = s.cli(&["status"]);
+    assert!(out.status.success());
+}
+
+#[test]
+fn a_closed_pipe_ends_commands_quietly() {
+    let s = Server::start(&cfg());
+    for i in 0..20 {
+        s.submit(
+            &["--share", "a", "--name", &format!("j{i}")],
+            &["sleep 300"],
+        );
+    }
+    let state = s.state.display().to_string();
+    let check_dir = s.config.display().to_string();
+    for args in [
+        vec!["jobs", "--state", &state],
+        vec!["jobs", "--all", "--json", "--state", &state],
+        vec!["status", "--state", &state],
+        vec!["check", &check_dir],
+    ] {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        drop(r); // the reader is gone before anything is written
+        let out = Command::new(BIN)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(w))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.is_empty(), "{args:?}: {err}");
+        assert_ne!(out.status.code(), Some(101), "{args:?} panicked");
+    }
+}
