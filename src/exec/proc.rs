@@ -118,7 +118,7 @@ pub async fn clear_session(sid: u32) {
             return;
         }
         waited += 1;
-        if waited % 200 == 0 {
+        if waited.is_multiple_of(200) {
             tracing::warn!(
                 session = sid,
                 left,
