@@ -98,6 +98,8 @@ fn run_inner<'a, W: Write>(
     let (mut ti, mut ei) = (0usize, 0usize);
     let until = sc.until.unwrap_or(i64::MAX);
     loop {
+        // A timer made stale by what happened earlier makes no instant (SPEC §6).
+        sim.drop_stale_timers();
         let next_timer = sim.timers.peek().map(|Reverse(t)| t.0);
         let next_trace = sc.trace.get(ti).map(|a| a.at);
         let next_event = sc.events.get(ei).map(|a| a.at);
@@ -154,29 +156,42 @@ fn run_inner<'a, W: Write>(
 }
 
 impl<'a, W: Write> Sim<'a, W> {
-    fn fire(&mut self, t: i64, kind: TimerKind, id: JobId, attempt: u32) -> io::Result<()> {
+    /// Would this timer, fired at its instant `at`, still do something? A timer of an
+    /// attempt that already ended (finished, or preempted and released) is stale, and so
+    /// is the end of an attempt whose stop releases its GPUs first (or at the same instant:
+    /// the preemption wins). Once stale, a timer stays stale.
+    fn is_live(&self, at: i64, kind: TimerKind, id: JobId, attempt: u32) -> bool {
         let Some(job) = self.sched.job(id) else {
-            return Ok(());
+            return false;
         };
         if !job.is_holding() || job.attempts_started != attempt {
-            return Ok(()); // stale: the attempt already ended
+            return false;
+        }
+        match kind {
+            TimerKind::Finish => self.sched.release_instant(id).is_none_or(|r| r > at),
+            TimerKind::Release => job.is_stopping(),
+        }
+    }
+
+    fn drop_stale_timers(&mut self) {
+        while let Some(&Reverse((at, kind, _, job, attempt))) = self.timers.peek() {
+            if self.is_live(at, kind, JobId(job), attempt) {
+                break;
+            }
+            self.timers.pop();
+        }
+    }
+
+    fn fire(&mut self, t: i64, kind: TimerKind, id: JobId, attempt: u32) -> io::Result<()> {
+        if !self.is_live(t, kind, id, attempt) {
+            return Ok(());
         }
         match kind {
             TimerKind::Finish => {
-                // When the stop's release falls on the same instant, the preemption wins.
-                if let Some(since) = job.stopping_since()
-                    && since + i64::from(self.sched.stop_delay(id)) <= t
-                {
-                    return Ok(());
-                }
                 let code = self.runs[(id.0 - 1) as usize].1;
                 self.sched.job_exited(id, code, t);
             }
-            TimerKind::Release => {
-                if job.is_stopping() {
-                    self.sched.gpus_released(id, t);
-                }
-            }
+            TimerKind::Release => self.sched.gpus_released(id, t),
         }
         self.flush(t)
     }

@@ -2,7 +2,9 @@
 //! `waiting`, `held_back` and `available`, kept incrementally in the lanes and units, plus
 //! installing a configuration and the index upkeep every state change goes through.
 
-use super::state::{Job, Lane, Phase, ShareIx, ShareState, StopCause, UnitIx, UnitState};
+use super::state::{
+    Lane, Phase, QKey, ShareIx, ShareState, StopCause, UnitIx, UnitState, VictimRef,
+};
 use super::{Event, PreemptReason, Sched, Time};
 use crate::config::ValidConfig;
 use crate::model::{Devices, JobId, ShareState as Enabled, Strategy};
@@ -111,6 +113,7 @@ impl Sched {
                         used: 0,
                         hb_total: 0,
                         nominated: Vec::new(),
+                        guaranteed: 0,
                     });
                     self.unit_ix.insert(c.capacity_unit.clone(), ix);
                     ix
@@ -157,7 +160,6 @@ impl Sched {
                         in_share: false,
                         borrow_limit: -1,
                         lanes: vec![Lane::default(); nunits],
-                        nominated: BTreeSet::new(),
                         levels: Default::default(),
                     });
                     self.share_ix.insert(q.quota_share_name.clone(), ix);
@@ -172,10 +174,12 @@ impl Sched {
             s.borrow_limit = q.resource_sharing_configuration.borrow_limit.unwrap_or(-1);
             for lane in &mut s.lanes {
                 lane.limit = 0;
+                lane.listed = false;
             }
             for c in &q.capacity_limits {
                 if let Some(&u) = self.unit_ix.get(&c.capacity_unit) {
                     s.lanes[u].limit = c.max_capacity;
+                    s.lanes[u].listed = true;
                 }
             }
         }
@@ -187,11 +191,14 @@ impl Sched {
                 s.borrow_limit = 0;
                 for lane in &mut s.lanes {
                     lane.limit = 0;
+                    lane.listed = false;
                 }
             }
             let (strategy, bl) = (s.strategy, s.borrow_limit);
             for lane in &mut s.lanes {
                 lane.cap = match strategy {
+                    // A unit the share does not list: limit and borrow cap are 0 (SPEC §1.2).
+                    _ if !lane.listed => Some(0),
                     Strategy::LendAndBorrow if bl < 0 => None,
                     Strategy::LendAndBorrow => Some(
                         (u64::from(lane.limit) * bl as u64 / 100).min(u64::from(u32::MAX)) as u32,
@@ -203,6 +210,14 @@ impl Sched {
         let mut order: Vec<ShareIx> = (0..self.shares.len()).collect();
         order.sort_by(|&a, &b| self.shares[a].name.cmp(&self.shares[b].name));
         self.share_order = order;
+        for u in 0..nunits {
+            self.units[u].guaranteed = self
+                .shares
+                .iter()
+                .filter(|s| s.present)
+                .map(|s| u64::from(s.lanes[u].limit))
+                .sum();
+        }
 
         // Devices: rebuild the free sets; jobs on devices that vanished lose them.
         let mut lost = Vec::new();
@@ -270,6 +285,23 @@ impl Sched {
         unit.hb_total = unit.hb_total + u64::from(term) - u64::from(old);
     }
 
+    /// GPUs still held by nominated job k's victims for k's preemption: a victim that
+    /// released them (and was requeued, and may have started again) no longer counts.
+    pub(crate) fn held_by_victims(&self, victims: &[VictimRef]) -> u32 {
+        victims
+            .iter()
+            .filter_map(|v| self.job(v.job).map(|j| j.releasing_for(*v)))
+            .sum()
+    }
+
+    /// How many of a nomination's victims are still releasing GPUs for it.
+    pub(crate) fn victims_releasing(&self, victims: &[VictimRef]) -> usize {
+        victims
+            .iter()
+            .filter(|v| self.job(v.job).is_some_and(|j| j.releasing_for(**v) > 0))
+            .count()
+    }
+
     /// `max(0, quantity(k) − GPUs still held by k's releasing victims)` for nominated k.
     pub(crate) fn nomination_term(&self, k: JobId) -> i64 {
         let Some(job) = self.job(k) else { return 0 };
@@ -279,13 +311,7 @@ impl Sched {
         else {
             return 0;
         };
-        let held: i64 = victims
-            .iter()
-            .filter_map(|v| self.job(*v))
-            .filter(|v| v.is_holding())
-            .map(|v| i64::from(v.quantity))
-            .sum();
-        (i64::from(job.quantity) - held).max(0)
+        (i64::from(job.quantity) - i64::from(self.held_by_victims(victims))).max(0)
     }
 
     /// Σ nomination terms per unit. Computed once per sweep step: between two decisions
@@ -307,9 +333,63 @@ impl Sched {
         self.units[u].hb_total as i64 - i64::from(self.shares[s].lanes[u].hb_term)
     }
 
-    /// `available(s, u)` for a job of share s, given the unit's nomination totals `noms`;
-    /// `job` is the job itself when it is nominated (its own reserve is not subtracted).
-    pub(crate) fn available(&self, s: ShareIx, u: UnitIx, job: Option<JobId>, noms: &[i64]) -> i64 {
+    /// `held_back(u, s)` where a guaranteed start of the job with key `key` is judged
+    /// (step 1, mode A). On an oversubscribed unit (SPEC §3) the other shares, RESERVE
+    /// included, hold back only for their waiting jobs that are ahead of this one and could
+    /// start now, so overlapping guarantees are served in global order.
+    pub(crate) fn held_back_guaranteed(&self, s: ShareIx, u: UnitIx, key: QKey) -> i64 {
+        let unit = &self.units[u];
+        if !unit.oversubscribed() {
+            return self.held_back(s, u);
+        }
+        let free = unit.free().max(0).min(i64::from(u32::MAX)) as u32;
+        self.shares
+            .iter()
+            .enumerate()
+            .filter(|(r, sh)| *r != s && sh.present)
+            .map(|(_, sh)| {
+                let lane = &sh.lanes[u];
+                let idle = lane.idle();
+                i64::from(lane.waiting_ahead_upto(idle.min(free), key, idle))
+            })
+            .sum()
+    }
+
+    /// `held_back(u, s)` where a borrowed start is judged (step 2). On an oversubscribed
+    /// unit, RESERVE shares keep their whole idle guarantee, other shares only what their
+    /// waiting jobs that could start now ask for (SPEC §3).
+    pub(crate) fn held_back_borrowing(&self, s: ShareIx, u: UnitIx) -> i64 {
+        let unit = &self.units[u];
+        if !unit.oversubscribed() {
+            return self.held_back(s, u);
+        }
+        let free = unit.free().max(0).min(i64::from(u32::MAX)) as u32;
+        self.shares
+            .iter()
+            .enumerate()
+            .filter(|(r, sh)| *r != s && sh.present)
+            .map(|(_, sh)| {
+                let lane = &sh.lanes[u];
+                let idle = lane.idle();
+                if sh.strategy == Strategy::Reserve {
+                    i64::from(idle)
+                } else {
+                    lane.waiting_upto(idle.min(free)).min(u64::from(idle)) as i64
+                }
+            })
+            .sum()
+    }
+
+    /// `available(s, u)` with a given `held_back`, for a job of share s, given the unit's
+    /// nomination totals `noms`; `job` is the job itself when it is nominated (its own
+    /// reserve is not subtracted).
+    pub(crate) fn available_given(
+        &self,
+        u: UnitIx,
+        job: Option<JobId>,
+        noms: &[i64],
+        held_back: i64,
+    ) -> i64 {
         let own = job.map_or(0, |k| {
             if self.job(k).is_some_and(|j| j.is_nominated() && j.unit == u) {
                 self.nomination_term(k)
@@ -317,7 +397,30 @@ impl Sched {
                 0
             }
         });
-        self.units[u].free() - self.held_back(s, u) - (noms[u] - own)
+        self.units[u].free() - held_back - (noms[u] - own)
+    }
+
+    /// `available(s, u)` for a guaranteed start of the job with key `key` (step 1).
+    pub(crate) fn available_guaranteed(
+        &self,
+        s: ShareIx,
+        u: UnitIx,
+        key: QKey,
+        job: Option<JobId>,
+        noms: &[i64],
+    ) -> i64 {
+        self.available_given(u, job, noms, self.held_back_guaranteed(s, u, key))
+    }
+
+    /// `available(s, u)` for a borrowed start (step 2).
+    pub(crate) fn available_borrowing(
+        &self,
+        s: ShareIx,
+        u: UnitIx,
+        job: Option<JobId>,
+        noms: &[i64],
+    ) -> i64 {
+        self.available_given(u, job, noms, self.held_back_borrowing(s, u))
     }
 
     /// `max(s,u)`: the most a job of s may ever ask for on u (SPEC §2).
@@ -345,7 +448,7 @@ impl Sched {
         let share = &mut self.shares[s];
         share.lanes[u].pending.insert(key);
         if nominated {
-            share.nominated.insert(key);
+            share.lanes[u].nominated.insert(key);
             self.units[u].nominated.push(id);
         } else {
             share.lanes[u].by_qty.entry(q).or_default().insert(key);
@@ -366,7 +469,7 @@ impl Sched {
                 lane.by_qty.remove(&q);
             }
         }
-        if share.nominated.remove(&key) {
+        if lane.nominated.remove(&key) {
             self.units[u].nominated.retain(|&k| k != id);
         }
         if let Some(c) = share.levels.get_mut(&key.priority()) {
@@ -422,17 +525,22 @@ impl Sched {
         self.refresh_lane(s, u);
     }
 
-    /// Mark a holding job as being stopped: it stops being a victim candidate.
+    /// Mark a holding job as being stopped: it stops being a victim candidate. A job that
+    /// is already being stopped (a cancel during a preemption) keeps the instant its stop
+    /// began and its stop delay: the stop is the same, only its cause changes.
     pub(crate) fn mark_stopping(&mut self, id: JobId, cause: StopCause, now: Time) {
         let Some(j) = self.job(id) else { return };
         let (s, u, q, vkey) = (j.share, j.unit, j.quantity, j.vkey());
         let was_stopping = j.is_stopping();
-        if let Some(Job {
-            phase: Phase::Holding { stopping, .. },
-            ..
-        }) = self.job_mut(id)
+        let delay = j.stop_after.min(self.grace);
+        if let Some(job) = self.job_mut(id)
+            && let Phase::Holding { stopping, .. } = &mut job.phase
         {
-            *stopping = Some((cause, now));
+            let since = stopping.map_or(now, |(_, since)| since);
+            *stopping = Some((cause, since));
+            if !was_stopping {
+                job.stop_delay = Some(delay);
+            }
         }
         if !was_stopping {
             let lane = &mut self.shares[s].lanes[u];
@@ -549,13 +657,22 @@ impl Sched {
         Some((lane.usage, lane.limit))
     }
 
-    /// Is a pending job behind a nominated job of its share (so it may not start)?
+    /// Is a pending job behind a nominated job of its share and unit (so it may not start)?
     pub fn is_blocked(&self, id: JobId) -> bool {
         self.job(id).is_some_and(|j| {
             j.is_pending()
                 && !j.is_nominated()
-                && self.shares[j.share].block().is_some_and(|b| b < j.qkey())
+                && self.shares[j.share].lanes[j.unit]
+                    .block()
+                    .is_some_and(|b| b < j.qkey())
         })
+    }
+
+    /// Is the unit oversubscribed (Σ guarantees > usable)? By name.
+    pub fn oversubscribed(&self, unit: &str) -> bool {
+        self.unit_ix
+            .get(unit)
+            .is_some_and(|&u| self.units[u].present && self.units[u].oversubscribed())
     }
 
     /// Usable GPUs of a unit (min(maxCapacity, healthy devices)), by name.

@@ -50,6 +50,7 @@ impl Sched {
                     fail_reason: None,
                     lapsed_at: None,
                     stop_after,
+                    stop_delay: None,
                     finished_at: None,
                     spec,
                 };
@@ -372,9 +373,19 @@ impl Sched {
                 .is_some_and(|j| j.stop_after.min(self.grace) == 0)
     }
 
-    /// The replay's stop delay for a job: min(stopAfter, gracePeriodSeconds).
+    /// The replay's stop delay for a job: min(stopAfter, gracePeriodSeconds), as it was
+    /// when the job's current stop began (SPEC §6), or as it would be for a stop now.
     pub fn stop_delay(&self, id: JobId) -> u32 {
-        self.job(id).map_or(0, |j| j.stop_after.min(self.grace))
+        self.job(id).map_or(0, |j| match j.stop_delay {
+            Some(d) if j.is_stopping() => d,
+            _ => j.stop_after.min(self.grace),
+        })
+    }
+
+    /// The instant a stopping job's stop releases its GPUs in a simulation.
+    pub fn release_instant(&self, id: JobId) -> Option<Time> {
+        let j = self.job(id)?;
+        Some(j.stopping_since()? + i64::from(self.stop_delay(id)))
     }
 
     fn release(&mut self, id: JobId, now: Time) {

@@ -40,7 +40,7 @@ impl Sched {
         }
     }
 
-    /// The first non-nominated job of lane (s,u) after `from` (and before the share's
+    /// The first non-nominated job of lane (s,u) after `from` (and before the lane's
     /// block) whose quantity lies in `qty`.
     fn first_in_lane(
         &self,
@@ -49,10 +49,10 @@ impl Sched {
         qty: (Bound<u32>, Bound<u32>),
         from: Bound<QKey>,
     ) -> Option<QKey> {
-        let share = &self.shares[s];
-        let block = share.block();
+        let lane = &self.shares[s].lanes[u];
+        let block = lane.block();
         let mut best: Option<QKey> = None;
-        for (_, set) in share.lanes[u].by_qty.range(qty) {
+        for (_, set) in lane.by_qty.range(qty) {
             if let Some(&k) = set.range((from, Unbounded)).next()
                 && block.is_none_or(|b| k < b)
                 && best.is_none_or(|b| k < b)
@@ -84,23 +84,18 @@ impl Sched {
                     if room <= 0 {
                         continue;
                     }
-                    let bound = room.min(self.available(s, u, None, &noms));
-                    if bound >= 1 {
-                        let qty = (Included(1), Included(bound as u32));
-                        if let Some(k) = self.first_in_lane(s, u, qty, cursor)
-                            && best.is_none_or(|b| k < b)
-                        {
-                            best = Some(k);
-                        }
+                    if let Some(k) = self.step1_candidate(s, u, room, cursor, &noms)
+                        && best.is_none_or(|b| k < b)
+                    {
+                        best = Some(k);
                     }
-                    // The share's first nominated job may start too, with its own reserve.
-                    if let Some(k) = self.shares[s].block()
+                    // The lane's first nominated job may start too, with its own reserve.
+                    if let Some(k) = self.shares[s].lanes[u].block()
                         && after(cursor, k)
                         && best.is_none_or(|b| k < b)
                         && let Some(j) = self.job(k.job())
-                        && j.unit == u
                         && i64::from(j.quantity)
-                            <= room.min(self.available(s, u, Some(j.id), &noms))
+                            <= room.min(self.available_guaranteed(s, u, k, Some(j.id), &noms))
                     {
                         best = Some(k);
                     }
@@ -112,6 +107,44 @@ impl Sched {
             cursor = Excluded(k);
         }
         started
+    }
+
+    /// The first non-nominated job of lane (s,u) after `cursor` that step 1 can start now.
+    ///
+    /// Off an oversubscribed unit `available` is the same for every job of the lane, so one
+    /// range query per quantity finds it. On an oversubscribed unit `held_back` counts only
+    /// the other shares' waiting jobs ahead of the job judged, so `available` can only fall
+    /// along the lane: each job found above the bound lowers the bound below its own
+    /// quantity, and the search goes on from there (at most `room` rounds).
+    fn step1_candidate(
+        &self,
+        s: ShareIx,
+        u: UnitIx,
+        room: i64,
+        cursor: Bound<QKey>,
+        noms: &[i64],
+    ) -> Option<QKey> {
+        if !self.units[u].oversubscribed() {
+            let bound = room.min(self.available_given(u, None, noms, self.held_back(s, u)));
+            if bound < 1 {
+                return None;
+            }
+            return self.first_in_lane(s, u, (Included(1), Included(bound as u32)), cursor);
+        }
+        // held_back ≥ 0, so free − nominations bounds `available` for every job.
+        let mut bound = room.min(self.available_given(u, None, noms, 0));
+        let mut from = cursor;
+        while bound >= 1 {
+            let k = self.first_in_lane(s, u, (Included(1), Included(bound as u32)), from)?;
+            let q = self.job(k.job()).map_or(u32::MAX, |j| j.quantity);
+            let avail = self.available_guaranteed(s, u, k, None, noms);
+            if i64::from(q) <= avail {
+                return Some(k);
+            }
+            bound = room.min(avail);
+            from = Excluded(k);
+        }
+        None
     }
 
     /// Step 2, one sweep: borrowed starts, FIFO between LEND_AND_BORROW shares.
@@ -198,7 +231,7 @@ impl Sched {
                 continue;
             }
             let member_min = (room0[u].max(0) + 1) as u32;
-            let mut upper = self.available(s, u, None, noms);
+            let mut upper = self.available_borrowing(s, u, None, noms);
             if let Some(cap) = lane.cap {
                 upper = upper.min(i64::from(lane.limit) + i64::from(cap) - i64::from(lane.usage));
             }
@@ -211,19 +244,22 @@ impl Sched {
                 }
             }
         }
-        // The first nominated job, if it is in the set and can start with its own reserve.
-        if let Some(k) = share.block()
-            && after(from, k)
-            && best.is_none_or(|b| k < b)
-            && let Some(j) = self.job(k.job())
-        {
-            let lane = &share.lanes[j.unit];
-            let q = i64::from(j.quantity);
-            let fits_cap = lane
-                .cap
-                .is_none_or(|c| i64::from(lane.usage) + q - i64::from(lane.limit) <= i64::from(c));
-            if q > room0[j.unit] && q <= self.available(s, j.unit, Some(j.id), noms) && fits_cap {
-                best = Some(k);
+        // Each lane's first nominated job, if it is in the set and can start with its own
+        // reserve.
+        for (u, lane) in share.lanes.iter().enumerate() {
+            if let Some(k) = lane.block()
+                && after(from, k)
+                && best.is_none_or(|b| k < b)
+                && let Some(j) = self.job(k.job())
+            {
+                let q = i64::from(j.quantity);
+                let fits_cap = lane.cap.is_none_or(|c| {
+                    i64::from(lane.usage) + q - i64::from(lane.limit) <= i64::from(c)
+                });
+                if q > room0[u] && q <= self.available_borrowing(s, u, Some(j.id), noms) && fits_cap
+                {
+                    best = Some(k);
+                }
             }
         }
         best
@@ -256,11 +292,13 @@ impl Sched {
                     }
                 }
             }
-            for k in share.nominated.range(range) {
-                if let Some(j) = self.job(k.job())
-                    && i64::from(j.quantity) > room0[j.unit]
-                {
-                    m = m.max(Some(k.fifo()));
+            for (u, lane) in share.lanes.iter().enumerate() {
+                for k in lane.nominated.range(range) {
+                    if let Some(j) = self.job(k.job())
+                        && i64::from(j.quantity) > room0[u]
+                    {
+                        m = m.max(Some(k.fifo()));
+                    }
                 }
             }
             if let Some(m) = m {
@@ -291,11 +329,11 @@ impl Sched {
             if !share.present {
                 continue;
             }
-            let block = share.block();
             for (u, lane) in share.lanes.iter().enumerate() {
                 if lane.pending.is_empty() || lane.limit == 0 {
                     continue;
                 }
+                let block = lane.block();
                 let modea = lane.usage < lane.limit;
                 let in_share_room = share.in_share && !lane.running.is_empty();
                 if !modea && !in_share_room {
@@ -330,7 +368,9 @@ impl Sched {
         false
     }
 
-    /// Step 4: nominations whose victims are all gone and that did not start lapse.
+    /// Step 4: nominations none of whose victims is still releasing GPUs for them, and
+    /// that did not start, lapse. A victim that released its GPUs (and was requeued, and
+    /// may even have started again) no longer counts (SPEC §3).
     fn lapse(&mut self, now: Time) -> bool {
         let mut lapsed = Vec::new();
         for unit in &self.units {
@@ -339,9 +379,7 @@ impl Sched {
                 if let Phase::Pending {
                     nominated: Some(victims),
                 } = &job.phase
-                    && !victims
-                        .iter()
-                        .any(|v| self.job(*v).is_some_and(|v| v.is_holding()))
+                    && self.victims_releasing(victims) == 0
                 {
                     lapsed.push(k);
                 }

@@ -1,7 +1,7 @@
 //! Victim choice (SPEC §4): reclaim and in-share candidates, modes A and B, the minimal
 //! set, and carrying a preemption out (stopping victims, nominating the job).
 
-use super::state::{Phase, PreemptReason, ShareIx, StopCause, UnitIx, VKey};
+use super::state::{Phase, PreemptReason, QKey, ShareIx, StopCause, UnitIx, VKey, VictimRef};
 use super::{Event, Sched, Time};
 use crate::model::{JobId, Strategy};
 use std::collections::btree_set;
@@ -17,6 +17,18 @@ enum Mode {
 
 type Victim = (JobId, PreemptReason);
 
+/// The pending job a victim set is sought for: its share, unit, quantity and queue key,
+/// and the unit's Σ nomination terms when the search began (the job itself is never
+/// nominated here).
+#[derive(Debug, Clone, Copy)]
+struct Claim {
+    s: ShareIx,
+    u: UnitIx,
+    n: u32,
+    key: QKey,
+    nominated: i64,
+}
+
 impl Sched {
     /// The victim set for pending job `j` of share s on unit u, if one exists.
     pub(crate) fn find_victims(
@@ -28,6 +40,13 @@ impl Sched {
     ) -> Option<Vec<Victim>> {
         let job = self.job(j)?;
         let (n, p) = (job.quantity, job.priority);
+        let claim = Claim {
+            s,
+            u,
+            n,
+            key: job.qkey(),
+            nominated,
+        };
         let share = &self.shares[s];
         let lane = &share.lanes[u];
         let in_share: Vec<VKey> = if share.in_share {
@@ -59,7 +78,7 @@ impl Sched {
                 let v = JobId(k.id);
                 acc.add(self, v);
                 victims.push((v, PreemptReason::CrossShareReclaim));
-                if self.fits(s, u, n, &acc, Mode::A) {
+                if self.fits(&claim, &acc, Mode::A) {
                     found = true;
                     break;
                 }
@@ -69,14 +88,14 @@ impl Sched {
                     let v = JobId(k.id);
                     acc.add(self, v);
                     victims.push((v, PreemptReason::InSharePriority));
-                    if self.fits(s, u, n, &acc, Mode::A) {
+                    if self.fits(&claim, &acc, Mode::A) {
                         found = true;
                         break;
                     }
                 }
             }
             if found {
-                return Some(self.minimal(s, u, n, victims, Mode::A, nominated));
+                return Some(self.minimal(&claim, victims, Mode::A));
             }
         }
         if in_share.is_empty() {
@@ -88,8 +107,8 @@ impl Sched {
             let v = JobId(k.id);
             acc.add(self, v);
             victims.push((v, PreemptReason::InSharePriority));
-            if self.fits(s, u, n, &acc, Mode::B) {
-                return Some(self.minimal(s, u, n, victims, Mode::B, nominated));
+            if self.fits(&claim, &acc, Mode::B) {
+                return Some(self.minimal(&claim, victims, Mode::B));
             }
         }
         None
@@ -110,15 +129,7 @@ impl Sched {
 
     /// Put back, from the second-to-last victim to the first, every victim without whom
     /// the job still fits.
-    fn minimal(
-        &self,
-        s: ShareIx,
-        u: UnitIx,
-        n: u32,
-        mut victims: Vec<Victim>,
-        mode: Mode,
-        nominated: i64,
-    ) -> Vec<Victim> {
+    fn minimal(&self, c: &Claim, mut victims: Vec<Victim>, mode: Mode) -> Vec<Victim> {
         if victims.len() < 2 {
             return victims;
         }
@@ -127,61 +138,120 @@ impl Sched {
             i -= 1;
             let mut without = victims.clone();
             without.remove(i);
-            let mut acc = Freed::new(nominated);
+            let mut acc = Freed::new(c.nominated);
             for (v, _) in &without {
                 acc.add(self, *v);
             }
-            if self.fits(s, u, n, &acc, mode) {
+            if self.fits(c, &acc, mode) {
                 victims = without;
             }
         }
         victims
     }
 
-    /// Would job j fit once the victims in `acc` are gone and back in the queue?
-    fn fits(&self, s: ShareIx, u: UnitIx, n: u32, acc: &Freed, mode: Mode) -> bool {
-        let per_share = &acc.0;
-        let freed: i64 = per_share.iter().map(|x| i64::from(x.1)).sum();
+    /// Would job j (key `key`) fit once the victims in `acc` are gone and back in the
+    /// queue? A start within the limit is judged as step 1 judges it, a borrowed one (mode
+    /// B only) as step 2 does: on an oversubscribed unit their `held_back` differ (SPEC §3).
+    fn fits(&self, c: &Claim, acc: &Freed, mode: Mode) -> bool {
+        let Claim { s, u, n, key, .. } = *c;
+        let freed: i64 = acc.per_share.iter().map(|x| i64::from(x.gpus)).sum();
         let free = self.units[u].free() + freed;
-        let mut held_back = self.held_back(s, u);
         let lane = &self.shares[s].lanes[u];
-        let mut usage = i64::from(lane.usage);
-        for (t, gone, qtys) in per_share {
-            if *t == s {
-                usage -= i64::from(*gone);
+        let usage = i64::from(lane.usage) - i64::from(acc.gone(s));
+        let (n, limit) = (i64::from(n), i64::from(lane.limit));
+        let within = usage + n <= limit;
+        let borrowed = !within
+            && mode == Mode::B
+            && self.shares[s].strategy == Strategy::LendAndBorrow
+            && lane.cap.is_none_or(|c| usage + n - limit <= i64::from(c));
+        if !within && !borrowed {
+            return false;
+        }
+        let held_back = if self.units[u].oversubscribed() {
+            self.oversubscribed_held_back(s, u, key, free, acc, within)
+        } else {
+            self.held_back_after(s, u, acc)
+        };
+        n <= free - held_back - acc.nominated
+    }
+
+    /// `held_back(u, s)` once the victims in `acc` are gone and requeued, off an
+    /// oversubscribed unit: only the victims' shares' terms change.
+    fn held_back_after(&self, s: ShareIx, u: UnitIx, acc: &Freed) -> i64 {
+        let mut held_back = self.held_back(s, u);
+        for x in &acc.per_share {
+            if x.share == s {
                 continue;
             }
-            let sh = &self.shares[*t];
+            let sh = &self.shares[x.share];
             let tl = &sh.lanes[u];
-            let idle = tl.limit.saturating_sub(tl.usage - gone);
+            let idle = tl.limit.saturating_sub(tl.usage - x.gpus);
             let term = if !sh.present {
                 0
             } else if sh.strategy == Strategy::Reserve {
                 u64::from(idle)
             } else {
-                let requeued: u64 = qtys
+                let back: u64 = x
+                    .requeued
                     .iter()
-                    .filter(|&&q| q <= idle)
-                    .map(|&q| u64::from(q))
+                    .filter(|&&(q, _)| q <= idle)
+                    .map(|&(q, _)| u64::from(q))
                     .sum();
-                (tl.waiting_upto(idle) + requeued).min(u64::from(idle))
+                (tl.waiting_upto(idle) + back).min(u64::from(idle))
             };
             held_back += term as i64 - i64::from(tl.hb_term);
         }
-        let available = free - held_back - acc.1;
-        let n = i64::from(n);
-        let limit = i64::from(lane.limit);
-        if n > available {
-            return false;
-        }
-        match mode {
-            Mode::A => usage + n <= limit,
-            Mode::B => {
-                usage + n <= limit
-                    || (self.shares[s].strategy == Strategy::LendAndBorrow
-                        && lane.cap.is_none_or(|c| usage + n - limit <= i64::from(c)))
+        held_back
+    }
+
+    /// `held_back(u, s)` on an oversubscribed unit once the victims in `acc` are gone and
+    /// requeued, with `free` GPUs free: for a start within the limit (`guaranteed`) the
+    /// other shares' waiting jobs ahead of `key` that could start now; for a borrowed start
+    /// RESERVE shares' whole idle guarantee and other shares' waiting jobs that could start
+    /// now (SPEC §3).
+    fn oversubscribed_held_back(
+        &self,
+        s: ShareIx,
+        u: UnitIx,
+        key: QKey,
+        free: i64,
+        acc: &Freed,
+        guaranteed: bool,
+    ) -> i64 {
+        let free = free.max(0).min(i64::from(u32::MAX)) as u32;
+        let mut total = 0i64;
+        for (r, sh) in self.shares.iter().enumerate() {
+            if r == s || !sh.present {
+                continue;
             }
+            let tl = &sh.lanes[u];
+            let (gone, requeued): (u32, &[(u32, QKey)]) = acc
+                .per_share
+                .iter()
+                .find(|x| x.share == r)
+                .map_or((0, &[]), |x| (x.gpus, x.requeued.as_slice()));
+            let idle = tl.limit.saturating_sub(tl.usage - gone);
+            let threshold = idle.min(free);
+            let term = if guaranteed {
+                let back: u64 = requeued
+                    .iter()
+                    .filter(|&&(q, k)| q <= threshold && k < key)
+                    .map(|&(q, _)| u64::from(q))
+                    .sum();
+                (u64::from(tl.waiting_ahead_upto(threshold, key, idle)) + back).min(u64::from(idle))
+            } else if sh.strategy == Strategy::Reserve {
+                u64::from(idle)
+            } else {
+                let back: u64 = requeued
+                    .iter()
+                    .filter(|&&(q, _)| q <= threshold)
+                    .map(|&(q, _)| u64::from(q))
+                    .sum();
+                (tl.waiting_upto(threshold) + back).min(u64::from(idle))
+            };
+            total += term as i64;
         }
+        total
     }
 
     /// Stop the victims and nominate the job (SPEC §4.4).
@@ -202,9 +272,16 @@ impl Sched {
             });
         }
         self.unindex_pending(j);
+        let refs: Vec<VictimRef> = victims
+            .iter()
+            .map(|&(v, _)| VictimRef {
+                job: v,
+                attempt: self.job(v).map_or(0, |j| j.attempts_started),
+            })
+            .collect();
         if let Some(job) = self.job_mut(j) {
             job.phase = Phase::Pending {
-                nominated: Some(victims.iter().map(|v| v.0).collect()),
+                nominated: Some(refs),
             };
         }
         self.index_pending(j);
@@ -216,29 +293,52 @@ impl Sched {
     }
 }
 
-/// The victims taken so far, per share: GPUs freed and the quantities requeued.
+/// The victims taken so far from one share: GPUs freed, and the (quantity, queue key) of
+/// each victim, back in the queue.
 #[derive(Debug)]
-struct Freed(Vec<(ShareIx, u32, Vec<u32>)>, i64);
+struct ShareFreed {
+    share: ShareIx,
+    gpus: u32,
+    requeued: Vec<(u32, QKey)>,
+}
+
+/// The victims taken so far, per share, and the unit's Σ nomination terms.
+#[derive(Debug)]
+struct Freed {
+    per_share: Vec<ShareFreed>,
+    nominated: i64,
+}
 
 impl Freed {
     /// `nominated`: the unit's Σ nomination terms (j itself is never nominated here).
     fn new(nominated: i64) -> Freed {
-        Freed(Vec::new(), nominated)
+        Freed {
+            per_share: Vec::new(),
+            nominated,
+        }
     }
 
     fn add(&mut self, sched: &Sched, v: JobId) {
         let Some(vj) = sched.job(v) else { return };
-        match self.0.iter_mut().find(|x| x.0 == vj.share) {
+        let back = (vj.quantity, vj.qkey());
+        match self.per_share.iter_mut().find(|x| x.share == vj.share) {
             Some(x) => {
-                x.1 += vj.quantity;
-                x.2.push(vj.quantity);
+                x.gpus += vj.quantity;
+                x.requeued.push(back);
             }
-            None => self.0.push((vj.share, vj.quantity, vec![vj.quantity])),
+            None => self.per_share.push(ShareFreed {
+                share: vj.share,
+                gpus: vj.quantity,
+                requeued: vec![back],
+            }),
         }
     }
 
     fn gone(&self, t: ShareIx) -> u32 {
-        self.0.iter().find(|x| x.0 == t).map_or(0, |x| x.1)
+        self.per_share
+            .iter()
+            .find(|x| x.share == t)
+            .map_or(0, |x| x.gpus)
     }
 }
 

@@ -41,10 +41,7 @@ impl Sched {
             Phase::Pending {
                 nominated: Some(victims),
             } => {
-                let releasing = victims
-                    .iter()
-                    .filter(|v| self.job(**v).is_some_and(|v| v.is_holding()))
-                    .count();
+                let releasing = self.victims_releasing(victims);
                 return format!("preempting: waiting for {releasing} job(s) to release their GPUs");
             }
             Phase::Pending { nominated: None } => {}
@@ -55,6 +52,12 @@ impl Sched {
         if !unit.present {
             return format!("capacity unit {} is no longer declared", unit.name);
         }
+        if !lane.listed {
+            return format!(
+                "{} no longer lists {}: its jobs of that unit wait until a config lists it again",
+                share.name, unit.name
+            );
+        }
         let max = self.max_request(s, u);
         if i64::from(n) > max {
             return format!(
@@ -63,17 +66,36 @@ impl Sched {
                 max.max(0)
             );
         }
-        if let Some(b) = share.block()
+        if let Some(b) = lane.block()
             && b < job.qkey()
         {
             return format!(
-                "behind job {} in {}, which is taking GPUs back",
-                b.id, share.name
+                "behind job {} in {} ({}), which is taking GPUs back",
+                b.id, share.name, unit.name
             );
         }
         let free = unit.free().max(0);
-        let avail = self.available(s, u, None, &self.nominated_totals()).max(0);
+        let noms = self.nominated_totals();
         if lane.usage + n <= lane.limit {
+            if unit.oversubscribed() {
+                // Position-dependent: say what the rule is, not a count that differs per job.
+                let over = format!(
+                    "{} is oversubscribed (guarantees {} > {} usable GPUs), so guaranteed jobs start in global order",
+                    unit.name, unit.guaranteed, unit.usable
+                );
+                if free >= i64::from(n) {
+                    return format!(
+                        "waiting for free GPUs: needs {n}, {free} free; {over}, and earlier jobs of other shares or GPUs being freed for a preemption come first"
+                    );
+                }
+                return format!(
+                    "waiting for free GPUs: needs {n}, {free} free of {} ({} in use); {over}: a guarantee can wait for capacity",
+                    unit.usable, unit.used
+                );
+            }
+            let avail = self
+                .available_guaranteed(s, u, job.qkey(), None, &noms)
+                .max(0);
             if free >= i64::from(n) {
                 return format!(
                     "waiting for free GPUs: needs {n}, {avail} available ({} held back for other shares' queued or reserved work)",
@@ -85,6 +107,7 @@ impl Sched {
                 unit.usable, unit.used
             );
         }
+        let avail = self.available_borrowing(s, u, None, &noms).max(0);
         let in_use = format!(
             "waiting for {} capacity ({}/{} in use)",
             share.name, lane.usage, lane.limit

@@ -84,6 +84,7 @@ impl Sched {
             fail_reason: r.fail_reason,
             lapsed_at: None,
             stop_after: 0,
+            stop_delay: None,
             finished_at: None,
             spec: r.spec,
         };
@@ -113,6 +114,7 @@ impl Sched {
             used: 0,
             hb_total: 0,
             nominated: Vec::new(),
+            guaranteed: 0,
         });
         self.unit_ix.insert(name.to_string(), u);
         for s in &mut self.shares {
@@ -140,7 +142,6 @@ impl Sched {
                 };
                 self.units.len()
             ],
-            nominated: BTreeSet::new(),
             levels: Default::default(),
         });
         self.share_ix.insert(name.to_string(), s);

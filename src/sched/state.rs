@@ -37,10 +37,13 @@ impl QKey {
     }
 }
 
-/// Victim-candidate order: lowest priority first, then most recently started first.
+/// Victim-candidate order (SPEC §4.1): lowest priority first, then the fewest preemptions
+/// so far (so the loss is spread instead of hitting one job over and over), then most
+/// recently started first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct VKey {
     pub prio: u32,
+    pub preempted: u32,
     pub started: Reverse<u64>,
     pub id: u64,
 }
@@ -74,11 +77,21 @@ impl PreemptReason {
     }
 }
 
+/// A victim of a nomination: the job and the attempt that was stopped for it. A victim
+/// counts as "still releasing GPUs for this preemption" (SPEC §3) only while that same
+/// attempt is being stopped: once it has released its GPUs (and maybe started again) it
+/// no longer does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VictimRef {
+    pub job: JobId,
+    pub attempt: u32,
+}
+
 /// Where a job is in its life, from the scheduler's point of view.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Phase {
     /// RUNNABLE. `nominated` holds the victims it is waiting for (SPEC §4.4).
-    Pending { nominated: Option<Vec<JobId>> },
+    Pending { nominated: Option<Vec<VictimRef>> },
     /// SCHEDULED / STARTING / RUNNING: holds `devices` until they are released.
     Holding {
         devices: Vec<u32>,
@@ -143,6 +156,9 @@ pub struct Job {
     pub lapsed_at: Option<Time>,
     /// Replay only: seconds the job takes to exit after SIGTERM.
     pub stop_after: u32,
+    /// Replay only: the stop delay fixed when the current stop began (SPEC §6: a reload
+    /// that changes `gracePeriodSeconds` affects only stops that begin later).
+    pub stop_delay: Option<u32>,
     pub finished_at: Option<Time>,
 }
 
@@ -155,6 +171,7 @@ impl Job {
         match &self.phase {
             Phase::Holding { start_seq, .. } => Some(VKey {
                 prio: self.priority,
+                preempted: self.preempted_count,
                 started: Reverse(*start_seq),
                 id: self.id.0,
             }),
@@ -223,12 +240,25 @@ impl Job {
     pub fn name(&self) -> &str {
         &self.spec.job_name
     }
+
+    /// GPUs this job still holds for the stop of `victim.attempt`: its quantity while that
+    /// very attempt is being stopped, 0 once it released them (or ended, or restarted).
+    pub fn releasing_for(&self, victim: VictimRef) -> u32 {
+        if self.id == victim.job && self.is_stopping() && self.attempts_started == victim.attempt {
+            self.quantity
+        } else {
+            0
+        }
+    }
 }
 
 /// A share's standing on one unit, with the indexes the passes need.
 #[derive(Debug, Clone, Default)]
 pub struct Lane {
     pub limit: u32,
+    /// The share lists this unit in its `capacityLimits` (SPEC §1.2: for a unit it does not
+    /// list, limit and borrow cap are 0).
+    pub listed: bool,
     /// Borrow cap in GPUs; `None` = unlimited. 0 for shares that never borrow.
     pub cap: Option<u32>,
     /// GPUs held by the share's jobs on this unit (stopping jobs included).
@@ -245,6 +275,9 @@ pub struct Lane {
     pub running: BTreeSet<VKey>,
     /// This lane's contribution to its unit's `held_back` total.
     pub hb_term: u32,
+    /// Keys of this lane's nominated jobs: the first one blocks the lane's jobs behind it
+    /// (a nomination holds back only its own share's jobs of the same unit, SPEC §3).
+    pub nominated: BTreeSet<QKey>,
 }
 
 impl Lane {
@@ -267,6 +300,27 @@ impl Lane {
     pub fn is_empty(&self) -> bool {
         self.usage == 0 && self.pending.is_empty()
     }
+
+    /// The first nominated job's key: the lane's jobs after it may not start.
+    pub fn block(&self) -> Option<QKey> {
+        self.nominated.first().copied()
+    }
+
+    /// `min(cap, waiting_ahead)`: GPUs asked for by RUNNABLE, not nominated jobs of
+    /// quantity ≤ `threshold` that come before `before` in global order, counted up to
+    /// `cap` (the oversubscribed rule of SPEC §3 needs no more than the idle guarantee).
+    pub fn waiting_ahead_upto(&self, threshold: u32, before: QKey, cap: u32) -> u32 {
+        let mut sum = 0u64;
+        for (q, set) in self.by_qty.range(..=threshold) {
+            for _ in set.range(..before) {
+                sum += u64::from(*q);
+                if sum >= u64::from(cap) {
+                    return cap;
+                }
+            }
+        }
+        sum as u32
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -281,8 +335,6 @@ pub struct ShareState {
     pub borrow_limit: i64,
     /// One lane per unit index.
     pub lanes: Vec<Lane>,
-    /// Keys of this share's nominated jobs: the first one blocks the jobs behind it.
-    pub nominated: BTreeSet<QKey>,
     /// Pending jobs per priority level (all units): step 2's merge needs the levels.
     pub levels: BTreeMap<u32, u32>,
 }
@@ -290,11 +342,6 @@ pub struct ShareState {
 impl ShareState {
     pub fn borrows(&self) -> bool {
         self.present && self.strategy == Strategy::LendAndBorrow
-    }
-
-    /// The first nominated job's key: jobs after it may not start.
-    pub fn block(&self) -> Option<QKey> {
-        self.nominated.first().copied()
     }
 }
 
@@ -315,10 +362,17 @@ pub struct UnitState {
     pub hb_total: u64,
     /// Nominated jobs of this unit.
     pub nominated: Vec<JobId>,
+    /// Σ limit over the present shares.
+    pub guaranteed: u64,
 }
 
 impl UnitState {
     pub fn free(&self) -> i64 {
         i64::from(self.usable) - i64::from(self.used)
+    }
+
+    /// Σ limit(·,u) > usable(u): guarantees overlap (SPEC §1.2, §3).
+    pub fn oversubscribed(&self) -> bool {
+        self.guaranteed > u64::from(self.usable)
     }
 }
