@@ -17,17 +17,32 @@ fn cfg() -> String {
 
 /// `shareq serve` on the server's dirs, expected to refuse to start: its stderr.
 fn refused(s: &Server) -> String {
-    let out = Command::new(BIN)
+    let err = s.path("refused.err");
+    let mut child = Command::new(BIN)
         .arg("serve")
         .arg("--config")
         .arg(&s.config)
         .arg("--state")
         .arg(&s.state)
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "serve should refuse to start");
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("serve started instead of refusing");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(1), "serve should refuse to start");
+    std::fs::read_to_string(&err).unwrap()
 }
 
 #[test]
@@ -75,6 +90,14 @@ fn an_empty_truncated_or_damaged_database_is_refused() {
     }
     s.stop();
     let db = s.state.join("shareq.db");
+    // Everything into the main file, so that it alone is the whole database.
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    for f in ["shareq.db-wal", "shareq.db-shm"] {
+        let _ = std::fs::remove_file(s.state.join(f));
+    }
     let good = std::fs::read(&db).unwrap();
     assert!(good.len() >= 3 * 4096, "{} bytes", good.len());
 
@@ -87,10 +110,10 @@ fn an_empty_truncated_or_damaged_database_is_refused() {
     let err = refused(&s);
     assert!(err.contains("truncated"), "{err}");
 
-    // Garbage in the middle of a page: SQLite's own check finds it.
+    // Garbage over the pages after the schema (tables and indexes): the header is
+    // fine, SQLite's own check finds it.
     let mut bad = good.clone();
-    let at = bad.len() - 4096 + 100;
-    for b in &mut bad[at..at + 2000] {
+    for b in &mut bad[4096..3 * 4096] {
         *b = 0x5a;
     }
     std::fs::write(&db, &bad).unwrap();

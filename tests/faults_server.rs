@@ -164,3 +164,65 @@ fn a_closed_pipe_ends_commands_quietly() {
         assert_ne!(out.status.code(), Some(101), "{args:?} panicked");
     }
 }
+
+/// With a low open-file limit, connections that never end cannot take the descriptors a
+/// job start needs: the job queued behind a running one still starts and succeeds.
+#[test]
+fn a_job_starts_while_connections_are_exhausted() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let c = dir.path().join("config");
+    std::fs::create_dir_all(&c).unwrap();
+    std::fs::write(c.join("c.yaml"), cfg()).unwrap();
+    let state = dir.path().join("state");
+    let _cleanup = common::Cleanup(state.clone());
+    let mut cmd = Command::new(BIN);
+    cmd.args(["serve", "--config"])
+        .arg(&c)
+        .arg("--state")
+        .arg(&state)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, 700, 700)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut serve = common::Serve {
+        child: Some(cmd.spawn().unwrap()),
+    };
+    let sock = state.join("shareq.sock");
+    common::wait_for(20, "the socket", || UnixStream::connect(&sock).is_ok());
+    std::thread::sleep(Duration::from_millis(300));
+    let submit = |cmd: &str| {
+        let line = format!(
+            r#"{{"op":"submit","job":{{"jobName":"j","quotaShareName":"a","command":"{cmd}"}}}}"#
+        );
+        let answer = request(&state, &line);
+        let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        v["id"].as_u64().unwrap()
+    };
+    let first = submit("sleep 2");
+    let second = submit("true");
+    // Far more connections than descriptors: most are refused, none starves the jobs.
+    let mut held = Vec::new();
+    for _ in 0..1000 {
+        if let Ok(s) = UnixStream::connect(&sock) {
+            held.push(s);
+        }
+    }
+    let exit = |id: u64| {
+        std::fs::read_to_string(state.join(format!("runs/{id}/1.exit")))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["code"].as_i64())
+    };
+    common::wait_for(20, "the second job's exit", || exit(second).is_some());
+    assert_eq!(exit(first), Some(0));
+    assert_eq!(exit(second), Some(0), "the job behind could not start");
+    drop(held);
+    serve.kill9();
+}

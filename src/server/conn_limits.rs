@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 /// Descriptors never used for connections.
-pub const FD_RESERVE: u64 = 256;
+pub const FD_RESERVE: u64 = 512;
 
 /// The control socket's limits (`shareq serve --max-connections`, `--idle-timeout`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +34,7 @@ impl SocketLimits {
     pub fn cap(&self) -> usize {
         let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
             .map_or(1024, |(soft, _)| soft);
-        let room = soft.saturating_sub(FD_RESERVE * 2).max(1);
+        let room = soft.saturating_sub(FD_RESERVE).max(1);
         self.max_connections
             .min(usize::try_from(room).unwrap_or(usize::MAX))
             .max(1)
