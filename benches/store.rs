@@ -112,7 +112,9 @@ fn recovery_time(dir: &std::path::Path) -> (f64, usize) {
     let t1 = Instant::now();
     store.integrity_check().expect("integrity");
     let checked = t1.elapsed().as_secs_f64();
-    store.set_aside_foreign_files(dir, 1 << 40).expect("set aside");
+    store
+        .set_aside_foreign_files(dir, 1 << 40)
+        .expect("set aside");
     println!("  integrity check: {:.0} ms", checked * 1000.0);
     let rec = store.load().expect("load");
     let plan = recovery::plan(dir, &rec);

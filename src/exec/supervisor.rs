@@ -73,6 +73,19 @@ pub enum SupervisorError {
 /// Run the attempt described by the launch spec at `spec_path`; returns when every
 /// process of the attempt is gone and the exit status is written.
 pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
+    // Block the signals we handle first of all, so that a stop sent right after the start is not lost: they are read
+    // from a signalfd. The job's command gets an empty mask again (see `spawn`).
+    let mut mask = SigSet::empty();
+    for s in [
+        Signal::SIGTERM,
+        Signal::SIGUSR1,
+        Signal::SIGCHLD,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+    ] {
+        mask.add(s);
+    }
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None)?;
     let text = std::fs::read(spec_path).map_err(|source| SupervisorError::Spec {
         path: spec_path.display().to_string(),
         source,
@@ -119,19 +132,6 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             return Ok(status);
         }
     }
-    // Block the signals we handle before anything starts, so none is lost: they are read
-    // from a signalfd. The job's command gets an empty mask again (see `spawn`).
-    let mut mask = SigSet::empty();
-    for s in [
-        Signal::SIGTERM,
-        Signal::SIGUSR1,
-        Signal::SIGCHLD,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-    ] {
-        mask.add(s);
-    }
-    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None)?;
     let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
     nix::sys::prctl::set_child_subreaper(true)?;
 
