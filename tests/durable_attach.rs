@@ -31,7 +31,7 @@ fn state_of(s: &Snapshot, id: JobId) -> Option<JobState> {
     s.running
         .iter()
         .chain(&s.queue)
-        .chain(&s.finished)
+        .chain(s.finished.iter())
         .find(|j| j.id == id)
         .map(|j| j.state)
 }

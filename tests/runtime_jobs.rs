@@ -269,3 +269,43 @@ fn a_cancel_racing_the_start_still_stops_everything() {
         }
     }
 }
+
+/// SPEC §11 live: a borrower's jobs are protected for their first 3 s; the lender's job
+/// waits, saying for whom and how long, and the end of the protection (no other input)
+/// runs the pass that reclaims the borrowed GPU.
+#[test]
+fn a_minimum_runtime_delays_a_reclaim_until_it_ends() {
+    let b = share("b", 1, "LEND_AND_BORROW", false).replace(
+        "{inSharePreemption: DISABLED}",
+        "{inSharePreemption: DISABLED, minRuntimeSeconds: 3}",
+    );
+    let s = Server::start(&config(
+        2,
+        1,
+        &format!("{b}---\n{}", share("l", 1, "LEND", false)),
+    ));
+    let b1 = s.submit(&["--share", "b", "--name", "b1"], &["sleep", "300"]);
+    let b2 = s.submit(&["--share", "b", "--name", "b2"], &["sleep", "300"]);
+    s.wait_state(b1, "RUNNING", 20);
+    s.wait_state(b2, "RUNNING", 20);
+    let l1 = s.submit(&["--share", "l", "--name", "l1"], &["sleep", "300"]);
+    let w = s.job(l1);
+    assert_eq!(w["state"], "RUNNABLE", "{w}");
+    let why = w["reason"].as_str().unwrap_or_default().to_string();
+    // The candidate whose protection ends first is named (b1, which started first, unless
+    // both started in the same millisecond), and it is the one reclaimed at that moment.
+    let (named, other) = if why.starts_with(&format!("waiting for job {b1} (b)")) {
+        (b1, b2)
+    } else {
+        (b2, b1)
+    };
+    assert!(
+        why.starts_with(&format!(
+            "waiting for job {named} (b) to reach its minimum runtime ("
+        )),
+        "{w}"
+    );
+    s.wait_state(l1, "RUNNING", 20);
+    assert_eq!(s.state_of(named), "RUNNABLE");
+    assert_eq!(s.state_of(other), "RUNNING");
+}

@@ -212,3 +212,88 @@ fn a_second_scheduler_on_the_same_state_directory_is_refused() {
         "{err}"
     );
 }
+
+/// Many requests written at once on one connection: each is answered, in order, and a
+/// `jobs` sent last sees every submit before it (read-your-writes holds when pipelined).
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let s = Server::start(&config(1, 1, &share("team", 1, "LEND", false)));
+    let stream = UnixStream::connect(s.state.join("shareq.sock")).unwrap();
+    let mut w = stream.try_clone().unwrap();
+    let mut batch = Vec::new();
+    for i in 0..300 {
+        batch.extend_from_slice(
+            format!(
+                "{{\"op\":\"submit\",\"job\":{{\"jobName\":\"p{i}\",\"quotaShareName\":\"team\",\"command\":[\"sleep\",\"300\"]}}}}\n"
+            )
+            .as_bytes(),
+        );
+    }
+    batch.extend_from_slice(b"{\"op\":\"cancel\",\"ids\":[999999]}\n{\"op\":\"jobs\"}\n");
+    w.write_all(&batch).unwrap();
+    let mut r = BufReader::new(stream);
+    let mut answers = Vec::new();
+    for _ in 0..302 {
+        let mut a = String::new();
+        r.read_line(&mut a).unwrap();
+        answers.push(serde_json::from_str::<Value>(&a).unwrap());
+    }
+    let submitted: Vec<u64> = answers[..300]
+        .iter()
+        .map(|a| a["id"].as_u64().expect("submitted"))
+        .collect();
+    assert!(
+        submitted.windows(2).all(|p| p[0] < p[1]),
+        "answers in request order"
+    );
+    assert!(error_of(&answers[300]).contains("no job 999999"));
+    let jobs = &answers[301]["jobs"];
+    let mut seen = ids(&jobs["queue"]);
+    seen.extend(ids(&jobs["running"]));
+    seen.sort();
+    assert_eq!(seen, submitted, "jobs sees every submit sent before it");
+}
+
+/// A subscriber gets the whole picture first, then deltas that name only what changed.
+#[test]
+fn subscribers_get_the_picture_then_deltas() {
+    let s = Server::start(&config(1, 1, &share("team", 1, "LEND", false)));
+    let first = s.submit(&["--share", "team"], &["sleep", "300"]);
+    s.wait_state(first, "RUNNING", 20);
+    for _ in 0..50 {
+        s.submit(&["--share", "team"], &["true"]);
+    }
+    // `jobs` makes the runtime publish everything sent before it.
+    assert_eq!(s.jobs()["queue"].as_array().map(Vec::len), Some(50));
+    let stream = UnixStream::connect(s.state.join("shareq.sock")).unwrap();
+    let mut w = stream.try_clone().unwrap();
+    w.write_all(b"{\"op\":\"subscribe\"}\n").unwrap();
+    let mut r = BufReader::new(stream);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let full: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        full["full"]["queue"].as_array().map(Vec::len),
+        Some(50),
+        "{line}"
+    );
+    let version = full["full"]["version"].as_u64().unwrap();
+    // One more job: the next message is a delta from that version with one row.
+    let last = s.submit(&["--share", "team", "--name", "newest"], &["true"]);
+    loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        let d: Value = serde_json::from_str(&line).unwrap();
+        let d = &d["delta"];
+        assert!(d.is_object(), "a delta, not the whole picture: {line}");
+        assert!(d["base"].as_u64().unwrap() >= version);
+        let rows = d["queue"].as_array().unwrap();
+        assert!(rows.len() <= 2, "only what changed: {line}");
+        if rows
+            .iter()
+            .any(|c| c["upsert"]["id"].as_u64() == Some(last))
+        {
+            break;
+        }
+    }
+}

@@ -85,3 +85,45 @@ fn a_wrong_expectation_fails_with_a_readable_diff() {
     assert!(report.text.contains("\"j3\""), "{}", report.text);
     assert!(report.text.contains("\"j2\""), "{}", report.text);
 }
+
+fn summary_of(name: &str) -> serde_json::Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/scenarios")
+        .join(name);
+    let (_, out, _) = replay(
+        &path,
+        Options {
+            summary: true,
+            keep_lines: false,
+        },
+    );
+    let text = String::from_utf8(out).expect("utf-8");
+    let last = text.lines().last().expect("a summary line");
+    serde_json::from_str(last).expect("the summary is JSON")
+}
+
+#[test]
+fn the_summary_says_what_preemption_cost() {
+    // a2 ran 5 s before its first preemption, a1 25 s before its only one; each was
+    // preempted once: the loss is spread.
+    let s = summary_of("spread-01-fewest-preemptions-first.yaml");
+    assert_eq!(s["max_preemptions_of_one_job"], 1, "{s}");
+    assert_eq!(s["gpu_seconds_lost_to_preemption"], 30.0, "{s}");
+    assert_eq!(s["started_and_preempted_same_instant"], 0, "{s}");
+    assert_eq!(s["shares"]["A"]["max_preemptions_of_one_job"], 1, "{s}");
+    assert_eq!(
+        s["shares"]["A"]["gpu_seconds_lost_to_preemption"], 30.0,
+        "{s}"
+    );
+    assert_eq!(
+        s["shares"]["B"]["gpu_seconds_lost_to_preemption"], 0.0,
+        "{s}"
+    );
+    // Three victims released after 15 s and 20 s; one of them (v1) restarted at once.
+    let s = summary_of("nominate-01-restarted-victim-no-longer-counts.yaml");
+    assert_eq!(s["gpu_seconds_lost_to_preemption"], 55.0, "{s}");
+    // A victim that finishes by itself during its stop lost nothing.
+    let s = summary_of("stop-10-grace-reload-keeps-release-instant.yaml");
+    assert_eq!(s["shares"]["A"]["preemptions"], 1, "{s}");
+    assert_eq!(s["gpu_seconds_lost_to_preemption"], 0.0, "{s}");
+}

@@ -302,7 +302,8 @@ fn selection_follows_the_job_across_snapshots() {
     let id = selected_id(&app);
     // A new snapshot where an earlier job is gone: the same job stays selected.
     let mut snap = (*app.snap).clone();
-    snap.queue.remove(0);
+    let first = shareq::snapshot::list::key_of(&snap.queue[0]);
+    snap.queue.remove(first);
     app.set_snapshot(std::sync::Arc::new(snap));
     assert_eq!(selected_id(&app), id);
 }

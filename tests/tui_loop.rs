@@ -46,7 +46,7 @@ async fn keys_become_actions_snapshots_redraw_and_quit_ends_the_loop() {
         .unwrap();
     assert_eq!(got, Some(Action::Reload));
     let mut next = fixtures::lab();
-    next.queue.truncate(2);
+    next.queue = next.queue.iter().take(2).cloned().collect();
     next.version += 1;
     snap_tx.send(Arc::new(next)).unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;

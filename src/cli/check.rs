@@ -2,7 +2,7 @@
 
 use crate::config::{
     ConfigError, ConfigUpdate, LoadedConfig, ValidConfig, Watcher, borrow_cap_text, changes,
-    load_dir, one_line, units, warnings,
+    load_dir, min_runtime_notes, one_line, units, warnings,
 };
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -123,6 +123,13 @@ pub fn report(dir: &Path, loaded: &LoadedConfig) -> String {
     if !w.is_empty() {
         out.push_str("\nwarnings:\n");
         for line in w {
+            let _ = writeln!(out, "  - {line}");
+        }
+    }
+    let notes = min_runtime_notes(cfg);
+    if !notes.is_empty() {
+        out.push_str("\nminimum runtimes:\n");
+        for line in notes {
             let _ = writeln!(out, "  - {line}");
         }
     }

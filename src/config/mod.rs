@@ -19,6 +19,8 @@ pub use parse::{
     Origin, SourcedDocument, parse_documents, parse_documents_partial, parse_value_documents,
 };
 pub use suggest::{did_you_mean, edit_distance};
-pub use summary::{UnitSummary, borrow_cap, borrow_cap_text, changes, one_line, units, warnings};
+pub use summary::{
+    UnitSummary, borrow_cap, borrow_cap_text, changes, min_runtime_notes, one_line, units, warnings,
+};
 pub use validate::{Texts, ValidConfig, valid_name, valid_principal, validate, validate_texts};
 pub use watch::{ConfigUpdate, DEBOUNCE, Watcher};

@@ -95,7 +95,10 @@ pub const QUOTA_SHARE: Shape = Shape::Map(&[
     ),
     opt(
         "preemptionConfiguration",
-        Shape::Map(&[opt("inSharePreemption", TOGGLE)]),
+        Shape::Map(&[
+            opt("inSharePreemption", TOGGLE),
+            opt("minRuntimeSeconds", Shape::Count),
+        ]),
     ),
     opt("state", TOGGLE),
     opt("members", Shape::List(&Shape::Text)),

@@ -79,6 +79,46 @@ pub fn borrow_cap_text(share: &QuotaShare) -> String {
     }
 }
 
+/// What a minimum runtime (SPEC §11) means for the shares: how long their own jobs are
+/// protected, and how long taking lent GPUs back may take at most (the longest minimum
+/// runtime among the shares that may borrow them, plus the grace period).
+pub fn min_runtime_notes(cfg: &ValidConfig) -> Vec<String> {
+    let grace = cfg.env.preemption.grace_period_seconds;
+    let min_of = |s: &QuotaShare| s.preemption_configuration.min_runtime_seconds;
+    let mut out = Vec::new();
+    for s in &cfg.shares {
+        if min_of(s) > 0 {
+            out.push(format!(
+                "share `{}`: its running jobs cannot be preempted during the first {} s of an attempt (minRuntimeSeconds; DEVICE_LOST ignores it)",
+                s.quota_share_name,
+                min_of(s)
+            ));
+        }
+    }
+    for l in &cfg.shares {
+        if l.resource_sharing_configuration.strategy == Strategy::Reserve {
+            continue;
+        }
+        let slowest = cfg
+            .shares
+            .iter()
+            .filter(|b| b.quota_share_name != l.quota_share_name)
+            .filter(|b| b.resource_sharing_configuration.strategy == Strategy::LendAndBorrow)
+            .filter(|b| min_of(b) > 0)
+            .max_by_key(|b| (min_of(b), std::cmp::Reverse(b.quota_share_name.clone())));
+        if let Some(b) = slowest {
+            out.push(format!(
+                "share `{}` lends its idle GPUs: taking them back may take up to {} s ({}'s minRuntimeSeconds {} + gracePeriodSeconds {grace})",
+                l.quota_share_name,
+                u64::from(min_of(b)) + u64::from(grace),
+                b.quota_share_name,
+                min_of(b)
+            ));
+        }
+    }
+    out
+}
+
 /// Things that are allowed but probably not what the operator wants.
 pub fn warnings(cfg: &ValidConfig) -> Vec<String> {
     let mut out = Vec::new();
@@ -91,7 +131,10 @@ pub fn warnings(cfg: &ValidConfig) -> Vec<String> {
         }
         if u.guaranteed > u64::from(u.usable) {
             out.push(format!(
-                "unit `{}` is oversubscribed: the shares are guaranteed {} GPUs, {} {} usable; guarantees may wait for capacity",
+                "unit `{}` is oversubscribed: the shares are guaranteed {} GPUs, {} {} usable; guarantees may wait for capacity. \
+                 Guarantees overlap, so a share's guaranteed job can wait while other shares use their own guarantees: \
+                 guaranteed jobs are then served in global order (priority, then submission), RESERVE shares keep \
+                 their idle GPUs only from borrowers, and no GPU is left idle while a guaranteed job that fits waits",
                 u.unit,
                 u.guaranteed,
                 if u.auto { "at most" } else { "only" },
@@ -170,6 +213,10 @@ fn share_terms(s: &QuotaShare) -> Vec<(String, String)> {
     out.push((
         "inSharePreemption".into(),
         toggle(s.preemption_configuration.in_share_preemption.is_enabled()).into(),
+    ));
+    out.push((
+        "minRuntimeSeconds".into(),
+        s.preemption_configuration.min_runtime_seconds.to_string(),
     ));
     out.push((
         "state".into(),
@@ -289,5 +336,33 @@ resourceSharingConfiguration: {strategy: LEND}
         assert_eq!(borrow_cap_text(&new.shares[0]), "+1 gpu (50%)");
         assert!(warnings(&new).iter().any(|w| w.contains("oversubscribed")));
         assert!(warnings(&new).iter().any(|w| w.contains("`c` is DISABLED")));
+    }
+
+    #[test]
+    fn min_runtime_notes_say_how_long_a_reclaim_may_take() {
+        let c = cfg("kind: ServiceEnvironment
+name: t
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 2, devices: {fake: 2}}]
+preemption: {gracePeriodSeconds: 15}
+---
+kind: QuotaShare
+quotaShareName: b
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+preemptionConfiguration: {minRuntimeSeconds: 600}
+---
+kind: QuotaShare
+quotaShareName: l
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND}
+");
+        assert_eq!(
+            min_runtime_notes(&c),
+            vec![
+                "share `b`: its running jobs cannot be preempted during the first 600 s of an attempt (minRuntimeSeconds; DEVICE_LOST ignores it)".to_string(),
+                "share `l` lends its idle GPUs: taking them back may take up to 615 s (b's minRuntimeSeconds 600 + gracePeriodSeconds 15)".to_string(),
+            ]
+        );
+        assert!(min_runtime_notes(&cfg(BASE)).is_empty());
     }
 }

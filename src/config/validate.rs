@@ -5,28 +5,9 @@
 use super::error::ConfigError;
 use super::parse::{Origin, SourcedDocument, at_field};
 use super::suggest::hint;
+pub use crate::model::ValidConfig;
 use crate::model::{Devices, Document, QuotaShare, ServiceEnvironment, Strategy};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// A configuration that passed validation: safe to hand to the scheduler.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ValidConfig {
-    pub env: ServiceEnvironment,
-    /// In name order.
-    pub shares: Vec<QuotaShare>,
-}
-
-impl ValidConfig {
-    /// Σ maxCapacity of the shares for a unit.
-    pub fn guaranteed(&self, unit: &str) -> u64 {
-        self.shares
-            .iter()
-            .flat_map(|s| &s.capacity_limits)
-            .filter(|c| c.capacity_unit == unit)
-            .map(|c| u64::from(c.max_capacity))
-            .sum()
-    }
-}
 
 /// `[A-Za-z0-9_-]{1,128}`
 pub fn valid_name(name: &str) -> bool {

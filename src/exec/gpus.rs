@@ -1,9 +1,9 @@
 //! GPU discovery: NVML first (loaded at run time), then `nvidia-smi`, and how the
 //! environment's `devices: auto | [indices] | {fake: N}` turn into each unit's devices.
 
-use crate::config::ValidConfig;
 use crate::model::Devices;
-use crate::sched::UnitCapacity;
+use crate::model::UnitCapacity;
+use crate::model::ValidConfig;
 use std::collections::BTreeSet;
 
 /// One GPU that was found.

@@ -240,6 +240,10 @@ impl Strategy {
 pub struct PreemptionConfiguration {
     #[serde(default)]
     pub in_share_preemption: Toggle,
+    /// A running job of the share is no preemption candidate (either kind) until its
+    /// current attempt has run this long (SPEC §11). 0 = no protection.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub min_runtime_seconds: u32,
 }
 
 /// `ENABLED` / `DISABLED`, as AWS spells it.
@@ -316,4 +320,8 @@ impl<'de> Deserialize<'de> for Document {
         }
         d.deserialize_map(V)
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

@@ -1,8 +1,10 @@
 //! The vocabulary of shareq: configuration documents, job submissions and job states.
 //! Plain serde types with the field names of the SPEC; no behaviour beyond defaults.
 
+mod capacity;
 mod config;
 mod job;
 
+pub use capacity::{UnitCapacity, ValidConfig};
 pub use config::*;
 pub use job::*;

@@ -5,7 +5,8 @@
 use super::scenario::{Action, Scenario, TimedAction};
 use super::summary::Stats;
 use crate::model::JobId;
-use crate::sched::{Event, Sched, UnitCapacity};
+use crate::model::UnitCapacity;
+use crate::sched::{Event, Sched};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io::{self, Write};
@@ -29,6 +30,9 @@ pub struct Outcome {
 enum TimerKind {
     Finish = 0,
     Release = 1,
+    /// The end of a job's minimum-runtime protection (SPEC §11): it does nothing by
+    /// itself, but makes an instant with a pass.
+    ProtectionEnd = 2,
 }
 
 /// (time, kind, sequence, job, attempt): finishes before releases at an instant, each in
@@ -170,6 +174,7 @@ impl<'a, W: Write> Sim<'a, W> {
         match kind {
             TimerKind::Finish => self.sched.release_instant(id).is_none_or(|r| r > at),
             TimerKind::Release => job.is_stopping(),
+            TimerKind::ProtectionEnd => self.sched.protected_until(id) == Some(at),
         }
     }
 
@@ -192,6 +197,7 @@ impl<'a, W: Write> Sim<'a, W> {
                 self.sched.job_exited(id, code, t);
             }
             TimerKind::Release => self.sched.gpus_released(id, t),
+            TimerKind::ProtectionEnd => {}
         }
         self.flush(t)
     }
@@ -255,6 +261,22 @@ impl<'a, W: Write> Sim<'a, W> {
                 Event::Started { job, .. } => {
                     if let Some(d) = self.runs.get((job.0 - 1) as usize).and_then(|r| r.0) {
                         self.schedule(t + d, TimerKind::Finish, *job);
+                    }
+                    if let Some(until) = self.sched.protected_until(*job) {
+                        self.schedule(until, TimerKind::ProtectionEnd, *job);
+                    }
+                }
+                Event::ConfigApplied => {
+                    // A changed minRuntimeSeconds moves the protections' ends.
+                    let ends: Vec<(i64, JobId)> = self
+                        .sched
+                        .jobs()
+                        .filter(|j| j.is_holding())
+                        .filter_map(|j| Some((self.sched.protected_until(j.id)?, j.id)))
+                        .filter(|&(until, _)| until > t)
+                        .collect();
+                    for (until, id) in ends {
+                        self.schedule(until, TimerKind::ProtectionEnd, id);
                     }
                 }
                 Event::Preempted { job, .. } | Event::Cancelled { job, stop: true } => {

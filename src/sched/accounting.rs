@@ -6,41 +6,8 @@ use super::state::{
     Lane, Phase, QKey, ShareIx, ShareState, StopCause, UnitIx, UnitState, VictimRef,
 };
 use super::{Event, PreemptReason, Sched, Time};
-use crate::config::ValidConfig;
-use crate::model::{Devices, JobId, ShareState as Enabled, Strategy};
+use crate::model::{JobId, ShareState as Enabled, Strategy, UnitCapacity, ValidConfig};
 use std::collections::BTreeSet;
-
-/// The devices a unit has right now (discovered, listed or fake).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnitCapacity {
-    pub unit: String,
-    /// Healthy device indices.
-    pub devices: Vec<u32>,
-}
-
-impl UnitCapacity {
-    /// Simulated devices (replay and fake GPUs): `{fake: N}` gives 0..N, a list gives those
-    /// indices, `auto` gives `maxCapacity` devices numbered from 0.
-    pub fn simulated(config: &ValidConfig) -> Vec<UnitCapacity> {
-        config
-            .env
-            .capacity_limits
-            .iter()
-            .map(|c| UnitCapacity {
-                unit: c.capacity_unit.clone(),
-                devices: match &c.devices {
-                    Devices::Fake(n) => (0..*n).collect(),
-                    Devices::Indices(v) => {
-                        let mut v = v.clone();
-                        v.sort_unstable();
-                        v
-                    }
-                    Devices::Auto => (0..c.max_capacity).collect(),
-                },
-            })
-            .collect()
-    }
-}
 
 /// One share's standing on one unit, for the console, the CLI and the replay summary.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +27,15 @@ pub struct ShareUnitStats {
     pub lent: u32,
     pub running: usize,
     pub queued: usize,
+}
+
+/// Victims of one share taken so far in a preemption search: the GPUs they free, and the
+/// (quantity, queue key) of each, back in the queue (their submission time is kept).
+#[derive(Debug, Clone)]
+pub(crate) struct Gone {
+    pub share: ShareIx,
+    pub gpus: u32,
+    pub requeued: Vec<(u32, QKey)>,
 }
 
 /// `borrower` uses `gpus` GPUs of `lender`'s idle guarantee (`None`: the unassigned pool).
@@ -159,6 +135,7 @@ impl Sched {
                         strategy: Strategy::Lend,
                         in_share: false,
                         borrow_limit: -1,
+                        min_runtime: 0,
                         lanes: vec![Lane::default(); nunits],
                         levels: Default::default(),
                     });
@@ -172,6 +149,7 @@ impl Sched {
             s.strategy = q.resource_sharing_configuration.strategy;
             s.in_share = q.preemption_configuration.in_share_preemption.is_enabled();
             s.borrow_limit = q.resource_sharing_configuration.borrow_limit.unwrap_or(-1);
+            s.min_runtime = q.preemption_configuration.min_runtime_seconds;
             for lane in &mut s.lanes {
                 lane.limit = 0;
                 lane.listed = false;
@@ -189,6 +167,7 @@ impl Sched {
                 s.strategy = Strategy::Lend;
                 s.in_share = false;
                 s.borrow_limit = 0;
+                s.min_runtime = 0;
                 for lane in &mut s.lanes {
                     lane.limit = 0;
                     lane.listed = false;
@@ -342,17 +321,7 @@ impl Sched {
         if !unit.oversubscribed() {
             return self.held_back(s, u);
         }
-        let free = unit.free().max(0).min(i64::from(u32::MAX)) as u32;
-        self.shares
-            .iter()
-            .enumerate()
-            .filter(|(r, sh)| *r != s && sh.present)
-            .map(|(_, sh)| {
-                let lane = &sh.lanes[u];
-                let idle = lane.idle();
-                i64::from(lane.waiting_ahead_upto(idle.min(free), key, idle))
-            })
-            .sum()
+        self.oversubscribed_held_back(s, u, unit.free(), Some(key), &[])
     }
 
     /// `held_back(u, s)` where a borrowed start is judged (step 2). On an oversubscribed
@@ -363,21 +332,52 @@ impl Sched {
         if !unit.oversubscribed() {
             return self.held_back(s, u);
         }
-        let free = unit.free().max(0).min(i64::from(u32::MAX)) as u32;
-        self.shares
-            .iter()
-            .enumerate()
-            .filter(|(r, sh)| *r != s && sh.present)
-            .map(|(_, sh)| {
-                let lane = &sh.lanes[u];
-                let idle = lane.idle();
-                if sh.strategy == Strategy::Reserve {
-                    i64::from(idle)
-                } else {
-                    lane.waiting_upto(idle.min(free)).min(u64::from(idle)) as i64
+        self.oversubscribed_held_back(s, u, unit.free(), None, &[])
+    }
+
+    /// `held_back(u, s)` on an oversubscribed unit with `free` GPUs free and the victims
+    /// `gone` (of a preemption being weighed) gone and back in the queue. With `ahead_of`
+    /// (a guaranteed start of that job): every other share's waiting jobs ahead of it that
+    /// could start now; without (a borrowed start): RESERVE shares' whole idle guarantee,
+    /// other shares' waiting jobs that could start now (SPEC §3).
+    pub(crate) fn oversubscribed_held_back(
+        &self,
+        s: ShareIx,
+        u: UnitIx,
+        free: i64,
+        ahead_of: Option<QKey>,
+        gone: &[Gone],
+    ) -> i64 {
+        let free = free.max(0).min(i64::from(u32::MAX)) as u32;
+        let mut total = 0i64;
+        for (r, sh) in self.shares.iter().enumerate() {
+            if r == s || !sh.present {
+                continue;
+            }
+            let lane = &sh.lanes[u];
+            let (gpus, requeued) = gone
+                .iter()
+                .find(|g| g.share == r)
+                .map_or((0, &[][..]), |g| (g.gpus, g.requeued.as_slice()));
+            let idle = lane.limit.saturating_sub(lane.usage - gpus);
+            let threshold = idle.min(free);
+            let back = |ahead: Option<QKey>| -> u64 {
+                requeued
+                    .iter()
+                    .filter(|&&(q, k)| q <= threshold && ahead.is_none_or(|a| k < a))
+                    .map(|&(q, _)| u64::from(q))
+                    .sum()
+            };
+            let term = match ahead_of {
+                Some(key) => {
+                    u64::from(lane.waiting_ahead_upto(threshold, key, idle)) + back(Some(key))
                 }
-            })
-            .sum()
+                None if sh.strategy == Strategy::Reserve => u64::from(idle),
+                None => lane.waiting_upto(threshold) + back(None),
+            };
+            total += term.min(u64::from(idle)) as i64;
+        }
+        total
     }
 
     /// `available(s, u)` with a given `held_back`, for a job of share s, given the unit's
@@ -655,6 +655,11 @@ impl Sched {
     pub fn share_stats_for(&self, s: ShareIx, u: UnitIx) -> Option<(u32, u32)> {
         let lane = self.shares.get(s)?.lanes.get(u)?;
         Some((lane.usage, lane.limit))
+    }
+
+    /// The key of a lane's first nominated job: its pending jobs after it are blocked.
+    pub fn lane_block(&self, s: ShareIx, u: UnitIx) -> Option<crate::sched::QKey> {
+        self.shares.get(s)?.lanes.get(u)?.block()
     }
 
     /// Is a pending job behind a nominated job of its share and unit (so it may not start)?

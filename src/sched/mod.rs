@@ -22,14 +22,14 @@ mod reasons;
 mod restore;
 pub mod state;
 
-pub use accounting::{LendEdge, ShareUnitStats, UnitCapacity};
+pub use crate::model::UnitCapacity;
+pub use accounting::{LendEdge, ShareUnitStats};
 pub use event::Event;
 pub use inputs::Rejection;
 pub use restore::{RestoredHolding, RestoredJob};
 pub use state::{FailReason, Job, Phase, PreemptReason, QKey, StopCause};
 
-use crate::config::ValidConfig;
-use crate::model::JobId;
+use crate::model::{JobId, ValidConfig};
 use state::{ShareIx, ShareState, UnitIx, UnitState};
 use std::collections::HashMap;
 
@@ -50,6 +50,9 @@ pub struct Sched {
     next_id: u64,
     start_seq: u64,
     grace: u32,
+    /// The driver's time unit: instants per second (1 in replay, 1000 live), so that
+    /// `minRuntimeSeconds` can be compared with instants.
+    ticks_per_second: i64,
     /// Simulated victims with a zero stop delay release their GPUs inside the pass.
     simulated: bool,
     env_name: String,
@@ -70,6 +73,7 @@ impl Sched {
             next_id: 1,
             start_seq: 0,
             grace: 30,
+            ticks_per_second: if simulated { 1 } else { 1000 },
             simulated,
             env_name: String::new(),
             events: Vec::new(),
@@ -126,6 +130,42 @@ impl Sched {
 
     pub fn grace_period_seconds(&self) -> u32 {
         self.grace
+    }
+
+    /// The instant until which a running job is protected by its share's minimum runtime
+    /// (SPEC §11), if it is; `None` for jobs not holding GPUs, being stopped, or of a share
+    /// without one.
+    pub fn protected_until(&self, id: JobId) -> Option<Time> {
+        let j = self.job(id)?;
+        let min = self.shares[j.share].min_runtime;
+        if min == 0 || j.is_stopping() {
+            return None;
+        }
+        Some(j.started_at()? + i64::from(min) * self.ticks_per_second)
+    }
+
+    /// Is a running job still protected at the current instant?
+    pub(crate) fn is_protected(&self, id: JobId) -> bool {
+        self.protected_until(id)
+            .is_some_and(|until| until > self.now)
+    }
+
+    /// The earliest end of a minimum-runtime protection after `now`: the live runtime runs
+    /// a pass then (SPEC §11: the end of a protection makes an instant).
+    /// Costs the running jobs of the shares that have a minimum runtime, not the queue.
+    pub fn next_protection_end(&self, now: Time) -> Option<Time> {
+        self.shares
+            .iter()
+            .filter(|s| s.min_runtime > 0)
+            .flat_map(|s| s.lanes.iter().flat_map(|l| l.running.iter()))
+            .filter_map(|k| self.protected_until(JobId(k.id)))
+            .filter(|&t| t > now)
+            .min()
+    }
+
+    /// Instants per second of the driver's clock.
+    pub fn ticks_per_second(&self) -> i64 {
+        self.ticks_per_second
     }
 
     pub fn env_name(&self) -> &str {

@@ -360,7 +360,7 @@ impl Sched {
             self.nominated_totals()
         };
         for (k, s, u) in reps {
-            if let Some(victims) = self.find_victims(k.job(), s, u, noms[u]) {
+            if let Some(victims) = self.find_victims(k.job(), s, u, noms[u], true) {
                 self.apply_preemption(k.job(), victims, now);
                 return true;
             }

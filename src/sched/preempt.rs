@@ -1,6 +1,7 @@
 //! Victim choice (SPEC §4): reclaim and in-share candidates, modes A and B, the minimal
 //! set, and carrying a preemption out (stopping victims, nominating the job).
 
+use super::accounting::Gone;
 use super::state::{Phase, PreemptReason, QKey, ShareIx, StopCause, UnitIx, VKey, VictimRef};
 use super::{Event, Sched, Time};
 use crate::model::{JobId, Strategy};
@@ -30,14 +31,18 @@ struct Claim {
 }
 
 impl Sched {
-    /// The victim set for pending job `j` of share s on unit u, if one exists.
+    /// The victim set for pending job `j` of share s on unit u, if one exists. With
+    /// `protect`, jobs still within their share's minimum runtime are no candidates (SPEC
+    /// §11); without, the search says what j would take once the protections end.
     pub(crate) fn find_victims(
         &self,
         j: JobId,
         s: ShareIx,
         u: UnitIx,
         nominated: i64,
+        protect: bool,
     ) -> Option<Vec<Victim>> {
+        let open = |k: &VKey| !protect || !self.is_protected(JobId(k.id));
         let job = self.job(j)?;
         let (n, p) = (job.quantity, job.priority);
         let claim = Claim {
@@ -53,6 +58,7 @@ impl Sched {
             lane.running
                 .iter()
                 .take_while(|k| k.prio < p)
+                .filter(|k| open(k))
                 .copied()
                 .collect()
         } else {
@@ -71,6 +77,9 @@ impl Sched {
             let mut acc = Freed::new(nominated);
             let mut found = false;
             for (k, t) in self.reclaim_candidates(s, u) {
+                if !open(&k) {
+                    continue;
+                }
                 let tl = &self.shares[t].lanes[u];
                 if tl.usage - tl.releasing - acc.gone(t) <= tl.limit {
                     continue; // no longer borrowing
@@ -168,7 +177,7 @@ impl Sched {
             return false;
         }
         let held_back = if self.units[u].oversubscribed() {
-            self.oversubscribed_held_back(s, u, key, free, acc, within)
+            self.oversubscribed_held_back(s, u, free, within.then_some(key), &acc.per_share)
         } else {
             self.held_back_after(s, u, acc)
         };
@@ -202,56 +211,6 @@ impl Sched {
             held_back += term as i64 - i64::from(tl.hb_term);
         }
         held_back
-    }
-
-    /// `held_back(u, s)` on an oversubscribed unit once the victims in `acc` are gone and
-    /// requeued, with `free` GPUs free: for a start within the limit (`guaranteed`) the
-    /// other shares' waiting jobs ahead of `key` that could start now; for a borrowed start
-    /// RESERVE shares' whole idle guarantee and other shares' waiting jobs that could start
-    /// now (SPEC §3).
-    fn oversubscribed_held_back(
-        &self,
-        s: ShareIx,
-        u: UnitIx,
-        key: QKey,
-        free: i64,
-        acc: &Freed,
-        guaranteed: bool,
-    ) -> i64 {
-        let free = free.max(0).min(i64::from(u32::MAX)) as u32;
-        let mut total = 0i64;
-        for (r, sh) in self.shares.iter().enumerate() {
-            if r == s || !sh.present {
-                continue;
-            }
-            let tl = &sh.lanes[u];
-            let (gone, requeued): (u32, &[(u32, QKey)]) = acc
-                .per_share
-                .iter()
-                .find(|x| x.share == r)
-                .map_or((0, &[]), |x| (x.gpus, x.requeued.as_slice()));
-            let idle = tl.limit.saturating_sub(tl.usage - gone);
-            let threshold = idle.min(free);
-            let term = if guaranteed {
-                let back: u64 = requeued
-                    .iter()
-                    .filter(|&&(q, k)| q <= threshold && k < key)
-                    .map(|&(q, _)| u64::from(q))
-                    .sum();
-                (u64::from(tl.waiting_ahead_upto(threshold, key, idle)) + back).min(u64::from(idle))
-            } else if sh.strategy == Strategy::Reserve {
-                u64::from(idle)
-            } else {
-                let back: u64 = requeued
-                    .iter()
-                    .filter(|&&(q, _)| q <= threshold)
-                    .map(|&(q, _)| u64::from(q))
-                    .sum();
-                (tl.waiting_upto(threshold) + back).min(u64::from(idle))
-            };
-            total += term as i64;
-        }
-        total
     }
 
     /// Stop the victims and nominate the job (SPEC §4.4).
@@ -293,19 +252,10 @@ impl Sched {
     }
 }
 
-/// The victims taken so far from one share: GPUs freed, and the (quantity, queue key) of
-/// each victim, back in the queue.
-#[derive(Debug)]
-struct ShareFreed {
-    share: ShareIx,
-    gpus: u32,
-    requeued: Vec<(u32, QKey)>,
-}
-
 /// The victims taken so far, per share, and the unit's Σ nomination terms.
 #[derive(Debug)]
 struct Freed {
-    per_share: Vec<ShareFreed>,
+    per_share: Vec<Gone>,
     nominated: i64,
 }
 
@@ -326,7 +276,7 @@ impl Freed {
                 x.gpus += vj.quantity;
                 x.requeued.push(back);
             }
-            None => self.per_share.push(ShareFreed {
+            None => self.per_share.push(Gone {
                 share: vj.share,
                 gpus: vj.quantity,
                 requeued: vec![back],

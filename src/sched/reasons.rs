@@ -6,6 +6,46 @@ use super::state::{Phase, StopCause};
 use crate::model::{JobId, Strategy};
 
 impl Sched {
+    /// `waiting for job 12 (qs2) to reach its minimum runtime (20s left)` when the job
+    /// could preempt but every victim set it has needs a job still protected by its share's
+    /// minimum runtime (SPEC §11). Named: the candidate whose protection ends first, the
+    /// next moment the answer can change.
+    fn protection_reason(&self, id: JobId, noms: &[i64]) -> Option<String> {
+        let job = self.job(id)?;
+        let (s, u, p) = (job.share, job.unit, job.priority);
+        if job.quantity > self.shares[s].lanes[u].limit
+            || self.find_victims(id, s, u, noms[u], false).is_none()
+            || self.find_victims(id, s, u, noms[u], true).is_some()
+        {
+            return None;
+        }
+        let share = &self.shares[s];
+        let reclaim = self
+            .shares
+            .iter()
+            .enumerate()
+            .filter(|(t, sh)| *t != s && sh.lanes[u].borrowed() > 0)
+            .flat_map(|(_, sh)| sh.lanes[u].running.iter());
+        let in_share = share
+            .in_share
+            .then(|| share.lanes[u].running.iter().filter(move |k| k.prio < p))
+            .into_iter()
+            .flatten();
+        // Ties go to the candidate the walk would take first (victim order).
+        let (until, _, v) = reclaim
+            .chain(in_share)
+            .filter(|k| self.is_protected(JobId(k.id)))
+            .filter_map(|k| Some((self.protected_until(JobId(k.id))?, *k, JobId(k.id))))
+            .min()?;
+        let share = self.job(v).map_or("?", |vj| self.share_name(vj.share));
+        let left = (until - self.now).max(0);
+        let secs = (left + self.ticks_per_second - 1) / self.ticks_per_second;
+        Some(format!(
+            "waiting for job {v} ({share}) to reach its minimum runtime ({} left)",
+            short_duration(secs)
+        ))
+    }
+
     /// The reason a job waits, or what it is doing when it is not waiting.
     pub fn reason(&self, id: JobId) -> String {
         let Some(job) = self.job(id) else {
@@ -74,8 +114,11 @@ impl Sched {
                 b.id, share.name, unit.name
             );
         }
-        let free = unit.free().max(0);
         let noms = self.nominated_totals();
+        if let Some(why) = self.protection_reason(id, &noms) {
+            return why;
+        }
+        let free = unit.free().max(0);
         if lane.usage + n <= lane.limit {
             if unit.oversubscribed() {
                 // Position-dependent: say what the rule is, not a count that differs per job.
@@ -139,5 +182,14 @@ impl Sched {
             }
             _ => in_use,
         }
+    }
+}
+
+/// `45s`, `4m05s`, `2h10m`.
+fn short_duration(secs: i64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
+        s => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
     }
 }

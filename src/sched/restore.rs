@@ -135,6 +135,7 @@ impl Sched {
             strategy: Strategy::Lend,
             in_share: false,
             borrow_limit: 0,
+            min_runtime: 0,
             lanes: vec![
                 Lane {
                     cap: Some(0),

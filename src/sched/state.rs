@@ -333,6 +333,9 @@ pub struct ShareState {
     pub in_share: bool,
     /// Percent; -1 = unlimited (only meaningful for LEND_AND_BORROW).
     pub borrow_limit: i64,
+    /// `minRuntimeSeconds` (SPEC §11): running jobs are no preemption candidates until
+    /// their current attempt has run this long.
+    pub min_runtime: u32,
     /// One lane per unit index.
     pub lanes: Vec<Lane>,
     /// Pending jobs per priority level (all units): step 2's merge needs the levels.

@@ -221,3 +221,106 @@ fn a_removed_share_keeps_its_queue_with_a_reason() {
     assert_eq!(c_stats.borrowed, 1, "all its GPUs count as borrowed");
     assert!(s.submit(JobSpec::new("x", "c", 1, 0), 2).is_err());
 }
+
+#[test]
+fn reasons_name_an_unlisted_unit_and_an_oversubscribed_one() {
+    // Two LEND shares of 2 on 3 GPUs: oversubscribed.
+    let over = "
+kind: ServiceEnvironment
+name: t
+capacityLimits:
+- {capacityUnit: gpu, maxCapacity: 3, devices: {fake: 3}}
+- {capacityUnit: h100, maxCapacity: 1, devices: {fake: 1}}
+---
+kind: QuotaShare
+quotaShareName: a
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 2}, {capacityUnit: h100, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+---
+kind: QuotaShare
+quotaShareName: b
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 2}]
+resourceSharingConfiguration: {strategy: LEND}
+";
+    let mut s = sched(over);
+    assert!(s.oversubscribed("gpu") && !s.oversubscribed("h100"));
+    let mut h100 = JobSpec::new("h", "a", 1, 0);
+    h100.capacity_unit = Some("h100".into());
+    let busy = s.submit(h100.clone(), 0).unwrap();
+    let queued = s.submit(h100, 0).unwrap();
+    let gpu = |name: &str, share: &str| {
+        let mut j = JobSpec::new(name, share, 2, 0);
+        j.capacity_unit = Some("gpu".into());
+        j
+    };
+    let a = s.submit(gpu("a", "a"), 0).unwrap();
+    let b = s.submit(gpu("b", "b"), 0).unwrap();
+    s.pass(0);
+    assert!(s.job(busy).unwrap().is_holding());
+    assert!(
+        s.job(a).unwrap().is_holding(),
+        "first in global order starts"
+    );
+    let why = s.reason(b);
+    assert!(
+        why.contains("gpu is oversubscribed (guarantees 4 > 3 usable GPUs)"),
+        "{why}"
+    );
+    // A reload takes h100 away from a (borrowLimit -1): its queued h100 job waits, even
+    // when the h100 GPU is free, and says why.
+    let without = over.replace(
+        "[{capacityUnit: gpu, maxCapacity: 2}, {capacityUnit: h100, maxCapacity: 1}]",
+        "[{capacityUnit: gpu, maxCapacity: 2}]",
+    );
+    let c = config(&without);
+    s.apply_config(&c, &UnitCapacity::simulated(&c), 1);
+    s.job_exited(busy, 0, 2);
+    s.pass(2);
+    assert!(s.job(queued).unwrap().is_pending());
+    assert_eq!(
+        s.reason(queued),
+        "a no longer lists h100: its jobs of that unit wait until a config lists it again"
+    );
+}
+
+#[test]
+fn a_minimum_runtime_protects_and_the_reason_says_until_when() {
+    let yaml = "
+kind: ServiceEnvironment
+name: t
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 2, devices: {fake: 2}}]
+---
+kind: QuotaShare
+quotaShareName: b
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+preemptionConfiguration: {minRuntimeSeconds: 30}
+---
+kind: QuotaShare
+quotaShareName: l
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND}
+";
+    // The live clock: milliseconds.
+    let c = config(yaml);
+    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), false);
+    let _b1 = s.submit(JobSpec::new("b1", "b", 1, 0), 0).unwrap();
+    let b2 = s.submit(JobSpec::new("b2", "b", 1, 0), 0).unwrap();
+    s.pass(0);
+    assert_eq!(s.protected_until(b2), Some(30_000));
+    let l1 = s.submit(JobSpec::new("l1", "l", 1, 0), 10_000).unwrap();
+    s.pass(10_000);
+    assert!(s.job(l1).unwrap().is_pending());
+    assert_eq!(
+        s.reason(l1),
+        format!("waiting for job {b2} (b) to reach its minimum runtime (20s left)")
+    );
+    assert_eq!(s.next_protection_end(10_000), Some(30_000));
+    // At the end of the protection, the pass reclaims the most recently started borrower.
+    s.take_events();
+    s.pass(30_000);
+    assert!(s.take_events().iter().any(|e| matches!(
+        e,
+        Event::Preempted { job, by: Some(by), .. } if *job == b2 && *by == l1
+    )));
+}

@@ -1,8 +1,9 @@
 //! Carrying the scheduler's decisions out: start a supervisor for each start, stop
-//! attempts (SIGTERM, grace, SIGKILL) for preemptions, cancels and timeouts, run the
-//! timers, and keep the preemption log.
+//! attempts (SIGTERM, grace, SIGKILL) for preemptions, cancels and timeouts, arm their
+//! timers in the runtime's timer set, and keep the preemption log.
 
 use super::input::{ExecKind, ExecReport, Input};
+use super::timers::{Timer, Timers};
 use crate::exec::proc::{self, Stop};
 use crate::exec::runfiles::{self, Owner, SupervisorStatus};
 use crate::exec::{LaunchSpec, StateDir};
@@ -11,6 +12,7 @@ use crate::sched::{Event, Sched};
 use crate::snapshot::PreemptionRecord;
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -36,6 +38,8 @@ pub(crate) struct Executor {
     tx: mpsc::UnboundedSender<Input>,
     running: HashMap<JobId, Attempt>,
     preemptions: VecDeque<PreemptionRecord>,
+    /// The log changed since [`Executor::take_preemption_log`] last read it.
+    preemptions_changed: bool,
     stopped_all: bool,
     /// The database whose run files these are (an identity of this process's own for a
     /// runtime without a store).
@@ -52,6 +56,7 @@ impl Executor {
             tx,
             running: HashMap::new(),
             preemptions: VecDeque::new(),
+            preemptions_changed: true,
             stopped_all: false,
             owner: Owner {
                 db: format!("memory-{}-{}", std::process::id(), crate::exec::now_ms()),
@@ -59,6 +64,11 @@ impl Executor {
             },
             log_limits: LogLimits::default(),
         }
+    }
+
+    /// The runtime's own input channel (for work done off its task).
+    pub(crate) fn inputs(&self) -> mpsc::UnboundedSender<Input> {
+        self.tx.clone()
     }
 
     pub(crate) fn running_count(&self) -> usize {
@@ -69,10 +79,11 @@ impl Executor {
         self.running.get(&job).is_some_and(|a| a.attempt == attempt)
     }
 
-    /// The attempt's supervisor ended: forget it. False for a stale report.
-    pub(crate) fn finished(&mut self, job: JobId, attempt: u32) -> bool {
+    /// The attempt's supervisor ended: forget it and its timers. False for a stale report.
+    pub(crate) fn finished(&mut self, timers: &mut Timers, job: JobId, attempt: u32) -> bool {
         if self.is_current(job, attempt) {
             self.running.remove(&job);
+            timers.cancel_attempt(job, attempt);
             true
         } else {
             false
@@ -104,12 +115,21 @@ impl Executor {
     /// Seed the preemption log with what the store remembers (newest first).
     pub(crate) fn seed_preemptions(&mut self, records: Vec<PreemptionRecord>) {
         self.preemptions = records.into_iter().take(PREEMPTION_LOG_LEN).collect();
+        self.preemptions_changed = true;
     }
 
     /// Watch an attempt whose supervisor outlived the previous scheduler (SPEC §8): its
     /// exit is picked up from the exit file when the supervisor is gone; its timeout is
     /// armed again for the time left; a stop that was under way is resumed.
-    pub(crate) fn adopt(&mut self, sched: &Sched, job: JobId, attempt: u32, pid: u32, now: i64) {
+    pub(crate) fn adopt(
+        &mut self,
+        sched: &Sched,
+        timers: &mut Timers,
+        job: JobId,
+        attempt: u32,
+        pid: u32,
+        now: i64,
+    ) {
         let Ok(pid_i) = i32::try_from(pid) else {
             return;
         };
@@ -122,95 +142,109 @@ impl Executor {
                 stop: None,
             },
         );
-        let (state, owner) = (self.state.clone(), self.owner.clone());
-        let tx = self.tx.clone();
-        tokio::spawn(async move {
-            let status = loop {
-                tokio::time::sleep(ADOPTED_POLL).await;
-                match runfiles::probe(state.root(), job, attempt, &owner) {
-                    SupervisorStatus::Alive { .. } => {
-                        if tx.is_closed() {
-                            return;
-                        }
-                    }
-                    SupervisorStatus::Exited(status) => break status,
-                    SupervisorStatus::Vanished { session } => {
-                        // Gone without a status (killed from outside): what is left of
-                        // its attempt goes first, the GPUs are free only then.
-                        if let Some(sid) = session {
-                            tracing::warn!(job = %job, attempt, "adopted supervisor died without an exit status: killing what is left of its attempt");
-                            proc::clear_session(sid).await;
-                        }
-                        break crate::exec::ExitStatus {
-                            code: 255,
-                            signal: None,
-                            finished_at: crate::exec::now_ms(),
-                        };
-                    }
-                }
-            };
-            let _ = tx.send(Input::Exec(ExecReport(ExecKind::Exited {
-                job,
-                attempt,
-                status,
-            })));
-        });
+        timers.set(Timer::Probe { job, attempt }, ADOPTED_POLL);
         let Some(j) = sched.job(job) else { return };
         if j.is_stopping() {
-            self.stop(job, sched.grace_period_seconds());
+            self.stop(timers, job, sched.grace_period_seconds());
         } else if let Some(secs) = j.spec.timeout_seconds {
             let started = j.started_at().unwrap_or(now);
             let left_ms = (i64::try_from(secs).unwrap_or(i64::MAX / 2000) * 1000)
                 .saturating_sub(now - started)
                 .max(0);
-            let tx = self.tx.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(left_ms as u64)).await;
-                let _ = tx.send(Input::Exec(ExecReport(ExecKind::TimeoutOver {
-                    job,
-                    attempt,
-                })));
-            });
+            let left = Duration::from_millis(left_ms as u64);
+            timers.set(Timer::Timeout { job, attempt }, left);
         }
     }
 
-    pub(crate) fn preemption_log(&self) -> Vec<PreemptionRecord> {
-        self.preemptions.iter().cloned().collect()
+    /// Look at an adopted attempt's run files (on the blocking pool: it reads `/proc`),
+    /// and report `Probed`. A supervisor gone without an exit status (killed from outside)
+    /// is reported only once nothing of its attempt's session runs (SPEC §7).
+    pub(crate) fn probe(&self, job: JobId, attempt: u32) {
+        let (state, owner) = (self.state.clone(), self.owner.clone());
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let root = state.root().to_path_buf();
+            let status =
+                tokio::task::spawn_blocking(move || runfiles::probe(&root, job, attempt, &owner))
+                    .await
+                    .unwrap_or(SupervisorStatus::Alive { pid: 0 });
+            let exit = match status {
+                SupervisorStatus::Alive { .. } => None,
+                SupervisorStatus::Exited(status) => Some(status),
+                SupervisorStatus::Vanished { session } => {
+                    if let Some(sid) = session {
+                        tracing::warn!(job = %job, attempt, "adopted supervisor died without an exit status: killing what is left of its attempt");
+                        proc::clear_session(sid).await;
+                    }
+                    Some(crate::exec::ExitStatus {
+                        code: 255,
+                        signal: None,
+                        finished_at: crate::exec::now_ms(),
+                    })
+                }
+            };
+            let _ = tx.send(Input::Exec(ExecReport(ExecKind::Probed {
+                job,
+                attempt,
+                exit,
+            })));
+        });
+    }
+
+    /// Arm the next look at an adopted attempt that is still alive.
+    pub(crate) fn probe_later(&self, timers: &mut Timers, job: JobId, attempt: u32) {
+        if self.is_current(job, attempt) {
+            timers.set(Timer::Probe { job, attempt }, ADOPTED_POLL);
+        }
+    }
+
+    /// The preemption log, newest first, when it changed since the last call.
+    pub(crate) fn take_preemption_log(&mut self) -> Option<Arc<Vec<PreemptionRecord>>> {
+        if !std::mem::take(&mut self.preemptions_changed) {
+            return None;
+        }
+        Some(Arc::new(self.preemptions.iter().cloned().collect()))
     }
 
     /// Stop every running attempt (once). Returns true the first time.
-    pub(crate) fn stop_all_once(&mut self, grace: u32) -> bool {
+    pub(crate) fn stop_all_once(&mut self, timers: &mut Timers, grace: u32) -> bool {
         if self.stopped_all {
             return false;
         }
         self.stopped_all = true;
         let jobs: Vec<JobId> = self.running.keys().copied().collect();
         for job in jobs {
-            self.stop(job, grace);
+            self.stop(timers, job, grace);
         }
         true
     }
 
     /// Carry out one batch of decisions, in the order they were made.
-    pub(crate) fn carry_out(&mut self, sched: &Sched, events: Vec<Event>, now: i64) {
+    pub(crate) fn carry_out(
+        &mut self,
+        sched: &Sched,
+        timers: &mut Timers,
+        events: Vec<Event>,
+        now: i64,
+    ) {
         let grace = sched.grace_period_seconds();
         for e in events {
             match e {
-                Event::Started { job, devices, .. } => self.start(sched, job, devices),
+                Event::Started { job, devices, .. } => self.start(sched, timers, job, devices),
                 Event::Preempted { job, by, reason } => {
                     self.record_preemption(sched, job, by, reason.as_str(), now);
                     tracing::info!(job = %job, by = ?by.map(|b| b.0), reason = reason.as_str(), "preempted");
-                    self.stop(job, grace);
+                    self.stop(timers, job, grace);
                 }
                 Event::Cancelled { job, stop } => {
                     tracing::info!(job = %job, stop, "cancelled");
                     if stop {
-                        self.stop(job, grace);
+                        self.stop(timers, job, grace);
                     }
                 }
                 Event::TimedOut { job } => {
                     tracing::info!(job = %job, "timed out");
-                    self.stop(job, grace);
+                    self.stop(timers, job, grace);
                 }
                 Event::Requeued { job } => {
                     tracing::info!(job = %job, "requeued");
@@ -233,7 +267,7 @@ impl Executor {
         }
     }
 
-    fn start(&mut self, sched: &Sched, job: JobId, devices: Vec<u32>) {
+    fn start(&mut self, sched: &Sched, timers: &mut Timers, job: JobId, devices: Vec<u32>) {
         let Some(j) = sched.job(job) else { return };
         let attempt = j.attempts_started;
         let spec = LaunchSpec {
@@ -308,19 +342,12 @@ impl Executor {
             });
         });
         if let Some(secs) = timeout {
-            let tx = self.tx.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(secs)).await;
-                let _ = tx.send(Input::Exec(ExecReport(ExecKind::TimeoutOver {
-                    job,
-                    attempt,
-                })));
-            });
+            timers.set(Timer::Timeout { job, attempt }, Duration::from_secs(secs));
         }
     }
 
     /// SIGTERM now, SIGKILL when the grace period is over (if it is still running).
-    fn stop(&mut self, job: JobId, grace: u32) {
+    fn stop(&mut self, timers: &mut Timers, job: JobId, grace: u32) {
         let Some(a) = self.running.get_mut(&job) else {
             return;
         };
@@ -336,14 +363,10 @@ impl Executor {
             return;
         }
         let attempt = a.attempt;
-        let tx = self.tx.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(u64::from(grace))).await;
-            let _ = tx.send(Input::Exec(ExecReport(ExecKind::GraceOver {
-                job,
-                attempt,
-            })));
-        });
+        timers.set(
+            Timer::Grace { job, attempt },
+            Duration::from_secs(u64::from(grace)),
+        );
     }
 
     fn record_preemption(
@@ -370,6 +393,7 @@ impl Executor {
             outcome: None,
         });
         self.preemptions.truncate(PREEMPTION_LOG_LEN);
+        self.preemptions_changed = true;
     }
 
     fn set_outcome(&mut self, job: JobId, outcome: String) {
@@ -379,6 +403,7 @@ impl Executor {
             .find(|r| r.victim == job && r.outcome.is_none())
         {
             r.outcome = Some(outcome);
+            self.preemptions_changed = true;
         }
     }
 }

@@ -62,7 +62,7 @@ pub enum Input {
     Exec(ExecReport),
 }
 
-/// A report from a supervisor or a timer (only the runtime creates these).
+/// A report from a supervisor or the telemetry (only the runtime creates these).
 #[derive(Debug)]
 pub struct ExecReport(pub(crate) ExecKind);
 
@@ -83,13 +83,11 @@ pub(crate) enum ExecKind {
         attempt: u32,
         status: ExitStatus,
     },
-    GraceOver {
+    /// What a look at an adopted attempt found: `None` while its supervisor lives.
+    Probed {
         job: JobId,
         attempt: u32,
-    },
-    TimeoutOver {
-        job: JobId,
-        attempt: u32,
+        exit: Option<ExitStatus>,
     },
     Telemetry(Samples),
     /// The config directory, read and validated off the runtime task (`Input::Reload`).
@@ -105,8 +103,4 @@ pub(crate) enum ExecKind {
         device: u32,
         why: String,
     },
-    /// Time to publish changes held back by the publish rate limit.
-    Flush,
-    /// Time to prune old history.
-    Prune,
 }

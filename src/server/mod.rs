@@ -44,7 +44,9 @@ pub mod remote;
 pub mod runtime;
 pub mod socket;
 mod state_watch;
+mod timers;
 mod tokens;
+mod turn;
 
 pub use boot::{BootError, BootOptions};
 pub use client::{Client, ClientError};

@@ -31,8 +31,10 @@ pub enum Request {
     Status,
     Reload,
     /// Switch the connection to streaming: from then on the scheduler writes one JSON
-    /// [`crate::snapshot::Snapshot`] per line, the current one first, then one after
-    /// each change (at most every [`SUBSCRIBE_EVERY_MS`] ms), until either side closes.
+    /// [`crate::snapshot::Update`] per line: `{"full":{...snapshot}}` first, then after
+    /// each change (at most every [`SUBSCRIBE_EVERY_MS`] ms) `{"delta":{...}}` with what
+    /// changed since the version sent before (the whole picture again when the client
+    /// fell too far behind), until either side closes.
     Subscribe,
 }
 

@@ -1,6 +1,7 @@
 //! Attaching to a scheduler that runs elsewhere on this state directory (SPEC §8): a
 //! second console shows the same live view and sends its actions to the running
-//! scheduler through the control socket; it never schedules itself.
+//! scheduler through the control socket; it never schedules itself. The view arrives as
+//! the whole picture once, then as deltas (`snapshot::Update`).
 //!
 //! [`attach`] returns the same pair a local [`super::RuntimeHandle`] offers — a
 //! `watch::Receiver<Arc<Snapshot>>` and an `mpsc::UnboundedSender<Input>` — so a console
@@ -29,7 +30,7 @@ use super::client::ClientError;
 use super::input::{CancelOutcome, Input};
 use super::protocol::{Request, Response};
 use crate::exec::StateDir;
-use crate::snapshot::{JobView, Snapshot};
+use crate::snapshot::{JobView, Snapshot, Update};
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
@@ -54,9 +55,16 @@ pub async fn attach(
         .await
         .map_err(io)?;
     let first = read_line(&mut sub_r).await.map_err(io)?;
-    let first: Snapshot =
-        serde_json::from_str(&first).map_err(|e| ClientError::BadAnswer(e.to_string()))?;
-    let (snap_tx, snap_rx) = watch::channel(Arc::new(first));
+    let mut current = match serde_json::from_str::<Update>(&first) {
+        Ok(Update::Full(s)) => *s,
+        Ok(Update::Delta(_)) => {
+            return Err(ClientError::BadAnswer(
+                "the scheduler's stream began with a delta, not the whole picture".into(),
+            ));
+        }
+        Err(e) => return Err(ClientError::BadAnswer(e.to_string())),
+    };
+    let (snap_tx, snap_rx) = watch::channel(Arc::new(current.clone()));
     tokio::spawn(async move {
         let _keep = sub_w;
         loop {
@@ -67,11 +75,24 @@ pub async fn attach(
                     return;
                 }
             };
-            match serde_json::from_str::<Snapshot>(&line) {
-                Ok(s) => {
-                    snap_tx.send_replace(Arc::new(s));
+            // A delta is applied to the picture this side holds: the queue's chunks that
+            // did not change stay shared with the previous snapshot.
+            let applied = match serde_json::from_str::<Update>(&line) {
+                Ok(Update::Full(s)) => {
+                    current = *s;
+                    Ok(())
                 }
-                Err(e) => tracing::warn!("unreadable snapshot from the scheduler: {e}"),
+                Ok(Update::Delta(d)) => current.apply(*d),
+                Err(e) => Err(format!("unreadable update from the scheduler: {e}")),
+            };
+            match applied {
+                Ok(()) => drop(snap_tx.send_replace(Arc::new(current.clone()))),
+                Err(e) => {
+                    // Out of step with the stream: end it; the console sees the
+                    // scheduler gone rather than a wrong picture.
+                    tracing::warn!("{e}");
+                    return;
+                }
             }
             if snap_tx.is_closed() {
                 return;

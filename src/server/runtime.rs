@@ -1,24 +1,28 @@
-//! The runtime task: the one owner of the scheduler. It drains its input channel in
-//! batches, runs one scheduling pass per batch on the real clock, carries the decisions
-//! out through `exec` and publishes an immutable snapshot after changes (at most one per
-//! 20 ms while inputs pour in; `Input::Sync` forces one).
+//! The runtime task: the one owner of the scheduler. Each turn of its loop takes a batch
+//! of inputs and due timers, runs one scheduling pass on the real clock, records the
+//! decisions, carries them out through `exec`, publishes the changed picture (at most
+//! every 20 ms while inputs pour in; `Input::Sync` forces one) and answers the clients.
+//! See `Runtime::run`.
 
 use super::carry::Executor;
 use super::input::{CancelOutcome, ConfigUpdate, ExecKind, ExecReport, Input};
+use super::timers::{Timer, Timers};
+use super::turn::{Deferred, Outcome, Shutdown, Turn, Work};
 use crate::config::{LoadedConfig, load_dir};
 use crate::exec::telemetry::Samples;
 use crate::exec::{Discovery, StateDir, now_ms};
 use crate::model::{Command, JobId, JobSpec, JobState};
 use crate::sched::{Event, Sched, UnitCapacity};
-use crate::snapshot::{ConfigStatus, JobView, Snapshot};
+use crate::snapshot::{ConfigStatus, JobView, Picture, Snapshot};
 use crate::store::recovery::Adopted;
 use crate::store::{Observed, StateLock, Store};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 /// How to start a runtime.
 #[derive(Debug, Clone)]
@@ -120,8 +124,7 @@ impl RuntimeHandle {
             error: None,
             error_at: None,
         };
-        let snapshot = Snapshot::build(&sched, now, 0, config.clone(), Vec::new(), &Samples::new());
-        let (snap_tx, snap_rx) = watch::channel(Arc::new(snapshot));
+        let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::empty()));
         start_telemetry(&capacity, &initial, &tx);
         crate::exec::device_health::start_fake(
             &opts.state,
@@ -141,23 +144,23 @@ impl RuntimeHandle {
             config,
             exec,
             samples: Samples::new(),
-            version: 0,
+            picture: Picture::new(),
+            timers: Timers::default(),
             snapshots: snap_tx,
             finished: VecDeque::new(),
             maybe_done: Vec::new(),
             dirty: false,
             last_publish: None,
-            flush_pending: false,
-            tx: tx.clone(),
             persist: None,
             observed: Vec::new(),
             fatal: fatal_tx,
+            shutdown: None,
             tokens: Default::default(),
             halted: None,
             lost_devices: Default::default(),
         };
         if let Some(d) = durable {
-            let (sched, exec) = (&mut rt.sched, &mut rt.exec);
+            let (sched, exec, timers) = (&mut rt.sched, &mut rt.exec, &mut rt.timers);
             exec.owner = d.owner;
             exec.seed_preemptions(d.preemptions);
             for a in &d.adopted {
@@ -169,10 +172,10 @@ impl RuntimeHandle {
                     sched.set_running_state(a.job, JobState::Running);
                     rt.observed.push(Observed::StateChanged { job: a.job });
                 }
-                exec.adopt(sched, a.job, a.attempt, a.pid, now);
+                exec.adopt(sched, timers, a.job, a.attempt, a.pid, now);
             }
             // Recovery's first pass, already stored: carry it out now.
-            exec.carry_out(sched, d.events, now);
+            exec.carry_out(sched, timers, d.events, now);
             rt.maybe_done = rt
                 .sched
                 .jobs()
@@ -186,16 +189,9 @@ impl RuntimeHandle {
                 retain_days: d.retain_days,
                 config_hash: d.config_hash,
             });
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(PRUNE_EVERY).await;
-                    if tx.send(Input::Exec(ExecReport(ExecKind::Prune))).is_err() {
-                        return;
-                    }
-                }
-            });
+            rt.timers.set(Timer::Prune, PRUNE_EVERY);
         }
+        rt.picture.rebuild(&rt.sched);
         rt.archive_finished();
         rt.publish(now);
         let task = tokio::spawn(rt.run(rx));
@@ -304,9 +300,9 @@ fn start_telemetry(
         })
         .flat_map(|c| c.devices.iter().map(|&d| (c.unit.clone(), d)))
         .collect();
+    let lost = device_lost_sink(tx);
     let tx = tx.clone();
     let every = std::time::Duration::from_secs(3);
-    let lost = device_lost_sink(&tx);
     if let Err(why) = crate::exec::telemetry::start(
         real,
         every,
@@ -326,26 +322,28 @@ struct Runtime {
     config: ConfigStatus,
     exec: Executor,
     samples: Samples,
-    version: u64,
+    /// The picture kept up to date change by change, published as snapshots.
+    picture: Picture,
+    /// Every timer of the runtime (grace periods, timeouts, probes, publish, prune).
+    timers: Timers,
     snapshots: watch::Sender<Arc<Snapshot>>,
     /// Finished jobs, newest first, moved out of the scheduler so that its tables (and
-    /// each snapshot) stay the size of the live work. Until the store keeps history,
-    /// this is what `jobs --all` lists.
+    /// each snapshot) stay the size of the live work. Without a store, this is what
+    /// `jobs --all` lists.
     finished: VecDeque<JobView>,
     /// Jobs that may have finished in this batch.
     maybe_done: Vec<JobId>,
     /// Something changed since the last snapshot.
     dirty: bool,
     last_publish: Option<Instant>,
-    /// A `Flush` timer is on its way.
-    flush_pending: bool,
-    tx: mpsc::UnboundedSender<Input>,
     /// The store every batch is recorded in before it is carried out (`None`: memory
     /// only, as in tests of the runtime alone).
     persist: Option<Persist>,
     /// Facts fed to the scheduler since the last recorded batch.
     observed: Vec<Observed>,
     fatal: watch::Sender<Option<String>>,
+    /// Set once a shutdown was asked for.
+    shutdown: Option<Shutdown>,
     tokens: super::tokens::ClientTokens,
     /// Set when the state directory was deleted or replaced: stop at once.
     halted: Option<String>,
@@ -358,148 +356,169 @@ struct Runtime {
 /// see its own change asks with `Input::Sync`).
 const PUBLISH_EVERY: Duration = Duration::from_millis(20);
 
+/// The most inputs taken in one turn.
+const MAX_BATCH: usize = 8192;
+
 /// How many finished jobs the runtime remembers.
 const FINISHED_KEPT: usize = 20_000;
 /// How many of them each snapshot carries.
 const FINISHED_IN_SNAPSHOT: usize = 200;
 
-/// Answers held back until the batch's decisions are carried out (and, with a store,
-/// recorded): a job is accepted only once that is done.
-enum Deferred {
-    Submit(
-        oneshot::Sender<Result<JobId, String>>,
-        Result<JobId, String>,
-    ),
-    Cancel(oneshot::Sender<Vec<CancelOutcome>>, Vec<CancelOutcome>),
-    Priority(oneshot::Sender<Result<bool, String>>, Result<bool, String>),
-    Reload(oneshot::Sender<Result<(), String>>, Result<(), String>),
-}
-
 impl Runtime {
+    /// The loop: one turn per batch of inputs and due timers.
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Input>) {
-        let mut shutting_down: Option<(bool, Vec<oneshot::Sender<()>>)> = None;
-        while let Some(first) = rx.recv().await {
-            let mut batch = vec![first];
-            while batch.len() < 8192 {
-                match rx.try_recv() {
-                    Ok(m) => batch.push(m),
-                    Err(_) => break,
-                }
-            }
+        while let Some(batch) = self.next_batch(&mut rx).await {
             let now = now_ms();
-            let mut deferred = Vec::new();
-            let mut needs_pass = false;
-            let mut changed = false;
-            let mut syncs = Vec::new();
-            for input in batch {
-                match input {
-                    Input::Sync { reply } => syncs.push(reply),
-                    Input::Shutdown { stop_jobs, reply } => {
-                        let entry = shutting_down.get_or_insert((stop_jobs, Vec::new()));
-                        entry.0 |= stop_jobs;
-                        entry.1.extend(reply);
-                    }
-                    Input::AllJobs { reply } => {
-                        let mut all = Snapshot::all_jobs(&self.sched);
-                        all.retain(|j| !j.state.is_finished());
-                        match &self.persist {
-                            Some(p) => match p.store.history(HISTORY_LISTED, 0) {
-                                Ok(h) => all.extend(h.iter().map(|r| r.view())),
-                                Err(e) => {
-                                    tracing::warn!("cannot read the history: {e}");
-                                    all.extend(self.finished.iter().cloned());
-                                }
-                            },
-                            None => all.extend(self.finished.iter().cloned()),
-                        }
-                        let _ = reply.send(all);
-                    }
-                    other => {
-                        let (pass, change) = self.handle(other, now, &mut deferred);
-                        needs_pass |= pass;
-                        changed |= change;
-                    }
-                }
+            let mut turn = Turn::default();
+            for work in batch {
+                self.take_in(work, now, &mut turn);
             }
             if let Some(why) = self.halted.take() {
                 // Nothing of this batch is carried out or stored: another scheduler may
                 // own these GPUs now (SPEC §8).
-                self.fail(why, deferred, syncs, shutting_down);
+                self.fail(why, turn);
                 return;
             }
-            if let Some((stop_jobs, _)) = &shutting_down {
-                if *stop_jobs && self.exec.stop_all_once(self.sched.grace_period_seconds()) {
-                    tracing::info!("stopping every running job before exit");
-                }
-                needs_pass = false; // never start anything once shutting down
-            }
-            if needs_pass {
-                self.sched.pass(now);
-            }
-            let events = self.sched.take_events();
+            self.stop_jobs_if_shutting_down();
+            let events = self.schedule(&turn, now);
             // Write-ahead: the batch's decisions (and the facts that led to them) are
             // stored in one transaction before anything is carried out or answered.
-            if let Err(why) = self.persist_batch(now, &events) {
+            if let Err(why) = self.record(now, &events) {
                 let why = format!(
                     "cannot store the scheduler's decisions, so none was carried out and \
                      scheduling stopped: {why}"
                 );
-                self.fail(why, deferred, syncs, shutting_down);
+                self.fail(why, turn);
                 return;
             }
-            changed |= !events.is_empty();
-            self.exec.carry_out(&self.sched, events, now);
+            turn.changed |= !events.is_empty();
+            self.exec
+                .carry_out(&self.sched, &mut self.timers, events, now);
             self.archive_finished();
-            // Publish at most every PUBLISH_EVERY, and always before answering a `Sync`,
-            // so a reader that asks after its answer sees what it did.
-            self.dirty |= changed;
-            if self.dirty {
-                let since = self.last_publish.map(|t| t.elapsed());
-                if since.is_none_or(|d| d >= PUBLISH_EVERY)
-                    || !syncs.is_empty()
-                    || shutting_down.is_some()
-                {
-                    self.publish(now);
-                } else if !self.flush_pending {
-                    self.flush_pending = true;
-                    let wait = PUBLISH_EVERY.saturating_sub(since.unwrap_or_default());
-                    let tx = self.tx.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(wait).await;
-                        let _ = tx.send(Input::Exec(ExecReport(ExecKind::Flush)));
-                    });
-                }
-            }
-            for d in deferred {
-                match d {
-                    Deferred::Submit(tx, v) => drop(tx.send(v)),
-                    Deferred::Cancel(tx, v) => drop(tx.send(v)),
-                    Deferred::Priority(tx, v) => drop(tx.send(v)),
-                    Deferred::Reload(tx, v) => drop(tx.send(v)),
-                }
-            }
-            for tx in syncs {
-                let _ = tx.send(());
-            }
-            if let Some((stop_jobs, _)) = &shutting_down
-                && (!*stop_jobs || self.exec.running_count() == 0)
-            {
+            self.publish_if_due(&turn, now);
+            turn.answer();
+            if self.shutdown_complete() {
                 break;
             }
         }
-        if let Some((_, replies)) = shutting_down {
+        self.end();
+    }
+
+    /// Wait for an input or a timer, then take whatever else is already waiting.
+    async fn next_batch(&mut self, rx: &mut mpsc::UnboundedReceiver<Input>) -> Option<Vec<Work>> {
+        let mut batch = Vec::new();
+        tokio::select! {
+            biased;
+            input = rx.recv() => batch.push(Work::Input(input?)),
+            () = self.timers.expired() => {}
+        }
+        batch.extend(self.timers.take_due().into_iter().map(Work::Timer));
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(input) => batch.push(Work::Input(input)),
+                Err(_) => break,
+            }
+        }
+        Some(batch)
+    }
+
+    fn take_in(&mut self, work: Work, now: i64, turn: &mut Turn) {
+        match work {
+            Work::Timer(timer) => {
+                let outcome = self.on_timer(timer, now);
+                turn.note(outcome);
+            }
+            Work::Input(Input::Sync { reply }) => turn.syncs.push(reply),
+            Work::Input(Input::Shutdown { stop_jobs, reply }) => {
+                let s = self.shutdown.get_or_insert(Shutdown {
+                    stop_jobs,
+                    replies: Vec::new(),
+                });
+                s.stop_jobs |= stop_jobs;
+                s.replies.extend(reply);
+            }
+            Work::Input(Input::AllJobs { reply }) => self.list_all_jobs(reply),
+            Work::Input(input) => {
+                let outcome = self.handle(input, now, &mut turn.deferred);
+                turn.note(outcome);
+            }
+        }
+    }
+
+    /// Once a shutdown that stops the jobs is asked for, stop them (once).
+    fn stop_jobs_if_shutting_down(&mut self) {
+        if self.shutdown.as_ref().is_some_and(|s| s.stop_jobs)
+            && self
+                .exec
+                .stop_all_once(&mut self.timers, self.sched.grace_period_seconds())
+        {
+            tracing::info!("stopping every running job before exit");
+        }
+    }
+
+    /// Run the pass the turn needs (never once shutting down) and collect its decisions.
+    fn schedule(&mut self, turn: &Turn, now: i64) -> Vec<Event> {
+        if turn.needs_pass && self.shutdown.is_none() {
+            self.sched.pass(now);
+        }
+        let events = self.sched.take_events();
+        self.picture.touch_events(&events);
+        self.arm_protection_end(now);
+        events
+    }
+
+    /// The end of a running job's minimum runtime makes an instant with a pass (SPEC §11):
+    /// keep one timer at the next such end.
+    fn arm_protection_end(&mut self, now: i64) {
+        match self.sched.next_protection_end(now) {
+            Some(at) => {
+                let after = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
+                self.timers.set(Timer::ProtectionEnd, after);
+            }
+            None => self.timers.cancel(Timer::ProtectionEnd),
+        }
+    }
+
+    /// Publish at most every PUBLISH_EVERY, and always before answering a `Sync`, so a
+    /// reader that asks after its answer sees what it did.
+    fn publish_if_due(&mut self, turn: &Turn, now: i64) {
+        self.dirty |= turn.changed;
+        if !self.dirty {
+            return;
+        }
+        let since = self.last_publish.map(|t| t.elapsed());
+        if since.is_none_or(|d| d >= PUBLISH_EVERY)
+            || !turn.syncs.is_empty()
+            || self.shutdown.is_some()
+        {
+            self.publish(now);
+        } else if !self.timers.is_set(Timer::Flush) {
+            let wait = PUBLISH_EVERY.saturating_sub(since.unwrap_or_default());
+            self.timers.set(Timer::Flush, wait);
+        }
+    }
+
+    fn shutdown_complete(&self) -> bool {
+        self.shutdown
+            .as_ref()
+            .is_some_and(|s| !s.stop_jobs || self.exec.running_count() == 0)
+    }
+
+    /// The loop ended: tell whoever asked for the shutdown.
+    fn end(self) {
+        if let Some(s) = self.shutdown {
             tracing::info!(
                 running = self.exec.running_count(),
                 "runtime stopped; jobs still running keep running under their supervisors"
             );
-            for r in replies {
+            for r in s.replies {
                 let _ = r.send(());
             }
         }
     }
 
     /// Record a batch. Nothing to do without a store or without news.
-    fn persist_batch(&mut self, now: i64, events: &[Event]) -> Result<(), String> {
+    fn record(&mut self, now: i64, events: &[Event]) -> Result<(), String> {
         let observed = std::mem::take(&mut self.observed);
         let Some(p) = &mut self.persist else {
             return Ok(());
@@ -507,8 +526,8 @@ impl Runtime {
         if events.is_empty() && observed.is_empty() {
             return Ok(());
         }
-        p.store
-            .record(now, &observed, events, &self.sched)
+        let sched = &self.sched;
+        off_the_async_workers(|| p.store.record(now, &observed, events, sched))
             .map_err(|e| e.to_string())?;
         self.tokens.stored();
         Ok(())
@@ -517,119 +536,150 @@ impl Runtime {
     /// A batch could not be stored: carry none of it out, refuse what waits for an
     /// answer, and stop scheduling. Jobs keep running under their supervisors; a restart
     /// recovers from what was stored.
-    fn fail(
-        &mut self,
-        msg: String,
-        deferred: Vec<Deferred>,
-        syncs: Vec<oneshot::Sender<()>>,
-        shutting_down: Option<(bool, Vec<oneshot::Sender<()>>)>,
-    ) {
+    fn fail(&mut self, msg: String, turn: Turn) {
         tracing::error!("{msg}");
-        for d in deferred {
-            match d {
-                Deferred::Submit(tx, _) => drop(tx.send(Err(msg.clone()))),
-                Deferred::Cancel(tx, v) => drop(
-                    tx.send(
-                        v.into_iter()
-                            .map(|o| CancelOutcome {
-                                cancelled: false,
-                                error: Some(msg.clone()),
-                                ..o
-                            })
-                            .collect(),
-                    ),
-                ),
-                Deferred::Priority(tx, _) => drop(tx.send(Err(msg.clone()))),
-                Deferred::Reload(tx, _) => drop(tx.send(Err(msg.clone()))),
-            }
-        }
-        drop(syncs);
+        turn.refuse(&msg);
         self.fatal.send_replace(Some(msg));
-        if let Some((_, replies)) = shutting_down {
-            for r in replies {
+        if let Some(s) = self.shutdown.take() {
+            for r in s.replies {
                 let _ = r.send(());
             }
         }
     }
 
+    /// Answer `AllJobs` off the runtime task: the live jobs from the latest snapshot,
+    /// the finished ones from the database (a read-only connection) or, without a
+    /// store, from memory.
+    fn list_all_jobs(&self, reply: oneshot::Sender<Vec<JobView>>) {
+        let snap = self.snapshots.borrow().clone();
+        let root = self
+            .persist
+            .as_ref()
+            .map(|_| self.opts.state.root().to_path_buf());
+        let kept: Vec<JobView> = match root {
+            Some(_) => Vec::new(),
+            None => self.finished.iter().cloned().collect(),
+        };
+        tokio::task::spawn_blocking(move || {
+            let mut all: Vec<JobView> = snap.running.clone();
+            all.extend(snap.queue_views());
+            let history = root.map(|root| {
+                Store::open_read_only(&root).and_then(|s| s.history(HISTORY_LISTED, 0))
+            });
+            match history {
+                Some(Ok(h)) => all.extend(h.iter().map(|r| r.view())),
+                Some(Err(e)) => {
+                    tracing::warn!("cannot read the history: {e}");
+                    all.extend(snap.finished.iter().cloned());
+                }
+                None => all.extend(kept),
+            }
+            let _ = reply.send(all);
+        });
+    }
+
     /// Move jobs that finished out of the scheduler into `finished`.
     fn archive_finished(&mut self) {
+        let mut archived = false;
         for id in std::mem::take(&mut self.maybe_done) {
             if self.sched.job(id).is_some_and(|j| j.state.is_finished())
                 && let Some(view) = Snapshot::job(&self.sched, id)
             {
                 self.finished.push_front(view);
                 self.sched.forget(id);
+                self.picture.touch(id);
+                archived = true;
             }
         }
-        self.finished.truncate(FINISHED_KEPT);
+        if archived || self.picture.version() == 0 {
+            self.finished.truncate(FINISHED_KEPT);
+            let shown = self.finished.iter().take(FINISHED_IN_SNAPSHOT).cloned();
+            self.picture.set_finished(Arc::new(shown.collect()));
+        }
     }
 
+    /// Publish the picture with the jobs touched since the last one (O(changes)).
     fn publish(&mut self, now: i64) {
         self.dirty = false;
         self.last_publish = Some(Instant::now());
-        self.version += 1;
-        let mut snap = Snapshot::build(
-            &self.sched,
-            now,
-            self.version,
-            self.config.clone(),
-            self.exec.preemption_log(),
-            &self.samples,
-        );
-        snap.finished = self
-            .finished
-            .iter()
-            .take(FINISHED_IN_SNAPSHOT)
-            .cloned()
-            .collect();
+        self.timers.cancel(Timer::Flush);
+        if let Some(log) = self.exec.take_preemption_log() {
+            self.picture.set_preemptions(log);
+        }
+        let snap = self
+            .picture
+            .publish(&self.sched, now, self.config.clone(), &self.samples);
         self.snapshots.send_replace(Arc::new(snap));
     }
 
-    /// Apply one input. Returns (needs a pass, changed the picture).
-    fn handle(&mut self, input: Input, now: i64, deferred: &mut Vec<Deferred>) -> (bool, bool) {
+    /// A timer fired.
+    fn on_timer(&mut self, timer: Timer, now: i64) -> Outcome {
+        match timer {
+            Timer::Grace { job, attempt } => {
+                self.exec.kill_if_current(job, attempt);
+                Outcome::Nothing
+            }
+            Timer::Timeout { job, attempt } => {
+                if !self.exec.is_current(job, attempt) {
+                    return Outcome::Nothing;
+                }
+                tracing::info!(job = %job, "timeout");
+                self.sched.timeout(job, now);
+                self.picture.touch(job);
+                Outcome::Reschedule
+            }
+            Timer::Probe { job, attempt } => {
+                if self.exec.is_current(job, attempt) {
+                    self.exec.probe(job, attempt);
+                }
+                Outcome::Nothing
+            }
+            // The turn publishes what the rate limit held back.
+            Timer::Flush => Outcome::Nothing,
+            Timer::ProtectionEnd => Outcome::Reschedule,
+            Timer::Prune => {
+                self.timers.set(Timer::Prune, PRUNE_EVERY);
+                if let Some(p) = &mut self.persist {
+                    let days = p.retain_days;
+                    match off_the_async_workers(|| p.store.prune_jobs(days, now)) {
+                        Ok(ids) => {
+                            tracing::info!(jobs = ids.len(), days, "history pruned");
+                            let state = self.opts.state.clone();
+                            tokio::task::spawn_blocking(move || {
+                                crate::exec::runfiles::remove_jobs(&state, &ids)
+                            });
+                        }
+                        Err(e) => tracing::warn!("cannot prune the history: {e}"),
+                    }
+                }
+                Outcome::Nothing
+            }
+        }
+    }
+
+    /// Apply one input.
+    fn handle(&mut self, input: Input, now: i64, deferred: &mut Vec<Deferred>) -> Outcome {
         match input {
             Input::Submit { spec, reply } => {
                 let result = self.submit(spec, now);
                 tracing::info!(?result, "submit");
+                if let Ok(id) = result {
+                    self.picture.touch(id);
+                }
                 if let Some(tx) = reply {
                     deferred.push(Deferred::Submit(tx, result));
                 }
-                (true, true)
+                Outcome::Reschedule
             }
             Input::Cancel { ids, by, reply } => {
                 let outcomes: Vec<CancelOutcome> = ids
                     .into_iter()
-                    .map(|id| {
-                        if self.sched.job(id).is_none() {
-                            if self.existed(id) {
-                                // Finished and archived: nothing to do.
-                                return CancelOutcome {
-                                    id,
-                                    cancelled: false,
-                                    error: None,
-                                };
-                            }
-                            return CancelOutcome {
-                                id,
-                                cancelled: false,
-                                error: Some(format!("no job {id}")),
-                            };
-                        }
-                        let cancelled = self.sched.cancel(id, &by, now);
-                        self.maybe_done.push(id);
-                        tracing::info!(job = %id, by = %by, cancelled, "cancel");
-                        CancelOutcome {
-                            id,
-                            cancelled,
-                            error: None,
-                        }
-                    })
+                    .map(|id| self.cancel(id, &by, now))
                     .collect();
                 if let Some(tx) = reply {
                     deferred.push(Deferred::Cancel(tx, outcomes));
                 }
-                (true, true)
+                Outcome::Reschedule
             }
             Input::SetPriority {
                 id,
@@ -642,19 +692,20 @@ impl Runtime {
                     self.sched.set_priority(id, priority, now)
                 };
                 tracing::info!(job = %id, priority, ?r, "priority");
+                self.picture.touch(id);
                 if let Some(tx) = reply {
                     deferred.push(Deferred::Priority(tx, r));
                 }
-                (true, true)
+                Outcome::Reschedule
             }
             Input::Config(update) => {
                 self.apply_config(update, now);
-                (true, true)
+                Outcome::Reschedule
             }
             Input::Reload { reply } => {
                 // Reading and validating the directory can take long (a huge or odd file):
                 // never on this task. The result comes back as `Reloaded`.
-                let (dir, tx) = (self.opts.config_dir.clone(), self.tx.clone());
+                let (dir, tx) = (self.opts.config_dir.clone(), self.exec.inputs());
                 tokio::spawn(async move {
                     let loaded = tokio::task::spawn_blocking(move || load_dir(&dir))
                         .await
@@ -663,12 +714,14 @@ impl Runtime {
                                 "reading the config failed: {e}"
                             ))])
                         });
-                    let _ = tx.send(Input::Exec(ExecReport(ExecKind::Reloaded {
-                        loaded,
-                        reply,
-                    })));
+                    let report = ExecKind::Reloaded { loaded, reply };
+                    let _ = tx.send(Input::Exec(ExecReport(report)));
                 });
-                (false, false)
+                Outcome::Nothing
+            }
+            Input::Exec(ExecReport(ExecKind::StateLost(why))) => {
+                self.halted = Some(why);
+                Outcome::Nothing
             }
             Input::Exec(ExecReport(ExecKind::Reloaded { loaded, reply })) => {
                 let result = match loaded {
@@ -685,14 +738,31 @@ impl Runtime {
                 if let Some(tx) = reply {
                     deferred.push(Deferred::Reload(tx, result));
                 }
-                (true, true)
-            }
-            Input::Exec(ExecReport(ExecKind::StateLost(why))) => {
-                self.halted = Some(why);
-                (false, false)
+                Outcome::Reschedule
             }
             Input::Exec(ExecReport(kind)) => self.exec_report(kind, now),
-            Input::AllJobs { .. } | Input::Shutdown { .. } | Input::Sync { .. } => (false, false),
+            Input::AllJobs { .. } | Input::Shutdown { .. } | Input::Sync { .. } => Outcome::Nothing,
+        }
+    }
+
+    fn cancel(&mut self, id: JobId, by: &str, now: i64) -> CancelOutcome {
+        if self.sched.job(id).is_none() {
+            // Finished and archived: nothing to do; never handed out: an error.
+            let error = (!self.existed(id)).then(|| format!("no job {id}"));
+            return CancelOutcome {
+                id,
+                cancelled: false,
+                error,
+            };
+        }
+        let cancelled = self.sched.cancel(id, by, now);
+        self.maybe_done.push(id);
+        self.picture.touch(id);
+        tracing::info!(job = %id, by = %by, cancelled, "cancel");
+        CancelOutcome {
+            id,
+            cancelled,
+            error: None,
         }
     }
 
@@ -739,20 +809,24 @@ impl Runtime {
         match update {
             ConfigUpdate::Applied(loaded) => {
                 let (mut capacity, warnings) = self.opts.discovery.capacity(&loaded.config);
+                for w in &warnings {
+                    tracing::warn!("{w}");
+                }
                 for c in &mut capacity {
                     c.devices
                         .retain(|d| !self.lost_devices.contains(&(c.unit.clone(), *d)));
                 }
-                for w in &warnings {
-                    tracing::warn!("{w}");
-                }
                 self.sched.apply_config(&loaded.config, &capacity, now);
                 self.exec.log_limits = loaded.config.env.logs.unwrap_or_default();
+                self.picture.touch_all();
                 if let Some(p) = &mut self.persist {
                     p.retain_days = retain_days(&loaded);
                     if p.config_hash.as_deref() != Some(loaded.hash.as_str()) {
                         let source = self.opts.config_dir.display().to_string();
-                        match p.store.record_config(&loaded.hash, &source, now) {
+                        let recorded = off_the_async_workers(|| {
+                            p.store.record_config(&loaded.hash, &source, now)
+                        });
+                        match recorded {
                             Ok(()) => p.config_hash = Some(loaded.hash.clone()),
                             Err(e) => tracing::warn!("cannot record the applied config: {e}"),
                         }
@@ -774,109 +848,100 @@ impl Runtime {
         }
     }
 
-    fn exec_report(&mut self, kind: ExecKind, now: i64) -> (bool, bool) {
+    fn exec_report(&mut self, kind: ExecKind, now: i64) -> Outcome {
         match kind {
             ExecKind::Spawned { job, attempt, pid } => {
                 self.exec.spawned(job, attempt, pid);
                 let starting = self
                     .sched
                     .job(job)
-                    .is_some_and(|j| j.state == crate::model::JobState::Scheduled);
+                    .is_some_and(|j| j.state == JobState::Scheduled);
                 if starting && self.exec.is_current(job, attempt) {
                     // SCHEDULED → STARTING: the supervisor exists, the command not yet.
-                    self.sched
-                        .set_running_state(job, crate::model::JobState::Starting);
-                    self.observed.push(Observed::StateChanged { job });
-                    return (false, true);
+                    self.set_state(job, JobState::Starting);
+                    return Outcome::Redraw;
                 }
-                (false, false)
+                Outcome::Nothing
             }
             ExecKind::Running { job, attempt } => {
                 if self.exec.is_current(job, attempt) {
-                    self.sched
-                        .set_running_state(job, crate::model::JobState::Running);
-                    self.observed.push(Observed::StateChanged { job });
-                    return (false, true);
+                    self.set_state(job, JobState::Running);
+                    return Outcome::Redraw;
                 }
-                (false, false)
+                Outcome::Nothing
             }
             ExecKind::Exited {
                 job,
                 attempt,
                 status,
-            } => {
-                if !self.exec.finished(job, attempt) {
-                    return (false, false);
+            } => self.attempt_ended(job, attempt, status.code, now),
+            ExecKind::Probed { job, attempt, exit } => match exit {
+                None => {
+                    self.exec.probe_later(&mut self.timers, job, attempt);
+                    Outcome::Nothing
                 }
-                let stopping = self.sched.job(job).is_some_and(|j| j.is_stopping());
-                tracing::info!(job = %job, attempt, code = status.code, stopping, "attempt ended");
-                self.maybe_done.push(job);
-                let fact = if stopping {
-                    Observed::Released {
-                        job,
-                        code: Some(status.code),
-                    }
-                } else {
-                    Observed::Exited {
-                        job,
-                        code: status.code,
-                    }
-                };
-                fact.apply(&mut self.sched, now);
-                self.observed.push(fact);
-                (true, true)
-            }
-            ExecKind::GraceOver { job, attempt } => {
-                self.exec.kill_if_current(job, attempt);
-                (false, false)
-            }
-            ExecKind::TimeoutOver { job, attempt } => {
-                if self.exec.is_current(job, attempt) {
-                    tracing::info!(job = %job, "timeout");
-                    self.sched.timeout(job, now);
-                    return (true, true);
-                }
-                (false, false)
-            }
-            ExecKind::Flush => {
-                self.flush_pending = false;
-                (false, false)
-            }
-            ExecKind::Prune => {
-                if let Some(p) = &mut self.persist {
-                    match p.store.prune_jobs(p.retain_days, now) {
-                        Ok(ids) => {
-                            tracing::info!(
-                                jobs = ids.len(),
-                                days = p.retain_days,
-                                "history pruned"
-                            );
-                            let state = self.opts.state.clone();
-                            tokio::task::spawn_blocking(move || {
-                                crate::exec::runfiles::remove_jobs(&state, &ids)
-                            });
-                        }
-                        Err(e) => tracing::warn!("cannot prune the history: {e}"),
-                    }
-                }
-                (false, false)
-            }
+                Some(status) => self.attempt_ended(job, attempt, status.code, now),
+            },
             ExecKind::Telemetry(samples) => {
                 let changed = samples != self.samples;
                 self.samples = samples;
-                (false, changed)
+                if changed {
+                    Outcome::Redraw
+                } else {
+                    Outcome::Nothing
+                }
             }
             ExecKind::DeviceLost { unit, device, why } => {
                 if !self.lost_devices.insert((unit.clone(), device)) {
-                    return (false, false);
+                    return Outcome::Nothing;
                 }
                 tracing::error!(unit = %unit, device, "GPU lost ({why}): its jobs are preempted (DEVICE_LOST) and it is no longer handed out");
                 self.sched.device_lost(&unit, device, now);
-                (true, true)
+                self.picture.touch_all();
+                Outcome::Reschedule
             }
             // Handled in `handle`.
-            ExecKind::Reloaded { .. } | ExecKind::StateLost(_) => (false, false),
+            ExecKind::Reloaded { .. } | ExecKind::StateLost(_) => Outcome::Nothing,
         }
+    }
+
+    fn set_state(&mut self, job: JobId, state: JobState) {
+        self.sched.set_running_state(job, state);
+        self.observed.push(Observed::StateChanged { job });
+        self.picture.touch(job);
+    }
+
+    /// An attempt's supervisor ended with `code`.
+    fn attempt_ended(&mut self, job: JobId, attempt: u32, code: i32, now: i64) -> Outcome {
+        if !self.exec.finished(&mut self.timers, job, attempt) {
+            return Outcome::Nothing;
+        }
+        let stopping = self.sched.job(job).is_some_and(|j| j.is_stopping());
+        tracing::info!(job = %job, attempt, code, stopping, "attempt ended");
+        self.maybe_done.push(job);
+        self.picture.touch(job);
+        let fact = if stopping {
+            Observed::Released {
+                job,
+                code: Some(code),
+            }
+        } else {
+            Observed::Exited { job, code }
+        };
+        fact.apply(&mut self.sched, now);
+        self.observed.push(fact);
+        Outcome::Reschedule
+    }
+}
+
+/// Run blocking work (SQLite) without holding up the other tasks: on a multi-threaded
+/// runtime the worker hands its other tasks over first; on a single-threaded one (tests)
+/// it just runs.
+fn off_the_async_workers<R>(f: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }
 

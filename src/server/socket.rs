@@ -4,8 +4,10 @@
 use super::input::Input;
 use super::protocol::{JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
 use crate::exec::StateDir;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, Update};
+use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
+use std::pin::Pin;
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -96,6 +98,22 @@ fn peer_user(stream: &UnixStream) -> String {
     }
 }
 
+/// How many requests of one connection may wait for their answers at once.
+const PIPELINE_DEPTH: usize = 1024;
+
+/// An answer on its way: the request was handed to the runtime when it was read.
+type Pending = Pin<Box<dyn Future<Output = Response> + Send>>;
+
+/// What the reading half hands the writing half, in request order.
+enum Outgoing {
+    Answer(Pending),
+    /// The client asked to subscribe: after the answers before it, stream the picture.
+    Subscribe,
+}
+
+/// One connection. Requests may be pipelined: each is handed to the runtime as soon as
+/// it is read (so the runtime sees them in order and records concurrent submits in one
+/// commit), and the answers are written in request order.
 async fn connection(
     stream: UnixStream,
     inputs: mpsc::UnboundedSender<Input>,
@@ -103,8 +121,22 @@ async fn connection(
     idle: std::time::Duration,
 ) -> std::io::Result<()> {
     let user = peer_user(&stream);
-    let (r, mut w) = stream.into_split();
-    let mut r = BufReader::new(r);
+    let (r, w) = stream.into_split();
+    let (tx, rx) = mpsc::channel(PIPELINE_DEPTH);
+    let reading = read_requests(BufReader::new(r), user, inputs, snapshots.clone(), tx, idle);
+    let writing = write_answers(w, rx, snapshots);
+    let (read, write) = tokio::join!(reading, writing);
+    read.and(write)
+}
+
+async fn read_requests(
+    mut r: BufReader<tokio::net::unix::OwnedReadHalf>,
+    user: String,
+    inputs: mpsc::UnboundedSender<Input>,
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    out: mpsc::Sender<Outgoing>,
+    idle: std::time::Duration,
+) -> std::io::Result<()> {
     loop {
         let mut line = Vec::new();
         let mut limited = (&mut r).take(MAX_LINE as u64 + 1);
@@ -116,43 +148,75 @@ async fn connection(
         if n == 0 {
             return Ok(());
         }
-        let too_long = line.len() > MAX_LINE;
-        if !too_long
-            && matches!(
-                serde_json::from_slice::<Request>(trim_line(&line)),
-                Ok(Request::Subscribe)
-            )
-        {
-            return stream_snapshots(w, snapshots).await;
-        }
-        let answer = if too_long {
-            Response::error(format!(
+        if line.len() > MAX_LINE {
+            let e = Response::error(format!(
                 "request too large: a request line may hold at most {MAX_LINE} bytes (1 MiB)"
-            ))
-        } else {
-            answer(&line, &user, &inputs, &snapshots).await
-        };
-        let mut out = serde_json::to_vec(&answer).unwrap_or_else(|_| b"{\"ok\":false}".to_vec());
-        out.push(b'\n');
-        w.write_all(&out).await?;
-        if too_long {
+            ));
             // The rest of the oversized line cannot be told from a next request.
+            let _ = out.send(Outgoing::Answer(ready(e))).await;
             return Ok(());
+        }
+        let next = match serde_json::from_slice::<Request>(trim_line(&line)) {
+            Ok(Request::Subscribe) => Outgoing::Subscribe,
+            _ => Outgoing::Answer(dispatch(&line, &user, &inputs, &snapshots)),
+        };
+        let subscribe = matches!(next, Outgoing::Subscribe);
+        if out.send(next).await.is_err() || subscribe {
+            return Ok(()); // the writer is gone, or the connection now streams
         }
     }
 }
 
-/// Write the current snapshot, then one after each change, throttled.
-async fn stream_snapshots(
+async fn write_answers(
+    mut w: tokio::net::unix::OwnedWriteHalf,
+    mut answers: mpsc::Receiver<Outgoing>,
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+) -> std::io::Result<()> {
+    while let Some(next) = answers.recv().await {
+        let answer = match next {
+            Outgoing::Answer(pending) => pending.await,
+            Outgoing::Subscribe => return stream_updates(w, snapshots).await,
+        };
+        let out = if answer.jobs.is_some() {
+            // A long job list: write it out off the async workers.
+            tokio::task::spawn_blocking(move || answer_bytes(&answer))
+                .await
+                .map_err(std::io::Error::other)?
+        } else {
+            answer_bytes(&answer)
+        };
+        w.write_all(&out).await?;
+    }
+    Ok(())
+}
+
+fn answer_bytes(answer: &Response) -> Vec<u8> {
+    let mut out = serde_json::to_vec(answer).unwrap_or_else(|_| b"{\"ok\":false}".to_vec());
+    out.push(b'\n');
+    out
+}
+
+/// Write the whole picture, then after each change (throttled) what changed since the
+/// version sent last; the whole picture again only if the change log no longer reaches
+/// back that far.
+async fn stream_updates(
     mut w: tokio::net::unix::OwnedWriteHalf,
     mut snapshots: watch::Receiver<Arc<Snapshot>>,
 ) -> std::io::Result<()> {
     let every = std::time::Duration::from_millis(super::protocol::SUBSCRIBE_EVERY_MS);
+    let mut sent: Option<Arc<Snapshot>> = None;
     loop {
         let snap = snapshots.borrow_and_update().clone();
-        let mut out = serde_json::to_vec(&*snap).map_err(std::io::Error::other)?;
-        out.push(b'\n');
+        let update = snap.update_since(sent.as_deref());
+        let out = match &update {
+            // The whole queue: serialise it off the async workers.
+            Update::Full(_) => tokio::task::spawn_blocking(move || update_bytes(&update))
+                .await
+                .map_err(std::io::Error::other)??,
+            Update::Delta(_) => update_bytes(&update)?,
+        };
         w.write_all(&out).await?;
+        sent = Some(snap);
         tokio::time::sleep(every).await;
         if snapshots.changed().await.is_err() {
             return Ok(()); // the runtime ended
@@ -160,78 +224,98 @@ async fn stream_snapshots(
     }
 }
 
-async fn answer(
+fn update_bytes(update: &Update) -> std::io::Result<Vec<u8>> {
+    let mut out = serde_json::to_vec(update).map_err(std::io::Error::other)?;
+    out.push(b'\n');
+    Ok(out)
+}
+
+fn ready(r: Response) -> Pending {
+    Box::pin(std::future::ready(r))
+}
+
+fn gone() -> Response {
+    Response::error("the scheduler is shutting down")
+}
+
+/// Hand a request to the runtime now; the returned future waits for its answer.
+fn dispatch(
     line: &[u8],
     user: &str,
     inputs: &mpsc::UnboundedSender<Input>,
     snapshots: &watch::Receiver<Arc<Snapshot>>,
-) -> Response {
+) -> Pending {
     let text = trim_line(line);
     if text.is_empty() {
-        return Response::error("empty request: send one JSON object per line");
+        return ready(Response::error(
+            "empty request: send one JSON object per line",
+        ));
     }
     let req: Request = match serde_json::from_slice(text) {
         Ok(r) => r,
-        Err(e) => return Response::error(format!("malformed request: {e}")),
+        Err(e) => return ready(Response::error(format!("malformed request: {e}"))),
     };
-    let gone = || Response::error("the scheduler is shutting down");
-    if matches!(req, Request::Jobs { .. } | Request::Status) {
-        // Read-your-writes: the snapshot must include everything sent before.
+    // Read-your-writes: the snapshot read for the answer must include everything sent
+    // before, so a `Sync` is queued behind it now.
+    let synced = if matches!(req, Request::Jobs { .. } | Request::Status) {
         let (tx, rx) = oneshot::channel();
-        if inputs.send(Input::Sync { reply: tx }).is_err() || rx.await.is_err() {
-            return gone();
+        if inputs.send(Input::Sync { reply: tx }).is_err() {
+            return ready(gone());
         }
-    }
+        Some(rx)
+    } else {
+        None
+    };
     match req {
         Request::Submit { job } => {
             let (tx, rx) = oneshot::channel();
-            if inputs
-                .send(Input::Submit {
-                    spec: job,
-                    reply: Some(tx),
-                })
-                .is_err()
-            {
-                return gone();
+            let sent = inputs.send(Input::Submit {
+                spec: job,
+                reply: Some(tx),
+            });
+            if sent.is_err() {
+                return ready(gone());
             }
-            match rx.await {
-                Ok(Ok(id)) => Response {
-                    id: Some(id),
-                    ..Response::ok()
-                },
-                Ok(Err(e)) => Response::error(e),
-                Err(_) => gone(),
-            }
+            Box::pin(async move {
+                match rx.await {
+                    Ok(Ok(id)) => Response {
+                        id: Some(id),
+                        ..Response::ok()
+                    },
+                    Ok(Err(e)) => Response::error(e),
+                    Err(_) => gone(),
+                }
+            })
         }
         Request::Cancel { ids } => {
             if ids.is_empty() {
-                return Response::error("cancel: no job id given");
+                return ready(Response::error("cancel: no job id given"));
             }
             let (tx, rx) = oneshot::channel();
             let by = user.to_string();
-            if inputs
-                .send(Input::Cancel {
-                    ids,
-                    by,
-                    reply: Some(tx),
-                })
-                .is_err()
-            {
-                return gone();
+            let sent = inputs.send(Input::Cancel {
+                ids,
+                by,
+                reply: Some(tx),
+            });
+            if sent.is_err() {
+                return ready(gone());
             }
-            match rx.await {
-                Ok(outcomes) => {
-                    let errors: Vec<String> =
-                        outcomes.iter().filter_map(|o| o.error.clone()).collect();
-                    Response {
-                        ok: errors.is_empty(),
-                        error: (!errors.is_empty()).then(|| errors.join("; ")),
-                        cancelled: Some(outcomes),
-                        ..Response::default()
+            Box::pin(async move {
+                match rx.await {
+                    Ok(outcomes) => {
+                        let errors: Vec<String> =
+                            outcomes.iter().filter_map(|o| o.error.clone()).collect();
+                        Response {
+                            ok: errors.is_empty(),
+                            error: (!errors.is_empty()).then(|| errors.join("; ")),
+                            cancelled: Some(outcomes),
+                            ..Response::default()
+                        }
                     }
+                    Err(_) => gone(),
                 }
-                Err(_) => gone(),
-            }
+            })
         }
         Request::Priority { id, priority } => {
             let (tx, rx) = oneshot::channel();
@@ -241,82 +325,122 @@ async fn answer(
                 reply: Some(tx),
             };
             if inputs.send(msg).is_err() {
-                return gone();
+                return ready(gone());
             }
-            match rx.await {
-                Ok(Ok(changed)) => Response {
-                    changed: Some(changed),
-                    ..Response::ok()
-                },
-                Ok(Err(e)) => Response::error(e),
-                Err(_) => gone(),
-            }
+            Box::pin(async move {
+                match rx.await {
+                    Ok(Ok(changed)) => Response {
+                        changed: Some(changed),
+                        ..Response::ok()
+                    },
+                    Ok(Err(e)) => Response::error(e),
+                    Err(_) => gone(),
+                }
+            })
         }
         Request::Reload => {
             let (tx, rx) = oneshot::channel();
             if inputs.send(Input::Reload { reply: Some(tx) }).is_err() {
-                return gone();
+                return ready(gone());
             }
-            match rx.await {
-                Ok(Ok(())) => Response::ok(),
-                Ok(Err(e)) => Response::error(format!("config rejected:\n{e}")),
-                Err(_) => gone(),
-            }
+            Box::pin(async move {
+                match rx.await {
+                    Ok(Ok(())) => Response::ok(),
+                    Ok(Err(e)) => Response::error(format!("config rejected:\n{e}")),
+                    Err(_) => gone(),
+                }
+            })
         }
         Request::Jobs { all } => {
-            let snap = snapshots.borrow().clone();
-            let finished = if all {
-                let (tx, rx) = oneshot::channel();
-                if inputs.send(Input::AllJobs { reply: tx }).is_err() {
+            let (inputs, snapshots) = (inputs.clone(), snapshots.clone());
+            Box::pin(async move {
+                if let Some(rx) = synced
+                    && rx.await.is_err()
+                {
                     return gone();
                 }
-                match rx.await {
-                    Ok(mut v) => {
-                        v.retain(|j| j.state.is_finished());
-                        v.sort_by_key(|j| std::cmp::Reverse((j.finished, j.id)));
-                        v
-                    }
-                    Err(_) => return gone(),
-                }
-            } else {
-                Vec::new()
-            };
-            // A job that finished between the snapshot and the history read is listed
-            // once, as finished (the newer word).
-            let done: std::collections::HashSet<_> = finished.iter().map(|j| j.id).collect();
-            let live = |v: &Vec<crate::snapshot::JobView>| {
-                v.iter()
-                    .filter(|j| !done.contains(&j.id))
-                    .cloned()
-                    .collect::<Vec<_>>()
-            };
-            Response {
-                jobs: Some(JobsAnswer {
-                    queue: live(&snap.queue),
-                    running: live(&snap.running),
-                    finished,
-                    preemptions: snap.preemptions.clone(),
-                }),
-                ..Response::ok()
-            }
+                jobs(all, &inputs, &snapshots).await
+            })
         }
-        Request::Subscribe => Response::error("subscribe: send it as the first request"),
+        Request::Subscribe => ready(Response::error("subscribe: send it as the first request")),
         Request::Status => {
-            let s = snapshots.borrow().clone();
-            Response {
-                status: Some(StatusAnswer {
-                    env_name: s.env_name.clone(),
-                    config: s.config.clone(),
-                    units: s.units.clone(),
-                    shares: s.shares.clone(),
-                    lending: s.lending.clone(),
-                    grace_period_seconds: s.grace_period_seconds,
-                    queued: s.queue.len(),
-                    running: s.running.len(),
-                }),
-                ..Response::ok()
-            }
+            let snapshots = snapshots.clone();
+            Box::pin(async move {
+                if let Some(rx) = synced
+                    && rx.await.is_err()
+                {
+                    return gone();
+                }
+                let s = snapshots.borrow().clone();
+                Response {
+                    status: Some(StatusAnswer {
+                        env_name: s.env_name.clone(),
+                        config: s.config.clone(),
+                        units: s.units.clone(),
+                        shares: s.shares.clone(),
+                        lending: s.lending.clone(),
+                        grace_period_seconds: s.grace_period_seconds,
+                        queued: s.queue.len(),
+                        running: s.running.len(),
+                    }),
+                    ..Response::ok()
+                }
+            })
         }
+    }
+}
+
+/// The `jobs` answer: the live jobs from the latest snapshot, with `all` the finished
+/// ones the runtime reads from its history.
+async fn jobs(
+    all: bool,
+    inputs: &mpsc::UnboundedSender<Input>,
+    snapshots: &watch::Receiver<Arc<Snapshot>>,
+) -> Response {
+    let snap = snapshots.borrow().clone();
+    let finished = if all {
+        let (tx, rx) = oneshot::channel();
+        if inputs.send(Input::AllJobs { reply: tx }).is_err() {
+            return gone();
+        }
+        match rx.await {
+            Ok(mut v) => {
+                v.retain(|j| j.state.is_finished());
+                v.sort_by_key(|j| std::cmp::Reverse((j.finished, j.id)));
+                v
+            }
+            Err(_) => return gone(),
+        }
+    } else {
+        Vec::new()
+    };
+    // Writing out 100,000 rows takes a while: not on an async worker.
+    let answer = tokio::task::spawn_blocking(move || jobs_answer(&snap, finished)).await;
+    match answer {
+        Ok(jobs) => Response {
+            jobs: Some(jobs),
+            ..Response::ok()
+        },
+        Err(e) => Response::error(format!("cannot list the jobs: {e}")),
+    }
+}
+
+/// The `jobs` answer from a snapshot and the finished jobs read for `--all`. A job that
+/// finished between the snapshot and the history read is listed once, as finished (the
+/// newer word).
+fn jobs_answer(snap: &Snapshot, finished: Vec<crate::snapshot::JobView>) -> JobsAnswer {
+    let done: std::collections::HashSet<_> = finished.iter().map(|j| j.id).collect();
+    let live = |j: &&crate::snapshot::JobView| !done.contains(&j.id);
+    JobsAnswer {
+        queue: snap
+            .queue
+            .iter()
+            .filter(live)
+            .map(|j| snap.resolved(j))
+            .collect(),
+        running: snap.running.iter().filter(live).cloned().collect(),
+        finished,
+        preemptions: snap.preemptions.to_vec(),
     }
 }
 

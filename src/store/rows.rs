@@ -110,6 +110,7 @@ impl JobRecord {
             devices: self.devices.clone(),
             on_borrowed: false,
             reason: Arc::from(reason),
+            reason_group: None,
             stopping: None,
             attempts: self.attempts,
             preempted_count: self.preempted_count,

@@ -7,6 +7,7 @@ use super::logs::LogSource;
 use super::popups::submit::SubmitForm;
 use super::theme::Theme;
 use crate::model::JobId;
+use crate::snapshot::list::JobRows;
 use crate::snapshot::{JobView, Snapshot};
 use ratatui::layout::Rect;
 use std::sync::Arc;
@@ -153,8 +154,9 @@ pub const FRESH_MS: i64 = 5_000;
 
 impl App {
     pub fn new(snap: Arc<Snapshot>, theme: Theme) -> App {
-        let queue_rows = RowOrder::build(&snap.queue, &Filter::default(), Sort::Scheduling);
-        let running_rows = RowOrder::build(&snap.running, &Filter::default(), Sort::Scheduling);
+        let queue_rows = RowOrder::build(&snap, &snap.queue, &Filter::default(), Sort::Scheduling);
+        let running_rows =
+            RowOrder::build(&snap, &snap.running, &Filter::default(), Sort::Scheduling);
         App {
             id_width: id_width(&snap),
             now: snap.at,
@@ -191,7 +193,7 @@ impl App {
         if let Mode::Details(j) = &self.mode {
             let id = j.id;
             if let Some(fresh) = self.find_job(id) {
-                self.mode = Mode::Details(Box::new(fresh.clone()));
+                self.mode = Mode::Details(Box::new(self.snap.resolved(fresh)));
             }
         }
         self.clamp_all();
@@ -199,13 +201,14 @@ impl App {
 
     /// Recompute the shown order of the queue and running lists (filter or sort changed).
     pub fn rebuild_rows(&mut self) {
-        self.queue_rows = RowOrder::build(&self.snap.queue, &self.filter, self.sort);
-        self.running_rows = RowOrder::build(&self.snap.running, &self.filter, Sort::Scheduling);
+        let snap = &self.snap;
+        self.queue_rows = RowOrder::build(snap, &snap.queue, &self.filter, self.sort);
+        self.running_rows = RowOrder::build(snap, &snap.running, &self.filter, Sort::Scheduling);
     }
 
     fn reselect(&mut self, pane: Pane, id: Option<JobId>) {
         let Some(id) = id else { return };
-        let (rows, list) = match pane {
+        let (rows, list): (_, &dyn JobRows) = match pane {
             Pane::Queue => (&self.queue_rows, &self.snap.queue),
             Pane::Running => (&self.running_rows, &self.snap.running),
             _ => return,
@@ -213,16 +216,12 @@ impl App {
         let i = self.sel[pane.index()];
         if rows
             .get(i)
-            .and_then(|ix| list.get(ix))
+            .and_then(|ix| list.row(ix))
             .is_some_and(|j| j.id == id)
         {
             return;
         }
-        if let Some(pos) = list
-            .iter()
-            .position(|j| j.id == id)
-            .and_then(|ix| rows.position(ix))
-        {
+        if let Some(pos) = list.index_of(id).and_then(|ix| rows.position(ix)) {
             self.sel[pane.index()] = pos;
         }
     }

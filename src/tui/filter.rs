@@ -1,7 +1,8 @@
 //! The `/` filter (text, `share:NAME`, `!` negation), the `o` sort orders, and the cached
 //! row order of a long job list so that a frame only touches the visible window.
 
-use crate::snapshot::JobView;
+use crate::snapshot::list::JobRows;
+use crate::snapshot::{JobView, Snapshot};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Term {
@@ -52,11 +53,16 @@ impl Filter {
     }
 
     pub fn matches(&self, j: &JobView) -> bool {
+        self.matches_with_reason(j, &j.reason)
+    }
+
+    /// Match a row whose reason is `reason` (a queued row's reason is its group's).
+    pub fn matches_with_reason(&self, j: &JobView, reason: &str) -> bool {
         self.terms.iter().all(|(neg, t)| {
             let hit = match t {
                 Term::Share(s) => j.share == *s,
                 Term::Text(t, id) => {
-                    *id == Some(j.id.0) || contains_ci(&j.name, t) || contains_ci(&j.reason, t)
+                    *id == Some(j.id.0) || contains_ci(&j.name, t) || contains_ci(reason, t)
                 }
             };
             hit != *neg
@@ -120,16 +126,26 @@ pub struct RowOrder {
 
 impl RowOrder {
     /// Compute the shown order of `jobs` (O(n log n), once per snapshot or filter change).
-    pub fn build(jobs: &[JobView], filter: &Filter, sort: Sort) -> RowOrder {
+    pub fn build<R: JobRows + ?Sized>(
+        snap: &Snapshot,
+        jobs: &R,
+        filter: &Filter,
+        sort: Sort,
+    ) -> RowOrder {
         if filter.is_empty() && sort == Sort::Scheduling {
             return RowOrder {
                 rows: None,
-                len: jobs.len(),
+                len: jobs.row_count(),
             };
         }
-        let mut rows: Vec<u32> = (0..jobs.len() as u32)
-            .filter(|&i| filter.matches(&jobs[i as usize]))
+        let views: Vec<&JobView> = (0..jobs.row_count()).filter_map(|i| jobs.row(i)).collect();
+        let mut rows: Vec<u32> = (0..views.len() as u32)
+            .filter(|&i| {
+                let j = views[i as usize];
+                filter.matches_with_reason(j, snap.reason(j))
+            })
             .collect();
+        let jobs = &views;
         // Stable sorts: ties keep scheduling order.
         match sort {
             Sort::Scheduling => {}
@@ -195,6 +211,7 @@ mod tests {
             devices: vec![],
             on_borrowed: false,
             reason: Arc::from("no idle capacity to borrow"),
+            reason_group: None,
             stopping: None,
             attempts: 0,
             preempted_count: 0,
@@ -228,19 +245,39 @@ mod tests {
             job(2, "b", "s1", 5, 10),
             job(3, "c", "s1", 5, 20),
         ];
-        let o = RowOrder::build(&jobs, &Filter::default(), Sort::Scheduling);
+        let o = RowOrder::build(
+            &Snapshot::empty(),
+            &jobs,
+            &Filter::default(),
+            Sort::Scheduling,
+        );
         assert_eq!((o.len(), o.get(2), o.get(3)), (3, Some(2), None));
-        let o = RowOrder::build(&jobs, &Filter::default(), Sort::LongestWait);
+        let o = RowOrder::build(
+            &Snapshot::empty(),
+            &jobs,
+            &Filter::default(),
+            Sort::LongestWait,
+        );
         assert_eq!(
             (0..3).map(|i| o.get(i).unwrap()).collect::<Vec<_>>(),
             vec![1, 2, 0]
         );
-        let o = RowOrder::build(&jobs, &Filter::default(), Sort::Priority);
+        let o = RowOrder::build(
+            &Snapshot::empty(),
+            &jobs,
+            &Filter::default(),
+            Sort::Priority,
+        );
         assert_eq!(
             (0..3).map(|i| o.get(i).unwrap()).collect::<Vec<_>>(),
             vec![1, 2, 0]
         );
-        let o = RowOrder::build(&jobs, &Filter::parse("share:s1").unwrap(), Sort::Scheduling);
+        let o = RowOrder::build(
+            &Snapshot::empty(),
+            &jobs,
+            &Filter::parse("share:s1").unwrap(),
+            Sort::Scheduling,
+        );
         assert_eq!((o.len(), o.get(0), o.position(2)), (2, Some(1), Some(1)));
         assert_eq!(Sort::Gpus.next(), Sort::Scheduling);
     }

@@ -5,7 +5,7 @@
 use crate::config::{parse_documents, validate};
 use crate::model::{JobId, JobSpec};
 use crate::sched::{Event, Sched, Time, UnitCapacity};
-use crate::snapshot::{ConfigStatus, JobView, PreemptionRecord, Snapshot, Telemetry};
+use crate::snapshot::{ConfigStatus, JobList, JobView, PreemptionRecord, Snapshot, Telemetry};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -281,7 +281,7 @@ pub fn lab() -> Snapshot {
     }
     let mut snap = d.snapshot(NOW, NOW - 206_000);
     // One preemption a moment ago, to show the fresh highlight.
-    if let Some(first) = snap.preemptions.first_mut() {
+    if let Some(first) = Arc::make_mut(&mut snap.preemptions).first_mut() {
         first.at = NOW - 2_000;
     }
     snap
@@ -294,7 +294,7 @@ pub fn with_queue_len(base: &Snapshot, n: usize) -> Snapshot {
     let template: Vec<JobView> = if base.queue.is_empty() {
         base.running.clone()
     } else {
-        base.queue.clone()
+        base.queue_views()
     };
     if template.is_empty() {
         return s;
@@ -309,19 +309,22 @@ pub fn with_queue_len(base: &Snapshot, n: usize) -> Snapshot {
         + 1;
     let reason: Arc<str> =
         Arc::from("waiting for vision capacity (2/2 in use); no idle capacity to borrow");
-    while s.queue.len() < n {
-        let mut j = template[s.queue.len() % template.len()].clone();
+    let mut queue = s.queue_views();
+    while queue.len() < n {
+        let mut j = template[queue.len() % template.len()].clone();
         j.id = JobId(next);
         j.name = format!("sweep-{next}");
-        j.submitted = NOW - 1_000 * (n - s.queue.len()) as i64 / 10;
+        j.submitted = NOW - 1_000 * (n - queue.len()) as i64 / 10;
         j.reason = reason.clone();
+        j.reason_group = None;
         j.nominated = false;
         j.started = None;
         j.devices.clear();
         j.stopping = None;
-        s.queue.push(j);
+        queue.push(j);
         next += 1;
     }
+    s.queue = JobList::from_views(queue);
     for sh in &mut s.shares {
         sh.queued = s.queue.iter().filter(|j| j.share == sh.name).count();
     }

@@ -299,7 +299,7 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
                     );
                 }
             }
-            (_, Some(j)) => app.mode = Mode::Details(Box::new(j)),
+            (_, Some(j)) => app.mode = Mode::Details(Box::new(app.snap.resolved(&j))),
             (_, None) => return nothing(app),
         },
         KeyCode::Esc if !app.filter.is_empty() => set_filter(app, ""),

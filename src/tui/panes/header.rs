@@ -46,7 +46,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         .filter(|u| u.oversubscribed())
         .map(|u| {
             format!(
-                "⚠ {} oversubscribed: {} guaranteed > {} usable",
+                "⚠ {} oversubscribed: {} guaranteed > {} usable, guarantees may wait",
                 u.name, u.guaranteed, u.usable
             )
         })

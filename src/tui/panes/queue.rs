@@ -62,7 +62,8 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
             break;
         };
         let colour = t.share(&j.share);
-        let reason_style = if j.reason.starts_with("QUOTA_MANAGEMENT") {
+        let reason = app.snap.reason(j);
+        let reason_style = if reason.starts_with("QUOTA_MANAGEMENT") {
             t.error_style()
         } else if j.nominated {
             t.warn_style()
@@ -85,7 +86,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
             Span::raw(" "),
             Span::styled(rpad(&duration(app.now - j.submitted), 7), t.text()),
             Span::raw("  "),
-            Span::styled(fit(&j.reason, reason_w), reason_style),
+            Span::styled(fit(reason, reason_w), reason_style),
         ];
         lines.push(Line::from(spans).style(row_style(app, Pane::Queue, i)));
     }

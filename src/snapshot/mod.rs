@@ -1,13 +1,22 @@
 //! An immutable picture of the scheduler for the console and the control socket: shares,
 //! lending, queue with reasons, running jobs, GPUs, preemption log and config state.
-//! Built by the runtime after each change and shared as `Arc<Snapshot>`; readers never
-//! touch the live scheduler.
+//! The runtime keeps it up to date change by change ([`Picture`]) and shares it as
+//! `Arc<Snapshot>`; consecutive snapshots share every queue chunk that did not change,
+//! and subscribers get [`Delta`]s. Readers never touch the live scheduler.
 
 use crate::model::{JobId, JobState, Strategy};
-use crate::sched::{LendEdge, Phase, Sched, StopCause, Time};
+use crate::sched::{LendEdge, Phase, QKey, Sched, StopCause, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+pub mod delta;
+pub mod list;
+mod picture;
+
+pub use delta::{Change, ChangeLog, Delta, Update};
+pub use list::JobList;
+pub use picture::Picture;
 
 /// The config as the runtime last saw it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,8 +97,12 @@ pub struct JobView {
     pub devices: Vec<u32>,
     /// How many of its GPUs are beyond its share's limit right now (running jobs).
     pub on_borrowed: bool,
-    /// Why it waits (queued), or what it is doing.
+    /// Why it waits (queued), or what it is doing. Empty for a queued row of a reason
+    /// group: see [`Snapshot::reason`].
     pub reason: Arc<str>,
+    /// The reason group of a queued row (`Snapshot::reasons`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason_group: Option<u32>,
     /// Being stopped: why, and since when (ms).
     pub stopping: Option<(String, i64)>,
     pub attempts: u32,
@@ -123,6 +136,23 @@ pub struct Telemetry {
     pub mem_total: u64,
 }
 
+/// Why the queued jobs of one reason group wait: every RUNNABLE, not nominated job of
+/// one (share, unit, quantity) waits for the same reason, except those behind the lane's
+/// first nominated job (SPEC §4.4), which wait for `blocked`. A queued row names its group in
+/// [`JobView::reason_group`], so a change that alters a lane's reason rewrites one entry
+/// here rather than every row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupReason {
+    pub reason: Arc<str>,
+    /// (priority, submitted, id) of the lane's first nominated job, and the reason of the
+    /// group's jobs after it in scheduling order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<((u32, i64, JobId), Arc<str>)>,
+}
+
+/// Reason groups by id.
+pub type Reasons = HashMap<u32, GroupReason>;
+
 /// Everything a reader needs, at one instant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -135,15 +165,22 @@ pub struct Snapshot {
     pub units: Vec<UnitView>,
     pub shares: Vec<ShareView>,
     pub lending: Vec<LendEdge>,
-    /// RUNNABLE jobs in scheduling order.
-    pub queue: Vec<JobView>,
+    /// RUNNABLE jobs in scheduling order (rows of a reason group carry no reason text:
+    /// read it with [`Snapshot::reason`]).
+    pub queue: JobList,
+    /// The reason groups of the queue's rows.
+    #[serde(default)]
+    pub reasons: Arc<Reasons>,
     /// Jobs holding GPUs.
     pub running: Vec<JobView>,
     /// Recently finished jobs, newest first.
-    pub finished: Vec<JobView>,
+    pub finished: Arc<Vec<JobView>>,
     /// Newest first.
-    pub preemptions: Vec<PreemptionRecord>,
+    pub preemptions: Arc<Vec<PreemptionRecord>>,
     pub grace_period_seconds: u32,
+    /// What changed in the queue in the last versions (for deltas to subscribers).
+    #[serde(skip)]
+    pub changes: ChangeLog,
 }
 
 impl Snapshot {
@@ -157,15 +194,45 @@ impl Snapshot {
             units: Vec::new(),
             shares: Vec::new(),
             lending: Vec::new(),
-            queue: Vec::new(),
+            queue: JobList::new(),
+            reasons: Arc::default(),
             running: Vec::new(),
-            finished: Vec::new(),
-            preemptions: Vec::new(),
+            finished: Arc::default(),
+            preemptions: Arc::default(),
             grace_period_seconds: 30,
+            changes: ChangeLog::default(),
         }
     }
 
-    /// Build from the live scheduler. `telemetry` is keyed by (unit, device index).
+    /// Why a job waits (queued rows) or what it does.
+    pub fn reason<'a>(&'a self, j: &'a JobView) -> &'a str {
+        let Some(g) = j.reason_group.and_then(|g| self.reasons.get(&g)) else {
+            return &j.reason;
+        };
+        match &g.blocked {
+            Some(((p, s, id), why)) if list::key_of(j) > QKey::new(*p, *s, *id) => why,
+            _ => &g.reason,
+        }
+    }
+
+    /// A view with its reason written out (for answers that leave the process).
+    pub fn resolved(&self, j: &JobView) -> JobView {
+        let mut v = j.clone();
+        if v.reason_group.is_some() {
+            v.reason = Arc::from(self.reason(j));
+            v.reason_group = None;
+        }
+        v
+    }
+
+    /// The queue with every reason written out (O(queue); for `jobs`, off the runtime).
+    pub fn queue_views(&self) -> Vec<JobView> {
+        self.queue.iter().map(|j| self.resolved(j)).collect()
+    }
+
+    /// Build the whole picture from the live scheduler. `telemetry` is keyed by (unit,
+    /// device index). The live runtime builds it once and then keeps it up to date with
+    /// [`Picture`]; this is also what a test compares that against.
     pub fn build(
         sched: &Sched,
         at: Time,
@@ -174,44 +241,28 @@ impl Snapshot {
         preemptions: Vec<PreemptionRecord>,
         telemetry: &HashMap<(String, u32), Telemetry>,
     ) -> Snapshot {
-        let mut queue = Vec::new();
-        let mut running = Vec::new();
-        let mut finished = Vec::new();
-        // Jobs of one lane and quantity that are neither nominated nor blocked wait for the
-        // same reason: compute it once.
-        let mut memo: HashMap<(usize, usize, u32, bool), Arc<str>> = HashMap::new();
-        let order = sched.queue();
-        let mut oldest: HashMap<(String, String), i64> = HashMap::new();
-        for id in order {
-            let Some(j) = sched.job(id) else { continue };
-            let blocked = sched.is_blocked(id);
-            let reason = if j.is_nominated() {
-                Arc::from(sched.reason(id))
-            } else {
-                memo.entry((j.share, j.unit, j.quantity, blocked))
-                    .or_insert_with(|| Arc::from(sched.reason(id)))
-                    .clone()
-            };
-            let key = (
-                sched.share_name(j.share).to_string(),
-                sched.unit_name(j.unit).to_string(),
-            );
-            let e = oldest.entry(key).or_insert(j.submitted);
-            *e = (*e).min(j.submitted);
-            queue.push(job_view(sched, j, reason));
-        }
-        for j in sched.jobs() {
-            match j.phase {
-                Phase::Holding { .. } => {
-                    running.push(job_view(sched, j, Arc::from(sched.reason(j.id))))
-                }
-                Phase::Done => finished.push(job_view(sched, j, Arc::from(sched.reason(j.id)))),
-                Phase::Pending { .. } => {}
-            }
-        }
-        running.sort_by_key(|j| (j.started, j.id));
+        let mut picture = Picture::new();
+        picture.rebuild(sched);
+        let mut snap = picture.publish(sched, at, config, telemetry);
+        snap.version = version;
+        snap.preemptions = Arc::new(preemptions);
+        let mut finished: Vec<JobView> = sched
+            .jobs()
+            .filter(|j| matches!(j.phase, Phase::Done))
+            .map(|j| job_view(sched, j, Arc::from(sched.reason(j.id))))
+            .collect();
         finished.sort_by_key(|j| std::cmp::Reverse((j.finished, j.id)));
         finished.truncate(200);
+        snap.finished = Arc::new(finished);
+        snap
+    }
+
+    /// The shares and units part of a picture (O(shares × units + devices)).
+    fn standing(
+        sched: &Sched,
+        oldest: &HashMap<(String, String), i64>,
+        telemetry: &HashMap<(String, u32), Telemetry>,
+    ) -> (Vec<ShareView>, Vec<UnitView>) {
         let shares = sched
             .share_stats()
             .into_iter()
@@ -263,24 +314,11 @@ impl Snapshot {
                 }
             })
             .collect();
-        Snapshot {
-            at,
-            version,
-            env_name: sched.env_name().to_string(),
-            config,
-            units,
-            shares,
-            lending: sched.lending(),
-            queue,
-            running,
-            finished,
-            preemptions,
-            grace_period_seconds: sched.grace_period_seconds(),
-        }
+        (shares, units)
     }
 }
 
-fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -> JobView {
+pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -> JobView {
     let lane_borrowing = sched
         .share_stats_for(j.share, j.unit)
         .is_some_and(|(usage, limit)| usage > limit);
@@ -298,6 +336,7 @@ fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -> JobView {
         devices: j.devices().to_vec(),
         on_borrowed: j.is_holding() && lane_borrowing,
         reason,
+        reason_group: None,
         stopping: j.stop_cause().map(|c| {
             let what = match c {
                 StopCause::Cancel => "cancelled".to_string(),

@@ -1,0 +1,174 @@
+//! What a subscriber is sent: the whole picture when it connects (or falls behind), and
+//! after that only what changed since the version it has — queue rows added, replaced or
+//! removed, plus the small parts (shares, GPUs, running jobs) whole.
+
+use super::{ConfigStatus, JobView, PreemptionRecord, Reasons, ShareView, Snapshot, UnitView};
+use crate::model::JobId;
+use crate::sched::{LendEdge, QKey};
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// How many versions of queue changes a snapshot remembers. A subscriber further behind
+/// gets the whole picture again.
+const KEPT_VERSIONS: usize = 256;
+
+/// One change to the queue, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// A row added, or the row with the same key replaced.
+    Upsert(Arc<JobView>),
+    /// The row with this (priority, submitted, id) left the queue (or moved: an upsert
+    /// with its new key follows).
+    Remove((u32, i64, JobId)),
+}
+
+/// The queue changes of the last versions. Not part of the picture: two snapshots that
+/// show the same are equal whatever their logs.
+#[derive(Debug, Clone, Default)]
+pub struct ChangeLog(Arc<VecDeque<Version>>);
+
+/// One version's queue changes (`None`: the queue was rebuilt, only a full picture helps).
+type Version = (u64, Option<Arc<Vec<Change>>>);
+
+impl PartialEq for ChangeLog {
+    fn eq(&self, _: &ChangeLog) -> bool {
+        true
+    }
+}
+
+impl ChangeLog {
+    /// Record what `version` changed (`None`: the queue was rebuilt).
+    pub fn push(&mut self, version: u64, changes: Option<Vec<Change>>) {
+        let log = Arc::make_mut(&mut self.0);
+        log.push_back((version, changes.map(Arc::new)));
+        while log.len() > KEPT_VERSIONS {
+            log.pop_front();
+        }
+    }
+
+    /// The changes from `base` (exclusive) to `to` (inclusive), if all are remembered.
+    fn between(&self, base: u64, to: u64) -> Option<Vec<Change>> {
+        let first = self.0.front()?.0;
+        if base + 1 < first {
+            return None;
+        }
+        let mut out = Vec::new();
+        for (v, c) in self.0.iter() {
+            if *v > base && *v <= to {
+                out.extend(c.as_ref()?.iter().cloned());
+            }
+        }
+        Some(out)
+    }
+}
+
+/// One message of the `subscribe` stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Update {
+    Full(Box<Snapshot>),
+    Delta(Box<Delta>),
+}
+
+/// What changed from version `base` to `version`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Delta {
+    pub base: u64,
+    pub version: u64,
+    pub at: i64,
+    pub env_name: String,
+    pub config: ConfigStatus,
+    pub units: Vec<UnitView>,
+    pub shares: Vec<ShareView>,
+    pub lending: Vec<LendEdge>,
+    pub reasons: Arc<Reasons>,
+    pub running: Vec<JobView>,
+    /// Only when they changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<Arc<Vec<JobView>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemptions: Option<Arc<Vec<PreemptionRecord>>>,
+    pub grace_period_seconds: u32,
+    pub queue: Vec<Change>,
+}
+
+impl Snapshot {
+    /// What a subscriber holding `base` needs to reach this snapshot: a delta when the
+    /// change log reaches back to it, else the whole picture.
+    pub fn update_since(&self, base: Option<&Snapshot>) -> Update {
+        let delta = base.and_then(|b| {
+            let queue = self.changes.between(b.version, self.version)?;
+            Some(Delta {
+                base: b.version,
+                version: self.version,
+                at: self.at,
+                env_name: self.env_name.clone(),
+                config: self.config.clone(),
+                units: self.units.clone(),
+                shares: self.shares.clone(),
+                lending: self.lending.clone(),
+                reasons: self.reasons.clone(),
+                running: self.running.clone(),
+                finished: (!Arc::ptr_eq(&self.finished, &b.finished))
+                    .then(|| self.finished.clone()),
+                preemptions: (!Arc::ptr_eq(&self.preemptions, &b.preemptions))
+                    .then(|| self.preemptions.clone()),
+                grace_period_seconds: self.grace_period_seconds,
+                queue,
+            })
+        });
+        match delta {
+            Some(d) => Update::Delta(Box::new(d)),
+            None => Update::Full(Box::new(self.clone())),
+        }
+    }
+
+    /// Apply a delta made against this snapshot's version.
+    pub fn apply(&mut self, d: Delta) -> Result<(), String> {
+        if d.base != self.version {
+            return Err(format!(
+                "a delta from version {} cannot apply to version {}",
+                d.base, self.version
+            ));
+        }
+        for c in d.queue {
+            match c {
+                Change::Upsert(v) => {
+                    self.queue.upsert(v);
+                }
+                Change::Remove((p, s, id)) => {
+                    self.queue.remove(QKey::new(p, s, id));
+                }
+            }
+        }
+        self.version = d.version;
+        self.at = d.at;
+        self.env_name = d.env_name;
+        self.config = d.config;
+        self.units = d.units;
+        self.shares = d.shares;
+        self.lending = d.lending;
+        self.reasons = d.reasons;
+        self.running = d.running;
+        if let Some(f) = d.finished {
+            self.finished = f;
+        }
+        if let Some(p) = d.preemptions {
+            self.preemptions = p;
+        }
+        self.grace_period_seconds = d.grace_period_seconds;
+        Ok(())
+    }
+}
+
+impl Update {
+    /// The version this message brings a subscriber to.
+    pub fn version(&self) -> u64 {
+        match self {
+            Update::Full(s) => s.version,
+            Update::Delta(d) => d.version,
+        }
+    }
+}

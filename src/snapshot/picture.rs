@@ -1,0 +1,470 @@
+//! The runtime's side of the snapshot: it keeps the queue, the reason groups and the
+//! running list up to date from the jobs each change touched, so that publishing a new
+//! [`Snapshot`] costs O(changed jobs + shares + GPUs), whatever the queue's length.
+
+use super::delta::{Change, ChangeLog};
+use super::job_view;
+use super::list::JobList;
+use super::{ConfigStatus, GroupReason, JobView, PreemptionRecord, Reasons, Snapshot, Telemetry};
+use crate::model::JobId;
+use crate::sched::{Event, QKey, Sched, Time};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+type Lane = (usize, usize);
+/// Jobs of one lane and quantity that are neither nominated nor blocked wait for the
+/// same reason (and the blocked ones for another).
+type GroupKey = (usize, usize, u32);
+
+/// Where a queued job sits in the picture.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    key: QKey,
+    group: Option<GroupKey>,
+    lane: Lane,
+    submitted: Time,
+}
+
+#[derive(Debug, Default)]
+struct Group {
+    id: u32,
+    members: BTreeSet<QKey>,
+}
+
+/// The incrementally kept picture. Tell it which jobs changed ([`Picture::touch`]), or
+/// that everything may have ([`Picture::touch_all`], after a config change), then
+/// [`Picture::publish`].
+#[derive(Debug, Default)]
+pub struct Picture {
+    version: u64,
+    queue: JobList,
+    rows: HashMap<JobId, Row>,
+    groups: HashMap<GroupKey, Group>,
+    next_group: u32,
+    /// Queued jobs per lane by submission time (for a share's oldest queued job).
+    lanes: HashMap<Lane, BTreeSet<(Time, JobId)>>,
+    holding: BTreeSet<JobId>,
+    /// Queued jobs that are nominated: their reasons change without their job changing.
+    nominated: BTreeSet<JobId>,
+    touched: Vec<JobId>,
+    all_touched: bool,
+    /// Queue changes since the last publish; `None` once the queue was rebuilt.
+    changes: Option<Vec<Change>>,
+    log: ChangeLog,
+    finished: Arc<Vec<JobView>>,
+    preemptions: Arc<Vec<PreemptionRecord>>,
+}
+
+impl Picture {
+    pub fn new() -> Picture {
+        Picture {
+            changes: Some(Vec::new()),
+            ..Picture::default()
+        }
+    }
+
+    /// This job may have changed (state, place, priority, attempts...).
+    pub fn touch(&mut self, id: JobId) {
+        self.touched.push(id);
+    }
+
+    /// The jobs these decisions changed.
+    pub fn touch_events(&mut self, events: &[Event]) {
+        for e in events {
+            match e {
+                Event::Submitted { job }
+                | Event::Started { job, .. }
+                | Event::Requeued { job }
+                | Event::Failed { job, .. }
+                | Event::Cancelled { job, .. }
+                | Event::TimedOut { job }
+                | Event::Reprioritized { job, .. }
+                | Event::Succeeded { job } => self.touch(*job),
+                Event::Preempted { job, by, .. } => {
+                    self.touch(*job);
+                    if let Some(by) = by {
+                        self.touch(*by);
+                    }
+                }
+                Event::ConfigApplied => self.touch_all(),
+                Event::Rejected { .. } | Event::ConfigRejected { .. } => {}
+            }
+        }
+    }
+
+    /// Anything may have changed (config applied): rebuild at the next publish.
+    pub fn touch_all(&mut self) {
+        self.all_touched = true;
+    }
+
+    pub fn set_finished(&mut self, finished: Arc<Vec<JobView>>) {
+        self.finished = finished;
+    }
+
+    pub fn set_preemptions(&mut self, preemptions: Arc<Vec<PreemptionRecord>>) {
+        self.preemptions = preemptions;
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Rebuild every part from the scheduler (O(jobs)).
+    pub fn rebuild(&mut self, sched: &Sched) {
+        self.queue = JobList::new();
+        self.rows.clear();
+        self.groups.clear();
+        self.lanes.clear();
+        self.holding.clear();
+        self.nominated.clear();
+        self.touched.clear();
+        self.all_touched = false;
+        for id in sched.queue() {
+            self.refresh(sched, id);
+        }
+        for j in sched.jobs().filter(|j| j.is_holding()) {
+            self.holding.insert(j.id);
+        }
+        self.changes = None;
+    }
+
+    /// Bring one job's rows up to date.
+    fn refresh(&mut self, sched: &Sched, id: JobId) {
+        let job = sched.job(id);
+        let old = self.rows.get(&id).copied();
+        self.holding.remove(&id);
+        self.nominated.remove(&id);
+        let Some(j) = job.filter(|j| j.is_pending()) else {
+            if let Some(row) = old {
+                self.unqueue(id, row);
+            }
+            if job.is_some_and(|j| j.is_holding()) {
+                self.holding.insert(id);
+            }
+            return;
+        };
+        let lane = (j.share, j.unit);
+        let key = j.qkey();
+        let group = (!j.is_nominated()).then_some((j.share, j.unit, j.quantity));
+        let mut view = match group {
+            Some(_) => job_view(sched, j, Arc::from("")),
+            None => {
+                self.nominated.insert(id);
+                job_view(sched, j, Arc::from(sched.reason(id)))
+            }
+        };
+        if let Some(row) = old {
+            if row.key == key && row.group == group {
+                view.reason_group = group.and_then(|g| self.groups.get(&g)).map(|e| e.id);
+                if self.queue.find(key).is_some_and(|v| *v == view) {
+                    return; // touched, but nothing shown changed
+                }
+            }
+            self.unqueue(id, row);
+        }
+        if let Some(g) = group {
+            let next = &mut self.next_group;
+            let entry = self.groups.entry(g).or_insert_with(|| {
+                *next += 1;
+                Group {
+                    id: *next,
+                    members: BTreeSet::new(),
+                }
+            });
+            entry.members.insert(key);
+            view.reason_group = Some(entry.id);
+        }
+        self.lanes
+            .entry(lane)
+            .or_default()
+            .insert((j.submitted, id));
+        self.rows.insert(
+            id,
+            Row {
+                key,
+                group,
+                lane,
+                submitted: j.submitted,
+            },
+        );
+        let view = Arc::new(view);
+        self.queue.upsert(view.clone());
+        if let Some(c) = &mut self.changes {
+            c.push(Change::Upsert(view));
+        }
+    }
+
+    fn unqueue(&mut self, id: JobId, row: Row) {
+        self.rows.remove(&id);
+        self.queue.remove(row.key);
+        if let Some(c) = &mut self.changes {
+            c.push(Change::Remove((row.key.priority(), row.key.submitted, id)));
+        }
+        if let Some(g) = row.group
+            && let Some(entry) = self.groups.get_mut(&g)
+        {
+            entry.members.remove(&row.key);
+            if entry.members.is_empty() {
+                self.groups.remove(&g);
+            }
+        }
+        if let Some(l) = self.lanes.get_mut(&row.lane) {
+            l.remove(&(row.submitted, id));
+            if l.is_empty() {
+                self.lanes.remove(&row.lane);
+            }
+        }
+    }
+
+    /// Why each reason group waits, from one representative job each (O(groups)).
+    fn reasons(&self, sched: &Sched) -> Reasons {
+        let mut out = HashMap::with_capacity(self.groups.len());
+        for (&(s, u, _), g) in &self.groups {
+            let block = sched.lane_block(s, u);
+            let first = g.members.first().copied();
+            let free = first.filter(|k| block.is_none_or(|b| *k < b));
+            let reason = free.map_or_else(|| Arc::from(""), |k| Arc::from(sched.reason(k.job())));
+            let blocked = block.and_then(|b| {
+                use std::ops::Bound::{Excluded, Unbounded};
+                let k = g.members.range((Excluded(b), Unbounded)).next()?;
+                Some((
+                    (b.priority(), b.submitted, b.job()),
+                    Arc::from(sched.reason(k.job())),
+                ))
+            });
+            out.insert(g.id, GroupReason { reason, blocked });
+        }
+        out
+    }
+
+    /// Take in the touched jobs and publish a new picture.
+    pub fn publish(
+        &mut self,
+        sched: &Sched,
+        at: Time,
+        config: ConfigStatus,
+        telemetry: &HashMap<(String, u32), Telemetry>,
+    ) -> Snapshot {
+        if self.all_touched {
+            self.rebuild(sched);
+        }
+        // A nominated job's reason counts its victims; a nomination may also lapse.
+        self.touched.extend(self.nominated.iter().copied());
+        let mut seen = HashSet::with_capacity(self.touched.len());
+        for id in std::mem::take(&mut self.touched) {
+            if seen.insert(id) {
+                self.refresh(sched, id);
+            }
+        }
+        let mut running: Vec<JobView> = self
+            .holding
+            .iter()
+            .filter_map(|&id| sched.job(id))
+            .map(|j| job_view(sched, j, Arc::from(sched.reason(j.id))))
+            .collect();
+        running.sort_by_key(|j| (j.started, j.id));
+        let oldest: HashMap<(String, String), i64> = self
+            .lanes
+            .iter()
+            .filter_map(|(&(s, u), set)| {
+                let (t, _) = set.first()?;
+                let names = (
+                    sched.share_name(s).to_string(),
+                    sched.unit_name(u).to_string(),
+                );
+                Some((names, *t))
+            })
+            .collect();
+        let (shares, units) = Snapshot::standing(sched, &oldest, telemetry);
+        self.version += 1;
+        let changes = self.changes.replace(Vec::new());
+        self.log.push(self.version, changes);
+        Snapshot {
+            at,
+            version: self.version,
+            env_name: sched.env_name().to_string(),
+            config,
+            units,
+            shares,
+            lending: sched.lending(),
+            queue: self.queue.clone(),
+            reasons: Arc::new(self.reasons(sched)),
+            running,
+            finished: self.finished.clone(),
+            preemptions: self.preemptions.clone(),
+            grace_period_seconds: sched.grace_period_seconds(),
+            changes: self.log.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{parse_documents, validate};
+    use crate::model::JobSpec;
+    use crate::sched::UnitCapacity;
+
+    const CONFIG: &str = "\
+kind: ServiceEnvironment
+name: t
+capacityLimits:
+- {capacityUnit: gpu, maxCapacity: 8, devices: {fake: 8}}
+preemption: {gracePeriodSeconds: 30}
+---
+kind: QuotaShare
+quotaShareName: a
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 3}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+preemptionConfiguration: {inSharePreemption: ENABLED}
+---
+kind: QuotaShare
+quotaShareName: b
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 3}]
+resourceSharingConfiguration: {strategy: LEND}
+---
+kind: QuotaShare
+quotaShareName: c
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 2}]
+resourceSharingConfiguration: {strategy: RESERVE}
+";
+
+    /// The same shares on an oversubscribed unit (guarantees 10 > 6 GPUs), where guaranteed
+    /// jobs start in global order.
+    fn oversubscribed() -> String {
+        CONFIG
+            .replace(
+                "maxCapacity: 8, devices: {fake: 8}",
+                "maxCapacity: 6, devices: {fake: 6}",
+            )
+            .replace(
+                "capacityLimits: [{capacityUnit: gpu, maxCapacity: 2}]",
+                "capacityLimits: [{capacityUnit: gpu, maxCapacity: 4}]",
+            )
+    }
+
+    /// Everything a reader sees, with reasons written out.
+    fn shown(s: &Snapshot) -> (Vec<JobView>, Vec<JobView>, Vec<super::super::ShareView>) {
+        (s.queue_views(), s.running.clone(), s.shares.clone())
+    }
+
+    /// The incrementally kept picture equals one built from scratch after every step of
+    /// a long random run: submits, cancels, priority changes, exits, releases (stopping
+    /// jobs), passes with preemptions and nominations.
+    #[test]
+    fn incremental_picture_equals_a_full_build() {
+        random_run(CONFIG);
+    }
+
+    #[test]
+    fn incremental_picture_equals_a_full_build_when_oversubscribed() {
+        let text = oversubscribed();
+        assert_ne!(text, CONFIG);
+        random_run(&text);
+    }
+
+    fn random_run(config: &str) {
+        let cfg = validate(parse_documents(config, None).unwrap()).unwrap();
+        let mut sched = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), false);
+        let mut picture = Picture::new();
+        picture.rebuild(&sched);
+        let none = HashMap::new();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut ids: Vec<JobId> = Vec::new();
+        let (mut blocked, mut nominated, mut deltas) = (0, 0, 0);
+        let mut sent: Option<Snapshot> = None;
+        let mut remote = Snapshot::empty();
+        for step in 0..1_500i64 {
+            let now = 1_000 + step * 10;
+            match rnd(10) {
+                0..=4 => {
+                    let share = ["a", "b", "c"][rnd(3) as usize];
+                    let spec = JobSpec::new("j", share, 1 + rnd(3) as u32, rnd(4) as u32);
+                    if let Ok(id) = sched.submit(spec, now) {
+                        ids.push(id);
+                        picture.touch(id);
+                    }
+                }
+                5 if !ids.is_empty() => {
+                    let id = ids[rnd(ids.len() as u64) as usize];
+                    sched.cancel(id, "t", now);
+                    picture.touch(id);
+                }
+                6 if !ids.is_empty() => {
+                    let id = ids[rnd(ids.len() as u64) as usize];
+                    let _ = sched.set_priority(id, rnd(5) as u32, now);
+                    picture.touch(id);
+                }
+                _ => {
+                    // Some holding job exits or finishes releasing.
+                    let holding: Vec<JobId> = sched
+                        .jobs()
+                        .filter(|j| j.is_holding())
+                        .map(|j| j.id)
+                        .collect();
+                    if !holding.is_empty() {
+                        let id = holding[rnd(holding.len() as u64) as usize];
+                        if sched.job(id).is_some_and(|j| j.is_stopping()) {
+                            sched.gpus_released(id, now);
+                        } else {
+                            sched.job_exited(id, rnd(2) as i32, now);
+                            sched.gpus_released(id, now);
+                        }
+                        picture.touch(id);
+                    }
+                }
+            }
+            sched.pass(now);
+            let events = sched.take_events();
+            picture.touch_events(&events);
+            let live = picture.publish(&sched, now, ConfigStatus::default(), &none);
+            let full = Snapshot::build(&sched, now, 0, ConfigStatus::default(), vec![], &none);
+            assert_eq!(shown(&live), shown(&full), "step {step}");
+            // A subscriber that applies the deltas (through JSON) sees the same.
+            let update = live.update_since(sent.as_ref());
+            let update: super::super::Update =
+                serde_json::from_slice(&serde_json::to_vec(&update).unwrap()).unwrap();
+            match update {
+                super::super::Update::Full(s) => remote = *s,
+                super::super::Update::Delta(d) => {
+                    deltas += 1;
+                    remote.apply(*d).unwrap();
+                }
+            }
+            assert_eq!(
+                shown(&remote),
+                shown(&live),
+                "step {step}: the subscriber's copy"
+            );
+            sent = Some(live.clone());
+            // And both say what the scheduler says, row by row.
+            assert_eq!(live.queue.ids(), sched.queue(), "step {step}");
+            for j in live.queue.iter() {
+                assert_eq!(
+                    live.reason(j),
+                    sched.reason(j.id),
+                    "step {step}, job {}",
+                    j.id
+                );
+                blocked += usize::from(sched.is_blocked(j.id));
+                nominated += usize::from(j.nominated);
+            }
+        }
+        assert!(
+            blocked > 0 && nominated > 0,
+            "blocked {blocked}, nominated {nominated}"
+        );
+        assert!(deltas > 1_000, "deltas {deltas}");
+        assert!(
+            sched.queue_len() > 50,
+            "the queue grew: {}",
+            sched.queue_len()
+        );
+    }
+}
