@@ -8,9 +8,11 @@
 //! - [`exec`]: GPUs, the supervisor and the processes of jobs.
 //! - [`server`]: the live runtime task and the control socket.
 //! - [`cli`]: the subcommands' bodies.
+//! - [`duration`]: spans of time as people read them, one formatter for every output.
 
 pub mod cli;
 pub mod config;
+pub mod duration;
 pub mod exec;
 pub mod model;
 pub mod replay;

@@ -78,11 +78,15 @@ fn priority_prompt_and_bumps() {
         on_key(&mut app, code(KeyCode::Enter)),
         Some(Action::SetPriority(id, 42))
     );
+    // Bumps build on the value sent last, not the (lagging) one shown.
     assert_eq!(
         on_key(&mut app, key('+')),
-        Some(Action::SetPriority(id, 11))
+        Some(Action::SetPriority(id, 43))
     );
-    assert_eq!(on_key(&mut app, key('-')), Some(Action::SetPriority(id, 9)));
+    assert_eq!(
+        on_key(&mut app, key('-')),
+        Some(Action::SetPriority(id, 42))
+    );
     // An empty number never leaves the prompt; more than 4 digits cannot be typed.
     on_key(&mut app, key('p'));
     on_key(&mut app, code(KeyCode::Backspace));
@@ -306,4 +310,34 @@ fn selection_follows_the_job_across_snapshots() {
     snap.queue.remove(first);
     app.set_snapshot(std::sync::Arc::new(snap));
     assert_eq!(selected_id(&app), id);
+}
+
+#[test]
+fn quick_bumps_are_never_lost_while_the_display_lags() {
+    let mut app = lab();
+    let id = selected_id(&app);
+    let shown = app.selected_job().expect("selected").priority;
+    // Five quick presses before any new snapshot: five steps, not one.
+    let sent: Vec<Action> = (0..5).filter_map(|_| on_key(&mut app, key('+'))).collect();
+    let want: Vec<Action> = (1..=5)
+        .map(|k| Action::SetPriority(id, shown + k))
+        .collect();
+    assert_eq!(sent, want);
+    // Once the snapshot shows the value, the next press builds on it as usual.
+    let mut snap = (*app.snap).clone();
+    let mut view = snap
+        .queue
+        .iter()
+        .find(|j| j.id == id)
+        .cloned()
+        .expect("the selected job is queued");
+    snap.queue.remove(shareq::snapshot::list::key_of(&view));
+    view.priority = shown + 5;
+    snap.queue.upsert(std::sync::Arc::new(view));
+    app.set_snapshot(std::sync::Arc::new(snap));
+    assert!(app.pending_priority.is_empty());
+    assert_eq!(
+        on_key(&mut app, key('-')),
+        Some(Action::SetPriority(id, shown + 4))
+    );
 }

@@ -42,6 +42,11 @@ fn main_screens() {
 }
 
 #[test]
+fn a_removed_and_a_disabled_share_and_an_oversubscribed_unit_are_marked() {
+    check("main_reloaded", || fixtures::app(fixtures::reloaded()));
+}
+
+#[test]
 fn every_pane_alone() {
     check_pane("header", |f, a| panes::header::render(f, f.area(), a));
     check_pane("footer", |f, a| panes::footer::render(f, f.area(), a));

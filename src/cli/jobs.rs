@@ -115,17 +115,8 @@ fn row(v: &JobView, ms: i64, detail: &str) {
     );
 }
 
-/// A short human duration: 45s, 12m03s, 3h05m.
-pub fn duration(ms: i64) -> String {
-    let s = ms.max(0) / 1000;
-    if s < 60 {
-        format!("{s}s")
-    } else if s < 3600 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    }
-}
+/// Durations are written by the one formatter the console and the core use too.
+pub use crate::duration::human as duration;
 
 /// The jobs as the database of `state` holds them (no scheduler running).
 fn from_database(state: &std::path::Path, all: bool) -> Result<JobsAnswer, String> {

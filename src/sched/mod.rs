@@ -16,16 +16,18 @@
 mod accounting;
 mod event;
 mod inputs;
+mod install;
 mod pass;
 mod preempt;
 mod reasons;
+mod report;
 mod restore;
 pub mod state;
 
 pub use crate::model::UnitCapacity;
-pub use accounting::{LendEdge, ShareUnitStats};
 pub use event::Event;
 pub use inputs::Rejection;
+pub use report::{LendEdge, ShareUnitStats};
 pub use restore::{RestoredHolding, RestoredJob};
 pub use state::{FailReason, Job, Phase, PreemptReason, QKey, StopCause};
 

@@ -38,11 +38,12 @@ impl Sched {
             .filter_map(|k| Some((self.protected_until(JobId(k.id))?, *k, JobId(k.id))))
             .min()?;
         let share = self.job(v).map_or("?", |vj| self.share_name(vj.share));
+        // Rounded up to whole seconds: "0s left" would read as "now".
         let left = (until - self.now).max(0);
         let secs = (left + self.ticks_per_second - 1) / self.ticks_per_second;
         Some(format!(
             "waiting for job {v} ({share}) to reach its minimum runtime ({} left)",
-            short_duration(secs)
+            crate::duration::human(secs * 1000)
         ))
     }
 
@@ -182,14 +183,5 @@ impl Sched {
             }
             _ => in_use,
         }
-    }
-}
-
-/// `45s`, `4m05s`, `2h10m`.
-fn short_duration(secs: i64) -> String {
-    match secs {
-        s if s < 60 => format!("{s}s"),
-        s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
-        s => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
     }
 }

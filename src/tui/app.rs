@@ -136,7 +136,22 @@ pub struct App {
     pub exit: bool,
     /// Columns the widest job id needs (computed once per snapshot).
     pub id_width: usize,
+    /// Priorities asked for with `+`/`-` that the snapshot may not show yet: the next press
+    /// builds on them, so quick presses are never lost to a lagging display.
+    pub pending_priority: std::collections::HashMap<crate::model::JobId, PendingPriority>,
 }
+
+/// A priority change sent but perhaps not yet shown.
+#[derive(Debug, Clone, Copy)]
+pub struct PendingPriority {
+    pub priority: u32,
+    /// The console's clock when it was sent (ms): an answer that never shows (refused,
+    /// job gone) stops counting after [`PENDING_PRIORITY_MS`].
+    pub at: i64,
+}
+
+/// How long a sent priority is built on without the snapshot showing it.
+pub const PENDING_PRIORITY_MS: i64 = 3_000;
 
 fn id_width(snap: &Snapshot) -> usize {
     let max = snap
@@ -158,6 +173,7 @@ impl App {
         let running_rows =
             RowOrder::build(&snap, &snap.running, &Filter::default(), Sort::Scheduling);
         App {
+            pending_priority: Default::default(),
             id_width: id_width(&snap),
             now: snap.at,
             snap,
@@ -187,6 +203,15 @@ impl App {
         let keep_r = self.selected_in(Pane::Running).map(|j| j.id);
         self.snap = snap;
         self.id_width = id_width(&self.snap);
+        // A sent priority that the picture now shows (or whose job left the queues) is done.
+        let snap = &self.snap;
+        self.pending_priority.retain(|id, p| {
+            snap.queue
+                .iter()
+                .chain(snap.running.iter())
+                .find(|j| j.id == *id)
+                .is_some_and(|j| j.priority != p.priority)
+        });
         self.rebuild_rows();
         self.reselect(Pane::Queue, keep_q);
         self.reselect(Pane::Running, keep_r);

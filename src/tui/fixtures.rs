@@ -241,6 +241,38 @@ pub fn aws() -> Snapshot {
     d.snapshot(NOW, t0 - 60_000)
 }
 
+/// The AWS example after reloads: qs2's file deleted while its job runs and another waits,
+/// qs3 set DISABLED, and two GPUs gone, so the unit is oversubscribed (2 guaranteed on 1).
+pub fn reloaded() -> Snapshot {
+    let t0 = NOW - 40_000;
+    let mut d = Driver::new(AWS_CONFIG, "sample-configs/aws-example").expect("fixture config");
+    d.submit("a", "qs1", 1, 1, t0);
+    d.submit("b", "qs2", 1, 1, t0 + 1_000);
+    d.submit("b2", "qs2", 1, 1, t0 + 2_000);
+    d.submit("c", "qs3", 1, 1, t0 + 3_000);
+    let after = AWS_CONFIG
+        .replace(
+            "maxCapacity: 3, devices: {fake: 3}",
+            "maxCapacity: 3, devices: [0]",
+        )
+        .replace(
+            "resourceSharingConfiguration: {strategy: RESERVE}",
+            "resourceSharingConfiguration: {strategy: RESERVE}\nstate: DISABLED",
+        );
+    let after: String = after
+        .split("---")
+        .filter(|doc| !doc.contains("quotaShareName: qs2"))
+        .collect::<Vec<_>>()
+        .join("---");
+    let cfg =
+        validate(parse_documents(&after, Some("sample-configs/aws-example")).expect("parses"))
+            .expect("valid");
+    d.sched
+        .apply_config(&cfg, &UnitCapacity::simulated(&cfg), t0 + 20_000);
+    d.pass(t0 + 20_000);
+    d.snapshot(NOW, t0 + 20_000)
+}
+
 /// A busy 8-GPU lab: borrowing, a reserve held idle, a long queue with varied reasons,
 /// finished preemptions in the log (one fresh) and NVML figures on some devices.
 pub fn lab() -> Snapshot {

@@ -2,7 +2,7 @@
 //! tail for `l`, so every binding is tested by feeding events to an [`App`].
 
 use super::action::Action;
-use super::app::{App, LineInput, Mode, Pane};
+use super::app::{App, LineInput, Mode, PENDING_PRIORITY_MS, Pane, PendingPriority};
 use super::draw::pane_at;
 use super::filter::Filter;
 use super::popups::submit::{FormOutcome, SubmitForm};
@@ -108,6 +108,9 @@ pub fn on_key(app: &mut App, key: KeyEvent) -> Option<Action> {
                 KeyCode::Enter => match input.text.parse::<u32>() {
                     Ok(p) if p <= MAX_PRIORITY => {
                         app.say(format!("priority of job {job} {name} → {p}"), false);
+                        let at = app.now;
+                        app.pending_priority
+                            .insert(job, PendingPriority { priority: p, at });
                         return Some(Action::SetPriority(job, p));
                     }
                     _ => {}
@@ -329,15 +332,29 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
         },
         KeyCode::Char(c @ ('+' | '=' | '-')) => {
             let Some(j) = job else { return nothing(app) };
+            // Build on the last value sent, not the one shown: the display may lag behind
+            // quick presses (issue 15), and each press must count.
+            let base = app
+                .pending_priority
+                .get(&j.id)
+                .filter(|p| app.now - p.at < PENDING_PRIORITY_MS)
+                .map_or(j.priority, |p| p.priority);
             let p = if c == '-' {
-                j.priority.saturating_sub(1)
+                base.saturating_sub(1)
             } else {
-                (j.priority + 1).min(MAX_PRIORITY)
+                (base + 1).min(MAX_PRIORITY)
             };
-            if p == j.priority {
+            if p == base {
                 app.say(format!("priority of job {} is already {p}", j.id), true);
                 return None;
             }
+            app.pending_priority.insert(
+                j.id,
+                PendingPriority {
+                    priority: p,
+                    at: app.now,
+                },
+            );
             app.say(format!("priority of job {} {} → {p}", j.id, j.name), false);
             return Some(Action::SetPriority(j.id, p));
         }

@@ -2,30 +2,8 @@
 
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
-/// A duration in ms as an operator reads it: `41s`, `3m12s`, `2h05m`, `3d04h`.
-pub fn duration(ms: i64) -> String {
-    let s = ms.max(0) / 1000;
-    if s < 60 {
-        format!("{s}s")
-    } else if s < 3600 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else if s < 86_400 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else {
-        format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600)
-    }
-}
-
-/// A short duration for confirmations: `3m`, `41s`, `2h`.
-pub fn duration_short(ms: i64) -> String {
-    let s = ms.max(0) / 1000;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m", s / 60),
-        3600..86_400 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86_400),
-    }
-}
+/// Durations are written by the one formatter the CLI and the core use too.
+pub use crate::duration::{human as duration, short as duration_short};
 
 /// `HH:MM:SS` of an instant (ms since the epoch) at a fixed UTC offset.
 pub fn clock(ms: i64, utc_offset_secs: i32) -> String {
@@ -89,16 +67,6 @@ pub fn ordinal(n: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(duration(41_000), "41s");
-        assert_eq!(duration(192_000), "3m12s");
-        assert_eq!(duration(7_500_000), "2h05m");
-        assert_eq!(duration(-5), "0s");
-        assert_eq!(duration_short(192_000), "3m");
-        assert_eq!(duration(90_000_000), "1d01h");
-    }
 
     #[test]
     fn clock_uses_the_offset() {

@@ -58,6 +58,18 @@ fn strategy(s: Strategy, wide: bool) -> &'static str {
     }
 }
 
+/// The type column, which is always on screen: a removed share says so there (its row
+/// would otherwise read like a LEND share of limit 0), a DISABLED one too.
+fn type_text(s: &ShareView, wide: bool) -> (String, bool) {
+    match (s.present, s.enabled, wide) {
+        (false, _, true) => ("REMOVED".into(), true),
+        (false, _, false) => ("GONE".into(), true),
+        (true, false, true) => (format!("{}, off", strategy(s.strategy, false)), true),
+        (true, false, false) => ("OFF".into(), true),
+        (true, true, _) => (strategy(s.strategy, wide).into(), false),
+    }
+}
+
 fn limit_text(s: &ShareView) -> String {
     match (s.strategy, s.cap) {
         (Strategy::LendAndBorrow, None) => format!("{} +∞", s.limit),
@@ -176,7 +188,15 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
                 Style::new().fg(colour).add_modifier(Modifier::BOLD),
             ),
             Span::raw(" "),
-            Span::styled(pad(strategy(s.strategy, wide), strat_w), t.text()),
+            {
+                let (text, marked) = type_text(s, wide);
+                let style = if marked {
+                    t.warn_style().add_modifier(Modifier::BOLD)
+                } else {
+                    t.text()
+                };
+                Span::styled(pad(&text, strat_w), style)
+            },
             Span::raw(" "),
             Span::styled(
                 pad(
@@ -230,11 +250,6 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
         spans.push(Span::styled(rpad(&s.queued.to_string(), q_w), t.text()));
         spans.push(Span::raw(" "));
         spans.push(Span::styled(rpad(&wait, 6), t.text()));
-        if !s.present {
-            spans.push(Span::styled(" (removed)", t.dimmed()));
-        } else if !s.enabled {
-            spans.push(Span::styled(" (disabled)", t.dimmed()));
-        }
         lines.push(Line::from(spans).style(row_style(app, Pane::Shares, i)));
     }
     if app.snap.shares.is_empty() {

@@ -1,0 +1,243 @@
+//! Read-only reports of the scheduler's standing for the console, the CLI, the snapshot
+//! and the replay summary: per share and unit, lending edges, units and devices.
+
+use super::Sched;
+use super::state::{ShareIx, UnitIx};
+use crate::model::{JobId, Strategy};
+
+/// One share's standing on one unit, for the console, the CLI and the replay summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShareUnitStats {
+    pub share: String,
+    pub unit: String,
+    pub strategy: Strategy,
+    pub present: bool,
+    pub enabled: bool,
+    pub in_share: bool,
+    pub limit: u32,
+    /// Borrow cap in GPUs (`None` = unlimited).
+    pub cap: Option<u32>,
+    pub usage: u32,
+    pub borrowed: u32,
+    pub idle: u32,
+    pub lent: u32,
+    pub running: usize,
+    pub queued: usize,
+}
+
+/// `borrower` uses `gpus` GPUs of `lender`'s idle guarantee (`None`: the unassigned pool).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LendEdge {
+    pub unit: String,
+    pub borrower: String,
+    pub lender: Option<String>,
+    pub gpus: u32,
+}
+
+impl Sched {
+    /// Per share and unit standing, shares in name order, including removed shares that
+    /// still have jobs.
+    pub fn share_stats(&self) -> Vec<ShareUnitStats> {
+        let mut out = Vec::new();
+        for u in 0..self.units.len() {
+            if !self.units[u].present && self.units[u].used == 0 {
+                continue;
+            }
+            let lent = self.lent_on(u);
+            for &s in &self.share_order {
+                let sh = &self.shares[s];
+                let lane = &sh.lanes[u];
+                if !sh.present && lane.is_empty() {
+                    continue;
+                }
+                if sh.present && lane.limit == 0 && lane.is_empty() {
+                    continue;
+                }
+                out.push(ShareUnitStats {
+                    share: sh.name.clone(),
+                    unit: self.units[u].name.clone(),
+                    strategy: sh.strategy,
+                    present: sh.present,
+                    enabled: sh.enabled,
+                    in_share: sh.in_share,
+                    limit: lane.limit,
+                    cap: lane.cap,
+                    usage: lane.usage,
+                    borrowed: lane.borrowed(),
+                    idle: lane.idle(),
+                    lent: lent[s],
+                    running: lane.running.len() + lane.stopping as usize,
+                    queued: lane.pending.len(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Lent GPUs per share on unit u: borrowed GPUs attributed to lenders' idle guarantees
+    /// in name order, then to the unassigned pool (SPEC §1.3).
+    pub(crate) fn lent_on(&self, u: UnitIx) -> Vec<u32> {
+        let mut lent = vec![0u32; self.shares.len()];
+        let mut borrowed: u64 = self
+            .shares
+            .iter()
+            .map(|s| u64::from(s.lanes[u].borrowed()))
+            .sum();
+        for &s in &self.share_order {
+            if borrowed == 0 {
+                break;
+            }
+            let sh = &self.shares[s];
+            if !sh.present || sh.strategy == Strategy::Reserve {
+                continue;
+            }
+            let give = u64::from(sh.lanes[u].idle()).min(borrowed);
+            lent[s] = give as u32;
+            borrowed -= give;
+        }
+        lent
+    }
+
+    /// Who borrows how many GPUs from whom, per unit: borrowers in name order take from
+    /// lenders in name order, then from the unassigned pool.
+    pub fn lending(&self) -> Vec<LendEdge> {
+        let mut out = Vec::new();
+        for u in 0..self.units.len() {
+            let lent = self.lent_on(u);
+            let mut lenders: Vec<(ShareIx, u32)> = self
+                .share_order
+                .iter()
+                .filter(|&&s| lent[s] > 0)
+                .map(|&s| (s, lent[s]))
+                .collect();
+            let mut li = 0;
+            for &b in &self.share_order {
+                let mut need = self.shares[b].lanes[u].borrowed();
+                while need > 0 {
+                    if li < lenders.len() {
+                        let take = need.min(lenders[li].1);
+                        push_edge(&mut out, self, u, b, Some(lenders[li].0), take);
+                        lenders[li].1 -= take;
+                        need -= take;
+                        if lenders[li].1 == 0 {
+                            li += 1;
+                        }
+                    } else {
+                        push_edge(&mut out, self, u, b, None, need);
+                        need = 0;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// (usage, limit) of a share on a unit, by index.
+    pub fn share_stats_for(&self, s: ShareIx, u: UnitIx) -> Option<(u32, u32)> {
+        let lane = self.shares.get(s)?.lanes.get(u)?;
+        Some((lane.usage, lane.limit))
+    }
+
+    /// The key of a lane's first nominated job: its pending jobs after it are blocked.
+    pub fn lane_block(&self, s: ShareIx, u: UnitIx) -> Option<crate::sched::QKey> {
+        self.shares.get(s)?.lanes.get(u)?.block()
+    }
+
+    /// Is a pending job behind a nominated job of its share and unit (so it may not start)?
+    pub fn is_blocked(&self, id: JobId) -> bool {
+        self.job(id).is_some_and(|j| {
+            j.is_pending()
+                && !j.is_nominated()
+                && self.shares[j.share].lanes[j.unit]
+                    .block()
+                    .is_some_and(|b| b < j.qkey())
+        })
+    }
+
+    /// Is the unit oversubscribed (Σ guarantees > usable)? By name.
+    pub fn oversubscribed(&self, unit: &str) -> bool {
+        self.unit_ix
+            .get(unit)
+            .is_some_and(|&u| self.units[u].present && self.units[u].oversubscribed())
+    }
+
+    /// Usable GPUs of a unit (min(maxCapacity, healthy devices)), by name.
+    pub fn usable(&self, unit: &str) -> u32 {
+        self.unit_ix.get(unit).map_or(0, |&u| self.units[u].usable)
+    }
+
+    /// GPUs of a unit held by jobs, by name.
+    pub fn used(&self, unit: &str) -> u32 {
+        self.unit_ix.get(unit).map_or(0, |&u| self.units[u].used)
+    }
+
+    /// Per unit: (name, usable, used, Σ guarantees of present shares).
+    pub fn unit_totals(&self) -> Vec<(String, u32, u32, u64)> {
+        self.units
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| u.present)
+            .map(|(ix, u)| {
+                let g: u64 = self
+                    .shares
+                    .iter()
+                    .filter(|s| s.present)
+                    .map(|s| u64::from(s.lanes[ix].limit))
+                    .sum();
+                (u.name.clone(), u.usable, u.used, g)
+            })
+            .collect()
+    }
+
+    /// Which job holds each device of a unit (None: free).
+    pub fn device_map(&self, unit: &str) -> Vec<(u32, Option<JobId>)> {
+        let Some(&u) = self.unit_ix.get(unit) else {
+            return Vec::new();
+        };
+        let mut holders: std::collections::BTreeMap<u32, JobId> = Default::default();
+        for j in self.jobs.iter().flatten() {
+            if j.unit == u {
+                for d in j.devices() {
+                    holders.insert(*d, j.id);
+                }
+            }
+        }
+        let mut out: Vec<(u32, Option<JobId>)> = self.units[u]
+            .devices
+            .iter()
+            .map(|d| (*d, holders.get(d).copied()))
+            .collect();
+        for (d, j) in holders {
+            if self.units[u].devices.binary_search(&d).is_err() {
+                out.push((d, Some(j)));
+            }
+        }
+        out
+    }
+}
+
+fn push_edge(
+    out: &mut Vec<LendEdge>,
+    sched: &Sched,
+    u: UnitIx,
+    borrower: ShareIx,
+    lender: Option<ShareIx>,
+    gpus: u32,
+) {
+    let unit = sched.units[u].name.clone();
+    let borrower = sched.shares[borrower].name.clone();
+    let lender = lender.map(|l| sched.shares[l].name.clone());
+    if let Some(e) = out
+        .iter_mut()
+        .find(|e| e.unit == unit && e.borrower == borrower && e.lender == lender)
+    {
+        e.gpus += gpus;
+    } else {
+        out.push(LendEdge {
+            unit,
+            borrower,
+            lender,
+            gpus,
+        });
+    }
+}
