@@ -87,6 +87,9 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         };
         if let Some(why) = failed {
             eprintln!("shareq serve: {why}");
+            // The refusals of what was waiting are on their way to the clients: let the
+            // connections write them before the process ends.
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             handle.shutdown(false).await;
             return ExitCode::from(1);
         }
