@@ -21,3 +21,4 @@ pub mod server;
 pub mod snapshot;
 pub mod store;
 pub mod tui;
+pub mod visible;

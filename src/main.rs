@@ -59,6 +59,10 @@ enum Command {
     Status(shareq::cli::StatusArgs),
     /// Print a job's output.
     Log(shareq::cli::LogArgs),
+    /// Re-read the config directory now (admins).
+    Reload(shareq::cli::ReloadArgs),
+    /// The audit trail: every accepted submit, cancel, priority change and reload (admins).
+    Audit(shareq::cli::AuditArgs),
     /// Show the GPUs of this machine and how they were found.
     Gpus {
         /// Also show how this config's units map to them.
@@ -104,6 +108,8 @@ fn main() -> ExitCode {
         Command::Jobs(a) => shareq::cli::jobs(&a),
         Command::Status(a) => shareq::cli::status(&a),
         Command::Log(a) => shareq::cli::log(&a),
+        Command::Reload(a) => shareq::cli::reload(&a),
+        Command::Audit(a) => shareq::cli::audit(&a),
         Command::Gpus { config } => shareq::cli::gpus(config.as_deref()),
         Command::Supervise { spec } => shareq::cli::supervise(&spec),
     }

@@ -312,6 +312,62 @@ fn selection_follows_the_job_across_snapshots() {
     assert_eq!(selected_id(&app), id);
 }
 
+/// SPEC §9 in the console: an action the person at the keyboard may not take is refused
+/// in the footer with the scheduler's words, before any confirmation dialog.
+#[test]
+fn a_non_admin_is_refused_in_the_footer_before_any_dialog() {
+    use shareq::server::auth::{Access, Caller};
+    use std::sync::Arc;
+    let mut app = lab();
+    let mut snap = (*app.snap).clone();
+    snap.access = Arc::new(Access {
+        scheduler_uid: 0,
+        scheduler_user: "root".into(),
+        admins: vec!["carol".into()],
+        members: [("vision".to_string(), vec!["alice".to_string()])].into(),
+    });
+    // The fixtures' vision jobs are vera's (uid 1001).
+    app.set_snapshot(Arc::new(snap));
+    let bob = Caller {
+        uid: 1002,
+        name: "bob".into(),
+        groups: vec!["bob".into()],
+    };
+    app.caller = Some(bob);
+    let id = selected_id(&app);
+    for (k, words) in [
+        ('c', "cancel"),
+        ('p', "change the priority of"),
+        ('+', "change the priority of"),
+        ('l', "read the log of"),
+    ] {
+        assert_eq!(on_key(&mut app, key(k)), None, "{k}");
+        assert_eq!(app.mode, Mode::Normal, "{k}: no dialog opens");
+        let status = app.status.clone().expect("a footer message");
+        assert!(status.error);
+        assert_eq!(
+            status.text,
+            format!("bob may not {words} job {id}: it belongs to vera (admins: carol)")
+        );
+    }
+    assert_eq!(on_key(&mut app, key('r')), None);
+    assert!(
+        app.status
+            .clone()
+            .unwrap()
+            .text
+            .starts_with("bob may not reload the config")
+    );
+    // The owner gets the dialog.
+    app.caller = Some(Caller {
+        uid: 1001,
+        name: "vera".into(),
+        groups: vec![],
+    });
+    on_key(&mut app, key('c'));
+    assert!(matches!(app.mode, Mode::ConfirmCancel { .. }));
+}
+
 #[test]
 fn quick_bumps_are_never_lost_while_the_display_lags() {
     let mut app = lab();

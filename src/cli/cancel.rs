@@ -15,10 +15,17 @@ pub struct CancelArgs {
     pub state: Option<PathBuf>,
 }
 
-/// Exit 0 when every id was known, 1 otherwise.
+/// Exit 0 when every id was known, 1 otherwise, 3 when not allowed (nothing cancelled).
 pub fn cancel(args: &CancelArgs) -> ExitCode {
     let ids = args.ids.iter().map(|&i| JobId(i)).collect();
     match request(args.state.as_deref(), &Request::Cancel { ids }) {
+        Ok(r) if r.not_allowed => {
+            eprintln!(
+                "shareq cancel: {}",
+                crate::visible::visible(r.error.as_deref().unwrap_or_default())
+            );
+            super::refused(&r)
+        }
         Ok(r) => {
             for o in r.cancelled.unwrap_or_default() {
                 match (o.error, o.cancelled) {

@@ -96,7 +96,18 @@ pub fn tui(args: &ConsoleArgs) -> ExitCode {
 /// `shareq demo`: a fresh state directory, the AWS example (or `--config`) on fake GPUs,
 /// and a load generator.
 pub fn demo(args: &DemoArgs) -> ExitCode {
-    let root = std::env::temp_dir().join(format!("shareq-demo-{}", std::process::id()));
+    // Private and unpredictable (SPEC §9): mkdtemp, mode 0700.
+    let template = std::env::temp_dir().join("shareq-demo-XXXXXX");
+    let root = match nix::unistd::mkdtemp(&template) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!(
+                "shareq demo: cannot create a temporary directory in {}: {e}",
+                std::env::temp_dir().display()
+            );
+            return ExitCode::from(1);
+        }
+    };
     let state = StateDir::new(root.join("state"));
     let config = match &args.config {
         Some(c) => c.clone(),
@@ -118,10 +129,33 @@ pub fn demo(args: &DemoArgs) -> ExitCode {
         }
     };
     let opts = console_options(args.theme.clone(), args.no_mouse, &state);
-    let code = session(&config, state, opts, Some(args.seed));
+    let code = session(&config, state.clone(), opts, Some(args.seed));
     // The demo leaves nothing behind but jobs the operator chose to detach.
-    let _ = std::fs::remove_dir_all(root.join("config"));
+    if attempts_left_running(&state) {
+        let _ = std::fs::remove_dir_all(root.join("config"));
+        eprintln!(
+            "shareq demo: jobs still run detached; their state stays in {}",
+            root.display()
+        );
+    } else {
+        let _ = std::fs::remove_dir_all(&root);
+    }
     code
+}
+
+/// Has some attempt recorded its supervisor but no exit status yet?
+fn attempts_left_running(state: &StateDir) -> bool {
+    let Ok(jobs) = std::fs::read_dir(state.root().join("runs")) else {
+        return false;
+    };
+    jobs.flatten().any(|j| {
+        std::fs::read_dir(j.path()).is_ok_and(|files| {
+            files.flatten().any(|f| {
+                let p = f.path();
+                p.extension().is_some_and(|e| e == "pid") && !p.with_extension("exit").exists()
+            })
+        })
+    })
 }
 
 fn console_options(theme: Option<String>, no_mouse: bool, state: &StateDir) -> ConsoleOptions {
@@ -142,14 +176,21 @@ fn session(
     mut opts: ConsoleOptions,
     demo_seed: Option<u64>,
 ) -> ExitCode {
-    if let Err(e) = state.create() {
+    // A scheduler answers there already (maybe root's, in a directory this user may not
+    // write): attach without touching its files.
+    let running = std::os::unix::net::UnixStream::connect(state.socket()).is_ok();
+    if !running && let Err(e) = state.create() {
         eprintln!(
             "shareq: cannot create the state directory {}: {e}",
             state.root().display()
         );
         return ExitCode::from(1);
     }
-    let _guard = init_file_tracing(&state);
+    let _guard = if running {
+        None
+    } else {
+        init_file_tracing(&state)
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -161,8 +202,16 @@ fn session(
         }
     };
     rt.block_on(async move {
+        let booted = if running {
+            Err(BootError::Locked {
+                pid: None,
+                state: state.root().to_path_buf(),
+            })
+        } else {
+            boot::start(BootOptions::new(state.clone(), config.to_path_buf())).await
+        };
         let (local, snapshots, inputs) =
-            match boot::start(BootOptions::new(state.clone(), config.to_path_buf())).await {
+            match booted {
                 Ok(handle) => {
                     let (s, i) = (handle.snapshots.clone(), handle.inputs.clone());
                     (Some(handle), s, i)
@@ -196,7 +245,18 @@ fn session(
         let (actions_tx, actions_rx) = mpsc::channel::<Action>(256);
         let (notices_tx, notices_rx) = mpsc::unbounded_channel();
         opts.notices = NoticeFeed::new(notices_rx);
-        let bridge = tokio::spawn(forward(actions_rx, inputs, current_user(), notices_tx));
+        // The console at the keyboard acts directly on its own scheduler: record its
+        // actions here (an attached one goes through the socket, which records them).
+        let audit = local
+            .as_ref()
+            .map_or_else(crate::server::audit::Audit::off, |h| h.audit.clone());
+        let bridge = tokio::spawn(forward(
+            actions_rx,
+            inputs,
+            current_user(),
+            notices_tx,
+            audit,
+        ));
         let generator =
             demo_seed.map(|seed| tokio::spawn(demo::run_demo(actions_tx.clone(), seed)));
         let console = run_console(snapshots, actions_tx, opts).await;
@@ -219,16 +279,10 @@ fn session(
     })
 }
 
-/// Who is at the keyboard, for `CANCELLED: by <user>`.
+/// Who is at the keyboard, for `CANCELLED: by <user>`: from the user database, never
+/// from the environment.
 fn current_user() -> String {
-    std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| format!("uid {}", nix_uid()))
-}
-
-fn nix_uid() -> u32 {
-    // SAFETY-free: getuid cannot fail.
-    nix::unistd::getuid().as_raw()
+    crate::server::auth::Caller::current().name
 }
 
 /// Log to `<state>/shareq.log` only: the terminal belongs to the console.

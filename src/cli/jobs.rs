@@ -7,6 +7,7 @@ use crate::model::JobState;
 use crate::server::{ClientError, JobsAnswer, Request};
 use crate::snapshot::JobView;
 use crate::store::Store;
+use crate::visible::visible;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -71,8 +72,8 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
     }
     let now = now_ms();
     println!(
-        "{:>6}  {:<20} {:<12} {:>4} {:>4}  {:<10} {:>8}  DETAIL",
-        "ID", "NAME", "SHARE", "PRIO", "GPUS", "STATE", "FOR"
+        "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  DETAIL",
+        "ID", "NAME", "USER", "SHARE", "PRIO", "GPUS", "STATE", "FOR"
     );
     for v in &j.running {
         let detail = match &v.stopping {
@@ -101,17 +102,20 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
 }
 
 fn row(v: &JobView, ms: i64, detail: &str) {
-    let name: String = v.name.chars().take(20).collect();
+    // User-controlled text is printed with its control characters made visible (SPEC §9).
+    let name: String = visible(&v.name).chars().take(20).collect();
+    let user = v.submitter.as_ref().map_or("-", |s| s.name.as_str());
     println!(
-        "{:>6}  {:<20} {:<12} {:>4} {:>4}  {:<10} {:>8}  {}",
+        "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {}",
         v.id.0,
         name,
+        visible(user),
         v.share,
         v.priority,
         v.quantity,
         v.state.as_str(),
         duration(ms),
-        detail
+        visible(detail)
     );
 }
 

@@ -31,6 +31,13 @@ pub fn log(args: &LogArgs) -> ExitCode {
         }
     };
     let job = JobId(args.id);
+    // Logs belong to their job's submitter (SPEC §9): whoever cannot read the files asks
+    // the scheduler, which answers the owner and admins.
+    if std::fs::read_dir(state.job_logs(job))
+        .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+    {
+        return via_scheduler(args, &state, job);
+    }
     let mut attempt = match args.attempt.or_else(|| state.latest_attempt(job)) {
         Some(a) => a,
         None if args.follow => 0,
@@ -107,4 +114,70 @@ fn copy_from(
     out.write_all(&buf)?;
     out.flush()?;
     Ok(pos + buf.len() as u64)
+}
+
+/// `shareq log` through the control socket, for logs this user cannot open.
+fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> ExitCode {
+    let mut attempt = args.attempt;
+    let mut offset = 0u64;
+    let stdout = std::io::stdout();
+    loop {
+        let req = Request::Log {
+            id: job,
+            attempt,
+            offset,
+        };
+        let chunk = match request(Some(state.root()), &req) {
+            Ok(r) if r.ok => match r.log {
+                Some(c) => c,
+                None => {
+                    eprintln!("shareq log: the scheduler sent no log");
+                    return ExitCode::from(1);
+                }
+            },
+            Ok(r) => {
+                eprintln!(
+                    "shareq log: {}",
+                    crate::visible::visible(r.error.as_deref().unwrap_or_default())
+                );
+                return super::refused(&r);
+            }
+            Err(e) => {
+                eprintln!("shareq log: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        attempt = Some(chunk.attempt);
+        let mut out = stdout.lock();
+        let _ = out.write_all(chunk.data.as_bytes());
+        let _ = out.flush();
+        let more = chunk.next > offset;
+        offset = chunk.next;
+        if more {
+            continue;
+        }
+        if !args.follow || (chunk.ended && job_finished(state, job)) {
+            return ExitCode::SUCCESS;
+        }
+        if chunk.ended && args.attempt.is_none() {
+            // A newer attempt may have begun: ask for the latest next time.
+            let latest = request(
+                Some(state.root()),
+                &Request::Log {
+                    id: job,
+                    attempt: None,
+                    offset: 0,
+                },
+            );
+            if let Ok(r) = latest
+                && let Some(c) = r.log
+                && c.attempt > chunk.attempt
+            {
+                attempt = Some(c.attempt);
+                offset = 0;
+                continue;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

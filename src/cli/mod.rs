@@ -1,5 +1,6 @@
 //! The subcommands' bodies: each turns arguments into library calls and an exit code.
 
+mod admin;
 mod cancel;
 pub mod check;
 mod console;
@@ -13,6 +14,7 @@ mod status;
 mod submit;
 mod supervise;
 
+pub use admin::{AuditArgs, ReloadArgs, audit, reload};
 pub use cancel::{CancelArgs, cancel};
 pub use console::{ConsoleArgs, DemoArgs, default_config_dir, demo, tui};
 pub use gpus::gpus;
@@ -46,4 +48,14 @@ pub(crate) fn request(state: Option<&Path>, req: &Request) -> anyhow::Result<Res
     let state = serve::state_dir(state)?;
     let mut client = Client::connect(&state)?;
     Ok(client.call(req)?)
+}
+
+/// The exit code of a refused request: [`crate::server::EXIT_NOT_ALLOWED`] when the rules
+/// of SPEC §9 refused it, 1 otherwise.
+pub(crate) fn refused(r: &Response) -> std::process::ExitCode {
+    if r.not_allowed {
+        std::process::ExitCode::from(crate::server::EXIT_NOT_ALLOWED)
+    } else {
+        std::process::ExitCode::from(1)
+    }
 }

@@ -30,8 +30,11 @@ pub fn priority(args: &PriorityArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(r) => {
-            eprintln!("shareq priority: {}", r.error.unwrap_or_default());
-            ExitCode::from(1)
+            eprintln!(
+                "shareq priority: {}",
+                crate::visible::visible(r.error.as_deref().unwrap_or_default())
+            );
+            super::refused(&r)
         }
         Err(e) => {
             eprintln!("shareq priority: {e}");

@@ -160,7 +160,60 @@ fn init_tracing(state: &StateDir) -> Option<tracing_appender::non_blocking::Work
     }
 }
 
-/// The state directory from a `--state` flag, or the environment.
+/// Where the system scheduler keeps its state (the systemd unit in `assets/`).
+pub const SYSTEM_STATE: &str = "/var/lib/shareq";
+
+/// The state directory a client command talks to: `--state`, else `$SHAREQ_STATE`, else
+/// the user's own (`$XDG_STATE_HOME/shareq`, `~/.local/state/shareq`) when a scheduler
+/// listens there, else the system scheduler's `/var/lib/shareq` when one listens there,
+/// else the user's own (so that the error names it). See docs/DEPLOY.md.
 pub(crate) fn state_dir(flag: Option<&Path>) -> anyhow::Result<StateDir> {
-    StateDir::resolve(flag).map_err(anyhow::Error::msg)
+    client_state(flag, |k| std::env::var_os(k), |p| p.exists())
+}
+
+fn client_state(
+    flag: Option<&Path>,
+    env: impl Fn(&str) -> Option<std::ffi::OsString>,
+    exists: impl Fn(&Path) -> bool,
+) -> anyhow::Result<StateDir> {
+    let explicit = flag.is_some() || env("SHAREQ_STATE").is_some_and(|v| !v.is_empty());
+    let own = StateDir::resolve_with(flag, &env);
+    if explicit {
+        return own.map_err(anyhow::Error::msg);
+    }
+    if let Ok(own) = &own
+        && exists(&own.socket())
+    {
+        return Ok(own.clone());
+    }
+    let system = StateDir::new(SYSTEM_STATE);
+    if exists(&system.socket()) {
+        return Ok(system);
+    }
+    own.map_err(anyhow::Error::msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clients_find_the_system_scheduler_when_they_run_none_of_their_own() {
+        let env = |k: &str| (k == "HOME").then(|| std::ffi::OsString::from("/home/a"));
+        let own = Path::new("/home/a/.local/state/shareq/shareq.sock");
+        let system = Path::new("/var/lib/shareq/shareq.sock");
+        let pick = |sockets: &[&Path], flag: Option<&Path>| {
+            client_state(flag, env, |p| sockets.contains(&p))
+                .unwrap()
+                .root()
+                .to_path_buf()
+        };
+        assert_eq!(pick(&[system], None), Path::new(SYSTEM_STATE));
+        assert_eq!(
+            pick(&[own, system], None),
+            Path::new("/home/a/.local/state/shareq")
+        );
+        assert_eq!(pick(&[], None), Path::new("/home/a/.local/state/shareq"));
+        assert_eq!(pick(&[system], Some(Path::new("/s"))), Path::new("/s"));
+    }
 }

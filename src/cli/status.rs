@@ -21,7 +21,10 @@ pub fn status(args: &StatusArgs) -> ExitCode {
             ..
         }) => s,
         Ok(r) => {
-            eprintln!("shareq status: {}", r.error.unwrap_or_default());
+            eprintln!(
+                "shareq status: {}",
+                crate::visible::visible(r.error.as_deref().unwrap_or_default())
+            );
             return ExitCode::from(1);
         }
         Err(e) => {

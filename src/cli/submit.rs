@@ -86,6 +86,7 @@ impl SubmitArgs {
             retry_strategy: self.attempts.map(|attempts| RetryStrategy { attempts }),
             timeout_seconds: self.timeout,
             client_token: Some(client_token()),
+            submitter: None,
         })
     }
 }
@@ -149,9 +150,9 @@ pub fn submit(args: &SubmitArgs) -> ExitCode {
         Ok(r) => {
             eprintln!(
                 "shareq submit: rejected: {}",
-                r.error.unwrap_or_else(|| "no reason given".into())
+                crate::visible::visible(r.error.as_deref().unwrap_or("no reason given"))
             );
-            ExitCode::from(1)
+            super::refused(&r)
         }
         Err(e) => {
             eprintln!("shareq submit: {e}");

@@ -63,6 +63,7 @@ pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
         Shape::Map(&[opt("gracePeriodSeconds", Shape::Count)]),
     ),
     opt("admins", Shape::List(&Shape::Text)),
+    opt("controlSocket", Shape::Map(&[opt("group", Shape::Text)])),
     opt("history", Shape::Map(&[opt("retainDays", Shape::Count)])),
     opt(
         "logs",

@@ -186,6 +186,15 @@ fn check_env(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment) -> BTreeSe
         }
     }
     check_principals(cx, origin, "admins", env.admins.as_deref());
+    if let Some(g) = env.control_socket.as_ref().and_then(|c| c.group.as_deref())
+        && (g.starts_with('@') || !valid_principal(g))
+    {
+        cx.err(
+            origin,
+            "controlSocket.group",
+            format!("`{g}` is not a group name (letters, digits, _ - . ; no `@` here)"),
+        );
+    }
     units
 }
 

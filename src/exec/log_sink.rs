@@ -6,14 +6,13 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// How often (in bytes written) the free space is looked at.
 const CHECK_EVERY: u64 = 64 << 10;
 
 pub struct LogSink {
     file: File,
-    path: PathBuf,
     written: u64,
     cap: u64,
     reserve: u64,
@@ -31,13 +30,25 @@ impl LogSink {
         let written = file.metadata().map_or(0, |m| m.len());
         Ok(LogSink {
             file,
-            path: path.to_path_buf(),
             written,
             cap,
             reserve,
             since_check: CHECK_EVERY,
             cut: false,
         })
+    }
+
+    /// A sink over a log file already opened for appending.
+    pub fn from_file(file: File, cap: u64, reserve: u64) -> LogSink {
+        let written = file.metadata().map_or(0, |m| m.len());
+        LogSink {
+            file,
+            written,
+            cap,
+            reserve,
+            since_check: CHECK_EVERY,
+            cut: false,
+        }
     }
 
     /// Has the log been cut?
@@ -54,7 +65,7 @@ impl LogSink {
         self.since_check += buf.len() as u64;
         if self.since_check >= CHECK_EVERY {
             self.since_check = 0;
-            if let Some(free) = free_bytes(&self.path)
+            if let Some(free) = free_bytes(&self.file)
                 && free < self.reserve.saturating_add(buf.len() as u64)
             {
                 let why = format!(
@@ -103,10 +114,9 @@ fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
 }
 
-/// Free bytes for unprivileged writers on the filesystem of `path`.
-pub fn free_bytes(path: &Path) -> Option<u64> {
-    let dir = path.parent().unwrap_or(path);
-    let s = nix::sys::statvfs::statvfs(dir).ok()?;
+/// Free bytes for unprivileged writers on the filesystem of `file`.
+pub fn free_bytes(file: &File) -> Option<u64> {
+    let s = nix::sys::statvfs::fstatvfs(file).ok()?;
     Some((s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64))
 }
 

@@ -4,11 +4,13 @@
 pub mod device_health;
 pub mod gpus;
 pub mod log_sink;
+pub mod privdrop;
 pub mod proc;
 pub mod runfiles;
 pub mod runfiles_aside;
 pub mod session;
 pub mod state_dir;
+pub mod state_perms;
 pub mod supervisor;
 pub mod telemetry;
 

@@ -98,6 +98,9 @@ pub struct LaunchSpec {
     /// (`logs.minFreeBytes`).
     #[serde(default = "default_reserve")]
     pub free_reserve: u64,
+    /// Who the command runs as when the supervisor is root (SPEC §9): the submitter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitter: Option<crate::model::Submitter>,
 }
 
 fn default_log_cap() -> u64 {
@@ -385,6 +388,7 @@ mod tests {
             grace_seconds: 1,
             log_cap: 1,
             free_reserve: 1,
+            submitter: None,
         };
         let e = spec.job_env();
         assert_eq!(e["CUDA_VISIBLE_DEVICES"], "0,2");

@@ -48,10 +48,10 @@ impl StateDir {
         &self.root
     }
 
-    /// Create the directory and its `logs/` and `runs/` folders.
+    /// Create (or check) the directory and its `logs/` and `runs/` folders, private to
+    /// this user, as `state_perms::prepare` says (0711 under root, for the socket).
     pub fn create(&self) -> std::io::Result<()> {
-        std::fs::create_dir_all(self.root.join("logs"))?;
-        std::fs::create_dir_all(self.root.join("runs"))
+        super::state_perms::prepare(&self.root, nix::unistd::geteuid().is_root())
     }
 
     pub fn socket(&self) -> PathBuf {

@@ -20,6 +20,7 @@
 //! and writes the exit record.
 
 use super::log_sink::LogSink;
+use super::privdrop::RunAs;
 use super::runfiles::{self, ExitStatus, LaunchSpec, now_ms};
 use crate::model::Command as JobCommand;
 use nix::errno::Errno;
@@ -122,7 +123,9 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
                 signal: None,
                 finished_at: now_ms(),
             };
-            if let Ok(mut l) = LogSink::open(&spec.log, spec.log_cap, spec.free_reserve) {
+            let owner = RunAs::for_submitter(spec.submitter.as_ref()).ok().flatten();
+            if let Ok(file) = open_log(&spec, owner.as_ref()) {
+                let mut l = LogSink::from_file(file, spec.log_cap, spec.free_reserve);
                 l.note(&format!(
                     "cannot record the supervisor in {}: {e}",
                     pid_path.display()
@@ -135,14 +138,25 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
     let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
     nix::sys::prctl::set_child_subreaper(true)?;
 
-    let mut log = LogSink::open(&spec.log, spec.log_cap, spec.free_reserve).map_err(|source| {
-        SupervisorError::Log {
-            path: spec.log.display().to_string(),
-            source,
-        }
+    // Whom the command runs as (SPEC §9); a submitter who cannot be found fails the
+    // attempt, with the reason in the log (kept by the scheduler's user then).
+    let (run_as, unknown) = match RunAs::for_submitter(spec.submitter.as_ref()) {
+        Ok(r) => (r, None),
+        Err(why) => (None, Some(why)),
+    };
+    let file = open_log(&spec, run_as.as_ref()).map_err(|source| SupervisorError::Log {
+        path: spec.log.display().to_string(),
+        source,
     })?;
+    let mut log = LogSink::from_file(file, spec.log_cap, spec.free_reserve);
     let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let spawned = spawn(&spec, out_w);
+    let spawned = match unknown {
+        Some(why) => Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            why,
+        )),
+        None => spawn(&spec, out_w, run_as.as_ref()),
+    };
     let status = match spawned {
         Ok(child) => {
             // Tell the runtime the command runs (it may be gone: ignore errors).
@@ -175,7 +189,27 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
     Ok(status)
 }
 
-fn spawn(spec: &LaunchSpec, out: std::os::fd::OwnedFd) -> std::io::Result<std::process::Child> {
+/// The attempt's log, `<state>/logs/<job>/<attempt>.log`, opened without following links
+/// and owned by the user the command runs as.
+fn open_log(spec: &LaunchSpec, run_as: Option<&RunAs>) -> std::io::Result<std::fs::File> {
+    let bad = || std::io::Error::other(format!("bad log path {}", spec.log.display()));
+    let file = spec.log.file_name().ok_or_else(bad)?;
+    let job_dir = spec.log.parent().ok_or_else(bad)?;
+    let job = job_dir.file_name().ok_or_else(bad)?;
+    let logs = job_dir.parent().ok_or_else(bad)?;
+    super::state_perms::open_job_log(
+        logs,
+        &job.to_string_lossy(),
+        &file.to_string_lossy(),
+        run_as.map(|r| (r.uid, r.gid)),
+    )
+}
+
+fn spawn(
+    spec: &LaunchSpec,
+    out: OwnedFd,
+    run_as: Option<&RunAs>,
+) -> std::io::Result<std::process::Child> {
     let mut cmd = match &spec.command {
         JobCommand::Shell(s) => match plain_words(s) {
             Some(words) => {
@@ -202,12 +236,12 @@ fn spawn(spec: &LaunchSpec, out: std::os::fd::OwnedFd) -> std::io::Result<std::p
         }
     };
     let err = out.try_clone()?;
-    cmd.envs(spec.job_env())
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
-    if let Some(dir) = &spec.working_directory {
-        cmd.current_dir(dir);
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    if run_as.is_none() {
+        cmd.envs(spec.job_env());
+        if let Some(dir) = &spec.working_directory {
+            cmd.current_dir(dir);
+        }
     }
     // SAFETY: setpgid, sigprocmask and sigaction are async-signal-safe and touch no
     // memory of the parent.
@@ -229,8 +263,14 @@ fn spawn(spec: &LaunchSpec, out: std::os::fd::OwnedFd) -> std::io::Result<std::p
                 nix::sys::signal::signal(s, nix::sys::signal::SigHandler::SigDfl)
                     .map_err(std::io::Error::from)?;
             }
+            // The scheduler keeps its own files private (umask 077); jobs get the usual.
+            nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
             Ok(())
         });
+    }
+    if let Some(r) = run_as {
+        // After the steps above: they need no privilege, the drop comes last.
+        r.apply(&mut cmd, spec.job_env(), spec.working_directory.as_deref())?;
     }
     cmd.spawn()
 }

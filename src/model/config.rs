@@ -36,6 +36,17 @@ pub struct ServiceEnvironment {
     /// How much output an attempt may write, and the free space the logs leave (SPEC §7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logs: Option<LogLimits>,
+    /// Who may connect to the control socket (SPEC §9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_socket: Option<ControlSocket>,
+}
+
+/// `controlSocket: {group: G}`: only group G may connect (socket mode 0660).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ControlSocket {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

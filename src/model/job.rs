@@ -62,6 +62,19 @@ pub struct JobSpec {
     /// lost answer) gets the job the first one made, never a second job (SPEC §8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_token: Option<String>,
+    /// Who submitted it. Set by the scheduler from the caller's peer credentials (SPEC
+    /// §9); whatever a request says here is overwritten.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Shared: every snapshot of a queued job refers to it instead of copying it.
+    pub submitter: Option<std::sync::Arc<Submitter>>,
+}
+
+/// A job's owner: the unix user who submitted it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Submitter {
+    pub name: String,
+    pub uid: u32,
 }
 
 fn one() -> u32 {
@@ -84,6 +97,7 @@ impl JobSpec {
             retry_strategy: None,
             timeout_seconds: None,
             client_token: None,
+            submitter: None,
         }
     }
 

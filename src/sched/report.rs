@@ -154,6 +154,28 @@ impl Sched {
         })
     }
 
+    /// Would a reclaim of its share's borrowed GPUs take this running job? Walking the
+    /// lane's running jobs in victim order (SPEC §4.1), jobs are taken while the share is
+    /// still borrowing after the ones taken before (and the ones already stopping).
+    pub fn reclaimed_first(&self, id: JobId) -> bool {
+        let Some(j) = self.job(id) else { return false };
+        if !j.is_holding() || j.is_stopping() {
+            return false;
+        }
+        let lane = &self.shares[j.share].lanes[j.unit];
+        let mut excess = i64::from(lane.usage) - i64::from(lane.releasing) - i64::from(lane.limit);
+        for k in &lane.running {
+            if excess <= 0 {
+                return false;
+            }
+            if k.id == id.0 {
+                return true;
+            }
+            excess -= self.job(JobId(k.id)).map_or(0, |v| i64::from(v.quantity));
+        }
+        false
+    }
+
     /// Is the unit oversubscribed (Σ guarantees > usable)? By name.
     pub fn oversubscribed(&self, unit: &str) -> bool {
         self.unit_ix

@@ -324,3 +324,24 @@ resourceSharingConfiguration: {strategy: LEND}
         Event::Preempted { job, by: Some(by), .. } if *job == b2 && *by == l1
     )));
 }
+
+#[test]
+fn a_borrowing_share_knows_which_running_jobs_a_reclaim_takes_first() {
+    // a (limit 1, LEND_AND_BORROW) runs three 1-GPU jobs on 3 GPUs: 2 are borrowed, and a
+    // reclaim takes the most recently started first (equal priorities, no preemptions).
+    let mut s = sched(
+        THREE
+            .replace("strategy: RESERVE", "strategy: LEND")
+            .as_str(),
+    );
+    let a1 = s.submit(JobSpec::new("a1", "a", 1, 0), 0).unwrap();
+    let a2 = s.submit(JobSpec::new("a2", "a", 1, 0), 1).unwrap();
+    let a3 = s.submit(JobSpec::new("a3", "a", 1, 0), 2).unwrap();
+    s.pass(2);
+    assert!(s.job(a3).unwrap().is_holding());
+    assert!(!s.reclaimed_first(a1));
+    assert!(s.reclaimed_first(a2) && s.reclaimed_first(a3));
+    // A higher priority moves a job to the back of the victim order.
+    s.set_priority(a3, 5, 3).unwrap();
+    assert!(s.reclaimed_first(a1) && s.reclaimed_first(a2) && !s.reclaimed_first(a3));
+}

@@ -107,7 +107,7 @@ impl From<StoreError> for BootError {
 pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     let t0 = Instant::now();
     let root = opts.state.root().to_path_buf();
-    let lock = StateLock::acquire(&root)?;
+    // Checked before anything in it is opened (SPEC §9).
     let fds = super::conn_limits::raise_fd_limit();
     tracing::debug!(open_files = fds, "open-file limit");
     opts.state.create().map_err(|source| {
@@ -116,6 +116,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
             source,
         })
     })?;
+    let lock = StateLock::acquire(&root)?;
     let loaded = load_dir(&opts.config_dir).map_err(|errors| BootError::Config {
         dir: opts.config_dir.clone(),
         errors,
@@ -159,10 +160,32 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         Some(p) => p,
         None => std::env::current_exe().map_err(BootError::Exe)?,
     };
+    let group = loaded
+        .config
+        .env
+        .control_socket
+        .as_ref()
+        .and_then(|c| c.group.clone());
     let listener = if opts.listen {
-        Some(socket::bind(&opts.state)?)
+        if group.is_some() {
+            // The group must reach the socket: enter the directory, not list it.
+            crate::exec::state_perms::prepare(&root, true).map_err(|source| {
+                BootError::Store(StoreError::StateDir {
+                    path: root.clone(),
+                    source,
+                })
+            })?;
+        }
+        Some(socket::bind(&opts.state, group.as_deref())?)
     } else {
         None
+    };
+    let audit = match super::audit::Audit::start(&root.join(crate::store::DB_FILE)) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::warn!("no audit trail: {e}");
+            super::audit::Audit::off()
+        }
     };
     let durable = Durable {
         lock,
@@ -189,9 +212,11 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         handle.inputs.clone(),
     );
     if let Some(listener) = listener {
-        handle.serve_socket(listener, opts.state.socket(), opts.socket_limits);
+        let guard = super::guard::Guard::new(opts.state.clone(), audit.clone());
+        handle.serve_socket(listener, opts.state.socket(), guard, opts.socket_limits);
         tracing::info!(socket = %opts.state.socket().display(), "scheduler listening");
     }
+    handle.audit = audit;
     if opts.watch_config {
         // Edits of the config directory apply live; a watcher that cannot start leaves
         // the config as loaded (and `reload` over the socket still works).

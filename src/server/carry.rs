@@ -286,6 +286,7 @@ impl Executor {
             grace_seconds: sched.grace_period_seconds(),
             log_cap: self.log_limits.cap_bytes(),
             free_reserve: self.log_limits.reserve_bytes(),
+            submitter: j.spec.submitter.as_deref().cloned(),
         };
         let timeout = j.spec.timeout_seconds;
         let tx = self.tx.clone();
@@ -391,6 +392,8 @@ impl Executor {
             gpus: v.quantity,
             ran_for: v.started_at().map_or(0, |s| now - s),
             outcome: None,
+            victim_user: v.spec.submitter.as_ref().map(|s| s.name.clone()),
+            by_user: by_job.and_then(|b| b.spec.submitter.as_ref().map(|s| s.name.clone())),
         });
         self.preemptions.truncate(PREEMPTION_LOG_LEN);
         self.preemptions_changed = true;

@@ -34,10 +34,13 @@
 //! # }
 //! ```
 
+pub mod audit;
+pub mod auth;
 pub mod boot;
 mod carry;
 pub mod client;
 pub mod conn_limits;
+pub mod guard;
 pub mod input;
 pub mod protocol;
 pub mod remote;
@@ -48,6 +51,7 @@ mod timers;
 mod tokens;
 mod turn;
 
+pub use auth::{Access, Caller, Denied, EXIT_NOT_ALLOWED};
 pub use boot::{BootError, BootOptions};
 pub use client::{Client, ClientError};
 pub use input::{CancelOutcome, ConfigUpdate, Input};

@@ -30,12 +30,47 @@ pub enum Request {
     },
     Status,
     Reload,
+    /// Part of a job's output log, from byte `offset` of attempt `attempt` (default: the
+    /// latest). For callers who cannot read the file themselves (admins who are not
+    /// root); the owner and admins only.
+    Log {
+        id: JobId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attempt: Option<u32>,
+        #[serde(default)]
+        offset: u64,
+    },
+    /// The newest `limit` entries of the audit trail (admins only).
+    Audit {
+        #[serde(default = "audit_limit")]
+        limit: usize,
+    },
     /// Switch the connection to streaming: from then on the scheduler writes one JSON
     /// [`crate::snapshot::Update`] per line: `{"full":{...snapshot}}` first, then after
     /// each change (at most every [`SUBSCRIBE_EVERY_MS`] ms) `{"delta":{...}}` with what
     /// changed since the version sent before (the whole picture again when the client
     /// fell too far behind), until either side closes.
     Subscribe,
+}
+
+fn audit_limit() -> usize {
+    100
+}
+
+/// The most log bytes one `log` answer carries.
+pub const LOG_CHUNK: usize = 256 * 1024;
+
+/// A piece of a job's log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogChunk {
+    pub attempt: u32,
+    /// Where `data` starts and where the next request should continue.
+    pub offset: u64,
+    pub next: u64,
+    /// The bytes, as UTF-8 with invalid sequences replaced.
+    pub data: String,
+    /// The attempt has ended (its exit status is written).
+    pub ended: bool,
 }
 
 /// The shortest interval between two snapshots streamed to a subscriber.
@@ -83,6 +118,14 @@ pub struct Response {
     pub jobs: Option<JobsAnswer>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<StatusAnswer>,
+    /// Set when the request was refused as not allowed (SPEC §9): the CLI exits with
+    /// [`super::auth::EXIT_NOT_ALLOWED`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_allowed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogChunk>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<Vec<super::audit::AuditEntry>>,
 }
 
 impl Response {
@@ -90,6 +133,14 @@ impl Response {
         Response {
             ok: true,
             ..Response::default()
+        }
+    }
+
+    /// A refusal (see [`super::auth::Denied`]).
+    pub fn denied(d: super::auth::Denied) -> Response {
+        Response {
+            not_allowed: true,
+            ..Response::error(d.0)
         }
     }
 

@@ -49,6 +49,8 @@ pub struct RuntimeHandle {
     pub(crate) watcher: Option<WatcherGuard>,
     /// The control socket's accept loop and the socket file (set by `boot::start`).
     server: Option<(JoinHandle<()>, PathBuf)>,
+    /// Where accepted actions are recorded (set by `boot::start`; off in memory).
+    pub audit: super::audit::Audit,
 }
 
 /// Keeps the config watcher alive.
@@ -154,6 +156,7 @@ impl RuntimeHandle {
             persist: None,
             observed: Vec::new(),
             fatal: fatal_tx,
+            access: Arc::new(super::auth::Access::new(&initial.config)),
             shutdown: None,
             tokens: Default::default(),
             halted: None,
@@ -202,6 +205,7 @@ impl RuntimeHandle {
             task,
             watcher: None,
             server: None,
+            audit: super::audit::Audit::off(),
         }
     }
 
@@ -217,12 +221,14 @@ impl RuntimeHandle {
         &mut self,
         listener: tokio::net::UnixListener,
         path: PathBuf,
+        guard: super::guard::Guard,
         limits: super::conn_limits::SocketLimits,
     ) {
         let task = tokio::spawn(super::socket::serve(
             listener,
             self.inputs.clone(),
             self.snapshots.clone(),
+            guard,
             limits,
         ));
         self.server = Some((task, path));
@@ -342,6 +348,8 @@ struct Runtime {
     /// Facts fed to the scheduler since the last recorded batch.
     observed: Vec<Observed>,
     fatal: watch::Sender<Option<String>>,
+    /// Who may do what under the config in force (published with each snapshot).
+    access: Arc<super::auth::Access>,
     /// Set once a shutdown was asked for.
     shutdown: Option<Shutdown>,
     tokens: super::tokens::ClientTokens,
@@ -606,9 +614,10 @@ impl Runtime {
         if let Some(log) = self.exec.take_preemption_log() {
             self.picture.set_preemptions(log);
         }
-        let snap = self
+        let mut snap = self
             .picture
             .publish(&self.sched, now, self.config.clone(), &self.samples);
+        snap.access = self.access.clone();
         self.snapshots.send_replace(Arc::new(snap));
     }
 
@@ -818,6 +827,7 @@ impl Runtime {
                 }
                 self.sched.apply_config(&loaded.config, &capacity, now);
                 self.exec.log_limits = loaded.config.env.logs.unwrap_or_default();
+                self.access = Arc::new(super::auth::Access::new(&loaded.config));
                 self.picture.touch_all();
                 if let Some(p) = &mut self.persist {
                     p.retain_days = retain_days(&loaded);

@@ -1,6 +1,8 @@
 //! The control socket `<state>/shareq.sock`: accept connections, read size-limited JSON
 //! lines, answer from the latest snapshot or through the runtime.
 
+use super::auth::Caller;
+use super::guard::Guard;
 use super::input::Input;
 use super::protocol::{JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
 use crate::exec::StateDir;
@@ -24,9 +26,9 @@ pub enum SocketError {
     },
 }
 
-/// Bind the socket (mode 0600). A stale socket file left by a dead scheduler is replaced;
-/// a live one is an error.
-pub fn bind(state: &StateDir) -> Result<UnixListener, SocketError> {
+/// Bind the socket, with the mode SPEC §9 gives it (see `guard::socket_mode`). A stale
+/// socket file left by a dead scheduler is replaced; a live one is an error.
+pub fn bind(state: &StateDir, group: Option<&str>) -> Result<UnixListener, SocketError> {
     let path = state.socket();
     let shown = path.display().to_string();
     if path.exists() {
@@ -40,7 +42,11 @@ pub fn bind(state: &StateDir) -> Result<UnixListener, SocketError> {
         source,
     };
     let listener = UnixListener::bind(&path).map_err(bind_err)?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(bind_err)?;
+    let (mode, gid) = super::guard::socket_mode(group).map_err(bind_err)?;
+    if let Some(gid) = gid {
+        nix::unistd::chown(&path, None, Some(gid)).map_err(|e| bind_err(e.into()))?;
+    }
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).map_err(bind_err)?;
     Ok(listener)
 }
 
@@ -50,6 +56,7 @@ pub async fn serve(
     listener: UnixListener,
     inputs: mpsc::UnboundedSender<Input>,
     snapshots: watch::Receiver<Arc<Snapshot>>,
+    guard: Guard,
     limits: super::conn_limits::SocketLimits,
 ) {
     let cap = limits.cap();
@@ -69,9 +76,11 @@ pub async fn serve(
                 };
                 let inputs = inputs.clone();
                 let snapshots = snapshots.clone();
+                let guard = guard.clone();
                 tokio::spawn(async move {
                     let _permit = permit;
-                    if let Err(e) = connection(stream, inputs, snapshots, limits.idle).await {
+                    if let Err(e) = connection(stream, inputs, snapshots, guard, limits.idle).await
+                    {
                         tracing::debug!("control connection ended: {e}");
                     }
                 });
@@ -81,20 +90,6 @@ pub async fn serve(
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
         }
-    }
-}
-
-/// The peer's user name, from the kernel's peer credentials.
-fn peer_user(stream: &UnixStream) -> String {
-    match stream.peer_cred() {
-        Ok(cred) => {
-            let uid = nix::unistd::Uid::from_raw(cred.uid());
-            match nix::unistd::User::from_uid(uid) {
-                Ok(Some(u)) => u.name,
-                _ => format!("uid {}", cred.uid()),
-            }
-        }
-        Err(_) => "unknown".to_string(),
     }
 }
 
@@ -118,12 +113,26 @@ async fn connection(
     stream: UnixStream,
     inputs: mpsc::UnboundedSender<Input>,
     snapshots: watch::Receiver<Arc<Snapshot>>,
+    guard: Guard,
     idle: std::time::Duration,
 ) -> std::io::Result<()> {
-    let user = peer_user(&stream);
+    // Who is calling, from the kernel; never from the request.
+    let cred = stream.peer_cred()?;
+    let (uid, gid) = (cred.uid(), cred.gid());
+    let caller = tokio::task::spawn_blocking(move || Caller::lookup(uid, gid))
+        .await
+        .map_err(std::io::Error::other)?;
     let (r, w) = stream.into_split();
     let (tx, rx) = mpsc::channel(PIPELINE_DEPTH);
-    let reading = read_requests(BufReader::new(r), user, inputs, snapshots.clone(), tx, idle);
+    let reading = read_requests(
+        BufReader::new(r),
+        caller,
+        guard,
+        inputs,
+        snapshots.clone(),
+        tx,
+        idle,
+    );
     let writing = write_answers(w, rx, snapshots);
     let (read, write) = tokio::join!(reading, writing);
     read.and(write)
@@ -131,7 +140,8 @@ async fn connection(
 
 async fn read_requests(
     mut r: BufReader<tokio::net::unix::OwnedReadHalf>,
-    user: String,
+    caller: Caller,
+    guard: Guard,
     inputs: mpsc::UnboundedSender<Input>,
     snapshots: watch::Receiver<Arc<Snapshot>>,
     out: mpsc::Sender<Outgoing>,
@@ -158,7 +168,7 @@ async fn read_requests(
         }
         let next = match serde_json::from_slice::<Request>(trim_line(&line)) {
             Ok(Request::Subscribe) => Outgoing::Subscribe,
-            _ => Outgoing::Answer(dispatch(&line, &user, &inputs, &snapshots)),
+            _ => Outgoing::Answer(admit(&line, &caller, &guard, &inputs, &snapshots).await),
         };
         let subscribe = matches!(next, Outgoing::Subscribe);
         if out.send(next).await.is_err() || subscribe {
@@ -238,10 +248,14 @@ fn gone() -> Response {
     Response::error("the scheduler is shutting down")
 }
 
-/// Hand a request to the runtime now; the returned future waits for its answer.
-fn dispatch(
+/// Parse a request and check it against the rules (SPEC §9: a refused request changes
+/// nothing and is answered at once); hand what is allowed to the runtime, and record it
+/// in the audit trail once accepted. Only a non-admin's request about a job waits here
+/// (for the picture to include the job), which keeps the connection's requests in order.
+async fn admit(
     line: &[u8],
-    user: &str,
+    caller: &Caller,
+    guard: &Guard,
     inputs: &mpsc::UnboundedSender<Input>,
     snapshots: &watch::Receiver<Arc<Snapshot>>,
 ) -> Pending {
@@ -251,10 +265,40 @@ fn dispatch(
             "empty request: send one JSON object per line",
         ));
     }
-    let req: Request = match serde_json::from_slice(text) {
+    let mut req: Request = match serde_json::from_slice(text) {
         Ok(r) => r,
         Err(e) => return ready(Response::error(format!("malformed request: {e}"))),
     };
+    if let Err(refused) = guard.admit(&mut req, caller, inputs, snapshots).await {
+        return ready(refused);
+    }
+    let audited = matches!(
+        req,
+        Request::Submit { .. }
+            | Request::Cancel { .. }
+            | Request::Priority { .. }
+            | Request::Reload
+    );
+    if !audited {
+        return dispatch(req, &caller.name, guard, inputs, snapshots);
+    }
+    let pending = dispatch(req.clone(), &caller.name, guard, inputs, snapshots);
+    let (guard, caller) = (guard.clone(), caller.clone());
+    Box::pin(async move {
+        let answer = pending.await;
+        guard.record(&req, &caller, &answer);
+        answer
+    })
+}
+
+/// Hand a request to the runtime now; the returned future waits for its answer.
+fn dispatch(
+    req: Request,
+    user: &str,
+    guard: &Guard,
+    inputs: &mpsc::UnboundedSender<Input>,
+    snapshots: &watch::Receiver<Arc<Snapshot>>,
+) -> Pending {
     // Read-your-writes: the snapshot read for the answer must include everything sent
     // before, so a `Sync` is queued behind it now.
     let synced = if matches!(req, Request::Jobs { .. } | Request::Status) {
@@ -363,6 +407,18 @@ fn dispatch(
             })
         }
         Request::Subscribe => ready(Response::error("subscribe: send it as the first request")),
+        Request::Log {
+            id,
+            attempt,
+            offset,
+        } => {
+            let guard = guard.clone();
+            Box::pin(async move { guard.log(id, attempt, offset).await })
+        }
+        Request::Audit { limit } => {
+            let guard = guard.clone();
+            Box::pin(async move { guard.audit(limit).await })
+        }
         Request::Status => {
             let snapshots = snapshots.clone();
             Box::pin(async move {

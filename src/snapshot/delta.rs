@@ -92,6 +92,9 @@ pub struct Delta {
     pub preemptions: Option<Arc<Vec<PreemptionRecord>>>,
     pub grace_period_seconds: u32,
     pub queue: Vec<Change>,
+    /// Who may do what (SPEC §9); small, so always sent.
+    #[serde(default)]
+    pub access: Arc<crate::server::auth::Access>,
 }
 
 impl Snapshot {
@@ -117,6 +120,7 @@ impl Snapshot {
                     .then(|| self.preemptions.clone()),
                 grace_period_seconds: self.grace_period_seconds,
                 queue,
+                access: self.access.clone(),
             })
         });
         match delta {
@@ -159,6 +163,7 @@ impl Snapshot {
             self.preemptions = p;
         }
         self.grace_period_seconds = d.grace_period_seconds;
+        self.access = d.access;
         Ok(())
     }
 }

@@ -242,12 +242,14 @@ mod tests {
             finished: None,
             devices: Vec::new(),
             on_borrowed: false,
+            reclaimed_first: false,
             reason: Arc::from(""),
             reason_group: None,
             stopping: None,
             attempts: 0,
             preempted_count: 0,
             nominated: false,
+            submitter: None,
         })
     }
 

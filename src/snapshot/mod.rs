@@ -4,8 +4,9 @@
 //! `Arc<Snapshot>`; consecutive snapshots share every queue chunk that did not change,
 //! and subscribers get [`Delta`]s. Readers never touch the live scheduler.
 
-use crate::model::{JobId, JobState, Strategy};
+use crate::model::{JobId, JobState, Strategy, Submitter};
 use crate::sched::{LendEdge, Phase, QKey, Sched, StopCause, Time};
+use crate::server::auth::Access;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -97,6 +98,10 @@ pub struct JobView {
     pub devices: Vec<u32>,
     /// How many of its GPUs are beyond its share's limit right now (running jobs).
     pub on_borrowed: bool,
+    /// Among its borrowing share's running jobs, one that a reclaim of the share's
+    /// borrowed GPUs would take (SPEC §4.1's victim order): the others are kept.
+    #[serde(default)]
+    pub reclaimed_first: bool,
     /// Why it waits (queued), or what it is doing. Empty for a queued row of a reason
     /// group: see [`Snapshot::reason`].
     pub reason: Arc<str>,
@@ -108,6 +113,9 @@ pub struct JobView {
     pub attempts: u32,
     pub preempted_count: u32,
     pub nominated: bool,
+    /// Who submitted it (SPEC §9); `None` only for jobs stored before shareq knew.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitter: Option<Arc<Submitter>>,
 }
 
 /// One line of the preemption log (SPEC §4.4 item 4).
@@ -126,6 +134,11 @@ pub struct PreemptionRecord {
     pub ran_for: i64,
     /// "requeued", "failed (PREEMPTION_RETRIES_EXHAUSTED)", ... once known.
     pub outcome: Option<String>,
+    /// The victim's submitter, and the preempting job's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub victim_user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_user: Option<String>,
 }
 
 /// GPU telemetry for one device, where NVML answers.
@@ -178,6 +191,9 @@ pub struct Snapshot {
     /// Newest first.
     pub preemptions: Arc<Vec<PreemptionRecord>>,
     pub grace_period_seconds: u32,
+    /// Who may do what (SPEC §9), so that a console can refuse before it asks.
+    #[serde(default)]
+    pub access: Arc<Access>,
     /// What changed in the queue in the last versions (for deltas to subscribers).
     #[serde(skip)]
     pub changes: ChangeLog,
@@ -200,6 +216,7 @@ impl Snapshot {
             finished: Arc::default(),
             preemptions: Arc::default(),
             grace_period_seconds: 30,
+            access: Arc::default(),
             changes: ChangeLog::default(),
         }
     }
@@ -335,6 +352,7 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         finished: j.finished_at,
         devices: j.devices().to_vec(),
         on_borrowed: j.is_holding() && lane_borrowing,
+        reclaimed_first: sched.reclaimed_first(j.id),
         reason,
         reason_group: None,
         stopping: j.stop_cause().map(|c| {
@@ -348,6 +366,7 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         attempts: j.attempts_started,
         preempted_count: j.preempted_count,
         nominated: j.is_nominated(),
+        submitter: j.spec.submitter.clone(),
     }
 }
 

@@ -294,6 +294,8 @@ impl Picture {
             preemptions: self.preemptions.clone(),
             grace_period_seconds: sched.grace_period_seconds(),
             changes: self.log.clone(),
+            // The rules are the runtime's: it sets them (`Runtime::publish`).
+            access: Arc::default(),
         }
     }
 }

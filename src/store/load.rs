@@ -18,7 +18,8 @@ pub const RECENT_HISTORY: usize = 200;
 const MS_PER_DAY: i64 = 86_400_000;
 
 const JOB_RECORD_COLUMNS: &str = "id, name, share, unit, quantity, priority, state, submitted,
-    started_at, finished_at, devices, attempts_started, preempted_count, fail_reason";
+    started_at, finished_at, devices, attempts_started, preempted_count, fail_reason,
+    json_extract(spec, '$.submitter.name'), json_extract(spec, '$.submitter.uid')";
 
 impl Store {
     /// Everything a restarting runtime needs: jobs to queue or adopt (in id order), the
@@ -156,6 +157,15 @@ impl Store {
             attempts: row.get(11).map_err(e)?,
             preempted_count: row.get(12).map_err(e)?,
             fail_reason: row.get(13).map_err(e)?,
+            submitter: match (
+                row.get::<_, Option<String>>(14).map_err(e)?,
+                row.get::<_, Option<u32>>(15).map_err(e)?,
+            ) {
+                (Some(name), Some(uid)) => {
+                    Some(std::sync::Arc::new(crate::model::Submitter { name, uid }))
+                }
+                _ => None,
+            },
         })
     }
 
@@ -195,7 +205,9 @@ impl Store {
             .conn
             .prepare_cached(
                 "SELECT at, victim, victim_name, victim_share, by_job, by_name, by_share,
-                    reason, gpus, ran_for, outcome
+                    reason, gpus, ran_for, outcome,
+                    (SELECT json_extract(spec, '$.submitter.name') FROM jobs WHERE jobs.id = victim),
+                    (SELECT json_extract(spec, '$.submitter.name') FROM jobs WHERE jobs.id = by_job)
                  FROM preemptions ORDER BY seq DESC LIMIT ?1",
             )
             .map_err(|e| self.err(e))?;
@@ -213,6 +225,8 @@ impl Store {
                     gpus: r.get(8)?,
                     ran_for: r.get(9)?,
                     outcome: r.get(10)?,
+                    victim_user: r.get(11)?,
+                    by_user: r.get(12)?,
                 })
             })
             .map_err(|e| self.err(e))?;

@@ -87,6 +87,7 @@ pub struct JobRecord {
     pub attempts: u32,
     pub preempted_count: u32,
     pub fail_reason: Option<String>,
+    pub submitter: Option<std::sync::Arc<crate::model::Submitter>>,
 }
 
 impl JobRecord {
@@ -109,12 +110,14 @@ impl JobRecord {
             finished: self.finished_at,
             devices: self.devices.clone(),
             on_borrowed: false,
+            reclaimed_first: false,
             reason: Arc::from(reason),
             reason_group: None,
             stopping: None,
             attempts: self.attempts,
             preempted_count: self.preempted_count,
             nominated: false,
+            submitter: self.submitter.clone(),
         }
     }
 }

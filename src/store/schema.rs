@@ -81,7 +81,20 @@ const MIGRATIONS: &[&str] = &[
         value INTEGER NOT NULL
     ) WITHOUT ROWID;
     ",
-    // 2: find a job by the client token of its submit (SPEC §8: a retried submit gets
+    // 2: the audit trail of accepted actions (SPEC §9), written by `server::audit`.
+    "
+    CREATE TABLE audit (
+        seq    INTEGER PRIMARY KEY,
+        at     INTEGER NOT NULL,             -- ms since the epoch
+        uid    INTEGER NOT NULL,             -- the caller, from peer credentials
+        user   TEXT    NOT NULL,
+        action TEXT    NOT NULL,             -- submit | cancel | priority | reload
+        job    INTEGER,                      -- the job acted on, if one
+        detail TEXT    NOT NULL DEFAULT ''
+    );
+    CREATE INDEX audit_at ON audit(at);
+    ",
+    // 3: find a job by the client token of its submit (SPEC §8: a retried submit gets
     // the same job).
     "
     CREATE UNIQUE INDEX jobs_client_token ON jobs(json_extract(spec, '$.clientToken'))

@@ -11,7 +11,7 @@ use crate::model::{JobId, JobSpec};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Submit a job (from the `s` form, or the demo load generator).
-    Submit(JobSpec),
+    Submit(Box<JobSpec>),
     /// Cancel a queued or running job (after the y/n confirmation).
     Cancel(JobId),
     /// Set a job's `schedulingPriority` (`p` prompt, `+`/`-` bumps).

@@ -7,6 +7,7 @@ use super::logs::LogSource;
 use super::popups::submit::SubmitForm;
 use super::theme::Theme;
 use crate::model::JobId;
+use crate::server::auth::{Access, Caller, Denied, JobAction};
 use crate::snapshot::list::JobRows;
 use crate::snapshot::{JobView, Snapshot};
 use ratatui::layout::Rect;
@@ -136,6 +137,9 @@ pub struct App {
     pub exit: bool,
     /// Columns the widest job id needs (computed once per snapshot).
     pub id_width: usize,
+    /// Who sits at the keyboard: actions the scheduler would refuse them are refused
+    /// here first, with the scheduler's words (`None`: no check, as in render tests).
+    pub caller: Option<Caller>,
     /// Priorities asked for with `+`/`-` that the snapshot may not show yet: the next press
     /// builds on them, so quick presses are never lost to a lagging display.
     pub pending_priority: std::collections::HashMap<crate::model::JobId, PendingPriority>,
@@ -194,6 +198,38 @@ impl App {
             logs: LogSource::None,
             log_lines: Vec::new(),
             exit: false,
+            caller: None,
+        }
+    }
+
+    /// May the person at the keyboard take this action on this job (SPEC §9)? When not,
+    /// the footer says why, in the words the scheduler would use.
+    pub fn may(&mut self, action: JobAction, j: &JobView) -> bool {
+        self.permit(|a, c| a.may_touch(c, action, j.id, j.submitter.as_deref()))
+    }
+
+    pub fn may_submit(&mut self, share: &str) -> bool {
+        self.permit(|a, c| a.may_submit(c, share))
+    }
+
+    pub fn may_reload(&mut self) -> bool {
+        self.permit(|a, c| a.may_administer(c, "reload the config"))
+    }
+
+    fn permit(&mut self, rule: impl FnOnce(&Access, &Caller) -> Result<(), Denied>) -> bool {
+        let Some(caller) = &self.caller else {
+            return true;
+        };
+        // An empty picture (nothing from the scheduler yet) has no rules to apply.
+        if self.snap.access.scheduler_user.is_empty() {
+            return true;
+        }
+        match rule(&self.snap.access, caller) {
+            Ok(()) => true,
+            Err(d) => {
+                self.say(d.0, true);
+                false
+            }
         }
     }
 

@@ -3,7 +3,10 @@
 //! priority change or reload) come back as [`Notice`]s for the console's footer.
 
 use super::action::Action;
+use crate::model::JobId;
 use crate::server::Input;
+use crate::server::audit::{Audit, AuditEntry};
+use crate::server::auth::Caller;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
@@ -49,27 +52,39 @@ fn notice(notices: &mpsc::UnboundedSender<Notice>, text: String, error: bool) {
 
 /// Forward the console's actions to the runtime until the console quits or detaches.
 /// `user` is who cancels ("CANCELLED: by <user>").
+/// Accepted actions go to `audit` (`Audit::off()` for a console attached to another
+/// scheduler, whose socket records them).
 pub async fn forward(
     mut actions: mpsc::Receiver<Action>,
     inputs: mpsc::UnboundedSender<Input>,
     user: String,
     notices: mpsc::UnboundedSender<Notice>,
+    audit: Audit,
 ) -> Exit {
+    let me = Caller::current();
     while let Some(action) = actions.recv().await {
         let n = notices.clone();
+        let (audit, me) = (audit.clone(), me.clone());
+        let record = move |what: &str, job: Option<JobId>, detail: String| {
+            audit.record(AuditEntry::new(&me, what, job, detail));
+        };
         let sent = match action {
             Action::Quit { stop_jobs } => return Exit::Quit { stop_jobs },
             Action::Detach => return Exit::Detach,
             Action::Submit(spec) => {
                 let name = spec.job_name.clone();
+                let detail = format!("{name} to {}", spec.quota_share_name);
                 let (tx, rx) = oneshot::channel();
                 let sent = inputs.send(Input::Submit {
-                    spec,
+                    spec: *spec,
                     reply: Some(tx),
                 });
                 tokio::spawn(async move {
                     match rx.await {
-                        Ok(Ok(id)) => notice(&n, format!("job {id} {name} submitted"), false),
+                        Ok(Ok(id)) => {
+                            record("submit", Some(id), detail);
+                            notice(&n, format!("job {id} {name} submitted"), false)
+                        }
                         Ok(Err(e)) => notice(&n, format!("{name} refused: {e}"), true),
                         Err(_) => {}
                     }
@@ -89,6 +104,7 @@ pub async fn forward(
                             match (o.error, o.cancelled) {
                                 (Some(e), _) => notice(&n, format!("cancel {}: {e}", o.id), true),
                                 (None, true) => {
+                                    record("cancel", Some(o.id), String::new());
                                     notice(&n, format!("job {} cancelled", o.id), false)
                                 }
                                 (None, false) => {
@@ -111,7 +127,10 @@ pub async fn forward(
                     match rx.await {
                         Ok(Err(e)) => notice(&n, format!("priority of job {id}: {e}"), true),
                         Ok(Ok(false)) => notice(&n, format!("job {id} has already finished"), true),
-                        _ => {}
+                        Ok(Ok(true)) => {
+                            record("priority", Some(id), format!("priority {priority}"))
+                        }
+                        Err(_) => {}
                     }
                 });
                 sent
@@ -121,7 +140,10 @@ pub async fn forward(
                 let sent = inputs.send(Input::Reload { reply: Some(tx) });
                 tokio::spawn(async move {
                     match rx.await {
-                        Ok(Ok(())) => notice(&n, "config re-read".into(), false),
+                        Ok(Ok(())) => {
+                            record("reload", None, String::new());
+                            notice(&n, "config re-read".into(), false)
+                        }
                         Ok(Err(e)) => notice(&n, format!("reload refused: {e}"), true),
                         Err(_) => {}
                     }
@@ -139,7 +161,7 @@ pub async fn forward(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{JobId, JobSpec};
+    use crate::model::JobSpec;
 
     /// A stand-in runtime that answers like the real one.
     fn fake_runtime(mut rx: mpsc::UnboundedReceiver<Input>) {
@@ -184,10 +206,10 @@ mod tests {
         let (in_tx, in_rx) = mpsc::unbounded_channel();
         let (n_tx, mut n_rx) = mpsc::unbounded_channel();
         fake_runtime(in_rx);
-        let task = tokio::spawn(forward(act_rx, in_tx, "alice".into(), n_tx));
+        let task = tokio::spawn(forward(act_rx, in_tx, "alice".into(), n_tx, Audit::off()));
         let mut next = async || n_rx.recv().await.unwrap();
         act_tx
-            .send(Action::Submit(JobSpec::new("a", "qs1", 1, 0)))
+            .send(Action::Submit(Box::new(JobSpec::new("a", "qs1", 1, 0))))
             .await
             .unwrap();
         assert_eq!(
@@ -198,7 +220,7 @@ mod tests {
             }
         );
         act_tx
-            .send(Action::Submit(JobSpec::new("b", "nope", 1, 0)))
+            .send(Action::Submit(Box::new(JobSpec::new("b", "nope", 1, 0))))
             .await
             .unwrap();
         assert_eq!(next().await.text, "b refused: no share named \"nope\"");
@@ -220,7 +242,7 @@ mod tests {
         let (in_tx, in_rx) = mpsc::unbounded_channel();
         drop(in_rx);
         let (n_tx, _n_rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(forward(act_rx, in_tx, "u".into(), n_tx));
+        let task = tokio::spawn(forward(act_rx, in_tx, "u".into(), n_tx, Audit::off()));
         act_tx.send(Action::Reload).await.unwrap();
         assert_eq!(task.await.unwrap(), Exit::RuntimeGone);
         let (act_tx, act_rx) = mpsc::channel::<Action>(8);
@@ -228,7 +250,7 @@ mod tests {
         let (n_tx, _n_rx) = mpsc::unbounded_channel();
         drop(act_tx);
         assert_eq!(
-            forward(act_rx, in_tx, "u".into(), n_tx).await,
+            forward(act_rx, in_tx, "u".into(), n_tx, Audit::off()).await,
             Exit::ConsoleGone
         );
     }

@@ -129,7 +129,11 @@ pub async fn run_demo(actions: mpsc::Sender<Action>, seed: u64) -> anyhow::Resul
     let start = tokio::time::Instant::now();
     for s in Demo::new(seed) {
         tokio::time::sleep_until(start + s.at).await;
-        if actions.send(Action::Submit(s.spec)).await.is_err() {
+        if actions
+            .send(Action::Submit(Box::new(s.spec)))
+            .await
+            .is_err()
+        {
             return Ok(()); // the runtime is gone: the demo is over
         }
     }

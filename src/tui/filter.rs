@@ -210,12 +210,14 @@ mod tests {
             finished: None,
             devices: vec![],
             on_borrowed: false,
+            reclaimed_first: false,
             reason: Arc::from("no idle capacity to borrow"),
             reason_group: None,
             stopping: None,
             attempts: 0,
             preempted_count: 0,
             nominated: false,
+            submitter: None,
         }
     }
 

@@ -108,10 +108,9 @@ impl Driver {
         prio: u32,
         at: Time,
     ) -> Option<JobId> {
-        let id = self
-            .sched
-            .submit(JobSpec::new(name, share, gpus, prio), at)
-            .ok();
+        let mut spec = JobSpec::new(name, share, gpus, prio);
+        spec.submitter = Some(std::sync::Arc::new(member_of(share)));
+        let id = self.sched.submit(spec, at).ok();
         self.pass(at);
         id
     }
@@ -142,6 +141,11 @@ impl Driver {
     }
 
     fn record(&mut self, ev: Event, at: Time) {
+        let user = |s: &Sched, id: Option<JobId>| {
+            s.job(id?)
+                .and_then(|j| j.spec.submitter.as_ref())
+                .map(|u| u.name.clone())
+        };
         let name = |s: &Sched, id: JobId| {
             s.job(id)
                 .map(|j| (j.name().to_string(), s.share_name(j.share).to_string()))
@@ -175,6 +179,8 @@ impl Driver {
                         gpus,
                         ran_for,
                         outcome: None,
+                        victim_user: user(&self.sched, Some(job)),
+                        by_user: user(&self.sched, by),
                     },
                 );
             }
@@ -406,4 +412,22 @@ pub fn app(snap: Snapshot) -> super::App {
     app.now = NOW;
     app.utc_offset_secs = 0;
     app
+}
+
+/// Who submits a fixture's jobs to a share: one person per team.
+fn member_of(share: &str) -> crate::model::Submitter {
+    let (name, uid) = match share {
+        "vision" => ("vera", 1001),
+        "nlp" => ("nadia", 1002),
+        "infra" => ("ops-ana", 1003),
+        "robotics" => ("rob", 1004),
+        "qs1" => ("alice", 1011),
+        "qs2" => ("bob", 1012),
+        "qs3" => ("carol", 1013),
+        _ => ("sam", 1000),
+    };
+    crate::model::Submitter {
+        name: name.to_string(),
+        uid,
+    }
 }

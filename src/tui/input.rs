@@ -8,6 +8,7 @@ use super::filter::Filter;
 use super::popups::submit::{FormOutcome, SubmitForm};
 use super::text::duration_short;
 use crate::model::{JobState, MAX_PRIORITY};
+use crate::server::auth::JobAction;
 use crossterm::event::{
     KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
@@ -77,6 +78,9 @@ pub fn on_key(app: &mut App, key: KeyEvent) -> Option<Action> {
             }
             FormOutcome::Cancel => None,
             FormOutcome::Submit(spec) => {
+                if !app.may_submit(&spec.quota_share_name) {
+                    return None;
+                }
                 app.say(
                     format!(
                         "submitted {} to {} ({} GPU)",
@@ -233,6 +237,9 @@ fn job_label(j: &crate::snapshot::JobView, now: i64) -> String {
 }
 
 fn ask_cancel(app: &mut App, j: &crate::snapshot::JobView) -> Option<Action> {
+    if !app.may(JobAction::Cancel, j) {
+        return None;
+    }
     if j.state.is_finished() {
         app.say(
             format!("job {} {} has already finished", j.id, j.name),
@@ -254,6 +261,9 @@ fn ask_cancel(app: &mut App, j: &crate::snapshot::JobView) -> Option<Action> {
 }
 
 fn ask_priority(app: &mut App, j: &crate::snapshot::JobView) {
+    if !app.may(JobAction::Priority, j) {
+        return;
+    }
     app.mode = Mode::Priority {
         job: j.id,
         name: j.name.clone(),
@@ -262,6 +272,9 @@ fn ask_priority(app: &mut App, j: &crate::snapshot::JobView) {
 }
 
 fn open_log(app: &mut App, j: &crate::snapshot::JobView) {
+    if !app.may(JobAction::Log, j) {
+        return;
+    }
     app.log_lines = match app.logs.tail(j.id, j.attempts.max(1), LOG_LINES) {
         Ok(lines) => lines,
         Err(e) => vec![format!("(log not available: {e})")],
@@ -332,6 +345,9 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
         },
         KeyCode::Char(c @ ('+' | '=' | '-')) => {
             let Some(j) = job else { return nothing(app) };
+            if !app.may(JobAction::Priority, &j) {
+                return None;
+            }
             // Build on the last value sent, not the one shown: the display may lag behind
             // quick presses (issue 15), and each press must count.
             let base = app
@@ -376,6 +392,9 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
             None => return nothing(app),
         },
         KeyCode::Char('r') => {
+            if !app.may_reload() {
+                return None;
+            }
             app.say("re-reading the config…", false);
             return Some(Action::Reload);
         }

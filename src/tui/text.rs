@@ -13,7 +13,9 @@ pub fn clock(ms: i64, utc_offset_secs: i32) -> String {
 }
 
 /// Cut `s` to at most `width` terminal columns, ending in `…` when cut.
+/// Control characters are shown escaped first (see [`crate::visible`]).
 pub fn fit(s: &str, width: usize) -> String {
+    let s = &*crate::visible::visible(s);
     if s.width() <= width {
         return s.to_string();
     }

@@ -84,3 +84,11 @@ pub fn position(sel: usize, n: usize) -> String {
         format!(" {}/{} ", sel + 1, n)
     }
 }
+
+/// Width of the user column of the job tables.
+pub const USER_W: usize = 8;
+
+/// A job's submitter as the tables show it (`-` for jobs stored before it was recorded).
+pub fn user(j: &crate::snapshot::JobView) -> &str {
+    j.submitter.as_ref().map_or("-", |s| s.name.as_str())
+}

@@ -27,6 +27,8 @@ pub fn short_reason(reason: &str) -> &str {
     }
 }
 
+use crate::visible::visible;
+
 fn spans(app: &App, p: &PreemptionRecord, fresh: bool, narrow: bool) -> Vec<Span<'static>> {
     let t = &app.theme;
     let share = |s: &str| Style::new().fg(t.share(s)).add_modifier(Modifier::BOLD);
@@ -34,16 +36,25 @@ fn spans(app: &App, p: &PreemptionRecord, fresh: bool, narrow: bool) -> Vec<Span
         Span::styled(if fresh { "● " } else { "  " }, t.fresh_style()),
         Span::styled(clock(p.at, app.utc_offset_secs), t.dimmed()),
         Span::raw("  "),
-        Span::styled(p.victim_name.clone(), t.text().add_modifier(Modifier::BOLD)),
+        Span::styled(
+            visible(&p.victim_name).into_owned(),
+            t.text().add_modifier(Modifier::BOLD),
+        ),
         Span::styled(" (", t.text()),
         Span::styled(p.victim_share.clone(), share(&p.victim_share)),
+        Span::styled(
+            p.victim_user
+                .as_ref()
+                .map_or(String::new(), |u| format!(", {}", visible(u))),
+            t.dimmed(),
+        ),
         Span::styled(format!(", ran {})", duration(p.ran_for)), t.text()),
     ];
     match (&p.by_name, &p.by_share) {
         (Some(by), Some(bs)) => {
             out.push(Span::styled(" ← ", t.text()));
             out.push(Span::styled(
-                by.clone(),
+                visible(by).into_owned(),
                 t.text().add_modifier(Modifier::BOLD),
             ));
             out.push(Span::styled(" (", t.text()));

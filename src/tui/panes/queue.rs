@@ -1,7 +1,7 @@
 //! Queue: pending jobs in scheduling order (or the `o` sort), each with why it waits.
 //! Only the visible window's rows are built, so 100,000 queued jobs cost a screenful.
 
-use super::{block, header_line, position, row_style, window};
+use super::{USER_W, block, header_line, position, row_style, user, window};
 use crate::tui::app::{App, Pane};
 use crate::tui::text::{duration, fit, pad, rpad};
 use ratatui::Frame;
@@ -40,12 +40,14 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
     let id_w = app.id_width;
     let name_w = if w >= 120 { 20 } else { 14 };
     let share_w = 8;
-    let fixed = id_w + 1 + name_w + 1 + share_w + 1 + 4 + 1 + 4 + 1 + 7 + 2;
+    let user_w = USER_W;
+    let fixed = id_w + 1 + name_w + 1 + user_w + 1 + share_w + 1 + 4 + 1 + 4 + 1 + 7 + 2;
     let reason_w = w.saturating_sub(fixed);
     let head = format!(
-        "{} {} {} {} {} {}  {}",
+        "{} {} {} {} {} {} {}  {}",
         rpad("id", id_w),
         pad("name", name_w),
+        pad("user", user_w),
         pad("share", share_w),
         rpad("prio", 4),
         rpad("gpus", 4),
@@ -74,6 +76,8 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
             Span::styled(rpad(&j.id.to_string(), id_w), t.dimmed()),
             Span::raw(" "),
             Span::styled(pad(&j.name, name_w), t.text()),
+            Span::raw(" "),
+            Span::styled(pad(user(j), user_w), t.dimmed()),
             Span::raw(" "),
             Span::styled(
                 pad(&j.share, share_w),

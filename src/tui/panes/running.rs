@@ -1,8 +1,9 @@
-//! Running: jobs holding GPUs — share, devices, run time, a `▤` marker when their share
-//! is borrowing, and a countdown to SIGKILL while they are being stopped.
+//! Running: jobs holding GPUs — share, priority, devices, run time, a `▤` marker when
+//! their share is borrowing (saying which jobs a reclaim would take first), and a
+//! countdown to SIGKILL while they are being stopped.
 
 use super::shares::GLYPH_BORROWED;
-use super::{block, header_line, position, row_style, window};
+use super::{USER_W, block, header_line, position, row_style, window};
 use crate::snapshot::JobView;
 use crate::tui::app::{App, Pane};
 use crate::tui::text::{duration, fit, pad, rpad};
@@ -44,13 +45,15 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
     let id_w = app.id_width.max(4);
     let name_w = if w >= 90 { 18 } else { 12 };
     let dev_w = 7;
-    let fixed = id_w + 1 + name_w + 1 + 8 + 1 + dev_w + 1 + 7 + 1 + 1 + 1;
+    let fixed = id_w + 1 + name_w + 1 + USER_W + 1 + 8 + 1 + 4 + 1 + dev_w + 1 + 7 + 1 + 1 + 1;
     let state_w = w.saturating_sub(fixed);
     let head = format!(
-        "{} {} {} {} {}   {}",
+        "{} {} {} {} {} {} {}   {}",
         rpad("id", id_w),
         pad("name", name_w),
+        pad("user", USER_W),
         pad("share", 8),
+        rpad("prio", 4),
         pad("devices", dev_w),
         rpad("running", 7),
         "state",
@@ -80,8 +83,12 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
                 (short, t.warn_style().add_modifier(Modifier::BOLD))
             }
             Some(s) => (s, t.warn_style().add_modifier(Modifier::BOLD)),
+            None if j.reclaimed_first => (
+                format!("reclaim next ({} borrows)", j.share),
+                Style::new().fg(t.bar_borrowed).add_modifier(Modifier::BOLD),
+            ),
             None if j.on_borrowed => (
-                format!("{} is borrowing: reclaimable", j.share),
+                format!("kept ({} borrows)", j.share),
                 Style::new().fg(t.bar_borrowed),
             ),
             None => (j.state.as_str().to_lowercase(), t.text()),
@@ -92,10 +99,14 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
             Span::raw(" "),
             Span::styled(pad(&j.name, name_w), t.text()),
             Span::raw(" "),
+            Span::styled(pad(super::user(j), USER_W), t.dimmed()),
+            Span::raw(" "),
             Span::styled(
                 pad(&j.share, 8),
                 Style::new().fg(colour).add_modifier(Modifier::BOLD),
             ),
+            Span::raw(" "),
+            Span::styled(rpad(&j.priority.to_string(), 4), t.text()),
             Span::raw(" "),
             Span::styled(pad(&devs.join(","), dev_w), t.text()),
             Span::raw(" "),

@@ -23,7 +23,7 @@ fn dialog(f: &mut Frame, area: Rect, title: &str, lines: Vec<Line>, theme: &Them
 pub fn render_cancel(f: &mut Frame, area: Rect, question: &str, theme: &Theme) {
     let lines = vec![
         Line::styled(
-            format!(" {question}"),
+            format!(" {}", crate::visible::visible(question)),
             theme.text().add_modifier(Modifier::BOLD),
         ),
         Line::styled(" y cancel it   n / esc keep it", theme.dimmed()),

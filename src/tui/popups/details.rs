@@ -14,11 +14,18 @@ pub fn render(f: &mut Frame, area: Rect, j: &JobView, now: i64, tz: i32, theme: 
     let row = |k: &str, v: String| {
         Line::from(vec![
             Span::styled(format!(" {k:>11}  "), theme.dimmed()),
-            Span::styled(v, theme.text()),
+            Span::styled(crate::visible::visible(&v).into_owned(), theme.text()),
         ])
     };
     let mut lines = vec![
         row("name", j.name.clone()),
+        row(
+            "user",
+            j.submitter.as_ref().map_or_else(
+                || "-".to_string(),
+                |s| format!("{} (uid {})", s.name, s.uid),
+            ),
+        ),
         Line::from(vec![
             Span::styled(format!(" {:>11}  ", "share"), theme.dimmed()),
             Span::styled(

@@ -35,7 +35,7 @@ pub fn render(
     } else {
         lines[start..end]
             .iter()
-            .map(|l| Line::styled(l.as_str(), theme.text()))
+            .map(|l| Line::styled(crate::visible::visible(l).into_owned(), theme.text()))
             .collect()
     };
     f.render_widget(Paragraph::new(shown), inner);

@@ -59,7 +59,7 @@ pub struct SubmitForm {
 pub enum FormOutcome {
     Continue,
     Cancel,
-    Submit(JobSpec),
+    Submit(Box<JobSpec>),
 }
 
 impl SubmitForm {
@@ -194,7 +194,7 @@ impl SubmitForm {
             KeyCode::Esc => return FormOutcome::Cancel,
             KeyCode::Enter => {
                 if let Some(spec) = self.spec(snap) {
-                    return FormOutcome::Submit(spec);
+                    return FormOutcome::Submit(Box::new(spec));
                 }
                 // Jump to the first field that needs attention.
                 if let Some((f, _)) = self.problems(snap).first() {

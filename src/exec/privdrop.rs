@@ -1,0 +1,114 @@
+//! Running a job as its submitter (SPEC §9). When the supervisor runs as root and the job
+//! was submitted by another user, the command gets that user's uid, primary gid and
+//! supplementary groups, `HOME`, `USER`, `LOGNAME` and `SHELL` from the user database, a
+//! clean environment, and enters its working directory as that user. Privileges are
+//! dropped in the child between fork and exec, and the drop is checked: a command that
+//! could get root back is never executed.
+
+use crate::model::Submitter;
+use nix::unistd::{Gid, Uid, User};
+use std::ffi::CString;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+
+/// `PATH` for a job when the scheduler's own has none.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Variables of the scheduler's environment a job run as another user keeps.
+const KEPT: &[&str] = &["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
+
+/// Who a command runs as, looked up before the fork (the child may not allocate).
+#[derive(Debug, Clone)]
+pub struct RunAs {
+    pub uid: Uid,
+    pub gid: Gid,
+    pub name: String,
+    groups: Vec<Gid>,
+    home: PathBuf,
+    shell: PathBuf,
+}
+
+impl RunAs {
+    /// Whom to run a job as: `None` when there is nothing to change (this process is not
+    /// root, or the job's submitter is root, or unknown: jobs stored before shareq
+    /// recorded submitters run as the scheduler's user, as they always did).
+    pub fn for_submitter(submitter: Option<&Submitter>) -> Result<Option<RunAs>, String> {
+        let Some(s) = submitter else { return Ok(None) };
+        if !nix::unistd::geteuid().is_root() || s.uid == 0 {
+            return Ok(None);
+        }
+        let user = User::from_uid(Uid::from_raw(s.uid))
+            .map_err(|e| format!("cannot look up uid {} ({}): {e}", s.uid, s.name))?
+            .ok_or_else(|| {
+                format!(
+                    "the job's submitter {} (uid {}) is not in the user database any more",
+                    s.name, s.uid
+                )
+            })?;
+        let cname = CString::new(user.name.clone())
+            .map_err(|_| format!("user name {:?} holds a NUL byte", user.name))?;
+        let groups = nix::unistd::getgrouplist(&cname, user.gid)
+            .map_err(|e| format!("cannot read the groups of {}: {e}", user.name))?;
+        Ok(Some(RunAs {
+            uid: user.uid,
+            gid: user.gid,
+            name: user.name,
+            groups,
+            home: user.dir,
+            shell: user.shell,
+        }))
+    }
+
+    /// Set up `cmd` to run as this user in `cwd` (default: the user's home): a clean
+    /// environment plus `job_env`, and the drop itself before exec. Register it after any
+    /// other `pre_exec` step that needs root.
+    pub fn apply(
+        &self,
+        cmd: &mut std::process::Command,
+        job_env: impl IntoIterator<Item = (String, String)>,
+        cwd: Option<&str>,
+    ) -> std::io::Result<()> {
+        let kept: Vec<(String, String)> = KEPT
+            .iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+            .collect();
+        cmd.env_clear();
+        cmd.env("PATH", DEFAULT_PATH);
+        cmd.envs(kept);
+        cmd.env("HOME", &self.home)
+            .env("USER", &self.name)
+            .env("LOGNAME", &self.name)
+            .env("SHELL", &self.shell);
+        cmd.envs(job_env);
+        let dir: PathBuf = cwd.map_or_else(|| self.home.clone(), PathBuf::from);
+        let cdir = CString::new(dir.as_os_str().as_encoded_bytes())
+            .map_err(|_| std::io::Error::other("the working directory holds a NUL byte"))?;
+        let note = format!(
+            "shareq: {} cannot enter the working directory {}\n",
+            self.name,
+            dir.display()
+        )
+        .into_bytes();
+        let (uid, gid, groups) = (self.uid, self.gid, self.groups.clone());
+        // SAFETY: only async-signal-safe calls (setgroups, setgid, setuid, chdir, write) on memory prepared before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::unistd::setgroups(&groups)?;
+                nix::unistd::setgid(gid)?;
+                nix::unistd::setuid(uid)?;
+                // The drop must be final: getting root back must fail.
+                if nix::unistd::setuid(Uid::from_raw(0)).is_ok() || nix::unistd::geteuid().is_root()
+                {
+                    return Err(std::io::Error::other("privileges could be regained"));
+                }
+                if let Err(e) = nix::unistd::chdir(cdir.as_c_str()) {
+                    let stderr = std::os::fd::BorrowedFd::borrow_raw(2);
+                    let _ = nix::unistd::write(stderr, &note);
+                    return Err(e.into());
+                }
+                Ok(())
+            });
+        }
+        Ok(())
+    }
+}
