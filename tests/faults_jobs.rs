@@ -132,6 +132,13 @@ impl Tmpfs {
             eprintln!("skipped: cannot mount a tmpfs here");
             return None;
         }
+        // A fresh tmpfs is mode 1777; the scheduler refuses a state directory others
+        // may write to.
+        std::fs::set_permissions(
+            at,
+            <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+        )
+        .unwrap();
         Some(Tmpfs(at.to_path_buf()))
     }
 }

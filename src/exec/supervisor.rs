@@ -172,6 +172,8 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             )
         }
         Err(e) => {
+            // What the command's start wrote before it failed (a privilege drop says why).
+            Output::new(out_r, &mut log).drain();
             log.note(&format!("cannot start the job's command: {e}"));
             let code = if e.kind() == std::io::ErrorKind::NotFound {
                 127
