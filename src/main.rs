@@ -1,6 +1,6 @@
 //! The `shareq` command line: parse arguments and dispatch to the library.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -72,6 +72,23 @@ enum Command {
     /// Run one attempt of a job (used by the scheduler itself).
     #[command(name = "__supervise", hide = true)]
     Supervise { spec: PathBuf },
+    /// Print a shell completion script: `shareq completions bash > /etc/bash_completion.d/shareq`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): `shareq man > /usr/local/share/man/man1/shareq.1`.
+    Man,
+}
+
+/// The command line as completions offer it: without the hidden supervisor mode
+/// (clap_complete lists hidden subcommands too).
+fn visible_command() -> clap::Command {
+    let full = Cli::command();
+    clap::Command::new("shareq")
+        .version(env!("CARGO_PKG_VERSION"))
+        .args(full.get_arguments().cloned())
+        .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
 }
 
 fn main() -> ExitCode {
@@ -112,5 +129,28 @@ fn main() -> ExitCode {
         Command::Audit(a) => shareq::cli::audit(&a),
         Command::Gpus { config } => shareq::cli::gpus(config.as_deref()),
         Command::Supervise { spec } => shareq::cli::supervise(&spec),
+        Command::Completions { shell } => {
+            let mut cmd = visible_command();
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "shareq", &mut out);
+            use std::io::Write as _;
+            let _ = std::io::stdout().write_all(&out);
+            ExitCode::SUCCESS
+        }
+        Command::Man => {
+            let mut out = Vec::new();
+            match clap_mangen::Man::new(Cli::command()).render(&mut out) {
+                Ok(()) => {
+                    use std::io::Write as _;
+                    // A closed pipe (`shareq man | head`) is not an error worth a message.
+                    let _ = std::io::stdout().write_all(&out);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("shareq man: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
     }
 }

@@ -304,3 +304,93 @@ fn subscribers_get_the_picture_then_deltas() {
         }
     }
 }
+
+#[test]
+fn jobs_filters_narrow_the_lists_and_the_json() {
+    let s = aws_example();
+    let a = s.submit(&["--share", "qs1", "--name", "train-a"], &["sleep", "300"]);
+    let b = s.submit(&["--share", "qs2", "--name", "eval-b"], &["sleep", "300"]);
+    let c = s.submit(
+        &["--share", "qs1", "--name", "train-c", "--gpus", "2"],
+        &["sleep", "300"],
+    );
+    s.wait_state(a, "RUNNING", 20);
+    s.wait_state(b, "RUNNING", 20);
+    let json = |args: &[&str]| -> Value {
+        let mut all = vec!["jobs", "--json"];
+        all.extend_from_slice(args);
+        let out = s.cli(&all);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let every = |v: &Value| -> Vec<u64> {
+        let mut ids: Vec<u64> = ["queue", "running"]
+            .iter()
+            .flat_map(|k| v[*k].as_array().unwrap().iter())
+            .map(|j| j["id"].as_u64().unwrap())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(every(&json(&["--share", "qs1"])), vec![a, c]);
+    assert_eq!(every(&json(&["--share", "qs1,qs2"])), vec![a, b, c]);
+    assert_eq!(every(&json(&["--status", "queued"])), vec![c]);
+    assert_eq!(every(&json(&["--status", "running"])), vec![a, b]);
+    assert_eq!(every(&json(&["--name", "train"])), vec![a, c]);
+    assert_eq!(
+        every(&json(&["--share", "qs1", "--status", "RUNNING"])),
+        vec![a]
+    );
+    // The table too.
+    let out = s.cli(&["jobs", "--share", "qs2"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("eval-b") && !text.contains("train-a"),
+        "{text}"
+    );
+    // A state that does not exist is an error that says which ones do.
+    let out = s.cli(&["jobs", "--status", "sleeping"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--status sleeping: not a job state"), "{err}");
+}
+
+#[test]
+fn cancel_by_filter_lists_asks_and_cancels_only_the_matching_jobs() {
+    let s = aws_example();
+    let a = s.submit(&["--share", "qs1", "--name", "sweep-1"], &["sleep", "300"]);
+    let b = s.submit(&["--share", "qs2", "--name", "eval-b"], &["sleep", "300"]);
+    let c = s.submit(&["--share", "qs1", "--name", "sweep-2"], &["sleep", "300"]);
+    s.wait_state(a, "RUNNING", 20);
+    s.wait_state(b, "RUNNING", 20);
+    // Without a terminal to ask on, a filter needs --yes; nothing is cancelled.
+    let out = s.cli(&["cancel", "--share", "qs1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pass --yes"));
+    assert_eq!(s.state_of(a), "RUNNING");
+    // Ids and filters together, or nothing at all, is a mistake.
+    assert_eq!(
+        s.cli(&["cancel", "1", "--share", "qs1"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(s.cli(&["cancel"]).status.code(), Some(2));
+    let out = s.cli(&["cancel", "--share", "qs1", "--name", "sweep", "--yes"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("sweep-1") && text.contains("sweep-2"),
+        "{text}"
+    );
+    assert!(!text.contains("eval-b"), "{text}");
+    s.wait_state(a, "FAILED", 20);
+    s.wait_state(c, "FAILED", 20);
+    assert_eq!(s.state_of(b), "RUNNING");
+}

@@ -248,3 +248,66 @@ impl Drop for Cleanup {
         tmux(&["kill-session", "-t", &self.0]);
     }
 }
+
+/// Closing the demo's terminal (SIGHUP) stops its jobs and removes its directory
+/// (issue 15 item 7): nothing is left running in a temp directory nobody knows about.
+#[test]
+fn closing_the_demos_terminal_stops_its_jobs_and_removes_its_directory() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        assert!(
+            std::env::var_os("SHAREQ_REQUIRE_TMUX").is_none(),
+            "SHAREQ_REQUIRE_TMUX is set but tmux is not installed"
+        );
+        eprintln!("tmux is not installed: skipping the hang-up test");
+        return;
+    }
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_shareq"));
+    let tmp = tempfile::tempdir().unwrap();
+    let session = format!("shareq-hup-{}", std::process::id());
+    let script = format!(
+        "TMPDIR={t} {bin} demo --seed 5",
+        t = tmp.path().display(),
+        bin = bin.display()
+    );
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &script,
+    ]);
+    wait_for(&session, "train-a");
+    let demo_dir = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().contains("shareq-demo-"))
+        .expect("the demo's directory");
+    let supervisors = || {
+        let out = Command::new("pgrep")
+            .args(["-f", &format!("__supervise {}", demo_dir.display())])
+            .output()
+            .expect("pgrep runs");
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    };
+    let start = Instant::now();
+    while supervisors() == 0 {
+        assert!(start.elapsed() < Duration::from_secs(20), "no job started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tmux(&["kill-session", "-t", &session]);
+    let start = Instant::now();
+    while supervisors() > 0 || demo_dir.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(40),
+            "after the hang-up: {} supervisors left, directory exists: {}",
+            supervisors(),
+            demo_dir.exists()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -1,23 +1,108 @@
-//! `shareq cancel ID...`: cancel queued or running jobs.
+//! `shareq cancel ID...`, or `shareq cancel --share S --user U ...`: cancel queued or
+//! running jobs, by id or by the filters of `jobs` (listed first and confirmed, unless
+//! `--yes`).
 
+use super::jobs::{FilterArgs, JobFilter};
 use super::request;
 use crate::model::JobId;
 use crate::server::Request;
+use crate::visible::visible;
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct CancelArgs {
-    /// Job ids.
-    #[arg(required = true, num_args = 1..)]
+    /// Job ids (or none, with filters).
     pub ids: Vec<u64>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Cancel the jobs the filters match without asking.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
     #[arg(long)]
     pub state: Option<PathBuf>,
 }
 
-/// Exit 0 when every id was known, 1 otherwise, 3 when not allowed (nothing cancelled).
+/// The queued and running jobs the filters match, listed and confirmed.
+fn matching(args: &CancelArgs) -> Result<Vec<JobId>, ExitCode> {
+    let filter = JobFilter::from_args(&args.filter).map_err(|e| {
+        eprintln!("shareq cancel: {e}");
+        ExitCode::from(2)
+    })?;
+    let jobs = match request(args.state.as_deref(), &Request::Jobs { all: false }) {
+        Ok(r) if r.ok => r.jobs.unwrap_or_default(),
+        Ok(r) => {
+            eprintln!("shareq cancel: {}", r.error.unwrap_or_default());
+            return Err(ExitCode::from(1));
+        }
+        Err(e) => {
+            eprintln!("shareq cancel: {e}");
+            return Err(ExitCode::from(1));
+        }
+    };
+    let hits: Vec<_> = jobs
+        .running
+        .iter()
+        .chain(jobs.queue.iter())
+        .filter(|v| filter.matches(v))
+        .collect();
+    if hits.is_empty() {
+        println!("no queued or running job matches");
+        return Ok(Vec::new());
+    }
+    for v in &hits {
+        let user = v.submitter.as_ref().map_or("-", |s| s.name.as_str());
+        println!(
+            "{:>6}  {:<20} {:<10} {:<12} {}",
+            v.id.0,
+            visible(&v.name).chars().take(20).collect::<String>(),
+            visible(user),
+            v.share,
+            v.state.as_str()
+        );
+    }
+    if !args.yes {
+        if !std::io::stdin().is_terminal() {
+            eprintln!(
+                "shareq cancel: {} job(s) match; pass --yes to cancel them without a terminal to ask on",
+                hits.len()
+            );
+            return Err(ExitCode::from(2));
+        }
+        print!("cancel these {} job(s)? [y/N] ", hits.len());
+        let _ = std::io::stdout().flush();
+        let mut answer = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            println!("nothing cancelled");
+            return Ok(Vec::new());
+        }
+    }
+    Ok(hits.iter().map(|v| v.id).collect())
+}
+
+/// Exit 0 when every id was known, 1 otherwise, 2 for a bad filter or an unconfirmed
+/// filter without a terminal, 3 when not allowed (nothing cancelled).
 pub fn cancel(args: &CancelArgs) -> ExitCode {
-    let ids = args.ids.iter().map(|&i| JobId(i)).collect();
+    let ids: Vec<JobId> = if args.ids.is_empty() {
+        if args.filter.is_empty() {
+            eprintln!(
+                "shareq cancel: say which jobs: ids, or filters (--share, --user, --status, --name)"
+            );
+            return ExitCode::from(2);
+        }
+        match matching(args) {
+            Ok(ids) if ids.is_empty() => return ExitCode::SUCCESS,
+            Ok(ids) => ids,
+            Err(code) => return code,
+        }
+    } else if !args.filter.is_empty() {
+        eprintln!("shareq cancel: give ids or filters, not both");
+        return ExitCode::from(2);
+    } else {
+        args.ids.iter().map(|&i| JobId(i)).collect()
+    };
     match request(args.state.as_deref(), &Request::Cancel { ids }) {
         Ok(r) if r.not_allowed => {
             eprintln!(

@@ -128,8 +128,19 @@ pub fn demo(args: &DemoArgs) -> ExitCode {
             dir
         }
     };
-    let opts = console_options(args.theme.clone(), args.no_mouse, &state);
-    let code = session(&config, state.clone(), opts, Some(args.seed));
+    let mut opts = console_options(args.theme.clone(), args.no_mouse, &state);
+    // Closing the demo's terminal stops its jobs, so that its directory can go too.
+    opts.stop_jobs_on_hangup = true;
+    // The load goes to the shares of the config in use (an invalid one is reported by
+    // the session, which refuses to start on it).
+    let load = match &args.config {
+        None => demo::Demo::new(args.seed),
+        Some(dir) => match crate::config::load_dir(dir) {
+            Ok(loaded) => demo::Demo::for_config(args.seed, &loaded.config),
+            Err(_) => demo::Demo::new(args.seed),
+        },
+    };
+    let code = session(&config, state.clone(), opts, Some(load));
     // The demo leaves nothing behind but jobs the operator chose to detach.
     if attempts_left_running(&state) {
         let _ = std::fs::remove_dir_all(root.join("config"));
@@ -174,7 +185,7 @@ fn session(
     config: &Path,
     state: StateDir,
     mut opts: ConsoleOptions,
-    demo_seed: Option<u64>,
+    demo: Option<demo::Demo>,
 ) -> ExitCode {
     // A scheduler answers there already (maybe root's, in a directory this user may not
     // write): attach without touching its files.
@@ -257,8 +268,7 @@ fn session(
             notices_tx,
             audit,
         ));
-        let generator =
-            demo_seed.map(|seed| tokio::spawn(demo::run_demo(actions_tx.clone(), seed)));
+        let generator = demo.map(|load| tokio::spawn(demo::run_demo(actions_tx.clone(), load)));
         let console = run_console(snapshots, actions_tx, opts).await;
         if let Some(g) = generator {
             g.abort();

@@ -1,5 +1,6 @@
-//! `shareq jobs [--all] [--json]`: the queue (with reasons), running jobs, and with
-//! `--all` finished ones.
+//! `shareq jobs [--all] [--json] [--share S] [--user U] [--status STATE] [--name TEXT]`:
+//! the queue (with reasons), running jobs, and with `--all` finished ones; the filters
+//! narrow every list (and the JSON) to the jobs that match all of them.
 
 use super::request;
 use crate::exec::now_ms;
@@ -19,12 +20,126 @@ pub struct JobsArgs {
     /// Print the answer as JSON (queue, running, finished, preemptions).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
     #[arg(long)]
     pub state: Option<PathBuf>,
 }
 
+/// Which jobs a command is about: `jobs` lists them, `cancel` cancels them.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct FilterArgs {
+    /// Only jobs of these shares (repeat or comma-separate).
+    #[arg(long, value_delimiter = ',')]
+    pub share: Vec<String>,
+    /// Only jobs these users submitted (repeat or comma-separate).
+    #[arg(long, value_delimiter = ',')]
+    pub user: Vec<String>,
+    /// Only jobs in these states: RUNNABLE, SCHEDULED, STARTING, RUNNING, SUCCEEDED,
+    /// FAILED, or `queued`, `running` (SCHEDULED/STARTING/RUNNING), `finished`. (`--state`
+    /// names the state directory, as in every command.)
+    #[arg(long, value_delimiter = ',')]
+    pub status: Vec<String>,
+    /// Only jobs whose name contains this text.
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+impl FilterArgs {
+    /// No filter was given.
+    pub fn is_empty(&self) -> bool {
+        self.share.is_empty()
+            && self.user.is_empty()
+            && self.status.is_empty()
+            && self.name.is_none()
+    }
+}
+
+/// The jobs the filters of `jobs` let through.
+#[derive(Debug, Clone, Default)]
+pub struct JobFilter {
+    shares: Vec<String>,
+    users: Vec<String>,
+    states: Vec<JobState>,
+    name: Option<String>,
+}
+
+impl JobFilter {
+    /// From the command line; an unknown state is an error that lists the known ones.
+    pub fn from_args(args: &FilterArgs) -> Result<JobFilter, String> {
+        let mut states = Vec::new();
+        for s in &args.status {
+            let all = [
+                JobState::Runnable,
+                JobState::Scheduled,
+                JobState::Starting,
+                JobState::Running,
+                JobState::Succeeded,
+                JobState::Failed,
+            ];
+            match s.to_ascii_lowercase().as_str() {
+                "queued" => states.push(JobState::Runnable),
+                "running" => {
+                    states.extend([JobState::Scheduled, JobState::Starting, JobState::Running])
+                }
+                "finished" => states.extend([JobState::Succeeded, JobState::Failed]),
+                other => match all
+                    .iter()
+                    .find(|st| st.as_str().eq_ignore_ascii_case(other))
+                {
+                    Some(st) => states.push(*st),
+                    None => {
+                        return Err(format!(
+                            "--status {s}: not a job state (one of RUNNABLE, SCHEDULED, STARTING, RUNNING, SUCCEEDED, FAILED, or queued, running, finished)"
+                        ));
+                    }
+                },
+            }
+        }
+        Ok(JobFilter {
+            shares: args.share.clone(),
+            users: args.user.clone(),
+            states,
+            name: args.name.clone(),
+        })
+    }
+
+    pub fn matches(&self, v: &JobView) -> bool {
+        (self.shares.is_empty() || self.shares.contains(&v.share))
+            && (self.users.is_empty()
+                || v.submitter
+                    .as_ref()
+                    .is_some_and(|s| self.users.contains(&s.name)))
+            && (self.states.is_empty() || self.states.contains(&v.state))
+            && self
+                .name
+                .as_ref()
+                .is_none_or(|n| v.name.contains(n.as_str()))
+    }
+
+    /// Keep only the matching jobs (and the preemptions whose victim matches).
+    pub fn apply(&self, j: &mut JobsAnswer) {
+        j.queue.retain(|v| self.matches(v));
+        j.running.retain(|v| self.matches(v));
+        j.finished.retain(|v| self.matches(v));
+        if !self.shares.is_empty() {
+            j.preemptions.retain(|p| {
+                self.shares.contains(&p.victim_share)
+                    || p.by_share.as_ref().is_some_and(|b| self.shares.contains(b))
+            });
+        }
+    }
+}
+
 pub fn jobs(args: &JobsArgs) -> ExitCode {
-    let j = match request(args.state.as_deref(), &Request::Jobs { all: args.all }) {
+    let filter = match JobFilter::from_args(&args.filter) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("shareq jobs: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut j = match request(args.state.as_deref(), &Request::Jobs { all: args.all }) {
         Ok(r) if r.ok => match r.jobs {
             Some(j) => j,
             None => {
@@ -60,6 +175,7 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
             }
         },
     };
+    filter.apply(&mut j);
     if args.json {
         match serde_json::to_string_pretty(&j) {
             Ok(s) => println!("{s}"),

@@ -145,6 +145,7 @@ impl Sched {
                 };
             }
         }
+        self.protections = self.shares.iter().any(|s| s.min_runtime > 0);
         let mut order: Vec<ShareIx> = (0..self.shares.len()).collect();
         order.sort_by(|&a, &b| self.shares[a].name.cmp(&self.shares[b].name));
         self.share_order = order;

@@ -52,6 +52,9 @@ pub struct Sched {
     next_id: u64,
     start_seq: u64,
     grace: u32,
+    /// Some share has a minimum runtime (else no candidate is ever protected: the victim
+    /// walk skips the per-candidate check).
+    protections: bool,
     /// The driver's time unit: instants per second (1 in replay, 1000 live), so that
     /// `minRuntimeSeconds` can be compared with instants.
     ticks_per_second: i64,
@@ -76,6 +79,7 @@ impl Sched {
             start_seq: 0,
             grace: 30,
             ticks_per_second: if simulated { 1 } else { 1000 },
+            protections: false,
             simulated,
             env_name: String::new(),
             events: Vec::new(),
@@ -148,8 +152,10 @@ impl Sched {
 
     /// Is a running job still protected at the current instant?
     pub(crate) fn is_protected(&self, id: JobId) -> bool {
-        self.protected_until(id)
-            .is_some_and(|until| until > self.now)
+        self.protections
+            && self
+                .protected_until(id)
+                .is_some_and(|until| until > self.now)
     }
 
     /// The earliest end of a minimum-runtime protection after `now`: the live runtime runs

@@ -77,7 +77,7 @@ pub struct LogChunk {
 pub const SUBSCRIBE_EVERY_MS: u64 = 50;
 
 /// Jobs as `shareq jobs` shows them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobsAnswer {
     /// RUNNABLE jobs in scheduling order, each with its reason.
     pub queue: Vec<JobView>,

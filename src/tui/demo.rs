@@ -1,10 +1,12 @@
 //! The load generator behind `shareq demo`: a scripted opening over the AWS example shares
 //! (qs1 LEND_AND_BORROW with in-share preemption, qs2 LEND, qs3 RESERVE, 1 GPU each, 3
 //! fake GPUs) that shows borrowing, a reclaim and an in-share preemption within half a
-//! minute, then a steady random mix of short `sleep` jobs. Deterministic for a seed.
+//! minute, then a steady random mix of short `sleep` jobs. On any other config
+//! (`shareq demo --config DIR`) the opening is left out and the mix goes to that config's
+//! enabled shares, on the units they list. Deterministic for a seed.
 
 use super::action::Action;
-use crate::model::{Command, JobSpec};
+use crate::model::{Command, JobSpec, ShareState, Strategy, ValidConfig};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -63,23 +65,86 @@ const SCRIPT: [(u64, &str, &str, u32, u32); 6] = [
 
 const KINDS: [&str; 5] = ["train", "eval", "sweep", "sim", "debug"];
 
-/// The demo's submissions, in time order: the scripted opening, then an endless random
-/// mix (a job every 4–10 s, 5–30 s long, priorities 0–9, mostly 1 GPU).
+/// A share the random mix submits to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DemoShare {
+    pub name: String,
+    /// Said in the submission when the environment has several units.
+    pub unit: Option<String>,
+    /// The largest job it gets (2 GPUs at most, never more than its limit).
+    pub max_gpus: u32,
+    /// How much of the mix it gets: borrowers most, so that lending keeps happening.
+    pub weight: u64,
+}
+
+/// The demo's submissions, in time order: the scripted opening (AWS example only), then
+/// an endless random mix (a job every 4–10 s, 5–30 s long, priorities 0–9, mostly 1 GPU).
 #[derive(Debug, Clone)]
 pub struct Demo {
     rng: Prng,
+    script: &'static [(u64, &'static str, &'static str, u32, u32)],
     scripted: usize,
     at_ms: u64,
     counter: u32,
+    shares: Vec<DemoShare>,
 }
 
 impl Demo {
+    /// The demo of the built-in AWS example.
     pub fn new(seed: u64) -> Demo {
+        let share = |name: &str, max_gpus, weight| DemoShare {
+            name: name.into(),
+            unit: None,
+            max_gpus,
+            weight,
+        };
         Demo {
             rng: Prng::new(seed),
+            script: &SCRIPT,
             scripted: 0,
             at_ms: 0,
             counter: 0,
+            shares: vec![share("qs1", 2, 3), share("qs2", 1, 2), share("qs3", 1, 1)],
+        }
+    }
+
+    /// The demo of any config: the AWS example's shares get the scripted opening; other
+    /// configs get the random mix over their enabled shares, on the first unit each lists.
+    pub fn for_config(seed: u64, cfg: &ValidConfig) -> Demo {
+        let names: Vec<&str> = cfg
+            .shares
+            .iter()
+            .map(|s| s.quota_share_name.as_str())
+            .collect();
+        if names == SHARES {
+            return Demo::new(seed);
+        }
+        let several_units = cfg.env.capacity_limits.len() > 1;
+        let shares = cfg
+            .shares
+            .iter()
+            .filter(|s| s.state == ShareState::Enabled)
+            .filter_map(|s| {
+                let c = s.capacity_limits.first()?;
+                Some(DemoShare {
+                    name: s.quota_share_name.clone(),
+                    unit: several_units.then(|| c.capacity_unit.clone()),
+                    max_gpus: c.max_capacity.clamp(1, 2),
+                    weight: match s.resource_sharing_configuration.strategy {
+                        Strategy::LendAndBorrow => 3,
+                        Strategy::Lend => 2,
+                        Strategy::Reserve => 1,
+                    },
+                })
+            })
+            .collect();
+        Demo {
+            rng: Prng::new(seed),
+            script: &[],
+            scripted: 0,
+            at_ms: 0,
+            counter: 0,
+            shares,
         }
     }
 }
@@ -98,21 +163,30 @@ impl Iterator for Demo {
     type Item = DemoStep;
 
     fn next(&mut self) -> Option<DemoStep> {
-        if let Some(&(at, name, share, prio, sleep)) = SCRIPT.get(self.scripted) {
+        if let Some(&(at, name, share, prio, sleep)) = self.script.get(self.scripted) {
             self.scripted += 1;
             self.at_ms = at * 1000;
             return Some(step(self.at_ms, name, share, 1, prio, sleep));
         }
+        let total: u64 = self.shares.iter().map(|s| s.weight).sum();
+        if total == 0 {
+            return None; // no enabled share: nothing to submit
+        }
         self.at_ms += self.rng.range(4_000, 10_000);
         self.counter += 1;
-        // qs1 (the borrower) gets half the work so that lending keeps happening.
-        let share = match self.rng.range(0, 5) {
-            0..=2 => "qs1",
-            3 | 4 => "qs2",
-            _ => "qs3",
-        };
+        let mut pick = self.rng.range(0, total - 1);
+        let share = self
+            .shares
+            .iter()
+            .find(|s| {
+                let hit = pick < s.weight;
+                pick = pick.saturating_sub(s.weight);
+                hit
+            })
+            .unwrap_or(&self.shares[0])
+            .clone();
         let kind = KINDS[self.rng.range(0, KINDS.len() as u64 - 1) as usize];
-        let gpus = if share == "qs1" && self.rng.range(0, 9) == 0 {
+        let gpus = if share.max_gpus >= 2 && self.rng.range(0, 9) == 0 {
             2
         } else {
             1
@@ -120,14 +194,16 @@ impl Iterator for Demo {
         let prio = self.rng.range(0, 9) as u32;
         let sleep = self.rng.range(5, 30) as u32;
         let name = format!("{kind}-{}", self.counter + 1);
-        Some(step(self.at_ms, &name, share, gpus, prio, sleep))
+        let mut s = step(self.at_ms, &name, &share.name, gpus, prio, sleep);
+        s.spec.capacity_unit = share.unit;
+        Some(s)
     }
 }
 
 /// Submit the demo's jobs on `actions` in real time until the channel closes.
-pub async fn run_demo(actions: mpsc::Sender<Action>, seed: u64) -> anyhow::Result<()> {
+pub async fn run_demo(actions: mpsc::Sender<Action>, demo: Demo) -> anyhow::Result<()> {
     let start = tokio::time::Instant::now();
-    for s in Demo::new(seed) {
+    for s in demo {
         tokio::time::sleep_until(start + s.at).await;
         if actions
             .send(Action::Submit(Box::new(s.spec)))
@@ -179,7 +255,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn run_demo_sends_in_time_and_stops_when_the_runtime_goes() {
         let (tx, mut rx) = mpsc::channel(4);
-        let task = tokio::spawn(run_demo(tx, 3));
+        let task = tokio::spawn(run_demo(tx, Demo::new(3)));
         let first = rx.recv().await;
         assert!(matches!(first, Some(Action::Submit(ref s)) if s.job_name == "train-a"));
         let t0 = tokio::time::Instant::now();
@@ -188,5 +264,54 @@ mod tests {
         assert!(t0.elapsed() >= Duration::from_secs(3));
         drop(rx);
         assert!(task.await.unwrap().is_ok());
+    }
+
+    #[test]
+    fn another_config_gets_load_for_its_own_shares_and_units() {
+        let yaml = "kind: ServiceEnvironment
+name: lab
+capacityLimits:
+- {capacityUnit: a100, maxCapacity: 4, devices: {fake: 4}}
+- {capacityUnit: h100, maxCapacity: 2, devices: {fake: 2}}
+---
+kind: QuotaShare
+quotaShareName: vision
+capacityLimits: [{capacityUnit: a100, maxCapacity: 3}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+---
+kind: QuotaShare
+quotaShareName: nlp
+capacityLimits: [{capacityUnit: h100, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND}
+---
+kind: QuotaShare
+quotaShareName: old
+capacityLimits: [{capacityUnit: a100, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND}
+state: DISABLED
+";
+        let docs = crate::config::parse_documents(yaml, None).expect("parses");
+        let cfg = crate::config::validate(docs).expect("valid");
+        let steps: Vec<DemoStep> = Demo::for_config(5, &cfg).take(60).collect();
+        assert!(steps.iter().all(|s| {
+            let spec = &s.spec;
+            match spec.quota_share_name.as_str() {
+                "vision" => spec.capacity_unit.as_deref() == Some("a100") && spec.quantity <= 2,
+                "nlp" => spec.capacity_unit.as_deref() == Some("h100") && spec.quantity == 1,
+                _ => false,
+            }
+        }));
+        for share in ["vision", "nlp"] {
+            assert!(steps.iter().any(|s| s.spec.quota_share_name == share));
+        }
+        // The AWS example's shares keep the scripted opening.
+        let aws = crate::config::validate(
+            crate::config::parse_documents(crate::tui::fixtures::AWS_CONFIG, None).expect("parses"),
+        )
+        .expect("valid");
+        assert_eq!(
+            Demo::for_config(5, &aws).next().map(|s| s.spec.job_name),
+            Some("train-a".to_string())
+        );
     }
 }

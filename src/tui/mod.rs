@@ -58,6 +58,9 @@ pub struct ConsoleOptions {
     pub utc_offset_secs: Option<i32>,
     /// Answers from the runtime to show in the footer (see [`bridge::forward`]).
     pub notices: bridge::NoticeFeed,
+    /// When the terminal hangs up (SIGHUP), stop every job instead of leaving them
+    /// running: `shareq demo`, whose jobs and directory must not outlive it.
+    pub stop_jobs_on_hangup: bool,
 }
 
 impl Default for ConsoleOptions {
@@ -69,6 +72,7 @@ impl Default for ConsoleOptions {
             logs: LogSource::None,
             utc_offset_secs: None,
             notices: bridge::NoticeFeed::default(),
+            stop_jobs_on_hangup: false,
         }
     }
 }
@@ -102,7 +106,8 @@ pub fn app_for(snap: Arc<Snapshot>, opts: &ConsoleOptions) -> App {
 /// drops its snapshot sender. The terminal is restored on every way out, panics included.
 ///
 /// Quitting sends [`Action::Quit`] or [`Action::Detach`] before returning; SIGTERM sends
-/// [`Action::Detach`] (running jobs are left to the runtime's own shutdown).
+/// [`Action::Detach`] (running jobs are left to the runtime's own shutdown), and so does
+/// SIGHUP (the terminal closed), unless `stop_jobs_on_hangup` asks to stop every job.
 pub async fn run_console(
     mut snapshots: watch::Receiver<Arc<Snapshot>>,
     actions: mpsc::Sender<Action>,
@@ -112,9 +117,21 @@ pub async fn run_console(
     let mut app = app_for(first, &opts);
     use tokio::signal::unix::{SignalKind, signal};
     let mut sigterm = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut sighup = signal(SignalKind::hangup()).context("cannot watch SIGHUP")?;
     let (mut term, guard) = terminal::enter(opts.mouse).context("cannot set up the terminal")?;
+    let stop_on_hangup = opts.stop_jobs_on_hangup;
+    let hangup_actions = actions.clone();
     let shutdown = async move {
-        sigterm.recv().await;
+        tokio::select! {
+            _ = sigterm.recv() => {}
+            _ = sighup.recv() => {
+                tracing::info!("the terminal hung up");
+                terminal::terminal_gone();
+                if stop_on_hangup {
+                    let _ = hangup_actions.send(Action::Quit { stop_jobs: true }).await;
+                }
+            }
+        }
     };
     let notices = opts.notices.take();
     let result = drive(

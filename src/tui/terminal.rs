@@ -56,3 +56,14 @@ fn install_panic_hook() {
         }));
     });
 }
+
+/// The terminal hung up: point standard output and error at /dev/null, so that nothing
+/// written on the way out (the cursor restore, a last message) fails. `eprintln!` panics
+/// when stderr is gone, and a panic then would skip stopping the jobs.
+pub fn terminal_gone() {
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        // An error leaves that fd as it was.
+        let _ = nix::unistd::dup2_stdout(&null);
+        let _ = nix::unistd::dup2_stderr(&null);
+    }
+}
