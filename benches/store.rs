@@ -104,11 +104,18 @@ fn populate(dir: &std::path::Path, finished: u64, queued: u64) {
     }
 }
 
-/// Open, load, plan and restore into a fresh scheduler: a restart's work before its
-/// first pass. Returns seconds.
+/// Open, check (SQLite's integrity check, foreign run files), load, plan and restore into
+/// a fresh scheduler: a restart's work before its first pass. Returns seconds.
 fn recovery_time(dir: &std::path::Path) -> (f64, usize) {
     let t0 = Instant::now();
     let mut store = Store::open(dir).expect("open");
+    let t1 = Instant::now();
+    store.integrity_check().expect("integrity");
+    let checked = t1.elapsed().as_secs_f64();
+    store
+        .set_aside_foreign_files(dir, 1 << 40)
+        .expect("set aside");
+    println!("  integrity check: {:.0} ms", checked * 1000.0);
     let rec = store.load().expect("load");
     let plan = recovery::plan(dir, &rec);
     let mut s = sched(1000);

@@ -103,6 +103,12 @@ fn main() -> ExitCode {
     let Some(command) = cli.command else {
         return shareq::cli::tui(&cli.console);
     };
+    if !matches!(
+        command,
+        Command::Tui(_) | Command::Demo(_) | Command::Serve(_) | Command::Supervise { .. }
+    ) {
+        shareq::cli::end_quietly_on_closed_pipe();
+    }
     match command {
         Command::Tui(a) => shareq::cli::tui(&a),
         Command::Demo(a) => shareq::cli::demo(&a),

@@ -591,14 +591,15 @@ fn a_link_planted_where_a_job_log_goes_is_not_followed() {
     let alice = u.name("alice");
     let mut lab = Lab::new();
     lab.write_config(&config(&u));
-    // Root prepares the state directory; alice's first job will be job 1, and someone
-    // planted logs/1 pointing at a directory of root's.
+    // Root prepares the state directory; alice's first job will be job 1, and once the
+    // scheduler runs someone plants logs/1 pointing at a directory of root's. (Planted
+    // before the start, it would be set aside as a file of no database: SPEC §8.)
     std::fs::create_dir_all(lab.state.join("logs")).unwrap();
     std::fs::set_permissions(&lab.state, std::fs::Permissions::from_mode(0o711)).unwrap();
     let target = lab.root.join("target");
     std::fs::create_dir(&target).unwrap();
-    std::os::unix::fs::symlink(&target, lab.state.join("logs/1")).unwrap();
     lab.serve().expect("serve");
+    std::os::unix::fs::symlink(&target, lab.state.join("logs/1")).unwrap();
     let id = id_of(&lab.submit_as(&alice, "open", "victim", "echo hi"));
     assert_eq!(id, 1);
     lab.wait_state(id, &["FAILED"]);

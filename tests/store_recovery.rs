@@ -2,12 +2,14 @@
 //! classification of jobs that held GPUs, and the state-directory lock across processes.
 
 use shareq::config::{parse_documents, validate};
+use shareq::exec::ExitStatus;
+use shareq::exec::runfiles::{
+    self, Owner, SupervisorStatus, claim_pid, job_dir, pid_path as pid_file, write_exit,
+};
+use shareq::exec::session::start_time as process_start_time;
 use shareq::model::{JobId, JobSpec, JobState};
 use shareq::sched::{Sched, UnitCapacity};
-use shareq::store::recovery::{
-    self, Adopted, SupervisorStatus, pid_file, probe, process_start_time, write_exit_file,
-    write_pid_file,
-};
+use shareq::store::recovery::{self, Adopted};
 use shareq::store::{LockHolder, Observed, StateLock, Store, StoreError};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -28,6 +30,42 @@ fn live_sched() -> Sched {
     Sched::new(&c, &UnitCapacity::simulated(&c), false)
 }
 
+fn owner() -> Owner {
+    Owner {
+        db: "0123456789abcdef".into(),
+        legacy_below: 0,
+    }
+}
+
+fn probe(state: &std::path::Path, job: JobId, attempt: u32) -> SupervisorStatus {
+    runfiles::probe(state, job, attempt, &owner())
+}
+
+/// What the supervisor does first: claim the attempt for `pid`.
+fn write_pid_file(state: &std::path::Path, job: JobId, attempt: u32, pid: u32, db: &str) {
+    assert!(claim_pid(&pid_file(state, job, attempt), pid, db).unwrap());
+}
+
+/// What the supervisor does last: record the exit status.
+fn write_exit_file(state: &std::path::Path, job: JobId, attempt: u32, code: i32, db: &str) {
+    let st = ExitStatus {
+        code,
+        signal: None,
+        finished_at: 1,
+    };
+    write_exit(state, job, attempt, db, st).unwrap();
+}
+
+fn exited(code: i32) -> SupervisorStatus {
+    SupervisorStatus::Exited(ExitStatus {
+        code,
+        signal: None,
+        finished_at: 1,
+    })
+}
+
+const GONE: SupervisorStatus = SupervisorStatus::Vanished { session: None };
+
 fn sleeper() -> Child {
     Command::new("sleep")
         .arg("60")
@@ -39,12 +77,12 @@ fn sleeper() -> Child {
 fn a_live_supervisor_is_alive_and_a_dead_one_is_not() {
     let dir = tempfile::tempdir().unwrap();
     let (job, attempt) = (JobId(7), 2);
-    assert_eq!(probe(dir.path(), job, attempt), SupervisorStatus::Vanished);
+    assert_eq!(probe(dir.path(), job, attempt), GONE);
     let mut child = sleeper();
-    write_pid_file(dir.path(), job, attempt, child.id()).unwrap();
+    write_pid_file(dir.path(), job, attempt, child.id(), &owner().db);
     let text = std::fs::read_to_string(pid_file(dir.path(), job, attempt)).unwrap();
     let start = process_start_time(child.id()).unwrap();
-    assert_eq!(text, format!("{} {start}\n", child.id()));
+    assert_eq!(text, format!("{} {start} {}\n", child.id(), owner().db));
     assert_eq!(
         probe(dir.path(), job, attempt),
         SupervisorStatus::Alive { pid: child.id() }
@@ -52,15 +90,17 @@ fn a_live_supervisor_is_alive_and_a_dead_one_is_not() {
     // Killed but not reaped: a zombie is not alive.
     child.kill().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(100));
-    assert_eq!(probe(dir.path(), job, attempt), SupervisorStatus::Vanished);
+    let dead = SupervisorStatus::Vanished {
+        session: Some(child.id()),
+    };
+    assert_eq!(probe(dir.path(), job, attempt), dead);
     child.wait().unwrap();
-    assert_eq!(probe(dir.path(), job, attempt), SupervisorStatus::Vanished);
-    // Its exit status, once written, is what counts.
-    write_exit_file(dir.path(), job, attempt, 137).unwrap();
-    assert_eq!(
-        probe(dir.path(), job, attempt),
-        SupervisorStatus::Exited(137)
-    );
+    assert_eq!(probe(dir.path(), job, attempt), dead);
+    // Its exit status, once written, is what counts; one of another database does not.
+    write_exit_file(dir.path(), job, attempt, 137, "another");
+    assert_eq!(probe(dir.path(), job, attempt), dead);
+    write_exit_file(dir.path(), job, attempt, 137, &owner().db);
+    assert_eq!(probe(dir.path(), job, attempt), exited(137));
 }
 
 #[test]
@@ -71,14 +111,22 @@ fn a_recycled_pid_is_not_mistaken_for_the_supervisor() {
     let path = pid_file(dir.path(), JobId(1), 1);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     // The same pid, started at another time: another process that got the pid.
+    let db = owner().db;
     for other in [start + 1, start.saturating_sub(1)] {
-        std::fs::write(&path, format!("{} {other}\n", child.id())).unwrap();
-        assert_eq!(probe(dir.path(), JobId(1), 1), SupervisorStatus::Vanished);
+        std::fs::write(&path, format!("{} {other} {db}\n", child.id())).unwrap();
+        assert_eq!(
+            probe(dir.path(), JobId(1), 1),
+            SupervisorStatus::Vanished {
+                session: Some(child.id())
+            }
+        );
     }
-    // A garbled pid file is no proof of life either.
+    // A garbled pid file is no proof of life either, nor one of another database.
     std::fs::write(&path, "not a pid\n").unwrap();
-    assert_eq!(probe(dir.path(), JobId(1), 1), SupervisorStatus::Vanished);
-    std::fs::write(&path, format!("{} {start}\n", child.id())).unwrap();
+    assert_eq!(probe(dir.path(), JobId(1), 1), GONE);
+    std::fs::write(&path, format!("{} {start} other\n", child.id())).unwrap();
+    assert_eq!(probe(dir.path(), JobId(1), 1), GONE);
+    std::fs::write(&path, format!("{} {start} {db}\n", child.id())).unwrap();
     assert_eq!(
         probe(dir.path(), JobId(1), 1),
         SupervisorStatus::Alive { pid: child.id() }
@@ -109,19 +157,20 @@ fn recovery_adopts_finishes_and_requeues() {
         store.record_events(500, &s.take_events(), &s).unwrap();
         // The scheduler dies here.
     }
+    let mut store = Store::open(state).unwrap();
+    let db = store.identity().unwrap().db;
     let mut alive = sleeper();
-    write_pid_file(state, JobId(1), 1, alive.id()).unwrap();
-    write_exit_file(state, JobId(2), 1, 0).unwrap();
+    write_pid_file(state, JobId(1), 1, alive.id(), &db);
+    write_exit_file(state, JobId(2), 1, 0, &db);
     let me = std::process::id();
     let my_start = process_start_time(me).unwrap();
-    std::fs::create_dir_all(recovery::run_dir(state, JobId(5))).unwrap();
+    std::fs::create_dir_all(job_dir(state, JobId(5))).unwrap();
     std::fs::write(
         pid_file(state, JobId(5), 1),
-        format!("{me} {}\n", my_start + 10),
+        format!("{me} {} {db}\n", my_start + 10),
     )
     .unwrap();
 
-    let mut store = Store::open(state).unwrap();
     let rec = store.load().unwrap();
     let plan = recovery::plan(state, &rec);
     assert_eq!(

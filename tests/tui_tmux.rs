@@ -145,7 +145,9 @@ fn demo_submit_cancel_raise_resize_quit_in_tmux() {
     wait_for(&session, "Leave how?");
     keys(&session, &["s"]);
     let start = Instant::now();
-    while !after.exists() && start.elapsed() < Duration::from_secs(10) {
+    while std::fs::metadata(&after).map_or(true, |m| m.len() == 0)
+        && start.elapsed() < Duration::from_secs(10)
+    {
         std::thread::sleep(Duration::from_millis(100));
     }
     let code = std::fs::read_to_string(&exit).unwrap_or_default();

@@ -64,7 +64,8 @@ pub fn log(args: &LogArgs) -> ExitCode {
         if !args.follow {
             return ExitCode::SUCCESS;
         }
-        let ended = attempt > 0 && state.exit_file(job, attempt).exists();
+        let ended =
+            attempt > 0 && crate::exec::runfiles::exit_path(state.root(), job, attempt).exists();
         if ended || attempt == 0 {
             // A newer attempt takes over; otherwise stop once the job is finished.
             match state.latest_attempt(job) {

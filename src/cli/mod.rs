@@ -30,6 +30,19 @@ pub use supervise::supervise;
 use crate::server::{Client, Request, Response};
 use std::path::Path;
 
+/// A command that prints and ends (`jobs`, `log`, `replay`, ...) ends quietly when its
+/// reader goes away (`shareq jobs | head`): SIGPIPE gets its default action back, as in
+/// any Unix filter, instead of a write error that `println!` turns into a panic. The
+/// scheduler's own commands (`serve`, the console) keep it ignored: a client that hangs
+/// up must not end them.
+pub fn end_quietly_on_closed_pipe() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: called at start, before any thread exists; SIG_DFL installs no handler.
+    unsafe {
+        let _ = signal(Signal::SIGPIPE, SigHandler::SigDfl);
+    }
+}
+
 /// Send one request to the scheduler of the state directory.
 pub(crate) fn request(state: Option<&Path>, req: &Request) -> anyhow::Result<Response> {
     let state = serve::state_dir(state)?;

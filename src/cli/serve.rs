@@ -21,6 +21,13 @@ pub struct ServeArgs {
     /// running under their supervisors.
     #[arg(long)]
     pub stop_jobs_on_exit: bool,
+    /// At most this many control-socket connections at once (fewer when the open-file
+    /// limit is low: descriptors for job starts are always kept free).
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Close a control-socket connection that sends no request for this many seconds.
+    #[arg(long, default_value_t = 60)]
+    pub idle_timeout: u64,
 }
 
 /// Exit 0 after a clean shutdown, 1 when it cannot start, 2 on an invalid config.
@@ -50,7 +57,11 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let opts = BootOptions::new(state.clone(), args.config.clone());
+    let mut opts = BootOptions::new(state.clone(), args.config.clone());
+    opts.socket_limits = crate::server::conn_limits::SocketLimits {
+        max_connections: args.max_connections.max(1),
+        idle: std::time::Duration::from_secs(args.idle_timeout.max(1)),
+    };
     let stop_jobs = args.stop_jobs_on_exit;
     rt.block_on(async move {
         // Catch SIGTERM/SIGINT from now on: a stop asked while starting up is a clean stop.
@@ -76,6 +87,9 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         };
         if let Some(why) = failed {
             eprintln!("shareq serve: {why}");
+            // The refusals of what was waiting are on their way to the clients: let the
+            // connections write them before the process ends.
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             handle.shutdown(false).await;
             return ExitCode::from(1);
         }

@@ -85,8 +85,50 @@ impl SubmitArgs {
             preemption_retries_before_termination: self.preemption_retries,
             retry_strategy: self.attempts.map(|attempts| RetryStrategy { attempts }),
             timeout_seconds: self.timeout,
+            client_token: Some(client_token()),
             submitter: None,
         })
+    }
+}
+
+/// A token for one submission (SPEC §8): 128 random bits from the kernel, in hex.
+fn client_token() -> String {
+    use std::io::Read;
+    let mut b = [0u8; 16];
+    let ok = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+    if ok.is_err() {
+        let seed = format!("{}-{:?}", std::process::id(), std::time::SystemTime::now());
+        b[..seed.len().min(16)].copy_from_slice(&seed.as_bytes()[..seed.len().min(16)]);
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// How often a submit whose answer was lost is sent again (with the same token).
+const SUBMIT_TRIES: u32 = 4;
+
+/// Submit, and when the answer is lost (the connection broke after the request went out),
+/// ask again with the same client token: the scheduler answers with the job the first
+/// request made, if it made one, so a retry never queues a second job.
+fn submit_with_retries(
+    state: Option<&std::path::Path>,
+    req: &Request,
+) -> anyhow::Result<crate::server::Response> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match request(state, req) {
+            Err(e)
+                if tries < SUBMIT_TRIES
+                    && matches!(
+                        e.downcast_ref::<crate::server::ClientError>(),
+                        Some(crate::server::ClientError::Io { .. })
+                    ) =>
+            {
+                eprintln!("shareq submit: {e}; asking again (the same submission, not a new job)");
+                std::thread::sleep(std::time::Duration::from_millis(200 << tries));
+            }
+            other => return other,
+        }
     }
 }
 
@@ -98,7 +140,7 @@ pub fn submit(args: &SubmitArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match request(args.state.as_deref(), &Request::Submit { job: spec }) {
+    match submit_with_retries(args.state.as_deref(), &Request::Submit { job: spec }) {
         Ok(r) if r.ok => {
             if let Some(id) = r.id {
                 println!("{id}");

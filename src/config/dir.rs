@@ -58,10 +58,59 @@ fn collect(
         if kind.is_dir() {
             collect(&path, out, newest)?;
         } else if is_config_file(&path) {
-            out.push(path);
+            // Only regular files (a symlink to one is fine): reading a FIFO would block
+            // for ever, `/dev/zero` would never end. Skipped, and said so.
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_file() => out.push(path),
+                Ok(m) => tracing::warn!(
+                    file = %path.display(),
+                    "skipped: not a regular file ({}); config files must be plain files",
+                    file_kind(&m)
+                ),
+                Err(_) => {} // a dangling symlink, or gone meanwhile
+            }
         }
     }
     Ok(())
+}
+
+fn file_kind(m: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    if t.is_fifo() {
+        "a named pipe"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_dir() {
+        "a directory"
+    } else {
+        "not a plain file"
+    }
+}
+
+/// The largest config file read (1 MiB): a real one is a few KiB.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// Read a config file, at most [`MAX_FILE_BYTES`].
+fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "the file is larger than {} KiB, the most a config file may hold: split it, or \
+                 remove what is not config",
+                MAX_FILE_BYTES >> 10
+            ),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// One file as read.
@@ -131,7 +180,7 @@ impl DirSnapshot {
         let mut hasher = Fnv::default();
         for path in paths {
             let before = stamp(&path);
-            let text = match std::fs::read(&path) {
+            let text = match read_capped(&path) {
                 Ok(bytes) => {
                     let after = stamp(&path);
                     let complete = before.is_some()

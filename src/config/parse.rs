@@ -167,6 +167,9 @@ pub fn parse_documents_partial(
     text: &str,
     file: Option<&str>,
 ) -> (Vec<SourcedDocument>, Vec<ConfigError>) {
+    if let Some(e) = too_deep(text, file) {
+        return (Vec::new(), vec![e]);
+    }
     // YAML syntax first: after a syntax error the rest of the stream cannot be trusted.
     let mut values = Vec::new();
     for de in serde_yaml::Deserializer::from_str(text) {
@@ -244,5 +247,82 @@ pub fn parse_value_documents(
         Ok(docs)
     } else {
         Err(errors)
+    }
+}
+
+/// How deeply a config document may nest (a real one nests 4 or 5 levels).
+pub const MAX_DEPTH: usize = 32;
+
+/// An error when the text nests deeper than [`MAX_DEPTH`], found by a linear scan before
+/// the YAML parser sees it (deep nesting is what makes parsing slow, and nothing valid
+/// needs it). Counts block levels by indentation and `- ` items, plus flow brackets.
+fn too_deep(text: &str, file: Option<&str>) -> Option<ConfigError> {
+    let mut indents: Vec<usize> = Vec::new();
+    let mut flow = 0usize;
+    for (n, line) in text.lines().enumerate() {
+        let body = line.trim_start_matches(' ');
+        if flow == 0 {
+            if body.is_empty() || body.starts_with('#') || body.starts_with("---") {
+                continue;
+            }
+            let mut indent = line.len() - body.len();
+            let mut rest = body;
+            loop {
+                while indents.last().is_some_and(|&top| top >= indent) {
+                    indents.pop();
+                }
+                indents.push(indent);
+                match rest.strip_prefix("- ") {
+                    Some(r) => {
+                        let r2 = r.trim_start_matches(' ');
+                        indent += 2 + (r.len() - r2.len());
+                        rest = r2;
+                    }
+                    None => break,
+                }
+            }
+        }
+        let (mut quote, mut prev) = (None, ' ');
+        let mut deepest = flow;
+        for c in line.chars() {
+            match (quote, c) {
+                (None, '#') if prev == ' ' => break,
+                (None, '"' | '\'') => quote = Some(c),
+                (Some(q), _) if c == q => quote = None,
+                (None, '[' | '{') => flow += 1,
+                (None, ']' | '}') => flow = flow.saturating_sub(1),
+                _ => {}
+            }
+            deepest = deepest.max(flow);
+            prev = c;
+        }
+        if indents.len() + deepest > MAX_DEPTH {
+            return Some(
+                ConfigError::new(format!(
+                    "nested more than {MAX_DEPTH} levels deep: a shareq config needs only a few"
+                ))
+                .at(file, Some(n + 1), None),
+            );
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod depth_tests {
+    use super::{MAX_DEPTH, too_deep};
+
+    #[test]
+    fn deep_nesting_is_refused_before_parsing() {
+        let flow = format!("x: {}1{}\n", "[".repeat(40), "]".repeat(40));
+        assert!(too_deep(&flow, Some("f.yaml")).is_some());
+        let mut block = String::new();
+        for i in 0..MAX_DEPTH + 2 {
+            block.push_str(&format!("{}k{i}:\n", "  ".repeat(i)));
+        }
+        let e = too_deep(&block, None).unwrap();
+        assert!(e.to_string().contains("nested more than"), "{e}");
+        let ok = "kind: QuotaShare\ncapacityLimits:\n  - {capacityUnit: gpu, maxCapacity: 1}\nmembers: [a, 'b[', \"c{\"]\n";
+        assert!(too_deep(ok, None).is_none());
     }
 }

@@ -65,6 +65,13 @@ pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
     opt("admins", Shape::List(&Shape::Text)),
     opt("controlSocket", Shape::Map(&[opt("group", Shape::Text)])),
     opt("history", Shape::Map(&[opt("retainDays", Shape::Count)])),
+    opt(
+        "logs",
+        Shape::Map(&[
+            opt("maxMiBPerAttempt", Shape::Count),
+            opt("minFreeMiB", Shape::Count),
+        ]),
+    ),
 ]);
 
 pub const QUOTA_SHARE: Shape = Shape::Map(&[

@@ -1,8 +1,7 @@
 //! Starting a supervisor for an attempt and signalling it (the runtime's side of the
 //! supervisor protocol in [`super::supervisor`]).
 
-use super::launch::{ExitStatus, LaunchSpec};
-use super::state_dir::StateDir;
+use super::runfiles::{self, ExitStatus, LaunchSpec, Owner};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use std::path::Path;
@@ -28,22 +27,27 @@ pub enum Stop {
     Kill,
 }
 
-/// Write the launch spec and start `exe __supervise SPEC` in its own process group, so
-/// that a Ctrl-C aimed at the scheduler's terminal never reaches the job.
-pub fn launch(exe: &Path, state: &StateDir, spec: &LaunchSpec) -> std::io::Result<Supervisor> {
-    std::fs::create_dir_all(state.job_runs(spec.job))?;
-    let path = state.launch_file(spec.job, spec.attempt);
-    let json = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
-    std::fs::write(&path, json)?;
-    let child = tokio::process::Command::new(exe)
-        .arg(SUPERVISE_SUBCOMMAND)
+/// Write the launch spec and start `exe __supervise SPEC` in a session of its own: a
+/// Ctrl-C aimed at the scheduler's terminal never reaches the job, and the session id
+/// (= the supervisor's pid) names every process of the attempt (see `exec::session`).
+pub fn launch(exe: &Path, spec: &LaunchSpec) -> std::io::Result<Supervisor> {
+    let path = runfiles::write_spec(spec)?;
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.arg(SUPERVISE_SUBCOMMAND)
         .arg(&path)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .process_group(0)
-        .kill_on_drop(false)
-        .spawn()?;
+        .kill_on_drop(false);
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let child = cmd.spawn()?;
     let pid = child
         .id()
         .and_then(|p| i32::try_from(p).ok())
@@ -54,8 +58,16 @@ pub fn launch(exe: &Path, state: &StateDir, spec: &LaunchSpec) -> std::io::Resul
 impl Supervisor {
     /// Wait until the command runs (`on_running` is called then), then until the
     /// supervisor ends; returns the recorded exit status. A supervisor that died without
-    /// recording one (killed from outside) reads as exit 128 + its signal.
-    pub async fn wait(mut self, exit_file: &Path, on_running: impl FnOnce()) -> ExitStatus {
+    /// recording one (killed from outside) reads as exit 128 + its signal, once nothing
+    /// of its attempt runs any more ([`clear_session`]).
+    pub async fn wait(
+        mut self,
+        state: &Path,
+        job: crate::model::JobId,
+        attempt: u32,
+        owner: &Owner,
+        on_running: impl FnOnce(),
+    ) -> ExitStatus {
         if let Some(out) = self.child.stdout.take() {
             let mut line = String::new();
             let mut r = BufReader::new(out);
@@ -65,9 +77,11 @@ impl Supervisor {
             }
         }
         let status = self.child.wait().await;
-        if let Some(s) = ExitStatus::read(exit_file) {
+        if let Some(s) = runfiles::read_exit(state, job, attempt, owner) {
             return s;
         }
+        tracing::warn!(job = %job, attempt, pid = self.pid, "supervisor died without an exit status: killing what is left of its attempt");
+        clear_session(self.pid as u32).await;
         use std::os::unix::process::ExitStatusExt;
         let code = match status {
             Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
@@ -89,4 +103,28 @@ pub fn signal(pid: i32, how: Stop) {
         Stop::Kill => Signal::SIGUSR1,
     };
     let _ = kill(Pid::from_raw(pid), sig);
+}
+
+/// Kill what is left of a dead supervisor's session and return once none of it runs: only
+/// then are the attempt's GPUs free (SPEC §7). Polls `/proc` every 50 ms, off the runtime
+/// task.
+pub async fn clear_session(sid: u32) {
+    let mut waited = 0u32;
+    loop {
+        let left = tokio::task::spawn_blocking(move || super::session::kill_members(sid))
+            .await
+            .unwrap_or(0);
+        if left == 0 {
+            return;
+        }
+        waited += 1;
+        if waited.is_multiple_of(200) {
+            tracing::warn!(
+                session = sid,
+                left,
+                "processes of a dead supervisor's attempt still run after SIGKILL; its GPUs stay allocated"
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }

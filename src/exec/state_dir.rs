@@ -1,5 +1,5 @@
-//! Where a scheduler keeps its files: the socket, its log, each attempt's launch spec,
-//! output log and exit status.
+//! Where a scheduler keeps its files: the socket, its log, the database, each attempt's
+//! output log, and the run files (whose layout `exec::runfiles` owns).
 
 use crate::model::JobId;
 use std::path::{Path, PathBuf};
@@ -71,16 +71,9 @@ impl StateDir {
         self.job_logs(job).join(format!("{attempt}.log"))
     }
 
+    /// `<state>/runs/<job>` (the run files: see `exec::runfiles`).
     pub fn job_runs(&self, job: JobId) -> PathBuf {
-        self.root.join("runs").join(job.to_string())
-    }
-
-    pub fn launch_file(&self, job: JobId, attempt: u32) -> PathBuf {
-        self.job_runs(job).join(format!("{attempt}.json"))
-    }
-
-    pub fn exit_file(&self, job: JobId, attempt: u32) -> PathBuf {
-        self.job_runs(job).join(format!("{attempt}.exit"))
+        super::runfiles::job_dir(&self.root, job)
     }
 
     /// The newest attempt that has a log, if any.
@@ -96,38 +89,9 @@ impl StateDir {
     }
 }
 
-/// Write `bytes` to `path` atomically: a temporary file in the same folder, then rename.
-/// Readers see the old file or the whole new one, never a part. It does not fsync (that
-/// costs ~8 ms per job here): after a power cut the file may be missing, which recovery
-/// treats like a supervisor that vanished without a status (the attempt runs again).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-    }
-    std::fs::rename(&tmp, path)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn atomic_write_replaces_and_leaves_no_temporary() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("1.exit");
-        write_atomic(&p, b"one").unwrap();
-        write_atomic(&p, b"two").unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"two");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-    }
 
     #[test]
     fn state_dir_precedence_is_flag_then_shareq_state_then_xdg_then_home() {

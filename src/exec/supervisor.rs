@@ -10,10 +10,18 @@
 //! The supervisor is a child subreaper, so background processes that a job forks (even
 //! ones that start their own session) are reparented to it: it finishes only when none
 //! is left, which is what "the GPUs are free again" means.
+//!
+//! It runs in its own session (the runtime starts it so), and the command in a new process
+//! group of that session: if the supervisor itself is killed, the scheduler finds what is
+//! left by the session id, which is the supervisor's pid (see `exec::session`). The job's
+//! output comes through a pipe into a [`LogSink`] (cap and free-space reserve).
+//!
+//! Its files are those of `exec::runfiles`: it reads the launch spec, claims the pid file
+//! and writes the exit record.
 
-use super::launch::{ExitStatus, LaunchSpec, now_ms};
+use super::log_sink::LogSink;
 use super::privdrop::RunAs;
-use super::state_dir::write_atomic;
+use super::runfiles::{self, ExitStatus, LaunchSpec, now_ms};
 use crate::model::Command as JobCommand;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -22,7 +30,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use std::io::Write;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Stdio;
@@ -66,6 +74,19 @@ pub enum SupervisorError {
 /// Run the attempt described by the launch spec at `spec_path`; returns when every
 /// process of the attempt is gone and the exit status is written.
 pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
+    // Block the signals we handle first of all, so that a stop sent right after the start is not lost: they are read
+    // from a signalfd. The job's command gets an empty mask again (see `spawn`).
+    let mut mask = SigSet::empty();
+    for s in [
+        Signal::SIGTERM,
+        Signal::SIGUSR1,
+        Signal::SIGCHLD,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+    ] {
+        mask.add(s);
+    }
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None)?;
     let text = std::fs::read(spec_path).map_err(|source| SupervisorError::Spec {
         path: spec_path.display().to_string(),
         source,
@@ -78,8 +99,16 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
     // Record ourselves (pid and start time) before the command can run, so that a
     // scheduler restarted meanwhile adopts this attempt instead of running it again; and
     // give up if it already declared the attempt lost (see `store::recovery`).
-    let pid_path = spec.exit.with_extension("pid");
-    match crate::store::recovery::claim_pid_file(&pid_path, std::process::id()) {
+    let pid_path = spec.pid_path();
+    let write_exit = |status: ExitStatus| {
+        runfiles::write_exit(&spec.state, spec.job, spec.attempt, &spec.db, status).map_err(
+            |source| SupervisorError::Exit {
+                path: spec.exit_path().display().to_string(),
+                source,
+            },
+        )
+    };
+    match runfiles::claim_pid(&pid_path, std::process::id(), &spec.db) {
         Ok(true) => {}
         Ok(false) => {
             return Err(SupervisorError::Lost {
@@ -95,34 +124,17 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
                 finished_at: now_ms(),
             };
             let owner = RunAs::for_submitter(spec.submitter.as_ref()).ok().flatten();
-            if let Ok(mut l) = open_log(&spec, owner.as_ref()) {
-                let _ = writeln!(
-                    l,
-                    "shareq: cannot record the supervisor in {}: {e}",
+            if let Ok(file) = open_log(&spec, owner.as_ref()) {
+                let mut l = LogSink::from_file(file, spec.log_cap, spec.free_reserve);
+                l.note(&format!(
+                    "cannot record the supervisor in {}: {e}",
                     pid_path.display()
-                );
+                ));
             }
-            let json = serde_json::to_vec(&status).unwrap_or_default();
-            write_atomic(&spec.exit, &json).map_err(|source| SupervisorError::Exit {
-                path: spec.exit.display().to_string(),
-                source,
-            })?;
+            write_exit(status)?;
             return Ok(status);
         }
     }
-    // Block the signals we handle before anything starts, so none is lost: they are read
-    // from a signalfd. The job's command gets an empty mask again (see `spawn`).
-    let mut mask = SigSet::empty();
-    for s in [
-        Signal::SIGTERM,
-        Signal::SIGUSR1,
-        Signal::SIGCHLD,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-    ] {
-        mask.add(s);
-    }
-    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None)?;
     let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
     nix::sys::prctl::set_child_subreaper(true)?;
 
@@ -132,17 +144,18 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
         Ok(r) => (r, None),
         Err(why) => (None, Some(why)),
     };
-    let log = open_log(&spec, run_as.as_ref()).map_err(|source| SupervisorError::Log {
+    let file = open_log(&spec, run_as.as_ref()).map_err(|source| SupervisorError::Log {
         path: spec.log.display().to_string(),
         source,
     })?;
-
+    let mut log = LogSink::from_file(file, spec.log_cap, spec.free_reserve);
+    let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let spawned = match unknown {
         Some(why) => Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
             why,
         )),
-        None => spawn(&spec, &log, run_as.as_ref()),
+        None => spawn(&spec, out_w, run_as.as_ref()),
     };
     let status = match spawned {
         Ok(child) => {
@@ -150,11 +163,18 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             let mut out = std::io::stdout();
             let _ = writeln!(out, "started {}", child.id());
             let _ = out.flush();
-            wait_all(Pid::from_raw(child.id() as i32), spec.grace_seconds, &sfd)
+            let output = Output::new(out_r, &mut log);
+            wait_all(
+                Pid::from_raw(child.id() as i32),
+                spec.grace_seconds,
+                &sfd,
+                output,
+            )
         }
         Err(e) => {
-            let mut l = &log;
-            let _ = writeln!(l, "shareq: cannot start the job's command: {e}");
+            // What the command's start wrote before it failed (a privilege drop says why).
+            Output::new(out_r, &mut log).drain();
+            log.note(&format!("cannot start the job's command: {e}"));
             let code = if e.kind() == std::io::ErrorKind::NotFound {
                 127
             } else {
@@ -167,11 +187,7 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             }
         }
     };
-    let json = serde_json::to_vec(&status).unwrap_or_default();
-    write_atomic(&spec.exit, &json).map_err(|source| SupervisorError::Exit {
-        path: spec.exit.display().to_string(),
-        source,
-    })?;
+    write_exit(status)?;
     Ok(status)
 }
 
@@ -193,7 +209,7 @@ fn open_log(spec: &LaunchSpec, run_as: Option<&RunAs>) -> std::io::Result<std::f
 
 fn spawn(
     spec: &LaunchSpec,
-    log: &std::fs::File,
+    out: OwnedFd,
     run_as: Option<&RunAs>,
 ) -> std::io::Result<std::process::Child> {
     let mut cmd = match &spec.command {
@@ -221,20 +237,21 @@ fn spawn(
             c
         }
     };
-    cmd.stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log.try_clone()?);
+    let err = out.try_clone()?;
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
     if run_as.is_none() {
         cmd.envs(spec.job_env());
         if let Some(dir) = &spec.working_directory {
             cmd.current_dir(dir);
         }
     }
-    // SAFETY: setsid, sigprocmask and sigaction are async-signal-safe and touch no
+    // SAFETY: setpgid, sigprocmask and sigaction are async-signal-safe and touch no
     // memory of the parent.
     unsafe {
         cmd.pre_exec(|| {
-            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            // A process group of its own inside the supervisor's session (see the top).
+            nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0))
+                .map_err(std::io::Error::from)?;
             // The command starts with nothing blocked and the stop signals at their
             // defaults, whatever the supervisor (or whoever started the scheduler) had.
             sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
@@ -284,8 +301,45 @@ fn plain_words(s: &str) -> Option<Vec<&str>> {
     Some(words)
 }
 
-/// Reap until the command and every process it left behind are gone.
-fn wait_all(child: Pid, grace: u32, sfd: &SignalFd) -> ExitStatus {
+/// The read end of the job's output pipe, copied into the log as it comes.
+struct Output<'a> {
+    pipe: Option<OwnedFd>,
+    log: &'a mut LogSink,
+}
+
+impl<'a> Output<'a> {
+    fn new(pipe: OwnedFd, log: &'a mut LogSink) -> Output<'a> {
+        use nix::fcntl::{F_GETFL, F_SETFL, OFlag, fcntl};
+        if let Ok(flags) = fcntl(&pipe, F_GETFL) {
+            let _ = fcntl(
+                &pipe,
+                F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
+            );
+        }
+        Output {
+            pipe: Some(pipe),
+            log,
+        }
+    }
+
+    /// Copy what the pipe holds now into the log; close it at end of file.
+    fn drain(&mut self) {
+        let mut buf = [0u8; 64 * 1024];
+        while let Some(fd) = &self.pipe {
+            match nix::unistd::read(fd, &mut buf) {
+                Ok(0) => self.pipe = None,
+                Ok(n) => self.log.write(&buf[..n]),
+                Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => return,
+                Err(_) => self.pipe = None,
+            }
+        }
+    }
+}
+
+/// Reap until the command and every process it left behind are gone, copying their
+/// output into the log meanwhile.
+fn wait_all(child: Pid, grace: u32, sfd: &SignalFd, mut out: Output) -> ExitStatus {
     let mut main: Option<(i32, Option<i32>)> = None;
     let mut kill_at: Option<Instant> = None;
     loop {
@@ -303,6 +357,7 @@ fn wait_all(child: Pid, grace: u32, sfd: &SignalFd) -> ExitStatus {
                 Err(_) => {
                     // ECHILD: nothing left under us.
                     if let Some((code, signal)) = main {
+                        out.drain();
                         return ExitStatus {
                             code,
                             signal,
@@ -325,8 +380,20 @@ fn wait_all(child: Pid, grace: u32, sfd: &SignalFd) -> ExitStatus {
             }
             None => PollTimeout::from(1000u16),
         };
-        let mut fds = [PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
-        let _ = poll(&mut fds, timeout);
+        let sig_fd = sfd.as_fd();
+        let got_output = {
+            let mut fds = vec![PollFd::new(sig_fd, PollFlags::POLLIN)];
+            if let Some(p) = &out.pipe {
+                fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
+            }
+            let _ = poll(&mut fds, timeout);
+            fds.get(1)
+                .and_then(|f| f.revents())
+                .is_some_and(|r| !r.is_empty())
+        };
+        if got_output {
+            out.drain();
+        }
         while let Ok(Some(info)) = sfd.read_signal() {
             match Signal::try_from(info.ssi_signo as i32) {
                 Ok(Signal::SIGTERM) => {
@@ -365,22 +432,9 @@ fn kill_everything(group: Pid) {
 
 /// Processes whose parent is this supervisor (the command, and orphans reparented to us).
 fn our_children() -> Vec<Pid> {
-    let me = std::process::id().to_string();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| {
-                    // The command name may hold spaces: fields restart after the last ')'.
-                    let rest = &s[s.rfind(')')? + 1..];
-                    rest.split_whitespace().nth(1).map(|p| p == me)
-                })
-                .unwrap_or(false)
-        })
+    super::session::children(std::process::id())
+        .into_iter()
+        .filter_map(|p| i32::try_from(p).ok())
         .map(Pid::from_raw)
         .collect()
 }

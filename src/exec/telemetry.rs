@@ -1,5 +1,7 @@
 //! GPU telemetry: where NVML answers, sample each GPU's utilisation and memory every few
 //! seconds on a background thread; where it does not (no driver, fake GPUs), do nothing.
+//! A GPU that NVML reports lost (or needing a reset) is reported once through `lost`
+//! (`exec::device_health`), and its jobs are preempted with `DEVICE_LOST`.
 
 use crate::snapshot::Telemetry;
 use std::collections::HashMap;
@@ -15,6 +17,7 @@ pub fn start(
     devices: Vec<(String, u32)>,
     every: Duration,
     send: impl Fn(Samples) -> bool + Send + 'static,
+    lost: impl Fn(super::device_health::Lost) -> bool + Send + 'static,
 ) -> Result<std::thread::JoinHandle<()>, String> {
     if devices.is_empty() {
         return Err("no real GPU to sample".to_string());
@@ -24,12 +27,38 @@ pub fn start(
     std::thread::Builder::new()
         .name("shareq-telemetry".to_string())
         .spawn(move || {
+            let mut gone = std::collections::HashSet::new();
             loop {
                 let mut samples = Samples::new();
                 for (unit, index) in &devices {
-                    let Ok(d) = nvml.device_by_index(*index) else {
+                    if gone.contains(&(unit, *index)) {
                         continue;
+                    }
+                    let d = match nvml.device_by_index(*index) {
+                        Ok(d) => d,
+                        Err(e) => {
+                            if let Some(why) = super::device_health::fatal_nvml(&e) {
+                                gone.insert((unit, *index));
+                                lost(super::device_health::Lost {
+                                    unit: unit.clone(),
+                                    device: *index,
+                                    why,
+                                });
+                            }
+                            continue;
+                        }
                     };
+                    if let Err(e) = d.utilization_rates()
+                        && let Some(why) = super::device_health::fatal_nvml(&e)
+                    {
+                        gone.insert((unit, *index));
+                        lost(super::device_health::Lost {
+                            unit: unit.clone(),
+                            device: *index,
+                            why,
+                        });
+                        continue;
+                    }
                     let util = d.utilization_rates().map_or(0, |u| u.gpu);
                     let (used, total) = d
                         .memory_info()

@@ -33,6 +33,9 @@ pub struct ServiceEnvironment {
     /// How long finished jobs are kept in the history.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<HistorySettings>,
+    /// How much output an attempt may write, and the free space the logs leave (SPEC §7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs: Option<LogLimits>,
     /// Who may connect to the control socket (SPEC §9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_socket: Option<ControlSocket>,
@@ -83,6 +86,45 @@ pub struct HistorySettings {
 
 fn default_retain_days() -> u32 {
     30
+}
+
+/// `logs:` of the service environment: each attempt's log is cut at `maxMiBPerAttempt`,
+/// and no log is written while the state filesystem has less than `minFreeMiB` free (so
+/// the database always has room to write).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogLimits {
+    #[serde(rename = "maxMiBPerAttempt", default = "default_log_cap_mib")]
+    pub max_mib_per_attempt: u32,
+    #[serde(rename = "minFreeMiB", default = "default_min_free_mib")]
+    pub min_free_mib: u32,
+}
+
+fn default_log_cap_mib() -> u32 {
+    1024
+}
+
+fn default_min_free_mib() -> u32 {
+    256
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        LogLimits {
+            max_mib_per_attempt: default_log_cap_mib(),
+            min_free_mib: default_min_free_mib(),
+        }
+    }
+}
+
+impl LogLimits {
+    pub fn cap_bytes(&self) -> u64 {
+        u64::from(self.max_mib_per_attempt) << 20
+    }
+
+    pub fn reserve_bytes(&self) -> u64 {
+        u64::from(self.min_free_mib) << 20
+    }
 }
 
 /// Which GPUs back a capacity unit.

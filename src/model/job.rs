@@ -58,6 +58,10 @@ pub struct JobSpec {
     pub retry_strategy: Option<RetryStrategy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u64>,
+    /// Chosen by the client for this one submission: a retry with the same token (after a
+    /// lost answer) gets the job the first one made, never a second job (SPEC §8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_token: Option<String>,
     /// Who submitted it. Set by the scheduler from the caller's peer credentials (SPEC
     /// §9); whatever a request says here is overwritten.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -92,6 +96,7 @@ impl JobSpec {
             preemption_retries_before_termination: None,
             retry_strategy: None,
             timeout_seconds: None,
+            client_token: None,
             submitter: None,
         }
     }

@@ -47,6 +47,8 @@ pub struct BootOptions {
     /// Listen on `<state>/shareq.sock` for the CLI and other consoles (default true).
     pub listen: bool,
     pub durability: Durability,
+    /// The control socket's connection cap and idle timeout.
+    pub socket_limits: super::conn_limits::SocketLimits,
 }
 
 impl BootOptions {
@@ -59,6 +61,7 @@ impl BootOptions {
             watch_config: true,
             listen: true,
             durability: Durability::Full,
+            socket_limits: Default::default(),
         }
     }
 }
@@ -105,6 +108,8 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     let t0 = Instant::now();
     let root = opts.state.root().to_path_buf();
     // Checked before anything in it is opened (SPEC §9).
+    let fds = super::conn_limits::raise_fd_limit();
+    tracing::debug!(open_files = fds, "open-file limit");
     opts.state.create().map_err(|source| {
         BootError::Store(StoreError::StateDir {
             path: root.clone(),
@@ -117,9 +122,13 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         errors,
     })?;
     let mut store = Store::open_with(&root, opts.durability)?;
+    store.integrity_check()?;
     let now = now_ms();
+    store.set_aside_foreign_files(&root, now)?;
     let days = retain_days(&loaded);
-    let pruned = store.prune(days, now)?;
+    let pruned = store.prune_jobs(days, now)?;
+    crate::exec::runfiles::remove_jobs(&opts.state, &pruned);
+    let pruned = pruned.len();
     let recovered = store.load()?;
     let discovery = match opts.discovery {
         Some(d) => d,
@@ -188,6 +197,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         finished: recovered.history.iter().map(|r| r.view()).collect(),
         retain_days: days,
         config_hash: Some(loaded.hash.clone()),
+        owner: recovered.owner.clone(),
     };
     let ropts = RuntimeOptions {
         state: opts.state.clone(),
@@ -196,9 +206,14 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         discovery,
     };
     let mut handle = RuntimeHandle::start_with(ropts, loaded, Some(durable));
+    super::state_watch::start(
+        root.clone(),
+        root.join(crate::store::DB_FILE),
+        handle.inputs.clone(),
+    );
     if let Some(listener) = listener {
         let guard = super::guard::Guard::new(opts.state.clone(), audit.clone());
-        handle.serve_socket(listener, opts.state.socket(), guard);
+        handle.serve_socket(listener, opts.state.socket(), guard, opts.socket_limits);
         tracing::info!(socket = %opts.state.socket().display(), "scheduler listening");
     }
     handle.audit = audit;

@@ -5,8 +5,9 @@
 use super::input::{ExecKind, ExecReport, Input};
 use super::timers::{Timer, Timers};
 use crate::exec::proc::{self, Stop};
+use crate::exec::runfiles::{self, Owner, SupervisorStatus};
 use crate::exec::{LaunchSpec, StateDir};
-use crate::model::{Command, JobId};
+use crate::model::{Command, JobId, LogLimits};
 use crate::sched::{Event, Sched};
 use crate::snapshot::PreemptionRecord;
 use std::collections::{HashMap, VecDeque};
@@ -40,6 +41,11 @@ pub(crate) struct Executor {
     /// The log changed since [`Executor::take_preemption_log`] last read it.
     preemptions_changed: bool,
     stopped_all: bool,
+    /// The database whose run files these are (an identity of this process's own for a
+    /// runtime without a store).
+    pub(crate) owner: Owner,
+    /// `logs:` of the config in force, for the next starts.
+    pub(crate) log_limits: LogLimits,
 }
 
 impl Executor {
@@ -52,7 +58,17 @@ impl Executor {
             preemptions: VecDeque::new(),
             preemptions_changed: true,
             stopped_all: false,
+            owner: Owner {
+                db: format!("memory-{}-{}", std::process::id(), crate::exec::now_ms()),
+                legacy_below: 0,
+            },
+            log_limits: LogLimits::default(),
         }
+    }
+
+    /// The runtime's own input channel (for work done off its task).
+    pub(crate) fn inputs(&self) -> mpsc::UnboundedSender<Input> {
+        self.tx.clone()
     }
 
     pub(crate) fn running_count(&self) -> usize {
@@ -141,25 +157,31 @@ impl Executor {
     }
 
     /// Look at an adopted attempt's run files (on the blocking pool: it reads `/proc`),
-    /// and report `Probed`.
+    /// and report `Probed`. A supervisor gone without an exit status (killed from outside)
+    /// is reported only once nothing of its attempt's session runs (SPEC §7).
     pub(crate) fn probe(&self, job: JobId, attempt: u32) {
-        let state = self.state.clone();
+        let (state, owner) = (self.state.clone(), self.owner.clone());
         let tx = self.tx.clone();
-        tokio::task::spawn_blocking(move || {
-            use crate::store::recovery::{SupervisorStatus, probe};
-            let gone = |code| crate::exec::ExitStatus {
-                code,
-                signal: None,
-                finished_at: crate::exec::now_ms(),
-            };
-            let exit = match probe(state.root(), job, attempt) {
+        tokio::spawn(async move {
+            let root = state.root().to_path_buf();
+            let status =
+                tokio::task::spawn_blocking(move || runfiles::probe(&root, job, attempt, &owner))
+                    .await
+                    .unwrap_or(SupervisorStatus::Alive { pid: 0 });
+            let exit = match status {
                 SupervisorStatus::Alive { .. } => None,
-                SupervisorStatus::Exited(code) => Some(
-                    crate::exec::ExitStatus::read(&state.exit_file(job, attempt))
-                        .unwrap_or(gone(code)),
-                ),
-                // Gone without a status (killed from outside).
-                SupervisorStatus::Vanished => Some(gone(255)),
+                SupervisorStatus::Exited(status) => Some(status),
+                SupervisorStatus::Vanished { session } => {
+                    if let Some(sid) = session {
+                        tracing::warn!(job = %job, attempt, "adopted supervisor died without an exit status: killing what is left of its attempt");
+                        proc::clear_session(sid).await;
+                    }
+                    Some(crate::exec::ExitStatus {
+                        code: 255,
+                        signal: None,
+                        finished_at: crate::exec::now_ms(),
+                    })
+                }
             };
             let _ = tx.send(Input::Exec(ExecReport(ExecKind::Probed {
                 job,
@@ -259,8 +281,11 @@ impl Executor {
             env: j.spec.env.clone(),
             working_directory: j.spec.working_directory.clone(),
             log: self.state.attempt_log(job, attempt),
-            exit: self.state.exit_file(job, attempt),
+            state: self.state.root().to_path_buf(),
+            db: self.owner.db.clone(),
             grace_seconds: sched.grace_period_seconds(),
+            log_cap: self.log_limits.cap_bytes(),
+            free_reserve: self.log_limits.reserve_bytes(),
             submitter: j.spec.submitter.as_deref().cloned(),
         };
         let timeout = j.spec.timeout_seconds;
@@ -277,11 +302,10 @@ impl Executor {
         );
         // Starting a process blocks its parent until the child has exec'd (~ms): do it
         // off the runtime task so that scheduling never waits for it.
-        let (exe, state) = (self.exe.clone(), self.state.clone());
+        let (exe, owner) = (self.exe.clone(), self.owner.clone());
         tokio::spawn(async move {
-            let exit = spec.exit.clone();
-            let launched =
-                tokio::task::spawn_blocking(move || proc::launch(&exe, &state, &spec)).await;
+            let state = spec.state.clone();
+            let launched = tokio::task::spawn_blocking(move || proc::launch(&exe, &spec)).await;
             let status = match launched {
                 Ok(Ok(sup)) => {
                     report(ExecKind::Spawned {
@@ -289,8 +313,10 @@ impl Executor {
                         attempt,
                         pid: sup.pid,
                     });
-                    sup.wait(&exit, || report(ExecKind::Running { job, attempt }))
-                        .await
+                    sup.wait(&state, job, attempt, &owner, || {
+                        report(ExecKind::Running { job, attempt })
+                    })
+                    .await
                 }
                 Ok(Err(e)) => {
                     tracing::error!(job = %job, attempt, "cannot start a supervisor: {e}");

@@ -208,7 +208,7 @@ fn read_log(
         offset,
         next: offset + keep as u64,
         data: String::from_utf8_lossy(&buf).into_owned(),
-        ended: state.exit_file(id, attempt).exists(),
+        ended: crate::exec::runfiles::exit_path(state.root(), id, attempt).exists(),
     })
 }
 

@@ -90,4 +90,17 @@ pub(crate) enum ExecKind {
         exit: Option<ExitStatus>,
     },
     Telemetry(Samples),
+    /// The config directory, read and validated off the runtime task (`Input::Reload`).
+    Reloaded {
+        loaded: Result<crate::config::LoadedConfig, Vec<crate::config::ConfigError>>,
+        reply: Reply<Result<(), String>>,
+    },
+    /// The state directory was deleted or replaced (`server::state_watch`): stop.
+    StateLost(String),
+    /// Telemetry saw a GPU vanish or fail (unit, device index, what it saw).
+    DeviceLost {
+        unit: String,
+        device: u32,
+        why: String,
+    },
 }

@@ -39,13 +39,16 @@ pub mod auth;
 pub mod boot;
 mod carry;
 pub mod client;
+pub mod conn_limits;
 pub mod guard;
 pub mod input;
 pub mod protocol;
 pub mod remote;
 pub mod runtime;
 pub mod socket;
+mod state_watch;
 mod timers;
+mod tokens;
 mod turn;
 
 pub use auth::{Access, Caller, Denied, EXIT_NOT_ALLOWED};

@@ -75,6 +75,8 @@ pub(crate) struct Durable {
     pub finished: Vec<JobView>,
     pub retain_days: u32,
     pub config_hash: Option<String>,
+    /// The database's identity, recorded in every run file.
+    pub owner: crate::exec::runfiles::Owner,
 }
 
 /// The store the runtime writes to, and what it keeps for it.
@@ -126,7 +128,17 @@ impl RuntimeHandle {
         };
         let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::empty()));
         start_telemetry(&capacity, &initial, &tx);
-        let exec = Executor::new(opts.state.clone(), opts.supervisor_exe.clone(), tx.clone());
+        crate::exec::device_health::start_fake(
+            &opts.state,
+            fake_devices(&capacity, &initial),
+            device_lost_sink(&tx),
+            {
+                let tx = tx.clone();
+                move || !tx.is_closed()
+            },
+        );
+        let mut exec = Executor::new(opts.state.clone(), opts.supervisor_exe.clone(), tx.clone());
+        exec.log_limits = initial.config.env.logs.unwrap_or_default();
         let (fatal_tx, fatal_rx) = watch::channel(None);
         let mut rt = Runtime {
             sched,
@@ -146,9 +158,13 @@ impl RuntimeHandle {
             fatal: fatal_tx,
             access: Arc::new(super::auth::Access::new(&initial.config)),
             shutdown: None,
+            tokens: Default::default(),
+            halted: None,
+            lost_devices: Default::default(),
         };
         if let Some(d) = durable {
             let (sched, exec, timers) = (&mut rt.sched, &mut rt.exec, &mut rt.timers);
+            exec.owner = d.owner;
             exec.seed_preemptions(d.preemptions);
             for a in &d.adopted {
                 // Its supervisor recorded itself, so the command runs (or is about to).
@@ -206,12 +222,14 @@ impl RuntimeHandle {
         listener: tokio::net::UnixListener,
         path: PathBuf,
         guard: super::guard::Guard,
+        limits: super::conn_limits::SocketLimits,
     ) {
         let task = tokio::spawn(super::socket::serve(
             listener,
             self.inputs.clone(),
             self.snapshots.clone(),
             guard,
+            limits,
         ));
         self.server = Some((task, path));
     }
@@ -238,6 +256,38 @@ impl RuntimeHandle {
     }
 }
 
+/// The fake devices of a config: (unit, index).
+fn fake_devices(capacity: &[UnitCapacity], initial: &LoadedConfig) -> Vec<(String, u32)> {
+    use crate::model::Devices;
+    capacity
+        .iter()
+        .filter(|c| {
+            initial
+                .config
+                .env
+                .capacity_limits
+                .iter()
+                .any(|l| l.capacity_unit == c.unit && matches!(l.devices, Devices::Fake(_)))
+        })
+        .flat_map(|c| c.devices.iter().map(|&d| (c.unit.clone(), d)))
+        .collect()
+}
+
+/// Where device health reports go: the runtime's channel, as `DeviceLost`.
+fn device_lost_sink(
+    tx: &mpsc::UnboundedSender<Input>,
+) -> impl Fn(crate::exec::device_health::Lost) -> bool + Send + 'static {
+    let tx = tx.clone();
+    move |l| {
+        tx.send(Input::Exec(ExecReport(ExecKind::DeviceLost {
+            unit: l.unit,
+            device: l.device,
+            why: l.why,
+        })))
+        .is_ok()
+    }
+}
+
 fn start_telemetry(
     capacity: &[UnitCapacity],
     initial: &LoadedConfig,
@@ -256,12 +306,18 @@ fn start_telemetry(
         })
         .flat_map(|c| c.devices.iter().map(|&d| (c.unit.clone(), d)))
         .collect();
+    let lost = device_lost_sink(tx);
     let tx = tx.clone();
     let every = std::time::Duration::from_secs(3);
-    if let Err(why) = crate::exec::telemetry::start(real, every, move |s| {
-        tx.send(Input::Exec(ExecReport(ExecKind::Telemetry(s))))
-            .is_ok()
-    }) {
+    if let Err(why) = crate::exec::telemetry::start(
+        real,
+        every,
+        move |s| {
+            tx.send(Input::Exec(ExecReport(ExecKind::Telemetry(s))))
+                .is_ok()
+        },
+        lost,
+    ) {
         tracing::info!("no GPU telemetry: {why}");
     }
 }
@@ -296,6 +352,12 @@ struct Runtime {
     access: Arc<super::auth::Access>,
     /// Set once a shutdown was asked for.
     shutdown: Option<Shutdown>,
+    tokens: super::tokens::ClientTokens,
+    /// Set when the state directory was deleted or replaced: stop at once.
+    halted: Option<String>,
+    /// GPUs telemetry found lost: never handed out again by this runtime, whatever the
+    /// config says.
+    lost_devices: std::collections::BTreeSet<(String, u32)>,
 }
 
 /// Snapshots are published at most this often while inputs pour in (a reader that must
@@ -319,11 +381,21 @@ impl Runtime {
             for work in batch {
                 self.take_in(work, now, &mut turn);
             }
+            if let Some(why) = self.halted.take() {
+                // Nothing of this batch is carried out or stored: another scheduler may
+                // own these GPUs now (SPEC §8).
+                self.fail(why, turn);
+                return;
+            }
             self.stop_jobs_if_shutting_down();
             let events = self.schedule(&turn, now);
             // Write-ahead: the batch's decisions (and the facts that led to them) are
             // stored in one transaction before anything is carried out or answered.
             if let Err(why) = self.record(now, &events) {
+                let why = format!(
+                    "cannot store the scheduler's decisions, so none was carried out and \
+                     scheduling stopped: {why}"
+                );
                 self.fail(why, turn);
                 return;
             }
@@ -464,17 +536,15 @@ impl Runtime {
         }
         let sched = &self.sched;
         off_the_async_workers(|| p.store.record(now, &observed, events, sched))
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        self.tokens.stored();
+        Ok(())
     }
 
     /// A batch could not be stored: carry none of it out, refuse what waits for an
     /// answer, and stop scheduling. Jobs keep running under their supervisors; a restart
     /// recovers from what was stored.
-    fn fail(&mut self, why: String, turn: Turn) {
-        let msg = format!(
-            "cannot store the scheduler's decisions, so none was carried out and scheduling \
-             stopped: {why}"
-        );
+    fn fail(&mut self, msg: String, turn: Turn) {
         tracing::error!("{msg}");
         turn.refuse(&msg);
         self.fatal.send_replace(Some(msg));
@@ -580,8 +650,14 @@ impl Runtime {
                 self.timers.set(Timer::Prune, PRUNE_EVERY);
                 if let Some(p) = &mut self.persist {
                     let days = p.retain_days;
-                    match off_the_async_workers(|| p.store.prune(days, now)) {
-                        Ok(n) => tracing::info!(jobs = n, days, "history pruned"),
+                    match off_the_async_workers(|| p.store.prune_jobs(days, now)) {
+                        Ok(ids) => {
+                            tracing::info!(jobs = ids.len(), days, "history pruned");
+                            let state = self.opts.state.clone();
+                            tokio::task::spawn_blocking(move || {
+                                crate::exec::runfiles::remove_jobs(&state, &ids)
+                            });
+                        }
                         Err(e) => tracing::warn!("cannot prune the history: {e}"),
                     }
                 }
@@ -636,7 +712,28 @@ impl Runtime {
                 Outcome::Reschedule
             }
             Input::Reload { reply } => {
-                let result = match load_dir(&self.opts.config_dir) {
+                // Reading and validating the directory can take long (a huge or odd file):
+                // never on this task. The result comes back as `Reloaded`.
+                let (dir, tx) = (self.opts.config_dir.clone(), self.exec.inputs());
+                tokio::spawn(async move {
+                    let loaded = tokio::task::spawn_blocking(move || load_dir(&dir))
+                        .await
+                        .unwrap_or_else(|e| {
+                            Err(vec![crate::config::ConfigError::new(format!(
+                                "reading the config failed: {e}"
+                            ))])
+                        });
+                    let report = ExecKind::Reloaded { loaded, reply };
+                    let _ = tx.send(Input::Exec(ExecReport(report)));
+                });
+                Outcome::Nothing
+            }
+            Input::Exec(ExecReport(ExecKind::StateLost(why))) => {
+                self.halted = Some(why);
+                Outcome::Nothing
+            }
+            Input::Exec(ExecReport(ExecKind::Reloaded { loaded, reply })) => {
+                let result = match loaded {
                     Ok(loaded) => {
                         self.apply_config(ConfigUpdate::Applied(loaded), now);
                         Ok(())
@@ -699,17 +796,37 @@ impl Runtime {
         {
             return Err(format!("workingDirectory `{dir}` is not a directory"));
         }
-        self.sched.submit(spec, now).map_err(|r| r.0)
+        let token = spec.client_token.clone();
+        if let Some(t) = &token {
+            super::tokens::ClientTokens::check(t)?;
+            if let Some(id) = self
+                .tokens
+                .lookup(t, self.persist.as_ref().map(|p| &p.store))
+            {
+                tracing::info!(job = %id, "submit retried with the same client token");
+                return Ok(id);
+            }
+        }
+        let id = self.sched.submit(spec, now).map_err(|r| r.0)?;
+        if let Some(t) = token {
+            self.tokens.remember(t, id);
+        }
+        Ok(id)
     }
 
     fn apply_config(&mut self, update: ConfigUpdate, now: i64) {
         match update {
             ConfigUpdate::Applied(loaded) => {
-                let (capacity, warnings) = self.opts.discovery.capacity(&loaded.config);
+                let (mut capacity, warnings) = self.opts.discovery.capacity(&loaded.config);
                 for w in &warnings {
                     tracing::warn!("{w}");
                 }
+                for c in &mut capacity {
+                    c.devices
+                        .retain(|d| !self.lost_devices.contains(&(c.unit.clone(), *d)));
+                }
                 self.sched.apply_config(&loaded.config, &capacity, now);
+                self.exec.log_limits = loaded.config.env.logs.unwrap_or_default();
                 self.access = Arc::new(super::auth::Access::new(&loaded.config));
                 self.picture.touch_all();
                 if let Some(p) = &mut self.persist {
@@ -784,6 +901,17 @@ impl Runtime {
                     Outcome::Nothing
                 }
             }
+            ExecKind::DeviceLost { unit, device, why } => {
+                if !self.lost_devices.insert((unit.clone(), device)) {
+                    return Outcome::Nothing;
+                }
+                tracing::error!(unit = %unit, device, "GPU lost ({why}): its jobs are preempted (DEVICE_LOST) and it is no longer handed out");
+                self.sched.device_lost(&unit, device, now);
+                self.picture.touch_all();
+                Outcome::Reschedule
+            }
+            // Handled in `handle`.
+            ExecKind::Reloaded { .. } | ExecKind::StateLost(_) => Outcome::Nothing,
         }
     }
 

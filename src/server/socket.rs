@@ -50,21 +50,37 @@ pub fn bind(state: &StateDir, group: Option<&str>) -> Result<UnixListener, Socke
     Ok(listener)
 }
 
-/// Accept connections until the listener fails; each gets its own task.
+/// Accept connections until the listener fails; each gets its own task, up to the cap
+/// of `limits` (see `conn_limits`): one over it is told so and closed.
 pub async fn serve(
     listener: UnixListener,
     inputs: mpsc::UnboundedSender<Input>,
     snapshots: watch::Receiver<Arc<Snapshot>>,
     guard: Guard,
+    limits: super::conn_limits::SocketLimits,
 ) {
+    let cap = limits.cap();
+    let permits = Arc::new(tokio::sync::Semaphore::new(cap));
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => {
+            Ok((mut stream, _)) => {
+                let Ok(permit) = permits.clone().try_acquire_owned() else {
+                    tracing::debug!(cap, "control connection refused: too many");
+                    tokio::spawn(async move {
+                        let answer = super::conn_limits::refusal(cap);
+                        let write = stream.write_all(&answer);
+                        let _ =
+                            tokio::time::timeout(std::time::Duration::from_secs(1), write).await;
+                    });
+                    continue;
+                };
                 let inputs = inputs.clone();
                 let snapshots = snapshots.clone();
                 let guard = guard.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = connection(stream, inputs, snapshots, guard).await {
+                    let _permit = permit;
+                    if let Err(e) = connection(stream, inputs, snapshots, guard, limits.idle).await
+                    {
                         tracing::debug!("control connection ended: {e}");
                     }
                 });
@@ -98,6 +114,7 @@ async fn connection(
     inputs: mpsc::UnboundedSender<Input>,
     snapshots: watch::Receiver<Arc<Snapshot>>,
     guard: Guard,
+    idle: std::time::Duration,
 ) -> std::io::Result<()> {
     // Who is calling, from the kernel; never from the request.
     let cred = stream.peer_cred()?;
@@ -114,6 +131,7 @@ async fn connection(
         inputs,
         snapshots.clone(),
         tx,
+        idle,
     );
     let writing = write_answers(w, rx, snapshots);
     let (read, write) = tokio::join!(reading, writing);
@@ -127,13 +145,16 @@ async fn read_requests(
     inputs: mpsc::UnboundedSender<Input>,
     snapshots: watch::Receiver<Arc<Snapshot>>,
     out: mpsc::Sender<Outgoing>,
+    idle: std::time::Duration,
 ) -> std::io::Result<()> {
     loop {
         let mut line = Vec::new();
-        let n = (&mut r)
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut line)
-            .await?;
+        let mut limited = (&mut r).take(MAX_LINE as u64 + 1);
+        let read = limited.read_until(b'\n', &mut line);
+        let Ok(n) = tokio::time::timeout(idle, read).await else {
+            return Ok(()); // idle for too long: closed, its descriptor is free again
+        };
+        let n = n?;
         if n == 0 {
             return Ok(());
         }

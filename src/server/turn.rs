@@ -25,6 +25,8 @@ pub(super) struct Shutdown {
 }
 
 /// One unit of work of a turn.
+// Each item is taken in once per turn; boxing the inputs would cost an allocation each.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Work {
     Input(Input),
     Timer(Timer),

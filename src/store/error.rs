@@ -15,8 +15,9 @@ pub enum StoreError {
     Locked { path: PathBuf, holder: LockHolder },
 
     #[error(
-        "{path} is not a readable shareq database ({detail}); it was left untouched: move it \
-         away to start with an empty state, or restore a backup"
+        "{path} is not a readable shareq database ({detail}); it was left untouched and \
+         nothing was scheduled. To go on, {}",
+        super::file::what_to_do(path)
     )]
     Corrupt { path: PathBuf, detail: String },
 

@@ -31,6 +31,7 @@ impl Store {
             history: self.history(RECENT_HISTORY, 0)?,
             max_job_id: self.max_job_id()?,
             config: self.last_config()?,
+            owner: self.identity()?,
         })
     }
 
@@ -232,6 +233,19 @@ impl Store {
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
+    /// The job whose submit carried this client token, if any (SPEC §8).
+    pub fn job_by_client_token(&self, token: &str) -> Result<Option<JobId>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT id FROM jobs WHERE json_extract(spec, '$.clientToken') = ?1",
+                [token],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()
+            .map(|o| o.map(|id| JobId(id as u64)))
+            .map_err(|e| self.err(e))
+    }
+
     /// The highest job id ever handed out; 0 when none.
     pub fn max_job_id(&self) -> Result<JobId, StoreError> {
         let v: i64 = self
@@ -268,15 +282,27 @@ impl Store {
     /// attempts), and older preemption-log lines and configs (the last config stays).
     /// Returns how many jobs went.
     pub fn prune(&mut self, retain_days: u32, now: Time) -> Result<u64, StoreError> {
+        self.prune_jobs(retain_days, now)
+            .map(|ids| ids.len() as u64)
+    }
+
+    /// [`Store::prune`], returning the ids of the jobs removed (their run files and logs
+    /// go with them: `exec::runfiles::remove_jobs`).
+    pub fn prune_jobs(&mut self, retain_days: u32, now: Time) -> Result<Vec<JobId>, StoreError> {
         let cutoff = now.saturating_sub(i64::from(retain_days).saturating_mul(MS_PER_DAY));
         let path = self.path.clone();
         let err = |e| StoreError::from_sqlite(&path, e);
         let tx = self.conn.transaction().map_err(err)?;
-        let jobs = tx
-            .execute(
-                "DELETE FROM jobs WHERE finished_at IS NOT NULL AND finished_at < ?1",
-                [cutoff],
+        let jobs: Vec<JobId> = tx
+            .prepare(
+                "DELETE FROM jobs WHERE finished_at IS NOT NULL AND finished_at < ?1
+                 RETURNING id",
             )
+            .and_then(|mut st| {
+                st.query_map([cutoff], |r| r.get::<_, i64>(0))?
+                    .map(|r| r.map(|id| JobId(id as u64)))
+                    .collect::<Result<Vec<_>, _>>()
+            })
             .map_err(err)?;
         tx.execute("DELETE FROM preemptions WHERE at < ?1", [cutoff])
             .map_err(err)?;
@@ -287,6 +313,6 @@ impl Store {
         )
         .map_err(err)?;
         tx.commit().map_err(err)?;
-        Ok(jobs as u64)
+        Ok(jobs)
     }
 }

@@ -10,6 +10,8 @@
 //! The API is synchronous; the runtime may call it from `spawn_blocking`.
 
 mod error;
+mod file;
+mod identity;
 mod load;
 mod lock;
 mod record;
@@ -18,6 +20,7 @@ mod rows;
 mod schema;
 
 pub use error::{LockHolder, StoreError};
+pub use file::what_to_do;
 pub use lock::StateLock;
 pub use record::Observed;
 pub use rows::{AttemptRecord, ConfigRecord, JobRecord, Recovered, StoredHolding, StoredJob};
@@ -68,6 +71,13 @@ impl Store {
             source,
         })?;
         let path = state_dir.join(DB_FILE);
+        file::check(&path)?;
+        if !path.exists() {
+            file::create(&path, |conn| {
+                schema::migrate(conn, &path, 0)?;
+                identity::ensure(conn, &path, true)
+            })?;
+        }
         let err = |e| StoreError::from_sqlite(&path, e);
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
@@ -103,6 +113,7 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(err)?;
         schema::migrate(&mut conn, &path, version)?;
+        identity::ensure(&conn, &path, false)?;
         Ok(Store { conn, path })
     }
 
@@ -119,6 +130,7 @@ impl Store {
                 ),
             });
         }
+        file::check(&path)?;
         let err = |e| StoreError::from_sqlite(&path, e);
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(&path, flags).map_err(err)?;

@@ -160,6 +160,8 @@ pub struct Recovered {
     pub max_job_id: JobId,
     /// The last configuration applied.
     pub config: Option<ConfigRecord>,
+    /// The database's identity, whose run files are its own.
+    pub owner: crate::exec::runfiles::Owner,
 }
 
 // ---- text encodings ----

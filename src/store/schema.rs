@@ -94,6 +94,12 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX audit_at ON audit(at);
     ",
+    // 3: find a job by the client token of its submit (SPEC §8: a retried submit gets
+    // the same job).
+    "
+    CREATE UNIQUE INDEX jobs_client_token ON jobs(json_extract(spec, '$.clientToken'))
+        WHERE json_extract(spec, '$.clientToken') IS NOT NULL;
+    ",
 ];
 
 /// The schema version this code writes.

@@ -6,6 +6,8 @@ use crate::model::{JobId, JobSpec};
 ///
 /// The console never mutates scheduler state itself; it sends one of these and waits for
 /// the next snapshot to show the effect.
+// One action per key press: boxing the submit's spec would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Submit a job (from the `s` form, or the demo load generator).

@@ -45,13 +45,35 @@ impl Server {
     /// Start on an existing config directory.
     pub fn start_dir(dir: tempfile::TempDir, config: PathBuf, extra: &[&str]) -> Server {
         let state = dir.path().join("state");
-        let stderr = std::fs::File::create(dir.path().join("serve.err")).unwrap();
+        let mut s = Server {
+            dir,
+            state,
+            config,
+            child: None,
+        };
+        s.spawn(extra);
+        s
+    }
+
+    /// Stop the scheduler (SIGTERM) and start it again on the same directories.
+    pub fn restart(&mut self, extra: &[&str]) {
+        self.stop();
+        self.spawn(extra);
+    }
+
+    /// Start `shareq serve` (stderr appended to `serve.err`) and wait for its socket.
+    pub fn spawn(&mut self, extra: &[&str]) {
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("serve.err"))
+            .unwrap();
         let child = Command::new(BIN)
             .arg("serve")
             .arg("--config")
-            .arg(&config)
+            .arg(&self.config)
             .arg("--state")
-            .arg(&state)
+            .arg(&self.state)
             .args(extra)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
@@ -59,23 +81,22 @@ impl Server {
             .stderr(stderr)
             .spawn()
             .expect("start shareq serve");
-        let s = Server {
-            dir,
-            state,
-            config,
-            child: Some(child),
-        };
-        let sock = s.state.join("shareq.sock");
+        self.child = Some(child);
+        let sock = self.state.join("shareq.sock");
         let t = Instant::now();
         while std::os::unix::net::UnixStream::connect(&sock).is_err() {
             assert!(
                 t.elapsed() < Duration::from_secs(20),
                 "scheduler did not start: {}",
-                s.stderr()
+                self.stderr()
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        s
+    }
+
+    /// The scheduler process, if it runs.
+    pub fn child(&mut self) -> Option<&mut Child> {
+        self.child.as_mut()
     }
 
     pub fn stderr(&self) -> String {

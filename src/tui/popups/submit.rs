@@ -54,6 +54,7 @@ pub struct SubmitForm {
 }
 
 /// What a key did to the form.
+#[allow(clippy::large_enum_variant)] // one per key press: boxing buys nothing
 #[derive(Debug, Clone, PartialEq)]
 pub enum FormOutcome {
     Continue,

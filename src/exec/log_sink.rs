@@ -1,0 +1,152 @@
+//! One attempt's output log, written by its supervisor from the job's stdout/stderr pipe,
+//! with the limits of SPEC §7: at most `cap` bytes per attempt, and nothing written while
+//! the state filesystem has less than `reserve` bytes free (so the database always has
+//! room). A cut log ends with one line saying where and why it was cut; the job keeps
+//! running and its further output is read and dropped, so it never blocks on a full pipe.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+
+/// How often (in bytes written) the free space is looked at.
+const CHECK_EVERY: u64 = 64 << 10;
+
+pub struct LogSink {
+    file: File,
+    written: u64,
+    cap: u64,
+    reserve: u64,
+    since_check: u64,
+    cut: bool,
+}
+
+impl LogSink {
+    /// Open (append, creating folders) the log at `path`.
+    pub fn open(path: &Path, cap: u64, reserve: u64) -> io::Result<LogSink> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let written = file.metadata().map_or(0, |m| m.len());
+        Ok(LogSink {
+            file,
+            written,
+            cap,
+            reserve,
+            since_check: CHECK_EVERY,
+            cut: false,
+        })
+    }
+
+    /// A sink over a log file already opened for appending.
+    pub fn from_file(file: File, cap: u64, reserve: u64) -> LogSink {
+        let written = file.metadata().map_or(0, |m| m.len());
+        LogSink {
+            file,
+            written,
+            cap,
+            reserve,
+            since_check: CHECK_EVERY,
+            cut: false,
+        }
+    }
+
+    /// Has the log been cut?
+    pub fn is_cut(&self) -> bool {
+        self.cut
+    }
+
+    /// Append job output, within the limits. Never fails: what cannot be written is
+    /// dropped, and the cut is marked once.
+    pub fn write(&mut self, buf: &[u8]) {
+        if self.cut || buf.is_empty() {
+            return;
+        }
+        self.since_check += buf.len() as u64;
+        if self.since_check >= CHECK_EVERY {
+            self.since_check = 0;
+            if let Some(free) = free_bytes(&self.file)
+                && free < self.reserve.saturating_add(buf.len() as u64)
+            {
+                let why = format!(
+                    "the state filesystem has only {} free, below the reserve of {} \
+                     (logs.minFreeMiB)",
+                    mib(free),
+                    mib(self.reserve)
+                );
+                return self.cut_here(&why);
+            }
+        }
+        let room = self.cap.saturating_sub(self.written);
+        let take = (buf.len() as u64).min(room) as usize;
+        if take > 0 {
+            if let Err(e) = self.file.write_all(&buf[..take]) {
+                return self.cut_here(&format!("writing failed: {e}"));
+            }
+            self.written += take as u64;
+        }
+        if take < buf.len() {
+            let why = format!(
+                "the log of one attempt may hold at most {} (logs.maxMiBPerAttempt)",
+                mib(self.cap)
+            );
+            self.cut_here(&why);
+        }
+    }
+
+    /// A line of the supervisor's own (why the command could not start, ...).
+    pub fn note(&mut self, line: &str) {
+        let _ = writeln!(self.file, "shareq: {line}");
+    }
+
+    fn cut_here(&mut self, why: &str) {
+        self.cut = true;
+        let _ = write!(
+            self.file,
+            "\n[shareq: log cut here after {} bytes: {why}; the job keeps running and its \
+             further output is dropped]\n",
+            self.written
+        );
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
+}
+
+/// Free bytes for unprivileged writers on the filesystem of `file`.
+pub fn free_bytes(file: &File) -> Option<u64> {
+    let s = nix::sys::statvfs::fstatvfs(file).ok()?;
+    Some((s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cap_cuts_once_and_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("1.log");
+        let mut s = LogSink::open(&p, 10, 0).unwrap();
+        s.write(b"12345");
+        s.write(b"6789abcdef");
+        s.write(b"more");
+        assert!(s.is_cut());
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.starts_with("123456789a\n[shareq: log cut here after 10 bytes"));
+        assert!(text.contains("logs.maxMiBPerAttempt"), "{text}");
+        assert_eq!(text.matches("log cut").count(), 1);
+    }
+
+    #[test]
+    fn below_the_reserve_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("1.log");
+        let mut s = LogSink::open(&p, u64::MAX, u64::MAX / 2).unwrap();
+        s.write(b"hello");
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.contains("below the reserve"), "{text}");
+        assert!(!text.contains("hello"));
+    }
+}

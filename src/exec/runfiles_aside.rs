@@ -1,0 +1,191 @@
+//! Setting aside run files and logs that are not the open database's (SPEC §8): after a
+//! database was lost, moved away or replaced, the files its jobs left under `runs/` and
+//! `logs/` would otherwise be taken for the new database's jobs of the same ids (a new job
+//! "finished" with an old job's exit code without running). At start, before anything is
+//! scheduled, every job folder that belongs to another database is moved to
+//! `<state>/set-aside/<time>/{runs,logs}/<job-id>`, and the caller reserves the ids so that
+//! they are never handed out again.
+//!
+//! A job folder is another database's when a file in it records another identity, when
+//! none records one and the job id is beyond the database's `legacy_below`, or when its
+//! id is higher than any the database handed out. A supervisor of another database that
+//! still runs is killed with its whole session first: its result cannot be recorded, and
+//! its GPUs would otherwise be handed out twice.
+
+use super::runfiles::{self, Owner, PidRecord};
+use super::session;
+use crate::model::JobId;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What was set aside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetAside {
+    /// Where the files went.
+    pub dir: PathBuf,
+    /// The job ids whose folders were moved.
+    pub jobs: Vec<JobId>,
+    /// Supervisors of another database that were still running, and were killed.
+    pub killed: Vec<u32>,
+}
+
+impl SetAside {
+    pub fn highest(&self) -> u64 {
+        self.jobs.iter().map(|j| j.0).max().unwrap_or(0)
+    }
+}
+
+/// Move away the job folders that are not `owner`'s; `max_job_id` is the highest id the
+/// database handed out. `Ok(None)` when there was nothing to move.
+pub fn set_aside_foreign(
+    state: &Path,
+    owner: &Owner,
+    max_job_id: u64,
+    now_ms: i64,
+) -> io::Result<Option<SetAside>> {
+    let runs = runfiles::runs_dir(state);
+    let logs = state.join("logs");
+    let mut foreign: Vec<JobId> = Vec::new();
+    let mut killed = Vec::new();
+    for id in job_ids(&runs) {
+        let dir = runfiles::job_dir(state, id);
+        let dbs = recorded_dbs(&dir);
+        let ours = id.0 <= max_job_id && dbs.iter().all(|d| owner.owns(id, d.as_deref()));
+        if !ours {
+            killed.extend(kill_live_supervisors(&dir));
+            foreign.push(id);
+        }
+    }
+    for id in job_ids(&logs) {
+        if id.0 > max_job_id && !foreign.contains(&id) {
+            foreign.push(id);
+        }
+    }
+    if foreign.is_empty() {
+        return Ok(None);
+    }
+    foreign.sort();
+    let dest = state.join("set-aside").join(now_ms.to_string());
+    for id in &foreign {
+        for (from, kind) in [(&runs, "runs"), (&logs, "logs")] {
+            let src = from.join(id.to_string());
+            if src.exists() {
+                let to = dest.join(kind);
+                std::fs::create_dir_all(&to)?;
+                std::fs::rename(&src, to.join(id.to_string()))?;
+            }
+        }
+    }
+    Ok(Some(SetAside {
+        dir: dest,
+        jobs: foreign,
+        killed,
+    }))
+}
+
+fn job_ids(dir: &Path) -> Vec<JobId> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+        .filter(|&n| n > 0)
+        .map(JobId)
+        .collect()
+}
+
+/// The database identities the run files of one job record (`None`: a file records none).
+fn recorded_dbs(dir: &Path) -> Vec<Option<String>> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let path = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue; // a temporary file of a write under way
+        }
+        let db = match path.extension().and_then(|x| x.to_str()) {
+            Some("pid") => runfiles::read_pid_record(&path).map(|r| r.db),
+            Some("exit") => runfiles::read_exit_record(&path).map(|r| r.db),
+            Some("json") => std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .map(|v| v.get("db").and_then(|d| d.as_str()).map(str::to_string)),
+            _ => None,
+        };
+        // An unreadable file records nothing either way.
+        if let Some(db) = db {
+            out.push(db);
+        }
+    }
+    out
+}
+
+/// Kill every live supervisor recorded in a job folder, with its session.
+fn kill_live_supervisors(dir: &Path) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut killed = Vec::new();
+    for e in rd.flatten() {
+        let path = e.path();
+        if path.extension().and_then(|x| x.to_str()) != Some("pid") {
+            continue;
+        }
+        if let Some(rec) = runfiles::read_pid_record(&path).filter(PidRecord::is_alive) {
+            tracing::warn!(pid = rec.pid, dir = %dir.display(), "a supervisor of another database still runs: killing its attempt, whose result cannot be recorded");
+            if let Ok(p) = i32::try_from(rec.pid) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(p),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            session::kill_and_wait(rec.pid, Duration::from_secs(10));
+            killed.push(rec.pid);
+        }
+    }
+    killed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::ExitStatus;
+
+    #[test]
+    fn only_other_databases_files_are_moved() {
+        let dir = tempfile::tempdir().unwrap();
+        let st = dir.path();
+        let me = Owner {
+            db: "aaaa".into(),
+            legacy_below: 1,
+        };
+        let s = ExitStatus {
+            code: 0,
+            signal: None,
+            finished_at: 1,
+        };
+        runfiles::write_exit(st, JobId(2), 1, "aaaa", s).unwrap(); // ours
+        runfiles::write_exit(st, JobId(3), 1, "bbbb", s).unwrap(); // another db's
+        runfiles::write_atomic(
+            &runfiles::exit_path(st, JobId(1), 1),
+            br#"{"code":0,"signal":null,"finished_at":1}"#,
+        )
+        .unwrap(); // legacy, ours
+        runfiles::write_exit(st, JobId(9), 1, "aaaa", s).unwrap(); // beyond max id
+        std::fs::create_dir_all(st.join("logs/3")).unwrap();
+        std::fs::create_dir_all(st.join("logs/2")).unwrap();
+        let got = set_aside_foreign(st, &me, 5, 77).unwrap().unwrap();
+        assert_eq!(got.jobs, [JobId(3), JobId(9)]);
+        assert_eq!(got.highest(), 9);
+        assert!(st.join("set-aside/77/runs/3/1.exit").exists());
+        assert!(st.join("set-aside/77/logs/3").exists());
+        assert!(st.join("runs/1").exists() && st.join("runs/2").exists());
+        assert!(st.join("logs/2").exists());
+        assert_eq!(set_aside_foreign(st, &me, 5, 78).unwrap(), None);
+    }
+}
