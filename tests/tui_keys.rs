@@ -427,7 +427,11 @@ fn an_attached_console_does_not_offer_to_stop_the_other_schedulers_jobs() {
     assert!(matches!(app.mode, Mode::Quit { .. }), "jobs run: it asks");
     assert_eq!(on_key(&mut app, key('s')), None, "nothing is stopped");
     assert!(matches!(app.mode, Mode::Quit { .. }));
-    assert!(app.status.as_ref().is_some_and(|s| s.error && s.text.contains("attached")));
+    assert!(
+        app.status
+            .as_ref()
+            .is_some_and(|s| s.error && s.text.contains("attached"))
+    );
     assert_eq!(on_key(&mut app, key('q')), Some(Action::Detach));
     assert!(app.exit);
 }
