@@ -33,6 +33,20 @@ fn wait_for(session: &str, needle: &str) -> String {
     }
 }
 
+/// Is tmux installed? Without it the test says so and passes, unless
+/// `SHAREQ_REQUIRE_TMUX` (CI) makes a missing tmux a failure.
+fn tmux_here(test: &str) -> bool {
+    if Command::new("tmux").arg("-V").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("SHAREQ_REQUIRE_TMUX").is_none(),
+        "SHAREQ_REQUIRE_TMUX is set but tmux is not installed"
+    );
+    eprintln!("tmux is not installed: skipping {test}");
+    false
+}
+
 fn keys(session: &str, keys: &[&str]) {
     for k in keys {
         tmux(&["send-keys", "-t", session, k]);
@@ -42,12 +56,7 @@ fn keys(session: &str, keys: &[&str]) {
 
 #[test]
 fn demo_submit_cancel_raise_resize_quit_in_tmux() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        assert!(
-            std::env::var_os("SHAREQ_REQUIRE_TMUX").is_none(),
-            "SHAREQ_REQUIRE_TMUX is set but tmux is not installed"
-        );
-        eprintln!("tmux is not installed: skipping the terminal end-to-end test");
+    if !tmux_here("the terminal end-to-end test") {
         return;
     }
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_shareq"));
@@ -253,12 +262,7 @@ impl Drop for Cleanup {
 /// (issue 15 item 7): nothing is left running in a temp directory nobody knows about.
 #[test]
 fn closing_the_demos_terminal_stops_its_jobs_and_removes_its_directory() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        assert!(
-            std::env::var_os("SHAREQ_REQUIRE_TMUX").is_none(),
-            "SHAREQ_REQUIRE_TMUX is set but tmux is not installed"
-        );
-        eprintln!("tmux is not installed: skipping the hang-up test");
+    if !tmux_here("the hang-up test") {
         return;
     }
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_shareq"));

@@ -38,18 +38,7 @@ impl Sched {
                 Some(&ix) => ix,
                 None => {
                     let ix = self.units.len();
-                    self.units.push(UnitState {
-                        name: c.capacity_unit.clone(),
-                        present: false,
-                        max_capacity: 0,
-                        devices: Vec::new(),
-                        usable: 0,
-                        free_devices: BTreeSet::new(),
-                        used: 0,
-                        hb_total: 0,
-                        nominated: Vec::new(),
-                        guaranteed: 0,
-                    });
+                    self.units.push(UnitState::new(&c.capacity_unit));
                     self.unit_ix.insert(c.capacity_unit.clone(), ix);
                     ix
                 }

@@ -104,18 +104,7 @@ impl Sched {
             return u;
         }
         let u = self.units.len();
-        self.units.push(UnitState {
-            name: name.to_string(),
-            present: false,
-            max_capacity: 0,
-            devices: Vec::new(),
-            usable: 0,
-            free_devices: BTreeSet::new(),
-            used: 0,
-            hb_total: 0,
-            nominated: Vec::new(),
-            guaranteed: 0,
-        });
+        self.units.push(UnitState::new(name));
         self.unit_ix.insert(name.to_string(), u);
         for s in &mut self.shares {
             s.lanes.resize_with(u + 1, Lane::default);

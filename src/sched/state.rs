@@ -370,6 +370,22 @@ pub struct UnitState {
 }
 
 impl UnitState {
+    /// A unit not (yet) in the applied config: no devices, nothing usable.
+    pub fn new(name: &str) -> UnitState {
+        UnitState {
+            name: name.to_string(),
+            present: false,
+            max_capacity: 0,
+            devices: Vec::new(),
+            usable: 0,
+            free_devices: BTreeSet::new(),
+            used: 0,
+            hb_total: 0,
+            nominated: Vec::new(),
+            guaranteed: 0,
+        }
+    }
+
     pub fn free(&self) -> i64 {
         i64::from(self.usable) - i64::from(self.used)
     }
