@@ -62,6 +62,7 @@ pub async fn forward(
     audit: Audit,
 ) -> Exit {
     let me = Caller::current();
+    let submitter = std::sync::Arc::new(me.submitter());
     while let Some(action) = actions.recv().await {
         let n = notices.clone();
         let (audit, me) = (audit.clone(), me.clone());
@@ -71,7 +72,10 @@ pub async fn forward(
         let sent = match action {
             Action::Quit { stop_jobs } => return Exit::Quit { stop_jobs },
             Action::Detach => return Exit::Detach,
-            Action::Submit(spec) => {
+            Action::Submit(mut spec) => {
+                // Jobs submitted at this keyboard belong to whoever sits at it (SPEC §9); an
+                // attached console's socket stamps the same from the peer credentials.
+                spec.submitter = Some(submitter.clone());
                 let name = spec.job_name.clone();
                 let detail = format!("{name} to {}", spec.quota_share_name);
                 let (tx, rx) = oneshot::channel();
@@ -169,6 +173,12 @@ mod tests {
             while let Some(input) = rx.recv().await {
                 match input {
                     Input::Submit { spec, reply } => {
+                        // The console's user owns what it submits.
+                        let me = Caller::current();
+                        assert_eq!(
+                            spec.submitter.as_deref().map(|s| (s.name.as_str(), s.uid)),
+                            Some((me.name.as_str(), me.uid))
+                        );
                         let answer = if spec.quota_share_name == "nope" {
                             Err("no share named \"nope\"".to_string())
                         } else {
