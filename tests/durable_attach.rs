@@ -143,11 +143,63 @@ async fn two_attached_consoles_share_one_scheduler() {
         .unwrap();
     assert!(rx.await.unwrap().is_err());
 
-    // When the scheduler goes away, the attached views learn it.
+    // When the scheduler goes away, the attached views learn it (and keep trying to
+    // reconnect: see the next test).
     drop(s);
-    let gone = tokio::time::timeout(Duration::from_secs(15), async {
-        while view2.changed().await.is_ok() {}
+    wait_until(&mut view2, "view 2 to notice the scheduler's end", |s| {
+        s.link_down_since.is_some()
     })
     .await;
-    assert!(gone.is_ok(), "view 2 did not notice the scheduler's end");
+}
+
+/// An attached console outlives a restart of `serve` (issue 15 item 2): while the
+/// scheduler is away its picture says so (`link_down_since`), it reconnects by itself,
+/// and requests sent after the restart reach the new scheduler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attached_console_reconnects_after_serve_restarts() {
+    let mut s = Server::start(&config(1, 1, &share("team", 1, "LEND", false)));
+    let state = StateDir::new(&s.state);
+    let (mut view, inputs) = remote::attach(&state).await.expect("attach");
+    wait_until(&mut view, "the first picture", |s| {
+        s.link_down_since.is_none()
+    })
+    .await;
+
+    let stopper = tokio::task::spawn_blocking(move || {
+        s.stop();
+        s
+    });
+    wait_until(&mut view, "the link marked down", |s| {
+        s.link_down_since.is_some()
+    })
+    .await;
+    let mut s = stopper.await.unwrap();
+    let restarted = tokio::task::spawn_blocking(move || {
+        s.restart(&["--stop-jobs-on-exit"]);
+        s
+    });
+    let _s = restarted.await.unwrap();
+    wait_until(&mut view, "the link back up", |s| {
+        s.link_down_since.is_none()
+    })
+    .await;
+
+    let mut spec = JobSpec::new("after-restart", "team", 1, 0);
+    spec.command = Some(Command::Shell("true".into()));
+    let (tx, rx) = oneshot::channel();
+    inputs
+        .send(Input::Submit {
+            spec,
+            reply: Some(tx),
+        })
+        .unwrap();
+    let id = tokio::time::timeout(Duration::from_secs(15), rx)
+        .await
+        .expect("an answer")
+        .unwrap()
+        .expect("submitted through the new connection");
+    wait_until(&mut view, "the new job in the picture", |s| {
+        state_of(s, id).is_some()
+    })
+    .await;
 }

@@ -156,6 +156,15 @@ fn the_quit_dialog_of_an_attached_console() {
 }
 
 #[test]
+fn an_attached_console_says_it_is_reconnecting() {
+    check("reconnecting", || {
+        let mut snap = fixtures::lab();
+        snap.link_down_since = Some(NOW - 7_000);
+        fixtures::app(snap)
+    });
+}
+
+#[test]
 fn running_pane_focused_and_scrolled() {
     check("running_focused", || {
         let mut app = fixtures::app(fixtures::lab());

@@ -44,6 +44,54 @@ use tokio::sync::{mpsc, watch};
 pub async fn attach(
     state: &StateDir,
 ) -> Result<(watch::Receiver<Arc<Snapshot>>, mpsc::UnboundedSender<Input>), ClientError> {
+    let (sub_r, sub_w, mut current) = subscribe(state).await?;
+    let (snap_tx, snap_rx) = watch::channel(Arc::new(current.clone()));
+    let st = state.clone();
+    tokio::spawn(async move {
+        let mut sub_r = sub_r;
+        let mut _keep = sub_w;
+        loop {
+            if follow(&mut sub_r, &mut current, &snap_tx).await.is_break() {
+                return; // the console is gone
+            }
+            // The stream ended (the scheduler restarted, or went away): keep the last
+            // picture, say so, and reconnect by ourselves.
+            let since = crate::exec::now_ms();
+            let mut stale = current.clone();
+            stale.link_down_since = Some(since);
+            snap_tx.send_replace(Arc::new(stale));
+            loop {
+                tokio::time::sleep(RECONNECT_EVERY).await;
+                if snap_tx.is_closed() {
+                    return;
+                }
+                if let Ok((r, w, full)) = subscribe(&st).await {
+                    tracing::info!("reconnected to the scheduler");
+                    (sub_r, _keep, current) = (r, w, full);
+                    snap_tx.send_replace(Arc::new(current.clone()));
+                    break;
+                }
+            }
+        }
+    });
+
+    let (req_r, req_w) = connect(state).await?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let link = Link {
+        state: state.clone(),
+        conn: Some((req_r, req_w)),
+    };
+    tokio::spawn(forward(rx, link));
+    Ok((snap_rx, tx))
+}
+
+/// How often an attached console tries to reach a scheduler that went away.
+const RECONNECT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+type Subscription = (BufReader<OwnedReadHalf>, OwnedWriteHalf, Snapshot);
+
+/// Connect, ask for the snapshot stream and read its first, whole picture.
+async fn subscribe(state: &StateDir) -> Result<Subscription, ClientError> {
     let socket = state.socket().display().to_string();
     let (mut sub_r, mut sub_w) = connect(state).await?;
     let io = |source| ClientError::Io {
@@ -55,55 +103,52 @@ pub async fn attach(
         .await
         .map_err(io)?;
     let first = read_line(&mut sub_r).await.map_err(io)?;
-    let mut current = match serde_json::from_str::<Update>(&first) {
-        Ok(Update::Full(s)) => *s,
-        Ok(Update::Delta(_)) => {
-            return Err(ClientError::BadAnswer(
-                "the scheduler's stream began with a delta, not the whole picture".into(),
-            ));
-        }
-        Err(e) => return Err(ClientError::BadAnswer(e.to_string())),
-    };
-    let (snap_tx, snap_rx) = watch::channel(Arc::new(current.clone()));
-    tokio::spawn(async move {
-        let _keep = sub_w;
-        loop {
-            let line = match read_line(&mut sub_r).await {
-                Ok(l) => l,
-                Err(e) => {
-                    tracing::info!("the scheduler's snapshot stream ended: {e}");
-                    return;
-                }
-            };
-            // A delta is applied to the picture this side holds: the queue's chunks that
-            // did not change stay shared with the previous snapshot.
-            let applied = match serde_json::from_str::<Update>(&line) {
-                Ok(Update::Full(s)) => {
-                    current = *s;
-                    Ok(())
-                }
-                Ok(Update::Delta(d)) => current.apply(*d),
-                Err(e) => Err(format!("unreadable update from the scheduler: {e}")),
-            };
-            match applied {
-                Ok(()) => drop(snap_tx.send_replace(Arc::new(current.clone()))),
-                Err(e) => {
-                    // Out of step with the stream: end it; the console sees the
-                    // scheduler gone rather than a wrong picture.
-                    tracing::warn!("{e}");
-                    return;
-                }
-            }
-            if snap_tx.is_closed() {
-                return;
-            }
-        }
-    });
+    match serde_json::from_str::<Update>(&first) {
+        Ok(Update::Full(s)) => Ok((sub_r, sub_w, *s)),
+        Ok(Update::Delta(_)) => Err(ClientError::BadAnswer(
+            "the scheduler's stream began with a delta, not the whole picture".into(),
+        )),
+        Err(e) => Err(ClientError::BadAnswer(e.to_string())),
+    }
+}
 
-    let (req_r, req_w) = connect(state).await?;
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(forward(rx, req_r, req_w));
-    Ok((snap_rx, tx))
+/// Apply the stream's updates to `current` and publish each, until the stream ends
+/// (`Continue`: reconnect) or nobody watches any more (`Break`).
+async fn follow(
+    sub_r: &mut BufReader<OwnedReadHalf>,
+    current: &mut Snapshot,
+    snap_tx: &watch::Sender<Arc<Snapshot>>,
+) -> std::ops::ControlFlow<()> {
+    loop {
+        let line = match read_line(sub_r).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::info!("the scheduler's snapshot stream ended: {e}");
+                return std::ops::ControlFlow::Continue(());
+            }
+        };
+        // A delta is applied to the picture this side holds: the queue's chunks that
+        // did not change stay shared with the previous snapshot.
+        let applied = match serde_json::from_str::<Update>(&line) {
+            Ok(Update::Full(s)) => {
+                *current = *s;
+                Ok(())
+            }
+            Ok(Update::Delta(d)) => current.apply(*d),
+            Err(e) => Err(format!("unreadable update from the scheduler: {e}")),
+        };
+        match applied {
+            Ok(()) => drop(snap_tx.send_replace(Arc::new(current.clone()))),
+            Err(e) => {
+                // Out of step with the stream: start again from a whole picture.
+                tracing::warn!("{e}");
+                return std::ops::ControlFlow::Continue(());
+            }
+        }
+        if snap_tx.is_closed() {
+            return std::ops::ControlFlow::Break(());
+        }
+    }
 }
 
 async fn connect(
@@ -145,25 +190,69 @@ async fn call(
     r: &mut BufReader<OwnedReadHalf>,
     w: &mut OwnedWriteHalf,
     req: &Request,
-) -> Result<Response, String> {
-    let mut line = serde_json::to_vec(req).map_err(|e| e.to_string())?;
+) -> Result<Response, CallError> {
+    let mut line = serde_json::to_vec(req).map_err(|e| CallError::Unsent(e.to_string()))?;
     line.push(b'\n');
-    w.write_all(&line).await.map_err(|e| e.to_string())?;
-    let answer = read_line(r).await.map_err(|e| e.to_string())?;
-    serde_json::from_str(&answer).map_err(|e| format!("unreadable answer: {e}"))
+    w.write_all(&line)
+        .await
+        .map_err(|e| CallError::Unsent(e.to_string()))?;
+    let answer = read_line(r)
+        .await
+        .map_err(|e| CallError::Unanswered(e.to_string()))?;
+    serde_json::from_str(&answer)
+        .map_err(|e| CallError::Unanswered(format!("unreadable answer: {e}")))
+}
+
+/// Why a request got no answer: never sent (safe to send again), or sent and then the
+/// answer was lost (it may have been carried out: not sent again).
+enum CallError {
+    Unsent(String),
+    Unanswered(String),
+}
+
+/// The request connection of an attached console: opened again when the scheduler
+/// restarted (the request is sent once more on the new connection).
+struct Link {
+    state: StateDir,
+    conn: Option<(BufReader<OwnedReadHalf>, OwnedWriteHalf)>,
+}
+
+impl Link {
+    async fn call(&mut self, req: &Request) -> Result<Response, String> {
+        let mut last = String::new();
+        for _ in 0..2 {
+            if self.conn.is_none() {
+                match connect(&self.state).await {
+                    Ok(c) => self.conn = Some(c),
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            let Some((r, w)) = self.conn.as_mut() else {
+                continue;
+            };
+            match call(r, w, req).await {
+                Ok(a) => return Ok(a),
+                Err(CallError::Unsent(e)) => {
+                    self.conn = None;
+                    last = e;
+                }
+                Err(CallError::Unanswered(e)) => {
+                    self.conn = None;
+                    return Err(e);
+                }
+            }
+        }
+        Err(last)
+    }
 }
 
 /// Forward inputs to the scheduler, one request at a time, in order.
-async fn forward(
-    mut rx: mpsc::UnboundedReceiver<Input>,
-    mut r: BufReader<OwnedReadHalf>,
-    mut w: OwnedWriteHalf,
-) {
+async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
     let gone = |e: String| format!("the scheduler is not reachable: {e}");
     while let Some(input) = rx.recv().await {
         match input {
             Input::Submit { spec, reply } => {
-                let res = match call(&mut r, &mut w, &Request::Submit { job: spec }).await {
+                let res = match link.call(&Request::Submit { job: spec }).await {
                     Ok(a) if a.ok => a.id.ok_or_else(|| "no id in the answer".to_string()),
                     Ok(a) => Err(a.error.unwrap_or_default()),
                     Err(e) => Err(gone(e)),
@@ -174,7 +263,7 @@ async fn forward(
             }
             Input::Cancel { ids, reply, .. } => {
                 let req = Request::Cancel { ids: ids.clone() };
-                let res = match call(&mut r, &mut w, &req).await {
+                let res = match link.call(&req).await {
                     Ok(a) => match a.cancelled {
                         Some(v) => v,
                         None => outcomes_error(&ids, a.error.unwrap_or_default()),
@@ -190,7 +279,7 @@ async fn forward(
                 priority,
                 reply,
             } => {
-                let res = match call(&mut r, &mut w, &Request::Priority { id, priority }).await {
+                let res = match link.call(&Request::Priority { id, priority }).await {
                     Ok(a) if a.ok => Ok(a.changed.unwrap_or(false)),
                     Ok(a) => Err(a.error.unwrap_or_default()),
                     Err(e) => Err(gone(e)),
@@ -200,7 +289,7 @@ async fn forward(
                 }
             }
             Input::Reload { reply } => {
-                let res = match call(&mut r, &mut w, &Request::Reload).await {
+                let res = match link.call(&Request::Reload).await {
                     Ok(a) if a.ok => Ok(()),
                     Ok(a) => Err(a.error.unwrap_or_default()),
                     Err(e) => Err(gone(e)),
@@ -211,13 +300,13 @@ async fn forward(
             }
             Input::Sync { reply } => {
                 // `status` makes the scheduler publish everything sent before it.
-                let _ = call(&mut r, &mut w, &Request::Status).await;
+                let _ = link.call(&Request::Status).await;
                 let _ = reply.send(());
             }
             Input::AllJobs { reply } => {
                 let mut all: Vec<JobView> = Vec::new();
                 if let Ok(Response { jobs: Some(j), .. }) =
-                    call(&mut r, &mut w, &Request::Jobs { all: true }).await
+                    link.call(&Request::Jobs { all: true }).await
                 {
                     all.extend(j.running);
                     all.extend(j.queue);

@@ -197,6 +197,10 @@ pub struct Snapshot {
     /// What changed in the queue in the last versions (for deltas to subscribers).
     #[serde(skip)]
     pub changes: ChangeLog,
+    /// An attached console's link to the scheduler is down since this instant (ms): the
+    /// picture is the last one received, and the console is reconnecting.
+    #[serde(skip)]
+    pub link_down_since: Option<i64>,
 }
 
 impl Snapshot {
@@ -218,6 +222,7 @@ impl Snapshot {
             grace_period_seconds: 30,
             access: Arc::default(),
             changes: ChangeLog::default(),
+            link_down_since: None,
         }
     }
 

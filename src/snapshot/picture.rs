@@ -294,6 +294,7 @@ impl Picture {
             preemptions: self.preemptions.clone(),
             grace_period_seconds: sched.grace_period_seconds(),
             changes: self.log.clone(),
+            link_down_since: None,
             // The rules are the runtime's: it sets them (`Runtime::publish`).
             access: Arc::default(),
         }

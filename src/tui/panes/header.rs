@@ -25,8 +25,24 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             t.text().fg(t.accent).add_modifier(Modifier::BOLD),
         ),
         sep(),
-        Span::styled(env.to_string(), t.text().add_modifier(Modifier::BOLD)),
     ];
+    // An attached console whose scheduler went away says so first: what it shows is the
+    // last picture it had, and it is reconnecting by itself.
+    if let Some(since) = s.link_down_since {
+        spans.push(Span::styled(
+            format!(
+                "⟳ reconnecting to the scheduler (down {}; showing the picture of {})",
+                crate::duration::human(app.now - since),
+                clock(since, tz)
+            ),
+            t.error_style().add_modifier(Modifier::BOLD),
+        ));
+        spans.push(sep());
+    }
+    spans.push(Span::styled(
+        env.to_string(),
+        t.text().add_modifier(Modifier::BOLD),
+    ));
     let caps: Vec<String> = s
         .units
         .iter()
