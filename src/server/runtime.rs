@@ -130,7 +130,7 @@ impl RuntimeHandle {
         start_telemetry(&capacity, &initial, &tx);
         crate::exec::device_health::start_fake(
             &opts.state,
-            fake_devices(&capacity, &initial),
+            devices_of(&capacity, &initial, true),
             device_lost_sink(&tx),
             {
                 let tx = tx.clone();
@@ -256,8 +256,8 @@ impl RuntimeHandle {
     }
 }
 
-/// The fake devices of a config: (unit, index).
-fn fake_devices(capacity: &[UnitCapacity], initial: &LoadedConfig) -> Vec<(String, u32)> {
+/// The devices of a config, (unit, index): the fake ones (`fake`) or the real ones.
+fn devices_of(capacity: &[UnitCapacity], initial: &LoadedConfig, fake: bool) -> Vec<(String, u32)> {
     use crate::model::Devices;
     capacity
         .iter()
@@ -267,7 +267,7 @@ fn fake_devices(capacity: &[UnitCapacity], initial: &LoadedConfig) -> Vec<(Strin
                 .env
                 .capacity_limits
                 .iter()
-                .any(|l| l.capacity_unit == c.unit && matches!(l.devices, Devices::Fake(_)))
+                .any(|l| l.capacity_unit == c.unit && matches!(l.devices, Devices::Fake(_)) == fake)
         })
         .flat_map(|c| c.devices.iter().map(|&d| (c.unit.clone(), d)))
         .collect()
@@ -293,19 +293,7 @@ fn start_telemetry(
     initial: &LoadedConfig,
     tx: &mpsc::UnboundedSender<Input>,
 ) {
-    use crate::model::Devices;
-    let real: Vec<(String, u32)> = capacity
-        .iter()
-        .filter(|c| {
-            initial
-                .config
-                .env
-                .capacity_limits
-                .iter()
-                .any(|l| l.capacity_unit == c.unit && !matches!(l.devices, Devices::Fake(_)))
-        })
-        .flat_map(|c| c.devices.iter().map(|&d| (c.unit.clone(), d)))
-        .collect();
+    let real = devices_of(capacity, initial, false);
     let lost = device_lost_sink(tx);
     let tx = tx.clone();
     let every = std::time::Duration::from_secs(3);
