@@ -162,6 +162,9 @@ impl Sched {
     /// a pass then (SPEC §11: the end of a protection makes an instant).
     /// Costs the running jobs of the shares that have a minimum runtime, not the queue.
     pub fn next_protection_end(&self, now: Time) -> Option<Time> {
+        if !self.protections {
+            return None;
+        }
         self.shares
             .iter()
             .filter(|s| s.min_runtime > 0)

@@ -11,6 +11,9 @@ impl Sched {
     /// minimum runtime (SPEC §11). Named: the candidate whose protection ends first, the
     /// next moment the answer can change.
     fn protection_reason(&self, id: JobId, noms: &[i64]) -> Option<String> {
+        if !self.protections {
+            return None; // no share protects its jobs: spare the two victim searches
+        }
         let job = self.job(id)?;
         let (s, u, p) = (job.share, job.unit, job.priority);
         if job.quantity > self.shares[s].lanes[u].limit
