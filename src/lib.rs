@@ -14,6 +14,7 @@ pub mod cli;
 pub mod config;
 pub mod duration;
 pub mod exec;
+pub mod forecast;
 pub mod model;
 pub mod replay;
 pub mod sched;

@@ -62,6 +62,12 @@ struct Sim<'a, W: Write> {
     lines: Option<Vec<String>>,
     stats: Option<Stats>,
     buf: String,
+    /// Write no lines (a forward run only observes).
+    quiet: bool,
+    /// A forward run's stop delay in ticks (`None`: the replay's `stopAfter`).
+    stop_ticks: Option<i64>,
+    /// An instant to run even with nothing due (a forward run's "now").
+    first_instant: Option<i64>,
 }
 
 /// Run a scenario, writing JSON lines to `out`.
@@ -87,68 +93,15 @@ fn run_inner<'a, W: Write>(
     observer: Observer<'a>,
 ) -> io::Result<Outcome> {
     let sched = Sched::new(&sc.config, &UnitCapacity::simulated(&sc.config), true);
-    let mut sim = Sim {
-        stats: opts.summary.then(|| Stats::new(&sched)),
-        sched,
-        observer,
-        out,
-        names: HashMap::with_capacity(sc.trace.len() + sc.events.len()),
-        runs: Vec::with_capacity(sc.trace.len() + sc.events.len()),
-        timers: BinaryHeap::new(),
-        seq: 0,
-        lines: opts.keep_lines.then(Vec::new),
-        buf: String::with_capacity(256),
-    };
-    let (mut ti, mut ei) = (0usize, 0usize);
-    let until = sc.until.unwrap_or(i64::MAX);
-    loop {
-        // A timer made stale by what happened earlier makes no instant (SPEC §6).
-        sim.drop_stale_timers();
-        let next_timer = sim.timers.peek().map(|Reverse(t)| t.0);
-        let next_trace = sc.trace.get(ti).map(|a| a.at);
-        let next_event = sc.events.get(ei).map(|a| a.at);
-        let Some(t) = [next_timer, next_trace, next_event]
-            .into_iter()
-            .flatten()
-            .min()
-        else {
-            break;
-        };
-        if t > until {
-            break;
-        }
-        if let Some(st) = &mut sim.stats {
-            st.advance(&sim.sched, t);
-        }
-        // 1-2. jobs finishing at t, then victims releasing at t.
-        while let Some(Reverse((at, kind, _, job, attempt))) = sim.timers.peek().copied() {
-            if at != t {
-                break;
-            }
-            sim.timers.pop();
-            sim.fire(t, kind, JobId(job), attempt)?;
-        }
-        // 3. trace rows, then the scenario's events, in file order.
-        while ti < sc.trace.len() && sc.trace[ti].at == t {
-            sim.act(&sc.trace[ti], t)?;
-            ti += 1;
-        }
-        while ei < sc.events.len() && sc.events[ei].at == t {
-            sim.act(&sc.events[ei], t)?;
-            ei += 1;
-        }
-        // 4. exactly one pass.
-        if let Some(obs) = &mut sim.observer {
-            obs(Observation {
-                t,
-                sched: &sim.sched,
-                events: &[],
-                before_pass: true,
-            });
-        }
-        sim.sched.pass(t);
-        sim.flush(t)?;
-    }
+    let mut sim = Sim::new(sched, observer, out, sc.trace.len() + sc.events.len());
+    sim.stats = opts.summary.then(|| Stats::new(&sim.sched));
+    sim.lines = opts.keep_lines.then(Vec::new);
+    sim.drive(
+        &sc.trace,
+        &sc.events,
+        sc.until.unwrap_or(i64::MAX),
+        u64::MAX,
+    )?;
     if let Some(st) = sim.stats.take() {
         let line = st.finish(&sim.sched);
         sim.write_line(line)?;
@@ -157,6 +110,159 @@ fn run_inner<'a, W: Write>(
     Ok(Outcome {
         lines: sim.lines.unwrap_or_default(),
     })
+}
+
+/// A forward run from a state the caller built (a copy of the live scheduler): no
+/// arrivals, each attempt ending as `duration` says. The forecast (`crate::forecast`)
+/// runs the same clock as `shareq replay`, only seeded with the jobs already running.
+pub struct Forward<'f> {
+    /// The copy to run; it is consumed and returned in its final state.
+    pub sched: Sched,
+    /// The first instant (the copy's "now"), and the last one simulated (inclusive).
+    pub from: i64,
+    pub until: i64,
+    /// How long an attempt of this job runs, in the scheduler's ticks (`None`: until
+    /// stopped). For a job already holding GPUs, the remaining time of its current attempt
+    /// is counted from its start.
+    pub duration: &'f dyn Fn(&crate::sched::Job) -> Option<i64>,
+    /// Ticks between a stop (preemption) and the release of its GPUs, for a copy of the
+    /// live scheduler (whose stops release only when told).
+    pub stop_ticks: i64,
+    /// Give up after this many instants (a bound on the work, whatever the horizon).
+    pub max_instants: u64,
+}
+
+/// Run `f`, letting `observe` see every batch of decisions. Returns the final state and
+/// whether the run ended before `until` because nothing was left to happen.
+pub fn forward(f: Forward, observe: &mut dyn FnMut(Observation)) -> (Sched, bool) {
+    let mut sink = io::sink();
+    let n = f.sched.next_job_id().0 as usize;
+    let mut sim = Sim::new(f.sched, Some(observe), &mut sink, n);
+    sim.quiet = true;
+    sim.stop_ticks = Some(f.stop_ticks.max(1));
+    let holding: Vec<(JobId, Option<i64>, Option<i64>, bool)> = sim
+        .sched
+        .jobs()
+        .map(|j| {
+            let d = (f.duration)(j);
+            (j.id, d, j.started_at(), j.is_stopping())
+        })
+        .collect();
+    sim.runs = vec![(None, 0); n];
+    for &(id, d, started, stopping) in &holding {
+        sim.runs[(id.0 - 1) as usize] = (d, 0);
+        match (started, stopping) {
+            (Some(t0), true) => {
+                let since = sim
+                    .sched
+                    .job(id)
+                    .and_then(|j| j.stopping_since())
+                    .unwrap_or(t0);
+                sim.schedule((since + f.stop_ticks).max(f.from), TimerKind::Release, id);
+            }
+            (Some(t0), false) => {
+                if let Some(d) = d {
+                    sim.schedule((t0 + d).max(f.from), TimerKind::Finish, id);
+                }
+                if let Some(until) = sim.sched.protected_until(id).filter(|&u| u > f.from) {
+                    sim.schedule(until, TimerKind::ProtectionEnd, id);
+                }
+            }
+            _ => {}
+        }
+    }
+    // The first instant is "now": one pass on the copy as it is.
+    sim.first_instant = Some(f.from);
+    let drained = sim
+        .drive(&[], &[], f.until, f.max_instants)
+        .unwrap_or(false);
+    (sim.sched, drained)
+}
+
+impl<'a, W: Write> Sim<'a, W> {
+    fn new(sched: Sched, observer: Observer<'a>, out: &'a mut W, n: usize) -> Sim<'a, W> {
+        Sim {
+            sched,
+            observer,
+            out,
+            names: HashMap::with_capacity(n),
+            runs: Vec::with_capacity(n),
+            timers: BinaryHeap::new(),
+            seq: 0,
+            lines: None,
+            stats: None,
+            buf: String::with_capacity(256),
+            quiet: false,
+            stop_ticks: None,
+            first_instant: None,
+        }
+    }
+
+    /// The clock: instant after instant until nothing is left, `until` is passed or
+    /// `max_instants` were run. Returns true when it ended because nothing was left.
+    fn drive(
+        &mut self,
+        trace: &'a [TimedAction],
+        events: &'a [TimedAction],
+        until: i64,
+        max_instants: u64,
+    ) -> io::Result<bool> {
+        let (mut ti, mut ei) = (0usize, 0usize);
+        let mut instants = 0u64;
+        loop {
+            // A timer made stale by what happened earlier makes no instant (SPEC §6).
+            self.drop_stale_timers();
+            let next_timer = self.timers.peek().map(|Reverse(t)| t.0);
+            let next_trace = trace.get(ti).map(|a| a.at);
+            let next_event = events.get(ei).map(|a| a.at);
+            let Some(t) = [
+                next_timer,
+                next_trace,
+                next_event,
+                self.first_instant.take(),
+            ]
+            .into_iter()
+            .flatten()
+            .min() else {
+                return Ok(true);
+            };
+            if t > until || instants >= max_instants {
+                return Ok(false);
+            }
+            instants += 1;
+            if let Some(st) = &mut self.stats {
+                st.advance(&self.sched, t);
+            }
+            // 1-2. jobs finishing at t, then victims releasing at t.
+            while let Some(Reverse((at, kind, _, job, attempt))) = self.timers.peek().copied() {
+                if at != t {
+                    break;
+                }
+                self.timers.pop();
+                self.fire(t, kind, JobId(job), attempt)?;
+            }
+            // 3. trace rows, then the scenario's events, in file order.
+            while ti < trace.len() && trace[ti].at == t {
+                self.act(&trace[ti], t)?;
+                ti += 1;
+            }
+            while ei < events.len() && events[ei].at == t {
+                self.act(&events[ei], t)?;
+                ei += 1;
+            }
+            // 4. exactly one pass.
+            if let Some(obs) = &mut self.observer {
+                obs(Observation {
+                    t,
+                    sched: &self.sched,
+                    events: &[],
+                    before_pass: true,
+                });
+            }
+            self.sched.pass(t);
+            self.flush(t)?;
+        }
+    }
 }
 
 impl<'a, W: Write> Sim<'a, W> {
@@ -280,12 +386,18 @@ impl<'a, W: Write> Sim<'a, W> {
                     }
                 }
                 Event::Preempted { job, .. } | Event::Cancelled { job, stop: true } => {
-                    let delay = self.sched.stop_delay(*job);
+                    let delay = match self.stop_ticks {
+                        Some(d) => d,
+                        None => i64::from(self.sched.stop_delay(*job)),
+                    };
                     if delay > 0 && self.sched.job(*job).is_some_and(|j| j.is_stopping()) {
-                        self.schedule(t + i64::from(delay), TimerKind::Release, *job);
+                        self.schedule(t + delay, TimerKind::Release, *job);
                     }
                 }
                 _ => {}
+            }
+            if self.quiet {
+                continue;
             }
             let mut line = std::mem::take(&mut self.buf);
             line.clear();

@@ -18,6 +18,7 @@ mod record;
 pub mod recovery;
 mod rows;
 mod schema;
+mod trace;
 
 pub use error::{LockHolder, StoreError};
 pub use file::what_to_do;
@@ -25,6 +26,7 @@ pub use lock::StateLock;
 pub use record::Observed;
 pub use rows::{AttemptRecord, ConfigRecord, JobRecord, Recovered, StoredHolding, StoredJob};
 pub use schema::SCHEMA_VERSION;
+pub use trace::TraceJob;
 
 use rusqlite::{Connection, MAIN_DB, OpenFlags};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,157 @@
+//! What a submission would do now (the console's submit form), decided by the real
+//! scheduler on a copy of the live state: submit the job to the copy, run one pass, and
+//! read what the core did (started, borrowed, preempted for it, or why it waits); when it
+//! does not start at once, run the copy forward for its estimated start.
+
+use super::{Estimate, HORIZON_SECONDS, Runtimes};
+use crate::model::JobSpec;
+use crate::sched::{Event, Sched, Time};
+use serde::{Deserialize, Serialize};
+
+/// The expected outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Verdict {
+    /// Starts at once within the share's guarantee.
+    StartNow,
+    /// Starts at once on borrowed capacity (can be reclaimed later).
+    Borrow,
+    /// Starts once running jobs are preempted for it.
+    Preempt,
+    /// Queues.
+    Wait,
+    /// Refused at submission.
+    Reject,
+}
+
+impl Verdict {
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::StartNow => "starts now",
+            Verdict::Borrow => "starts now, borrowing",
+            Verdict::Preempt => "starts after a preemption",
+            Verdict::Wait => "waits",
+            Verdict::Reject => "rejected",
+        }
+    }
+}
+
+/// A prediction: the verdict, the core's own words, and (when it does not start at once)
+/// the estimated start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prediction {
+    pub verdict: Verdict,
+    pub why: String,
+    /// The estimated start (driver instants), `None` when it starts now, is rejected, or
+    /// would not start within the horizon (see `beyond`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<Time>,
+    /// It would not start within the horizon ending at this instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beyond: Option<Time>,
+    /// When the prediction was made (driver instants).
+    pub at: Time,
+}
+
+impl Prediction {
+    /// The estimated start as the forecast says it.
+    pub fn estimate(&self) -> Option<Estimate> {
+        match (self.start, self.beyond) {
+            (Some(t), _) => Some(Estimate::At(t)),
+            (None, Some(end)) => Some(Estimate::NotWithin(end)),
+            _ => None,
+        }
+    }
+}
+
+/// Predict `spec` submitted to `sched` (a copy of the live state) at `now`.
+pub fn predict(mut sched: Sched, spec: JobSpec, now: Time, runtimes: &Runtimes) -> Prediction {
+    let share = spec.quota_share_name.clone();
+    let mut out = Prediction {
+        verdict: Verdict::Reject,
+        why: String::new(),
+        start: None,
+        beyond: None,
+        at: now,
+    };
+    let id = match sched.submit(spec, now) {
+        Ok(id) => id,
+        Err(r) => {
+            out.why = r.0;
+            return out;
+        }
+    };
+    sched.pass(now);
+    let events = sched.take_events();
+    let mut victims = Vec::new();
+    for ev in &events {
+        match ev {
+            Event::Started { job, borrowed, .. } if *job == id => {
+                out.verdict = if *borrowed > 0 {
+                    Verdict::Borrow
+                } else {
+                    Verdict::StartNow
+                };
+                out.why = match out.verdict {
+                    Verdict::Borrow => format!(
+                        "borrows {borrowed} GPU(s) beyond {share}'s limit{}; they can be reclaimed",
+                        lenders(&sched, &share)
+                    ),
+                    _ => format!("within {share}'s guarantee"),
+                };
+                return out;
+            }
+            Event::Preempted {
+                job,
+                by: Some(by),
+                reason,
+            } if *by == id => {
+                let name = sched.job(*job).map_or("?".to_string(), |j| {
+                    format!("{} ({})", j.name(), sched.share_name(j.share))
+                });
+                victims.push(format!("{name}, {}", reason.as_str()));
+            }
+            _ => {}
+        }
+    }
+    let grace = sched.grace_period_seconds();
+    if victims.is_empty() {
+        out.verdict = Verdict::Wait;
+        out.why = sched.reason(id);
+    } else {
+        out.verdict = Verdict::Preempt;
+        out.why = format!("preempts {} (up to {grace}s grace)", victims.join("; "));
+    }
+    let mut start = None;
+    let copy = super::run(sched, now, runtimes, HORIZON_SECONDS, &mut |o| {
+        if start.is_none() {
+            start = o.events.iter().find_map(|e| match e {
+                Event::Started { job, .. } if *job == id => Some(o.t),
+                _ => None,
+            });
+        }
+    });
+    out.start = start;
+    if start.is_none() {
+        out.beyond = Some(now.saturating_add(HORIZON_SECONDS * copy.ticks_per_second()));
+    }
+    out
+}
+
+/// ` from qs2` / ` from qs2, qs3`: who lends to `share` now, as the core attributes it.
+fn lenders(sched: &Sched, share: &str) -> String {
+    let from: Vec<String> = sched
+        .lending()
+        .into_iter()
+        .filter(|e| e.borrower == share)
+        .map(|e| {
+            e.lender
+                .unwrap_or_else(|| "the unassigned pool".to_string())
+        })
+        .collect();
+    if from.is_empty() {
+        String::new()
+    } else {
+        format!(" from {}", from.join(", "))
+    }
+}

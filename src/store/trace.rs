@@ -1,0 +1,78 @@
+//! What the history says about how jobs ran: attempt run times (the forecast's typical
+//! runtimes, SPEC §11) and the real submissions of a window (`shareq whatif`,
+//! `shareq export-trace`).
+
+use super::{Store, StoreError};
+use crate::sched::Time;
+use rusqlite::params;
+
+/// One real submission of the window, as a replay trace needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceJob {
+    pub id: u64,
+    pub name: String,
+    pub share: String,
+    pub unit: String,
+    pub quantity: u32,
+    pub priority: u32,
+    /// ms since the epoch.
+    pub submitted: Time,
+    /// How long its last attempt ran (ms): to its end, or until `now` while it runs.
+    /// `None`: it never started.
+    pub ran_ms: Option<i64>,
+    /// Its last attempt is still running (`ran_ms` is a lower bound).
+    pub running: bool,
+}
+
+impl Store {
+    /// Run times (ms) of the latest `limit` attempts that ended by themselves (succeeded or
+    /// a non-zero exit), newest first, with their share.
+    pub fn attempt_runtimes(&self, limit: usize) -> Result<Vec<(String, i64)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT j.share, a.ended_at - a.started_at FROM attempts a
+                 JOIN jobs j ON j.id = a.job
+                 WHERE a.ended_at IS NOT NULL AND a.outcome IN ('SUCCEEDED', 'NON_ZERO_EXIT')
+                 ORDER BY a.ended_at DESC LIMIT ?1",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// Every job submitted at or after `since` (ms), in submission order.
+    pub fn trace_jobs(&self, since: Time, now: Time) -> Result<Vec<TraceJob>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT j.id, j.name, j.share, j.unit, j.quantity, j.priority, j.submitted,
+                    a.started_at, a.ended_at
+                 FROM jobs j
+                 LEFT JOIN attempts a ON a.job = j.id AND a.attempt =
+                    (SELECT max(attempt) FROM attempts WHERE job = j.id)
+                 WHERE j.submitted >= ?1 ORDER BY j.submitted, j.id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![since], |r| {
+                let started: Option<i64> = r.get(7)?;
+                let ended: Option<i64> = r.get(8)?;
+                Ok(TraceJob {
+                    id: r.get::<_, i64>(0)? as u64,
+                    name: r.get(1)?,
+                    share: r.get(2)?,
+                    unit: r.get(3)?,
+                    quantity: r.get(4)?,
+                    priority: r.get(5)?,
+                    submitted: r.get(6)?,
+                    ran_ms: started.map(|s| (ended.unwrap_or(now) - s).max(0)),
+                    running: started.is_some() && ended.is_none(),
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+}
