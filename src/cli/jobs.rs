@@ -188,8 +188,8 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
     }
     let now = now_ms();
     println!(
-        "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  DETAIL",
-        "ID", "NAME", "USER", "SHARE", "PRIO", "GPUS", "STATE", "FOR"
+        "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {:<11} DETAIL",
+        "ID", "NAME", "USER", "SHARE", "PRIO", "GPUS", "STATE", "FOR", "START(EST)"
     );
     for v in &j.running {
         let detail = match &v.stopping {
@@ -197,10 +197,10 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
             None if v.on_borrowed => format!("devices {:?} (borrowed)", v.devices),
             None => format!("devices {:?}", v.devices),
         };
-        row(v, now - v.started.unwrap_or(now), &detail);
+        row(v, now - v.started.unwrap_or(now), "", &detail);
     }
     for v in &j.queue {
-        row(v, now - v.submitted, &v.reason);
+        row(v, now - v.submitted, &estimate_cell(v, now), &v.reason);
     }
     for v in &j.finished {
         let ran = v.finished.unwrap_or(now) - v.started.unwrap_or(v.submitted);
@@ -209,7 +209,7 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
         } else {
             v.reason.to_string()
         };
-        row(v, ran, &detail);
+        row(v, ran, "", &detail);
     }
     if j.running.is_empty() && j.queue.is_empty() && j.finished.is_empty() {
         println!("(no jobs)");
@@ -217,12 +217,26 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn row(v: &JobView, ms: i64, detail: &str) {
+/// A queued job's estimated start as the table shows it: `~in 12m05s` (the tilde marks
+/// an estimate), `>7d` (not within the forecast's horizon), `?` (not estimated yet).
+fn estimate_cell(v: &JobView, now: i64) -> String {
+    use crate::forecast::Estimate;
+    let e = match (v.estimated_start, v.estimate_note.as_deref()) {
+        (Some(t), _) => Estimate::At(t),
+        (None, Some(n)) if n.starts_with("not within") => {
+            return format!(">{}", n.trim_start_matches("not within "));
+        }
+        _ => Estimate::NotYet,
+    };
+    e.label(now)
+}
+
+fn row(v: &JobView, ms: i64, estimate: &str, detail: &str) {
     // User-controlled text is printed with its control characters made visible (SPEC §9).
     let name: String = visible(&v.name).chars().take(20).collect();
     let user = v.submitter.as_ref().map_or("-", |s| s.name.as_str());
     println!(
-        "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {}",
+        "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {:<11} {}",
         v.id.0,
         name,
         visible(user),
@@ -231,6 +245,7 @@ fn row(v: &JobView, ms: i64, detail: &str) {
         v.quantity,
         v.state.as_str(),
         duration(ms),
+        estimate,
         visible(detail)
     );
 }

@@ -1,4 +1,6 @@
-//! `shareq submit --share S [options] -- CMD...`: queue a job and print its id.
+//! `shareq submit --share S [options] -- CMD...`: queue a job and print its id; with
+//! `--predict`, say what it would do now (the real scheduler on a copy of the live state,
+//! SPEC §11) and submit nothing.
 
 use super::request;
 use crate::model::{Command, JobSpec, RetryStrategy};
@@ -41,6 +43,14 @@ pub struct SubmitArgs {
     pub cwd: Option<PathBuf>,
     #[arg(long)]
     pub state: Option<PathBuf>,
+    /// Submit nothing: print what the job would do now (start, borrow, preempt, wait, or
+    /// be rejected) and its estimated start, as the scheduler decides on a copy of its
+    /// state. `--json` prints the prediction as JSON.
+    #[arg(long)]
+    pub predict: bool,
+    /// With `--predict`: JSON output.
+    #[arg(long, requires = "predict")]
+    pub json: bool,
     /// The command: several words run as an argv list; a single word runs with `sh -c`.
     #[arg(last = true, required = true, num_args = 1..)]
     pub command: Vec<String>,
@@ -140,6 +150,9 @@ pub fn submit(args: &SubmitArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.predict {
+        return predict(args, spec);
+    }
     match submit_with_retries(args.state.as_deref(), &Request::Submit { job: spec }) {
         Ok(r) if r.ok => {
             if let Some(id) = r.id {
@@ -159,4 +172,39 @@ pub fn submit(args: &SubmitArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `--predict`: ask, print, submit nothing. Exit 0 whatever the verdict (1 when the
+/// scheduler cannot be asked).
+fn predict(args: &SubmitArgs, spec: JobSpec) -> ExitCode {
+    let p = match request(args.state.as_deref(), &Request::Predict { job: spec }) {
+        Ok(crate::server::Response {
+            ok: true,
+            prediction: Some(p),
+            ..
+        }) => p,
+        Ok(r) => {
+            eprintln!("shareq submit --predict: {}", r.error.unwrap_or_default());
+            return ExitCode::from(1);
+        }
+        Err(e) => {
+            eprintln!("shareq submit --predict: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if args.json {
+        match serde_json::to_string_pretty(&p) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("shareq submit --predict: {e}");
+                return ExitCode::from(1);
+            }
+        }
+        return ExitCode::SUCCESS;
+    }
+    println!("{}: {}", p.verdict.label(), crate::visible::visible(&p.why));
+    if let Some(e) = p.estimate() {
+        println!("start (estimate): {}", e.label(p.at));
+    }
+    ExitCode::SUCCESS
 }

@@ -51,6 +51,12 @@ pub enum Input {
     /// snapshot receiver shows every input sent before this one. (Without it, snapshots
     /// follow changes within ~20 ms.)
     Sync { reply: oneshot::Sender<()> },
+    /// What this submission would do now, decided by the real scheduler on a copy of the
+    /// live state (the console's submit form).
+    Predict {
+        spec: JobSpec,
+        reply: oneshot::Sender<crate::forecast::Prediction>,
+    },
     /// Every job the runtime remembers, finished ones included.
     AllJobs {
         reply: oneshot::Sender<Vec<JobView>>,
@@ -97,6 +103,12 @@ pub(crate) enum ExecKind {
     },
     /// The state directory was deleted or replaced (`server::state_watch`): stop.
     StateLost(String),
+    /// A forecast of the queue's starts, made off the runtime task (`server::forecasts`),
+    /// with the typical runtimes it read from the history, if it read them.
+    Estimated {
+        estimates: std::sync::Arc<crate::forecast::Estimates>,
+        runtimes: Option<std::sync::Arc<crate::forecast::Runtimes>>,
+    },
     /// Telemetry saw a GPU vanish or fail (unit, device index, what it saw).
     DeviceLost {
         unit: String,

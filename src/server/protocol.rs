@@ -51,6 +51,11 @@ pub enum Request {
     /// changed since the version sent before (the whole picture again when the client
     /// fell too far behind), until either side closes.
     Subscribe,
+    /// What this job would do if submitted now (SPEC §11), decided by the real scheduler
+    /// on a copy of the live state; nothing is submitted.
+    Predict {
+        job: JobSpec,
+    },
 }
 
 fn audit_limit() -> usize {
@@ -126,6 +131,8 @@ pub struct Response {
     pub log: Option<LogChunk>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<Vec<super::audit::AuditEntry>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<crate::forecast::Prediction>,
 }
 
 impl Response {

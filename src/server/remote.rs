@@ -321,6 +321,15 @@ async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
                 }
                 return;
             }
+            Input::Predict { spec, reply } => {
+                if let Ok(Response {
+                    prediction: Some(p),
+                    ..
+                }) = link.call(&Request::Predict { job: spec }).await
+                {
+                    let _ = reply.send(p);
+                }
+            }
             Input::Config(_) | Input::Exec(_) => {}
         }
     }

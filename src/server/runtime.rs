@@ -161,6 +161,8 @@ impl RuntimeHandle {
             tokens: Default::default(),
             halted: None,
             lost_devices: Default::default(),
+            forecasts: super::forecasts::Forecasts::new(None),
+            predictions: Vec::new(),
         };
         if let Some(d) = durable {
             let (sched, exec, timers) = (&mut rt.sched, &mut rt.exec, &mut rt.timers);
@@ -193,7 +195,9 @@ impl RuntimeHandle {
                 config_hash: d.config_hash,
             });
             rt.timers.set(Timer::Prune, PRUNE_EVERY);
+            rt.forecasts = super::forecasts::Forecasts::new(Some(rt.opts.state.root().into()));
         }
+        rt.timers.set(Timer::Forecast, Duration::from_millis(500));
         rt.picture.rebuild(&rt.sched);
         rt.archive_finished();
         rt.publish(now);
@@ -346,6 +350,10 @@ struct Runtime {
     /// GPUs telemetry found lost: never handed out again by this runtime, whatever the
     /// config says.
     lost_devices: std::collections::BTreeSet<(String, u32)>,
+    /// Start estimates and predictions, run off this task.
+    forecasts: super::forecasts::Forecasts,
+    /// Predictions asked for in this batch: made after its pass, on the state it left.
+    predictions: Vec<(JobSpec, oneshot::Sender<crate::forecast::Prediction>)>,
 }
 
 /// Snapshots are published at most this often while inputs pour in (a reader that must
@@ -390,6 +398,9 @@ impl Runtime {
             turn.changed |= !events.is_empty();
             self.exec
                 .carry_out(&self.sched, &mut self.timers, events, now);
+            for (spec, reply) in std::mem::take(&mut self.predictions) {
+                self.forecasts.predict(&self.sched, spec, now, reply);
+            }
             self.archive_finished();
             self.publish_if_due(&turn, now);
             turn.answer();
@@ -634,6 +645,14 @@ impl Runtime {
             // The turn publishes what the rate limit held back.
             Timer::Flush => Outcome::Nothing,
             Timer::ProtectionEnd => Outcome::Reschedule,
+            Timer::Forecast => {
+                let tx = self.exec.inputs();
+                self.forecasts
+                    .start_estimate(&self.sched, now, &self.finished, &tx);
+                self.timers
+                    .set(Timer::Forecast, self.forecasts.next_after());
+                Outcome::Nothing
+            }
             Timer::Prune => {
                 self.timers.set(Timer::Prune, PRUNE_EVERY);
                 if let Some(p) = &mut self.persist {
@@ -738,6 +757,10 @@ impl Runtime {
                 Outcome::Reschedule
             }
             Input::Exec(ExecReport(kind)) => self.exec_report(kind, now),
+            Input::Predict { spec, reply } => {
+                self.predictions.push((spec, reply));
+                Outcome::Nothing
+            }
             Input::AllJobs { .. } | Input::Shutdown { .. } | Input::Sync { .. } => Outcome::Nothing,
         }
     }
@@ -897,6 +920,14 @@ impl Runtime {
                 self.sched.device_lost(&unit, device, now);
                 self.picture.touch_all();
                 Outcome::Reschedule
+            }
+            ExecKind::Estimated {
+                estimates,
+                runtimes,
+            } => {
+                self.forecasts.estimated(&estimates, runtimes);
+                self.picture.set_estimates(estimates);
+                Outcome::Redraw
             }
             // Handled in `handle`.
             ExecKind::Reloaded { .. } | ExecKind::StateLost(_) => Outcome::Nothing,

@@ -407,6 +407,27 @@ fn dispatch(
             })
         }
         Request::Subscribe => ready(Response::error("subscribe: send it as the first request")),
+        Request::Predict { job } => {
+            let (tx, rx) = oneshot::channel();
+            if inputs
+                .send(Input::Predict {
+                    spec: job,
+                    reply: tx,
+                })
+                .is_err()
+            {
+                return ready(gone());
+            }
+            Box::pin(async move {
+                match rx.await {
+                    Ok(p) => Response {
+                        prediction: Some(p),
+                        ..Response::ok()
+                    },
+                    Err(_) => gone(),
+                }
+            })
+        }
         Request::Log {
             id,
             attempt,
@@ -492,7 +513,7 @@ fn jobs_answer(snap: &Snapshot, finished: Vec<crate::snapshot::JobView>) -> Jobs
             .queue
             .iter()
             .filter(live)
-            .map(|j| snap.resolved(j))
+            .map(|j| snap.queued_row(j))
             .collect(),
         running: snap.running.iter().filter(live).cloned().collect(),
         finished,

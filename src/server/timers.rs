@@ -23,6 +23,8 @@ pub(crate) enum Timer {
     Prune,
     /// The next end of a minimum-runtime protection: a pass runs then (SPEC §11).
     ProtectionEnd,
+    /// Estimate the queue's start times again (SPEC §11, `server::forecasts`).
+    Forecast,
 }
 
 impl Timer {
@@ -32,7 +34,7 @@ impl Timer {
             Timer::Grace { job, attempt }
             | Timer::Timeout { job, attempt }
             | Timer::Probe { job, attempt } => Some((job, attempt)),
-            Timer::Flush | Timer::Prune | Timer::ProtectionEnd => None,
+            Timer::Flush | Timer::Prune | Timer::ProtectionEnd | Timer::Forecast => None,
         }
     }
 }

@@ -95,6 +95,9 @@ pub struct Delta {
     /// Who may do what (SPEC §9); small, so always sent.
     #[serde(default)]
     pub access: Arc<crate::server::auth::Access>,
+    /// Only when a new forecast came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimates: Option<Arc<crate::forecast::Estimates>>,
 }
 
 impl Snapshot {
@@ -121,6 +124,8 @@ impl Snapshot {
                 grace_period_seconds: self.grace_period_seconds,
                 queue,
                 access: self.access.clone(),
+                estimates: (!Arc::ptr_eq(&self.estimates, &b.estimates))
+                    .then(|| self.estimates.clone()),
             })
         });
         match delta {
@@ -164,6 +169,9 @@ impl Snapshot {
         }
         self.grace_period_seconds = d.grace_period_seconds;
         self.access = d.access;
+        if let Some(e) = d.estimates {
+            self.estimates = e;
+        }
         Ok(())
     }
 }

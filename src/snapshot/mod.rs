@@ -116,6 +116,22 @@ pub struct JobView {
     /// Who submitted it (SPEC §9); `None` only for jobs stored before shareq knew.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitter: Option<Arc<Submitter>>,
+    /// Queued jobs in a `jobs` answer: the forecast's estimated start (ms; SPEC §11),
+    /// absent when none is estimated (see `estimateNote`).
+    #[serde(
+        rename = "estimatedStart",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub estimated_start: Option<i64>,
+    /// Queued jobs in a `jobs` answer: `estimate` (a start was estimated), `not within 7d`
+    /// or `not estimated yet`.
+    #[serde(
+        rename = "estimateNote",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub estimate_note: Option<String>,
 }
 
 /// One line of the preemption log (SPEC §4.4 item 4).
@@ -194,6 +210,9 @@ pub struct Snapshot {
     /// Who may do what (SPEC §9), so that a console can refuse before it asks.
     #[serde(default)]
     pub access: Arc<Access>,
+    /// The latest start estimates of the queue (SPEC §11), computed in the background.
+    #[serde(default)]
+    pub estimates: Arc<crate::forecast::Estimates>,
     /// What changed in the queue in the last versions (for deltas to subscribers).
     #[serde(skip)]
     pub changes: ChangeLog,
@@ -221,9 +240,15 @@ impl Snapshot {
             preemptions: Arc::default(),
             grace_period_seconds: 30,
             access: Arc::default(),
+            estimates: Arc::default(),
             changes: ChangeLog::default(),
             link_down_since: None,
         }
+    }
+
+    /// What the latest forecast says about a queued job.
+    pub fn estimate(&self, id: JobId) -> crate::forecast::Estimate {
+        self.estimates.of(id)
     }
 
     /// Why a job waits (queued rows) or what it does.
@@ -247,9 +272,30 @@ impl Snapshot {
         v
     }
 
+    /// A queued row as answers carry it: its reason written out and the forecast's
+    /// estimate of its start (`estimatedStart`, `estimateNote`).
+    pub fn queued_row(&self, j: &JobView) -> JobView {
+        use crate::forecast::Estimate;
+        let mut v = self.resolved(j);
+        let (start, note) = match self.estimate(j.id) {
+            Estimate::At(t) => (Some(t), "estimate".to_string()),
+            Estimate::NotWithin(end) => (
+                None,
+                format!(
+                    "not within {}",
+                    crate::duration::short(end - self.estimates.computed_at)
+                ),
+            ),
+            Estimate::NotYet => (None, "not estimated yet".to_string()),
+        };
+        v.estimated_start = start;
+        v.estimate_note = Some(note);
+        v
+    }
+
     /// The queue with every reason written out (O(queue); for `jobs`, off the runtime).
     pub fn queue_views(&self) -> Vec<JobView> {
-        self.queue.iter().map(|j| self.resolved(j)).collect()
+        self.queue.iter().map(|j| self.queued_row(j)).collect()
     }
 
     /// Build the whole picture from the live scheduler. `telemetry` is keyed by (unit,
@@ -372,6 +418,8 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         preempted_count: j.preempted_count,
         nominated: j.is_nominated(),
         submitter: j.spec.submitter.clone(),
+        estimated_start: None,
+        estimate_note: None,
     }
 }
 

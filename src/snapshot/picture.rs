@@ -53,6 +53,7 @@ pub struct Picture {
     log: ChangeLog,
     finished: Arc<Vec<JobView>>,
     preemptions: Arc<Vec<PreemptionRecord>>,
+    estimates: Arc<crate::forecast::Estimates>,
 }
 
 impl Picture {
@@ -103,6 +104,11 @@ impl Picture {
 
     pub fn set_preemptions(&mut self, preemptions: Arc<Vec<PreemptionRecord>>) {
         self.preemptions = preemptions;
+    }
+
+    /// The start estimates of the latest forecast (published with the next snapshot).
+    pub fn set_estimates(&mut self, estimates: Arc<crate::forecast::Estimates>) {
+        self.estimates = estimates;
     }
 
     pub fn version(&self) -> u64 {
@@ -294,6 +300,7 @@ impl Picture {
             preemptions: self.preemptions.clone(),
             grace_period_seconds: sched.grace_period_seconds(),
             changes: self.log.clone(),
+            estimates: self.estimates.clone(),
             link_down_since: None,
             // The rules are the runtime's: it sets them (`Runtime::publish`).
             access: Arc::default(),

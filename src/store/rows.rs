@@ -118,6 +118,8 @@ impl JobRecord {
             preempted_count: self.preempted_count,
             nominated: false,
             submitter: self.submitter.clone(),
+            estimated_start: None,
+            estimate_note: None,
         }
     }
 }

@@ -218,6 +218,8 @@ mod tests {
             preempted_count: 0,
             nominated: false,
             submitter: None,
+            estimated_start: None,
+            estimate_note: None,
         }
     }
 

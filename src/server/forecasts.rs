@@ -1,0 +1,130 @@
+//! The runtime's forecasts, off the runtime task (SPEC §11): start estimates of the queue,
+//! recomputed in the background at most every few seconds, and the submit form's
+//! predictions. The runtime task only clones its scheduler; the simulation runs on the
+//! blocking pool and its result comes back as an input (`ExecKind::Estimated`) or goes
+//! straight to whoever asked (a prediction).
+
+use super::input::{ExecKind, ExecReport, Input};
+use crate::forecast::{self, Estimates, Prediction, Runtimes};
+use crate::model::JobSpec;
+use crate::sched::{Sched, Time};
+use crate::snapshot::JobView;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+
+/// The shortest interval between two estimates of the queue.
+pub(crate) const ESTIMATE_EVERY: Duration = Duration::from_secs(5);
+/// A forecast may use at most this share of one core: the next waits `took × 1/share`.
+const MAX_CPU_SHARE: u32 = 10;
+/// How often the typical runtimes are read again from the history.
+const RUNTIMES_EVERY: Duration = Duration::from_secs(60);
+
+/// What the runtime keeps for its forecasts.
+#[derive(Debug)]
+pub(crate) struct Forecasts {
+    /// The state directory whose history gives typical runtimes (`None`: memory only,
+    /// the runtime's own finished jobs do).
+    state: Option<PathBuf>,
+    runtimes: Arc<Runtimes>,
+    runtimes_read: Option<Instant>,
+    in_flight: bool,
+    /// The published estimates are not empty (so an empty queue clears them once).
+    shown: bool,
+    /// How long the last one took (ms).
+    took_ms: u64,
+}
+
+impl Forecasts {
+    pub(crate) fn new(state: Option<PathBuf>) -> Forecasts {
+        Forecasts {
+            state,
+            runtimes: Arc::default(),
+            runtimes_read: None,
+            in_flight: false,
+            shown: false,
+            took_ms: 0,
+        }
+    }
+
+    /// When the next estimate may start.
+    pub(crate) fn next_after(&self) -> Duration {
+        ESTIMATE_EVERY.max(Duration::from_millis(self.took_ms) * MAX_CPU_SHARE)
+    }
+
+    /// The estimate timer fired: start one on a copy of `sched` unless one runs already
+    /// or there is nothing to estimate.
+    pub(crate) fn start_estimate(
+        &mut self,
+        sched: &Sched,
+        now: Time,
+        finished: &std::collections::VecDeque<JobView>,
+        tx: &mpsc::UnboundedSender<Input>,
+    ) {
+        if self.in_flight || (sched.queue_len() == 0 && !self.shown) {
+            return;
+        }
+        self.in_flight = true;
+        let t0 = Instant::now();
+        let copy = sched.clone();
+        let clone_ms = t0.elapsed().as_millis() as u64;
+        let refresh = self
+            .runtimes_read
+            .is_none_or(|t| t.elapsed() >= RUNTIMES_EVERY);
+        if refresh && self.state.is_none() {
+            self.runtimes = Arc::new(from_finished(finished));
+            self.runtimes_read = Some(Instant::now());
+        }
+        let state = self.state.clone().filter(|_| refresh);
+        let runtimes = self.runtimes.clone();
+        let tx = tx.clone();
+        tokio::task::spawn_blocking(move || {
+            let learned = state.map(|s| Arc::new(Runtimes::from_state(&s)));
+            let r = learned.as_ref().unwrap_or(&runtimes);
+            let mut est = forecast::estimate(copy, now, r);
+            est.took_ms += clone_ms;
+            let report = ExecKind::Estimated {
+                estimates: Arc::new(est),
+                runtimes: learned,
+            };
+            let _ = tx.send(Input::Exec(ExecReport(report)));
+        });
+    }
+
+    /// An estimate came back: the runtime publishes it.
+    pub(crate) fn estimated(&mut self, est: &Estimates, runtimes: Option<Arc<Runtimes>>) {
+        self.in_flight = false;
+        self.shown = !est.starts.is_empty();
+        self.took_ms = est.took_ms;
+        if let Some(r) = runtimes {
+            self.runtimes = r;
+            self.runtimes_read = Some(Instant::now());
+        }
+    }
+
+    /// Predict a submission on a copy of `sched`; the answer goes to `reply`.
+    pub(crate) fn predict(
+        &self,
+        sched: &Sched,
+        spec: JobSpec,
+        now: Time,
+        reply: oneshot::Sender<Prediction>,
+    ) {
+        let copy = sched.clone();
+        let runtimes = self.runtimes.clone();
+        tokio::task::spawn_blocking(move || {
+            let _ = reply.send(forecast::predict(copy, spec, now, &runtimes));
+        });
+    }
+}
+
+/// Typical runtimes from the finished jobs a runtime without a store remembers.
+fn from_finished(finished: &std::collections::VecDeque<JobView>) -> Runtimes {
+    Runtimes::from_samples(
+        finished
+            .iter()
+            .filter(|j| j.state == crate::model::JobState::Succeeded)
+            .filter_map(|j| Some((j.share.clone(), j.finished? - j.started?))),
+    )
+}
