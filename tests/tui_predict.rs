@@ -1,51 +1,66 @@
-//! The submit form's forecast against snapshots of the real scheduler.
+//! The submit form's prediction comes from the real scheduler on a copy of the state: the
+//! form asks (`Action::Predict`) whenever what it would submit or the picture changes, and
+//! shows the answer for the form as it stands.
 
-use shareq::tui::fixtures::{self, AWS_CONFIG, Driver, NOW};
-use shareq::tui::predict::{Verdict, predict};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use shareq::forecast::{self, Verdict};
+use shareq::tui::fixtures::{self, NOW};
+use shareq::tui::input::{on_key, prediction_request};
+use shareq::tui::{Action, App};
 
-#[test]
-fn empty_machine_starts_now_then_borrows_then_waits() {
-    let mut d = Driver::new(AWS_CONFIG, "aws").unwrap();
-    let snap = d.snapshot(NOW, NOW);
-    assert_eq!(predict(&snap, "qs1", None, 1, 0).verdict, Verdict::StartNow);
-    d.submit("a", "qs1", 1, 0, NOW);
-    let snap = d.snapshot(NOW, NOW);
-    let p = predict(&snap, "qs1", None, 1, 0);
-    assert_eq!(p.verdict, Verdict::Borrow, "{p:?}");
-    assert!(p.why.contains("qs2"), "names the lender: {}", p.why);
-    d.submit("b", "qs1", 1, 0, NOW);
-    let snap = d.snapshot(NOW, NOW);
-    let p = predict(&snap, "qs1", None, 1, 0);
-    assert_eq!(p.verdict, Verdict::Wait);
-    assert!(p.why.contains("qs3 reserves 1"), "{}", p.why);
-    // qs2 within its guarantee, its GPU lent out: a reclaim.
-    let p = predict(&snap, "qs2", None, 1, 0);
-    assert_eq!(p.verdict, Verdict::Preempt);
-    assert!(
-        p.why.contains("CROSS_SHARE_RECLAIM") && p.why.contains("qs1"),
-        "{}",
-        p.why
-    );
-    // LEND cannot borrow beyond its limit.
-    let p = predict(&snap, "qs3", None, 1, 0);
-    assert_eq!(p.verdict, Verdict::StartNow);
+fn key(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+}
+
+/// Answer the form's request as the runtime would: predict on a copy of the lab's
+/// scheduler.
+fn answer(app: &mut App) -> Option<forecast::Prediction> {
+    let Some(Action::Predict { key, spec }) = prediction_request(app) else {
+        return None;
+    };
+    let d = fixtures::lab_driver();
+    let p = forecast::predict(d.sched.clone(), *spec, NOW, &fixtures::lab_runtimes());
+    app.prediction = Some((key, p.clone()));
+    Some(p)
 }
 
 #[test]
-fn in_share_priority_and_impossible_requests() {
-    let snap = fixtures::aws();
-    // qs1 holds j3 (prio 3) on its guarantee; prio 9 preempts inside qs1.
-    let p = predict(&snap, "qs1", None, 1, 9);
-    assert_eq!(p.verdict, Verdict::Preempt, "{p:?}");
-    assert!(p.why.contains("IN_SHARE_PRIORITY"));
-    let p = predict(&snap, "qs1", None, 3, 0);
-    assert_eq!(p.verdict, Verdict::Reject);
-    assert_eq!(
-        p.why,
-        "QUOTA_MANAGEMENT_LIMIT_EXCEEDED: needs 3, qs1 may hold at most 2"
+fn the_form_asks_once_per_change_and_shows_the_answer() {
+    let mut app = fixtures::app(fixtures::lab());
+    assert!(
+        prediction_request(&mut app).is_none(),
+        "no form, no question"
     );
-    let p = predict(&snap, "qs3", None, 2, 0);
-    assert_eq!(p.verdict, Verdict::Reject);
-    assert_eq!(predict(&snap, "nope", None, 1, 0).verdict, Verdict::Reject);
-    assert_eq!(predict(&snap, "qs1", None, 0, 0).verdict, Verdict::Reject);
+    on_key(&mut app, key('s'));
+    let first = answer(&mut app).expect("opening the form asks");
+    assert!(prediction_request(&mut app).is_none(), "asked already");
+    // vision (the selected job's share) borrows nothing more: the core says it waits.
+    assert_eq!(first.verdict, Verdict::Wait, "{first:?}");
+    let text = fixtures::render_text(&mut app, 100, 30);
+    assert!(text.contains("⇒ waits"), "{text}");
+    // Typing a name does not change the decision: no new question.
+    on_key(&mut app, KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
+    on_key(&mut app, KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
+    on_key(&mut app, KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
+    on_key(&mut app, key('x'));
+    assert!(prediction_request(&mut app).is_none());
+    // A priority of 99 changes it: asked again; until the answer, the old one is not shown.
+    on_key(
+        &mut app,
+        KeyEvent::new(KeyCode::BackTab, KeyModifiers::NONE),
+    );
+    on_key(
+        &mut app,
+        KeyEvent::new(KeyCode::Backspace, KeyModifiers::NONE),
+    );
+    for c in "99".chars() {
+        on_key(&mut app, key(c));
+    }
+    let text = fixtures::render_text(&mut app, 100, 30);
+    assert!(text.contains("asking the scheduler"), "{text}");
+    let p = answer(&mut app).expect("a changed priority asks again");
+    assert_eq!(p.verdict, Verdict::Preempt, "in-share priority: {p:?}");
+    assert!(p.why.contains("IN_SHARE_PRIORITY"), "{}", p.why);
+    let text = fixtures::render_text(&mut app, 100, 30);
+    assert!(text.contains("starts after a preemption"), "{text}");
 }

@@ -65,6 +65,15 @@ fn lab_with(keys: &[KeyEvent]) -> App {
     for k in keys {
         on_key(&mut app, *k);
     }
+    // The submit form's question, answered as the runtime would: the real scheduler on a
+    // copy of the lab's state.
+    if let Some(shareq::tui::Action::Predict { key, spec }) =
+        shareq::tui::input::prediction_request(&mut app)
+    {
+        let d = fixtures::lab_driver();
+        let r = fixtures::lab_runtimes();
+        app.prediction = Some((key, shareq::forecast::predict(d.sched, *spec, NOW, &r)));
+    }
     app
 }
 

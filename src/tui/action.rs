@@ -16,6 +16,9 @@ pub enum Action {
     Cancel(JobId),
     /// Set a job's `schedulingPriority` (`p` prompt, `+`/`-` bumps).
     SetPriority(JobId, u32),
+    /// What would this submission do now? Asked by the submit form as it changes; the
+    /// answer (the real scheduler on a copy of the live state) comes back tagged `key`.
+    Predict { key: String, spec: Box<JobSpec> },
     /// Re-read the config directory now (`r`).
     Reload,
     /// Leave the console and end the session. `stop_jobs`: stop every running job first

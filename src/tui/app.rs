@@ -150,6 +150,11 @@ pub struct App {
     /// Priorities asked for with `+`/`-` that the snapshot may not show yet: the next press
     /// builds on them, so quick presses are never lost to a lagging display.
     pub pending_priority: std::collections::HashMap<crate::model::JobId, PendingPriority>,
+    /// The submit form's latest prediction, with the form key it answers
+    /// ([`crate::tui::popups::submit::SubmitForm::probe_key`]).
+    pub prediction: Option<(String, crate::forecast::Prediction)>,
+    /// The form key and snapshot version the last prediction was asked for.
+    pub predict_asked: Option<(String, u64)>,
 }
 
 /// A priority change sent but perhaps not yet shown.
@@ -207,6 +212,8 @@ impl App {
             log_lines: Vec::new(),
             exit: false,
             caller: None,
+            prediction: None,
+            predict_asked: None,
         }
     }
 

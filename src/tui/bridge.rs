@@ -15,6 +15,8 @@ use tokio::sync::{mpsc, oneshot};
 pub struct Notice {
     pub text: String,
     pub error: bool,
+    /// A prediction for the submit form (the form key it answers), instead of a line.
+    pub prediction: Option<Box<(String, crate::forecast::Prediction)>>,
 }
 
 /// The receiving end of notices, in a form [`super::ConsoleOptions`] can carry (it is
@@ -47,7 +49,11 @@ pub enum Exit {
 }
 
 fn notice(notices: &mpsc::UnboundedSender<Notice>, text: String, error: bool) {
-    let _ = notices.send(Notice { text, error });
+    let _ = notices.send(Notice {
+        text,
+        error,
+        prediction: None,
+    });
 }
 
 /// Forward the console's actions to the runtime until the console quits or detaches.
@@ -91,6 +97,24 @@ pub async fn forward(
                         }
                         Ok(Err(e)) => notice(&n, format!("{name} refused: {e}"), true),
                         Err(_) => {}
+                    }
+                });
+                sent
+            }
+            Action::Predict { key, mut spec } => {
+                spec.submitter = Some(submitter.clone());
+                let (tx, rx) = oneshot::channel();
+                let sent = inputs.send(Input::Predict {
+                    spec: *spec,
+                    reply: tx,
+                });
+                tokio::spawn(async move {
+                    if let Ok(p) = rx.await {
+                        let _ = n.send(Notice {
+                            text: String::new(),
+                            error: false,
+                            prediction: Some(Box::new((key, p))),
+                        });
                     }
                 });
                 sent
@@ -226,7 +250,8 @@ mod tests {
             next().await,
             Notice {
                 text: "job 7 a submitted".into(),
-                error: false
+                error: false,
+                prediction: None,
             }
         );
         act_tx

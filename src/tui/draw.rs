@@ -136,7 +136,15 @@ pub fn draw(f: &mut Frame, app: &mut App) {
     match &app.mode {
         Mode::Normal | Mode::Filter { .. } => {}
         Mode::Help => help::render(f, area, t),
-        Mode::Submit(form) => submit::render(f, area, form, &app.snap, t),
+        Mode::Submit(form) => {
+            let key = form.probe_key();
+            let pred = app
+                .prediction
+                .as_ref()
+                .filter(|(k, _)| *k == key)
+                .map(|(_, p)| p);
+            submit::render(f, area, form, &app.snap, pred, t)
+        }
         Mode::ConfirmCancel { question, .. } => confirm::render_cancel(f, area, question, t),
         Mode::Priority { job, name, input } => {
             let ok = input

@@ -282,6 +282,37 @@ pub fn reloaded() -> Snapshot {
 /// A busy 8-GPU lab: borrowing, a reserve held idle, a long queue with varied reasons,
 /// finished preemptions in the log (one fresh) and NVML figures on some devices.
 pub fn lab() -> Snapshot {
+    let mut d = lab_driver();
+    let mut snap = d.snapshot(NOW, NOW - 206_000);
+    // The queue's start estimates, as the runtime's background forecast makes them.
+    snap.estimates = Arc::new(crate::forecast::estimate(
+        d.sched.clone(),
+        NOW,
+        &lab_runtimes(),
+    ));
+    // One preemption a moment ago, to show the fresh highlight.
+    if let Some(first) = Arc::make_mut(&mut snap.preemptions).first_mut() {
+        first.at = NOW - 2_000;
+    }
+    snap
+}
+
+/// Typical runtimes for the lab's teams (what its history would say).
+pub fn lab_runtimes() -> crate::forecast::Runtimes {
+    crate::forecast::Runtimes::from_samples(
+        [
+            ("vision", [20, 45, 90, 240]),
+            ("nlp", [60, 120, 180, 480]),
+            ("infra", [5, 10, 30, 120]),
+            ("robotics", [15, 30, 60, 90]),
+        ]
+        .into_iter()
+        .flat_map(|(s, mins)| mins.map(|m| (s.to_string(), m * 60_000))),
+    )
+}
+
+/// The scheduler behind [`lab`] (for predictions made on a copy of it).
+pub fn lab_driver() -> Driver {
     let t0 = NOW - 3_600_000;
     let mut d = Driver::new(LAB_CONFIG, "sample-configs/lab-8gpu").expect("fixture config");
     let train = d.submit("train-resnet", "vision", 2, 10, t0);
@@ -317,12 +348,7 @@ pub fn lab() -> Snapshot {
             },
         );
     }
-    let mut snap = d.snapshot(NOW, NOW - 206_000);
-    // One preemption a moment ago, to show the fresh highlight.
-    if let Some(first) = Arc::make_mut(&mut snap.preemptions).first_mut() {
-        first.at = NOW - 2_000;
-    }
-    snap
+    d
 }
 
 /// `base` with its queue grown to `n` jobs (copies with new ids, names and wait times),

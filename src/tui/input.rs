@@ -468,3 +468,22 @@ pub fn on_mouse(app: &mut App, ev: MouseEvent) {
         _ => {}
     }
 }
+
+/// The submit form asks for a prediction when what it would submit changed, or the
+/// picture did (at most once per snapshot version and form key).
+pub fn prediction_request(app: &mut App) -> Option<Action> {
+    let Mode::Submit(form) = &app.mode else {
+        return None;
+    };
+    let key = form.probe_key();
+    let asked = (key.clone(), app.snap.version);
+    if app.predict_asked.as_ref() == Some(&asked) {
+        return None;
+    }
+    let spec = form.probe(&app.snap)?;
+    app.predict_asked = Some(asked);
+    Some(Action::Predict {
+        key,
+        spec: Box::new(spec),
+    })
+}

@@ -4,8 +4,9 @@
 //! - [`action`]: what the console asks of the runtime.
 //! - [`app`]: console state; [`input`]: keys and mouse → state and actions.
 //! - [`draw`]: layout; [`panes`]: one file per pane; [`popups`]: overlays.
-//! - [`theme`]: colour themes; [`filter`]: `/` and `o`; [`predict`]: the submit form's
-//!   forecast; [`logs`]: the `l` log tail; [`terminal`]: raw mode and its restoration.
+//! - [`theme`]: colour themes; [`filter`]: `/` and `o`; [`logs`]: the `l` log tail;
+//!   [`terminal`]: raw mode and its restoration. The submit form's prediction comes from
+//!   the runtime (`crate::forecast::predict`, the real scheduler on a copy).
 //! - [`bridge`]: actions → runtime inputs, answers → footer notices.
 //! - [`demo`]: the load generator behind `shareq demo`; [`fixtures`]: sample snapshots
 //!   built with the real scheduler, for tests, benches and screen captures.
@@ -21,7 +22,6 @@ pub mod input;
 pub mod logs;
 pub mod panes;
 pub mod popups;
-pub mod predict;
 pub mod terminal;
 pub mod text;
 pub mod theme;
@@ -226,6 +226,10 @@ where
                 dirty = true;
             }
             n = next_notice(&mut notices) => match n {
+                Some(bridge::Notice { prediction: Some(p), .. }) => {
+                    app.prediction = Some(*p);
+                    dirty = true;
+                }
                 Some(n) => {
                     app.now = now_ms();
                     app.say(n.text, n.error);
@@ -241,6 +245,9 @@ where
         }
         if app.exit {
             return Ok(());
+        }
+        if let Some(ask) = input::prediction_request(app) {
+            send(app, actions, ask).await;
         }
     }
 }

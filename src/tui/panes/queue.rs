@@ -1,5 +1,7 @@
 //! Queue: pending jobs in scheduling order (or the `o` sort), each with why it waits.
 //! Only the visible window's rows are built, so 100,000 queued jobs cost a screenful.
+//! The `est.start` column is the background forecast's estimate (SPEC §11): `~3m12s`
+//! from now (the tilde marks an estimate), `>7d` beyond its horizon, `?` not yet.
 
 use super::{USER_W, block, header_line, position, row_style, user, window};
 use crate::tui::app::{App, Pane};
@@ -41,10 +43,12 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
     let name_w = if w >= 120 { 20 } else { 14 };
     let share_w = 8;
     let user_w = USER_W;
-    let fixed = id_w + 1 + name_w + 1 + user_w + 1 + share_w + 1 + 4 + 1 + 4 + 1 + 7 + 2;
+    let est_w = 9;
+    let fixed =
+        id_w + 1 + name_w + 1 + user_w + 1 + share_w + 1 + 4 + 1 + 4 + 1 + 7 + 1 + est_w + 2;
     let reason_w = w.saturating_sub(fixed);
     let head = format!(
-        "{} {} {} {} {} {} {}  {}",
+        "{} {} {} {} {} {} {} {}  {}",
         rpad("id", id_w),
         pad("name", name_w),
         pad("user", user_w),
@@ -52,6 +56,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
         rpad("prio", 4),
         rpad("gpus", 4),
         rpad("waiting", 7),
+        rpad("est.start", est_w),
         "why",
     );
     let rows = inner.height.saturating_sub(1);
@@ -89,6 +94,8 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
             Span::styled(rpad(&j.quantity.to_string(), 4), t.text()),
             Span::raw(" "),
             Span::styled(rpad(&duration(app.now - j.submitted), 7), t.text()),
+            Span::raw(" "),
+            Span::styled(rpad(&estimate(app, j.id), est_w), t.dimmed()),
             Span::raw("  "),
             Span::styled(fit(reason, reason_w), reason_style),
         ];
@@ -103,4 +110,14 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
         lines.push(Line::styled(msg, t.dimmed()));
     }
     f.render_widget(Paragraph::new(lines), inner);
+}
+
+/// A queued job's estimated start, short: `~3m12s`, `~now`, `>7d`, `?`.
+fn estimate(app: &App, id: crate::model::JobId) -> String {
+    use crate::forecast::Estimate;
+    match app.snap.estimate(id) {
+        Estimate::At(t) if t <= app.now => "~now".to_string(),
+        Estimate::At(t) => format!("~{}", duration(t - app.now)),
+        e => e.label(app.now),
+    }
 }

@@ -2,10 +2,10 @@
 //! with a prediction of what the scheduler will do (start now, borrow, preempt, wait).
 
 use super::{centered, frame_block};
+use crate::forecast::{Prediction, Verdict};
 use crate::model::{Command, JobSpec, MAX_PRIORITY};
 use crate::snapshot::Snapshot;
 use crate::tui::app::LineInput;
-use crate::tui::predict::{Verdict, predict};
 use crate::tui::theme::Theme;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Frame;
@@ -162,6 +162,39 @@ impl SubmitForm {
         Some(spec)
     }
 
+    /// What the prediction is about: share, GPUs and priority as typed.
+    pub fn probe_key(&self) -> String {
+        format!(
+            "{}\u{1f}{}\u{1f}{}",
+            self.share.text.trim(),
+            self.gpus.text.trim(),
+            self.priority.text.trim()
+        )
+    }
+
+    /// The job to predict: the form's share, GPUs and priority (name and command do not
+    /// change what the scheduler decides). `None` while a number does not parse.
+    pub fn probe(&self, snap: &Snapshot) -> Option<JobSpec> {
+        let name = match self.name.text.trim() {
+            "" => "job",
+            n => n,
+        };
+        let mut spec = JobSpec::new(
+            name,
+            self.share.text.trim(),
+            self.gpus.text.trim().parse().ok()?,
+            self.priority.text.trim().parse().ok()?,
+        );
+        if snap.units.len() > 1 {
+            spec.capacity_unit = snap
+                .shares
+                .iter()
+                .find(|s| s.name == spec.quota_share_name)
+                .map(|s| s.unit.clone());
+        }
+        Some(spec)
+    }
+
     fn move_field(&mut self, delta: isize) {
         let i = FIELDS.iter().position(|f| *f == self.field).unwrap_or(0) as isize;
         let n = FIELDS.len() as isize;
@@ -230,7 +263,16 @@ fn bump(input: &mut LineInput, delta: i64) {
     input.text = (v + delta).clamp(0, i64::from(MAX_PRIORITY)).to_string();
 }
 
-pub fn render(f: &mut Frame, area: Rect, form: &SubmitForm, snap: &Snapshot, theme: &Theme) {
+/// Draw the form; `prediction` is the runtime's answer for the form as it stands (`None`
+/// while it is being asked).
+pub fn render(
+    f: &mut Frame,
+    area: Rect,
+    form: &SubmitForm,
+    snap: &Snapshot,
+    prediction: Option<&Prediction>,
+    theme: &Theme,
+) {
     let r = centered(area, 72, 12);
     f.render_widget(Clear, r);
     let block = frame_block(" Submit a job ", theme);
@@ -262,20 +304,32 @@ pub fn render(f: &mut Frame, area: Rect, form: &SubmitForm, snap: &Snapshot, the
         lines.push(Line::from(spans));
     }
     lines.push(Line::default());
-    let gpus = form.gpus.text.trim().parse::<u32>().unwrap_or(0);
-    let prio = form.priority.text.trim().parse::<u32>().unwrap_or(0);
-    let pred = predict(snap, form.share.text.trim(), None, gpus, prio);
-    let style = match pred.verdict {
-        Verdict::StartNow | Verdict::Borrow => Style::new().fg(theme.ok),
-        Verdict::Preempt | Verdict::Wait => theme.warn_style(),
-        Verdict::Reject => theme.error_style(),
-    };
-    lines.push(Line::from(vec![
-        Span::styled("  ⇒ ", style),
-        Span::styled(pred.verdict.label(), style.add_modifier(Modifier::BOLD)),
-        Span::styled(": ", style),
-        Span::styled(pred.why, theme.text()),
-    ]));
+    match prediction {
+        Some(pred) => {
+            let style = match pred.verdict {
+                Verdict::StartNow | Verdict::Borrow => Style::new().fg(theme.ok),
+                Verdict::Preempt | Verdict::Wait => theme.warn_style(),
+                Verdict::Reject => theme.error_style(),
+            };
+            let mut spans = vec![
+                Span::styled("  ⇒ ", style),
+                Span::styled(pred.verdict.label(), style.add_modifier(Modifier::BOLD)),
+            ];
+            if let Some(e) = pred.estimate() {
+                spans.push(Span::styled(
+                    format!(" (start {}, estimate)", e.label(pred.at)),
+                    style,
+                ));
+            }
+            spans.push(Span::styled(": ", style));
+            spans.push(Span::styled(pred.why.clone(), theme.text()));
+            lines.push(Line::from(spans));
+        }
+        None => lines.push(Line::styled(
+            "  ⇒ asking the scheduler what this job would do…",
+            theme.dimmed(),
+        )),
+    }
     lines.push(Line::default());
     lines.push(Line::styled(
         "  tab/↑↓ field  ←/→ share  +/- number  enter submit  esc cancel",
