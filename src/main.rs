@@ -44,7 +44,18 @@ enum Command {
         /// Keep watching and print one line per change: applied, or rejected with errors.
         #[arg(long)]
         watch: bool,
+        /// Also say what applying it would do now to the jobs of this state directory
+        /// (which running jobs would be preempted or become reclaimable, which queued jobs
+        /// would start, become impossible, or wait for a new reason).
+        #[arg(long, value_name = "STATE", conflicts_with = "watch")]
+        against: Option<PathBuf>,
     },
+    /// Replay the real submissions of a window of history under the config in force and
+    /// under a proposed one, and compare them per share.
+    Whatif(shareq::cli::WhatifArgs),
+    /// Write the real submissions of a window of history as a replay trace (CSV), or with
+    /// --out a scenario ready for `shareq replay`.
+    ExportTrace(shareq::cli::ExportTraceArgs),
     /// Run the scheduler headless: jobs from `shareq submit`, on this machine's GPUs.
     Serve(shareq::cli::ServeArgs),
     /// Queue a job and print its id.
@@ -117,7 +128,13 @@ fn main() -> ExitCode {
             check,
             summary,
         } => shareq::cli::replay(&scenario, check, summary),
-        Command::Check { dir, watch } => shareq::cli::check::check(&dir, watch),
+        Command::Check {
+            dir,
+            watch,
+            against,
+        } => shareq::cli::check::check(&dir, watch, against.as_deref()),
+        Command::Whatif(a) => shareq::cli::whatif(&a),
+        Command::ExportTrace(a) => shareq::cli::export_trace(&a),
         Command::Serve(a) => shareq::cli::serve(&a),
         Command::Submit(a) => shareq::cli::submit(&a),
         Command::Cancel(a) => shareq::cli::cancel(&a),

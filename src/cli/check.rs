@@ -1,4 +1,6 @@
-//! `shareq check DIR [--watch]`: validate a config directory and say what it would apply.
+//! `shareq check DIR [--watch] [--against STATE]`: validate a config directory and say
+//! what it would apply; with `--against`, what applying it now would do to the jobs of a
+//! state directory (`forecast::dry_run` on the state its database holds).
 
 use crate::config::{
     ConfigError, ConfigUpdate, LoadedConfig, ValidConfig, Watcher, borrow_cap_text, changes,
@@ -203,7 +205,7 @@ impl WatchLog {
 
 /// Exit 0 and a summary when `dir` is valid, 1 with every error when not. With `watch`,
 /// keep printing one line per change until interrupted.
-pub fn check(dir: &Path, watch: bool) -> ExitCode {
+pub fn check(dir: &Path, watch: bool, against: Option<&Path>) -> ExitCode {
     if watch {
         let mut log = WatchLog::default();
         let on_update = Box::new(move |u: ConfigUpdate| {
@@ -223,7 +225,10 @@ pub fn check(dir: &Path, watch: bool) -> ExitCode {
     match load_dir(dir) {
         Ok(loaded) => {
             print!("{}", report(dir, &loaded));
-            ExitCode::SUCCESS
+            match against {
+                None => ExitCode::SUCCESS,
+                Some(state) => dry_run(&loaded, state),
+            }
         }
         Err(errors) => {
             eprint!(
@@ -236,4 +241,23 @@ pub fn check(dir: &Path, watch: bool) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The `--against STATE` section: what applying `loaded` would do to the jobs now.
+fn dry_run(loaded: &LoadedConfig, state: &Path) -> ExitCode {
+    let (sched, now) = match super::history::live_state(state) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("shareq check --against {}: {e}", state.display());
+            return ExitCode::from(1);
+        }
+    };
+    let cap = super::history::capacity(&loaded.config);
+    let d = crate::forecast::dry_run(sched, &loaded.config, &cap, now);
+    println!(
+        "\nagainst {} (the jobs its database holds now; nothing is changed):",
+        state.display()
+    );
+    print!("{}", d.text());
+    ExitCode::SUCCESS
 }

@@ -151,9 +151,14 @@ pub fn dry_run(
     for id in borrowing(&sched).difference(&borrowing_before) {
         let detail = sched.job(*id).map_or(String::new(), |j| {
             format!(
-                "{} now borrows on {}: the job can be reclaimed",
+                "{} now borrows on {}: the job can be reclaimed{}",
                 sched.share_name(j.share),
-                sched.unit_name(j.unit)
+                sched.unit_name(j.unit),
+                if sched.reclaimed_first(*id) {
+                    " (a reclaim takes it first)"
+                } else {
+                    ""
+                }
             )
         });
         out.reclaimable.push(about(&sched, *id, detail));

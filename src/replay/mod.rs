@@ -2,6 +2,7 @@
 //! simulated clock, `--check` and `--summary`.
 
 mod check;
+pub mod history;
 mod scenario;
 mod sim;
 mod summary;

@@ -176,12 +176,15 @@ impl Stats {
             } else {
                 s.waits.iter().map(|&w| w as f64).sum::<f64>() / s.waits.len() as f64
             };
-            let p95 = if s.waits.is_empty() {
-                0
-            } else {
-                let i = ((s.waits.len() as f64) * 0.95).ceil() as usize;
-                s.waits[i.clamp(1, s.waits.len()) - 1]
+            let pct = |q: f64| {
+                if s.waits.is_empty() {
+                    0
+                } else {
+                    let i = ((s.waits.len() as f64) * q).ceil() as usize;
+                    s.waits[i.clamp(1, s.waits.len()) - 1]
+                }
             };
+            let (p50, p95) = (pct(0.5), pct(0.95));
             shares.insert(
                 name,
                 serde_json::json!({
@@ -192,6 +195,7 @@ impl Stats {
                     "jobs_succeeded": s.succeeded,
                     "jobs_failed": s.failed,
                     "mean_wait": mean,
+                    "p50_wait": p50,
                     "p95_wait": p95,
                     "preemptions": s.preemptions,
                     "max_preemptions_of_one_job": s.max_preemptions_of_one_job,
