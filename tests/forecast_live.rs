@@ -117,3 +117,32 @@ fn predictions_over_the_socket_are_what_then_happens() {
     .to_string();
     assert!(text.starts_with("rejected: "), "{text}");
 }
+
+#[test]
+fn an_applied_config_says_what_it_did_to_the_jobs() {
+    let s = Server::start(&config(2, 1, &share("team", 2, "LEND_AND_BORROW", true)));
+    let a = s.submit(&["--share", "team"], &["sleep 60"]);
+    let b = s.submit(&["--share", "team"], &["sleep 60"]);
+    s.wait_state(a, "RUNNING", 20);
+    s.wait_state(b, "RUNNING", 20);
+    // The share's limit drops to 1: one of its two jobs now runs on borrowed capacity.
+    std::fs::write(
+        s.config.join("config.yaml"),
+        config(2, 1, &share("team", 1, "LEND_AND_BORROW", true)),
+    )
+    .unwrap();
+    let mut status = Value::Null;
+    wait_for(15, "the config's effects", || {
+        let out = s.cli(&["status", "--json"]);
+        status = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        status["shares"][0]["limit"] == 1
+            && status["config"]["effects"].is_string()
+            && status["config"]["effects"] != "no job affected"
+    });
+    assert_eq!(status["config"]["effects"], "2 now reclaimable", "{status}");
+    let text = String::from_utf8_lossy(&s.cli(&["status"]).stdout).to_string();
+    assert!(text.contains("(2 now reclaimable)"), "{text}");
+    // Nothing was stopped by it.
+    assert_eq!(s.state_of(a), "RUNNING");
+    assert_eq!(s.state_of(b), "RUNNING");
+}

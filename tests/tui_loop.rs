@@ -145,6 +145,7 @@ async fn runtime_notices_show_in_the_footer() {
     n_tx.send(Notice {
         text: "probe refused: no share named \"x\"".into(),
         error: true,
+        prediction: None,
     })
     .unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -48,7 +48,10 @@ pub fn status(args: &StatusArgs) -> ExitCode {
     );
     match (&s.config.error, s.config.applied_at) {
         (Some(e), _) => println!("config: last edit REJECTED, previous config in force:\n  {e}"),
-        (None, Some(_)) => println!("config: applied from {}", s.config.source),
+        (None, Some(_)) => match &s.config.effects {
+            Some(e) => println!("config: applied from {} ({e})", s.config.source),
+            None => println!("config: applied from {}", s.config.source),
+        },
         (None, None) => println!("config: none applied"),
     }
     for u in &s.units {

@@ -41,6 +41,25 @@ impl DryRun {
             && self.new_reason.is_empty()
     }
 
+    /// In one line: `1 preempted at once, 2 now reclaimable, 1 start, 1 impossible`.
+    pub fn summary(&self) -> String {
+        if self.is_empty() {
+            return "no job affected".to_string();
+        }
+        [
+            (self.preempted.len(), "preempted at once"),
+            (self.reclaimable.len(), "now reclaimable"),
+            (self.start.len(), "start"),
+            (self.impossible.len(), "impossible"),
+            (self.new_reason.len(), "wait for a new reason"),
+        ]
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
+
     /// The report, one section per kind that is not empty.
     pub fn text(&self) -> String {
         if self.is_empty() {

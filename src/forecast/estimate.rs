@@ -20,6 +20,9 @@ pub struct Estimates {
     /// How long the forecast took (ms of wall time), copy included.
     #[serde(default)]
     pub took_ms: u64,
+    /// Of which copying the scheduler (on the live runtime: the part on its task).
+    #[serde(default)]
+    pub clone_ms: u64,
 }
 
 /// What the forecast says about one queued job.
@@ -100,5 +103,6 @@ pub fn estimate_within(
         horizon_end: now.saturating_add(horizon_seconds.saturating_mul(tps)),
         starts,
         took_ms: t0.elapsed().as_millis() as u64,
+        clone_ms: 0,
     }
 }

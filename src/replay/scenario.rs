@@ -77,6 +77,8 @@ impl SimSubmit {
         spec.capacity_unit = self.capacity_unit.clone();
         spec.preemption_retries_before_termination = self.preemption_retries_before_termination;
         spec.retry_strategy = self.retry_strategy.clone();
+        // Replay itself ignores it (SPEC §6); a forecast run on a copy reads it.
+        spec.timeout_seconds = self.timeout_seconds;
         spec
     }
 }

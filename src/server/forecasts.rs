@@ -16,8 +16,10 @@ use tokio::sync::{mpsc, oneshot};
 
 /// The shortest interval between two estimates of the queue.
 pub(crate) const ESTIMATE_EVERY: Duration = Duration::from_secs(5);
-/// A forecast may use at most this share of one core: the next waits `took × 1/share`.
+/// A forecast may use at most a tenth of one core: the next waits 10 × its duration.
 const MAX_CPU_SHARE: u32 = 10;
+/// Copying the scheduler holds up the runtime task: at most 0.5 % of its time.
+const MAX_RUNTIME_SHARE: u32 = 200;
 /// How often the typical runtimes are read again from the history.
 const RUNTIMES_EVERY: Duration = Duration::from_secs(60);
 
@@ -32,8 +34,9 @@ pub(crate) struct Forecasts {
     in_flight: bool,
     /// The published estimates are not empty (so an empty queue clears them once).
     shown: bool,
-    /// How long the last one took (ms).
+    /// How long the last one took (ms), and its copy on the runtime task.
     took_ms: u64,
+    clone_ms: u64,
 }
 
 impl Forecasts {
@@ -45,12 +48,15 @@ impl Forecasts {
             in_flight: false,
             shown: false,
             took_ms: 0,
+            clone_ms: 0,
         }
     }
 
     /// When the next estimate may start.
     pub(crate) fn next_after(&self) -> Duration {
-        ESTIMATE_EVERY.max(Duration::from_millis(self.took_ms) * MAX_CPU_SHARE)
+        ESTIMATE_EVERY
+            .max(Duration::from_millis(self.took_ms) * MAX_CPU_SHARE)
+            .max(Duration::from_millis(self.clone_ms) * MAX_RUNTIME_SHARE)
     }
 
     /// The estimate timer fired: start one on a copy of `sched` unless one runs already
@@ -84,6 +90,7 @@ impl Forecasts {
             let r = learned.as_ref().unwrap_or(&runtimes);
             let mut est = forecast::estimate(copy, now, r);
             est.took_ms += clone_ms;
+            est.clone_ms = clone_ms;
             let report = ExecKind::Estimated {
                 estimates: Arc::new(est),
                 runtimes: learned,
@@ -97,6 +104,7 @@ impl Forecasts {
         self.in_flight = false;
         self.shown = !est.starts.is_empty();
         self.took_ms = est.took_ms;
+        self.clone_ms = est.clone_ms;
         if let Some(r) = runtimes {
             self.runtimes = r;
             self.runtimes_read = Some(Instant::now());
@@ -127,4 +135,24 @@ fn from_finished(finished: &std::collections::VecDeque<JobView>) -> Runtimes {
             .filter(|j| j.state == crate::model::JobState::Succeeded)
             .filter_map(|j| Some((j.share.clone(), j.finished? - j.started?))),
     )
+}
+
+/// Work out what applying `loaded` to `before` (a copy of the state before it) does, on
+/// the blocking pool; the answer comes back as `ExecKind::ConfigEffects`.
+pub(crate) fn config_effects(
+    before: Sched,
+    loaded: &crate::config::LoadedConfig,
+    capacity: Vec<crate::model::UnitCapacity>,
+    now: Time,
+    tx: &mpsc::UnboundedSender<Input>,
+) {
+    let (config, hash, tx) = (loaded.config.clone(), loaded.hash.clone(), tx.clone());
+    tokio::task::spawn_blocking(move || {
+        let d = forecast::dry_run(before, &config, &capacity, now);
+        let report = ExecKind::ConfigEffects {
+            hash,
+            dry_run: Box::new(d),
+        };
+        let _ = tx.send(Input::Exec(ExecReport(report)));
+    });
 }

@@ -109,6 +109,12 @@ pub(crate) enum ExecKind {
         estimates: std::sync::Arc<crate::forecast::Estimates>,
         runtimes: Option<std::sync::Arc<crate::forecast::Runtimes>>,
     },
+    /// What applying the config with this hash did to the jobs (`forecast::dry_run` on
+    /// the state before it), worked out off the runtime task.
+    ConfigEffects {
+        hash: String,
+        dry_run: Box<crate::forecast::DryRun>,
+    },
     /// Telemetry saw a GPU vanish or fail (unit, device index, what it saw).
     DeviceLost {
         unit: String,

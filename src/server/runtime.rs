@@ -125,6 +125,7 @@ impl RuntimeHandle {
             hash: Some(initial.hash.clone()),
             error: None,
             error_at: None,
+            effects: None,
         };
         let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::empty()));
         start_telemetry(&capacity, &initial, &tx);
@@ -836,7 +837,18 @@ impl Runtime {
                     c.devices
                         .retain(|d| !self.lost_devices.contains(&(c.unit.clone(), *d)));
                 }
+                // What the change does to the jobs, worked out on a copy of the state before
+                // it, off this task (the console shows it with the config's status).
+                let before = self.sched.clone();
                 self.sched.apply_config(&loaded.config, &capacity, now);
+                self.config.effects = None;
+                super::forecasts::config_effects(
+                    before,
+                    &loaded,
+                    capacity.clone(),
+                    now,
+                    &self.exec.inputs(),
+                );
                 self.exec.log_limits = loaded.config.env.logs.unwrap_or_default();
                 self.access = Arc::new(super::auth::Access::new(&loaded.config));
                 self.picture.touch_all();
@@ -920,6 +932,16 @@ impl Runtime {
                 self.sched.device_lost(&unit, device, now);
                 self.picture.touch_all();
                 Outcome::Reschedule
+            }
+            ExecKind::ConfigEffects { hash, dry_run } => {
+                if self.config.hash.as_deref() != Some(hash.as_str()) {
+                    return Outcome::Nothing;
+                }
+                if !dry_run.is_empty() {
+                    tracing::info!("the config applied at {}:\n{}", now, dry_run.text());
+                }
+                self.config.effects = Some(dry_run.summary());
+                Outcome::Redraw
             }
             ExecKind::Estimated {
                 estimates,

@@ -31,6 +31,10 @@ pub struct ConfigStatus {
     /// The last rejected edit, while it is the newest news: "file:line:col: what".
     pub error: Option<String>,
     pub error_at: Option<i64>,
+    /// What applying the config in force did to the jobs, in one line ("2 now reclaimable,
+    /// 1 impossible"), worked out on a copy of the state before it was applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effects: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -215,6 +215,7 @@ impl Driver {
             hash: None,
             error: None,
             error_at: None,
+            effects: None,
         };
         Snapshot::build(
             &self.sched,

@@ -92,7 +92,13 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             )
         }
         (None, Some(a)) => Span::styled(
-            format!("config applied {} ({})", clock(a, tz), s.config.source),
+            match &s.config.effects {
+                // What the newest config did to the jobs (a dry run on the state before).
+                Some(e) if e != "no job affected" => {
+                    format!("config applied {} ({}): {e}", clock(a, tz), s.config.source)
+                }
+                _ => format!("config applied {} ({})", clock(a, tz), s.config.source),
+            },
             Style::new().fg(t.ok),
         ),
         (None, None) => Span::styled("no config applied yet", t.warn_style()),
