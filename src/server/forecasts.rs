@@ -1,8 +1,10 @@
 //! The runtime's forecasts, off the runtime task (SPEC §11): start estimates of the queue,
 //! recomputed in the background at most every few seconds, and the submit form's
-//! predictions. The runtime task only clones its scheduler; the simulation runs on the
-//! blocking pool and its result comes back as an input (`ExecKind::Estimated`) or goes
-//! straight to whoever asked (a prediction).
+//! predictions. The runtime task only clones its scheduler. Estimates run on a thread of
+//! their own at the lowest CPU priority (nice 19: a forecast of a long queue may take a
+//! core for a second or more, and must never slow the scheduler or the jobs' starts); their
+//! result comes back as an input (`ExecKind::Estimated`). Predictions, which someone waits
+//! for, run on the blocking pool and go straight to whoever asked.
 
 use super::input::{ExecKind, ExecReport, Input};
 use crate::forecast::{self, Estimates, Prediction, Runtimes};
@@ -24,7 +26,6 @@ const MAX_RUNTIME_SHARE: u32 = 200;
 const RUNTIMES_EVERY: Duration = Duration::from_secs(60);
 
 /// What the runtime keeps for its forecasts.
-#[derive(Debug)]
 pub(crate) struct Forecasts {
     /// The state directory whose history gives typical runtimes (`None`: memory only,
     /// the runtime's own finished jobs do).
@@ -37,6 +38,39 @@ pub(crate) struct Forecasts {
     /// How long the last one took (ms), and its copy on the runtime task.
     took_ms: u64,
     clone_ms: u64,
+    /// The estimate thread (started with the first estimate).
+    worker: Option<std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>>,
+}
+
+impl std::fmt::Debug for Forecasts {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.debug_struct("Forecasts")
+            .field("in_flight", &self.in_flight)
+            .field("took_ms", &self.took_ms)
+            .finish()
+    }
+}
+
+/// A thread at the lowest CPU priority that runs the estimates one after the other.
+fn low_priority_worker() -> Option<std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>> {
+    let (tx, rx) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
+    std::thread::Builder::new()
+        .name("shareq-forecast".to_string())
+        .spawn(move || {
+            let tid = nix::unistd::gettid().as_raw();
+            // SAFETY: setpriority only reads its integer arguments; on Linux a thread id
+            // with PRIO_PROCESS sets that thread's nice value.
+            let r = unsafe { nix::libc::setpriority(nix::libc::PRIO_PROCESS, tid as u32, 19) };
+            if r != 0 {
+                tracing::debug!("forecast thread keeps its priority: {}", std::io::Error::last_os_error());
+            }
+            for job in rx {
+                job();
+            }
+        })
+        .map_err(|e| tracing::warn!("no forecast thread: {e}"))
+        .ok()?;
+    Some(tx)
 }
 
 impl Forecasts {
@@ -49,6 +83,7 @@ impl Forecasts {
             shown: false,
             took_ms: 0,
             clone_ms: 0,
+            worker: None,
         }
     }
 
@@ -85,7 +120,14 @@ impl Forecasts {
         let state = self.state.clone().filter(|_| refresh);
         let runtimes = self.runtimes.clone();
         let tx = tx.clone();
-        tokio::task::spawn_blocking(move || {
+        if self.worker.is_none() {
+            self.worker = low_priority_worker();
+        }
+        let Some(worker) = &self.worker else {
+            self.in_flight = false;
+            return;
+        };
+        let job = Box::new(move || {
             let learned = state.map(|s| Arc::new(Runtimes::from_state(&s)));
             let r = learned.as_ref().unwrap_or(&runtimes);
             let mut est = forecast::estimate(copy, now, r);
@@ -97,6 +139,10 @@ impl Forecasts {
             };
             let _ = tx.send(Input::Exec(ExecReport(report)));
         });
+        if worker.send(job).is_err() {
+            self.worker = None;
+            self.in_flight = false;
+        }
     }
 
     /// An estimate came back: the runtime publishes it.

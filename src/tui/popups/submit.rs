@@ -143,22 +143,8 @@ impl SubmitForm {
         if !self.problems(snap).is_empty() {
             return None;
         }
-        let mut spec = JobSpec::new(
-            self.name.text.trim(),
-            self.share.text.trim(),
-            self.gpus.text.trim().parse().ok()?,
-            self.priority.text.trim().parse().ok()?,
-        );
+        let mut spec = self.probe(snap)?;
         spec.command = Some(Command::Shell(self.command.text.trim().to_string()));
-        // With several units, say which one (the share's first); with one, leave it to
-        // the default as a CLI user would.
-        if snap.units.len() > 1 {
-            spec.capacity_unit = snap
-                .shares
-                .iter()
-                .find(|s| s.name == spec.quota_share_name)
-                .map(|s| s.unit.clone());
-        }
         Some(spec)
     }
 
@@ -173,7 +159,9 @@ impl SubmitForm {
     }
 
     /// The job to predict: the form's share, GPUs and priority (name and command do not
-    /// change what the scheduler decides). `None` while a number does not parse.
+    /// change what the scheduler decides). `None` while a number does not parse. With
+    /// several units it says which one (the share's first); with one, it leaves it to the
+    /// default as a CLI user would.
     pub fn probe(&self, snap: &Snapshot) -> Option<JobSpec> {
         let name = match self.name.text.trim() {
             "" => "job",
