@@ -38,6 +38,8 @@ pub(crate) struct Forecasts {
     /// How long the last one took (ms), and its copy on the runtime task.
     took_ms: u64,
     clone_ms: u64,
+    /// Background estimates are turned off (`SHAREQ_ESTIMATES=off`).
+    off: bool,
     /// The estimate thread (started with the first estimate).
     worker: Option<std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>>,
 }
@@ -75,7 +77,11 @@ fn low_priority_worker() -> Option<std::sync::mpsc::Sender<Box<dyn FnOnce() + Se
 
 impl Forecasts {
     pub(crate) fn new(state: Option<PathBuf>) -> Forecasts {
+        // `SHAREQ_ESTIMATES=off` turns the background estimates off (to measure what they
+        // cost; predictions and dry runs still work).
+        let off = std::env::var("SHAREQ_ESTIMATES").is_ok_and(|v| v == "off");
         Forecasts {
+            off,
             state,
             runtimes: Arc::default(),
             runtimes_read: None,
@@ -103,7 +109,7 @@ impl Forecasts {
         finished: &std::collections::VecDeque<JobView>,
         tx: &mpsc::UnboundedSender<Input>,
     ) {
-        if self.in_flight || (sched.queue_len() == 0 && !self.shown) {
+        if self.off || self.in_flight || (sched.queue_len() == 0 && !self.shown) {
             return;
         }
         self.in_flight = true;
