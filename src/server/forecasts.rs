@@ -22,6 +22,11 @@ pub(crate) const ESTIMATE_EVERY: Duration = Duration::from_secs(5);
 const MAX_CPU_SHARE: u32 = 10;
 /// Copying the scheduler holds up the runtime task: at most 0.5 % of its time.
 const MAX_RUNTIME_SHARE: u32 = 200;
+/// Estimates wait for the scheduler to be this quiet (no pass)...
+const QUIET: Duration = Duration::from_secs(1);
+/// ...unless the latest estimate started this long ago: copying a long queue and running
+/// it forward is best done between bursts of work (measured: docs/PERFORMANCE.md).
+const MAX_STALE: Duration = Duration::from_secs(30);
 /// How often the typical runtimes are read again from the history.
 const RUNTIMES_EVERY: Duration = Duration::from_secs(60);
 
@@ -40,6 +45,11 @@ pub(crate) struct Forecasts {
     clone_ms: u64,
     /// Background estimates are turned off (`SHAREQ_ESTIMATES=off`).
     off: bool,
+    /// The last pass of the runtime, and the start of the latest estimate.
+    last_busy: Option<Instant>,
+    last_started: Instant,
+    /// The latest timer found the scheduler busy and put the estimate off.
+    deferred: bool,
     /// The estimate thread (started with the first estimate).
     worker: Option<std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>>,
 }
@@ -64,7 +74,10 @@ fn low_priority_worker() -> Option<std::sync::mpsc::Sender<Box<dyn FnOnce() + Se
             // with PRIO_PROCESS sets that thread's nice value.
             let r = unsafe { nix::libc::setpriority(nix::libc::PRIO_PROCESS, tid as u32, 19) };
             if r != 0 {
-                tracing::debug!("forecast thread keeps its priority: {}", std::io::Error::last_os_error());
+                tracing::debug!(
+                    "forecast thread keeps its priority: {}",
+                    std::io::Error::last_os_error()
+                );
             }
             for job in rx {
                 job();
@@ -82,6 +95,9 @@ impl Forecasts {
         let off = std::env::var("SHAREQ_ESTIMATES").is_ok_and(|v| v == "off");
         Forecasts {
             off,
+            last_busy: None,
+            last_started: Instant::now(),
+            deferred: false,
             state,
             runtimes: Arc::default(),
             runtimes_read: None,
@@ -93,8 +109,16 @@ impl Forecasts {
         }
     }
 
+    /// The runtime ran a pass: estimates wait for a quiet second.
+    pub(crate) fn busy(&mut self) {
+        self.last_busy = Some(Instant::now());
+    }
+
     /// When the next estimate may start.
     pub(crate) fn next_after(&self) -> Duration {
+        if self.deferred {
+            return QUIET;
+        }
         ESTIMATE_EVERY
             .max(Duration::from_millis(self.took_ms) * MAX_CPU_SHARE)
             .max(Duration::from_millis(self.clone_ms) * MAX_RUNTIME_SHARE)
@@ -109,9 +133,17 @@ impl Forecasts {
         finished: &std::collections::VecDeque<JobView>,
         tx: &mpsc::UnboundedSender<Input>,
     ) {
+        self.deferred = false;
         if self.off || self.in_flight || (sched.queue_len() == 0 && !self.shown) {
             return;
         }
+        if self.last_busy.is_some_and(|t| t.elapsed() < QUIET)
+            && self.last_started.elapsed() < MAX_STALE
+        {
+            self.deferred = true;
+            return;
+        }
+        self.last_started = Instant::now();
         self.in_flight = true;
         let t0 = Instant::now();
         let copy = sched.clone();

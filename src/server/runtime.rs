@@ -468,6 +468,7 @@ impl Runtime {
     fn schedule(&mut self, turn: &Turn, now: i64) -> Vec<Event> {
         if turn.needs_pass && self.shutdown.is_none() {
             self.sched.pass(now);
+            self.forecasts.busy();
         }
         let events = self.sched.take_events();
         self.picture.touch_events(&events);
