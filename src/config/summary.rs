@@ -24,7 +24,7 @@ pub fn units(cfg: &ValidConfig) -> Vec<UnitSummary> {
         .capacity_limits
         .iter()
         .map(|c| {
-            let (devices, count, auto) = match &c.devices {
+            let (devices, count, auto) = match c.device_spec() {
                 Devices::Auto => ("auto".to_string(), c.max_capacity, true),
                 Devices::Fake(n) => (format!("fake: {n}"), *n, false),
                 Devices::Indices(v) => {

@@ -174,7 +174,7 @@ fn check_env(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment) -> BTreeSe
                 format!("unit `{}` is declared twice", c.capacity_unit),
             );
         }
-        if let Devices::Indices(ix) = &c.devices {
+        if let Some(Devices::Indices(ix)) = &c.devices {
             let set: BTreeSet<_> = ix.iter().collect();
             if set.len() != ix.len() {
                 cx.err(

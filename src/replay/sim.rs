@@ -350,6 +350,7 @@ pub fn format_event(sched: &Sched, ev: &Event, t: i64, out: &mut String) {
         }
         Event::Started {
             job,
+            node,
             devices,
             borrowed,
         } => {
@@ -370,6 +371,9 @@ pub fn format_event(sched: &Sched, ev: &Event, t: i64, out: &mut String) {
                 let _ = write!(out, "{d}");
             }
             out.push(']');
+            if let Some(node) = node {
+                field(out, "node", node);
+            }
         }
         Event::Preempted { job, by, reason } => {
             field(out, "event", "preempted");

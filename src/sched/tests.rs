@@ -141,6 +141,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         attempts_started: 2,
         fail_reason: None,
         holding: Some(RestoredHolding {
+            node: None,
             devices: vec![0],
             started_at: 20,
             state: JobState::Running,
@@ -175,6 +176,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         attempts_started: 1,
         fail_reason: None,
         holding: Some(RestoredHolding {
+            node: None,
             devices: vec![0],
             started_at: 20,
             state: JobState::Running,
@@ -190,6 +192,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         ev,
         vec![Event::Started {
             job: JobId(5),
+            node: None,
             devices: vec![1],
             borrowed: 0
         }]

@@ -259,15 +259,13 @@ impl RuntimeHandle {
 /// The devices of a config, (unit, index): the fake ones (`fake`) or the real ones.
 fn devices_of(capacity: &[UnitCapacity], initial: &LoadedConfig, fake: bool) -> Vec<(String, u32)> {
     use crate::model::Devices;
+    let specs = initial.config.node_units();
     capacity
         .iter()
         .filter(|c| {
-            initial
-                .config
-                .env
-                .capacity_limits
-                .iter()
-                .any(|l| l.capacity_unit == c.unit && matches!(l.devices, Devices::Fake(_)) == fake)
+            specs.iter().any(|(node, unit, d)| {
+                *node == c.node && *unit == c.unit && matches!(d, Devices::Fake(_)) == fake
+            })
         })
         .flat_map(|c| c.devices.iter().map(|&d| (c.unit.clone(), d)))
         .collect()
@@ -894,7 +892,7 @@ impl Runtime {
                     return Outcome::Nothing;
                 }
                 tracing::error!(unit = %unit, device, "GPU lost ({why}): its jobs are preempted (DEVICE_LOST) and it is no longer handed out");
-                self.sched.device_lost(&unit, device, now);
+                self.sched.device_lost(None, &unit, device, now);
                 self.picture.touch_all();
                 Outcome::Reschedule
             }

@@ -57,6 +57,9 @@ pub struct ShareView {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceView {
+    /// The node the device is on (`local` without `nodes`).
+    #[serde(default)]
+    pub node: String,
     pub index: u32,
     pub job: Option<JobId>,
     pub job_name: Option<String>,
@@ -313,10 +316,11 @@ impl Snapshot {
                 let devices = sched
                     .device_map(&name)
                     .into_iter()
-                    .map(|(index, job)| {
+                    .map(|(node, index, job)| {
                         let j = job.and_then(|id| sched.job(id));
                         let t = telemetry.get(&(name.clone(), index));
                         DeviceView {
+                            node,
                             index,
                             job,
                             job_name: j.map(|j| j.name().to_string()),

@@ -44,6 +44,7 @@ impl StoredJob {
             .as_ref()
             .filter(|_| keep_holding)
             .map(|h| RestoredHolding {
+                node: None,
                 devices: h.devices.clone(),
                 started_at: h.started_at,
                 state: self.state,
