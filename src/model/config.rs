@@ -111,6 +111,9 @@ pub enum Executor {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SlurmExecutor {
+    /// The partition shareq alone schedules (required; checked by validation so that
+    /// its absence is reported on the `executor` line).
+    #[serde(default)]
     pub partition: String,
 }
 

@@ -95,6 +95,9 @@ pub enum Action {
     Cancel(String),
     Update(SimUpdate),
     Config(Result<ValidConfig, String>),
+    /// A node goes down (SPEC §10): its jobs are preempted with DEVICE_LOST and its
+    /// devices leave `usable` until a config event installs it again.
+    NodeDown(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -117,6 +120,8 @@ struct RawEvent {
     update: Option<SimUpdate>,
     #[serde(default)]
     config: Option<Vec<Document>>,
+    #[serde(default, rename = "nodeDown")]
+    node_down: Option<String>,
 }
 
 /// `expect:` of a scenario, checked by `--check`.
@@ -239,13 +244,14 @@ impl Scenario {
             let kinds = usize::from(ev.submit.is_some())
                 + usize::from(ev.cancel.is_some())
                 + usize::from(ev.update.is_some())
-                + usize::from(ev.config.is_some());
+                + usize::from(ev.config.is_some())
+                + usize::from(ev.node_down.is_some());
             if kinds != 1 {
                 return Err(scenario_error(
                     file,
                     line,
                     format!(
-                        "event {} (at {}) must have exactly one of submit, cancel, update, config; it has {kinds}",
+                        "event {} (at {}) must have exactly one of submit, cancel, update, config, nodeDown; it has {kinds}",
                         i + 1,
                         ev.at
                     ),
@@ -274,6 +280,18 @@ impl Scenario {
                     ));
                 }
                 Action::Update(u)
+            } else if let Some(n) = ev.node_down {
+                if !config.has_nodes() || !config.nodes().iter().any(|(name, _)| *name == n) {
+                    return Err(scenario_error(
+                        file,
+                        line,
+                        format!(
+                            "event {}: nodeDown `{n}` is not a node of the scenario's config",
+                            i + 1
+                        ),
+                    ));
+                }
+                Action::NodeDown(n)
             } else {
                 let docs = ev.config.unwrap_or_default();
                 Action::Config(validate(sourced(docs)).map_err(|errs| config_errors(&errs)))

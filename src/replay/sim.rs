@@ -231,6 +231,7 @@ impl<'a, W: Write> Sim<'a, W> {
                 self.sched.apply_config(cfg, &cap, t);
             }
             Action::Config(Err(e)) => self.sched.config_rejected(e.clone(), t),
+            Action::NodeDown(node) => self.sched.node_lost(node, t),
         }
         self.flush(t)
     }

@@ -28,6 +28,7 @@ pub mod state;
 pub use crate::model::UnitCapacity;
 pub use event::Event;
 pub use inputs::Rejection;
+pub use reasons::is_larger_than_any_node;
 pub use report::{LendEdge, ShareUnitStats};
 pub use restore::{RestoredHolding, RestoredJob};
 pub use state::{FailReason, Job, Phase, PreemptReason, QKey, StopCause};

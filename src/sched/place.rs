@@ -114,4 +114,52 @@ impl Sched {
             s.free.iter().take(q as usize).copied().collect()
         })
     }
+
+    /// With `nodes`: the free GPUs of unit u if some job waits `FRAGMENTED` there (its
+    /// share's counts would let it start but no node has room for it), else 0. For the
+    /// replay's summary: GPU time idle because of fragmentation. A lane counts when a job
+    /// of a size between the most one node has room for and what its counts allow waits
+    /// in it (on an oversubscribed unit, the counts without the ordering rule).
+    pub fn fragmented_idle(&self, u: UnitIx) -> u32 {
+        if !self.multi_node || u >= self.units.len() {
+            return 0;
+        }
+        let noms = self.nominated_totals();
+        let room_max = self.room_max(u, &noms);
+        let free = self.units[u].free();
+        for (s, share) in self.shares.iter().enumerate() {
+            let lane = &share.lanes[u];
+            if !share.present || lane.by_qty.is_empty() {
+                continue;
+            }
+            let room = i64::from(lane.limit) - i64::from(lane.usage);
+            let within = room.min(self.available_given(u, None, &noms, self.held_back(s, u)));
+            let mut upper = within;
+            if share.borrows() {
+                let mut b = self.available_borrowing(s, u, None, &noms);
+                if let Some(cap) = lane.cap {
+                    b = b.min(i64::from(lane.limit) + i64::from(cap) - i64::from(lane.usage));
+                }
+                upper = upper.max(b);
+            }
+            let lo = i64::from(room_max) + 1;
+            if upper < lo {
+                continue;
+            }
+            let block = lane.block();
+            let waits = lane
+                .by_qty
+                .range(lo as u32..=upper as u32)
+                .any(|(_, set)| set.first().is_some_and(|k| block.is_none_or(|b| *k < b)));
+            if waits {
+                return free.clamp(0, i64::from(u32::MAX)) as u32;
+            }
+        }
+        0
+    }
+
+    /// Unit indexes of the applied config's units.
+    pub fn unit_indexes(&self) -> impl Iterator<Item = UnitIx> + '_ {
+        (0..self.units.len()).filter(|&u| self.units[u].present)
+    }
 }

@@ -6,6 +6,15 @@ use super::accounting::Noms;
 use super::state::{Phase, StopCause};
 use crate::model::{JobId, Strategy};
 
+/// The words of the "larger than any node" rejection and reason (SPEC §10), by which the
+/// replay's summary counts such rejections.
+const LARGER_THAN_ANY_NODE: &str = "on one node; the largest node has";
+
+/// Was this rejection "larger than any node"?
+pub fn is_larger_than_any_node(error: &str) -> bool {
+    error.contains(LARGER_THAN_ANY_NODE)
+}
+
 impl Sched {
     /// `waiting for job 12 (qs2) to reach its minimum runtime (20s left)` when the job
     /// could preempt but every victim set it has needs a job still protected by its share's
@@ -57,7 +66,7 @@ impl Sched {
         let unit = &self.units[u];
         (self.multi_node && n > unit.largest).then(|| {
             format!(
-                "needs {n} {} on one node; the largest node has {}",
+                "needs {n} {} {LARGER_THAN_ANY_NODE} {}",
                 unit.name, unit.largest
             )
         })

@@ -103,6 +103,27 @@ impl From<StoreError> for BootError {
     }
 }
 
+/// The executors this build carries decisions out with: the local one. A config that
+/// asks for another is refused at start and on reload, with the reason on its line.
+pub(crate) fn executor_unavailable(loaded: &crate::config::LoadedConfig) -> Option<ConfigError> {
+    let nodes = loaded.config.env.nodes.as_ref().map_or(1, Vec::len);
+    match loaded.config.executor() {
+        crate::model::Executor::Local if nodes > 1 => Some(
+            ConfigError::new(format!(
+                "nodes: {nodes} nodes, and the local executor runs jobs on this machine only: list one node, or use `executor: {{kind: slurm, partition: ...}}` (`replay` and `check` accept several nodes without an executor)"
+            ))
+            .field("nodes"),
+        ),
+        crate::model::Executor::Local => None,
+        crate::model::Executor::Slurm(_) => Some(
+            ConfigError::new(
+                "executor: the Slurm executor is not in this build yet: `replay` and `check` accept this config, `serve` runs only `executor: {kind: local}` (one node)",
+            )
+            .field("executor"),
+        ),
+    }
+}
+
 /// Start a durable scheduler on `opts.state` (must run inside a tokio runtime).
 pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     let t0 = Instant::now();
@@ -121,6 +142,12 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         dir: opts.config_dir.clone(),
         errors,
     })?;
+    if let Some(e) = executor_unavailable(&loaded) {
+        return Err(BootError::Config {
+            dir: opts.config_dir.clone(),
+            errors: vec![e],
+        });
+    }
     let mut store = Store::open_with(&root, opts.durability)?;
     store.integrity_check()?;
     let now = now_ms();

@@ -801,6 +801,13 @@ impl Runtime {
     }
 
     fn apply_config(&mut self, update: ConfigUpdate, now: i64) {
+        let update = match update {
+            ConfigUpdate::Applied(loaded) => match super::boot::executor_unavailable(&loaded) {
+                Some(e) => ConfigUpdate::Rejected(vec![e]),
+                None => ConfigUpdate::Applied(loaded),
+            },
+            other => other,
+        };
         match update {
             ConfigUpdate::Applied(loaded) => {
                 let (mut capacity, warnings) = self.opts.discovery.capacity(&loaded.config);
