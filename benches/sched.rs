@@ -76,7 +76,10 @@ fn scaled_trace_on(dir: &Path, div: i64, keep: usize, nodes: Option<(u32, u32)>)
     let mut scenario = std::fs::read_to_string(data("philly.yaml")).expect("scenario");
     if let Some((n, per)) = nodes {
         let pool = "    devices:\n      fake: 2816\n";
-        assert!(scenario.contains(pool), "philly.yaml declares one pool of 2816");
+        assert!(
+            scenario.contains(pool),
+            "philly.yaml declares one pool of 2816"
+        );
         let mut list = String::from("  nodes:\n");
         for i in 0..n {
             list.push_str(&format!(

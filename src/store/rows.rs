@@ -110,6 +110,7 @@ impl JobRecord {
             started: self.started_at,
             finished: self.finished_at,
             devices: self.devices.clone(),
+            node: None,
             on_borrowed: false,
             reclaimed_first: false,
             reason: Arc::from(reason),
