@@ -719,6 +719,11 @@ impl Runtime {
                 Outcome::Nothing
             }
             Input::Exec(ExecReport(ExecKind::Reloaded { loaded, reply })) => {
+                // A config this build cannot carry out is refused like an invalid one.
+                let loaded = loaded.and_then(|l| match super::boot::executor_unavailable(&l) {
+                    Some(e) => Err(vec![e]),
+                    None => Ok(l),
+                });
                 let result = match loaded {
                     Ok(loaded) => {
                         self.apply_config(ConfigUpdate::Applied(loaded), now);
