@@ -92,7 +92,7 @@ pub(crate) enum ExecKind {
     Telemetry(Samples),
     /// The config directory, read and validated off the runtime task (`Input::Reload`).
     Reloaded {
-        loaded: Result<crate::config::LoadedConfig, Vec<crate::config::ConfigError>>,
+        loaded: Result<Box<crate::config::LoadedConfig>, Vec<crate::config::ConfigError>>,
         reply: Reply<Result<(), String>>,
     },
     /// The state directory was deleted or replaced (`server::state_watch`): stop.

@@ -702,7 +702,7 @@ impl Runtime {
                 // never on this task. The result comes back as `Reloaded`.
                 let (dir, tx) = (self.opts.config_dir.clone(), self.exec.inputs());
                 tokio::spawn(async move {
-                    let loaded = tokio::task::spawn_blocking(move || load_dir(&dir))
+                    let loaded = tokio::task::spawn_blocking(move || load_dir(&dir).map(Box::new))
                         .await
                         .unwrap_or_else(|e| {
                             Err(vec![crate::config::ConfigError::new(format!(
