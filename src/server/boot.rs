@@ -103,8 +103,8 @@ impl From<StoreError> for BootError {
     }
 }
 
-/// The executors this build carries decisions out with: the local one. A config that
-/// asks for another is refused at start and on reload, with the reason on its line.
+/// A config the executors cannot carry out (several nodes on the local executor) is
+/// refused at start and on reload, with the reason on its line.
 pub(crate) fn executor_unavailable(loaded: &crate::config::LoadedConfig) -> Option<ConfigError> {
     let nodes = loaded.config.env.nodes.as_ref().map_or(1, Vec::len);
     match loaded.config.executor() {
@@ -115,13 +115,42 @@ pub(crate) fn executor_unavailable(loaded: &crate::config::LoadedConfig) -> Opti
             .field("nodes"),
         ),
         crate::model::Executor::Local => None,
-        crate::model::Executor::Slurm(_) => Some(
-            ConfigError::new(
-                "executor: the Slurm executor is not in this build yet: `replay` and `check` accept this config, `serve` runs only `executor: {kind: local}` (one node)",
-            )
-            .field("executor"),
-        ),
+        crate::model::Executor::Slurm(_) => None,
     }
+}
+
+/// With the Slurm executor: Slurm must answer and have the partition, and every node of
+/// the config must be in it, before anything is started.
+fn slurm_unreachable(loaded: &crate::config::LoadedConfig) -> Option<ConfigError> {
+    let crate::model::Executor::Slurm(s) = loaded.config.executor() else {
+        return None;
+    };
+    let why = match crate::exec::slurm::sinfo(&s.partition) {
+        Err(e) => format!("executor: Slurm does not answer: {e}"),
+        Ok(nodes) => {
+            let missing: Vec<String> = loaded
+                .config
+                .nodes()
+                .into_iter()
+                .map(|(n, _)| n)
+                .filter(|n| !nodes.iter().any(|x| &x.name == n))
+                .collect();
+            if missing.is_empty() {
+                return None;
+            }
+            format!(
+                "executor: partition `{}` has no node {} (it has: {})",
+                s.partition,
+                missing.join(", "),
+                nodes
+                    .iter()
+                    .map(|n| n.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    };
+    Some(ConfigError::new(why).field("executor"))
 }
 
 /// Start a durable scheduler on `opts.state` (must run inside a tokio runtime).
@@ -142,7 +171,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         dir: opts.config_dir.clone(),
         errors,
     })?;
-    if let Some(e) = executor_unavailable(&loaded) {
+    if let Some(e) = executor_unavailable(&loaded).or_else(|| slurm_unreachable(&loaded)) {
         return Err(BootError::Config {
             dir: opts.config_dir.clone(),
             errors: vec![e],

@@ -83,6 +83,14 @@ pub(crate) enum ExecKind {
         attempt: u32,
         status: ExitStatus,
     },
+    /// `sbatch` accepted an attempt (the Slurm executor): its batch job id.
+    SlurmSubmitted {
+        job: JobId,
+        attempt: u32,
+        id: u64,
+    },
+    /// A look at Slurm and the watched attempts' run files.
+    SlurmView(Box<super::slurm_exec::SlurmView>),
     /// What a look at an adopted attempt found: `None` while its supervisor lives.
     Probed {
         job: JobId,
