@@ -98,6 +98,8 @@ pub enum Action {
     /// A node goes down (SPEC §10): its jobs are preempted with DEVICE_LOST and its
     /// devices leave `usable` until a config event installs it again.
     NodeDown(String),
+    /// A node is drained (SPEC §10): no new jobs; its running ones go on.
+    NodeDrain(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -122,6 +124,8 @@ struct RawEvent {
     config: Option<Vec<Document>>,
     #[serde(default, rename = "nodeDown")]
     node_down: Option<String>,
+    #[serde(default, rename = "nodeDrain")]
+    node_drain: Option<String>,
 }
 
 /// `expect:` of a scenario, checked by `--check`.
@@ -245,13 +249,14 @@ impl Scenario {
                 + usize::from(ev.cancel.is_some())
                 + usize::from(ev.update.is_some())
                 + usize::from(ev.config.is_some())
-                + usize::from(ev.node_down.is_some());
+                + usize::from(ev.node_down.is_some())
+                + usize::from(ev.node_drain.is_some());
             if kinds != 1 {
                 return Err(scenario_error(
                     file,
                     line,
                     format!(
-                        "event {} (at {}) must have exactly one of submit, cancel, update, config, nodeDown; it has {kinds}",
+                        "event {} (at {}) must have exactly one of submit, cancel, update, config, nodeDown, nodeDrain; it has {kinds}",
                         i + 1,
                         ev.at
                     ),
@@ -280,18 +285,24 @@ impl Scenario {
                     ));
                 }
                 Action::Update(u)
-            } else if let Some(n) = ev.node_down {
+            } else if let Some(n) = ev.node_down.clone().or(ev.node_drain.clone()) {
+                let down = ev.node_down.is_some();
+                let what = if down { "nodeDown" } else { "nodeDrain" };
                 if !config.has_nodes() || !config.nodes().iter().any(|(name, _)| *name == n) {
                     return Err(scenario_error(
                         file,
                         line,
                         format!(
-                            "event {}: nodeDown `{n}` is not a node of the scenario's config",
+                            "event {}: {what} `{n}` is not a node of the scenario's config",
                             i + 1
                         ),
                     ));
                 }
-                Action::NodeDown(n)
+                if down {
+                    Action::NodeDown(n)
+                } else {
+                    Action::NodeDrain(n)
+                }
             } else {
                 let docs = ev.config.unwrap_or_default();
                 Action::Config(validate(sourced(docs)).map_err(|errs| config_errors(&errs)))

@@ -232,6 +232,7 @@ impl<'a, W: Write> Sim<'a, W> {
             }
             Action::Config(Err(e)) => self.sched.config_rejected(e.clone(), t),
             Action::NodeDown(node) => self.sched.node_lost(node, t),
+            Action::NodeDrain(node) => self.sched.node_drained(node, true, t),
         }
         self.flush(t)
     }

@@ -28,6 +28,13 @@ impl Sched {
         now: Time,
     ) {
         self.env_name = config.env.name.clone();
+        // A drained node stays drained across a reload (Slurm says when it is back).
+        let drained: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|n| self.is_drained(&n.name))
+            .map(|n| n.name.clone())
+            .collect();
         self.grace = config.env.preemption.grace_period_seconds;
         self.install_nodes(config, capacity);
         let nunits = self.units.len();
@@ -154,6 +161,9 @@ impl Sched {
         for id in lost {
             self.preempt_one(id, None, PreemptReason::DeviceLost, now);
         }
+        for name in drained {
+            self.node_drained(&name, true, now);
+        }
     }
 
     /// Units and nodes by stable index (by name; undeclared ones stay, with nothing
@@ -260,6 +270,52 @@ impl Sched {
                 self.lose_devices(u, n, &devs, now);
             }
         }
+    }
+
+    /// A node is drained (an admin empties it, SPEC §10) or back in service: drained, it
+    /// takes no new jobs, its running jobs go on, and each of its devices leaves `usable`
+    /// when its job releases it; back, its devices return.
+    pub fn node_drained(&mut self, node: &str, drained: bool, now: Time) {
+        self.now = now;
+        let Some(&n) = self.node_ix.get(node) else {
+            return;
+        };
+        for u in 0..self.units.len() {
+            let unit = &mut self.units[u];
+            let Some(slot) = unit.slots.get_mut(n) else {
+                continue;
+            };
+            if slot.drained == drained {
+                continue;
+            }
+            slot.drained = drained;
+            if drained {
+                let free: Vec<u32> = slot.free.iter().copied().collect();
+                slot.devices.retain(|d| !free.contains(d));
+                slot.parked.extend(free);
+                slot.free.clear();
+            } else {
+                let back = std::mem::take(&mut slot.parked);
+                slot.free.extend(back.iter().copied());
+                slot.devices.extend(back);
+                slot.devices.sort_unstable();
+            }
+            unit.reindex();
+            unit.usable = unit.max_capacity.min(unit.healthy());
+            self.refresh_room(u);
+            for s in 0..self.shares.len() {
+                self.refresh_lane(s, u);
+            }
+        }
+    }
+
+    /// Is the node drained?
+    pub fn is_drained(&self, node: &str) -> bool {
+        self.node_ix.get(node).is_some_and(|&n| {
+            self.units
+                .iter()
+                .any(|u| u.slots.get(n).is_some_and(|s| s.drained))
+        })
     }
 
     fn lose_devices(&mut self, u: UnitIx, n: NodeIx, devices: &[u32], now: Time) {

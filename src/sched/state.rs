@@ -395,6 +395,10 @@ pub struct Slot {
     pub devices: Vec<u32>,
     /// Devices of `devices` that no job holds.
     pub free: BTreeSet<u32>,
+    /// The node is drained (SPEC §10): it takes no new job, and each device leaves
+    /// `devices` (and so `usable`) when its job releases it; they wait in `parked`.
+    pub drained: bool,
+    pub parked: Vec<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -490,14 +494,23 @@ impl UnitState {
             return;
         };
         let before = slot.free.len() as u32;
+        let drained = slot.drained;
         for &d in devices {
-            if slot.devices.binary_search(&d).is_ok() {
+            if drained {
+                if let Ok(i) = slot.devices.binary_search(&d) {
+                    slot.devices.remove(i);
+                    slot.parked.push(d);
+                }
+            } else if slot.devices.binary_search(&d).is_ok() {
                 slot.free.insert(d);
             }
         }
         let (after, order) = (slot.free.len() as u32, slot.order);
         if before != after && self.by_free.remove(&(before, order, n)) {
             self.by_free.insert((after, order, n));
+        }
+        if drained {
+            self.usable = self.max_capacity.min(self.healthy());
         }
     }
 
@@ -507,7 +520,7 @@ impl UnitState {
             .slots
             .iter()
             .enumerate()
-            .filter(|(_, s)| !s.devices.is_empty())
+            .filter(|(_, s)| !s.devices.is_empty() && !s.drained)
             .map(|(n, s)| (s.free.len() as u32, s.order, n))
             .collect();
     }
