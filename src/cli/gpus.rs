@@ -1,10 +1,35 @@
 //! `shareq gpus [--config DIR]`: what GPUs this machine has, how they were found (or why
-//! none were), and which unit each would serve.
+//! none were), and which unit each would serve; and `shareq slurm-conf`: what a Slurm
+//! cluster needs so that shareq can pin the GPUs of its nodes.
 
 use crate::config::load_dir;
 use crate::exec::{Discovery, Method};
 use std::path::Path;
 use std::process::ExitCode;
+
+/// `shareq slurm-conf --config DIR`: what the Slurm admin adds for the Slurm executor.
+pub fn slurm_conf(dir: &Path) -> ExitCode {
+    match load_dir(dir) {
+        Ok(loaded) if loaded.config.has_nodes() => {
+            print!("{}", crate::exec::slurm::slurm_conf(&loaded.config));
+            ExitCode::SUCCESS
+        }
+        Ok(_) => {
+            eprintln!(
+                "shareq slurm-conf: {} lists no `nodes`: the Slurm executor needs them (docs/CONFIG.md, Nodes)",
+                dir.display()
+            );
+            ExitCode::from(2)
+        }
+        Err(errors) => {
+            eprintln!("shareq slurm-conf: the config in {} is not valid:", dir.display());
+            for e in errors {
+                eprintln!("  {e}");
+            }
+            ExitCode::from(2)
+        }
+    }
+}
 
 pub fn gpus(config: Option<&Path>) -> ExitCode {
     let d = Discovery::run();
@@ -31,13 +56,18 @@ pub fn gpus(config: Option<&Path>) -> ExitCode {
             Ok(loaded) => {
                 let (caps, warnings) = d.capacity(&loaded.config);
                 println!("Units of {}:", dir.display());
-                for (c, l) in caps.iter().zip(&loaded.config.env.capacity_limits) {
+                for c in &caps {
+                    let max = loaded.config.max_capacity(&c.unit);
+                    let on = if loaded.config.has_nodes() {
+                        format!(" on node {}", c.node)
+                    } else {
+                        String::new()
+                    };
                     println!(
-                        "  {}: devices {:?} (maxCapacity {}, usable {})",
+                        "  {}{on}: devices {:?} (maxCapacity {max}, usable {})",
                         c.unit,
                         c.devices,
-                        l.max_capacity,
-                        l.max_capacity.min(c.devices.len() as u32)
+                        max.min(c.devices.len() as u32)
                     );
                 }
                 for w in warnings {

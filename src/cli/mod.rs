@@ -18,7 +18,7 @@ mod supervise;
 pub use admin::{AuditArgs, ReloadArgs, audit, reload};
 pub use cancel::{CancelArgs, cancel};
 pub use console::{ConsoleArgs, DemoArgs, default_config_dir, demo, tui};
-pub use gpus::gpus;
+pub use gpus::{gpus, slurm_conf};
 pub use history::{ExportTraceArgs, WhatifArgs, export_trace, whatif};
 pub use jobs::{JobsArgs, duration, jobs};
 pub use log::{LogArgs, log};

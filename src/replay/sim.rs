@@ -337,6 +337,8 @@ impl<'a, W: Write> Sim<'a, W> {
                 self.sched.apply_config(cfg, &cap, t);
             }
             Action::Config(Err(e)) => self.sched.config_rejected(e.clone(), t),
+            Action::NodeDown(node) => self.sched.node_lost(node, t),
+            Action::NodeDrain(node) => self.sched.node_drained(node, true, t),
         }
         self.flush(t)
     }
@@ -462,6 +464,7 @@ pub fn format_event(sched: &Sched, ev: &Event, t: i64, out: &mut String) {
         }
         Event::Started {
             job,
+            node,
             devices,
             borrowed,
         } => {
@@ -482,6 +485,9 @@ pub fn format_event(sched: &Sched, ev: &Event, t: i64, out: &mut String) {
                 let _ = write!(out, "{d}");
             }
             out.push(']');
+            if let Some(node) = node {
+                field(out, "node", node);
+            }
         }
         Event::Preempted { job, by, reason } => {
             field(out, "event", "preempted");

@@ -25,6 +25,8 @@ pub(crate) enum Timer {
     ProtectionEnd,
     /// Estimate the queue's start times again (SPEC §11, `server::forecasts`).
     Forecast,
+    /// Look at Slurm and the Slurm executor's attempts again.
+    SlurmPoll,
 }
 
 impl Timer {
@@ -34,7 +36,11 @@ impl Timer {
             Timer::Grace { job, attempt }
             | Timer::Timeout { job, attempt }
             | Timer::Probe { job, attempt } => Some((job, attempt)),
-            Timer::Flush | Timer::Prune | Timer::ProtectionEnd | Timer::Forecast => None,
+            Timer::Flush
+            | Timer::Prune
+            | Timer::ProtectionEnd
+            | Timer::Forecast
+            | Timer::SlurmPoll => None,
         }
     }
 }

@@ -100,6 +100,11 @@ const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX jobs_client_token ON jobs(json_extract(spec, '$.clientToken'))
         WHERE json_extract(spec, '$.clientToken') IS NOT NULL;
     ",
+    // 4: the node of each attempt's devices (SPEC §10); NULL without `nodes`.
+    "
+    ALTER TABLE jobs ADD COLUMN node TEXT;
+    ALTER TABLE attempts ADD COLUMN node TEXT;
+    ",
 ];
 
 /// The schema version this code writes.

@@ -283,7 +283,20 @@ pub fn reloaded() -> Snapshot {
 /// A busy 8-GPU lab: borrowing, a reserve held idle, a long queue with varied reasons,
 /// finished preemptions in the log (one fresh) and NVML figures on some devices.
 pub fn lab() -> Snapshot {
-    let mut d = lab_driver();
+    lab_snapshot(lab_driver())
+}
+
+/// The same lab on two nodes of 4 GPUs (SPEC §10): the GPU pane groups by node, jobs say
+/// their node.
+pub fn lab_nodes() -> Snapshot {
+    let cfg = LAB_CONFIG.replace(
+        "- {capacityUnit: a100, maxCapacity: 8, devices: {fake: 8}}",
+        "- {capacityUnit: a100, maxCapacity: 8}\nnodes:\n- {name: gpu1, devices: {a100: {fake: 4}}}\n- {name: gpu2, devices: {a100: {fake: 4}}}",
+    );
+    lab_snapshot(lab_driver_on(&cfg))
+}
+
+fn lab_snapshot(mut d: Driver) -> Snapshot {
     let mut snap = d.snapshot(NOW, NOW - 206_000);
     // The queue's start estimates, as the runtime's background forecast makes them.
     snap.estimates = Arc::new(crate::forecast::estimate(
@@ -314,8 +327,12 @@ pub fn lab_runtimes() -> crate::forecast::Runtimes {
 
 /// The scheduler behind [`lab`] (for predictions made on a copy of it).
 pub fn lab_driver() -> Driver {
+    lab_driver_on(LAB_CONFIG)
+}
+
+fn lab_driver_on(config: &str) -> Driver {
     let t0 = NOW - 3_600_000;
-    let mut d = Driver::new(LAB_CONFIG, "sample-configs/lab-8gpu").expect("fixture config");
+    let mut d = Driver::new(config, "sample-configs/lab-8gpu").expect("fixture config");
     let train = d.submit("train-resnet", "vision", 2, 10, t0);
     d.submit("eval-llama", "nlp", 1, 5, t0 + 60_000);
     let debug = d.submit("debug-3", "infra", 1, 1, t0 + 600_000);
