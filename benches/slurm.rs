@@ -95,7 +95,10 @@ fn through_shareq(label: &str, config: &Path, dir: &Path) {
             .args(["--", "date", "+%s%N"])
             .output()
             .expect("submit");
-        let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0);
+        let id: u64 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0);
         logs.push(state.join(format!("logs/{id}/1.log")));
     }
     if let Some(first) = wait_stamps(&logs, Duration::from_secs(300)) {
@@ -135,7 +138,9 @@ fn main() {
             .output()
             .is_ok_and(|o| o.status.success())
     {
-        println!("skipped: needs root and Slurm (apt-get install slurmctld slurmd slurm-client munge)");
+        println!(
+            "skipped: needs root and Slurm (apt-get install slurmctld slurmd slurm-client munge)"
+        );
         return;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -150,20 +155,29 @@ fn main() {
         .env("NODE_PORT0", "19917")
         .output()
         .expect("cluster-up");
-    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
     // SAFETY: single-threaded bench; set before any child starts.
     unsafe { std::env::set_var("SLURM_CONF", base.join("etc/slurm.conf")) };
 
     // The same shares on 8 fake GPUs of this machine.
     let local = tmp.path().join("local-config");
     std::fs::create_dir_all(&local).unwrap();
-    let shares = std::fs::read_to_string(root.join("sample-configs/slurm-2nodes/shares.yaml")).unwrap();
+    let shares =
+        std::fs::read_to_string(root.join("sample-configs/slurm-2nodes/shares.yaml")).unwrap();
     std::fs::write(
         local.join("c.yaml"),
         format!("kind: ServiceEnvironment\nname: local\ncapacityLimits:\n  - {{capacityUnit: gpu, maxCapacity: 8, devices: {{fake: 8}}}}\npreemption: {{gracePeriodSeconds: 5}}\n---\n{shares}"),
     )
     .unwrap();
-    through_shareq("local executor (8 fake GPUs)", &local, &tmp.path().join("l"));
+    through_shareq(
+        "local executor (8 fake GPUs)",
+        &local,
+        &tmp.path().join("l"),
+    );
     through_shareq(
         "Slurm executor (2 nodes × 4)",
         &root.join("sample-configs/slurm-2nodes"),
