@@ -13,6 +13,7 @@ mod serve;
 mod status;
 mod submit;
 mod supervise;
+mod when;
 
 pub use admin::{AuditArgs, ReloadArgs, audit, reload};
 pub use cancel::{CancelArgs, cancel};

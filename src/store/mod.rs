@@ -1,4 +1,5 @@
-//! Durable state (SPEC §8): jobs, attempts, the preemption log and applied configs in an
+//! Durable state (SPEC §8): jobs, attempts, the preemption log, applied configs and the
+//! utilisation history (`usage`) in an
 //! embedded SQLite database at `<state>/shareq.db`, plus the state-directory lock and the
 //! recovery decisions a restarted scheduler applies.
 //!
@@ -18,6 +19,7 @@ mod record;
 pub mod recovery;
 mod rows;
 mod schema;
+pub mod usage;
 
 pub use error::{LockHolder, StoreError};
 pub use file::what_to_do;

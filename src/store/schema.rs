@@ -100,6 +100,29 @@ const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX jobs_client_token ON jobs(json_extract(spec, '$.clientToken'))
         WHERE json_extract(spec, '$.clientToken') IS NOT NULL;
     ",
+    // 4: the utilisation history (`store::usage`): one tick per sample instant, one row
+    // per share and unit that was not idle then. Pruned after `usage::KEEP_DAYS`.
+    "
+    CREATE TABLE usage_ticks (
+        at       INTEGER PRIMARY KEY,        -- ms since the epoch
+        every_ms INTEGER NOT NULL            -- the sampling interval then
+    );
+    CREATE TABLE usage_samples (
+        at           INTEGER NOT NULL,
+        share        TEXT    NOT NULL,
+        unit         TEXT    NOT NULL,
+        limit_gpus   INTEGER NOT NULL,       -- maxCapacity then
+        own          INTEGER NOT NULL,       -- GPUs held within the limit
+        borrowed     INTEGER NOT NULL,       -- GPUs held beyond it
+        lent         INTEGER NOT NULL,       -- idle guarantee used by borrowers
+        queued_jobs  INTEGER NOT NULL,
+        queued_gpus  INTEGER NOT NULL,
+        wait_max     INTEGER NOT NULL,       -- ms the longest-waiting queued job had waited
+        started      INTEGER NOT NULL,       -- jobs started since the previous sample
+        started_wait INTEGER NOT NULL,       -- the sum of their waits, ms
+        PRIMARY KEY (at, share, unit)
+    ) WITHOUT ROWID;
+    ",
 ];
 
 /// The schema version this code writes.
