@@ -19,11 +19,11 @@ use ratatui::widgets::{Axis, Chart, Clear, Dataset, GraphType, Paragraph, Wrap};
 pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let t = &app.theme;
     let st = &app.history;
+    // Everything between the header and the footer.
     let r = Rect {
-        x: area.x + 1,
         y: area.y + 1,
-        width: area.width.saturating_sub(2),
         height: area.height.saturating_sub(2),
+        ..area
     };
     f.render_widget(Clear, r);
     let unit = st.unit.as_deref().unwrap_or("all units");
@@ -122,15 +122,22 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         &x_labels,
         t,
     );
-    // Waits: the longest-waiting queued job per share, in minutes.
+    // Waits: the longest-waiting queued job per share, in minutes, hours or days.
     let mut segments = Vec::new();
     let mut styles = Vec::new();
     let mut top = 1.0f64;
-    for l in lines
+    let shown: Vec<&ShareLine> = lines
         .iter()
         .filter(|l| picked.is_none_or(|p| p.share == l.share))
-    {
-        let values = pick(l, |p| p.wait_max_ms as f64 / 60_000.0);
+        .collect();
+    let longest = shown.iter().map(|l| l.totals.wait_max_ms).max().unwrap_or(0);
+    let (per, unit_name) = match longest {
+        w if w < 3 * 3_600_000 => (60_000.0, "min"),
+        w if w < 3 * 86_400_000 => (3_600_000.0, "h"),
+        _ => (86_400_000.0, "d"),
+    };
+    for l in shown {
+        let values = pick(l, |p| p.wait_max_ms as f64 / per);
         for seg in gaps(h, &values) {
             top = seg.iter().map(|p| p.1).fold(top, f64::max);
             segments.push(seg);
@@ -140,11 +147,11 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     chart(
         f,
         wait_area,
-        " longest wait in queue (min) ",
+        &format!(" longest wait in queue ({unit_name}) "),
         &segments,
         &styles,
         top.ceil(),
-        "min",
+        unit_name,
         &x_labels,
         t,
     );
