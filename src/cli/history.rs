@@ -1,0 +1,146 @@
+//! `shareq history [--window hour|day|week] [--unit U] [--json]`: who used the GPUs over
+//! the last hour, day or week — per share the average GPUs held within its limit (own),
+//! beyond it (borrowed) and lent, the highest use, the queued GPUs, the longest wait and
+//! the jobs started with their mean wait; the same figures as the console's `h` view.
+//! With `--json`, the bucketed history itself (`store::usage::UsageHistory`). When no
+//! scheduler runs, the database is read directly.
+
+use super::request;
+use crate::exec::now_ms;
+use crate::server::{ClientError, Request};
+use crate::store::usage::{self, UsageHistory, Window};
+use crate::tui::history::HistoryState;
+use crate::tui::text::{duration_short, pad};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct HistoryArgs {
+    /// How far back: hour, day or week.
+    #[arg(long, default_value = "day", value_parser = parse_window)]
+    pub window: Window,
+    /// Only this capacity unit (default: every unit, summed per share).
+    #[arg(long)]
+    pub unit: Option<String>,
+    /// Print the bucketed history as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+}
+
+fn parse_window(s: &str) -> Result<Window, String> {
+    Window::parse(s).ok_or_else(|| format!("`{s}`: give hour, day or week"))
+}
+
+pub fn history(args: &HistoryArgs) -> ExitCode {
+    let req = Request::History {
+        window: args.window,
+    };
+    let h: UsageHistory = match request(args.state.as_deref(), &req) {
+        Ok(r) if r.ok => match r.history {
+            Some(h) => h,
+            None => {
+                eprintln!("shareq history: the scheduler sent no history");
+                return ExitCode::from(1);
+            }
+        },
+        Ok(r) => {
+            eprintln!("shareq history: {}", r.error.as_deref().unwrap_or_default());
+            return super::refused(&r);
+        }
+        Err(e) => match e.downcast_ref::<ClientError>() {
+            Some(ClientError::NotRunning { state, .. }) => {
+                let db = std::path::Path::new(state).join(crate::store::DB_FILE);
+                match usage::read_file(&db, args.window, now_ms()) {
+                    Ok(h) => {
+                        eprintln!(
+                            "shareq history: no scheduler is running on {state}; showing what \
+                             its database holds"
+                        );
+                        h
+                    }
+                    Err(db) => {
+                        eprintln!("shareq history: {e}\n(and the database cannot be read: {db})");
+                        return ExitCode::from(1);
+                    }
+                }
+            }
+            _ => {
+                eprintln!("shareq history: {e}");
+                return ExitCode::from(1);
+            }
+        },
+    };
+    if args.json {
+        return match serde_json::to_string_pretty(&h) {
+            Ok(s) => {
+                println!("{s}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("shareq history: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    if h.is_empty() {
+        println!(
+            "no utilisation samples in the last {} (the scheduler writes one every {} while \
+             it runs and keeps them {} days)",
+            args.window.label(),
+            duration_short(h.every_ms.max(30_000)),
+            usage::KEEP_DAYS
+        );
+        return ExitCode::SUCCESS;
+    }
+    let up: u32 = h.samples.iter().filter(|&&n| n > 0).count() as u32;
+    println!(
+        "last {} ({} of {} buckets of {} sampled), averages in GPUs:",
+        args.window.label(),
+        up,
+        h.samples.len(),
+        duration_short(h.bucket_ms)
+    );
+    let st = HistoryState {
+        window: args.window,
+        unit: args.unit.clone(),
+        data: Some(Ok(h)),
+        ..HistoryState::default()
+    };
+    println!(
+        "{} {:>6} {:>8} {:>6} {:>6} {:>7} {:>9} {:>8} {:>9}",
+        pad("SHARE", 16),
+        "OWN",
+        "BORROWED",
+        "LENT",
+        "PEAK",
+        "QUEUED",
+        "MAX WAIT",
+        "STARTED",
+        "MEAN WAIT"
+    );
+    let wait = |ms: i64| {
+        if ms > 0 {
+            duration_short(ms)
+        } else {
+            "-".to_string()
+        }
+    };
+    for l in st.lines() {
+        let t = &l.totals;
+        println!(
+            "{} {:>6.1} {:>8.1} {:>6.1} {:>6.1} {:>7.1} {:>9} {:>8} {:>9}",
+            pad(&l.share, 16),
+            t.own,
+            t.borrowed,
+            t.lent,
+            t.peak,
+            t.queued_gpus,
+            wait(t.wait_max_ms),
+            t.started,
+            t.mean_wait_ms().map_or("-".to_string(), wait)
+        );
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,168 @@
+//! The utilisation history and the time window of `jobs`, live: a real `shareq serve`
+//! sampling every second on fake GPUs, read back through the socket (`shareq history`,
+//! `{"op":"history"}`) and, with no scheduler running, from the database itself.
+
+mod common;
+
+use common::{Server, config, share};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+fn start() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config");
+    std::fs::create_dir_all(&cfg).unwrap();
+    let shares = format!(
+        "{}---\n{}",
+        share("alpha", 1, "LEND_AND_BORROW", false),
+        share("beta", 3, "LEND", false)
+    );
+    std::fs::write(cfg.join("config.yaml"), config(4, 1, &shares)).unwrap();
+    Server::start_dir(
+        dir,
+        cfg,
+        &["--stop-jobs-on-exit", "--sample-seconds", "1"],
+    )
+}
+
+fn history(s: &Server, window: &str) -> Value {
+    let out = s.cli(&["history", "--json", "--window", window]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The newest bucket of a share's series in which `f` holds.
+fn seen(h: &Value, share: &str, f: impl Fn(&Value) -> bool) -> bool {
+    h["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["share"] == share)
+        .flat_map(|s| s["points"].as_array().unwrap().iter())
+        .any(f)
+}
+
+#[test]
+fn samples_of_own_borrowed_lent_and_waits_reach_the_history() {
+    let mut s = start();
+    // alpha holds 3 GPUs: 1 own and 2 borrowed from beta's idle guarantee; a second job
+    // of alpha waits for 2 more.
+    let a = s.submit(&["--share", "alpha", "--gpus", "3"], &["sleep", "300"]);
+    s.wait_state(a, "RUNNING", 20);
+    let b = s.submit(&["--share", "alpha", "--gpus", "2"], &["sleep", "300"]);
+    let t = Instant::now();
+    let h = loop {
+        let h = history(&s, "hour");
+        let full = |p: &Value| p["own"] == 1.0 && p["borrowed"] == 2.0 && p["queued_gpus"] == 2.0;
+        if seen(&h, "alpha", full) && seen(&h, "alpha", |p| p["wait_max_ms"].as_i64() > Some(0))
+        {
+            break h;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "no sample yet: {h}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(seen(&h, "beta", |p| p["lent"] == 2.0), "{h}");
+    assert!(seen(&h, "alpha", |p| p["started"].as_u64() >= Some(1)), "{h}");
+    assert_eq!(h["window"], "hour");
+    assert_eq!(h["samples"].as_array().unwrap().len(), 120);
+    assert_eq!(h["every_ms"], 1000);
+    // The table says the same, per share.
+    let out = s.cli(&["history", "--window", "hour"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let alpha = text.lines().find(|l| l.starts_with("alpha")).unwrap_or("");
+    assert!(alpha.contains("1.0") && alpha.contains("2.0"), "{text}");
+    // The socket answers a window it does not know with an error.
+    let out = s.cli(&["history", "--window", "year"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("hour, day or week"));
+    // The week is read back too (coarser buckets), and after the scheduler stopped the
+    // database still answers.
+    assert!(seen(&history(&s, "week"), "alpha", |p| p["own"].as_f64() > Some(0.0)));
+    let _ = b;
+    s.stop();
+    let out = s.cli(&["history", "--json", "--window", "day"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no scheduler is running"));
+    let h: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(seen(&h, "alpha", |p| p["borrowed"].as_f64() > Some(0.0)), "{h}");
+}
+
+fn jobs(s: &Server, args: &[&str]) -> (Vec<u64>, Value) {
+    let mut all = vec!["jobs", "--json"];
+    all.extend_from_slice(args);
+    let out = s.cli(&all);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut ids: Vec<u64> = ["queue", "running", "finished"]
+        .iter()
+        .flat_map(|k| v[*k].as_array().unwrap().iter())
+        .map(|j| j["id"].as_u64().unwrap())
+        .collect();
+    ids.sort();
+    (ids, v)
+}
+
+fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap()
+        .to_rfc3339()
+}
+
+#[test]
+fn jobs_since_and_until_keep_the_jobs_of_a_time_window() {
+    let mut s = start();
+    let early = s.submit(&["--share", "beta", "--name", "early"], &["true"]);
+    s.wait_state(early, "SUCCEEDED", 20);
+    std::thread::sleep(Duration::from_millis(1100));
+    let mid = chrono::Utc::now().timestamp_millis();
+    std::thread::sleep(Duration::from_millis(1100));
+    let late = s.submit(&["--share", "beta", "--name", "late"], &["true"]);
+    s.wait_state(late, "SUCCEEDED", 20);
+    let running = s.submit(
+        &["--share", "alpha", "--name", "running"],
+        &["sh", "-c", "sleep 300 # it's long"],
+    );
+    s.wait_state(running, "RUNNING", 20);
+    let since = rfc3339(mid);
+    let check = |s: &Server| {
+        assert_eq!(jobs(s, &["--since", &since]).0, vec![late, running]);
+        assert_eq!(jobs(s, &["--until", &since]).0, vec![early]);
+        assert_eq!(
+            jobs(s, &["--since", "1h"]).0,
+            vec![early, late, running]
+        );
+        // A window with no job, and the filters together with a window.
+        let before = rfc3339(mid - 3_600_000);
+        assert_eq!(jobs(s, &["--until", &before]).0, Vec::<u64>::new());
+        assert_eq!(
+            jobs(s, &["--since", &since, "--share", "beta"]).0,
+            vec![late]
+        );
+    };
+    check(&s);
+    // The command, in the JSON and in the table.
+    let (_, v) = jobs(&s, &["--status", "running"]);
+    assert_eq!(v["running"][0]["command"], "sh -c 'sleep 300 # it'\\''s long'");
+    let out = s.cli(&["jobs", "--all"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().next().unwrap().contains("COMMAND"), "{text}");
+    let early_row = text.lines().find(|l| l.contains("early")).unwrap();
+    assert!(early_row.contains(" true "), "{text}");
+    // Bad times are refused with the forms that work.
+    let out = s.cli(&["jobs", "--since", "2x"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--since: `2x` is not a time"), "{err}");
+    // Without a scheduler the database answers the same (the running job was stopped
+    // with the scheduler: it finished after `since`, so it is still in the window).
+    s.stop();
+    check(&s);
+}
