@@ -139,7 +139,7 @@ pub fn history(args: &HistoryArgs) -> ExitCode {
             t.queued_gpus,
             wait(t.wait_max_ms),
             t.started,
-            t.mean_wait_ms().map_or("-".to_string(), wait)
+            t.mean_wait_ms().map_or("-".to_string(), duration_short)
         );
     }
     ExitCode::SUCCESS

@@ -45,7 +45,7 @@ pub fn start(
 fn sample_loop(mut conn: Connection, rx: watch::Receiver<Arc<Snapshot>>, every: Duration) {
     let every_ms = every.as_millis() as i64;
     let mut since = crate::exec::now_ms();
-    let mut pruned_at = i64::MIN;
+    let mut pruned_at: Option<i64> = None;
     loop {
         // Sleep in short steps, so that the thread ends soon after the runtime.
         let wake = std::time::Instant::now() + every;
@@ -66,8 +66,8 @@ fn sample_loop(mut conn: Connection, rx: watch::Receiver<Arc<Snapshot>>, every: 
             tracing::warn!("cannot record the utilisation sample: {e}");
         }
         since = at;
-        if at - pruned_at >= PRUNE_EVERY_MS {
-            pruned_at = at;
+        if pruned_at.is_none_or(|t| at - t >= PRUNE_EVERY_MS) {
+            pruned_at = Some(at);
             match usage::prune(&conn, at) {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(rows = n, "old utilisation samples pruned"),

@@ -302,7 +302,7 @@ fn table(f: &mut Frame, area: Rect, lines: &[ShareLine], picked: Option<&str>, t
     };
     for l in lines.iter().take(area.height.saturating_sub(1) as usize) {
         let x = &l.totals;
-        let mean = x.mean_wait_ms().map_or("-".to_string(), w);
+        let mean = x.mean_wait_ms().map_or("-".to_string(), duration_short);
         let figures = if wide {
             format!(
                 " {:>6.1} {:>8.1} {:>6.1} {:>6.1} {:>7.1} {:>9} {:>8} {:>9}",
