@@ -166,3 +166,93 @@ fn jobs_since_and_until_keep_the_jobs_of_a_time_window() {
     s.stop();
     check(&s);
 }
+
+/// The in-process console's path: its action goes through the bridge to the runtime it
+/// booted, which reads its own database; a runtime without a database says it has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_in_process_console_reads_the_history_through_the_bridge() {
+    use shareq::exec::{Discovery, StateDir};
+    use shareq::server::boot::{self, BootOptions};
+    use shareq::store::usage::Window;
+    use shareq::tui::Action;
+    use shareq::tui::bridge::{Feed, forward};
+    use tokio::sync::mpsc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config");
+    std::fs::create_dir_all(&cfg).unwrap();
+    let shares = share("alpha", 2, "LEND_AND_BORROW", false);
+    std::fs::write(cfg.join("config.yaml"), config(2, 1, &shares)).unwrap();
+    let state = StateDir::new(dir.path().join("state"));
+    let mut opts = BootOptions::new(state.clone(), cfg.clone());
+    opts.supervisor_exe = Some(common::BIN.into());
+    opts.discovery = Some(Discovery::skipped());
+    opts.listen = false;
+    opts.watch_config = false;
+    opts.sample_every = Duration::from_millis(200);
+    let handle = boot::start(opts).await.expect("boots");
+    let _cleanup = common::Cleanup(state.root().to_path_buf());
+    let mut spec = shareq::model::JobSpec::new("hist", "alpha", 1, 0);
+    spec.command = Some(shareq::model::Command::Argv(vec!["sleep".into(), "300".into()]));
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    handle
+        .inputs
+        .send(shareq::server::Input::Submit {
+            spec,
+            reply: Some(tx),
+        })
+        .unwrap();
+    rx.await.unwrap().expect("submitted");
+
+    let (act_tx, act_rx) = mpsc::channel(8);
+    let (feed_tx, mut feed_rx) = mpsc::unbounded_channel();
+    let bridge = tokio::spawn(forward(
+        act_rx,
+        handle.inputs.clone(),
+        "tester".into(),
+        feed_tx,
+        shareq::server::audit::Audit::off(),
+    ));
+    let t = Instant::now();
+    loop {
+        act_tx.send(Action::History(Window::Hour)).await.unwrap();
+        match feed_rx.recv().await.unwrap() {
+            Feed::History(Ok(h))
+                if h.series.iter().any(|s| {
+                    s.share == "alpha" && s.points.iter().any(|p| p.own == 1.0)
+                }) =>
+            {
+                break;
+            }
+            Feed::History(Err(e)) => panic!("{e}"),
+            _ => {}
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "no sample of alpha");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    act_tx.send(Action::Quit { stop_jobs: true }).await.unwrap();
+    bridge.await.unwrap();
+    handle.shutdown(true).await;
+
+    // A scheduler in memory only keeps no history, and says so.
+    let loaded = shareq::config::load_dir(&cfg).unwrap();
+    let mem = shareq::server::RuntimeHandle::start(
+        shareq::server::RuntimeOptions {
+            state: StateDir::new(dir.path().join("mem")),
+            config_dir: cfg,
+            supervisor_exe: common::BIN.into(),
+            discovery: Discovery::skipped(),
+        },
+        loaded,
+    );
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    mem.inputs
+        .send(shareq::server::Input::History {
+            window: Window::Day,
+            reply: tx,
+        })
+        .unwrap();
+    let e = rx.await.unwrap().unwrap_err();
+    assert!(e.contains("keeps no database"), "{e}");
+    mem.shutdown(false).await;
+}
