@@ -92,15 +92,7 @@ fn samples_of_own_borrowed_lent_and_waits_reach_the_history() {
 }
 
 fn jobs(s: &Server, args: &[&str]) -> (Vec<u64>, Value) {
-    let mut all = vec!["jobs", "--json"];
-    all.extend_from_slice(args);
-    let out = s.cli(&all);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = s.jobs_json(args);
     let mut ids: Vec<u64> = ["queue", "running", "finished"]
         .iter()
         .flat_map(|k| v[*k].as_array().unwrap().iter())

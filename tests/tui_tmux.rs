@@ -51,6 +51,12 @@ fn tmux_here(test: &str) -> bool {
     false
 }
 
+/// A detached tmux session of `w`×`h` running `script`.
+fn new_session(session: &str, w: u16, h: u16, script: &str) {
+    let (w, h) = (w.to_string(), h.to_string());
+    tmux(&["new-session", "-d", "-s", session, "-x", &w, "-y", &h, script]);
+}
+
 fn keys(session: &str, keys: &[&str]) {
     for k in keys {
         tmux(&["send-keys", "-t", session, k]);
@@ -75,17 +81,7 @@ fn demo_submit_cancel_raise_resize_quit_in_tmux() {
         e = exit.display(),
         bin = bin.display()
     );
-    tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "160",
-        "-y",
-        "48",
-        &script,
-    ]);
+    new_session(&session, 160, 48, &script);
     let _cleanup = Cleanup(session.clone());
     wait_for(&session, "Queue (");
     // Submit through the form.
@@ -277,17 +273,7 @@ fn closing_the_demos_terminal_stops_its_jobs_and_removes_its_directory() {
         t = tmp.path().display(),
         bin = bin.display()
     );
-    tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "100",
-        "-y",
-        "30",
-        &script,
-    ]);
+    new_session(&session, 100, 30, &script);
     wait_for(&session, "train-a");
     let demo_dir = std::fs::read_dir(tmp.path())
         .unwrap()
@@ -353,17 +339,7 @@ fn an_attached_console_rides_out_a_serve_restart_in_tmux() {
         state = s.state.display(),
         e = exit.display()
     );
-    tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "100",
-        "-y",
-        "30",
-        &script,
-    ]);
+    new_session(&session, 100, 30, &script);
     let _cleanup = Cleanup(session.clone());
     wait_for(&session, "attach-probe");
     // h: the history the scheduler samples every second, over the socket. The view asks

@@ -9,7 +9,7 @@ use super::request;
 use crate::exec::now_ms;
 use crate::server::{ClientError, Request};
 use crate::store::usage::{self, UsageHistory, Window};
-use crate::tui::history::HistoryState;
+use crate::tui::history::{self, HistoryState};
 use crate::tui::text::{duration_short, pad};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -89,7 +89,7 @@ pub fn history(args: &HistoryArgs) -> ExitCode {
             "no utilisation samples in the last {} (the scheduler writes one every {} while \
              it runs and keeps them {} days)",
             args.window.label(),
-            duration_short(h.every_ms.max(30_000)),
+            duration_short(h.interval_ms()),
             usage::KEEP_DAYS
         );
         return ExitCode::SUCCESS;
@@ -108,39 +108,9 @@ pub fn history(args: &HistoryArgs) -> ExitCode {
         data: Some(Ok(h)),
         ..HistoryState::default()
     };
-    println!(
-        "{} {:>6} {:>8} {:>6} {:>6} {:>7} {:>9} {:>8} {:>9}",
-        pad("SHARE", 16),
-        "OWN",
-        "BORROWED",
-        "LENT",
-        "PEAK",
-        "QUEUED",
-        "MAX WAIT",
-        "STARTED",
-        "MEAN WAIT"
-    );
-    let wait = |ms: i64| {
-        if ms > 0 {
-            duration_short(ms)
-        } else {
-            "-".to_string()
-        }
-    };
+    println!("{}{}", pad("SHARE", 16), history::headings(true));
     for l in st.lines() {
-        let t = &l.totals;
-        println!(
-            "{} {:>6.1} {:>8.1} {:>6.1} {:>6.1} {:>7.1} {:>9} {:>8} {:>9}",
-            pad(&l.share, 16),
-            t.own,
-            t.borrowed,
-            t.lent,
-            t.peak,
-            t.queued_gpus,
-            wait(t.wait_max_ms),
-            t.started,
-            t.mean_wait_ms().map_or("-".to_string(), duration_short)
-        );
+        println!("{}{}", pad(&l.share, 16), history::figures(&l.totals, true));
     }
     ExitCode::SUCCESS
 }

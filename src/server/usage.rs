@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// How often samples are taken unless `serve --sample-seconds` says otherwise.
-pub const DEFAULT_EVERY: Duration = Duration::from_secs(30);
+pub const DEFAULT_EVERY: Duration = Duration::from_millis(usage::DEFAULT_EVERY_MS as u64);
 
 /// How often old samples are pruned.
 const PRUNE_EVERY_MS: i64 = 3_600_000;

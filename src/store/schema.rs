@@ -122,6 +122,23 @@ const MIGRATIONS: &[&str] = &[
         started_wait INTEGER NOT NULL,       -- the sum of their waits, ms
         PRIMARY KEY (at, share, unit)
     ) WITHOUT ROWID;
+    -- The same rows summed per 12 minutes (`usage::COARSE_MS`), kept up to date as samples
+    -- are written, so that a day or a week reads ~1/24 of the rows.
+    CREATE TABLE usage_coarse (
+        bucket       INTEGER NOT NULL,       -- start, ms, a multiple of 12 minutes
+        share        TEXT    NOT NULL,
+        unit         TEXT    NOT NULL,
+        limit_gpus   INTEGER NOT NULL,       -- in the newest sample
+        last_at      INTEGER NOT NULL,       -- the newest sample
+        own          INTEGER NOT NULL,       -- sums over the bucket's samples
+        borrowed     INTEGER NOT NULL,
+        lent         INTEGER NOT NULL,
+        queued_gpus  INTEGER NOT NULL,
+        wait_max     INTEGER NOT NULL,       -- the highest
+        started      INTEGER NOT NULL,
+        started_wait INTEGER NOT NULL,
+        PRIMARY KEY (bucket, share, unit)
+    ) WITHOUT ROWID;
     ",
 ];
 

@@ -6,7 +6,10 @@
 //! Tables (schema migration 4): `usage_ticks` has one row per sample instant (so a bucket
 //! knows how many samples it had: none means no scheduler ran), `usage_samples` one row
 //! per (instant, share, unit) that was not idle (an idle share writes nothing; reading
-//! counts its missing rows as zeros). Samples older than [`KEEP_DAYS`] days are pruned.
+//! counts its missing rows as zeros), and `usage_coarse` the same rows summed per
+//! [`COARSE_MS`] as they are written: an hour is read from the samples, a day and a week
+//! from the sums (whose 12 minutes divide both of their buckets). Samples older than
+//! [`KEEP_DAYS`] days are pruned.
 
 use rusqlite::{Connection, params};
 use serde::{Deserialize, Serialize};
@@ -14,6 +17,12 @@ use std::collections::BTreeMap;
 
 /// Samples are kept this many days (one week shown, plus a day of margin).
 pub const KEEP_DAYS: i64 = 8;
+
+/// The span of one `usage_coarse` row: a day's bucket (12 min), and a seventh of a week's.
+pub const COARSE_MS: i64 = 12 * 60_000;
+
+/// The sampling interval unless `serve --sample-seconds` says otherwise.
+pub const DEFAULT_EVERY_MS: i64 = 30_000;
 
 /// Every window is read back in this many buckets (a point each in the charts).
 pub const BUCKETS: usize = 120;
@@ -143,6 +152,15 @@ impl UsageHistory {
         self.samples.iter().all(|&n| n == 0)
     }
 
+    /// The sampling interval: the newest sample's, else the default.
+    pub fn interval_ms(&self) -> i64 {
+        if self.every_ms > 0 {
+            self.every_ms
+        } else {
+            DEFAULT_EVERY_MS
+        }
+    }
+
     /// The buckets' start instants.
     pub fn bucket_start(&self, i: usize) -> i64 {
         self.from + i as i64 * self.bucket_ms
@@ -167,7 +185,34 @@ pub fn write(
                  lent, queued_jobs, queued_gpus, wait_max, started, started_wait)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         )?;
+        let mut coarse = tx.prepare_cached(
+            "INSERT INTO usage_coarse (bucket, share, unit, limit_gpus, last_at, own, borrowed,
+                 lent, queued_gpus, wait_max, started, started_wait)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+             ON CONFLICT (bucket, share, unit) DO UPDATE SET
+                 limit_gpus = excluded.limit_gpus, last_at = excluded.last_at,
+                 own = own + excluded.own, borrowed = borrowed + excluded.borrowed,
+                 lent = lent + excluded.lent, queued_gpus = queued_gpus + excluded.queued_gpus,
+                 wait_max = max(wait_max, excluded.wait_max),
+                 started = started + excluded.started,
+                 started_wait = started_wait + excluded.started_wait",
+        )?;
+        let bucket = at.div_euclid(COARSE_MS) * COARSE_MS;
         for s in samples.iter().filter(|s| !s.is_idle()) {
+            coarse.execute(params![
+                bucket,
+                s.share,
+                s.unit,
+                s.limit,
+                at,
+                s.own,
+                s.borrowed,
+                s.lent,
+                s.queued_gpus,
+                s.wait_max_ms,
+                s.started,
+                s.started_wait_ms
+            ])?;
             stmt.execute(params![
                 at,
                 s.share,
@@ -191,12 +236,24 @@ pub fn write(
 pub fn prune(conn: &Connection, now: i64) -> rusqlite::Result<usize> {
     let before = now - KEEP_DAYS * 24 * 3_600_000;
     let n = conn.execute("DELETE FROM usage_samples WHERE at < ?1", [before])?;
+    let n = n + conn.execute("DELETE FROM usage_coarse WHERE bucket < ?1", [before])?;
     Ok(n + conn.execute("DELETE FROM usage_ticks WHERE at < ?1", [before])?)
 }
 
 /// The window ending at `now`, bucketed. Bucket edges are multiples of the bucket length,
 /// so that two reads a little apart cut the same buckets.
 pub fn read(conn: &Connection, window: Window, now: i64) -> rusqlite::Result<UsageHistory> {
+    let coarse = (window.ms() / BUCKETS as i64) % COARSE_MS == 0;
+    read_from(conn, window, now, coarse)
+}
+
+/// [`read`] from the 12-minute sums (`coarse`) or from the samples.
+fn read_from(
+    conn: &Connection,
+    window: Window,
+    now: i64,
+    coarse: bool,
+) -> rusqlite::Result<UsageHistory> {
     let bucket_ms = window.ms() / BUCKETS as i64;
     let to = (now.div_euclid(bucket_ms) + 1) * bucket_ms;
     let from = to - window.ms();
@@ -219,13 +276,21 @@ pub fn read(conn: &Connection, window: Window, now: i64) -> rusqlite::Result<Usa
         )
         .unwrap_or(0);
     let mut series: BTreeMap<(String, String), ShareSeries> = BTreeMap::new();
-    let mut stmt = conn.prepare_cached(
+    // An hour from the samples themselves; a day or a week from the 12-minute sums.
+    let sql = if coarse {
+        "SELECT (bucket - ?1) / ?2, share, unit, sum(own), sum(borrowed), sum(lent),
+                sum(queued_gpus), max(wait_max), sum(started), sum(started_wait),
+                max(last_at), limit_gpus
+         FROM usage_coarse WHERE bucket >= ?1 AND bucket < ?3
+         GROUP BY 1, 2, 3 ORDER BY 2, 3, 1"
+    } else {
         "SELECT (at - ?1) / ?2, share, unit, sum(own), sum(borrowed), sum(lent),
                 sum(queued_gpus), max(wait_max), sum(started), sum(started_wait),
                 max(at), limit_gpus
          FROM usage_samples WHERE at >= ?1 AND at < ?3
-         GROUP BY 1, 2, 3 ORDER BY 2, 3, 1",
-    )?;
+         GROUP BY 1, 2, 3 ORDER BY 2, 3, 1"
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
     let mut rows = stmt.query(params![from, bucket_ms, to])?;
     let mut newest: BTreeMap<(String, String), i64> = BTreeMap::new();
     while let Some(r) = rows.next()? {
@@ -337,12 +402,58 @@ mod tests {
     }
 
     #[test]
+    fn a_day_and_a_week_read_from_the_sums_as_from_the_samples() {
+        let (_d, mut conn) = db();
+        let now = 1000 * H + 123_456;
+        // Two days of samples every 5 minutes, with an idle stretch and changing figures.
+        let mut at = now - 48 * H;
+        let mut i = 0u32;
+        while at <= now {
+            let rows = [
+                Sample {
+                    wait_max_ms: i64::from(i % 13) * 60_000,
+                    started: i % 3,
+                    started_wait_ms: i64::from(i % 3) * 10_000,
+                    queued_jobs: 1,
+                    queued_gpus: i % 4,
+                    limit: 2 + i / 300,
+                    ..sample("A", i % 3, i % 2)
+                },
+                sample("B", if i % 50 < 10 { 0 } else { 2 }, 0),
+            ];
+            write(&mut conn, at, 300_000, &rows).unwrap();
+            at += 300_000;
+            i += 1;
+        }
+        for w in [Window::Day, Window::Week] {
+            let sums = read_from(&conn, w, now, true).unwrap();
+            let raw = read_from(&conn, w, now, false).unwrap();
+            assert_eq!(sums.samples, raw.samples, "{w:?}");
+            assert_eq!(sums.series.len(), raw.series.len());
+            for (a, b) in sums.series.iter().zip(&raw.series) {
+                assert_eq!((&a.share, &a.unit, a.limit), (&b.share, &b.unit, b.limit));
+                for (p, q) in a.points.iter().zip(&b.points) {
+                    assert!((p.own - q.own).abs() < 1e-9, "{w:?} {p:?} {q:?}");
+                    assert!((p.borrowed - q.borrowed).abs() < 1e-9);
+                    assert!((p.queued_gpus - q.queued_gpus).abs() < 1e-9);
+                    assert_eq!(
+                        (p.wait_max_ms, p.started, p.started_wait_ms),
+                        (q.wait_max_ms, q.started, q.started_wait_ms)
+                    );
+                }
+            }
+            assert!(sums.series.iter().any(|s| s.points.iter().any(|p| p.own > 0.0)));
+        }
+    }
+
+    #[test]
     fn old_samples_are_pruned() {
         let (_d, mut conn) = db();
         let now = 1000 * H;
         write(&mut conn, now - KEEP_DAYS * 24 * H - 1, 30_000, &[sample("A", 1, 0)]).unwrap();
         write(&mut conn, now - H, 30_000, &[sample("A", 1, 0)]).unwrap();
-        assert_eq!(prune(&conn, now).unwrap(), 2);
+        // The old sample, its 12-minute sum and its tick.
+        assert_eq!(prune(&conn, now).unwrap(), 3);
         let n: i64 = conn
             .query_row("SELECT count(*) FROM usage_samples", [], |r| r.get(0))
             .unwrap();

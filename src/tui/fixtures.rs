@@ -110,6 +110,11 @@ impl Driver {
     ) -> Option<JobId> {
         let mut spec = JobSpec::new(name, share, gpus, prio);
         spec.submitter = Some(std::sync::Arc::new(member_of(share)));
+        spec.command = Some(crate::model::Command::Argv(vec![
+            "python".into(),
+            "run.py".into(),
+            format!("--job={name}"),
+        ]));
         let id = self.sched.submit(spec, at).ok();
         self.pass(at);
         id

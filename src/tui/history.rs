@@ -53,6 +53,68 @@ impl Totals {
     }
 }
 
+/// The columns of the window's figures: heading and width (wide: whole words).
+fn columns(wide: bool) -> [(&'static str, usize); 8] {
+    if wide {
+        [
+            ("OWN", 6),
+            ("BORROWED", 8),
+            ("LENT", 6),
+            ("PEAK", 6),
+            ("QUEUED", 7),
+            ("MAX WAIT", 9),
+            ("STARTED", 8),
+            ("MEAN WAIT", 9),
+        ]
+    } else {
+        [
+            ("OWN", 5),
+            ("BORR", 5),
+            ("LENT", 5),
+            ("PEAK", 5),
+            ("QUEUE", 6),
+            ("MAXW", 6),
+            ("START", 5),
+            ("MEANW", 6),
+        ]
+    }
+}
+
+/// The headings of [`figures`], for the `h` view's table and `shareq history`.
+pub fn headings(wide: bool) -> String {
+    columns(wide)
+        .iter()
+        .map(|(h, w)| format!(" {h:>w$}"))
+        .collect()
+}
+
+/// A share's figures over the window, in the columns of [`headings`].
+pub fn figures(t: &Totals, wide: bool) -> String {
+    let wait = |ms: i64| {
+        if ms > 0 {
+            crate::duration::short(ms)
+        } else {
+            "-".to_string()
+        }
+    };
+    let values = [
+        format!("{:.1}", t.own),
+        format!("{:.1}", t.borrowed),
+        format!("{:.1}", t.lent),
+        format!("{:.1}", t.peak),
+        format!("{:.1}", t.queued_gpus),
+        wait(t.wait_max_ms),
+        t.started.to_string(),
+        t.mean_wait_ms()
+            .map_or("-".to_string(), crate::duration::short),
+    ];
+    columns(wide)
+        .iter()
+        .zip(values)
+        .map(|((_, w), v)| format!(" {v:>w$}"))
+        .collect()
+}
+
 impl HistoryState {
     /// Open on (or switch to) `window`: the request to send.
     pub fn ask(&mut self, window: Window, now: i64) -> crate::tui::Action {

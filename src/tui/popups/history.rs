@@ -6,7 +6,7 @@
 use super::frame_block;
 use crate::store::usage::{UsageHistory, Window};
 use crate::tui::app::App;
-use crate::tui::history::ShareLine;
+use crate::tui::history::{ShareLine, figures, headings};
 use crate::tui::text::{clock, duration_short, fit, pad};
 use crate::tui::theme::Theme;
 use ratatui::Frame;
@@ -54,7 +54,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
                  while it runs (serve --sample-seconds) and keeps them {} days; this one has \
                  none for this window yet.",
                 st.window.label(),
-                every(h),
+                duration_short(h.interval_ms()),
                 crate::store::usage::KEEP_DAYS
             )
         } else {
@@ -165,13 +165,6 @@ fn message(f: &mut Frame, area: Rect, text: &str, style: Style) {
     );
 }
 
-fn every(h: &UsageHistory) -> String {
-    if h.every_ms > 0 {
-        duration_short(h.every_ms)
-    } else {
-        duration_short(crate::server::usage::DEFAULT_EVERY.as_millis() as i64)
-    }
-}
 
 fn pick(l: &ShareLine, f: impl Fn(&crate::store::usage::UsagePoint) -> f64) -> Vec<f64> {
     l.points.iter().map(f).collect()
@@ -260,82 +253,21 @@ fn chart(
     f.render_widget(chart, area);
 }
 
-/// The window's figures per share: averages of own, borrowed, lent and queued GPUs, the
-/// highest use, the longest wait, and the jobs started with their mean wait.
+/// The window's figures per share (`tui::history::figures`); the share names, in their
+/// colours, are the charts' legend.
 fn table(f: &mut Frame, area: Rect, lines: &[ShareLine], picked: Option<&str>, t: &Theme) {
     let wide = area.width >= 96;
-    let name_w = 14usize;
-    let head = if wide {
-        format!(
-            "{} {:>6} {:>8} {:>6} {:>6} {:>7} {:>9} {:>8} {:>9}",
-            pad("SHARE", name_w),
-            "OWN",
-            "BORROWED",
-            "LENT",
-            "PEAK",
-            "QUEUED",
-            "MAX WAIT",
-            "STARTED",
-            "MEAN WAIT"
-        )
-    } else {
-        format!(
-            "{} {:>5} {:>5} {:>5} {:>5} {:>6} {:>6} {:>5} {:>6}",
-            pad("SHARE", 12),
-            "OWN",
-            "BORR",
-            "LENT",
-            "PEAK",
-            "QUEUE",
-            "MAXW",
-            "START",
-            "MEANW"
-        )
-    };
+    let name_w = if wide { 14 } else { 12 };
+    let head = format!("{}{}", pad("SHARE", name_w), headings(wide));
     let mut out = vec![Line::styled(head, t.dimmed().add_modifier(Modifier::BOLD))];
-    let w = |ms: i64| {
-        if ms > 0 {
-            duration_short(ms)
-        } else {
-            "-".to_string()
-        }
-    };
     for l in lines.iter().take(area.height.saturating_sub(1) as usize) {
-        let x = &l.totals;
-        let mean = x.mean_wait_ms().map_or("-".to_string(), duration_short);
-        let figures = if wide {
-            format!(
-                " {:>6.1} {:>8.1} {:>6.1} {:>6.1} {:>7.1} {:>9} {:>8} {:>9}",
-                x.own,
-                x.borrowed,
-                x.lent,
-                x.peak,
-                x.queued_gpus,
-                w(x.wait_max_ms),
-                x.started,
-                mean
-            )
-        } else {
-            format!(
-                " {:>5.1} {:>5.1} {:>5.1} {:>5.1} {:>6.1} {:>6} {:>5} {:>6}",
-                x.own,
-                x.borrowed,
-                x.lent,
-                x.peak,
-                x.queued_gpus,
-                w(x.wait_max_ms),
-                x.started,
-                mean
-            )
-        };
         let mut name = Style::default().fg(t.share(&l.share));
         if picked == Some(l.share.as_str()) {
             name = name.add_modifier(Modifier::REVERSED);
         }
-        let nw = if wide { name_w } else { 12 };
         out.push(Line::from(vec![
-            Span::styled(pad(&l.share, nw), name),
-            Span::styled(figures, t.text()),
+            Span::styled(pad(&l.share, name_w), name),
+            Span::styled(figures(&l.totals, wide), t.text()),
         ]));
     }
     f.render_widget(Paragraph::new(out), area);
