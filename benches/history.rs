@@ -19,7 +19,11 @@ fn main() {
     let t = Instant::now();
     let n = 20;
     for _ in 0..n {
-        std::hint::black_box(shareq::server::usage::samples(&snap, snap.at - EVERY_MS, snap.at));
+        std::hint::black_box(shareq::server::usage::samples(
+            &snap,
+            snap.at - EVERY_MS,
+            snap.at,
+        ));
     }
     println!(
         "samples from a snapshot with {} queued jobs: {:.2} ms",

@@ -26,8 +26,8 @@ fn completions_know_every_subcommand() {
         assert!(ok, "{shell}: {err}");
         assert!(out.contains(marker), "{shell}:\n{out}");
         for sub in [
-            "submit", "cancel", "jobs", "replay", "check", "serve", "audit", "history",
-            "since", "until",
+            "submit", "cancel", "jobs", "replay", "check", "serve", "audit", "history", "since",
+            "until",
         ] {
             assert!(out.contains(sub), "{shell} completion lacks {sub}");
         }

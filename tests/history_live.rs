@@ -18,11 +18,7 @@ fn start() -> Server {
         share("beta", 3, "LEND", false)
     );
     std::fs::write(cfg.join("config.yaml"), config(4, 1, &shares)).unwrap();
-    Server::start_dir(
-        dir,
-        cfg,
-        &["--stop-jobs-on-exit", "--sample-seconds", "1"],
-    )
+    Server::start_dir(dir, cfg, &["--stop-jobs-on-exit", "--sample-seconds", "1"])
 }
 
 fn history(s: &Server, window: &str) -> Value {
@@ -58,15 +54,17 @@ fn samples_of_own_borrowed_lent_and_waits_reach_the_history() {
     let h = loop {
         let h = history(&s, "hour");
         let full = |p: &Value| p["own"] == 1.0 && p["borrowed"] == 2.0 && p["queued_gpus"] == 2.0;
-        if seen(&h, "alpha", full) && seen(&h, "alpha", |p| p["wait_max_ms"].as_i64() > Some(0))
-        {
+        if seen(&h, "alpha", full) && seen(&h, "alpha", |p| p["wait_max_ms"].as_i64() > Some(0)) {
             break h;
         }
         assert!(t.elapsed() < Duration::from_secs(20), "no sample yet: {h}");
         std::thread::sleep(Duration::from_millis(200));
     };
     assert!(seen(&h, "beta", |p| p["lent"] == 2.0), "{h}");
-    assert!(seen(&h, "alpha", |p| p["started"].as_u64() >= Some(1)), "{h}");
+    assert!(
+        seen(&h, "alpha", |p| p["started"].as_u64() >= Some(1)),
+        "{h}"
+    );
     assert_eq!(h["window"], "hour");
     assert_eq!(h["samples"].as_array().unwrap().len(), 120);
     assert_eq!(h["every_ms"], 1000);
@@ -81,14 +79,22 @@ fn samples_of_own_borrowed_lent_and_waits_reach_the_history() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("hour, day or week"));
     // The week is read back too (coarser buckets), and after the scheduler stopped the
     // database still answers.
-    assert!(seen(&history(&s, "week"), "alpha", |p| p["own"].as_f64() > Some(0.0)));
+    assert!(seen(&history(&s, "week"), "alpha", |p| p["own"].as_f64()
+        > Some(0.0)));
     let _ = b;
     s.stop();
     let out = s.cli(&["history", "--json", "--window", "day"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("no scheduler is running"));
     let h: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(seen(&h, "alpha", |p| p["borrowed"].as_f64() > Some(0.0)), "{h}");
+    assert!(
+        seen(&h, "alpha", |p| p["borrowed"].as_f64() > Some(0.0)),
+        "{h}"
+    );
 }
 
 fn jobs(s: &Server, args: &[&str]) -> (Vec<u64>, Value) {
@@ -127,10 +133,7 @@ fn jobs_since_and_until_keep_the_jobs_of_a_time_window() {
     let check = |s: &Server| {
         assert_eq!(jobs(s, &["--since", &since]).0, vec![late, running]);
         assert_eq!(jobs(s, &["--until", &since]).0, vec![early]);
-        assert_eq!(
-            jobs(s, &["--since", "1h"]).0,
-            vec![early, late, running]
-        );
+        assert_eq!(jobs(s, &["--since", "1h"]).0, vec![early, late, running]);
         // A window with no job, and the filters together with a window.
         let before = rfc3339(mid - 3_600_000);
         assert_eq!(jobs(s, &["--until", &before]).0, Vec::<u64>::new());
@@ -142,7 +145,10 @@ fn jobs_since_and_until_keep_the_jobs_of_a_time_window() {
     check(&s);
     // The command, in the JSON and in the table.
     let (_, v) = jobs(&s, &["--status", "running"]);
-    assert_eq!(v["running"][0]["command"], "sh -c 'sleep 300 # it'\\''s long'");
+    assert_eq!(
+        v["running"][0]["command"],
+        "sh -c 'sleep 300 # it'\\''s long'"
+    );
     let out = s.cli(&["jobs", "--all"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.lines().next().unwrap().contains("COMMAND"), "{text}");
@@ -185,7 +191,10 @@ async fn the_in_process_console_reads_the_history_through_the_bridge() {
     let handle = boot::start(opts).await.expect("boots");
     let _cleanup = common::Cleanup(state.root().to_path_buf());
     let mut spec = shareq::model::JobSpec::new("hist", "alpha", 1, 0);
-    spec.command = Some(shareq::model::Command::Argv(vec!["sleep".into(), "300".into()]));
+    spec.command = Some(shareq::model::Command::Argv(vec![
+        "sleep".into(),
+        "300".into(),
+    ]));
     let (tx, rx) = tokio::sync::oneshot::channel();
     handle
         .inputs
@@ -210,9 +219,9 @@ async fn the_in_process_console_reads_the_history_through_the_bridge() {
         act_tx.send(Action::History(Window::Hour)).await.unwrap();
         match feed_rx.recv().await.unwrap() {
             Feed::History(Ok(h))
-                if h.series.iter().any(|s| {
-                    s.share == "alpha" && s.points.iter().any(|p| p.own == 1.0)
-                }) =>
+                if h.series
+                    .iter()
+                    .any(|s| s.share == "alpha" && s.points.iter().any(|p| p.own == 1.0)) =>
             {
                 break;
             }

@@ -54,7 +54,17 @@ fn tmux_here(test: &str) -> bool {
 /// A detached tmux session of `w`×`h` running `script`.
 fn new_session(session: &str, w: u16, h: u16, script: &str) {
     let (w, h) = (w.to_string(), h.to_string());
-    tmux(&["new-session", "-d", "-s", session, "-x", &w, "-y", &h, script]);
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        session,
+        "-x",
+        &w,
+        "-y",
+        &h,
+        script,
+    ]);
 }
 
 fn keys(session: &str, keys: &[&str]) {
@@ -363,7 +373,10 @@ fn an_attached_console_rides_out_a_serve_restart_in_tmux() {
         .lines()
         .find(|l| l.contains("alpha ") && l.contains('.'))
         .unwrap_or_else(|| panic!("no alpha row:\n{screen}"));
-    assert!(alpha.contains("1.0"), "alpha holds 1 own + 1 borrowed:\n{screen}");
+    assert!(
+        alpha.contains("1.0"),
+        "alpha holds 1 own + 1 borrowed:\n{screen}"
+    );
     keys(&session, &["2"]);
     wait_for(&session, "Utilisation: last day");
     keys(&session, &["Escape"]);
@@ -399,7 +412,10 @@ fn an_attached_console_rides_out_a_serve_restart_in_tmux() {
     keys(&session, &["d"]);
     let start = Instant::now();
     while std::fs::read_to_string(&exit).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(20), "the console did not end");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the console did not end"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(std::fs::read_to_string(&exit).unwrap().trim(), "0");

@@ -295,7 +295,11 @@ fn from_database(state: &std::path::Path, all: bool, span: Span) -> Result<JobsA
     }
     let finished = if all {
         store
-            .history_in(crate::server::runtime::HISTORY_LISTED, span.since, span.until)
+            .history_in(
+                crate::server::runtime::HISTORY_LISTED,
+                span.since,
+                span.until,
+            )
             .map_err(|e| e.to_string())?
             .iter()
             .map(|r| r.view())

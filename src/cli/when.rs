@@ -29,7 +29,12 @@ pub fn parse_instant(text: &str, now: i64) -> Result<i64, String> {
             .earliest()
             .map(|d| d.timestamp_millis())
     };
-    for f in ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"] {
+    for f in [
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+    ] {
         if let Ok(dt) = NaiveDateTime::parse_from_str(t, f) {
             return local(dt).ok_or_else(err);
         }

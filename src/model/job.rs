@@ -174,7 +174,10 @@ mod tests {
 
     #[test]
     fn a_command_reads_as_one_shell_line() {
-        assert_eq!(Command::Shell("sleep 3 && echo ok".into()).line(), "sleep 3 && echo ok");
+        assert_eq!(
+            Command::Shell("sleep 3 && echo ok".into()).line(),
+            "sleep 3 && echo ok"
+        );
         let argv = Command::Argv(vec![
             "python".into(),
             "train.py".into(),
@@ -182,6 +185,9 @@ mod tests {
             "it's".into(),
             String::new(),
         ]);
-        assert_eq!(argv.line(), r#"python train.py '--name=run 1' 'it'\''s' ''"#);
+        assert_eq!(
+            argv.line(),
+            r#"python train.py '--name=run 1' 'it'\''s' ''"#
+        );
     }
 }

@@ -32,9 +32,7 @@ pub struct Span {
 impl Span {
     pub fn contains(&self, j: &JobView) -> bool {
         self.until.is_none_or(|u| j.submitted <= u)
-            && self
-                .since
-                .is_none_or(|s| j.finished.is_none_or(|f| f >= s))
+            && self.since.is_none_or(|s| j.finished.is_none_or(|f| f >= s))
     }
 }
 

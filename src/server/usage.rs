@@ -137,6 +137,9 @@ mod tests {
             assert_eq!(r.queued_gpus, gpus);
             assert_eq!(r.wait_max_ms > 0, s.queued > 0);
         }
-        assert!(rows.iter().any(|r| r.borrowed > 0), "the lab fixture borrows");
+        assert!(
+            rows.iter().any(|r| r.borrowed > 0),
+            "the lab fixture borrows"
+        );
     }
 }

@@ -375,7 +375,12 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         preempted_count: j.preempted_count,
         nominated: j.is_nominated(),
         submitter: j.spec.submitter.clone(),
-        command: j.spec.command.as_ref().map(|c| c.line()).unwrap_or_default(),
+        command: j
+            .spec
+            .command
+            .as_ref()
+            .map(|c| c.line())
+            .unwrap_or_default(),
     }
 }
 

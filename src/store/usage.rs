@@ -337,11 +337,7 @@ fn read_from(
 
 /// Read a window from the database file at `db` through a read-only connection of its
 /// own (the runtime's is busy with its own commits).
-pub fn read_file(
-    db: &std::path::Path,
-    window: Window,
-    now: i64,
-) -> rusqlite::Result<UsageHistory> {
+pub fn read_file(db: &std::path::Path, window: Window, now: i64) -> rusqlite::Result<UsageHistory> {
     let flags =
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(db, flags)?;
@@ -381,7 +377,13 @@ mod tests {
         let bucket = hour.ms() / BUCKETS as i64;
         // Two samples in one bucket: A uses 2 then 0 (idle, not written): average 1.
         let t0 = (now / bucket - 10) * bucket;
-        write(&mut conn, t0, 15_000, &[sample("A", 2, 1), sample("B", 0, 0)]).unwrap();
+        write(
+            &mut conn,
+            t0,
+            15_000,
+            &[sample("A", 2, 1), sample("B", 0, 0)],
+        )
+        .unwrap();
         write(&mut conn, t0 + 15_000, 15_000, &[sample("A", 0, 0)]).unwrap();
         let h = read(&conn, hour, now).unwrap();
         assert_eq!(h.samples.iter().sum::<u32>(), 2);
@@ -442,7 +444,11 @@ mod tests {
                     );
                 }
             }
-            assert!(sums.series.iter().any(|s| s.points.iter().any(|p| p.own > 0.0)));
+            assert!(
+                sums.series
+                    .iter()
+                    .any(|s| s.points.iter().any(|p| p.own > 0.0))
+            );
         }
     }
 
@@ -450,7 +456,13 @@ mod tests {
     fn old_samples_are_pruned() {
         let (_d, mut conn) = db();
         let now = 1000 * H;
-        write(&mut conn, now - KEEP_DAYS * 24 * H - 1, 30_000, &[sample("A", 1, 0)]).unwrap();
+        write(
+            &mut conn,
+            now - KEEP_DAYS * 24 * H - 1,
+            30_000,
+            &[sample("A", 1, 0)],
+        )
+        .unwrap();
         write(&mut conn, now - H, 30_000, &[sample("A", 1, 0)]).unwrap();
         // The old sample, its 12-minute sum and its tick.
         assert_eq!(prune(&conn, now).unwrap(), 3);

@@ -463,7 +463,13 @@ pub fn history(window: crate::store::usage::Window) -> crate::store::usage::Usag
             .collect(),
     };
     let half = BUCKETS / 2;
-    let borrowed = |i: usize| if i < half { 0.0 } else { ((i - half) / 15) as f64 };
+    let borrowed = |i: usize| {
+        if i < half {
+            0.0
+        } else {
+            ((i - half) / 15) as f64
+        }
+    };
     UsageHistory {
         window,
         from: to - window.ms(),

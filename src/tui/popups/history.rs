@@ -101,7 +101,10 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             add(pick(l, |p| p.own), share, &mut segments);
             add(pick(l, |p| p.borrowed), share.fg(t.accent), &mut segments);
             add(pick(l, |p| p.lent), t.warn_style(), &mut segments);
-            format!(" {}: own, borrowed (accent), lent (warn), limit (dim) ", l.share)
+            format!(
+                " {}: own, borrowed (accent), lent (warn), limit (dim) ",
+                l.share
+            )
         }
         None => {
             for l in &lines {
@@ -130,7 +133,11 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         .iter()
         .filter(|l| picked.is_none_or(|p| p.share == l.share))
         .collect();
-    let longest = shown.iter().map(|l| l.totals.wait_max_ms).max().unwrap_or(0);
+    let longest = shown
+        .iter()
+        .map(|l| l.totals.wait_max_ms)
+        .max()
+        .unwrap_or(0);
     let (per, unit_name) = match longest {
         w if w < 3 * 3_600_000 => (60_000.0, "min"),
         w if w < 3 * 86_400_000 => (3_600_000.0, "h"),
@@ -164,7 +171,6 @@ fn message(f: &mut Frame, area: Rect, text: &str, style: Style) {
         area,
     );
 }
-
 
 fn pick(l: &ShareLine, f: impl Fn(&crate::store::usage::UsagePoint) -> f64) -> Vec<f64> {
     l.points.iter().map(f).collect()
