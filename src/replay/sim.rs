@@ -231,6 +231,8 @@ impl<'a, W: Write> Sim<'a, W> {
                 self.sched.apply_config(cfg, &cap, t);
             }
             Action::Config(Err(e)) => self.sched.config_rejected(e.clone(), t),
+            Action::NodeDown(node) => self.sched.node_lost(node, t),
+            Action::NodeDrain(node) => self.sched.node_drained(node, true, t),
         }
         self.flush(t)
     }
@@ -350,6 +352,7 @@ pub fn format_event(sched: &Sched, ev: &Event, t: i64, out: &mut String) {
         }
         Event::Started {
             job,
+            node,
             devices,
             borrowed,
         } => {
@@ -370,6 +373,9 @@ pub fn format_event(sched: &Sched, ev: &Event, t: i64, out: &mut String) {
                 let _ = write!(out, "{d}");
             }
             out.push(']');
+            if let Some(node) = node {
+                field(out, "node", node);
+            }
         }
         Event::Preempted { job, by, reason } => {
             field(out, "event", "preempted");

@@ -45,6 +45,10 @@ pub struct Stats {
     preempted: std::collections::HashMap<u64, u64>,
     /// Attempts preempted and not yet released, by job.
     stopping: std::collections::HashMap<u64, Stopping>,
+    /// With `nodes`: GPU-seconds free while some job waited FRAGMENTED on their unit.
+    fragmented_idle: f64,
+    /// With `nodes`: submissions refused as larger than any node.
+    larger_than_any_node: u64,
     /// Each job's latest start: (instant, quantity). Events are read after the pass, when
     /// a victim that released at once is already back in the queue.
     last_start: std::collections::HashMap<u64, (i64, u32)>,
@@ -62,6 +66,8 @@ impl Stats {
             preempted: Default::default(),
             stopping: Default::default(),
             last_start: Default::default(),
+            fragmented_idle: 0.0,
+            larger_than_any_node: 0,
         }
     }
 
@@ -83,6 +89,11 @@ impl Stats {
             for (_, usable, used, _) in sched.unit_totals() {
                 self.used += f64::from(used) * dt;
                 self.capacity += f64::from(usable) * dt;
+            }
+            if sched.has_nodes() {
+                for u in sched.unit_indexes() {
+                    self.fragmented_idle += f64::from(sched.fragmented_idle(u)) * dt;
+                }
             }
         }
         self.last = t;
@@ -127,6 +138,9 @@ impl Stats {
                 self.shares.entry(share_of(job)).or_default().failed += 1
             }
             Event::Requeued { job } => self.count_loss(job.0, t),
+            Event::Rejected { error, .. } if crate::sched::is_larger_than_any_node(error) => {
+                self.larger_than_any_node += 1
+            }
             Event::Preempted { job, .. } => {
                 let share = share_of(job);
                 let count = self.preempted.entry(job.0).or_default();
@@ -200,14 +214,22 @@ impl Stats {
                 }),
             );
         }
-        let _ = sched;
         let utilisation = if self.capacity > 0.0 {
             self.used / self.capacity
         } else {
             0.0
         };
+        // Without `nodes` the line is what it always was.
+        let nodes = if sched.has_nodes() {
+            format!(
+                ",\"gpu_seconds_idle_while_fragmented\":{},\"jobs_rejected_larger_than_any_node\":{}",
+                self.fragmented_idle, self.larger_than_any_node
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "{{\"t\":{},\"event\":\"summary\",\"span\":{},\"gpu_seconds_used\":{},\"utilisation\":{},\"max_preemptions_of_one_job\":{},\"gpu_seconds_lost_to_preemption\":{},\"started_and_preempted_same_instant\":{},\"shares\":{}}}",
+            "{{\"t\":{},\"event\":\"summary\",\"span\":{},\"gpu_seconds_used\":{},\"utilisation\":{},\"max_preemptions_of_one_job\":{},\"gpu_seconds_lost_to_preemption\":{},\"started_and_preempted_same_instant\":{}{nodes},\"shares\":{}}}",
             self.last,
             span,
             self.used,
