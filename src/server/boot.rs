@@ -226,6 +226,8 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         .control_socket
         .as_ref()
         .and_then(|c| c.group.clone());
+    // Before the socket answers: a directory deleted from then on is seen as deleted.
+    let watched = super::state_watch::identify(root.clone(), root.join(crate::store::DB_FILE));
     let listener = if opts.listen {
         if group.is_some() {
             // The group must reach the socket: enter the directory, not list it.
@@ -266,11 +268,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         discovery,
     };
     let mut handle = RuntimeHandle::start_with(ropts, loaded, Some(durable));
-    super::state_watch::start(
-        root.clone(),
-        root.join(crate::store::DB_FILE),
-        handle.inputs.clone(),
-    );
+    super::state_watch::start(watched, handle.inputs.clone());
     if let Some(listener) = listener {
         let guard = super::guard::Guard::new(opts.state.clone(), audit.clone());
         handle.serve_socket(listener, opts.state.socket(), guard, opts.socket_limits);
