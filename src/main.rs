@@ -72,6 +72,13 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Print the slurm.conf and gres.conf lines that let shareq pin exact GPUs on the
+    /// nodes of a config (the Slurm executor).
+    SlurmConf {
+        /// The config directory whose `nodes` to describe.
+        #[arg(long)]
+        config: PathBuf,
+    },
     /// Run one attempt of a job (used by the scheduler itself).
     #[command(name = "__supervise", hide = true)]
     Supervise { spec: PathBuf },
@@ -132,6 +139,7 @@ fn main() -> ExitCode {
         Command::Audit(a) => shareq::cli::audit(&a),
         Command::History(a) => shareq::cli::history(&a),
         Command::Gpus { config } => shareq::cli::gpus(config.as_deref()),
+        Command::SlurmConf { config } => shareq::cli::slurm_conf(&config),
         Command::Supervise { spec } => shareq::cli::supervise(&spec),
         Command::Completions { shell } => {
             let mut cmd = visible_command();

@@ -19,7 +19,7 @@ mod when;
 pub use admin::{AuditArgs, ReloadArgs, audit, reload};
 pub use cancel::{CancelArgs, cancel};
 pub use console::{ConsoleArgs, DemoArgs, default_config_dir, demo, tui};
-pub use gpus::gpus;
+pub use gpus::{gpus, slurm_conf};
 pub use history::{HistoryArgs, history};
 pub use jobs::{JobsArgs, duration, jobs};
 pub use log::{LogArgs, log};

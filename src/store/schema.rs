@@ -100,7 +100,12 @@ const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX jobs_client_token ON jobs(json_extract(spec, '$.clientToken'))
         WHERE json_extract(spec, '$.clientToken') IS NOT NULL;
     ",
-    // 4: the utilisation history (`store::usage`): one tick per sample instant, one row
+    // 4: the node of each attempt's devices (SPEC §10); NULL without `nodes`.
+    "
+    ALTER TABLE jobs ADD COLUMN node TEXT;
+    ALTER TABLE attempts ADD COLUMN node TEXT;
+    ",
+    // 5: the utilisation history (`store::usage`): one tick per sample instant, one row
     // per share and unit that was not idle then. Pruned after `usage::KEEP_DAYS`.
     "
     CREATE TABLE usage_ticks (

@@ -3,7 +3,7 @@
 //! its jobs wait, taken by `server::usage` at a fixed cadence and read back per window
 //! (hour, day, week) in [`BUCKETS`] equal buckets.
 //!
-//! Tables (schema migration 4): `usage_ticks` has one row per sample instant (so a bucket
+//! Tables (schema migration 5): `usage_ticks` has one row per sample instant (so a bucket
 //! knows how many samples it had: none means no scheduler ran), `usage_samples` one row
 //! per (instant, share, unit) that was not idle (an idle share writes nothing; reading
 //! counts its missing rows as zeros), and `usage_coarse` the same rows summed per
