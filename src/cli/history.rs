@@ -5,9 +5,8 @@
 //! With `--json`, the bucketed history itself (`store::usage::UsageHistory`). When no
 //! scheduler runs, the database is read directly.
 
-use super::request;
 use crate::exec::now_ms;
-use crate::server::{ClientError, Request};
+use crate::server::Request;
 use crate::store::usage::{self, UsageHistory, Window};
 use crate::tui::history::{self, HistoryState};
 use crate::tui::text::{duration_short, pad};
@@ -37,40 +36,20 @@ pub fn history(args: &HistoryArgs) -> ExitCode {
     let req = Request::History {
         window: args.window,
     };
-    let h: UsageHistory = match request(args.state.as_deref(), &req) {
-        Ok(r) if r.ok => match r.history {
-            Some(h) => h,
-            None => {
-                eprintln!("shareq history: the scheduler sent no history");
-                return ExitCode::from(1);
-            }
-        },
-        Ok(r) => {
-            eprintln!("shareq history: {}", r.error.as_deref().unwrap_or_default());
-            return super::refused(&r);
-        }
-        Err(e) => match e.downcast_ref::<ClientError>() {
-            Some(ClientError::NotRunning { state, .. }) => {
-                let db = std::path::Path::new(state).join(crate::store::DB_FILE);
-                match usage::read_file(&db, args.window, now_ms()) {
-                    Ok(h) => {
-                        eprintln!(
-                            "shareq history: no scheduler is running on {state}; showing what \
-                             its database holds"
-                        );
-                        h
-                    }
-                    Err(db) => {
-                        eprintln!("shareq history: {e}\n(and the database cannot be read: {db})");
-                        return ExitCode::from(1);
-                    }
-                }
-            }
-            _ => {
-                eprintln!("shareq history: {e}");
-                return ExitCode::from(1);
-            }
-        },
+    let read = |state: &std::path::Path| {
+        usage::read_file(&state.join(crate::store::DB_FILE), args.window, now_ms())
+            .map_err(|e| e.to_string())
+    };
+    let h: UsageHistory = match super::ask_or_read(
+        "history",
+        args.state.as_deref(),
+        &req,
+        "history",
+        |r| r.history,
+        read,
+    ) {
+        Ok(h) => h,
+        Err(code) => return code,
     };
     if args.json {
         return match serde_json::to_string_pretty(&h) {

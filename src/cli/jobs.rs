@@ -4,11 +4,10 @@
 //! match all of them, and `--since`/`--until` to the jobs queued or running at some
 //! instant between the two (they imply `--all`).
 
-use super::request;
 use crate::exec::now_ms;
 use crate::model::JobState;
 use crate::server::input::Span;
-use crate::server::{ClientError, JobsAnswer, Request};
+use crate::server::{JobsAnswer, Request};
 use crate::snapshot::JobView;
 use crate::store::Store;
 use crate::visible::visible;
@@ -170,41 +169,17 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
         since: span.since,
         until: span.until,
     };
-    let mut j = match request(args.state.as_deref(), &req) {
-        Ok(r) if r.ok => match r.jobs {
-            Some(j) => j,
-            None => {
-                eprintln!("shareq jobs: the scheduler sent no job list");
-                return ExitCode::from(1);
-            }
-        },
-        Ok(r) => {
-            eprintln!("shareq jobs: {}", r.error.unwrap_or_default());
-            return ExitCode::from(1);
-        }
-        Err(e) => match e.downcast_ref::<ClientError>() {
-            // No scheduler: read its database directly (read-only) and say so.
-            Some(ClientError::NotRunning { state, .. }) => {
-                match from_database(std::path::Path::new(state), all, span) {
-                    Ok(j) => {
-                        eprintln!(
-                            "shareq jobs: no scheduler is running on {state}; showing what its \
-                             database holds (read-only). Start one with: shareq serve --config \
-                             DIR --state {state}"
-                        );
-                        j
-                    }
-                    Err(db) => {
-                        eprintln!("shareq jobs: {e}\n(and the database cannot be read: {db})");
-                        return ExitCode::from(1);
-                    }
-                }
-            }
-            _ => {
-                eprintln!("shareq jobs: {e}");
-                return ExitCode::from(1);
-            }
-        },
+    let read = |state: &std::path::Path| from_database(state, all, span);
+    let mut j = match super::ask_or_read(
+        "jobs",
+        args.state.as_deref(),
+        &req,
+        "job list",
+        |r| r.jobs,
+        read,
+    ) {
+        Ok(j) => j,
+        Err(code) => return code,
     };
     filter.apply(&mut j);
     if args.json {

@@ -53,6 +53,54 @@ pub(crate) fn request(state: Option<&Path>, req: &Request) -> anyhow::Result<Res
     Ok(client.call(req)?)
 }
 
+/// Ask the scheduler of the state directory for `what` (`pick` takes it from the
+/// answer); when no scheduler runs there, read it from its database with `offline`
+/// (read-only) and say so on stderr. `Err`: the exit code, the reason already printed.
+pub(crate) fn ask_or_read<T>(
+    cmd: &str,
+    state: Option<&Path>,
+    req: &Request,
+    what: &str,
+    pick: impl FnOnce(Response) -> Option<T>,
+    offline: impl FnOnce(&Path) -> Result<T, String>,
+) -> Result<T, std::process::ExitCode> {
+    use crate::server::ClientError;
+    let fail = || std::process::ExitCode::from(1);
+    match request(state, req) {
+        Ok(r) if r.ok => pick(r).ok_or_else(|| {
+            eprintln!("shareq {cmd}: the scheduler sent no {what}");
+            fail()
+        }),
+        Ok(r) => {
+            eprintln!(
+                "shareq {cmd}: {}",
+                crate::visible::visible(r.error.as_deref().unwrap_or_default())
+            );
+            Err(refused(&r))
+        }
+        Err(e) => match e.downcast_ref::<ClientError>() {
+            Some(ClientError::NotRunning { state, .. }) => match offline(Path::new(state)) {
+                Ok(v) => {
+                    eprintln!(
+                        "shareq {cmd}: no scheduler is running on {state}; showing what its \
+                             database holds (read-only). Start one with: shareq serve --config \
+                             DIR --state {state}"
+                    );
+                    Ok(v)
+                }
+                Err(db) => {
+                    eprintln!("shareq {cmd}: {e}\n(and the database cannot be read: {db})");
+                    Err(fail())
+                }
+            },
+            _ => {
+                eprintln!("shareq {cmd}: {e}");
+                Err(fail())
+            }
+        },
+    }
+}
+
 /// The exit code of a refused request: [`crate::server::EXIT_NOT_ALLOWED`] when the rules
 /// of SPEC §9 refused it, 1 otherwise.
 pub(crate) fn refused(r: &Response) -> std::process::ExitCode {
