@@ -66,7 +66,10 @@ impl Guard {
             Request::Cancel { ids } => ids.iter().map(|&id| (JobAction::Cancel, id)).collect(),
             Request::Priority { id, .. } => vec![(JobAction::Priority, *id)],
             Request::Log { id, .. } => vec![(JobAction::Log, *id)],
-            Request::Jobs { .. } | Request::Status | Request::Subscribe => return Ok(()),
+            Request::Jobs { .. }
+            | Request::History { .. }
+            | Request::Status
+            | Request::Subscribe => return Ok(()),
         };
         let access = snapshots.borrow().access.clone();
         if access.is_admin(caller) {
