@@ -26,40 +26,9 @@ pub fn short(ms: i64) -> String {
     }
 }
 
-/// A span typed by a person, `7d`, `12h`, `30m`, `90s` or `90` (seconds), in ms.
-pub fn parse(text: &str) -> Result<i64, String> {
-    let t = text.trim();
-    let (num, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => t.split_at(i),
-        None => (t, "s"),
-    };
-    let n: i64 = num
-        .parse()
-        .map_err(|_| format!("`{text}`: expected a number and a unit, e.g. 7d, 12h, 30m, 90s"))?;
-    let per = match unit {
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        "w" => 7 * 86_400_000,
-        _ => return Err(format!("`{text}`: unknown unit `{unit}` (s, m, h, d or w)")),
-    };
-    n.checked_mul(per)
-        .ok_or_else(|| format!("`{text}`: too long"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn spans_parse() {
-        assert_eq!(parse("7d"), Ok(7 * 86_400_000));
-        assert_eq!(parse("90"), Ok(90_000));
-        assert_eq!(parse("30m"), Ok(1_800_000));
-        assert!(parse("7x").unwrap_err().contains("unknown unit"));
-        assert!(parse("d").is_err());
-    }
 
     #[test]
     fn durations_read_naturally() {

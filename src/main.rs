@@ -74,6 +74,9 @@ enum Command {
     Reload(shareq::cli::ReloadArgs),
     /// The audit trail: every accepted submit, cancel, priority change and reload (admins).
     Audit(shareq::cli::AuditArgs),
+    /// Who used the GPUs: per share, own / borrowed / lent GPUs, queue and waits over
+    /// the last hour, day or week.
+    History(shareq::cli::HistoryArgs),
     /// Show the GPUs of this machine and how they were found.
     Gpus {
         /// Also show how this config's units map to them.
@@ -151,6 +154,7 @@ fn main() -> ExitCode {
         Command::Log(a) => shareq::cli::log(&a),
         Command::Reload(a) => shareq::cli::reload(&a),
         Command::Audit(a) => shareq::cli::audit(&a),
+        Command::History(a) => shareq::cli::history(&a),
         Command::Gpus { config } => shareq::cli::gpus(config.as_deref()),
         Command::SlurmConf { config } => shareq::cli::slurm_conf(&config),
         Command::Supervise { spec } => shareq::cli::supervise(&spec),

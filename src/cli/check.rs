@@ -245,14 +245,14 @@ pub fn check(dir: &Path, watch: bool, against: Option<&Path>) -> ExitCode {
 
 /// The `--against STATE` section: what applying `loaded` would do to the jobs now.
 fn dry_run(loaded: &LoadedConfig, state: &Path) -> ExitCode {
-    let (sched, now) = match super::history::live_state(state) {
+    let (sched, now) = match super::whatif::live_state(state) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("shareq check --against {}: {e}", state.display());
             return ExitCode::from(1);
         }
     };
-    let cap = super::history::capacity(&loaded.config);
+    let cap = super::whatif::capacity(&loaded.config);
     let d = crate::forecast::dry_run(sched, &loaded.config, &cap, now);
     println!(
         "\nagainst {} (the jobs its database holds now; nothing is changed):",

@@ -219,7 +219,12 @@ fn session(
                 state: state.root().to_path_buf(),
             })
         } else {
-            boot::start(BootOptions::new(state.clone(), config.to_path_buf())).await
+            let mut boot_opts = BootOptions::new(state.clone(), config.to_path_buf());
+            if demo.is_some() {
+                // The demo lives minutes: sample often enough for `h` to show something.
+                boot_opts.sample_every = DEMO_SAMPLE_EVERY;
+            }
+            boot::start(boot_opts).await
         };
         let (local, snapshots, inputs) =
             match booted {
@@ -289,6 +294,9 @@ fn session(
         }
     })
 }
+
+/// How often `shareq demo` samples the utilisation history (`serve` and `tui`: 30 s).
+const DEMO_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Who is at the keyboard, for `CANCELLED: by <user>`: from the user database, never
 /// from the environment.

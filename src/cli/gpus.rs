@@ -22,7 +22,10 @@ pub fn slurm_conf(dir: &Path) -> ExitCode {
             ExitCode::from(2)
         }
         Err(errors) => {
-            eprintln!("shareq slurm-conf: the config in {} is not valid:", dir.display());
+            eprintln!(
+                "shareq slurm-conf: the config in {} is not valid:",
+                dir.display()
+            );
             for e in errors {
                 eprintln!("  {e}");
             }

@@ -1,255 +1,95 @@
-//! The commands that read a state directory's history and replay or dry-run on it:
-//! `shareq whatif --config NEW_DIR [--since 7d] [--json]` (the window's real submissions
-//! replayed under the config in force and under NEW_DIR, side by side per share),
-//! `shareq export-trace [--since 7d] [--out DIR]` (that trace, to edit and replay), and
-//! the state behind `shareq check DIR --against STATE` (what applying DIR would do now).
-//!
-//! All read the database read-only, so they work whether or not a scheduler runs on it.
+//! `shareq history [--window hour|day|week] [--unit U] [--json]`: who used the GPUs over
+//! the last hour, day or week — per share the average GPUs held within its limit (own),
+//! beyond it (borrowed) and lent, the highest use, the queued GPUs, the longest wait and
+//! the jobs started with their mean wait; the same figures as the console's `h` view.
+//! With `--json`, the bucketed history itself (`store::usage::UsageHistory`). When no
+//! scheduler runs, the database is read directly.
 
-use crate::config::{LoadedConfig, load_dir};
-use crate::exec::gpus::needs_discovery;
-use crate::exec::{Discovery, now_ms};
-use crate::model::{UnitCapacity, ValidConfig};
-use crate::replay::history::{HistoryTrace, what_if};
-use crate::sched::Sched;
-use crate::store::Store;
-use std::path::{Path, PathBuf};
+use crate::exec::now_ms;
+use crate::server::Request;
+use crate::store::usage::{self, UsageHistory, Window};
+use crate::tui::history::{self, HistoryState};
+use crate::tui::text::{duration_short, pad};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
-pub struct WhatifArgs {
-    /// The proposed config directory.
+pub struct HistoryArgs {
+    /// How far back: hour, day or week.
+    #[arg(long, default_value = "day", value_parser = parse_window)]
+    pub window: Window,
+    /// Only this capacity unit (default: every unit, summed per share).
     #[arg(long)]
-    pub config: PathBuf,
-    /// The config to compare with (default: the one the scheduler applied last, from the
-    /// directory it was read from).
-    #[arg(long)]
-    pub current: Option<PathBuf>,
-    /// The window of history: jobs submitted in the last 7d, 12h, 30m...
-    #[arg(long, default_value = "7d")]
-    pub since: String,
-    /// Print both runs as JSON.
+    pub unit: Option<String>,
+    /// Print the bucketed history as JSON.
     #[arg(long)]
     pub json: bool,
     #[arg(long)]
     pub state: Option<PathBuf>,
 }
 
-#[derive(Debug, clap::Args)]
-pub struct ExportTraceArgs {
-    /// The window of history: jobs submitted in the last 7d, 12h, 30m...
-    #[arg(long, default_value = "7d")]
-    pub since: String,
-    /// Write DIR/trace.csv and DIR/scenario.yaml (the config in force plus the trace,
-    /// ready for `shareq replay`); without it, the CSV goes to stdout.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// The config for the scenario (default: the one the scheduler applied last).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    #[arg(long)]
-    pub state: Option<PathBuf>,
+fn parse_window(s: &str) -> Result<Window, String> {
+    Window::parse(s).ok_or_else(|| format!("`{s}`: give hour, day or week"))
 }
 
-/// The state directory's database, read-only.
-fn open(state: Option<&Path>) -> Result<(PathBuf, Store), String> {
-    let dir = super::serve::state_dir(state).map_err(|e| e.to_string())?;
-    let root = dir.root().to_path_buf();
-    let store = Store::open_read_only(&root).map_err(|e| e.to_string())?;
-    Ok((root, store))
-}
-
-/// The config the scheduler applied last: read again from the directory it came from
-/// (with a warning when that directory changed since), or `over` when given.
-pub(crate) fn config_in_force(
-    store: &Store,
-    over: Option<&Path>,
-) -> Result<(PathBuf, LoadedConfig), String> {
-    let (dir, recorded) = match over {
-        Some(d) => (d.to_path_buf(), None),
-        None => {
-            let rec = store.last_config().map_err(|e| e.to_string())?.ok_or(
-                "this state directory has no applied config recorded: give it with --current",
-            )?;
-            (PathBuf::from(&rec.source), Some(rec.hash))
-        }
+pub fn history(args: &HistoryArgs) -> ExitCode {
+    let req = Request::History {
+        window: args.window,
     };
-    let loaded = load_dir(&dir).map_err(|errors| {
-        let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        format!(
-            "the config in {} is not valid:\n  {}",
-            dir.display(),
-            list.join("\n  ")
-        )
-    })?;
-    if let Some(h) = recorded
-        && h != loaded.hash
-    {
-        eprintln!(
-            "note: {} changed since the scheduler applied it (hash {h}, now {}); using it as it is now",
-            dir.display(),
-            loaded.hash
-        );
-    }
-    Ok((dir, loaded))
-}
-
-/// The devices a config's units have on this machine.
-pub(crate) fn capacity(config: &ValidConfig) -> Vec<UnitCapacity> {
-    let d = if needs_discovery(config) {
-        Discovery::run()
-    } else {
-        Discovery::skipped()
+    let read = |state: &std::path::Path| {
+        usage::read_file(&state.join(crate::store::DB_FILE), args.window, now_ms())
+            .map_err(|e| e.to_string())
     };
-    d.capacity(config).0
-}
-
-/// The live state as the database holds it: the jobs queued and running, put back in a
-/// scheduler under the config in force, after one pass (as recovery would).
-pub(crate) fn live_state(state: &Path) -> Result<(Sched, i64), String> {
-    let (_, store) = open(Some(state))?;
-    let (_, loaded) = config_in_force(&store, None)?;
-    let now = now_ms();
-    let mut sched = Sched::new(&loaded.config, &capacity(&loaded.config), false);
-    for job in store.active_jobs().map_err(|e| e.to_string())? {
-        if let Err(e) = sched.restore_job(job.restored(true), now) {
-            eprintln!("note: {e}");
-        }
-    }
-    sched.reserve_ids_below(crate::model::JobId(
-        store.max_job_id().map_err(|e| e.to_string())?.0 + 1,
-    ));
-    sched.pass(now);
-    let _ = sched.take_events();
-    Ok((sched, now))
-}
-
-fn window(store: &Store, since: &str) -> Result<HistoryTrace, String> {
-    let span = crate::duration::parse(since).map_err(|e| format!("--since {e}"))?;
-    let now = now_ms();
-    let jobs = store
-        .trace_jobs(now - span, now)
-        .map_err(|e| e.to_string())?;
-    Ok(HistoryTrace::from_jobs(&jobs))
-}
-
-pub fn whatif(args: &WhatifArgs) -> ExitCode {
-    let fail = |e: String, code: u8| {
-        eprintln!("shareq whatif: {e}");
-        ExitCode::from(code)
+    let h: UsageHistory = match super::ask_or_read(
+        "history",
+        args.state.as_deref(),
+        &req,
+        "history",
+        |r| r.history,
+        read,
+    ) {
+        Ok(h) => h,
+        Err(code) => return code,
     };
-    let proposed = match load_dir(&args.config) {
-        Ok(l) => l,
-        Err(errors) => {
-            let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            return fail(
-                format!(
-                    "the config in {} is not valid:\n  {}",
-                    args.config.display(),
-                    list.join("\n  ")
-                ),
-                2,
-            );
-        }
-    };
-    let (_, store) = match open(args.state.as_deref()) {
-        Ok(s) => s,
-        Err(e) => return fail(e, 1),
-    };
-    let (cur_dir, current) = match config_in_force(&store, args.current.as_deref()) {
-        Ok(c) => c,
-        Err(e) => return fail(e, 1),
-    };
-    let trace = match window(&store, &args.since) {
-        Ok(t) => t,
-        Err(e) => return fail(e, 2),
-    };
-    let w = what_if(&trace, current.config, proposed.config);
     if args.json {
-        match serde_json::to_string_pretty(&w) {
-            Ok(s) => println!("{s}"),
-            Err(e) => return fail(e.to_string(), 1),
-        }
-        return ExitCode::SUCCESS;
-    }
-    println!(
-        "what if: the last {} of history, replayed under {} (current) and {} (proposed)",
-        args.since,
-        cur_dir.display(),
-        args.config.display()
-    );
-    print!("{}", w.text());
-    ExitCode::SUCCESS
-}
-
-pub fn export_trace(args: &ExportTraceArgs) -> ExitCode {
-    let fail = |e: String, code: u8| {
-        eprintln!("shareq export-trace: {e}");
-        ExitCode::from(code)
-    };
-    let (_, store) = match open(args.state.as_deref()) {
-        Ok(s) => s,
-        Err(e) => return fail(e, 1),
-    };
-    let trace = match window(&store, &args.since) {
-        Ok(t) => t,
-        Err(e) => return fail(e, 2),
-    };
-    let Some(out) = &args.out else {
-        print!("{}", trace.to_csv());
-        return ExitCode::SUCCESS;
-    };
-    let (cfg_dir, _) = match config_in_force(&store, args.config.as_deref()) {
-        Ok(c) => c,
-        Err(e) => return fail(e, 1),
-    };
-    let scenario = match scenario_text(&cfg_dir, &trace, &args.since) {
-        Ok(s) => s,
-        Err(e) => return fail(e, 1),
-    };
-    let written = std::fs::create_dir_all(out)
-        .and_then(|()| std::fs::write(out.join("trace.csv"), trace.to_csv()))
-        .and_then(|()| std::fs::write(out.join("scenario.yaml"), scenario));
-    if let Err(e) = written {
-        return fail(format!("cannot write {}: {e}", out.display()), 1);
-    }
-    eprintln!(
-        "{} jobs written to {} ({} never started and are left out); replay with: shareq replay {} --summary",
-        trace.rows.len(),
-        out.join("trace.csv").display(),
-        trace.never_started,
-        out.join("scenario.yaml").display()
-    );
-    ExitCode::SUCCESS
-}
-
-/// A scenario holding the config directory's documents and pointing at `trace.csv`.
-fn scenario_text(dir: &Path, trace: &HistoryTrace, since: &str) -> Result<String, String> {
-    use serde::Deserialize;
-    let snap = crate::config::DirSnapshot::read(dir).map_err(|e| e.to_string())?;
-    let mut docs = Vec::new();
-    for f in &snap.files {
-        let text = f.text.as_ref().map_err(ToString::to_string)?;
-        for d in serde_yaml::Deserializer::from_str(text) {
-            let v = serde_yaml::Value::deserialize(d)
-                .map_err(|e| format!("{}: {e}", f.path.display()))?;
-            if !v.is_null() {
-                docs.push(v);
+        return match serde_json::to_string_pretty(&h) {
+            Ok(s) => {
+                println!("{s}");
+                ExitCode::SUCCESS
             }
-        }
+            Err(e) => {
+                eprintln!("shareq history: {e}");
+                ExitCode::from(1)
+            }
+        };
     }
-    let mut map = serde_yaml::Mapping::new();
-    map.insert(
-        "description".into(),
-        format!(
-            "{} jobs submitted in the {since} before {} (ms since the epoch {}), exported by shareq export-trace",
-            trace.rows.len(),
-            crate::exec::now_ms(),
-            trace.origin_ms
-        )
-        .into(),
+    if h.is_empty() {
+        println!(
+            "no utilisation samples in the last {} (the scheduler writes one every {} while \
+             it runs and keeps them {} days)",
+            args.window.label(),
+            duration_short(h.interval_ms()),
+            usage::KEEP_DAYS
+        );
+        return ExitCode::SUCCESS;
+    }
+    let up: u32 = h.samples.iter().filter(|&&n| n > 0).count() as u32;
+    println!(
+        "last {} ({} of {} buckets of {} sampled), averages in GPUs:",
+        args.window.label(),
+        up,
+        h.samples.len(),
+        duration_short(h.bucket_ms)
     );
-    map.insert("config".into(), serde_yaml::Value::Sequence(docs));
-    map.insert("trace".into(), "trace.csv".into());
-    serde_yaml::to_string(&map).map_err(|e| e.to_string())
+    let st = HistoryState {
+        window: args.window,
+        unit: args.unit.clone(),
+        data: Some(Ok(h)),
+        ..HistoryState::default()
+    };
+    println!("{}{}", pad("SHARE", 16), history::headings(true));
+    for l in st.lines() {
+        println!("{}{}", pad(&l.share, 16), history::figures(&l.totals, true));
+    }
+    ExitCode::SUCCESS
 }

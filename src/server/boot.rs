@@ -5,7 +5,8 @@
 //! load → build the scheduler → record the config if it changed → recovery plan (adopt,
 //! exits seen while down, `LOST_ON_RESTART`) → apply and store it → start the runtime
 //! (carrying out recovery's first pass, watching adopted attempts) → listen on the
-//! control socket → watch the config directory.
+//! control socket → sample the utilisation history (`server::usage`) → watch the config
+//! directory.
 //!
 //! When another scheduler holds the state directory, [`BootError::Locked`] names its pid:
 //! `serve` says so and exits; a console attaches to it instead (`remote::attach`).
@@ -49,6 +50,8 @@ pub struct BootOptions {
     pub durability: Durability,
     /// The control socket's connection cap and idle timeout.
     pub socket_limits: super::conn_limits::SocketLimits,
+    /// How often the utilisation history is sampled (`server::usage`).
+    pub sample_every: std::time::Duration,
 }
 
 impl BootOptions {
@@ -62,6 +65,7 @@ impl BootOptions {
             listen: true,
             durability: Durability::Full,
             socket_limits: Default::default(),
+            sample_every: super::usage::DEFAULT_EVERY,
         }
     }
 }
@@ -198,7 +202,24 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     if recovered.config.as_ref().map(|c| c.hash.as_str()) != Some(loaded.hash.as_str()) {
         store.record_config(&loaded.hash, &source, now)?;
     }
-    let plan = recovery::plan(&root, &recovered);
+    let plan = match loaded.config.executor() {
+        crate::model::Executor::Local => recovery::plan(&root, &recovered),
+        crate::model::Executor::Slurm(s) => {
+            // Without Slurm's view nothing can be said about what runs: do not guess.
+            let jobs = crate::exec::slurm::squeue(&s.partition).map_err(|e| BootError::Config {
+                dir: opts.config_dir.clone(),
+                errors: vec![
+                    ConfigError::new(format!("executor: Slurm's queue cannot be read: {e}"))
+                        .field("executor"),
+                ],
+            })?;
+            let live = |job: crate::model::JobId, attempt: u32| {
+                let name = crate::exec::slurm::job_name(job, attempt);
+                jobs.iter().any(|j| j.name == name && j.is_live())
+            };
+            recovery::plan_with(&root, &recovered, Some(&live))
+        }
+    };
     let events = plan.apply(&mut store, &mut sched, now)?;
     tracing::info!(
         jobs = recovered.jobs.len(),
@@ -222,6 +243,8 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         .control_socket
         .as_ref()
         .and_then(|c| c.group.clone());
+    // Before the socket answers: a directory deleted from then on is seen as deleted.
+    let watched = super::state_watch::identify(root.clone(), root.join(crate::store::DB_FILE));
     let listener = if opts.listen {
         if group.is_some() {
             // The group must reach the socket: enter the directory, not list it.
@@ -262,17 +285,20 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         discovery,
     };
     let mut handle = RuntimeHandle::start_with(ropts, loaded, Some(durable));
-    super::state_watch::start(
-        root.clone(),
-        root.join(crate::store::DB_FILE),
-        handle.inputs.clone(),
-    );
+    super::state_watch::start(watched, handle.inputs.clone());
     if let Some(listener) = listener {
         let guard = super::guard::Guard::new(opts.state.clone(), audit.clone());
         handle.serve_socket(listener, opts.state.socket(), guard, opts.socket_limits);
         tracing::info!(socket = %opts.state.socket().display(), "scheduler listening");
     }
     handle.audit = audit;
+    if let Err(e) = super::usage::start(
+        &root.join(crate::store::DB_FILE),
+        handle.snapshots.clone(),
+        opts.sample_every,
+    ) {
+        tracing::warn!("no utilisation history: {e}");
+    }
     if opts.watch_config {
         // Edits of the config directory apply live; a watcher that cannot start leaves
         // the config as loaded (and `reload` over the socket still works).

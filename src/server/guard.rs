@@ -67,6 +67,7 @@ impl Guard {
             Request::Priority { id, .. } => vec![(JobAction::Priority, *id)],
             Request::Log { id, .. } => vec![(JobAction::Log, *id)],
             Request::Jobs { .. }
+            | Request::History { .. }
             | Request::Status
             | Request::Subscribe
             | Request::Predict { .. } => return Ok(()),

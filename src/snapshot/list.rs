@@ -253,6 +253,7 @@ mod tests {
             submitter: None,
             estimated_start: None,
             estimate_note: None,
+            command: String::new(),
         })
     }
 

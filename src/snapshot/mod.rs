@@ -163,6 +163,9 @@ pub struct JobView {
         skip_serializing_if = "Option::is_none"
     )]
     pub estimate_note: Option<String>,
+    /// Its command as one line (an argv list shell-quoted, see `Command::line`).
+    #[serde(default)]
+    pub command: String,
 }
 
 /// One line of the preemption log (SPEC §4.4 item 4).
@@ -456,6 +459,12 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         submitter: j.spec.submitter.clone(),
         estimated_start: None,
         estimate_note: None,
+        command: j
+            .spec
+            .command
+            .as_ref()
+            .map(|c| c.line())
+            .unwrap_or_default(),
     }
 }
 

@@ -91,6 +91,8 @@ pub struct JobRecord {
     pub preempted_count: u32,
     pub fail_reason: Option<String>,
     pub submitter: Option<std::sync::Arc<crate::model::Submitter>>,
+    /// The command as one line (`Command::line`).
+    pub command: String,
 }
 
 impl JobRecord {
@@ -124,6 +126,7 @@ impl JobRecord {
             submitter: self.submitter.clone(),
             estimated_start: None,
             estimate_note: None,
+            command: self.command.clone(),
         }
     }
 }

@@ -92,6 +92,8 @@ pub enum Mode {
     ConfigErrors {
         scroll: usize,
     },
+    /// `h`: the utilisation history (see [`App::history`]).
+    History,
 }
 
 /// A transient message in the footer.
@@ -155,6 +157,8 @@ pub struct App {
     pub prediction: Option<(String, crate::forecast::Prediction)>,
     /// The form key and snapshot version the last prediction was asked for.
     pub predict_asked: Option<(String, u64)>,
+    /// The `h` view: window, unit, share and the history last received.
+    pub history: super::history::HistoryState,
 }
 
 /// A priority change sent but perhaps not yet shown.
@@ -214,7 +218,14 @@ impl App {
             caller: None,
             prediction: None,
             predict_asked: None,
+            history: Default::default(),
         }
+    }
+
+    /// The history view's next refresh, when it is open and due.
+    pub fn history_refresh(&mut self) -> Option<super::Action> {
+        let open = self.mode == Mode::History;
+        self.history.refresh_due(open, self.now)
     }
 
     /// May the person at the keyboard take this action on this job (SPEC §9)? When not,

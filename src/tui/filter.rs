@@ -221,6 +221,7 @@ mod tests {
             submitter: None,
             estimated_start: None,
             estimate_note: None,
+            command: String::new(),
         }
     }
 

@@ -1,0 +1,255 @@
+//! The commands that read a state directory's history and replay or dry-run on it:
+//! `shareq whatif --config NEW_DIR [--since 7d] [--json]` (the window's real submissions
+//! replayed under the config in force and under NEW_DIR, side by side per share),
+//! `shareq export-trace [--since 7d] [--out DIR]` (that trace, to edit and replay), and
+//! the state behind `shareq check DIR --against STATE` (what applying DIR would do now).
+//!
+//! All read the database read-only, so they work whether or not a scheduler runs on it.
+
+use crate::config::{LoadedConfig, load_dir};
+use crate::exec::gpus::needs_discovery;
+use crate::exec::{Discovery, now_ms};
+use crate::model::{UnitCapacity, ValidConfig};
+use crate::replay::history::{HistoryTrace, what_if};
+use crate::sched::Sched;
+use crate::store::Store;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct WhatifArgs {
+    /// The proposed config directory.
+    #[arg(long)]
+    pub config: PathBuf,
+    /// The config to compare with (default: the one the scheduler applied last, from the
+    /// directory it was read from).
+    #[arg(long)]
+    pub current: Option<PathBuf>,
+    /// The window of history: jobs submitted since then (`7d`, `12h`, `2026-12-01`, … as
+    /// for `jobs --since`).
+    #[arg(long, default_value = "7d")]
+    pub since: String,
+    /// Print both runs as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExportTraceArgs {
+    /// The window of history: jobs submitted since then (`7d`, `12h`, `2026-12-01`, … as
+    /// for `jobs --since`).
+    #[arg(long, default_value = "7d")]
+    pub since: String,
+    /// Write DIR/trace.csv and DIR/scenario.yaml (the config in force plus the trace,
+    /// ready for `shareq replay`); without it, the CSV goes to stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The config for the scenario (default: the one the scheduler applied last).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+}
+
+/// The state directory's database, read-only.
+fn open(state: Option<&Path>) -> Result<(PathBuf, Store), String> {
+    let dir = super::serve::state_dir(state).map_err(|e| e.to_string())?;
+    let root = dir.root().to_path_buf();
+    let store = Store::open_read_only(&root).map_err(|e| e.to_string())?;
+    Ok((root, store))
+}
+
+/// The config the scheduler applied last: read again from the directory it came from
+/// (with a warning when that directory changed since), or `over` when given.
+pub(crate) fn config_in_force(
+    store: &Store,
+    over: Option<&Path>,
+) -> Result<(PathBuf, LoadedConfig), String> {
+    let (dir, recorded) = match over {
+        Some(d) => (d.to_path_buf(), None),
+        None => {
+            let rec = store.last_config().map_err(|e| e.to_string())?.ok_or(
+                "this state directory has no applied config recorded: give it with --current",
+            )?;
+            (PathBuf::from(&rec.source), Some(rec.hash))
+        }
+    };
+    let loaded = load_dir(&dir).map_err(|errors| {
+        let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        format!(
+            "the config in {} is not valid:\n  {}",
+            dir.display(),
+            list.join("\n  ")
+        )
+    })?;
+    if let Some(h) = recorded
+        && h != loaded.hash
+    {
+        eprintln!(
+            "note: {} changed since the scheduler applied it (hash {h}, now {}); using it as it is now",
+            dir.display(),
+            loaded.hash
+        );
+    }
+    Ok((dir, loaded))
+}
+
+/// The devices a config's units have on this machine.
+pub(crate) fn capacity(config: &ValidConfig) -> Vec<UnitCapacity> {
+    let d = if needs_discovery(config) {
+        Discovery::run()
+    } else {
+        Discovery::skipped()
+    };
+    d.capacity(config).0
+}
+
+/// The live state as the database holds it: the jobs queued and running, put back in a
+/// scheduler under the config in force, after one pass (as recovery would).
+pub(crate) fn live_state(state: &Path) -> Result<(Sched, i64), String> {
+    let (_, store) = open(Some(state))?;
+    let (_, loaded) = config_in_force(&store, None)?;
+    let now = now_ms();
+    let mut sched = Sched::new(&loaded.config, &capacity(&loaded.config), false);
+    for job in store.active_jobs().map_err(|e| e.to_string())? {
+        if let Err(e) = sched.restore_job(job.restored(true), now) {
+            eprintln!("note: {e}");
+        }
+    }
+    sched.reserve_ids_below(crate::model::JobId(
+        store.max_job_id().map_err(|e| e.to_string())?.0 + 1,
+    ));
+    sched.pass(now);
+    let _ = sched.take_events();
+    Ok((sched, now))
+}
+
+fn window(store: &Store, since: &str) -> Result<HistoryTrace, String> {
+    let now = now_ms();
+    let from = super::when::parse_instant(since, now).map_err(|e| format!("--since {e}"))?;
+    let jobs = store.trace_jobs(from, now).map_err(|e| e.to_string())?;
+    Ok(HistoryTrace::from_jobs(&jobs))
+}
+
+pub fn whatif(args: &WhatifArgs) -> ExitCode {
+    let fail = |e: String, code: u8| {
+        eprintln!("shareq whatif: {e}");
+        ExitCode::from(code)
+    };
+    let proposed = match load_dir(&args.config) {
+        Ok(l) => l,
+        Err(errors) => {
+            let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            return fail(
+                format!(
+                    "the config in {} is not valid:\n  {}",
+                    args.config.display(),
+                    list.join("\n  ")
+                ),
+                2,
+            );
+        }
+    };
+    let (_, store) = match open(args.state.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return fail(e, 1),
+    };
+    let (cur_dir, current) = match config_in_force(&store, args.current.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return fail(e, 1),
+    };
+    let trace = match window(&store, &args.since) {
+        Ok(t) => t,
+        Err(e) => return fail(e, 2),
+    };
+    let w = what_if(&trace, current.config, proposed.config);
+    if args.json {
+        match serde_json::to_string_pretty(&w) {
+            Ok(s) => println!("{s}"),
+            Err(e) => return fail(e.to_string(), 1),
+        }
+        return ExitCode::SUCCESS;
+    }
+    println!(
+        "what if: the last {} of history, replayed under {} (current) and {} (proposed)",
+        args.since,
+        cur_dir.display(),
+        args.config.display()
+    );
+    print!("{}", w.text());
+    ExitCode::SUCCESS
+}
+
+pub fn export_trace(args: &ExportTraceArgs) -> ExitCode {
+    let fail = |e: String, code: u8| {
+        eprintln!("shareq export-trace: {e}");
+        ExitCode::from(code)
+    };
+    let (_, store) = match open(args.state.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return fail(e, 1),
+    };
+    let trace = match window(&store, &args.since) {
+        Ok(t) => t,
+        Err(e) => return fail(e, 2),
+    };
+    let Some(out) = &args.out else {
+        print!("{}", trace.to_csv());
+        return ExitCode::SUCCESS;
+    };
+    let (cfg_dir, _) = match config_in_force(&store, args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return fail(e, 1),
+    };
+    let scenario = match scenario_text(&cfg_dir, &trace, &args.since) {
+        Ok(s) => s,
+        Err(e) => return fail(e, 1),
+    };
+    let written = std::fs::create_dir_all(out)
+        .and_then(|()| std::fs::write(out.join("trace.csv"), trace.to_csv()))
+        .and_then(|()| std::fs::write(out.join("scenario.yaml"), scenario));
+    if let Err(e) = written {
+        return fail(format!("cannot write {}: {e}", out.display()), 1);
+    }
+    eprintln!(
+        "{} jobs written to {} ({} never started and are left out); replay with: shareq replay {} --summary",
+        trace.rows.len(),
+        out.join("trace.csv").display(),
+        trace.never_started,
+        out.join("scenario.yaml").display()
+    );
+    ExitCode::SUCCESS
+}
+
+/// A scenario holding the config directory's documents and pointing at `trace.csv`.
+fn scenario_text(dir: &Path, trace: &HistoryTrace, since: &str) -> Result<String, String> {
+    use serde::Deserialize;
+    let snap = crate::config::DirSnapshot::read(dir).map_err(|e| e.to_string())?;
+    let mut docs = Vec::new();
+    for f in &snap.files {
+        let text = f.text.as_ref().map_err(ToString::to_string)?;
+        for d in serde_yaml::Deserializer::from_str(text) {
+            let v = serde_yaml::Value::deserialize(d)
+                .map_err(|e| format!("{}: {e}", f.path.display()))?;
+            if !v.is_null() {
+                docs.push(v);
+            }
+        }
+    }
+    let mut map = serde_yaml::Mapping::new();
+    map.insert(
+        "description".into(),
+        format!(
+            "{} jobs submitted in the {since} before {} (ms since the epoch {}), exported by shareq export-trace",
+            trace.rows.len(),
+            crate::exec::now_ms(),
+            trace.origin_ms
+        )
+        .into(),
+    );
+    map.insert("config".into(), serde_yaml::Value::Sequence(docs));
+    map.insert("trace".into(), "trace.csv".into());
+    serde_yaml::to_string(&map).map_err(|e| e.to_string())
+}
