@@ -63,6 +63,10 @@ enum Command {
     Reload(shareq::cli::ReloadArgs),
     /// The audit trail: every accepted submit, cancel, priority change and reload (admins).
     Audit(shareq::cli::AuditArgs),
+    /// The scheduler's decisions (submitted, started, preempted, ...) as they happen.
+    Events(shareq::cli::EventsArgs),
+    /// Usage per share (and per user, admins) over a window of the history.
+    Report(shareq::cli::ReportArgs),
     /// Show the GPUs of this machine and how they were found.
     Gpus {
         /// Also show how this config's units map to them.
@@ -127,6 +131,8 @@ fn main() -> ExitCode {
         Command::Log(a) => shareq::cli::log(&a),
         Command::Reload(a) => shareq::cli::reload(&a),
         Command::Audit(a) => shareq::cli::audit(&a),
+        Command::Events(a) => shareq::cli::events(&a),
+        Command::Report(a) => shareq::cli::report(&a),
         Command::Gpus { config } => shareq::cli::gpus(config.as_deref()),
         Command::Supervise { spec } => shareq::cli::supervise(&spec),
         Command::Completions { shell } => {

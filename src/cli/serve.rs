@@ -28,6 +28,10 @@ pub struct ServeArgs {
     /// Close a control-socket connection that sends no request for this many seconds.
     #[arg(long, default_value_t = 60)]
     pub idle_timeout: u64,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics (default: the environment's
+    /// `metrics.listen`; off when neither says).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
 }
 
 /// Exit 0 after a clean shutdown, 1 when it cannot start, 2 on an invalid config.
@@ -62,6 +66,7 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         max_connections: args.max_connections.max(1),
         idle: std::time::Duration::from_secs(args.idle_timeout.max(1)),
     };
+    opts.metrics = args.metrics.clone();
     let stop_jobs = args.stop_jobs_on_exit;
     rt.block_on(async move {
         // Catch SIGTERM/SIGINT from now on: a stop asked while starting up is a clean stop.
