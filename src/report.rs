@@ -20,9 +20,11 @@ pub struct Report {
     pub summary: Summary,
 }
 
-/// The figures of [since, until] from what the store read for that window.
-pub fn figures(w: &HistoryWindow, since: i64, until: i64) -> Summary {
-    let mut st = Stats::new(1000);
+/// The figures of [since, until] from what the store read for that window. Times are in
+/// clock ticks, `per_second` of them a second: 1000 for the live scheduler's milliseconds
+/// (a scheduler driven on the replay's seconds records seconds: 1).
+pub fn figures(w: &HistoryWindow, since: i64, until: i64, per_second: u32) -> Summary {
+    let mut st = Stats::new(per_second);
     for l in &w.before {
         if let Some(f) = fact(l) {
             st.prime(f, l.at);

@@ -145,7 +145,7 @@ pub fn table(rep: &Report) -> String {
     };
     let s = &rep.summary;
     let mut out = format!(
-        "usage {} .. {} UTC: {:.1} GPU-hours used, utilisation {:.0}%, {} preemptions' work lost {:.1} GPU-hours\n\n",
+        "usage {} .. {} UTC: {:.1} GPU-hours used, utilisation {:.0}%, {} preemptions ({:.1} GPU-hours of work lost)\n\n",
         when(rep.since),
         when(rep.until),
         hours(s.gpu_seconds_used),

@@ -36,6 +36,7 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
             let io = hyper_util::rt::TokioIo::new(stream);
             let service = hyper::service::service_fn(move |req| answer(req, metrics.clone()));
             let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(std::time::Duration::from_secs(10))
                 .serve_connection(io, service);
             if let Err(e) = conn.await {

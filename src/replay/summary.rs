@@ -420,6 +420,11 @@ impl Stats {
 
     /// The figures.
     pub fn summary(mut self) -> Summary {
+        // Attempts still holding GPUs count up to the last instant.
+        let last = self.last;
+        for job in self.holding.keys().copied().collect::<Vec<_>>() {
+            self.end_holding(job, last);
+        }
         let first = self.first.unwrap_or(self.last);
         let span = (self.last - first) as f64 / self.per_second;
         let per_second = self.per_second;

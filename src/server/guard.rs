@@ -75,7 +75,7 @@ impl Guard {
             let window = store
                 .history_window(since, until)
                 .map_err(|e| e.to_string())?;
-            let mut summary = crate::report::figures(&window, since, until);
+            let mut summary = crate::report::figures(&window, since, until, 1000);
             if !users {
                 summary.users.clear();
             }
