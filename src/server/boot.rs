@@ -238,7 +238,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     handle.audit = audit;
     if let Some(l) = metrics_listener {
         let addr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        tracing::info!(addr = %addr, "serving Prometheus metrics at /metrics");
+        tracing::info!("serving Prometheus metrics at http://{addr}/metrics");
         handle.metrics_server = Some(tokio::spawn(crate::metrics::http::serve(
             l,
             handle.metrics.clone(),
