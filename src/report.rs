@@ -114,13 +114,22 @@ pub fn parse_time(text: &str, now: i64) -> Result<i64, String> {
     if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(t) {
         return Ok(dt.timestamp_millis());
     }
-    for f in ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"] {
+    for f in [
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+    ] {
         if let Ok(dt) = chrono::NaiveDateTime::parse_from_str(t, f) {
             return Ok(dt.and_utc().timestamp_millis());
         }
     }
     if let Ok(d) = chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d") {
-        return Ok(d.and_hms_opt(0, 0, 0).ok_or_else(bad)?.and_utc().timestamp_millis());
+        return Ok(d
+            .and_hms_opt(0, 0, 0)
+            .ok_or_else(bad)?
+            .and_utc()
+            .timestamp_millis());
     }
     Err(bad())
 }
@@ -138,7 +147,11 @@ mod tests {
         assert_eq!(parse_time("2026-12-01", now), Ok(1_796_083_200_000));
         assert_eq!(parse_time("2026-12-01T00:01", now), Ok(1_796_083_260_000));
         assert_eq!(parse_time("1796083200", now), Ok(1_796_083_200_000));
-        assert!(parse_time("7x", now).unwrap_err().contains("`7x` is not a time"));
+        assert!(
+            parse_time("7x", now)
+                .unwrap_err()
+                .contains("`7x` is not a time")
+        );
         assert!(parse_time("yesterday", now).is_err());
     }
 }

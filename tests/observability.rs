@@ -19,11 +19,7 @@ fn aws_server() -> Server {
     let config = dir.path().join("config");
     std::fs::create_dir_all(&config).unwrap();
     for f in ["environment.yaml", "shares.yaml"] {
-        std::fs::copy(
-            format!("sample-configs/aws-example/{f}"),
-            config.join(f),
-        )
-        .unwrap();
+        std::fs::copy(format!("sample-configs/aws-example/{f}"), config.join(f)).unwrap();
     }
     Server::start_dir(
         dir,
@@ -37,7 +33,10 @@ fn metrics_addr(s: &Server) -> String {
     let mut addr = String::new();
     wait_for(10, "the metrics address in the log", || {
         let err = s.stderr();
-        let Some(line) = err.lines().find(|l| l.contains("serving Prometheus metrics")) else {
+        let Some(line) = err
+            .lines()
+            .find(|l| l.contains("serving Prometheus metrics"))
+        else {
             return false;
         };
         addr = line
@@ -168,11 +167,20 @@ fn a_live_aws_run_is_scraped_streamed_and_reported() {
     let follow = Follower::start(&s);
     follow.wait("config_applied", "");
     let sleep = ["sleep", "600"];
-    let j3 = s.submit(&["--share", "qs1", "--name", "j3", "--priority", "3"], &sleep);
+    let j3 = s.submit(
+        &["--share", "qs1", "--name", "j3", "--priority", "3"],
+        &sleep,
+    );
     s.wait_state(j3, "RUNNING", 20);
-    let j2 = s.submit(&["--share", "qs1", "--name", "j2", "--priority", "2"], &sleep);
+    let j2 = s.submit(
+        &["--share", "qs1", "--name", "j2", "--priority", "2"],
+        &sleep,
+    );
     s.wait_state(j2, "RUNNING", 20);
-    let j1 = s.submit(&["--share", "qs1", "--name", "j1", "--priority", "1"], &sleep);
+    let j1 = s.submit(
+        &["--share", "qs1", "--name", "j1", "--priority", "1"],
+        &sleep,
+    );
     follow.wait("submitted", "j1");
 
     // qs1 borrows qs2's idle GPU (qs3's is reserved): the scrape shows it.
@@ -184,8 +192,14 @@ fn a_live_aws_run_is_scraped_streamed_and_reported() {
     assert_eq!(lane(&m, "shareq_share_limit_gpus", "qs1"), 1.0);
     assert_eq!(lane(&m, "shareq_queued_jobs", "qs1"), 1.0);
     assert_eq!(lane(&m, "shareq_queued_gpus", "qs1"), 1.0);
-    assert_eq!(value(&m, "shareq_unit_usable_gpus", &[("unit", "gpu")]), Some(3.0));
-    assert_eq!(value(&m, "shareq_unit_used_gpus", &[("unit", "gpu")]), Some(2.0));
+    assert_eq!(
+        value(&m, "shareq_unit_usable_gpus", &[("unit", "gpu")]),
+        Some(3.0)
+    );
+    assert_eq!(
+        value(&m, "shareq_unit_used_gpus", &[("unit", "gpu")]),
+        Some(2.0)
+    );
     assert_eq!(
         value(&m, "shareq_job_starts_total", &[("share", "qs1")]),
         Some(2.0)
@@ -221,7 +235,11 @@ fn a_live_aws_run_is_scraped_streamed_and_reported() {
     let r = s.submit(&["--share", "qs3", "--name", "r"], &sleep);
     s.wait_state(r, "RUNNING", 20);
     let out = s.cli(&["priority", &j1.to_string(), "4"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     s.wait_state(j1, "RUNNING", 20);
     follow.wait("started", "j1");
 
@@ -264,24 +282,43 @@ fn a_live_aws_run_is_scraped_streamed_and_reported() {
     let only = s.cli(&["events", "--since", "1h", "--on", "preempted"]);
     let text = String::from_utf8_lossy(&only.stdout);
     assert_eq!(text.lines().count(), 2, "{text}");
-    assert!(text.contains("reason=CROSS_SHARE_RECLAIM") && text.contains("by=k"), "{text}");
+    assert!(
+        text.contains("reason=CROSS_SHARE_RECLAIM") && text.contains("by=k"),
+        "{text}"
+    );
 
     // The report's per-share figures are the history's: qs1 borrowed (and qs2 lent) from
     // j2's start until its GPU was released; the preempted attempts' time is lost.
     let rep = s.cli(&["report", "--since", "1h", "--json"]);
-    assert!(rep.status.success(), "{}", String::from_utf8_lossy(&rep.stderr));
+    assert!(
+        rep.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rep.stderr)
+    );
     let rep: Value = serde_json::from_slice(&rep.stdout).unwrap();
     let borrowed = at(&lines, "requeued", "j2") - at(&lines, "started", "j2");
     let lost = borrowed + at(&lines, "requeued", "j3") - at(&lines, "started", "j3");
     let qs1 = &rep["shares"]["qs1"];
     let near = |a: &Value, b: f64| (a.as_f64().unwrap() - b).abs() < 0.0015;
-    assert!(near(&qs1["gpu_seconds_borrowed"], borrowed), "{qs1} vs {borrowed}");
-    assert!(near(&rep["shares"]["qs2"]["gpu_seconds_lent"], borrowed), "{rep}");
-    assert!(near(&qs1["gpu_seconds_lost_to_preemption"], lost), "{qs1} vs {lost}");
+    assert!(
+        near(&qs1["gpu_seconds_borrowed"], borrowed),
+        "{qs1} vs {borrowed}"
+    );
+    assert!(
+        near(&rep["shares"]["qs2"]["gpu_seconds_lent"], borrowed),
+        "{rep}"
+    );
+    assert!(
+        near(&qs1["gpu_seconds_lost_to_preemption"], lost),
+        "{qs1} vs {lost}"
+    );
     assert_eq!(qs1["preemptions"], 2);
     assert_eq!(qs1["jobs_finished"], 0);
     assert_eq!(rep["shares"]["qs3"]["gpu_seconds_lent"].as_f64(), Some(0.0));
-    assert!(rep["users_shown"].as_bool().unwrap(), "the scheduler's own user is an admin");
+    assert!(
+        rep["users_shown"].as_bool().unwrap(),
+        "the scheduler's own user is an admin"
+    );
     assert_eq!(rep["users"][me.as_str()]["preemptions"], 2);
     let csv = s.cli(&["report", "--since", "1h", "--csv"]);
     let csv = String::from_utf8_lossy(&csv.stdout);
@@ -332,10 +369,25 @@ fn a_hook_command_gets_each_matching_line() {
         got.display()
     );
     let out = s.cli(&[
-        "events", "--since", "1h", "--on", "started,succeeded", "--", "sh", "-c", &script,
+        "events",
+        "--since",
+        "1h",
+        "--on",
+        "started,succeeded",
+        "--",
+        "sh",
+        "-c",
+        &script,
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.stdout.is_empty(), "with a command, lines are not printed");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "with a command, lines are not printed"
+    );
     let text = std::fs::read_to_string(&got).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 4, "{text}");

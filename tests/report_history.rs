@@ -27,17 +27,14 @@ fn replay_and_report(path: &Path) -> (serde_json::Value, Summary) {
             // Live, every instant has an observed fact or a decision to record (a release
             // without an event is an observed fact).
             if !obs.before_pass {
-                store
-                    .record_events(obs.t, obs.events, obs.sched)
-                    .unwrap();
+                store.record_events(obs.t, obs.events, obs.sched).unwrap();
                 recorded += store.take_recorded().len();
             }
         },
     )
     .unwrap();
     let text = String::from_utf8(out).unwrap();
-    let summary: serde_json::Value =
-        serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     assert_eq!(summary["event"], "summary");
     // Every decision line of the replay was recorded as one stream line.
     assert_eq!(recorded, text.lines().count() - 1, "{}", path.display());
@@ -71,7 +68,10 @@ fn the_aws_example_gives_its_known_figures() {
     assert_eq!(qs1.preemptions, 2);
     // j2 ran 1..10 and j3 0..30 before they were preempted: that work restarts.
     assert!(close(qs1.gpu_seconds_lost_to_preemption, 39.0), "{qs1:?}");
-    assert!(close(qs1.p50_wait, 0.0) && close(qs1.p95_wait, 28.0), "{qs1:?}");
+    assert!(
+        close(qs1.p50_wait, 0.0) && close(qs1.p95_wait, 28.0),
+        "{qs1:?}"
+    );
     let qs2 = &r.shares["qs2"];
     assert!(close(qs2.gpu_seconds_lent, 9.0), "{qs2:?}");
     assert!(close(qs2.gpu_seconds_idle, 10.0), "{qs2:?}");
@@ -79,7 +79,10 @@ fn the_aws_example_gives_its_known_figures() {
     let qs3 = &r.shares["qs3"];
     assert!(close(qs3.gpu_seconds_idle, 20.0), "{qs3:?}");
     assert!(close(qs3.gpu_seconds_within_limit, 10.0), "{qs3:?}");
-    assert!(close(qs3.gpu_seconds_lent, 0.0), "RESERVE never lends: {qs3:?}");
+    assert!(
+        close(qs3.gpu_seconds_lent, 0.0),
+        "RESERVE never lends: {qs3:?}"
+    );
     assert!(close(r.gpu_seconds_used, 69.0), "{r:?}");
     assert!(close(r.utilisation, 69.0 / 90.0), "{r:?}");
     assert!(close(r.span, 30.0));

@@ -109,11 +109,7 @@ pub fn events(args: &EventsArgs) -> ExitCode {
             run_hook(&args.command, &ev);
             continue;
         }
-        let text = if args.json {
-            ev.json()
-        } else {
-            human(&ev)
-        };
+        let text = if args.json { ev.json() } else { human(&ev) };
         let mut out = stdout.lock();
         if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
             return ExitCode::SUCCESS;

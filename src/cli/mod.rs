@@ -18,8 +18,8 @@ mod supervise;
 
 pub use admin::{AuditArgs, ReloadArgs, audit, reload};
 pub use cancel::{CancelArgs, cancel};
-pub use events::{EventsArgs, events};
 pub use console::{ConsoleArgs, DemoArgs, default_config_dir, demo, tui};
+pub use events::{EventsArgs, events};
 pub use gpus::gpus;
 pub use jobs::{JobsArgs, duration, jobs};
 pub use log::{LogArgs, log};

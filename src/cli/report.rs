@@ -155,7 +155,17 @@ pub fn table(rep: &Report) -> String {
     );
     let head = format!(
         "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8} {:>8} {:>7} {:>9}\n",
-        "", "USED", "IN-LIMIT", "BORROWED", "LENT", "IDLE-GUAR", "DONE", "WAIT-P50", "WAIT-P95", "PREEMPT", "LOST"
+        "",
+        "USED",
+        "IN-LIMIT",
+        "BORROWED",
+        "LENT",
+        "IDLE-GUAR",
+        "DONE",
+        "WAIT-P50",
+        "WAIT-P95",
+        "PREEMPT",
+        "LOST"
     );
     let row = |name: &str, g: &GroupSummary, share: bool| {
         let dash = |v: f64| {

@@ -39,7 +39,9 @@ impl Collector for Gauges {
             },
             Err(_) => return Ok(()),
         };
-        let lane = |s: &crate::snapshot::ShareView| vec![("share", s.name.clone()), ("unit", s.unit.clone())];
+        let lane = |s: &crate::snapshot::ShareView| {
+            vec![("share", s.name.clone()), ("unit", s.unit.clone())]
+        };
         // Queued GPUs per (share, unit): one walk over the queue, off the runtime.
         let mut queued_gpus: BTreeMap<(&str, &str), u64> = BTreeMap::new();
         for j in snap.queue.iter() {
@@ -156,7 +158,14 @@ impl Collector for Gauges {
             &mut enc,
             "shareq_config_error",
             "1 while the config directory holds an error (the previous config stays in force)",
-            &vec![(vec![], if snap.config.error.is_some() { 1.0 } else { 0.0 })],
+            &vec![(
+                vec![],
+                if snap.config.error.is_some() {
+                    1.0
+                } else {
+                    0.0
+                },
+            )],
         )?;
         Ok(())
     }

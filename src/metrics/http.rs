@@ -82,6 +82,10 @@ async fn answer(
             text,
             "shareq: Prometheus metrics at /metrics\n".into(),
         ),
-        _ => reply(StatusCode::NOT_FOUND, text, "not found: try /metrics\n".into()),
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            text,
+            "not found: try /metrics\n".into(),
+        ),
     }
 }

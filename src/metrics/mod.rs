@@ -128,14 +128,17 @@ impl Metrics {
     /// after them.
     pub fn observe(&self, now: i64, events: &[Event], sched: &Sched) {
         let share = |id: &crate::model::JobId| {
-            sched
-                .job(*id)
-                .map_or_else(|| "?".to_string(), |j| sched.share_name(j.share).to_string())
+            sched.job(*id).map_or_else(
+                || "?".to_string(),
+                |j| sched.share_name(j.share).to_string(),
+            )
         };
         for ev in events {
             match ev {
                 Event::Submitted { job } => {
-                    self.submits.get_or_create(&vec![("share", share(job))]).inc();
+                    self.submits
+                        .get_or_create(&vec![("share", share(job))])
+                        .inc();
                 }
                 Event::Started { job, .. } => {
                     let Some(j) = sched.job(*job) else { continue };
@@ -200,7 +203,8 @@ impl Metrics {
     /// Everything, in the Prometheus text format (0.0.4).
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(16 * 1024);
-        if let Err(e) = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+        if let Err(e) =
+            prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
         {
             tracing::warn!("cannot encode the metrics: {e}");
         }

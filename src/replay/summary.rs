@@ -110,10 +110,14 @@ pub struct Fact<'a> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FactKind {
-    Started { quantity: u32 },
+    Started {
+        quantity: u32,
+    },
     Succeeded,
     /// `exhausted`: failed because its preemption retries ran out (at the release).
-    Failed { exhausted: bool },
+    Failed {
+        exhausted: bool,
+    },
     Cancelled,
     Requeued,
     Preempted,

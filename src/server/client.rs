@@ -68,10 +68,12 @@ impl Client {
         let mut line =
             serde_json::to_vec(req).map_err(|e| ClientError::BadAnswer(e.to_string()))?;
         line.push(b'\n');
-        self.writer.write_all(&line).map_err(|source| ClientError::Io {
-            socket: self.socket.clone(),
-            source,
-        })
+        self.writer
+            .write_all(&line)
+            .map_err(|source| ClientError::Io {
+                socket: self.socket.clone(),
+                source,
+            })
     }
 
     /// The next line of a stream (without its newline); `None` when the scheduler closed it.

@@ -105,7 +105,11 @@ enum Outgoing {
     /// The client asked to subscribe: after the answers before it, stream the picture.
     Subscribe,
     /// The client asked for the decision stream: after the answers before it, stream it.
-    Events(super::events::Ask, std::path::PathBuf, super::events::EventFeed),
+    Events(
+        super::events::Ask,
+        std::path::PathBuf,
+        super::events::EventFeed,
+    ),
 }
 
 /// One connection. Requests may be pipelined: each is handed to the runtime as soon as

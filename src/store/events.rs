@@ -190,9 +190,7 @@ impl Store {
             0,
         )?;
         let inside = lines(
-            &format!(
-                "SELECT {LINE_COLUMNS} FROM events WHERE at >= ?1 AND at <= ?2 ORDER BY seq"
-            ),
+            &format!("SELECT {LINE_COLUMNS} FROM events WHERE at >= ?1 AND at <= ?2 ORDER BY seq"),
             since,
             until,
         )?;
