@@ -397,3 +397,47 @@ fn a_hook_command_gets_each_matching_line() {
     assert_eq!(started["devices"], serde_json::json!([0]));
     assert_eq!(lines[2], format!("succeeded {id} hello a"));
 }
+
+#[test]
+fn the_grafana_dashboard_uses_documented_metrics_that_serve_exposes() {
+    let s = aws_server();
+    let addr = metrics_addr(&s);
+    let id = s.submit(&["--share", "qs1", "--name", "a"], &["true"]);
+    s.wait_state(id, "SUCCEEDED", 20);
+    let m = scrape(&addr);
+    let exposed: std::collections::BTreeSet<&str> =
+        m.docs.keys().map(String::as_str).collect();
+    let docs = std::fs::read_to_string("docs/METRICS.md").unwrap();
+    let dash: Value =
+        serde_json::from_str(&std::fs::read_to_string("assets/grafana-shareq.json").unwrap())
+            .unwrap();
+    let mut used = std::collections::BTreeSet::new();
+    for p in dash["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().unwrap() {
+            let expr = t["expr"].as_str().unwrap();
+            let mut rest = expr;
+            while let Some(i) = rest.find("shareq_") {
+                let name: String = rest[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                rest = &rest[i + name.len()..];
+                let base = ["_bucket", "_count", "_sum"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s))
+                    .unwrap_or(&name)
+                    .to_string();
+                used.insert(base);
+            }
+        }
+    }
+    assert!(used.len() >= 15, "{used:?}");
+    for name in &used {
+        assert!(docs.contains(&format!("`{name}`")), "{name} is not in docs/METRICS.md");
+        assert!(exposed.contains(name.as_str()), "{name} is not served: {exposed:?}");
+    }
+    // And every family served is documented.
+    for name in &exposed {
+        assert!(docs.contains(&format!("`{name}`")), "{name} is not in docs/METRICS.md");
+    }
+}
