@@ -211,3 +211,46 @@ impl Metrics {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{DeviceView, UnitView};
+
+    /// Telemetry of real GPUs (what NVML gives the snapshot) becomes per-device gauges;
+    /// devices without telemetry (fake ones) get no series.
+    #[test]
+    fn device_telemetry_becomes_gauges_only_where_reported() {
+        let mut snap = Snapshot::empty();
+        let dev = |index, util, mem: Option<(u64, u64)>| DeviceView {
+            index,
+            job: None,
+            job_name: None,
+            share: None,
+            util,
+            mem_used: mem.map(|m| m.0),
+            mem_total: mem.map(|m| m.1),
+        };
+        snap.units = vec![UnitView {
+            name: "h200".into(),
+            usable: 2,
+            used: 1,
+            guaranteed: 2,
+            devices: vec![dev(0, Some(87), Some((1024, 143_771))), dev(1, None, None)],
+        }];
+        let (_tx, rx) = watch::channel(Arc::new(snap));
+        let m = Metrics::new();
+        m.watch(rx);
+        let text = m.encode();
+        assert!(
+            text.contains("shareq_device_utilization_ratio{unit=\"h200\",device=\"0\"} 0.87"),
+            "{text}"
+        );
+        assert!(
+            text.contains("shareq_device_memory_used_bytes{unit=\"h200\",device=\"0\"} 1073741824"),
+            "{text}"
+        );
+        assert!(!text.contains("device=\"1\""), "{text}");
+        assert!(text.contains("shareq_unit_usable_gpus{unit=\"h200\"} 2"), "{text}");
+    }
+}

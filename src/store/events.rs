@@ -98,7 +98,8 @@ fn standing_row(r: &rusqlite::Row) -> rusqlite::Result<(Time, String)> {
 }
 
 impl Store {
-    /// The lines committed since the last call (the runtime hands them to followers).
+    /// The lines of the last committed batch (the runtime hands them to followers right
+    /// after each `record`).
     pub fn take_recorded(&mut self) -> Vec<EventLine> {
         std::mem::take(&mut self.recorded)
     }
@@ -171,10 +172,10 @@ impl Store {
             .into_iter()
             .map(parse)
             .collect::<Result<Vec<_>, _>>()?;
-        let lines = |sql: &str, a: Time, b: Time| -> Result<Vec<EventLine>, StoreError> {
+        let lines = |sql: &str, args: &[&dyn rusqlite::ToSql]| -> Result<Vec<EventLine>, StoreError> {
             let mut stmt = self.conn.prepare(sql).map_err(err)?;
             let rows = stmt
-                .query_map(params![a, b], line_row)
+                .query_map(args, line_row)
                 .map_err(err)?
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(err)?;
@@ -182,17 +183,15 @@ impl Store {
         };
         let before_lines = lines(
             &format!(
-                "SELECT {LINE_COLUMNS} FROM events WHERE at < ?1 AND ?2 = ?2
+                "SELECT {LINE_COLUMNS} FROM events WHERE at < ?1
                  AND event IN ('started','preempted','requeued','failed','succeeded','cancelled')
                  ORDER BY seq"
             ),
-            since,
-            0,
+            &[&since],
         )?;
         let inside = lines(
             &format!("SELECT {LINE_COLUMNS} FROM events WHERE at >= ?1 AND at <= ?2 ORDER BY seq"),
-            since,
-            until,
+            &[&since, &until],
         )?;
         Ok(HistoryWindow {
             standing_before: before,

@@ -56,7 +56,7 @@ pub enum Durability {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
-    /// Decision lines committed since the runtime last took them (`take_recorded`).
+    /// The decision lines of the last committed batch (`take_recorded`).
     recorded: Vec<crate::events::EventLine>,
     /// The standing last written to the `standing` table.
     standing: Option<crate::replay::Standing>,

@@ -137,7 +137,7 @@ impl Store {
             super::events::record_stream(&tx, now, events, sched, self.standing.as_ref())
                 .map_err(err)?;
         tx.commit().map_err(err)?;
-        self.recorded.extend(lines);
+        self.recorded = lines;
         if standing.is_some() {
             self.standing = standing;
         }
