@@ -67,7 +67,11 @@ fn main() {
         error_at: None,
     };
     let snap = picture.publish(&sched, queued as i64, config, &Default::default());
-    assert!(snap.queue.len() >= queued - 8, "{} queued", snap.queue.len());
+    assert!(
+        snap.queue.len() >= queued - 8,
+        "{} queued",
+        snap.queue.len()
+    );
     let (_tx, rx) = tokio::sync::watch::channel(Arc::new(snap));
     let metrics = Metrics::new();
     metrics.watch(rx);

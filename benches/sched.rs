@@ -1,6 +1,8 @@
 //! Scheduler benchmarks (issue 2): the Philly trace replay (a), the same trace with
 //! arrivals compressed 20× (b), one pass after a single submit in a large state (c), and
-//! growth with 4× the jobs (d). Prints figures; run with `cargo bench --bench sched`.
+//! growth with 4× the jobs (d), and the trace on the Philly cluster's shape, 352 nodes × 8
+//! GPUs (e: time, memory, growth, and the fragmentation figures beside the single pool's).
+//! Prints figures; run with `cargo bench --bench sched`.
 
 use shareq::config::{parse_documents, validate};
 use shareq::model::JobSpec;
@@ -50,6 +52,11 @@ impl std::io::Write for LineCounter {
 /// Write a copy of the Philly scenario whose trace has arrivals divided by `div` and keeps
 /// the first `keep` rows.
 fn scaled_trace(dir: &Path, div: i64, keep: usize) -> PathBuf {
+    scaled_trace_on(dir, div, keep, None)
+}
+
+/// [`scaled_trace`] on `nodes` nodes of `per` GPUs each instead of one pool (SPEC §10).
+fn scaled_trace_on(dir: &Path, div: i64, keep: usize, nodes: Option<(u32, u32)>) -> PathBuf {
     std::fs::create_dir_all(dir).expect("temp dir");
     let csv = std::fs::read_to_string(data("philly.csv")).expect("trace");
     let mut out = String::with_capacity(csv.len());
@@ -66,7 +73,21 @@ fn scaled_trace(dir: &Path, div: i64, keep: usize) -> PathBuf {
         out.push('\n');
     }
     std::fs::write(dir.join("philly.csv"), out).expect("write trace");
-    let scenario = std::fs::read_to_string(data("philly.yaml")).expect("scenario");
+    let mut scenario = std::fs::read_to_string(data("philly.yaml")).expect("scenario");
+    if let Some((n, per)) = nodes {
+        let pool = "    devices:\n      fake: 2816\n";
+        assert!(
+            scenario.contains(pool),
+            "philly.yaml declares one pool of 2816"
+        );
+        let mut list = String::from("  nodes:\n");
+        for i in 0..n {
+            list.push_str(&format!(
+                "  - {{name: n{i:03}, devices: {{gpu: {{fake: {per}}}}}}}\n"
+            ));
+        }
+        scenario = scenario.replacen(pool, &list, 1);
+    }
     let path = dir.join("philly.yaml");
     std::fs::write(&path, scenario).expect("write scenario");
     path
@@ -217,5 +238,74 @@ fn main() {
             );
         }
     }
+    if want("e") {
+        let total = 82_229usize;
+        let nodes = Some((352, 8));
+        let full = scaled_trace_on(&tmp.join("ef"), 1, total, nodes);
+        let (first, lines) = replay(&full);
+        let rss = peak_rss_mb();
+        let best = best_of(2, || replay(&full).0).min(first);
+        println!(
+            "e. philly replay on 352 nodes × 8 GPUs: best {:.3} s of 3, {lines} lines, peak RSS {rss:.1} MB",
+            best.as_secs_f64()
+        );
+        let quarter = scaled_trace_on(&tmp.join("eq"), 1, total / 4, nodes);
+        let tq = best_of(3, || replay(&quarter).0);
+        println!(
+            "e. growth on nodes: {} jobs {:.3} s, {total} jobs {:.3} s, ratio {:.2}× for 4× the jobs",
+            total / 4,
+            tq.as_secs_f64(),
+            best.as_secs_f64(),
+            best.as_secs_f64() / tq.as_secs_f64()
+        );
+        let pool = scaled_trace(&tmp.join("ep"), 1, total);
+        let pool8 = scaled_trace(&tmp.join("ep8"), 8, total);
+        let full8 = scaled_trace_on(&tmp.join("ef8"), 8, total, nodes);
+        let t8 = best_of(2, || replay(&full8).0);
+        println!(
+            "e. philly, arrivals / 8, on 352 nodes × 8 GPUs: best {:.3} s of 2, peak RSS so far {:.1} MB",
+            t8.as_secs_f64(),
+            peak_rss_mb()
+        );
+        for (label, p) in [
+            ("one pool", &pool),
+            ("352 × 8", &full),
+            ("arrivals / 8, one pool", &pool8),
+            ("arrivals / 8, 352 × 8", &full8),
+        ] {
+            let s = summary_of(p);
+            let get = |k: &str| s.get(k).cloned().unwrap_or(serde_json::Value::Null);
+            let waits: Vec<f64> = s["shares"]
+                .as_object()
+                .map(|m| m.values().filter_map(|v| v["mean_wait"].as_f64()).collect())
+                .unwrap_or_default();
+            let mean_wait = waits.iter().sum::<f64>() / waits.len().max(1) as f64;
+            println!(
+                "e. {label}: utilisation {:.4}, GPU-s lost to preemption {}, GPU-s idle while FRAGMENTED {}, rejected as larger than any node {}, mean of share mean waits {mean_wait:.0} s",
+                get("utilisation").as_f64().unwrap_or(0.0),
+                get("gpu_seconds_lost_to_preemption"),
+                get("gpu_seconds_idle_while_fragmented"),
+                get("jobs_rejected_larger_than_any_node"),
+            );
+        }
+    }
     let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// The `--summary` line of a replay, parsed.
+fn summary_of(path: &Path) -> serde_json::Value {
+    let sc = Scenario::load(path).expect("scenario loads");
+    let mut out = Vec::new();
+    run(
+        &sc,
+        &mut out,
+        Options {
+            summary: true,
+            ..Options::default()
+        },
+    )
+    .expect("runs");
+    let text = String::from_utf8_lossy(&out);
+    let last = text.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or(serde_json::Value::Null)
 }

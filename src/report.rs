@@ -45,6 +45,8 @@ pub fn figures(w: &HistoryWindow, since: i64, until: i64, per_second: u32) -> Su
         st.advance_to(l.at);
         if let Some(f) = fact(l) {
             st.note(f, l.at);
+        } else if l.event == "rejected" {
+            st.rejected(l.value()["error"].as_str().unwrap_or_default());
         }
     }
     for s in standings {

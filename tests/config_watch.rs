@@ -42,7 +42,7 @@ impl Seen {
     }
     fn last_applied(&self) -> Option<LoadedConfig> {
         self.all().into_iter().rev().find_map(|u| match u {
-            ConfigUpdate::Applied(c) => Some(c),
+            ConfigUpdate::Applied(c) => Some(*c),
             ConfigUpdate::Rejected(_) => None,
         })
     }

@@ -783,7 +783,11 @@ fn everyone_reads_the_decision_stream_and_only_admins_per_user_usage() {
         .expect("alice's start in bob's stream");
     assert_eq!(started["user"], alice.as_str());
     assert!(!text(&out.stdout).contains("secret-output"));
-    assert!(lines.iter().all(|l| l.get("command").is_none() && l.get("env").is_none()));
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.get("command").is_none() && l.get("env").is_none())
+    );
 
     // The per-share report is for everyone; per-user figures only for admins.
     let out = lab.cli_as(Some(&bob), &["report", "--json"]);
@@ -793,7 +797,12 @@ fn everyone_reads_the_decision_stream_and_only_admins_per_user_usage() {
     assert_eq!(rep["users"], serde_json::json!({}));
     assert_eq!(rep["shares"]["private"]["jobs_finished"], 1);
     let out = lab.cli_as(Some(&bob), &["report", "--users"]);
-    assert_eq!(out.status.code(), Some(NOT_ALLOWED), "{}", text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(NOT_ALLOWED),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(
         text(&out.stderr).contains(&format!("{bob} may not read per-user usage figures")),
         "{}",

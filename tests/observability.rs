@@ -405,8 +405,7 @@ fn the_grafana_dashboard_uses_documented_metrics_that_serve_exposes() {
     let id = s.submit(&["--share", "qs1", "--name", "a"], &["true"]);
     s.wait_state(id, "SUCCEEDED", 20);
     let m = scrape(&addr);
-    let exposed: std::collections::BTreeSet<&str> =
-        m.docs.keys().map(String::as_str).collect();
+    let exposed: std::collections::BTreeSet<&str> = m.docs.keys().map(String::as_str).collect();
     let docs = std::fs::read_to_string("docs/METRICS.md").unwrap();
     let dash: Value =
         serde_json::from_str(&std::fs::read_to_string("assets/grafana-shareq.json").unwrap())
@@ -433,11 +432,20 @@ fn the_grafana_dashboard_uses_documented_metrics_that_serve_exposes() {
     }
     assert!(used.len() >= 15, "{used:?}");
     for name in &used {
-        assert!(docs.contains(&format!("`{name}`")), "{name} is not in docs/METRICS.md");
-        assert!(exposed.contains(name.as_str()), "{name} is not served: {exposed:?}");
+        assert!(
+            docs.contains(&format!("`{name}`")),
+            "{name} is not in docs/METRICS.md"
+        );
+        assert!(
+            exposed.contains(name.as_str()),
+            "{name} is not served: {exposed:?}"
+        );
     }
     // And every family served is documented.
     for name in &exposed {
-        assert!(docs.contains(&format!("`{name}`")), "{name} is not in docs/METRICS.md");
+        assert!(
+            docs.contains(&format!("`{name}`")),
+            "{name} is not in docs/METRICS.md"
+        );
     }
 }

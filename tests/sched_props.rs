@@ -84,14 +84,47 @@ fn scenario_text(
     later: &[(u32, Later)],
     reload: Option<(u32, Vec<ShareGen>)>,
 ) -> String {
-    let total: u32 = shares.iter().map(|s| s.limit).sum();
+    scenario_text_on(shares, extra, grace, jobs, later, reload, None)
+}
+
+/// [`scenario_text`] on `nodes` of the given sizes (SPEC §10), when given: maxCapacity is
+/// their total plus `extra` (at least 1).
+fn scenario_text_on(
+    shares: &[ShareGen],
+    extra: i32,
+    grace: u32,
+    jobs: &[JobGen],
+    later: &[(u32, Later)],
+    reload: Option<(u32, Vec<ShareGen>)>,
+    nodes: Option<&[u32]>,
+) -> String {
+    let total: u32 = match nodes {
+        Some(sizes) => sizes.iter().sum(),
+        None => shares.iter().map(|s| s.limit).sum(),
+    };
     let usable = (total as i32 + extra).max(1);
     let mut y = String::new();
     let _ = writeln!(y, "config:");
-    let _ = writeln!(
-        y,
-        "- {{kind: ServiceEnvironment, name: p, capacityLimits: [{{capacityUnit: gpu, maxCapacity: {usable}, devices: {{fake: {usable}}}}}], preemption: {{gracePeriodSeconds: {grace}}}}}"
-    );
+    match nodes {
+        None => {
+            let _ = writeln!(
+                y,
+                "- {{kind: ServiceEnvironment, name: p, capacityLimits: [{{capacityUnit: gpu, maxCapacity: {usable}, devices: {{fake: {usable}}}}}], preemption: {{gracePeriodSeconds: {grace}}}}}"
+            );
+        }
+        Some(sizes) => {
+            let list: Vec<String> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| format!("{{name: n{i}, devices: {{gpu: {{fake: {n}}}}}}}"))
+                .collect();
+            let _ = writeln!(
+                y,
+                "- {{kind: ServiceEnvironment, name: p, capacityLimits: [{{capacityUnit: gpu, maxCapacity: {usable}}}], nodes: [{}], preemption: {{gracePeriodSeconds: {grace}}}}}",
+                list.join(", ")
+            );
+        }
+    }
     for (i, s) in shares.iter().enumerate() {
         let strategy = ["RESERVE", "LEND", "LEND_AND_BORROW"][s.strategy as usize];
         let borrow = if s.strategy == 2 {
@@ -181,7 +214,7 @@ fn liveness_failures(sched: &Sched, t: i64) -> Vec<String> {
         if let Some(victims) = nominated {
             // Written out here rather than through the core's own helper, so that the
             // check does not share the code it checks.
-            let releasing_for_it = victims.iter().any(|v| {
+            let releasing_for_it = victims.victims.iter().any(|v| {
                 sched
                     .job(v.job)
                     .is_some_and(|vj| vj.is_stopping() && vj.attempts_started == v.attempt)
@@ -201,7 +234,15 @@ fn liveness_failures(sched: &Sched, t: i64) -> Vec<String> {
             continue;
         };
         let u = usage.get(&j.share).copied().unwrap_or(0);
-        if u + i64::from(q) <= i64::from(limit) && i64::from(q) <= free {
+        // With nodes, a job fits only where one node has that many free devices.
+        let fits_a_node = !sched.has_nodes() || {
+            let mut per_node: HashMap<String, i64> = HashMap::new();
+            for (node, _, holder) in sched.device_map("gpu") {
+                *per_node.entry(node).or_insert(0) += i64::from(holder.is_none());
+            }
+            per_node.values().any(|&f| f >= i64::from(q))
+        };
+        if u + i64::from(q) <= i64::from(limit) && i64::from(q) <= free && fits_a_node {
             out.push(format!(
                 "t={t}: guaranteed job {} ({q} GPUs, share at {u}/{limit}) waits with {free} free and nothing releasing: {}",
                 j.id,
@@ -265,12 +306,35 @@ impl Checker {
                     .push(format!("t={}: {unit} uses {used} of {usable}", o.t));
             }
         }
-        let mut held: BTreeMap<u32, JobId> = BTreeMap::new();
+        // No (node, device) held twice, and no job spans nodes: every device a job holds
+        // is listed under its node (or was lost there), with the job as its holder.
+        let mut held: BTreeMap<(String, u32), JobId> = BTreeMap::new();
+        let map = sched.device_map("gpu");
         for j in sched.jobs() {
+            let node = j.node().map(|n| sched.node_name(n).to_string());
+            if j.is_holding() && !j.is_stopping() && j.devices().len() != j.quantity as usize {
+                self.failures.push(format!(
+                    "t={}: job {} runs on {} devices of {node:?} for {} GPUs",
+                    o.t,
+                    j.id,
+                    j.devices().len(),
+                    j.quantity
+                ));
+            }
             for d in j.devices() {
-                if let Some(other) = held.insert(*d, j.id) {
+                let node = node.clone().unwrap_or_default();
+                let listed = map
+                    .iter()
+                    .any(|(n, dev, h)| *n == node && dev == d && *h == Some(j.id));
+                if !listed {
                     self.failures.push(format!(
-                        "t={}: device {d} held by {other} and {}",
+                        "t={}: job {} holds device {d} of {node}, which the device map does not give it",
+                        o.t, j.id
+                    ));
+                }
+                if let Some(other) = held.insert((node.clone(), *d), j.id) {
+                    self.failures.push(format!(
+                        "t={}: device {d} of {node} held by {other} and {}",
                         o.t, j.id
                     ));
                 }
@@ -417,8 +481,39 @@ fn churn_strategy() -> impl Strategy<Value = String> {
     })
 }
 
+/// Scenarios on 1-4 nodes of 1-5 GPUs each (SPEC §10): jobs of 1-6 GPUs, some larger than
+/// any node, so that placement, FRAGMENTED waits and per-node victim walks all happen.
+fn nodes_strategy() -> impl Strategy<Value = String> {
+    (
+        prop::collection::vec(share_gen(), 1..4),
+        prop::collection::vec(1u32..6, 1..5),
+    )
+        .prop_flat_map(|(shares, nodes)| {
+            let n = shares.len();
+            let job = (job_gen(n), 1u32..7).prop_map(|(mut j, q)| {
+                j.quantity = q;
+                j
+            });
+            (
+                Just(shares),
+                Just(nodes),
+                -2i32..1,
+                0u32..3,
+                prop::collection::vec(job, 1..30),
+            )
+                .prop_map(|(shares, nodes, extra, grace, jobs)| {
+                    scenario_text_on(&shares, extra, grace, &jobs, &[], None, Some(&nodes))
+                })
+        })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn invariants_hold_on_nodes(text in nodes_strategy()) {
+        check_run(&text, false)?;
+    }
 
     #[test]
     fn invariants_hold_under_preemption_churn(text in churn_strategy()) {

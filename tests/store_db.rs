@@ -433,6 +433,7 @@ resourceSharingConfiguration: {strategy: LEND}
             },
             Event::Requeued { job: a2 },
             Event::Started {
+                node: None,
                 job: b1,
                 devices: vec![1],
                 borrowed: 0

@@ -39,6 +39,7 @@ fn check_pane(name: &str, draw: fn(&mut Frame, &mut App)) {
 fn main_screens() {
     check("main_aws", || fixtures::app(fixtures::aws()));
     check("main_lab", || fixtures::app(fixtures::lab()));
+    check("main_lab_nodes", || fixtures::app(fixtures::lab_nodes()));
 }
 
 #[test]

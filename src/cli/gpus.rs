@@ -31,13 +31,18 @@ pub fn gpus(config: Option<&Path>) -> ExitCode {
             Ok(loaded) => {
                 let (caps, warnings) = d.capacity(&loaded.config);
                 println!("Units of {}:", dir.display());
-                for (c, l) in caps.iter().zip(&loaded.config.env.capacity_limits) {
+                for c in &caps {
+                    let max = loaded.config.max_capacity(&c.unit);
+                    let on = if loaded.config.has_nodes() {
+                        format!(" on node {}", c.node)
+                    } else {
+                        String::new()
+                    };
                     println!(
-                        "  {}: devices {:?} (maxCapacity {}, usable {})",
+                        "  {}{on}: devices {:?} (maxCapacity {max}, usable {})",
                         c.unit,
                         c.devices,
-                        l.max_capacity,
-                        l.max_capacity.min(c.devices.len() as u32)
+                        max.min(c.devices.len() as u32)
                     );
                 }
                 for w in warnings {

@@ -192,10 +192,11 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
         "ID", "NAME", "USER", "SHARE", "PRIO", "GPUS", "STATE", "FOR"
     );
     for v in &j.running {
+        let devices = crate::snapshot::devices_text(v.node.as_deref(), &v.devices);
         let detail = match &v.stopping {
-            Some((what, _)) => format!("{what}; devices {:?}", v.devices),
-            None if v.on_borrowed => format!("devices {:?} (borrowed)", v.devices),
-            None => format!("devices {:?}", v.devices),
+            Some((what, _)) => format!("{what}; devices {devices}"),
+            None if v.on_borrowed => format!("devices {devices} (borrowed)"),
+            None => format!("devices {devices}"),
         };
         row(v, now - v.started.unwrap_or(now), &detail);
     }

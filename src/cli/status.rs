@@ -64,6 +64,22 @@ pub fn status(args: &StatusArgs) -> ExitCode {
                 ""
             }
         );
+        let nodes = u.by_node();
+        if nodes.len() > 1 {
+            for (node, devs) in nodes {
+                let busy = devs.iter().filter(|d| d.job.is_some()).count();
+                let free: Vec<String> = devs
+                    .iter()
+                    .filter(|d| d.job.is_none())
+                    .map(|d| d.index.to_string())
+                    .collect();
+                println!(
+                    "  node {node}: {} device(s), {busy} in use, free [{}]",
+                    devs.len(),
+                    free.join(", ")
+                );
+            }
+        }
     }
     println!(
         "{:<14} {:<6} {:<16} {:>5} {:>5} {:>6} {:>8} {:>5} {:>7} {:>6}",

@@ -19,6 +19,8 @@ pub enum Shape {
     Int,
     /// `auto`, a list of GPU indices, or `{fake: N}`.
     Devices,
+    /// A mapping from names the user chooses (capacity units) to values of a shape.
+    Keyed(&'static Shape),
     /// The document's `kind`, checked before the rest.
     Kind,
 }
@@ -66,6 +68,20 @@ pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
     opt("controlSocket", Shape::Map(&[opt("group", Shape::Text)])),
     opt("metrics", Shape::Map(&[req("listen", Shape::Text)])),
     opt("history", Shape::Map(&[opt("retainDays", Shape::Count)])),
+    opt(
+        "nodes",
+        Shape::List(&Shape::Map(&[
+            req("name", Shape::Text),
+            req("devices", Shape::Keyed(&Shape::Devices)),
+        ])),
+    ),
+    opt(
+        "executor",
+        Shape::Map(&[
+            req("kind", Shape::Enum(&["local", "slurm"])),
+            opt("partition", Shape::Text),
+        ]),
+    ),
     opt(
         "logs",
         Shape::Map(&[
@@ -241,6 +257,18 @@ fn walk(v: &Value, shape: &Shape, path: &str, out: &mut Vec<ShapeError>) {
         (Shape::Int, v) if v.as_i64().is_some() => {}
         (Shape::Int, v) => expected(out, path, "a whole number", v),
         (Shape::Devices, v) => devices(v, path, out),
+        (Shape::Keyed(item), Value::Mapping(m)) => {
+            for (k, child) in m {
+                match k.as_str() {
+                    Some(key) => walk(child, item, &join(path, key), out),
+                    None => out.push(ShapeError {
+                        field: path.to_string(),
+                        message: format!("a name must be text, found {}", found(k)),
+                    }),
+                }
+            }
+        }
+        (Shape::Keyed(_), v) => expected(out, path, "a mapping from capacity unit to devices", v),
     }
 }
 

@@ -24,13 +24,33 @@ pub fn units(cfg: &ValidConfig) -> Vec<UnitSummary> {
         .capacity_limits
         .iter()
         .map(|c| {
-            let (devices, count, auto) = match &c.devices {
+            let spec = |d: &Devices| match d {
                 Devices::Auto => ("auto".to_string(), c.max_capacity, true),
                 Devices::Fake(n) => (format!("fake: {n}"), *n, false),
                 Devices::Indices(v) => {
                     let list: Vec<String> = v.iter().map(u32::to_string).collect();
                     (format!("[{}]", list.join(", ")), v.len() as u32, false)
                 }
+            };
+            // With nodes: each node's devices of the unit, summed.
+            let (devices, count, auto) = if cfg.has_nodes() {
+                let per: Vec<(String, (String, u32, bool))> = cfg
+                    .node_units()
+                    .into_iter()
+                    .filter(|(_, u, _)| *u == c.capacity_unit)
+                    .map(|(n, _, d)| (n, spec(&d)))
+                    .collect();
+                let text: Vec<String> = per
+                    .iter()
+                    .map(|(n, (t, _, _))| format!("{n} {t}"))
+                    .collect();
+                (
+                    text.join("; "),
+                    per.iter().map(|(_, (_, k, _))| k).sum(),
+                    per.iter().any(|(_, (_, _, a))| *a),
+                )
+            } else {
+                spec(c.device_spec())
             };
             UnitSummary {
                 unit: c.capacity_unit.clone(),

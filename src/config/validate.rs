@@ -6,7 +6,7 @@ use super::error::ConfigError;
 use super::parse::{Origin, SourcedDocument, at_field};
 use super::suggest::hint;
 pub use crate::model::ValidConfig;
-use crate::model::{Devices, Document, QuotaShare, ServiceEnvironment, Strategy};
+use crate::model::{Devices, Document, Executor, QuotaShare, ServiceEnvironment, Strategy};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `[A-Za-z0-9_-]{1,128}`
@@ -174,7 +174,7 @@ fn check_env(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment) -> BTreeSe
                 format!("unit `{}` is declared twice", c.capacity_unit),
             );
         }
-        if let Devices::Indices(ix) = &c.devices {
+        if let Some(Devices::Indices(ix)) = &c.devices {
             let set: BTreeSet<_> = ix.iter().collect();
             if set.len() != ix.len() {
                 cx.err(
@@ -185,6 +185,7 @@ fn check_env(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment) -> BTreeSe
             }
         }
     }
+    check_nodes(cx, origin, env, &units);
     check_principals(cx, origin, "admins", env.admins.as_deref());
     if let Some(m) = &env.metrics
         && m.listen.parse::<std::net::SocketAddr>().is_err()
@@ -208,6 +209,166 @@ fn check_env(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment) -> BTreeSe
         );
     }
     units
+}
+
+/// `nodes` and `executor` (SPEC §10): unique valid node names, units declared and each
+/// on some node, devices given one way only, one node for the local executor, explicit
+/// devices for Slurm nodes (this machine cannot discover another machine's GPUs).
+fn check_nodes(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment, units: &BTreeSet<String>) {
+    let executor = env.executor.clone().unwrap_or(Executor::Local);
+    if let Executor::Slurm(s) = &executor {
+        if s.partition.is_empty() {
+            cx.err(
+                origin,
+                "executor",
+                "the Slurm executor needs `partition`: the Slurm partition shareq alone schedules",
+            );
+        } else if !valid_name(&s.partition) {
+            cx.err(
+                origin,
+                "executor.partition",
+                format!(
+                    "`{}` is not a valid Slurm partition name: use 1-128 of A-Z a-z 0-9 _ -",
+                    s.partition
+                ),
+            );
+        }
+    }
+    let Some(nodes) = &env.nodes else {
+        if matches!(executor, Executor::Slurm(_)) {
+            cx.err(
+                origin,
+                "executor",
+                "the Slurm executor needs `nodes`: list the Slurm nodes of the partition and their GPUs",
+            );
+        }
+        return;
+    };
+    if nodes.is_empty() {
+        cx.err(
+            origin,
+            "nodes",
+            "`nodes` is empty: list at least one node, or remove `nodes` to use this machine's devices",
+        );
+    }
+    for (i, c) in env.capacity_limits.iter().enumerate() {
+        if c.devices.is_some() {
+            cx.err(
+                origin,
+                format!("capacityLimits[{i}].devices"),
+                format!(
+                    "unit `{}`: devices are given both here and in `nodes`: with `nodes`, each node lists its devices (remove this line)",
+                    c.capacity_unit
+                ),
+            );
+        }
+    }
+    // Written out: the config itself contradicts. Left out, a replay of several nodes is
+    // fine, and `serve` says that it needs an executor for them.
+    if nodes.len() > 1 && env.executor == Some(Executor::Local) {
+        cx.err(
+            origin,
+            "nodes",
+            format!(
+                "{} nodes with the local executor, which runs jobs on this machine only: list one node, or use `executor: {{kind: slurm, partition: ...}}`",
+                nodes.len()
+            ),
+        );
+    }
+    let declared: Vec<&str> = units.iter().map(String::as_str).collect();
+    let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut on_some_node: BTreeSet<&str> = BTreeSet::new();
+    for (i, n) in nodes.iter().enumerate() {
+        let f = format!("nodes[{i}]");
+        if !valid_name(&n.name) {
+            cx.err(
+                origin,
+                format!("{f}.name"),
+                format!(
+                    "`{}` is not a valid node name: use 1-128 of A-Z a-z 0-9 _ -",
+                    n.name
+                ),
+            );
+        }
+        if let Some(first) = names.insert(&n.name, i) {
+            cx.err(
+                origin,
+                format!("{f}.name"),
+                format!(
+                    "node `{}` is listed twice (first as nodes[{first}])",
+                    n.name
+                ),
+            );
+        }
+        if n.devices.0.is_empty() {
+            cx.err(
+                origin,
+                format!("{f}.devices"),
+                format!("node `{}` lists no devices", n.name),
+            );
+        }
+        let mut seen_units = BTreeSet::new();
+        let mut indices: BTreeMap<u32, &str> = BTreeMap::new();
+        for (unit, d) in &n.devices.0 {
+            let uf = format!("{f}.devices.{unit}");
+            if !seen_units.insert(unit.as_str()) {
+                cx.err(
+                    origin,
+                    uf.clone(),
+                    format!("node `{}`: unit `{unit}` is listed twice", n.name),
+                );
+            }
+            if !units.contains(unit) {
+                cx.err(
+                    origin,
+                    uf.clone(),
+                    format!(
+                        "node `{}`: unit `{unit}` is not declared in capacityLimits{} (declared: {})",
+                        n.name,
+                        hint(unit, &declared),
+                        declared.join(", ")
+                    ),
+                );
+            } else {
+                on_some_node.insert(unit.as_str());
+            }
+            match d {
+                Devices::Indices(ix) => {
+                    for &x in ix {
+                        if let Some(other) = indices.insert(x, unit.as_str()) {
+                            let msg = if other == unit {
+                                format!("node `{}`: GPU index {x} is listed twice", n.name)
+                            } else {
+                                format!(
+                                    "node `{}`: GPU index {x} is given to both `{other}` and `{unit}`",
+                                    n.name
+                                )
+                            };
+                            cx.err(origin, uf.clone(), msg);
+                        }
+                    }
+                }
+                Devices::Auto if matches!(executor, Executor::Slurm(_)) => cx.err(
+                    origin,
+                    uf.clone(),
+                    format!(
+                        "node `{}`: `auto` cannot be used with the Slurm executor (shareq cannot look at another machine's GPUs): list the indices, e.g. [0, 1, 2, 3]",
+                        n.name
+                    ),
+                ),
+                _ => {}
+            }
+        }
+    }
+    for unit in units {
+        if !on_some_node.contains(unit.as_str()) && !nodes.is_empty() {
+            cx.err(
+                origin,
+                "nodes",
+                format!("unit `{unit}` is declared in capacityLimits but no node has it: add it to a node's devices"),
+            );
+        }
+    }
 }
 
 fn check_principals(cx: &mut Ctx, origin: &Origin, field: &str, list: Option<&[String]>) {

@@ -42,7 +42,7 @@ const SETTLE_TRIES: u32 = 20;
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConfigUpdate {
     /// A fully valid configuration: apply it.
-    Applied(LoadedConfig),
+    Applied(Box<LoadedConfig>),
     /// The directory as it is now is not valid: keep the previous configuration.
     Rejected(Vec<ConfigError>),
 }
@@ -302,7 +302,7 @@ impl Worker {
             }
             match snap.load() {
                 Ok(cfg) => {
-                    self.deliver(Some(snap.hash), ConfigUpdate::Applied(cfg), force);
+                    self.deliver(Some(snap.hash), ConfigUpdate::Applied(Box::new(cfg)), force);
                     return;
                 }
                 // Seen twice, a quiet period apart: not a writer caught mid-file.

@@ -73,54 +73,69 @@ impl Discovery {
         }
     }
 
-    /// Each unit's healthy devices, plus a warning for every unit that gets fewer
-    /// devices than its `maxCapacity`.
+    /// Each (node, unit)'s healthy devices, plus a warning for every unit that gets fewer
+    /// devices than its `maxCapacity`. Discovery sees this machine only: it answers for
+    /// the local executor's one node (`auto` is refused for Slurm nodes by validation).
     pub fn capacity(&self, config: &ValidConfig) -> (Vec<UnitCapacity>, Vec<String>) {
+        // Slurm nodes are other machines: their GPUs are the ones the config lists.
+        if matches!(config.executor(), crate::model::Executor::Slurm(_)) {
+            return (UnitCapacity::simulated(config), Vec::new());
+        }
         let found: BTreeSet<u32> = self.gpus.iter().map(|g| g.index).collect();
-        // GPUs named explicitly by some unit are not also handed out by `auto`.
-        let listed: BTreeSet<u32> = config
-            .env
-            .capacity_limits
-            .iter()
-            .filter_map(|c| match &c.devices {
-                Devices::Indices(v) => Some(v.iter().copied()),
-                _ => None,
-            })
-            .flatten()
-            .collect();
-        let mut auto_left: Vec<u32> = found.difference(&listed).copied().collect();
+        let specs = config.node_units();
         let mut warnings = Vec::new();
         let mut out = Vec::new();
-        for c in &config.env.capacity_limits {
-            let devices: Vec<u32> = match &c.devices {
-                Devices::Fake(n) => (0..*n).collect(),
-                Devices::Indices(v) => {
-                    let missing: Vec<u32> =
-                        v.iter().copied().filter(|i| !found.contains(i)).collect();
-                    if !missing.is_empty() {
-                        warnings.push(format!(
-                            "unit `{}`: GPU index {missing:?} not found ({})",
-                            c.capacity_unit,
-                            self.describe()
-                        ));
+        let mut nodes: Vec<&str> = specs.iter().map(|(n, _, _)| n.as_str()).collect();
+        nodes.dedup();
+        for node in nodes {
+            // GPUs named explicitly by some unit are not also handed out by `auto`.
+            let listed: BTreeSet<u32> = specs
+                .iter()
+                .filter(|(n, _, _)| n == node)
+                .filter_map(|(_, _, d)| match d {
+                    Devices::Indices(v) => Some(v.iter().copied()),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            let mut auto_left: Vec<u32> = found.difference(&listed).copied().collect();
+            for (_, unit, d) in specs.iter().filter(|(n, _, _)| n == node) {
+                let devices: Vec<u32> = match d {
+                    Devices::Fake(n) => (0..*n).collect(),
+                    Devices::Indices(v) => {
+                        let missing: Vec<u32> =
+                            v.iter().copied().filter(|i| !found.contains(i)).collect();
+                        if !missing.is_empty() {
+                            warnings.push(format!(
+                                "unit `{unit}`: GPU index {missing:?} not found ({})",
+                                self.describe()
+                            ));
+                        }
+                        v.iter().copied().filter(|i| found.contains(i)).collect()
                     }
-                    v.iter().copied().filter(|i| found.contains(i)).collect()
-                }
-                Devices::Auto => std::mem::take(&mut auto_left),
-            };
-            if (devices.len() as u64) < u64::from(c.max_capacity) {
+                    Devices::Auto => std::mem::take(&mut auto_left),
+                };
+                out.push(UnitCapacity {
+                    node: node.to_string(),
+                    unit: unit.clone(),
+                    devices,
+                });
+            }
+        }
+        for c in &config.env.capacity_limits {
+            let n: usize = out
+                .iter()
+                .filter(|u| u.unit == c.capacity_unit)
+                .map(|u| u.devices.len())
+                .sum();
+            if (n as u64) < u64::from(c.max_capacity) {
                 warnings.push(format!(
-                    "unit `{}`: maxCapacity {} but only {} usable device(s) ({})",
+                    "unit `{}`: maxCapacity {} but only {n} usable device(s) ({})",
                     c.capacity_unit,
                     c.max_capacity,
-                    devices.len(),
                     self.describe()
                 ));
             }
-            out.push(UnitCapacity {
-                unit: c.capacity_unit.clone(),
-                devices,
-            });
         }
         (out, warnings)
     }
@@ -142,10 +157,9 @@ impl Discovery {
 /// Does any unit of the config need real devices?
 pub fn needs_discovery(config: &ValidConfig) -> bool {
     config
-        .env
-        .capacity_limits
+        .node_units()
         .iter()
-        .any(|c| !matches!(c.devices, Devices::Fake(_)))
+        .any(|(_, _, d)| !matches!(d, Devices::Fake(_)))
 }
 
 fn nvml_gpus() -> Result<Vec<GpuInfo>, String> {

@@ -9,6 +9,7 @@ pub mod proc;
 pub mod runfiles;
 pub mod runfiles_aside;
 pub mod session;
+pub mod slurm;
 pub mod state_dir;
 pub mod state_perms;
 pub mod supervisor;

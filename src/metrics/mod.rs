@@ -251,6 +251,9 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("device=\"1\""), "{text}");
-        assert!(text.contains("shareq_unit_usable_gpus{unit=\"h200\"} 2"), "{text}");
+        assert!(
+            text.contains("shareq_unit_usable_gpus{unit=\"h200\"} 2"),
+            "{text}"
+        );
     }
 }

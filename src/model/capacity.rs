@@ -1,8 +1,11 @@
 //! What the scheduler, the config and the executor share about capacity: a validated
-//! configuration and the devices each unit has. Here so that `sched` imports no `config`
-//! and `exec` no `sched`.
+//! configuration, its nodes, and the devices each (node, unit) has. Here so that `sched`
+//! imports no `config` and `exec` no `sched`.
 
-use super::{Devices, QuotaShare, ServiceEnvironment};
+use super::{Devices, Executor, NodeDevices, QuotaShare, ServiceEnvironment};
+
+/// The name of the one implicit node of a config without `nodes` (SPEC §10).
+pub const LOCAL_NODE: &str = "local";
 
 /// A configuration that passed validation: safe to hand to the scheduler.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,11 +25,65 @@ impl ValidConfig {
             .map(|c| u64::from(c.max_capacity))
             .sum()
     }
+
+    /// The environment lists `nodes` (SPEC §10): placement is per node and the replay
+    /// says which node a job started on.
+    pub fn has_nodes(&self) -> bool {
+        self.env.nodes.is_some()
+    }
+
+    /// The executor the config asks for (`local` when absent).
+    pub fn executor(&self) -> Executor {
+        self.env.executor.clone().unwrap_or(Executor::Local)
+    }
+
+    /// The nodes in listing order with their devices per unit: without `nodes`, the one
+    /// implicit node [`LOCAL_NODE`] with each unit's `capacityLimits[].devices`.
+    pub fn nodes(&self) -> Vec<(String, NodeDevices)> {
+        match &self.env.nodes {
+            Some(nodes) => nodes
+                .iter()
+                .map(|n| (n.name.clone(), n.devices.clone()))
+                .collect(),
+            None => vec![(
+                LOCAL_NODE.to_string(),
+                NodeDevices(
+                    self.env
+                        .capacity_limits
+                        .iter()
+                        .map(|c| (c.capacity_unit.clone(), c.device_spec().clone()))
+                        .collect(),
+                ),
+            )],
+        }
+    }
+
+    /// Every (node, unit, devices) of the config, nodes in listing order.
+    pub fn node_units(&self) -> Vec<(String, String, Devices)> {
+        self.nodes()
+            .into_iter()
+            .flat_map(|(node, devs)| {
+                devs.0
+                    .into_iter()
+                    .map(move |(unit, d)| (node.clone(), unit, d))
+            })
+            .collect()
+    }
+
+    /// maxCapacity of a unit (0 when it is not declared).
+    pub fn max_capacity(&self, unit: &str) -> u32 {
+        self.env
+            .capacity_limits
+            .iter()
+            .find(|c| c.capacity_unit == unit)
+            .map_or(0, |c| c.max_capacity)
+    }
 }
 
-/// The devices a unit has right now (discovered, listed or fake).
+/// The devices one unit has on one node right now (discovered, listed or fake).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnitCapacity {
+    pub node: String,
     pub unit: String,
     /// Healthy device indices.
     pub devices: Vec<u32>,
@@ -37,20 +94,19 @@ impl UnitCapacity {
     /// indices, `auto` gives `maxCapacity` devices numbered from 0.
     pub fn simulated(config: &ValidConfig) -> Vec<UnitCapacity> {
         config
-            .env
-            .capacity_limits
-            .iter()
-            .map(|c| UnitCapacity {
-                unit: c.capacity_unit.clone(),
-                devices: match &c.devices {
-                    Devices::Fake(n) => (0..*n).collect(),
-                    Devices::Indices(v) => {
-                        let mut v = v.clone();
+            .node_units()
+            .into_iter()
+            .map(|(node, unit, d)| UnitCapacity {
+                devices: match d {
+                    Devices::Fake(n) => (0..n).collect(),
+                    Devices::Indices(mut v) => {
                         v.sort_unstable();
                         v
                     }
-                    Devices::Auto => (0..c.max_capacity).collect(),
+                    Devices::Auto => (0..config.max_capacity(&unit)).collect(),
                 },
+                node,
+                unit,
             })
             .collect()
     }

@@ -43,6 +43,12 @@ pub struct ServiceEnvironment {
     /// start; `serve --metrics` overrides it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<MetricsSettings>,
+    /// The machines (SPEC §10); absent = one implicit node with `capacityLimits[].devices`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<NodeSpec>>,
+    /// What carries the decisions out; absent = the local executor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<Executor>,
 }
 
 /// Where the scheduler serves `/metrics`.
@@ -51,6 +57,76 @@ pub struct ServiceEnvironment {
 pub struct MetricsSettings {
     /// ADDR:PORT, e.g. `127.0.0.1:9400` or `0.0.0.0:9400`.
     pub listen: String,
+}
+
+/// One machine of `nodes:`: its name and, per unit, which GPUs it has.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeSpec {
+    pub name: String,
+    /// Per capacity unit: `auto | [indices] | {fake: N}`. Listed in the order written.
+    pub devices: NodeDevices,
+}
+
+/// A node's devices per unit, in the order the file lists the units (a unit written twice
+/// is kept twice, so that validation can say so).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeDevices(pub Vec<(String, Devices)>);
+
+impl NodeDevices {
+    pub fn get(&self, unit: &str) -> Option<&Devices> {
+        self.0.iter().find(|(u, _)| u == unit).map(|(_, d)| d)
+    }
+}
+
+impl Serialize for NodeDevices {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (u, d) in &self.0 {
+            m.serialize_entry(u, d)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for NodeDevices {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = NodeDevices;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a map from capacity unit to `auto`, [indices] or {fake: N}")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<NodeDevices, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, Devices>()? {
+                    out.push((k, v));
+                }
+                Ok(NodeDevices(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// `executor:`: which engine runs the jobs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Executor {
+    /// Processes on this machine (one node).
+    Local,
+    /// Batch jobs on a Slurm partition that shareq alone schedules.
+    Slurm(SlurmExecutor),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SlurmExecutor {
+    /// The partition shareq alone schedules (required; checked by validation so that
+    /// its absence is reported on the `executor` line).
+    #[serde(default)]
+    pub partition: String,
 }
 
 /// `controlSocket: {group: G}`: only group G may connect (socket mode 0660).
@@ -66,8 +142,16 @@ pub struct ControlSocket {
 pub struct EnvCapacityLimit {
     pub capacity_unit: String,
     pub max_capacity: u32,
-    #[serde(default)]
-    pub devices: Devices,
+    /// Absent = `auto`; must be absent when the environment lists `nodes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<Devices>,
+}
+
+impl EnvCapacityLimit {
+    /// The devices written here (`auto` when absent).
+    pub fn device_spec(&self) -> &Devices {
+        self.devices.as_ref().unwrap_or(&Devices::Auto)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

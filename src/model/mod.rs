@@ -5,6 +5,6 @@ mod capacity;
 mod config;
 mod job;
 
-pub use capacity::{UnitCapacity, ValidConfig};
+pub use capacity::{LOCAL_NODE, UnitCapacity, ValidConfig};
 pub use config::*;
 pub use job::*;

@@ -95,6 +95,11 @@ pub enum Action {
     Cancel(String),
     Update(SimUpdate),
     Config(Result<ValidConfig, String>),
+    /// A node goes down (SPEC §10): its jobs are preempted with DEVICE_LOST and its
+    /// devices leave `usable` until a config event installs it again.
+    NodeDown(String),
+    /// A node is drained (SPEC §10): no new jobs; its running ones go on.
+    NodeDrain(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -117,6 +122,10 @@ struct RawEvent {
     update: Option<SimUpdate>,
     #[serde(default)]
     config: Option<Vec<Document>>,
+    #[serde(default, rename = "nodeDown")]
+    node_down: Option<String>,
+    #[serde(default, rename = "nodeDrain")]
+    node_drain: Option<String>,
 }
 
 /// `expect:` of a scenario, checked by `--check`.
@@ -239,13 +248,15 @@ impl Scenario {
             let kinds = usize::from(ev.submit.is_some())
                 + usize::from(ev.cancel.is_some())
                 + usize::from(ev.update.is_some())
-                + usize::from(ev.config.is_some());
+                + usize::from(ev.config.is_some())
+                + usize::from(ev.node_down.is_some())
+                + usize::from(ev.node_drain.is_some());
             if kinds != 1 {
                 return Err(scenario_error(
                     file,
                     line,
                     format!(
-                        "event {} (at {}) must have exactly one of submit, cancel, update, config; it has {kinds}",
+                        "event {} (at {}) must have exactly one of submit, cancel, update, config, nodeDown, nodeDrain; it has {kinds}",
                         i + 1,
                         ev.at
                     ),
@@ -274,6 +285,24 @@ impl Scenario {
                     ));
                 }
                 Action::Update(u)
+            } else if let Some(n) = ev.node_down.clone().or(ev.node_drain.clone()) {
+                let down = ev.node_down.is_some();
+                let what = if down { "nodeDown" } else { "nodeDrain" };
+                if !config.has_nodes() || !config.nodes().iter().any(|(name, _)| *name == n) {
+                    return Err(scenario_error(
+                        file,
+                        line,
+                        format!(
+                            "event {}: {what} `{n}` is not a node of the scenario's config",
+                            i + 1
+                        ),
+                    ));
+                }
+                if down {
+                    Action::NodeDown(n)
+                } else {
+                    Action::NodeDrain(n)
+                }
             } else {
                 let docs = ev.config.unwrap_or_default();
                 Action::Config(validate(sourced(docs)).map_err(|errs| config_errors(&errs)))

@@ -231,6 +231,8 @@ impl<'a, W: Write> Sim<'a, W> {
                 self.sched.apply_config(cfg, &cap, t);
             }
             Action::Config(Err(e)) => self.sched.config_rejected(e.clone(), t),
+            Action::NodeDown(node) => self.sched.node_lost(node, t),
+            Action::NodeDrain(node) => self.sched.node_drained(node, true, t),
         }
         self.flush(t)
     }
@@ -351,6 +353,7 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
         }
         Event::Started {
             job,
+            node,
             devices,
             borrowed,
         } => {
@@ -371,6 +374,9 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
                 let _ = write!(out, "{d}");
             }
             out.push(']');
+            if let Some(node) = node {
+                field(out, "node", node);
+            }
         }
         Event::Preempted { job, by, reason } => {
             field(out, "event", "preempted");

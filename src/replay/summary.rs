@@ -62,6 +62,13 @@ pub struct UnitFigures {
     pub unit: String,
     pub usable: u32,
     pub used: u32,
+    /// With `nodes`: GPUs free while some job of the unit waits FRAGMENTED.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fragmented_idle: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The standing of a scheduler at an instant, as the accumulator reads it.
@@ -69,6 +76,9 @@ pub struct UnitFigures {
 pub struct Standing {
     pub lanes: Vec<LaneFigures>,
     pub units: Vec<UnitFigures>,
+    /// The config has `nodes` (SPEC §10).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nodes: bool,
 }
 
 impl Standing {
@@ -88,11 +98,19 @@ impl Standing {
                     idle: st.idle,
                 })
                 .collect(),
+            // `unit_totals` and `unit_indexes` both list the present units in index order.
             units: sched
                 .unit_totals()
                 .into_iter()
-                .map(|(unit, usable, used, _)| UnitFigures { unit, usable, used })
+                .zip(sched.unit_indexes())
+                .map(|((unit, usable, used, _), u)| UnitFigures {
+                    unit,
+                    usable,
+                    used,
+                    fragmented_idle: sched.fragmented_idle(u),
+                })
                 .collect(),
+            nodes: sched.has_nodes(),
         }
     }
 }
@@ -171,6 +189,12 @@ pub struct Stats {
     holding: HashMap<u64, (i64, u32, Option<String>)>,
     /// The standing integrated from `last` on.
     standing: Standing,
+    /// With `nodes`: GPU-seconds free while some job waited FRAGMENTED on their unit.
+    fragmented_idle: f64,
+    /// With `nodes`: submissions refused as larger than any node.
+    larger_than_any_node: u64,
+    /// Some standing had `nodes`.
+    nodes: bool,
 }
 
 /// One share's (or user's) figures, in seconds.
@@ -206,6 +230,12 @@ pub struct Summary {
     pub max_preemptions_of_one_job: u64,
     pub gpu_seconds_lost_to_preemption: f64,
     pub started_and_preempted_same_instant: u64,
+    /// With `nodes` (SPEC §10): GPU-seconds free while some job waited FRAGMENTED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_seconds_idle_while_fragmented: Option<f64>,
+    /// With `nodes`: submissions refused as larger than any node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs_rejected_larger_than_any_node: Option<u64>,
     pub shares: BTreeMap<String, GroupSummary>,
     pub users: BTreeMap<String, GroupSummary>,
 }
@@ -226,11 +256,15 @@ impl Stats {
             last_start: Default::default(),
             holding: Default::default(),
             standing: Standing::default(),
+            fragmented_idle: 0.0,
+            larger_than_any_node: 0,
+            nodes: false,
         }
     }
 
     /// Integrate the scheduler's current standing over [last, t).
     pub fn advance(&mut self, sched: &Sched, t: i64) {
+        self.nodes |= sched.has_nodes();
         if self.first.is_some() && t > self.last {
             self.standing = Standing::of(sched);
         }
@@ -240,6 +274,7 @@ impl Stats {
     /// Integrate the standing in force up to `t`, then hold `standing` from `t` on.
     pub fn advance_with(&mut self, t: i64, standing: Standing) {
         self.advance_to(t);
+        self.nodes |= standing.nodes;
         self.standing = standing;
     }
 
@@ -262,6 +297,7 @@ impl Stats {
             for u in &self.standing.units {
                 self.used += f64::from(u.used) * dt;
                 self.capacity += f64::from(u.usable) * dt;
+                self.fragmented_idle += f64::from(u.fragmented_idle) * dt;
             }
         }
         self.last = self.last.max(t);
@@ -269,6 +305,9 @@ impl Stats {
 
     /// Count a scheduler event at `t`.
     pub fn record(&mut self, sched: &Sched, ev: &Event, t: i64) {
+        if let Event::Rejected { error, .. } = ev {
+            self.rejected(error);
+        }
         let Some((id, kind)) = FactKind::of(ev) else {
             return;
         };
@@ -284,6 +323,13 @@ impl Stats {
             },
             t,
         );
+    }
+
+    /// A submission was refused with `error`.
+    pub fn rejected(&mut self, error: &str) {
+        if crate::sched::is_larger_than_any_node(error) {
+            self.larger_than_any_node += 1;
+        }
     }
 
     /// Count a decision at `t`.
@@ -460,6 +506,8 @@ impl Stats {
             max_preemptions_of_one_job: most,
             gpu_seconds_lost_to_preemption: lost,
             started_and_preempted_same_instant: same_instant,
+            gpu_seconds_idle_while_fragmented: self.nodes.then_some(self.fragmented_idle),
+            jobs_rejected_larger_than_any_node: self.nodes.then_some(self.larger_than_any_node),
             shares,
             users,
         }
@@ -493,8 +541,18 @@ impl Stats {
                 )
             })
             .collect();
+        // Without `nodes` the line is what it always was.
+        let nodes = match (
+            s.gpu_seconds_idle_while_fragmented,
+            s.jobs_rejected_larger_than_any_node,
+        ) {
+            (Some(idle), Some(rejected)) => format!(
+                ",\"gpu_seconds_idle_while_fragmented\":{idle},\"jobs_rejected_larger_than_any_node\":{rejected}"
+            ),
+            _ => String::new(),
+        };
         format!(
-            "{{\"t\":{},\"event\":\"summary\",\"span\":{},\"gpu_seconds_used\":{},\"utilisation\":{},\"max_preemptions_of_one_job\":{},\"gpu_seconds_lost_to_preemption\":{},\"started_and_preempted_same_instant\":{},\"shares\":{}}}",
+            "{{\"t\":{},\"event\":\"summary\",\"span\":{},\"gpu_seconds_used\":{},\"utilisation\":{},\"max_preemptions_of_one_job\":{},\"gpu_seconds_lost_to_preemption\":{},\"started_and_preempted_same_instant\":{}{nodes},\"shares\":{}}}",
             s.last,
             s.span,
             s.gpu_seconds_used,

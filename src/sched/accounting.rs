@@ -3,9 +3,36 @@
 //! upkeep every change of a job's place goes through, which keeps those quantities
 //! incremental.
 
-use super::state::{Phase, QKey, ShareIx, StopCause, UnitIx, VictimRef};
+use super::state::{NodeIx, Phase, QKey, ShareIx, StopCause, UnitIx, VictimRef};
 use super::{Sched, Time};
 use crate::model::{JobId, Strategy};
+
+/// The nominations' claims, taken once per sweep step (they do not change between two
+/// decisions): Σ nomination terms per unit, and what is set aside on each node for the
+/// nominations tied to it (SPEC §10).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Noms {
+    pub unit: Vec<i64>,
+    /// (unit, node, Σ terms of the nominations tied to that node); few entries.
+    pub aside: Vec<(UnitIx, NodeIx, i64)>,
+}
+
+impl Noms {
+    pub fn aside(&self, u: UnitIx, n: NodeIx) -> i64 {
+        self.aside
+            .iter()
+            .filter(|a| a.0 == u && a.1 == n)
+            .map(|a| a.2)
+            .sum()
+    }
+}
+
+impl std::ops::Index<UnitIx> for Noms {
+    type Output = i64;
+    fn index(&self, u: UnitIx) -> &i64 {
+        self.unit.get(u).unwrap_or(&0)
+    }
+}
 
 /// Victims of one share taken so far in a preemption search: the GPUs they free, and the
 /// (quantity, queue key) of each, back in the queue (their submission time is kept).
@@ -27,7 +54,8 @@ impl Sched {
         } else if share.strategy == Strategy::Reserve {
             idle
         } else {
-            (lane.waiting_upto(idle).min(u64::from(idle))) as u32
+            let threshold = self.waiting_threshold(u, idle);
+            (lane.waiting_upto(threshold).min(u64::from(idle))) as u32
         };
         let old = lane.hb_term;
         self.shares[s].lanes[u].hb_term = term;
@@ -55,27 +83,46 @@ impl Sched {
     /// `max(0, quantity(k) − GPUs still held by k's releasing victims)` for nominated k.
     pub(crate) fn nomination_term(&self, k: JobId) -> i64 {
         let Some(job) = self.job(k) else { return 0 };
-        let Phase::Pending {
-            nominated: Some(victims),
-        } = &job.phase
-        else {
+        let Some(nom) = job.nomination() else {
             return 0;
         };
-        (i64::from(job.quantity) - i64::from(self.held_by_victims(victims))).max(0)
+        (i64::from(job.quantity) - i64::from(self.held_by_victims(&nom.victims))).max(0)
     }
 
-    /// Σ nomination terms per unit. Computed once per sweep step: between two decisions
-    /// it does not change.
-    pub(crate) fn nominated_totals(&self) -> Vec<i64> {
-        self.units
-            .iter()
-            .map(|unit| {
-                unit.nominated
-                    .iter()
-                    .map(|&k| self.nomination_term(k))
-                    .sum()
-            })
-            .collect()
+    /// Σ nomination terms per unit and per node. Computed once per sweep step: between
+    /// two decisions it does not change.
+    pub(crate) fn nominated_totals(&self) -> Noms {
+        let mut noms = Noms {
+            unit: vec![0; self.units.len()],
+            aside: Vec::new(),
+        };
+        for u in 0..self.units.len() {
+            self.add_unit_noms(u, &mut noms);
+        }
+        noms
+    }
+
+    /// [`Sched::nominated_totals`] for one unit only (the others read 0).
+    pub(crate) fn unit_noms(&self, u: UnitIx) -> Noms {
+        let mut noms = Noms {
+            unit: vec![0; self.units.len()],
+            aside: Vec::new(),
+        };
+        self.add_unit_noms(u, &mut noms);
+        noms
+    }
+
+    fn add_unit_noms(&self, u: UnitIx, noms: &mut Noms) {
+        for &k in &self.units[u].nominated {
+            let term = self.nomination_term(k);
+            noms.unit[u] += term;
+            if let Some(n) = self.job(k).and_then(|j| j.nomination()).map(|nom| nom.node) {
+                match noms.aside.iter_mut().find(|a| a.0 == u && a.1 == n) {
+                    Some(a) => a.2 += term,
+                    None => noms.aside.push((u, n, term)),
+                }
+            }
+        }
     }
 
     /// `held_back(u, s)`: idle guarantees of other shares that they keep for their queues.
@@ -131,7 +178,7 @@ impl Sched {
                 .find(|g| g.share == r)
                 .map_or((0, &[][..]), |g| (g.gpus, g.requeued.as_slice()));
             let idle = lane.limit.saturating_sub(lane.usage - gpus);
-            let threshold = idle.min(free);
+            let threshold = self.waiting_threshold(u, idle.min(free));
             let back = |ahead: Option<QKey>| -> u64 {
                 requeued
                     .iter()
@@ -158,7 +205,7 @@ impl Sched {
         &self,
         u: UnitIx,
         job: Option<JobId>,
-        noms: &[i64],
+        noms: &Noms,
         held_back: i64,
     ) -> i64 {
         let own = job.map_or(0, |k| {
@@ -178,7 +225,7 @@ impl Sched {
         u: UnitIx,
         key: QKey,
         job: Option<JobId>,
-        noms: &[i64],
+        noms: &Noms,
     ) -> i64 {
         self.available_given(u, job, noms, self.held_back_guaranteed(s, u, key))
     }
@@ -189,7 +236,7 @@ impl Sched {
         s: ShareIx,
         u: UnitIx,
         job: Option<JobId>,
-        noms: &[i64],
+        noms: &Noms,
     ) -> i64 {
         self.available_given(u, job, noms, self.held_back_borrowing(s, u))
     }
@@ -226,6 +273,9 @@ impl Sched {
         }
         *share.levels.entry(key.priority()).or_default() += 1;
         self.refresh_lane(s, u);
+        if nominated {
+            self.refresh_room(u);
+        }
     }
 
     pub(crate) fn unindex_pending(&mut self, id: JobId) {
@@ -240,7 +290,8 @@ impl Sched {
                 lane.by_qty.remove(&q);
             }
         }
-        if lane.nominated.remove(&key) {
+        let was_nominated = lane.nominated.remove(&key);
+        if was_nominated {
             self.units[u].nominated.retain(|&k| k != id);
         }
         if let Some(c) = share.levels.get_mut(&key.priority()) {
@@ -250,13 +301,16 @@ impl Sched {
             }
         }
         self.refresh_lane(s, u);
+        if was_nominated {
+            self.refresh_room(u);
+        }
     }
 
     /// Take a job's GPUs into account (it starts, or is restored holding them).
     pub(crate) fn index_holding(&mut self, id: JobId) {
         let Some(j) = self.job(id) else { return };
         let (s, u, q, vkey, stopping) = (j.share, j.unit, j.quantity, j.vkey(), j.is_stopping());
-        let devs: Vec<u32> = j.devices().to_vec();
+        let (node, devs) = (j.node().unwrap_or(0), j.devices().to_vec());
         let lane = &mut self.shares[s].lanes[u];
         lane.usage += q;
         if stopping {
@@ -267,17 +321,16 @@ impl Sched {
         }
         let unit = &mut self.units[u];
         unit.used += q;
-        for d in devs {
-            unit.free_devices.remove(&d);
-        }
+        unit.take(node, &devs);
         self.refresh_lane(s, u);
+        self.refresh_room(u);
     }
 
     /// Give a job's GPUs back (it ended, or its processes are gone after a stop).
     pub(crate) fn unindex_holding(&mut self, id: JobId) {
         let Some(j) = self.job(id) else { return };
         let (s, u, q, vkey, stopping) = (j.share, j.unit, j.quantity, j.vkey(), j.is_stopping());
-        let devs: Vec<u32> = j.devices().to_vec();
+        let (node, devs) = (j.node().unwrap_or(0), j.devices().to_vec());
         let lane = &mut self.shares[s].lanes[u];
         lane.usage -= q;
         if stopping {
@@ -288,12 +341,9 @@ impl Sched {
         }
         let unit = &mut self.units[u];
         unit.used -= q;
-        for d in devs {
-            if unit.devices.binary_search(&d).is_ok() {
-                unit.free_devices.insert(d);
-            }
-        }
+        unit.give(node, &devs);
         self.refresh_lane(s, u);
+        self.refresh_room(u);
     }
 
     /// Mark a holding job as being stopped: it stops being a victim candidate. A job that

@@ -16,9 +16,10 @@ pub enum Event {
         error: String,
     },
     /// Start the job on these devices. `borrowed`: how many of its GPUs are beyond its
-    /// share's limit.
+    /// share's limit. `node`: the node the devices are on, when the config lists `nodes`.
     Started {
         job: JobId,
+        node: Option<String>,
         devices: Vec<u32>,
         borrowed: u32,
     },

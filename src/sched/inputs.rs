@@ -138,6 +138,9 @@ impl Sched {
                 max.max(0)
             ));
         }
+        if let Some(why) = self.larger_than_any_node(u, spec.quantity) {
+            return Err(why);
+        }
         Ok((s, u))
     }
 
@@ -312,19 +315,19 @@ impl Sched {
     pub(crate) fn start(&mut self, id: JobId, now: Time) {
         let Some(job) = self.job(id) else { return };
         let (s, u, q) = (job.share, job.unit, job.quantity);
-        self.unindex_pending(id);
         let before = self.shares[s].lanes[u].borrowed();
-        let devices: Vec<u32> = self.units[u]
-            .free_devices
-            .iter()
-            .take(q as usize)
-            .copied()
-            .collect();
+        // Placement is judged before the job leaves the queue: a nominated job keeps its
+        // own reserve on its node until then (SPEC §10).
+        let noms = self.unit_noms(u);
+        let node = self.best_fit(u, q, &noms, Some(id)).unwrap_or(0);
+        self.unindex_pending(id);
+        let devices = self.lowest_free(u, node, q);
         self.start_seq += 1;
         let seq = self.start_seq;
         let simulated = self.simulated;
         if let Some(j) = self.job_mut(id) {
             j.phase = Phase::Holding {
+                node,
                 devices: devices.clone(),
                 start_seq: seq,
                 started_at: now,
@@ -339,8 +342,10 @@ impl Sched {
         }
         self.index_holding(id);
         let after = self.shares[s].lanes[u].borrowed();
+        let node = self.multi_node.then(|| self.node_name(node).to_string());
         self.emit(Event::Started {
             job: id,
+            node,
             devices,
             borrowed: after - before,
         });

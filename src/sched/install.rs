@@ -1,9 +1,9 @@
 //! Installing a configuration (SPEC §5, §4.3): units and shares by stable index, limits
 //! and borrow caps, devices and the jobs that lost theirs, and device loss.
 
-use super::state::{Lane, ShareIx, ShareState, UnitState};
+use super::state::{Lane, NodeIx, NodeState, ShareIx, ShareState, Slot, UnitIx, UnitState};
 use super::{Event, PreemptReason, Sched, Time};
-use crate::model::{ShareState as Enabled, Strategy, UnitCapacity, ValidConfig};
+use crate::model::{Devices, JobId, ShareState as Enabled, Strategy, UnitCapacity, ValidConfig};
 use std::collections::BTreeSet;
 
 impl Sched {
@@ -28,44 +28,15 @@ impl Sched {
         now: Time,
     ) {
         self.env_name = config.env.name.clone();
+        // A drained node stays drained across a reload (Slurm says when it is back).
+        let drained: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|n| self.is_drained(&n.name))
+            .map(|n| n.name.clone())
+            .collect();
         self.grace = config.env.preemption.grace_period_seconds;
-        // Units: stable indexes by name; undeclared ones stay, with nothing usable.
-        for u in &mut self.units {
-            u.present = false;
-        }
-        for c in &config.env.capacity_limits {
-            let ix = match self.unit_ix.get(&c.capacity_unit) {
-                Some(&ix) => ix,
-                None => {
-                    let ix = self.units.len();
-                    self.units.push(UnitState::new(&c.capacity_unit));
-                    self.unit_ix.insert(c.capacity_unit.clone(), ix);
-                    ix
-                }
-            };
-            let devices = capacity
-                .iter()
-                .find(|d| d.unit == c.capacity_unit)
-                .map(|d| {
-                    let mut v = d.devices.clone();
-                    v.sort_unstable();
-                    v.dedup();
-                    v
-                })
-                .unwrap_or_default();
-            let u = &mut self.units[ix];
-            u.present = true;
-            u.max_capacity = c.max_capacity;
-            u.usable = c.max_capacity.min(devices.len() as u32);
-            u.devices = devices;
-        }
-        for u in &mut self.units {
-            if !u.present {
-                u.max_capacity = 0;
-                u.usable = 0;
-                u.devices.clear();
-            }
-        }
+        self.install_nodes(config, capacity);
         let nunits = self.units.len();
         for s in &mut self.shares {
             s.present = false;
@@ -150,17 +121,36 @@ impl Sched {
         // Devices: rebuild the free sets; jobs on devices that vanished lose them.
         let mut lost = Vec::new();
         for u in 0..self.units.len() {
-            let mut free: BTreeSet<u32> = self.units[u].devices.iter().copied().collect();
+            let mut free: Vec<BTreeSet<u32>> = self.units[u]
+                .slots
+                .iter()
+                .map(|s| s.devices.iter().copied().collect())
+                .collect();
             for j in self.jobs.iter().flatten() {
-                if j.unit == u {
+                if j.unit == u
+                    && let Some(n) = j.node()
+                {
                     for d in j.devices() {
-                        if !free.remove(d) && !j.is_stopping() && !lost.contains(&j.id) {
+                        let held = free.get_mut(n).is_some_and(|f| f.remove(d));
+                        if !held && !j.is_stopping() && !lost.contains(&j.id) {
                             lost.push(j.id);
                         }
                     }
                 }
             }
-            self.units[u].free_devices = free;
+            for (slot, f) in self.units[u].slots.iter_mut().zip(free) {
+                slot.free = f;
+            }
+            self.units[u].reindex();
+        }
+        for u in 0..nunits {
+            self.units[u].room_max = 0;
+            let noms = self.unit_noms(u);
+            self.units[u].room_max = if self.multi_node {
+                self.room_max(u, &noms)
+            } else {
+                0
+            };
         }
         for s in 0..self.shares.len() {
             for u in 0..nunits {
@@ -171,26 +161,191 @@ impl Sched {
         for id in lost {
             self.preempt_one(id, None, PreemptReason::DeviceLost, now);
         }
+        for name in drained {
+            self.node_drained(&name, true, now);
+        }
+    }
+
+    /// Units and nodes by stable index (by name; undeclared ones stay, with nothing
+    /// usable), and each (node, unit)'s healthy devices from `capacity`.
+    fn install_nodes(&mut self, config: &ValidConfig, capacity: &[UnitCapacity]) {
+        self.multi_node = config.has_nodes();
+        for n in &mut self.nodes {
+            n.present = false;
+        }
+        let listed = config.nodes();
+        let mut order = Vec::with_capacity(listed.len());
+        for (name, _) in &listed {
+            let ix = match self.node_ix.get(name) {
+                Some(&ix) => ix,
+                None => {
+                    self.nodes.push(NodeState {
+                        name: name.clone(),
+                        present: true,
+                    });
+                    self.node_ix.insert(name.clone(), self.nodes.len() - 1);
+                    self.nodes.len() - 1
+                }
+            };
+            self.nodes[ix].present = true;
+            order.push(ix);
+        }
+        let nnodes = self.nodes.len();
+        for u in &mut self.units {
+            u.present = false;
+        }
+        for c in &config.env.capacity_limits {
+            if !self.unit_ix.contains_key(&c.capacity_unit) {
+                self.units.push(UnitState::new(&c.capacity_unit));
+                self.unit_ix
+                    .insert(c.capacity_unit.clone(), self.units.len() - 1);
+            }
+            let ix = self.unit_ix[&c.capacity_unit];
+            let u = &mut self.units[ix];
+            u.present = true;
+            u.max_capacity = c.max_capacity;
+        }
+        for u in &mut self.units {
+            let name = u.name.clone();
+            u.slots = vec![Slot::default(); nnodes];
+            for (pos, (node, devs)) in listed.iter().enumerate() {
+                let n = order[pos];
+                let slot = &mut u.slots[n];
+                slot.order = pos;
+                if !u.present {
+                    continue;
+                }
+                slot.configured = match devs.get(&name) {
+                    None => 0,
+                    Some(Devices::Fake(k)) => *k,
+                    Some(Devices::Indices(v)) => v.len() as u32,
+                    Some(Devices::Auto) => capacity
+                        .iter()
+                        .find(|c| &c.node == node && c.unit == name)
+                        .map_or(0, |c| c.devices.len() as u32),
+                };
+                let mut v: Vec<u32> = capacity
+                    .iter()
+                    .filter(|c| &c.node == node && c.unit == name)
+                    .flat_map(|c| c.devices.iter().copied())
+                    .collect();
+                v.sort_unstable();
+                v.dedup();
+                slot.devices = v;
+            }
+            if !u.present {
+                u.max_capacity = 0;
+            }
+            u.largest = u.slots.iter().map(|s| s.configured).max().unwrap_or(0);
+            u.usable = u.max_capacity.min(u.healthy());
+        }
     }
 
     /// A device stopped answering: the job on it is preempted (DEVICE_LOST) and the
-    /// unit's usable capacity shrinks.
-    pub fn device_lost(&mut self, unit: &str, device: u32, now: Time) {
+    /// unit's usable capacity shrinks. `node`: the node's name (`None`: the first node
+    /// that has the device, which is the only one without `nodes`).
+    pub fn device_lost(&mut self, node: Option<&str>, unit: &str, device: u32, now: Time) {
         self.now = now;
         let Some(&u) = self.unit_ix.get(unit) else {
             return;
         };
-        let unit_state = &mut self.units[u];
-        unit_state.devices.retain(|&d| d != device);
-        unit_state.free_devices.remove(&device);
-        unit_state.usable = unit_state.max_capacity.min(unit_state.devices.len() as u32);
-        let victim = self
+        let n = match node {
+            Some(name) => self.node_ix.get(name).copied(),
+            None => (0..self.nodes.len()).find(|&n| self.units[u].has_device(n, device)),
+        };
+        let Some(n) = n else { return };
+        self.lose_devices(u, n, &[device], now);
+    }
+
+    /// A node went down (SPEC §10): every device of it is unhealthy, its jobs are
+    /// preempted with DEVICE_LOST.
+    pub fn node_lost(&mut self, node: &str, now: Time) {
+        self.now = now;
+        let Some(&n) = self.node_ix.get(node) else {
+            return;
+        };
+        for u in 0..self.units.len() {
+            let devs = self.units[u].slots.get(n).map(|s| s.devices.clone());
+            if let Some(devs) = devs.filter(|d| !d.is_empty()) {
+                self.lose_devices(u, n, &devs, now);
+            }
+        }
+    }
+
+    /// A node is drained (an admin empties it, SPEC §10) or back in service: drained, it
+    /// takes no new jobs, its running jobs go on, and each of its devices leaves `usable`
+    /// when its job releases it; back, its devices return.
+    pub fn node_drained(&mut self, node: &str, drained: bool, now: Time) {
+        self.now = now;
+        let Some(&n) = self.node_ix.get(node) else {
+            return;
+        };
+        for u in 0..self.units.len() {
+            let unit = &mut self.units[u];
+            let Some(slot) = unit.slots.get_mut(n) else {
+                continue;
+            };
+            if slot.drained == drained {
+                continue;
+            }
+            slot.drained = drained;
+            if drained {
+                let free: Vec<u32> = slot.free.iter().copied().collect();
+                slot.devices.retain(|d| !free.contains(d));
+                slot.parked.extend(free);
+                slot.free.clear();
+            } else {
+                let back = std::mem::take(&mut slot.parked);
+                slot.free.extend(back.iter().copied());
+                slot.devices.extend(back);
+                slot.devices.sort_unstable();
+            }
+            unit.reindex();
+            unit.usable = unit.max_capacity.min(unit.healthy());
+            self.refresh_room(u);
+            for s in 0..self.shares.len() {
+                self.refresh_lane(s, u);
+            }
+        }
+    }
+
+    /// Is the node drained?
+    pub fn is_drained(&self, node: &str) -> bool {
+        self.node_ix.get(node).is_some_and(|&n| {
+            self.units
+                .iter()
+                .any(|u| u.slots.get(n).is_some_and(|s| s.drained))
+        })
+    }
+
+    fn lose_devices(&mut self, u: UnitIx, n: NodeIx, devices: &[u32], now: Time) {
+        let unit = &mut self.units[u];
+        if let Some(slot) = unit.slots.get_mut(n) {
+            slot.devices.retain(|d| !devices.contains(d));
+            for d in devices {
+                slot.free.remove(d);
+            }
+        }
+        unit.reindex();
+        unit.usable = unit.max_capacity.min(unit.healthy());
+        let mut victims: Vec<JobId> = self
             .jobs
             .iter()
             .flatten()
-            .find(|j| j.unit == u && j.devices().contains(&device) && !j.is_stopping())
-            .map(|j| j.id);
-        if let Some(id) = victim {
+            .filter(|j| {
+                j.unit == u
+                    && j.node() == Some(n)
+                    && !j.is_stopping()
+                    && j.devices().iter().any(|d| devices.contains(d))
+            })
+            .map(|j| j.id)
+            .collect();
+        victims.sort();
+        self.refresh_room(u);
+        for s in 0..self.shares.len() {
+            self.refresh_lane(s, u);
+        }
+        for id in victims {
             self.preempt_one(id, None, PreemptReason::DeviceLost, now);
         }
     }

@@ -18,6 +18,7 @@ mod event;
 mod inputs;
 mod install;
 mod pass;
+mod place;
 mod preempt;
 mod reasons;
 mod report;
@@ -27,12 +28,13 @@ pub mod state;
 pub use crate::model::UnitCapacity;
 pub use event::Event;
 pub use inputs::Rejection;
+pub use reasons::is_larger_than_any_node;
 pub use report::{LendEdge, ShareUnitStats};
 pub use restore::{RestoredHolding, RestoredJob};
 pub use state::{FailReason, Job, Phase, PreemptReason, QKey, StopCause};
 
 use crate::model::{JobId, ValidConfig};
-use state::{ShareIx, ShareState, UnitIx, UnitState};
+use state::{NodeIx, NodeState, ShareIx, ShareState, UnitIx, UnitState};
 use std::collections::HashMap;
 
 /// An instant, in the driver's unit (seconds in replay, milliseconds live).
@@ -45,6 +47,12 @@ pub struct Sched {
     jobs: Vec<Option<state::Job>>,
     units: Vec<UnitState>,
     unit_ix: HashMap<String, UnitIx>,
+    /// Nodes by stable index (SPEC §10); one implicit node without `nodes`.
+    nodes: Vec<NodeState>,
+    node_ix: HashMap<String, NodeIx>,
+    /// The config lists `nodes`: placement and `waiting` are judged per node, and the
+    /// events say which node a job started on.
+    multi_node: bool,
     shares: Vec<ShareState>,
     share_ix: HashMap<String, ShareIx>,
     /// Share indexes in name order (lent attribution and stable output).
@@ -72,6 +80,9 @@ impl Sched {
             jobs: Vec::new(),
             units: Vec::new(),
             unit_ix: HashMap::new(),
+            nodes: Vec::new(),
+            node_ix: HashMap::new(),
+            multi_node: false,
             shares: Vec::new(),
             share_ix: HashMap::new(),
             share_order: Vec::new(),
@@ -194,6 +205,24 @@ impl Sched {
 
     pub fn unit_name(&self, u: UnitIx) -> &str {
         &self.units[u].name
+    }
+
+    /// A node's name by index.
+    pub fn node_name(&self, n: NodeIx) -> &str {
+        self.nodes.get(n).map_or("?", |x| x.name.as_str())
+    }
+
+    /// The config lists `nodes` (SPEC §10).
+    pub fn has_nodes(&self) -> bool {
+        self.multi_node
+    }
+
+    /// Names of the nodes in the applied config, in listing order.
+    pub fn node_names(&self) -> impl Iterator<Item = &str> {
+        self.nodes
+            .iter()
+            .filter(|n| n.present)
+            .map(|n| n.name.as_str())
     }
 
     /// Names of the shares in the applied config, in name order.

@@ -7,7 +7,8 @@
 //! by-quantity indexes answer that with a few range queries, without visiting the jobs
 //! that would fail.
 
-use super::state::{Phase, QKey, ShareIx, UnitIx};
+use super::accounting::Noms;
+use super::state::{QKey, ShareIx, UnitIx};
 use super::{Sched, Time};
 use crate::model::JobId;
 use std::collections::BTreeMap;
@@ -96,6 +97,7 @@ impl Sched {
                         && let Some(j) = self.job(k.job())
                         && i64::from(j.quantity)
                             <= room.min(self.available_guaranteed(s, u, k, Some(j.id), &noms))
+                        && self.best_fit(u, j.quantity, &noms, Some(j.id)).is_some()
                     {
                         best = Some(k);
                     }
@@ -122,8 +124,11 @@ impl Sched {
         u: UnitIx,
         room: i64,
         cursor: Bound<QKey>,
-        noms: &[i64],
+        noms: &Noms,
     ) -> Option<QKey> {
+        // No job larger than what one node has room for can start (SPEC §10); without
+        // `nodes` the one node always has room for what the counts allow.
+        let room = room.min(i64::from(self.room_max(u, noms)));
         if !self.units[u].oversubscribed() {
             let bound = room.min(self.available_given(u, None, noms, self.held_back(s, u)));
             if bound < 1 {
@@ -222,7 +227,7 @@ impl Sched {
         s: ShareIx,
         room0: &[i64],
         from: Bound<QKey>,
-        noms: &[i64],
+        noms: &Noms,
     ) -> Option<QKey> {
         let share = &self.shares[s];
         let mut best: Option<QKey> = None;
@@ -231,7 +236,9 @@ impl Sched {
                 continue;
             }
             let member_min = (room0[u].max(0) + 1) as u32;
-            let mut upper = self.available_borrowing(s, u, None, noms);
+            let mut upper = self
+                .available_borrowing(s, u, None, noms)
+                .min(i64::from(self.room_max(u, noms)));
             if let Some(cap) = lane.cap {
                 upper = upper.min(i64::from(lane.limit) + i64::from(cap) - i64::from(lane.usage));
             }
@@ -256,7 +263,10 @@ impl Sched {
                 let fits_cap = lane.cap.is_none_or(|c| {
                     i64::from(lane.usage) + q - i64::from(lane.limit) <= i64::from(c)
                 });
-                if q > room0[u] && q <= self.available_borrowing(s, u, Some(j.id), noms) && fits_cap
+                if q > room0[u]
+                    && q <= self.available_borrowing(s, u, Some(j.id), noms)
+                    && fits_cap
+                    && self.best_fit(u, j.quantity, noms, Some(j.id)).is_some()
                 {
                     best = Some(k);
                 }
@@ -354,14 +364,13 @@ impl Sched {
             }
         }
         reps.sort_unstable_by_key(|r| r.0);
-        let noms = if reps.is_empty() {
-            Vec::new()
-        } else {
-            self.nominated_totals()
-        };
+        if reps.is_empty() {
+            return false;
+        }
+        let noms = self.nominated_totals();
         for (k, s, u) in reps {
-            if let Some(victims) = self.find_victims(k.job(), s, u, noms[u], true) {
-                self.apply_preemption(k.job(), victims, now);
+            if let Some(found) = self.find_victims(k.job(), s, u, &noms, true) {
+                self.apply_preemption(k.job(), found, now);
                 return true;
             }
         }
@@ -376,10 +385,8 @@ impl Sched {
         for unit in &self.units {
             for &k in &unit.nominated {
                 let Some(job) = self.job(k) else { continue };
-                if let Phase::Pending {
-                    nominated: Some(victims),
-                } = &job.phase
-                    && self.victims_releasing(victims) == 0
+                if let Some(nom) = job.nomination()
+                    && self.victims_releasing(&nom.victims) == 0
                 {
                     lapsed.push(k);
                 }
@@ -388,7 +395,7 @@ impl Sched {
         for &id in &lapsed {
             self.unindex_pending(id);
             if let Some(j) = self.job_mut(id) {
-                j.phase = Phase::Pending { nominated: None };
+                j.phase = super::state::Phase::Pending { nominated: None };
                 j.lapsed_at = Some(now);
             }
             self.index_pending(id);

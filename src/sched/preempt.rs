@@ -1,8 +1,10 @@
 //! Victim choice (SPEC §4): reclaim and in-share candidates, modes A and B, the minimal
 //! set, and carrying a preemption out (stopping victims, nominating the job).
 
-use super::accounting::Gone;
-use super::state::{Phase, PreemptReason, QKey, ShareIx, StopCause, UnitIx, VKey, VictimRef};
+use super::accounting::{Gone, Noms};
+use super::state::{
+    NodeIx, Nomination, Phase, PreemptReason, QKey, ShareIx, StopCause, UnitIx, VKey, VictimRef,
+};
 use super::{Event, Sched, Time};
 use crate::model::{JobId, Strategy};
 use std::collections::btree_set;
@@ -31,17 +33,23 @@ struct Claim {
 }
 
 impl Sched {
-    /// The victim set for pending job `j` of share s on unit u, if one exists. With
-    /// `protect`, jobs still within their share's minimum runtime are no candidates (SPEC
-    /// §11); without, the search says what j would take once the protections end.
+    /// The victim set for pending job `j` of share s on unit u, and the node it frees
+    /// room on, if one exists. With `protect`, jobs still within their share's minimum
+    /// runtime are no candidates (SPEC §11); without, the search says what j would take
+    /// once the protections end.
+    ///
+    /// The walk of SPEC §4.2 runs per node on that node's candidates (SPEC §10), all
+    /// nodes at once in one pass over the candidates; the node whose set is reached
+    /// earliest in the walk order wins (the last victim of a minimal set is the one at
+    /// which its walk fitted). A node answers with its mode-A set when it has one.
     pub(crate) fn find_victims(
         &self,
         j: JobId,
         s: ShareIx,
         u: UnitIx,
-        nominated: i64,
+        noms: &Noms,
         protect: bool,
-    ) -> Option<Vec<Victim>> {
+    ) -> Option<(NodeIx, Vec<Victim>)> {
         let open = |k: &VKey| !protect || !self.is_protected(JobId(k.id));
         let job = self.job(j)?;
         let (n, p) = (job.quantity, job.priority);
@@ -50,7 +58,7 @@ impl Sched {
             u,
             n,
             key: job.qkey(),
-            nominated,
+            nominated: noms[u],
         };
         let share = &self.shares[s];
         let lane = &share.lanes[u];
@@ -72,55 +80,105 @@ impl Sched {
             .sum();
         let mode_a_possible = lane.usage < lane.limit
             && u64::from(lane.usage) + u64::from(n) <= u64::from(lane.limit) + in_share_gpus;
-        if mode_a_possible {
-            let mut victims: Vec<Victim> = Vec::new();
-            let mut acc = Freed::new(nominated);
-            let mut found = false;
-            for (k, t) in self.reclaim_candidates(s, u) {
-                if !open(&k) {
-                    continue;
+        let walk_a = |skip: &[NodeIx], only: Option<NodeIx>| {
+            let reclaim = self
+                .reclaim_candidates(s, u)
+                .filter(|(k, _)| open(k))
+                .map(|(k, _)| (k, PreemptReason::CrossShareReclaim));
+            let own = in_share
+                .iter()
+                .map(|&k| (k, PreemptReason::InSharePriority));
+            self.walk(&claim, noms, Mode::A, reclaim.chain(own), skip, only)
+        };
+        let walk_b = |skip: &[NodeIx]| {
+            let own = in_share
+                .iter()
+                .map(|&k| (k, PreemptReason::InSharePriority));
+            self.walk(&claim, noms, Mode::B, own, skip, None)
+        };
+        let a = if mode_a_possible {
+            walk_a(&[], None)
+        } else {
+            None
+        };
+        if in_share.is_empty() || (a.is_some() && !self.multi_node) {
+            return a;
+        }
+        let Some(a) = a else {
+            return walk_b(&[]); // no node has a mode-A set
+        };
+        // A node's mode-B set beats `a` only if it comes earlier in the walk order and
+        // that node has no mode-A set of its own.
+        let mut skip = vec![a.0];
+        loop {
+            let Some(b) = walk_b(&skip) else {
+                return Some(a);
+            };
+            if self.walk_position(&b.1) > self.walk_position(&a.1) {
+                return Some(a);
+            }
+            if walk_a(&[], Some(b.0)).is_none() {
+                return Some(b);
+            }
+            skip.push(b.0);
+        }
+    }
+
+    /// One walk (SPEC §4.2) of the candidates in order, per node: each candidate adds to
+    /// its own node's set, and the first node whose set fits wins, made minimal. `skip`:
+    /// nodes not walked; `only`: walk that node alone.
+    fn walk(
+        &self,
+        c: &Claim,
+        noms: &Noms,
+        mode: Mode,
+        candidates: impl Iterator<Item = (VKey, PreemptReason)>,
+        skip: &[NodeIx],
+        only: Option<NodeIx>,
+    ) -> Option<(NodeIx, Vec<Victim>)> {
+        let mut sets: Vec<(Freed, Vec<Victim>)> = Vec::new();
+        for (k, reason) in candidates {
+            let v = JobId(k.id);
+            let Some(vj) = self.job(v) else { continue };
+            let Some(node) = vj.node() else { continue };
+            if skip.contains(&node) || only.is_some_and(|o| o != node) {
+                continue;
+            }
+            let ix = match sets.iter().position(|(f, _)| f.node == node) {
+                Some(ix) => ix,
+                None => {
+                    let room = self.node_room(c.u, node, noms, None);
+                    sets.push((Freed::new(c.nominated, node, room), Vec::new()));
+                    sets.len() - 1
                 }
-                let tl = &self.shares[t].lanes[u];
-                if tl.usage - tl.releasing - acc.gone(t) <= tl.limit {
+            };
+            let (acc, victims) = &mut sets[ix];
+            if reason == PreemptReason::CrossShareReclaim {
+                let tl = &self.shares[vj.share].lanes[c.u];
+                if tl.usage - tl.releasing - acc.gone(vj.share) <= tl.limit {
                     continue; // no longer borrowing
                 }
-                let v = JobId(k.id);
-                acc.add(self, v);
-                victims.push((v, PreemptReason::CrossShareReclaim));
-                if self.fits(&claim, &acc, Mode::A) {
-                    found = true;
-                    break;
-                }
             }
-            if !found {
-                for k in &in_share {
-                    let v = JobId(k.id);
-                    acc.add(self, v);
-                    victims.push((v, PreemptReason::InSharePriority));
-                    if self.fits(&claim, &acc, Mode::A) {
-                        found = true;
-                        break;
-                    }
-                }
-            }
-            if found {
-                return Some(self.minimal(&claim, victims, Mode::A));
-            }
-        }
-        if in_share.is_empty() {
-            return None;
-        }
-        let mut victims: Vec<Victim> = Vec::new();
-        let mut acc = Freed::new(nominated);
-        for k in &in_share {
-            let v = JobId(k.id);
             acc.add(self, v);
-            victims.push((v, PreemptReason::InSharePriority));
-            if self.fits(&claim, &acc, Mode::B) {
-                return Some(self.minimal(&claim, victims, Mode::B));
+            victims.push((v, reason));
+            if self.fits(c, acc, mode) {
+                let (node, room) = (acc.node, acc.room);
+                let set = std::mem::take(victims);
+                return Some((node, self.minimal(c, set, mode, node, room)));
             }
         }
         None
+    }
+
+    /// Where a set's last victim comes in the walk order: reclaim candidates before
+    /// in-share ones, each in victim order (SPEC §4.1, §10).
+    fn walk_position(&self, set: &[Victim]) -> Option<(bool, VKey)> {
+        set.iter()
+            .filter_map(|&(v, reason)| {
+                let key = self.job(v)?.vkey()?;
+                Some((reason != PreemptReason::CrossShareReclaim, key))
+            })
+            .max()
     }
 
     /// Running jobs of unit u of other shares that borrow, lowest priority first, then
@@ -138,7 +196,14 @@ impl Sched {
 
     /// Put back, from the second-to-last victim to the first, every victim without whom
     /// the job still fits.
-    fn minimal(&self, c: &Claim, mut victims: Vec<Victim>, mode: Mode) -> Vec<Victim> {
+    fn minimal(
+        &self,
+        c: &Claim,
+        mut victims: Vec<Victim>,
+        mode: Mode,
+        node: NodeIx,
+        room: i64,
+    ) -> Vec<Victim> {
         if victims.len() < 2 {
             return victims;
         }
@@ -147,7 +212,7 @@ impl Sched {
             i -= 1;
             let mut without = victims.clone();
             without.remove(i);
-            let mut acc = Freed::new(c.nominated);
+            let mut acc = Freed::new(c.nominated, node, room);
             for (v, _) in &without {
                 acc.add(self, *v);
             }
@@ -176,6 +241,10 @@ impl Sched {
         if !within && !borrowed {
             return false;
         }
+        // The job's node must have room once the victims (all on it) are gone.
+        if acc.room + freed < n {
+            return false;
+        }
         let held_back = if self.units[u].oversubscribed() {
             self.oversubscribed_held_back(s, u, free, within.then_some(key), &acc.per_share)
         } else {
@@ -187,6 +256,9 @@ impl Sched {
     /// `held_back(u, s)` once the victims in `acc` are gone and requeued, off an
     /// oversubscribed unit: only the victims' shares' terms change.
     fn held_back_after(&self, s: ShareIx, u: UnitIx, acc: &Freed) -> i64 {
+        if self.multi_node {
+            return self.held_back_after_nodes(s, u, acc);
+        }
         let mut held_back = self.held_back(s, u);
         for x in &acc.per_share {
             if x.share == s {
@@ -213,8 +285,48 @@ impl Sched {
         held_back
     }
 
-    /// Stop the victims and nominate the job (SPEC §4.4).
-    pub(crate) fn apply_preemption(&mut self, j: JobId, victims: Vec<Victim>, now: Time) {
+    /// [`Sched::held_back_after`] with `nodes`: the most one node has room for changes
+    /// with the victims gone (they free room on theirs), and with it every lane's count of
+    /// waiting jobs (SPEC §10), so every other share's term is recomputed.
+    fn held_back_after_nodes(&self, s: ShareIx, u: UnitIx, acc: &Freed) -> i64 {
+        let freed: i64 = acc.per_share.iter().map(|x| i64::from(x.gpus)).sum();
+        let room = (acc.room + freed).clamp(0, i64::from(u32::MAX)) as u32;
+        let room_max = self.units[u].room_max.max(room);
+        let mut total = 0i64;
+        for (r, sh) in self.shares.iter().enumerate() {
+            if r == s || !sh.present {
+                continue;
+            }
+            let tl = &sh.lanes[u];
+            let (gpus, requeued) = acc
+                .per_share
+                .iter()
+                .find(|g| g.share == r)
+                .map_or((0, &[][..]), |g| (g.gpus, g.requeued.as_slice()));
+            let idle = tl.limit.saturating_sub(tl.usage - gpus);
+            let term = if sh.strategy == Strategy::Reserve {
+                u64::from(idle)
+            } else {
+                let threshold = idle.min(room_max);
+                let back: u64 = requeued
+                    .iter()
+                    .filter(|&&(q, _)| q <= threshold)
+                    .map(|&(q, _)| u64::from(q))
+                    .sum();
+                (tl.waiting_upto(threshold) + back).min(u64::from(idle))
+            };
+            total += term as i64;
+        }
+        total
+    }
+
+    /// Stop the victims and nominate the job for their node (SPEC §4.4, §10).
+    pub(crate) fn apply_preemption(
+        &mut self,
+        j: JobId,
+        (node, victims): (NodeIx, Vec<Victim>),
+        now: Time,
+    ) {
         for &(v, reason) in &victims {
             self.mark_stopping(
                 v,
@@ -240,7 +352,10 @@ impl Sched {
             .collect();
         if let Some(job) = self.job_mut(j) {
             job.phase = Phase::Pending {
-                nominated: Some(refs),
+                nominated: Some(Nomination {
+                    victims: refs,
+                    node,
+                }),
             };
         }
         self.index_pending(j);
@@ -252,19 +367,25 @@ impl Sched {
     }
 }
 
-/// The victims taken so far, per share, and the unit's Σ nomination terms.
+/// The victims taken so far on one node, per share, the unit's Σ nomination terms, and
+/// the node's room before the victims go.
 #[derive(Debug)]
 struct Freed {
     per_share: Vec<Gone>,
     nominated: i64,
+    node: NodeIx,
+    room: i64,
 }
 
 impl Freed {
-    /// `nominated`: the unit's Σ nomination terms (j itself is never nominated here).
-    fn new(nominated: i64) -> Freed {
+    /// `nominated`: the unit's Σ nomination terms (j itself is never nominated here);
+    /// `room`: the node's free devices not set aside for nominations.
+    fn new(nominated: i64, node: NodeIx, room: i64) -> Freed {
         Freed {
             per_share: Vec::new(),
             nominated,
+            node,
+            room,
         }
     }
 

@@ -2,23 +2,33 @@
 //! demand from the current state so that only the rows on screen pay for it.
 
 use super::Sched;
+use super::accounting::Noms;
 use super::state::{Phase, StopCause};
 use crate::model::{JobId, Strategy};
+
+/// The words of the "larger than any node" rejection and reason (SPEC §10), by which the
+/// replay's summary counts such rejections.
+const LARGER_THAN_ANY_NODE: &str = "on one node; the largest node has";
+
+/// Was this rejection "larger than any node"?
+pub fn is_larger_than_any_node(error: &str) -> bool {
+    error.contains(LARGER_THAN_ANY_NODE)
+}
 
 impl Sched {
     /// `waiting for job 12 (qs2) to reach its minimum runtime (20s left)` when the job
     /// could preempt but every victim set it has needs a job still protected by its share's
     /// minimum runtime (SPEC §11). Named: the candidate whose protection ends first, the
     /// next moment the answer can change.
-    fn protection_reason(&self, id: JobId, noms: &[i64]) -> Option<String> {
+    fn protection_reason(&self, id: JobId, noms: &Noms) -> Option<String> {
         if !self.protections {
             return None; // no share protects its jobs: spare the two victim searches
         }
         let job = self.job(id)?;
         let (s, u, p) = (job.share, job.unit, job.priority);
         if job.quantity > self.shares[s].lanes[u].limit
-            || self.find_victims(id, s, u, noms[u], false).is_none()
-            || self.find_victims(id, s, u, noms[u], true).is_some()
+            || self.find_victims(id, s, u, noms, false).is_none()
+            || self.find_victims(id, s, u, noms, true).is_some()
         {
             return None;
         }
@@ -48,6 +58,18 @@ impl Sched {
             "waiting for job {v} ({share}) to reach its minimum runtime ({} left)",
             crate::duration::human(secs * 1000)
         ))
+    }
+
+    /// `needs 8 a100 on one node; the largest node has 4` (SPEC §10), for a job larger
+    /// than any node's configured devices of its unit (with `nodes` only).
+    pub(crate) fn larger_than_any_node(&self, u: usize, n: u32) -> Option<String> {
+        let unit = &self.units[u];
+        (self.multi_node && n > unit.largest).then(|| {
+            format!(
+                "needs {n} {} {LARGER_THAN_ANY_NODE} {}",
+                unit.name, unit.largest
+            )
+        })
     }
 
     /// The reason a job waits, or what it is doing when it is not waiting.
@@ -83,9 +105,15 @@ impl Sched {
                 };
             }
             Phase::Pending {
-                nominated: Some(victims),
+                nominated: Some(nom),
             } => {
-                let releasing = self.victims_releasing(victims);
+                let releasing = self.victims_releasing(&nom.victims);
+                if self.multi_node {
+                    return format!(
+                        "preempting: waiting for {releasing} job(s) to release their GPUs on {}",
+                        self.node_name(nom.node)
+                    );
+                }
                 return format!("preempting: waiting for {releasing} job(s) to release their GPUs");
             }
             Phase::Pending { nominated: None } => {}
@@ -110,6 +138,9 @@ impl Sched {
                 max.max(0)
             );
         }
+        if let Some(why) = self.larger_than_any_node(u, n) {
+            return why;
+        }
         if let Some(b) = lane.block()
             && b < job.qkey()
         {
@@ -123,6 +154,25 @@ impl Sched {
             return why;
         }
         let free = unit.free().max(0);
+        if self.multi_node {
+            let within = lane.usage + n <= lane.limit;
+            let counts = if within {
+                self.available_guaranteed(s, u, job.qkey(), None, &noms)
+            } else if share.strategy == Strategy::LendAndBorrow
+                && lane.cap.is_none_or(|c| lane.usage + n <= lane.limit + c)
+            {
+                self.available_borrowing(s, u, None, &noms)
+            } else {
+                -1
+            };
+            let room = self.room_max(u, &noms);
+            if counts >= i64::from(n) && room < n {
+                return format!(
+                    "FRAGMENTED: {free} {} free, at most {room} on one node",
+                    unit.name
+                );
+            }
+        }
         if lane.usage + n <= lane.limit {
             if unit.oversubscribed() {
                 // Position-dependent: say what the rule is, not a count that differs per job.

@@ -211,27 +211,43 @@ impl Sched {
             .collect()
     }
 
-    /// Which job holds each device of a unit (None: free).
-    pub fn device_map(&self, unit: &str) -> Vec<(u32, Option<JobId>)> {
+    /// Which job holds each device of a unit (None: free), node by node in listing
+    /// order: (node, device, holder). Held devices that are no longer healthy come last
+    /// on their node.
+    pub fn device_map(&self, unit: &str) -> Vec<(String, u32, Option<JobId>)> {
         let Some(&u) = self.unit_ix.get(unit) else {
             return Vec::new();
         };
-        let mut holders: std::collections::BTreeMap<u32, JobId> = Default::default();
+        let mut holders: std::collections::BTreeMap<(usize, u32), JobId> = Default::default();
         for j in self.jobs.iter().flatten() {
-            if j.unit == u {
+            if j.unit == u
+                && let Some(n) = j.node()
+            {
                 for d in j.devices() {
-                    holders.insert(*d, j.id);
+                    holders.insert((n, *d), j.id);
                 }
             }
         }
-        let mut out: Vec<(u32, Option<JobId>)> = self.units[u]
-            .devices
-            .iter()
-            .map(|d| (*d, holders.get(d).copied()))
-            .collect();
-        for (d, j) in holders {
-            if self.units[u].devices.binary_search(&d).is_err() {
-                out.push((d, Some(j)));
+        let unit = &self.units[u];
+        let mut nodes: Vec<usize> = (0..self.nodes.len()).collect();
+        nodes.sort_by_key(|&n| {
+            (
+                !self.nodes[n].present,
+                unit.slots.get(n).map_or(0, |s| s.order),
+            )
+        });
+        let mut out = Vec::new();
+        for n in nodes {
+            let name = &self.nodes[n].name;
+            if let Some(slot) = unit.slots.get(n) {
+                for &d in &slot.devices {
+                    out.push((name.clone(), d, holders.get(&(n, d)).copied()));
+                }
+            }
+            for (&(hn, d), &j) in holders.range((n, 0)..=(n, u32::MAX)) {
+                if hn == n && !unit.has_device(n, d) {
+                    out.push((name.clone(), d, Some(j)));
+                }
             }
         }
         out

@@ -26,6 +26,9 @@ pub struct RestoredJob {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RestoredHolding {
+    /// The node the devices are on; `None`: the node that has them (the only one without
+    /// `nodes`).
+    pub node: Option<String>,
     pub devices: Vec<u32>,
     pub started_at: Time,
     pub state: JobState,
@@ -42,12 +45,12 @@ impl Sched {
         }
         let u = self.unit_or_ghost(&r.unit);
         let s = self.share_or_ghost(&r.spec.quota_share_name);
-        if let Some(h) = &r.holding {
+        let node = r.holding.as_ref().map(|h| self.node_of(u, h));
+        if let (Some(h), Some(n)) = (&r.holding, node) {
             let held: BTreeSet<u32> = self
                 .jobs()
-                .flat_map(|j| j.devices().iter().copied().map(move |d| (j.unit, d)))
-                .filter(|(ju, _)| *ju == u)
-                .map(|(_, d)| d)
+                .filter(|j| j.unit == u && j.node() == Some(n))
+                .flat_map(|j| j.devices().iter().copied())
                 .collect();
             if let Some(d) = h.devices.iter().find(|d| held.contains(d)) {
                 return Err(format!(
@@ -61,6 +64,7 @@ impl Sched {
             Some(h) => {
                 self.start_seq += 1;
                 Phase::Holding {
+                    node: node.unwrap_or(0),
                     devices: h.devices.clone(),
                     start_seq: self.start_seq,
                     started_at: h.started_at,
@@ -97,6 +101,35 @@ impl Sched {
             self.index_pending(r.id);
         }
         Ok(())
+    }
+
+    /// The node a restored holding is on: the named one (kept, with no devices, when the
+    /// config no longer lists it), or the first whose devices include the job's.
+    fn node_of(&mut self, u: usize, h: &RestoredHolding) -> usize {
+        match &h.node {
+            Some(name) => match self.node_ix.get(name) {
+                Some(&n) => n,
+                None => {
+                    self.nodes.push(super::state::NodeState {
+                        name: name.clone(),
+                        present: false,
+                    });
+                    self.node_ix.insert(name.clone(), self.nodes.len() - 1);
+                    let n = self.nodes.len() - 1;
+                    for unit in &mut self.units {
+                        unit.slots.resize_with(n + 1, Default::default);
+                    }
+                    n
+                }
+            },
+            None => (0..self.nodes.len())
+                .find(|&n| {
+                    h.devices
+                        .first()
+                        .is_some_and(|&d| self.units[u].has_device(n, d))
+                })
+                .unwrap_or(0),
+        }
     }
 
     fn unit_or_ghost(&mut self, name: &str) -> usize {

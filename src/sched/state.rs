@@ -8,6 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub type ShareIx = usize;
 pub type UnitIx = usize;
+/// A node's index: its place in the config's `nodes` list (SPEC §10), stable across
+/// reloads by name.
+pub type NodeIx = usize;
 
 /// Global scheduling order: priority descending, then submission time, then job id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -87,13 +90,22 @@ pub struct VictimRef {
     pub attempt: u32,
 }
 
+/// A nominated job's claim (SPEC §4.4, §10): the victims it waits for and the node they
+/// run on, where it will start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nomination {
+    pub victims: Vec<VictimRef>,
+    pub node: NodeIx,
+}
+
 /// Where a job is in its life, from the scheduler's point of view.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Phase {
     /// RUNNABLE. `nominated` holds the victims it is waiting for (SPEC §4.4).
-    Pending { nominated: Option<Vec<VictimRef>> },
-    /// SCHEDULED / STARTING / RUNNING: holds `devices` until they are released.
+    Pending { nominated: Option<Nomination> },
+    /// SCHEDULED / STARTING / RUNNING: holds `devices` of `node` until they are released.
     Holding {
+        node: NodeIx,
         devices: Vec<u32>,
         start_seq: u64,
         started_at: Time,
@@ -230,6 +242,22 @@ impl Job {
         }
     }
 
+    /// The node whose devices the job holds.
+    pub fn node(&self) -> Option<NodeIx> {
+        match &self.phase {
+            Phase::Holding { node, .. } => Some(*node),
+            _ => None,
+        }
+    }
+
+    /// The nomination of a nominated job.
+    pub fn nomination(&self) -> Option<&Nomination> {
+        match &self.phase {
+            Phase::Pending { nominated } => nominated.as_ref(),
+            _ => None,
+        }
+    }
+
     pub fn started_at(&self) -> Option<Time> {
         match &self.phase {
             Phase::Holding { started_at, .. } => Some(*started_at),
@@ -348,17 +376,48 @@ impl ShareState {
     }
 }
 
+/// One node of the environment.
+#[derive(Debug, Clone)]
+pub struct NodeState {
+    pub name: String,
+    /// In the applied config.
+    pub present: bool,
+}
+
+/// One unit's devices on one node.
+#[derive(Debug, Clone, Default)]
+pub struct Slot {
+    /// The node's place in the config's `nodes` list: best-fit ties go to the first.
+    pub order: usize,
+    /// Devices the config gives this unit on this node (healthy or not).
+    pub configured: u32,
+    /// Healthy device indices, sorted.
+    pub devices: Vec<u32>,
+    /// Devices of `devices` that no job holds.
+    pub free: BTreeSet<u32>,
+    /// The node is drained (SPEC §10): it takes no new job, and each device leaves
+    /// `devices` (and so `usable`) when its job releases it; they wait in `parked`.
+    pub drained: bool,
+    pub parked: Vec<u32>,
+}
+
 #[derive(Debug, Clone)]
 pub struct UnitState {
     pub name: String,
     pub present: bool,
     pub max_capacity: u32,
-    /// Healthy device indices, sorted.
-    pub devices: Vec<u32>,
+    /// Per node (by node index): this unit's devices there.
+    pub slots: Vec<Slot>,
+    /// (free devices, node) of every node with a healthy device of this unit: best fit
+    /// is the first entry with enough free devices (SPEC §10).
+    pub by_free: BTreeSet<(u32, usize, NodeIx)>,
+    /// The most devices of this unit the config gives one node: larger jobs never fit.
+    pub largest: u32,
+    /// With `nodes`: the most free devices of this unit on one node, less what is set
+    /// aside there for nominations. `waiting` counts only jobs up to this (SPEC §10).
+    pub room_max: u32,
     /// min(maxCapacity, healthy devices).
     pub usable: u32,
-    /// Devices of `devices` that no job holds.
-    pub free_devices: BTreeSet<u32>,
     /// Σ usage over shares.
     pub used: u32,
     /// Σ hb_term over the lanes of this unit.
@@ -376,9 +435,11 @@ impl UnitState {
             name: name.to_string(),
             present: false,
             max_capacity: 0,
-            devices: Vec::new(),
+            slots: Vec::new(),
+            by_free: BTreeSet::new(),
+            largest: 0,
+            room_max: 0,
             usable: 0,
-            free_devices: BTreeSet::new(),
             used: 0,
             hb_total: 0,
             nominated: Vec::new(),
@@ -393,5 +454,74 @@ impl UnitState {
     /// Σ limit(·,u) > usable(u): guarantees overlap (SPEC §1.2, §3).
     pub fn oversubscribed(&self) -> bool {
         self.guaranteed > u64::from(self.usable)
+    }
+
+    /// Healthy devices on all nodes.
+    pub fn healthy(&self) -> u32 {
+        self.slots.iter().map(|s| s.devices.len() as u32).sum()
+    }
+
+    /// Free devices on all nodes.
+    pub fn free_devices(&self) -> u32 {
+        self.slots.iter().map(|s| s.free.len() as u32).sum()
+    }
+
+    /// Is device `d` of node `n` healthy?
+    pub fn has_device(&self, n: NodeIx, d: u32) -> bool {
+        self.slots
+            .get(n)
+            .is_some_and(|s| s.devices.binary_search(&d).is_ok())
+    }
+
+    /// Take devices of node `n` (a job starts or is restored on them).
+    pub fn take(&mut self, n: NodeIx, devices: &[u32]) {
+        let Some(slot) = self.slots.get_mut(n) else {
+            return;
+        };
+        let before = slot.free.len() as u32;
+        for d in devices {
+            slot.free.remove(d);
+        }
+        let (after, order) = (slot.free.len() as u32, slot.order);
+        if before != after && self.by_free.remove(&(before, order, n)) {
+            self.by_free.insert((after, order, n));
+        }
+    }
+
+    /// Give devices of node `n` back (those still healthy).
+    pub fn give(&mut self, n: NodeIx, devices: &[u32]) {
+        let Some(slot) = self.slots.get_mut(n) else {
+            return;
+        };
+        let before = slot.free.len() as u32;
+        let drained = slot.drained;
+        for &d in devices {
+            if drained {
+                if let Ok(i) = slot.devices.binary_search(&d) {
+                    slot.devices.remove(i);
+                    slot.parked.push(d);
+                }
+            } else if slot.devices.binary_search(&d).is_ok() {
+                slot.free.insert(d);
+            }
+        }
+        let (after, order) = (slot.free.len() as u32, slot.order);
+        if before != after && self.by_free.remove(&(before, order, n)) {
+            self.by_free.insert((after, order, n));
+        }
+        if drained {
+            self.usable = self.max_capacity.min(self.healthy());
+        }
+    }
+
+    /// Rebuild the by-free-count index from the slots.
+    pub fn reindex(&mut self) {
+        self.by_free = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.devices.is_empty() && !s.drained)
+            .map(|(n, s)| (s.free.len() as u32, s.order, n))
+            .collect();
     }
 }

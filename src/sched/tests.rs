@@ -141,6 +141,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         attempts_started: 2,
         fail_reason: None,
         holding: Some(RestoredHolding {
+            node: None,
             devices: vec![0],
             started_at: 20,
             state: JobState::Running,
@@ -175,6 +176,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         attempts_started: 1,
         fail_reason: None,
         holding: Some(RestoredHolding {
+            node: None,
             devices: vec![0],
             started_at: 20,
             state: JobState::Running,
@@ -190,6 +192,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         ev,
         vec![Event::Started {
             job: JobId(5),
+            node: None,
             devices: vec![1],
             borrowed: 0
         }]
@@ -344,4 +347,68 @@ fn a_borrowing_share_knows_which_running_jobs_a_reclaim_takes_first() {
     // A higher priority moves a job to the back of the victim order.
     s.set_priority(a3, 5, 3).unwrap();
     assert!(s.reclaimed_first(a1) && s.reclaimed_first(a2) && !s.reclaimed_first(a3));
+}
+
+const TWO_NODES: &str = "
+kind: ServiceEnvironment
+name: t
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 8}]
+nodes:
+- {name: n1, devices: {gpu: {fake: 4}}}
+- {name: n2, devices: {gpu: {fake: 4}}}
+---
+kind: QuotaShare
+quotaShareName: r
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 3}]
+resourceSharingConfiguration: {strategy: RESERVE}
+---
+kind: QuotaShare
+quotaShareName: b
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 5}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+";
+
+#[test]
+fn a_job_that_passes_the_counts_but_fits_no_node_waits_fragmented() {
+    let mut s = sched(TWO_NODES);
+    s.submit(JobSpec::new("b1", "b", 3, 0), 0).unwrap();
+    s.pass(0);
+    s.submit(JobSpec::new("b2", "b", 2, 0), 1).unwrap();
+    s.pass(1);
+    let r1 = s.submit(JobSpec::new("r1", "r", 3, 0), 2).unwrap();
+    s.pass(2);
+    assert!(s.job(r1).unwrap().is_pending());
+    assert_eq!(
+        s.reason(r1),
+        "FRAGMENTED: 3 gpu free, at most 2 on one node"
+    );
+    assert!(s.fragmented_idle(0) == 3);
+    // Larger than any node: refused at the door with the node's size.
+    let err = s.submit(JobSpec::new("big", "b", 5, 0), 3).unwrap_err();
+    assert_eq!(err.0, "needs 5 gpu on one node; the largest node has 4");
+}
+
+#[test]
+fn a_queued_job_that_a_reload_makes_larger_than_any_node_says_so() {
+    let mut s = sched(TWO_NODES);
+    let b = s.submit(JobSpec::new("b1", "b", 4, 0), 0).unwrap();
+    let r = s.submit(JobSpec::new("r1", "r", 3, 0), 0).unwrap();
+    s.pass(0);
+    let w = s.submit(JobSpec::new("w", "b", 4, 0), 1).unwrap();
+    s.pass(1);
+    assert!(s.job(b).unwrap().is_holding() && s.job(r).unwrap().is_holding());
+    // Nodes of 2: the queued 4-GPU job can no longer fit anywhere.
+    let smaller = TWO_NODES.replace(
+        "- {name: n1, devices: {gpu: {fake: 4}}}\n- {name: n2, devices: {gpu: {fake: 4}}}",
+        "- {name: n1, devices: {gpu: {fake: 2}}}\n- {name: n2, devices: {gpu: {fake: 2}}}\n- {name: n3, devices: {gpu: {fake: 2}}}\n- {name: n4, devices: {gpu: {fake: 2}}}",
+    );
+    let c = config(&smaller);
+    s.apply_config(&c, &UnitCapacity::simulated(&c), 2);
+    s.pass(2);
+    assert_eq!(
+        s.reason(w),
+        "needs 4 gpu on one node; the largest node has 2"
+    );
+    // The running jobs lost their devices (indices 2 and 3 are gone on both nodes).
+    assert!(s.job(b).unwrap().is_stopping() || !s.job(b).unwrap().is_holding());
 }

@@ -24,19 +24,47 @@ const PREEMPTION_LOG_LEN: usize = 1000;
 
 /// One attempt whose supervisor has not ended yet.
 #[derive(Debug)]
-struct Attempt {
-    attempt: u32,
+pub(super) struct Attempt {
+    pub(super) attempt: u32,
     /// Known once the supervisor is started (off the runtime task, see `start`).
-    pid: Option<i32>,
-    /// The strongest stop asked for so far; sent as soon as the pid is known.
-    stop: Option<Stop>,
+    pub(super) pid: Option<i32>,
+    /// The strongest stop asked for so far; sent as soon as the pid (or Slurm job) is
+    /// known.
+    pub(super) stop: Option<Stop>,
+    /// With the Slurm executor: the batch job, once `sbatch` answered or a look at
+    /// `squeue` found it by name (adoption).
+    pub(super) slurm: Option<u64>,
+    /// With the Slurm executor: its supervisor reported in (RUNNING).
+    pub(super) reported: bool,
+}
+
+/// What carries attempts out (SPEC §10): supervisors started on this machine, or batch
+/// jobs on a Slurm partition running the same supervisor. Everything else (timers, the
+/// stop path's grace period, the preemption log) is the same for both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Backend {
+    Local,
+    Slurm { partition: String },
+}
+
+impl Backend {
+    pub(crate) fn of(config: &crate::model::ValidConfig) -> Backend {
+        match config.executor() {
+            crate::model::Executor::Local => Backend::Local,
+            crate::model::Executor::Slurm(s) => Backend::Slurm {
+                partition: s.partition,
+            },
+        }
+    }
 }
 
 pub(crate) struct Executor {
-    state: StateDir,
-    exe: PathBuf,
-    tx: mpsc::UnboundedSender<Input>,
-    running: HashMap<JobId, Attempt>,
+    pub(super) state: StateDir,
+    pub(super) exe: PathBuf,
+    pub(super) tx: mpsc::UnboundedSender<Input>,
+    pub(super) running: HashMap<JobId, Attempt>,
+    /// Where attempts run.
+    pub(crate) backend: Backend,
     preemptions: VecDeque<PreemptionRecord>,
     /// The log changed since [`Executor::take_preemption_log`] last read it.
     preemptions_changed: bool,
@@ -55,6 +83,7 @@ impl Executor {
             exe,
             tx,
             running: HashMap::new(),
+            backend: Backend::Local,
             preemptions: VecDeque::new(),
             preemptions_changed: true,
             stopped_all: false,
@@ -94,7 +123,9 @@ impl Executor {
         if let Some(a) = self.running.get_mut(&job).filter(|a| a.attempt == attempt) {
             tracing::info!(job = %job, attempt, "grace period over: SIGKILL");
             a.stop = Some(Stop::Kill);
-            if let Some(pid) = a.pid {
+            if let Some(id) = a.slurm {
+                super::slurm_exec::cancel(id, Stop::Kill);
+            } else if let Some(pid) = a.pid {
                 proc::signal(pid, Stop::Kill);
             }
         }
@@ -140,9 +171,17 @@ impl Executor {
                 attempt,
                 pid: Some(pid_i),
                 stop: None,
+                slurm: None,
+                reported: true,
             },
         );
-        timers.set(Timer::Probe { job, attempt }, ADOPTED_POLL);
+        // A Slurm attempt is watched by the executor's look at Slurm, which also finds
+        // its batch job by name.
+        if self.backend == Backend::Local {
+            timers.set(Timer::Probe { job, attempt }, ADOPTED_POLL);
+        } else {
+            self.slurm_watch(timers);
+        }
         let Some(j) = sched.job(job) else { return };
         if j.is_stopping() {
             self.stop(timers, job, sched.grace_period_seconds());
@@ -298,8 +337,16 @@ impl Executor {
                 attempt,
                 pid: None,
                 stop: None,
+                slurm: None,
+                reported: false,
             },
         );
+        if let Backend::Slurm { partition } = &self.backend {
+            let node = j.node().map(|n| sched.node_name(n).to_string());
+            let partition = partition.clone();
+            self.slurm_start(timers, spec, node.unwrap_or_default(), partition, timeout);
+            return;
+        }
         // Starting a process blocks its parent until the child has exec'd (~ms): do it
         // off the runtime task so that scheduling never waits for it.
         let (exe, owner) = (self.exe.clone(), self.owner.clone());
@@ -357,7 +404,9 @@ impl Executor {
         }
         let how = if grace == 0 { Stop::Kill } else { Stop::Term };
         a.stop = Some(how);
-        if let Some(pid) = a.pid {
+        if let Some(id) = a.slurm {
+            super::slurm_exec::cancel(id, how);
+        } else if let Some(pid) = a.pid {
             proc::signal(pid, how);
         }
         if how == Stop::Kill {

@@ -83,6 +83,14 @@ pub(crate) enum ExecKind {
         attempt: u32,
         status: ExitStatus,
     },
+    /// `sbatch` accepted an attempt (the Slurm executor): its batch job id.
+    SlurmSubmitted {
+        job: JobId,
+        attempt: u32,
+        id: u64,
+    },
+    /// A look at Slurm and the watched attempts' run files.
+    SlurmView(Box<super::slurm_exec::SlurmView>),
     /// What a look at an adopted attempt found: `None` while its supervisor lives.
     Probed {
         job: JobId,
@@ -92,7 +100,7 @@ pub(crate) enum ExecKind {
     Telemetry(Samples),
     /// The config directory, read and validated off the runtime task (`Input::Reload`).
     Reloaded {
-        loaded: Result<crate::config::LoadedConfig, Vec<crate::config::ConfigError>>,
+        loaded: Result<Box<crate::config::LoadedConfig>, Vec<crate::config::ConfigError>>,
         reply: Reply<Result<(), String>>,
     },
     /// The state directory was deleted or replaced (`server::state_watch`): stop.

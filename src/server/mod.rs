@@ -46,6 +46,7 @@ pub mod input;
 pub mod protocol;
 pub mod remote;
 pub mod runtime;
+mod slurm_exec;
 pub mod socket;
 mod state_watch;
 mod timers;

@@ -145,6 +145,7 @@ impl RuntimeHandle {
         );
         let mut exec = Executor::new(opts.state.clone(), opts.supervisor_exe.clone(), tx.clone());
         exec.log_limits = initial.config.env.logs.unwrap_or_default();
+        exec.backend = super::carry::Backend::of(&initial.config);
         let (fatal_tx, fatal_rx) = watch::channel(None);
         let metrics = Arc::new(crate::metrics::Metrics::new());
         metrics.watch(snap_rx.clone());
@@ -172,7 +173,9 @@ impl RuntimeHandle {
             tokens: Default::default(),
             halted: None,
             lost_devices: Default::default(),
+            slurm_down: Default::default(),
         };
+        rt.exec.slurm_watch(&mut rt.timers);
         if let Some(d) = durable {
             let (sched, exec, timers) = (&mut rt.sched, &mut rt.exec, &mut rt.timers);
             exec.owner = d.owner;
@@ -277,15 +280,13 @@ impl RuntimeHandle {
 /// The devices of a config, (unit, index): the fake ones (`fake`) or the real ones.
 fn devices_of(capacity: &[UnitCapacity], initial: &LoadedConfig, fake: bool) -> Vec<(String, u32)> {
     use crate::model::Devices;
+    let specs = initial.config.node_units();
     capacity
         .iter()
         .filter(|c| {
-            initial
-                .config
-                .env
-                .capacity_limits
-                .iter()
-                .any(|l| l.capacity_unit == c.unit && matches!(l.devices, Devices::Fake(_)) == fake)
+            specs.iter().any(|(node, unit, d)| {
+                *node == c.node && *unit == c.unit && matches!(d, Devices::Fake(_)) == fake
+            })
         })
         .flat_map(|c| c.devices.iter().map(|&d| (c.unit.clone(), d)))
         .collect()
@@ -364,6 +365,8 @@ struct Runtime {
     /// GPUs telemetry found lost: never handed out again by this runtime, whatever the
     /// config says.
     lost_devices: std::collections::BTreeSet<(String, u32)>,
+    /// Slurm nodes seen DOWN (their loss was reported to the core once).
+    slurm_down: std::collections::HashSet<String>,
     metrics: Arc<crate::metrics::Metrics>,
     /// Where committed decision lines go.
     feed: super::events::EventFeed,
@@ -659,6 +662,10 @@ impl Runtime {
             // The turn publishes what the rate limit held back.
             Timer::Flush => Outcome::Nothing,
             Timer::ProtectionEnd => Outcome::Reschedule,
+            Timer::SlurmPoll => {
+                self.exec.slurm_look();
+                Outcome::Nothing
+            }
             Timer::Prune => {
                 self.timers.set(Timer::Prune, PRUNE_EVERY);
                 if let Some(p) = &mut self.persist {
@@ -729,7 +736,7 @@ impl Runtime {
                 // never on this task. The result comes back as `Reloaded`.
                 let (dir, tx) = (self.opts.config_dir.clone(), self.exec.inputs());
                 tokio::spawn(async move {
-                    let loaded = tokio::task::spawn_blocking(move || load_dir(&dir))
+                    let loaded = tokio::task::spawn_blocking(move || load_dir(&dir).map(Box::new))
                         .await
                         .unwrap_or_else(|e| {
                             Err(vec![crate::config::ConfigError::new(format!(
@@ -746,6 +753,11 @@ impl Runtime {
                 Outcome::Nothing
             }
             Input::Exec(ExecReport(ExecKind::Reloaded { loaded, reply })) => {
+                // A config this build cannot carry out is refused like an invalid one.
+                let loaded = loaded.and_then(|l| match self.executor_refusal(&l) {
+                    Some(e) => Err(vec![e]),
+                    None => Ok(l),
+                });
                 let result = match loaded {
                     Ok(loaded) => {
                         self.apply_config(ConfigUpdate::Applied(loaded), now);
@@ -827,7 +839,28 @@ impl Runtime {
         Ok(id)
     }
 
+    /// Why a new config cannot be applied by this running scheduler: an executor it
+    /// cannot carry out, or a different executor than the one it started with.
+    fn executor_refusal(&self, loaded: &LoadedConfig) -> Option<crate::config::ConfigError> {
+        if let Some(e) = super::boot::executor_unavailable(loaded) {
+            return Some(e);
+        }
+        (super::carry::Backend::of(&loaded.config) != self.exec.backend).then(|| {
+            crate::config::ConfigError::new(
+                "executor: changing the executor (or its partition) takes a restart of `shareq serve`; the running one stays",
+            )
+            .field("executor")
+        })
+    }
+
     fn apply_config(&mut self, update: ConfigUpdate, now: i64) {
+        let update = match update {
+            ConfigUpdate::Applied(loaded) => match self.executor_refusal(&loaded) {
+                Some(e) => ConfigUpdate::Rejected(vec![e]),
+                None => ConfigUpdate::Applied(loaded),
+            },
+            other => other,
+        };
         match update {
             ConfigUpdate::Applied(loaded) => {
                 let (mut capacity, warnings) = self.opts.discovery.capacity(&loaded.config);
@@ -886,6 +919,45 @@ impl Runtime {
                 }
                 Outcome::Nothing
             }
+            ExecKind::SlurmSubmitted { job, attempt, id } => {
+                let starting = self
+                    .sched
+                    .job(job)
+                    .is_some_and(|j| j.state == JobState::Scheduled);
+                if self.exec.slurm_submitted(job, attempt, id) && starting {
+                    // Slurm has the batch job; the supervisor has not reported in yet.
+                    self.set_state(job, JobState::Starting);
+                    return Outcome::Redraw;
+                }
+                Outcome::Nothing
+            }
+            ExecKind::SlurmView(view) => {
+                let r = self.exec.slurm_reconcile(*view, &self.slurm_down);
+                self.exec.slurm_watch(&mut self.timers);
+                let mut outcome = Outcome::Nothing;
+                for (job, attempt) in r.running {
+                    if self.exec.is_current(job, attempt) {
+                        self.set_state(job, JobState::Running);
+                        outcome = Outcome::Redraw;
+                    }
+                }
+                for node in r.nodes_down {
+                    tracing::error!(node = %node, "Slurm says the node is down: its jobs are preempted (DEVICE_LOST)");
+                    self.sched.node_lost(&node, now);
+                    self.slurm_down.insert(node);
+                    self.picture.touch_all();
+                    outcome = Outcome::Reschedule;
+                }
+                for (job, attempt, code) in r.ended {
+                    match self.attempt_ended(job, attempt, code, now) {
+                        Outcome::Reschedule => outcome = Outcome::Reschedule,
+                        Outcome::Nothing => {}
+                        other if matches!(outcome, Outcome::Nothing) => outcome = other,
+                        _ => {}
+                    }
+                }
+                outcome
+            }
             ExecKind::Running { job, attempt } => {
                 if self.exec.is_current(job, attempt) {
                     self.set_state(job, JobState::Running);
@@ -919,7 +991,7 @@ impl Runtime {
                     return Outcome::Nothing;
                 }
                 tracing::error!(unit = %unit, device, "GPU lost ({why}): its jobs are preempted (DEVICE_LOST) and it is no longer handed out");
-                self.sched.device_lost(&unit, device, now);
+                self.sched.device_lost(None, &unit, device, now);
                 self.picture.touch_all();
                 Outcome::Reschedule
             }

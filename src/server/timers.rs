@@ -23,6 +23,8 @@ pub(crate) enum Timer {
     Prune,
     /// The next end of a minimum-runtime protection: a pass runs then (SPEC §11).
     ProtectionEnd,
+    /// Look at Slurm and the Slurm executor's attempts again.
+    SlurmPoll,
 }
 
 impl Timer {
@@ -32,7 +34,7 @@ impl Timer {
             Timer::Grace { job, attempt }
             | Timer::Timeout { job, attempt }
             | Timer::Probe { job, attempt } => Some((job, attempt)),
-            Timer::Flush | Timer::Prune | Timer::ProtectionEnd => None,
+            Timer::Flush | Timer::Prune | Timer::ProtectionEnd | Timer::SlurmPoll => None,
         }
     }
 }

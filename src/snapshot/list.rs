@@ -241,6 +241,7 @@ mod tests {
             started: None,
             finished: None,
             devices: Vec::new(),
+            node: None,
             on_borrowed: false,
             reclaimed_first: false,
             reason: Arc::from(""),

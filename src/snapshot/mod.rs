@@ -57,6 +57,9 @@ pub struct ShareView {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceView {
+    /// The node the device is on (`local` without `nodes`).
+    #[serde(default)]
+    pub node: String,
     pub index: u32,
     pub job: Option<JobId>,
     pub job_name: Option<String>,
@@ -81,6 +84,27 @@ impl UnitView {
     pub fn oversubscribed(&self) -> bool {
         self.guaranteed > u64::from(self.usable)
     }
+
+    /// The devices grouped by node, nodes in listing order: what the console's GPU pane
+    /// and `shareq status` show (SPEC §10).
+    pub fn by_node(&self) -> Vec<(&str, Vec<&DeviceView>)> {
+        let mut out: Vec<(&str, Vec<&DeviceView>)> = Vec::new();
+        for d in &self.devices {
+            match out.last_mut() {
+                Some((n, v)) if *n == d.node => v.push(d),
+                _ => out.push((d.node.as_str(), vec![d])),
+            }
+        }
+        out
+    }
+}
+
+/// How a job's devices read: `[0, 1]`, or `n2:[0, 1]` when the config lists nodes.
+pub fn devices_text(node: Option<&str>, devices: &[u32]) -> String {
+    match node {
+        Some(n) => format!("{n}:{devices:?}"),
+        None => format!("{devices:?}"),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,6 +120,9 @@ pub struct JobView {
     pub started: Option<i64>,
     pub finished: Option<i64>,
     pub devices: Vec<u32>,
+    /// The node of `devices`, when the config lists nodes (SPEC §10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// How many of its GPUs are beyond its share's limit right now (running jobs).
     pub on_borrowed: bool,
     /// Among its borrowing share's running jobs, one that a reclaim of the share's
@@ -313,10 +340,11 @@ impl Snapshot {
                 let devices = sched
                     .device_map(&name)
                     .into_iter()
-                    .map(|(index, job)| {
+                    .map(|(node, index, job)| {
                         let j = job.and_then(|id| sched.job(id));
                         let t = telemetry.get(&(name.clone(), index));
                         DeviceView {
+                            node,
                             index,
                             job,
                             job_name: j.map(|j| j.name().to_string()),
@@ -356,6 +384,10 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         started: j.started_at(),
         finished: j.finished_at,
         devices: j.devices().to_vec(),
+        node: j
+            .node()
+            .filter(|_| sched.has_nodes())
+            .map(|n| sched.node_name(n).to_string()),
         on_borrowed: j.is_holding() && lane_borrowing,
         reclaimed_first: sched.reclaimed_first(j.id),
         reason,

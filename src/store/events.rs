@@ -172,15 +172,16 @@ impl Store {
             .into_iter()
             .map(parse)
             .collect::<Result<Vec<_>, _>>()?;
-        let lines = |sql: &str, args: &[&dyn rusqlite::ToSql]| -> Result<Vec<EventLine>, StoreError> {
-            let mut stmt = self.conn.prepare(sql).map_err(err)?;
-            let rows = stmt
-                .query_map(args, line_row)
-                .map_err(err)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(err)?;
-            Ok(rows)
-        };
+        let lines =
+            |sql: &str, args: &[&dyn rusqlite::ToSql]| -> Result<Vec<EventLine>, StoreError> {
+                let mut stmt = self.conn.prepare(sql).map_err(err)?;
+                let rows = stmt
+                    .query_map(args, line_row)
+                    .map_err(err)?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(err)?;
+                Ok(rows)
+            };
         let before_lines = lines(
             &format!(
                 "SELECT {LINE_COLUMNS} FROM events WHERE at < ?1

@@ -248,6 +248,7 @@ fn record_event(
             job,
             devices,
             borrowed,
+            ..
         } => {
             close_attempt(tx, *job, now)?;
             // The attempt number the runtime sees in `attempts_started` right after this

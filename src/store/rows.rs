@@ -44,6 +44,7 @@ impl StoredJob {
             .as_ref()
             .filter(|_| keep_holding)
             .map(|h| RestoredHolding {
+                node: None,
                 devices: h.devices.clone(),
                 started_at: h.started_at,
                 state: self.state,
@@ -109,6 +110,7 @@ impl JobRecord {
             started: self.started_at,
             finished: self.finished_at,
             devices: self.devices.clone(),
+            node: None,
             on_borrowed: false,
             reclaimed_first: false,
             reason: Arc::from(reason),

@@ -209,6 +209,7 @@ mod tests {
             started: None,
             finished: None,
             devices: vec![],
+            node: None,
             on_borrowed: false,
             reclaimed_first: false,
             reason: Arc::from("no idle capacity to borrow"),

@@ -282,8 +282,22 @@ pub fn reloaded() -> Snapshot {
 /// A busy 8-GPU lab: borrowing, a reserve held idle, a long queue with varied reasons,
 /// finished preemptions in the log (one fresh) and NVML figures on some devices.
 pub fn lab() -> Snapshot {
+    lab_on(LAB_CONFIG)
+}
+
+/// The same lab on two nodes of 4 GPUs (SPEC §10): the GPU pane groups by node, jobs say
+/// their node.
+pub fn lab_nodes() -> Snapshot {
+    let cfg = LAB_CONFIG.replace(
+        "- {capacityUnit: a100, maxCapacity: 8, devices: {fake: 8}}",
+        "- {capacityUnit: a100, maxCapacity: 8}\nnodes:\n- {name: gpu1, devices: {a100: {fake: 4}}}\n- {name: gpu2, devices: {a100: {fake: 4}}}",
+    );
+    lab_on(&cfg)
+}
+
+fn lab_on(config: &str) -> Snapshot {
     let t0 = NOW - 3_600_000;
-    let mut d = Driver::new(LAB_CONFIG, "sample-configs/lab-8gpu").expect("fixture config");
+    let mut d = Driver::new(config, "sample-configs/lab-8gpu").expect("fixture config");
     let train = d.submit("train-resnet", "vision", 2, 10, t0);
     d.submit("eval-llama", "nlp", 1, 5, t0 + 60_000);
     let debug = d.submit("debug-3", "infra", 1, 1, t0 + 600_000);

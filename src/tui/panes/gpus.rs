@@ -28,7 +28,18 @@ fn telemetry(util: Option<u32>, used: Option<u64>, total: Option<u64>) -> String
 pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
     let used: u32 = app.snap.units.iter().map(|u| u.used).sum();
     let usable: u32 = app.snap.units.iter().map(|u| u.usable).sum();
-    let title = Line::from(format!(" GPUs {used}/{usable} "));
+    let nodes = app
+        .snap
+        .units
+        .iter()
+        .flat_map(|u| u.by_node().into_iter().map(|(n, _)| n))
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    let title = if nodes > 1 {
+        Line::from(format!(" GPUs {used}/{usable} on {nodes} nodes "))
+    } else {
+        Line::from(format!(" GPUs {used}/{usable} "))
+    };
     let blk = block(app, Pane::Gpus, title);
     let inner = blk.inner(area);
     f.render_widget(blk, area);
@@ -36,6 +47,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
     let off = window(app, Pane::Gpus, area, inner.y, rows);
     let w = inner.width as usize;
     let multi_unit = app.snap.units.len() > 1;
+    let multi_node = app.snap.units.iter().any(|u| u.by_node().len() > 1);
     let share_w = app
         .snap
         .shares
@@ -59,10 +71,12 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
         for d in &u.devices {
             let i = index;
             index += 1;
-            let label = if multi_unit {
-                format!("{}:{}", u.name, d.index)
-            } else {
-                d.index.to_string()
+            // With nodes the devices come node by node, each labelled with its node.
+            let label = match (multi_node, multi_unit) {
+                (true, true) => format!("{}/{}:{}", d.node, u.name, d.index),
+                (true, false) => format!("{}:{}", d.node, d.index),
+                (false, true) => format!("{}:{}", u.name, d.index),
+                (false, false) => d.index.to_string(),
             };
             let free_label = d.job.is_none().then(|| match reserved.next() {
                 Some(r) => format!("(reserved: {r})"),

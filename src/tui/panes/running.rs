@@ -71,6 +71,10 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
             break;
         };
         let devs: Vec<String> = j.devices.iter().map(|d| d.to_string()).collect();
+        let devs = match &j.node {
+            Some(n) => format!("{n}:{}", devs.join(",")),
+            None => devs.join(","),
+        };
         let ran = j.started.map(|s| duration(app.now - s)).unwrap_or_default();
         let (state, style) = match stopping_text(j, app.now, app.snap.grace_period_seconds) {
             Some(s) if s.chars().count() > state_w => {
@@ -108,7 +112,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
             Span::raw(" "),
             Span::styled(rpad(&j.priority.to_string(), 4), t.text()),
             Span::raw(" "),
-            Span::styled(pad(&devs.join(","), dev_w), t.text()),
+            Span::styled(pad(&devs, dev_w), t.text()),
             Span::raw(" "),
             Span::styled(rpad(&ran, 7), t.text()),
             Span::raw(" "),

@@ -62,7 +62,12 @@ pub fn render(f: &mut Frame, area: Rect, j: &JobView, now: i64, tz: i32, theme: 
         } else {
             ""
         };
-        lines.push(row("devices", format!("{}{borrowed}", devs.join(","))));
+        let on = j
+            .node
+            .as_ref()
+            .map(|n| format!(" on {n}"))
+            .unwrap_or_default();
+        lines.push(row("devices", format!("{}{on}{borrowed}", devs.join(","))));
     }
     lines.push(row(
         "attempts",

@@ -1,0 +1,319 @@
+//! Slurm as the engine that carries shareq's decisions out (SPEC §10): the commands shareq
+//! runs (`sbatch`, `scancel`, `squeue --json`, `sinfo --json`), what it reads back, and
+//! the node and GRES lines an admin needs. Slurm decides nothing: each attempt is one
+//! batch job pinned to the node and exact GPUs shareq chose, running shareq's own
+//! supervisor inside the allocation (so the stop path is SIGTERM → grace → SIGKILL).
+
+use crate::model::{JobId, ValidConfig};
+use serde::Deserialize;
+use std::path::Path;
+use std::process::Command;
+
+/// The Slurm job name of an attempt: how it is found again after a restart.
+pub fn job_name(job: JobId, attempt: u32) -> String {
+    format!("shareq-{}-{attempt}", job.0)
+}
+
+/// The (job, attempt) a Slurm job name stands for, if it is one of shareq's.
+pub fn parse_job_name(name: &str) -> Option<(JobId, u32)> {
+    let rest = name.strip_prefix("shareq-")?;
+    let (job, attempt) = rest.split_once('-')?;
+    Some((JobId(job.parse().ok()?), attempt.parse().ok()?))
+}
+
+/// The GRES that pins exactly these GPU indices: one GRES type per index (`g0`, `g1`, …;
+/// see [`slurm_conf`]).
+pub fn gres(devices: &[u32]) -> String {
+    devices
+        .iter()
+        .map(|d| format!("gpu:g{d}:1"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// What `sbatch` needs for one attempt.
+#[derive(Debug, Clone)]
+pub struct Submit<'a> {
+    pub partition: &'a str,
+    pub node: &'a str,
+    pub devices: &'a [u32],
+    pub job: JobId,
+    pub attempt: u32,
+    /// The shareq executable (the same path on every node) and the attempt's spec file
+    /// (on a filesystem every node sees).
+    pub exe: &'a Path,
+    pub spec: &'a Path,
+    /// Where Slurm writes the batch script's own output (the job's log is shareq's).
+    pub slurm_log: &'a Path,
+}
+
+fn run(cmd: &mut Command) -> Result<String, String> {
+    let what = format!("{cmd:?}");
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {what}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{what} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Submit one attempt; returns the Slurm job id. Blocking (tens of milliseconds).
+pub fn sbatch(s: &Submit) -> Result<u64, String> {
+    let wrap = format!(
+        "exec {} {} {}",
+        shell_quote(&s.exe.to_string_lossy()),
+        crate::exec::proc::SUPERVISE_SUBCOMMAND,
+        shell_quote(&s.spec.to_string_lossy())
+    );
+    let out = run(Command::new("sbatch")
+        .arg("--parsable")
+        .arg(format!("--partition={}", s.partition))
+        .arg(format!("--nodelist={}", s.node))
+        .arg(format!("--gres={}", gres(s.devices)))
+        .arg(format!("--job-name={}", job_name(s.job, s.attempt)))
+        .arg(format!("--output={}", s.slurm_log.display()))
+        .arg("--chdir=/")
+        .arg("--no-requeue")
+        .arg(format!("--wrap={wrap}")))?;
+    let id = out.trim().split(';').next().unwrap_or_default();
+    id.parse()
+        .map_err(|_| format!("sbatch printed `{}`, not a job id", out.trim()))
+}
+
+/// Ask Slurm to deliver `signal` to the batch script (and only it: `--full` is needed to
+/// reach a batch script at all, `--batch` keeps it from the job's steps). `None`: cancel
+/// the job outright (the backstop after the grace period).
+pub fn scancel(id: u64, signal: Option<&str>) -> Result<(), String> {
+    let mut cmd = Command::new("scancel");
+    if let Some(sig) = signal {
+        cmd.arg("--full").arg(format!("--signal={sig}"));
+    }
+    run(cmd.arg(id.to_string())).map(drop)
+}
+
+/// One job as `squeue --json` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmJob {
+    pub id: u64,
+    pub name: String,
+    /// PENDING, CONFIGURING, RUNNING, COMPLETING, …
+    pub state: String,
+    pub nodes: String,
+    /// `gpu:g1:1(IDX:1),…` as Slurm allocated them.
+    pub gres: Vec<String>,
+}
+
+/// One node as `sinfo --json` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmNode {
+    pub name: String,
+    /// `idle`, `allocated`, `mixed`, `down`, …
+    pub state: String,
+    /// `DRAIN`, `NOT_RESPONDING`, …
+    pub flags: Vec<String>,
+}
+
+impl SlurmJob {
+    /// Still queued, starting, running or ending in Slurm. `squeue --json` also lists
+    /// jobs that ended a while ago (`MinJobAge`), in COMPLETED, FAILED, CANCELLED, ….
+    pub fn is_live(&self) -> bool {
+        matches!(
+            self.state.as_str(),
+            "PENDING"
+                | "CONFIGURING"
+                | "RUNNING"
+                | "COMPLETING"
+                | "SUSPENDED"
+                | "REQUEUED"
+                | "REQUEUE_HOLD"
+                | "RESIZING"
+                | "SIGNALING"
+                | "STAGE_OUT"
+        )
+    }
+}
+
+impl SlurmNode {
+    /// Down, or its slurmd lost: its devices are unhealthy (SPEC §10).
+    pub fn is_down(&self) -> bool {
+        self.state.eq_ignore_ascii_case("down") || self.flags.iter().any(|f| f == "NOT_RESPONDING")
+    }
+
+    /// Being emptied by an admin: it takes no new jobs.
+    pub fn is_drained(&self) -> bool {
+        self.flags.iter().any(|f| f == "DRAIN") || self.state.eq_ignore_ascii_case("drained")
+    }
+}
+
+#[derive(Deserialize)]
+struct SqueueJson {
+    #[serde(default)]
+    jobs: Vec<SqueueJob>,
+}
+
+#[derive(Deserialize)]
+struct SqueueJob {
+    job_id: u64,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    job_state: serde_json::Value,
+    #[serde(default)]
+    nodes: String,
+    #[serde(default)]
+    partition: String,
+    #[serde(default)]
+    gres_detail: Vec<String>,
+}
+
+/// A state that is a string in Slurm 22.05 and a list in later versions.
+fn state_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(a) => a
+            .first()
+            .and_then(|x| x.as_str())
+            .unwrap_or_default()
+            .to_string(),
+        _ => String::new(),
+    }
+}
+
+/// shareq's jobs in `partition` (`squeue --json`).
+pub fn squeue(partition: &str) -> Result<Vec<SlurmJob>, String> {
+    let out = run(Command::new("squeue").arg("--json"))?;
+    parse_squeue(&out, partition)
+}
+
+pub fn parse_squeue(json: &str, partition: &str) -> Result<Vec<SlurmJob>, String> {
+    let q: SqueueJson =
+        serde_json::from_str(json).map_err(|e| format!("squeue --json: unreadable: {e}"))?;
+    Ok(q.jobs
+        .into_iter()
+        .filter(|j| j.partition == partition && parse_job_name(&j.name).is_some())
+        .map(|j| SlurmJob {
+            id: j.job_id,
+            state: state_text(&j.job_state),
+            name: j.name,
+            nodes: j.nodes,
+            gres: j.gres_detail,
+        })
+        .collect())
+}
+
+#[derive(Deserialize)]
+struct SinfoJson {
+    #[serde(default)]
+    nodes: Vec<SinfoNode>,
+}
+
+#[derive(Deserialize)]
+struct SinfoNode {
+    name: String,
+    #[serde(default)]
+    state: serde_json::Value,
+    #[serde(default)]
+    state_flags: Vec<String>,
+    #[serde(default)]
+    partitions: Vec<String>,
+}
+
+/// The nodes of `partition` (`sinfo --json`).
+pub fn sinfo(partition: &str) -> Result<Vec<SlurmNode>, String> {
+    let out = run(Command::new("sinfo").arg("--json"))?;
+    parse_sinfo(&out, partition)
+}
+
+pub fn parse_sinfo(json: &str, partition: &str) -> Result<Vec<SlurmNode>, String> {
+    let q: SinfoJson =
+        serde_json::from_str(json).map_err(|e| format!("sinfo --json: unreadable: {e}"))?;
+    Ok(q.nodes
+        .into_iter()
+        .filter(|n| n.partitions.is_empty() || n.partitions.iter().any(|p| p == partition))
+        .map(|n| SlurmNode {
+            name: n.name,
+            state: state_text(&n.state),
+            flags: n.state_flags,
+        })
+        .collect())
+}
+
+/// The `slurm.conf` node and partition lines and the `gres.conf` lines that let shareq
+/// pin exact GPUs: each GPU index is its own GRES type `g<index>` (SPEC §10). Printed by
+/// `shareq slurm-conf`.
+pub fn slurm_conf(config: &ValidConfig) -> String {
+    let mut nodes = String::new();
+    let mut gres = String::new();
+    let mut names = Vec::new();
+    for (node, devs) in config.nodes() {
+        let mut indices: Vec<u32> = Vec::new();
+        for (_, d) in &devs.0 {
+            match d {
+                crate::model::Devices::Indices(v) => indices.extend(v),
+                crate::model::Devices::Fake(n) => indices.extend(0..*n),
+                crate::model::Devices::Auto => {}
+            }
+        }
+        indices.sort_unstable();
+        indices.dedup();
+        let list: Vec<String> = indices.iter().map(|i| format!("gpu:g{i}:1")).collect();
+        nodes.push_str(&format!(
+            "NodeName={node} Gres={} State=UNKNOWN   # plus your CPUs=, RealMemory=\n",
+            list.join(",")
+        ));
+        for i in indices {
+            gres.push_str(&format!(
+                "NodeName={node} Name=gpu Type=g{i} File=/dev/nvidia{i}\n"
+            ));
+        }
+        names.push(node);
+    }
+    let partition = match config.executor() {
+        crate::model::Executor::Slurm(s) => s.partition,
+        crate::model::Executor::Local => "shareq".to_string(),
+    };
+    format!(
+        "# slurm.conf: GPUs as GRES, no Slurm preemption, no oversubscription;\n# the partition is for shareq alone.\nGresTypes=gpu\nPreemptType=preempt/none\n{nodes}PartitionName={partition} Nodes={} Default=NO MaxTime=INFINITE State=UP OverSubscribe=NO\n\n# gres.conf: one GRES type per GPU index, so that shareq can ask for exact GPUs.\n{gres}",
+        names.join(",")
+    )
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_others_are_not_ours() {
+        assert_eq!(
+            parse_job_name(&job_name(JobId(12), 3)),
+            Some((JobId(12), 3))
+        );
+        assert_eq!(parse_job_name("train"), None);
+        assert_eq!(parse_job_name("shareq-x-1"), None);
+        assert_eq!(gres(&[1, 3]), "gpu:g1:1,gpu:g3:1");
+    }
+
+    #[test]
+    fn squeue_and_sinfo_json_of_slurm_22_05_are_read() {
+        let q = r#"{"jobs":[{"job_id":7,"name":"shareq-1-1","job_state":"RUNNING","nodes":"n2","partition":"shareq","gres_detail":["gpu:g1:1(IDX:1)"]},{"job_id":8,"name":"other","job_state":"RUNNING","nodes":"n1","partition":"shareq"}]}"#;
+        let jobs = parse_squeue(q, "shareq").unwrap();
+        assert_eq!(jobs.len(), 1);
+        assert_eq!((jobs[0].id, jobs[0].state.as_str()), (7, "RUNNING"));
+        let n = r#"{"nodes":[{"name":"n1","state":"idle","state_flags":[],"partitions":["shareq"]},{"name":"n2","state":"idle","state_flags":["DRAIN"],"partitions":["shareq"]},{"name":"n3","state":"down","state_flags":["NOT_RESPONDING"],"partitions":["shareq"]}]}"#;
+        let nodes = parse_sinfo(n, "shareq").unwrap();
+        assert!(!nodes[0].is_down() && !nodes[0].is_drained());
+        assert!(nodes[1].is_drained());
+        assert!(nodes[2].is_down());
+        assert!(parse_squeue("not json", "p").is_err());
+    }
+}
