@@ -402,8 +402,15 @@ fn a_hook_command_gets_each_matching_line() {
 fn the_grafana_dashboard_uses_documented_metrics_that_serve_exposes() {
     let s = aws_server();
     let addr = metrics_addr(&s);
+    // Something of every family: a finished job, a borrow and its reclaim.
     let id = s.submit(&["--share", "qs1", "--name", "a"], &["true"]);
     s.wait_state(id, "SUCCEEDED", 20);
+    let sleep = ["sleep", "600"];
+    s.submit(&["--share", "qs1", "--name", "b"], &sleep);
+    let c = s.submit(&["--share", "qs1", "--name", "c"], &sleep);
+    s.wait_state(c, "RUNNING", 20);
+    let k = s.submit(&["--share", "qs2", "--name", "k"], &sleep);
+    s.wait_state(k, "RUNNING", 20);
     let m = scrape(&addr);
     let exposed: std::collections::BTreeSet<&str> = m.docs.keys().map(String::as_str).collect();
     let docs = std::fs::read_to_string("docs/METRICS.md").unwrap();

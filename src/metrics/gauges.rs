@@ -1,6 +1,6 @@
 //! The gauges, read from the latest published snapshot at scrape time: per share and unit
 //! (limit, usage, borrowed, lent, queued jobs and GPUs), per unit (usable, used) and per
-//! device where telemetry has real data (utilisation, memory).
+//! device (unit, node, index) where telemetry has real data (utilisation, memory).
 
 use crate::snapshot::Snapshot;
 use prometheus_client::collector::Collector;
@@ -128,7 +128,11 @@ impl Collector for Gauges {
                     u.devices.iter().filter_map(|d| {
                         f(d).map(|v| {
                             (
-                                vec![("unit", u.name.clone()), ("device", d.index.to_string())],
+                                vec![
+                                    ("unit", u.name.clone()),
+                                    ("node", d.node.clone()),
+                                    ("device", d.index.to_string()),
+                                ],
                                 v,
                             )
                         })

@@ -224,6 +224,7 @@ mod tests {
         let mut snap = Snapshot::empty();
         let dev = |index, util, mem: Option<(u64, u64)>| DeviceView {
             index,
+            node: "local".into(),
             job: None,
             job_name: None,
             share: None,
@@ -243,11 +244,11 @@ mod tests {
         m.watch(rx);
         let text = m.encode();
         assert!(
-            text.contains("shareq_device_utilization_ratio{unit=\"h200\",device=\"0\"} 0.87"),
+            text.contains("shareq_device_utilization_ratio{unit=\"h200\",node=\"local\",device=\"0\"} 0.87"),
             "{text}"
         );
         assert!(
-            text.contains("shareq_device_memory_used_bytes{unit=\"h200\",device=\"0\"} 1073741824"),
+            text.contains("shareq_device_memory_used_bytes{unit=\"h200\",node=\"local\",device=\"0\"} 1073741824"),
             "{text}"
         );
         assert!(!text.contains("device=\"1\""), "{text}");
