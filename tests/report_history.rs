@@ -130,8 +130,11 @@ fn the_report_from_a_recorded_history_equals_the_replay_summary() {
             "span",
         ]
         .into_iter()
-        .chain(node_figures.into_iter().filter(|k| summary.get(k).is_some()))
-        {
+        .chain(
+            node_figures
+                .into_iter()
+                .filter(|k| summary.get(k).is_some()),
+        ) {
             let got = serde_json::to_value(&report).unwrap()[k]
                 .as_f64()
                 .unwrap_or_else(|| panic!("{name}: the report has no {k}"));

@@ -244,7 +244,9 @@ mod tests {
         m.watch(rx);
         let text = m.encode();
         assert!(
-            text.contains("shareq_device_utilization_ratio{unit=\"h200\",node=\"local\",device=\"0\"} 0.87"),
+            text.contains(
+                "shareq_device_utilization_ratio{unit=\"h200\",node=\"local\",device=\"0\"} 0.87"
+            ),
             "{text}"
         );
         assert!(
