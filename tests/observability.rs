@@ -279,6 +279,14 @@ fn a_live_aws_run_is_scraped_streamed_and_reported() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(past, lines);
+    // Resuming after a line gives exactly the lines after it.
+    let mid = lines[lines.len() / 2]["seq"].as_u64().unwrap();
+    let rest = s.cli(&["events", "--json", "--after", &mid.to_string()]);
+    let rest: Vec<Value> = String::from_utf8_lossy(&rest.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rest, lines[lines.len() / 2 + 1..].to_vec());
     let only = s.cli(&["events", "--since", "1h", "--on", "preempted"]);
     let text = String::from_utf8_lossy(&only.stdout);
     assert_eq!(text.lines().count(), 2, "{text}");
@@ -455,4 +463,22 @@ fn the_grafana_dashboard_uses_documented_metrics_that_serve_exposes() {
             "{name} is not in docs/METRICS.md"
         );
     }
+}
+
+#[test]
+fn a_follower_says_so_when_the_scheduler_stops() {
+    let mut s = Server::start(&common::config(1, 1, &common::share("a", 1, "LEND", false)));
+    let mut follow = Follower::start(&s);
+    follow.wait("config_applied", "");
+    s.stop();
+    let child = &mut follow.child;
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "the follower did not end");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(1));
 }

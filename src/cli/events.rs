@@ -21,6 +21,11 @@ pub struct EventsArgs {
     /// time (2026-12-01T10:00), or `now`. Default: 1d, or `now` with --follow.
     #[arg(long, value_name = "T")]
     pub since: Option<String>,
+    /// Only lines after this sequence number (`seq` of the last line a notifier handled):
+    /// resume without missing or repeating a decision. Without --since, from the start of
+    /// the stored stream.
+    #[arg(long, value_name = "SEQ")]
+    pub after: Option<u64>,
     /// Only these events (repeat or separate with commas): submitted, started, preempted,
     /// requeued, failed, succeeded, cancelled, timed_out, reprioritized, rejected,
     /// config_applied, config_rejected.
@@ -36,8 +41,8 @@ pub struct EventsArgs {
     pub command: Vec<String>,
 }
 
-/// Exit 0 when the stream ended (without --follow: after the past), 1 when the
-/// scheduler cannot be reached, 2 on a bad argument.
+/// Exit 0 after the past (without --follow), 1 when the scheduler cannot be reached or
+/// (with --follow) closed the stream, 2 on a bad argument.
 pub fn events(args: &EventsArgs) -> ExitCode {
     for e in &args.on {
         if !EVENT_NAMES.contains(&e.as_str()) {
@@ -58,6 +63,7 @@ pub fn events(args: &EventsArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
         },
+        None if args.after.is_some() => 0,
         None if args.follow => now,
         None => now - 86_400_000,
     };
@@ -72,7 +78,7 @@ pub fn events(args: &EventsArgs) -> ExitCode {
         }
     };
     let req = Request::Events {
-        after: 0,
+        after: args.after.unwrap_or(0),
         since,
         follow: args.follow,
     };
@@ -84,6 +90,11 @@ pub fn events(args: &EventsArgs) -> ExitCode {
     loop {
         let line = match client.next_line() {
             Ok(Some(l)) => l,
+            Ok(None) if args.follow => {
+                // A follower outlives the stream only when the scheduler went away.
+                eprintln!("shareq events: the scheduler closed the stream (did it stop?)");
+                return ExitCode::from(1);
+            }
             Ok(None) => return ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("shareq events: {e}");
