@@ -73,6 +73,13 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Print the slurm.conf and gres.conf lines that let shareq pin exact GPUs on the
+    /// nodes of a config (the Slurm executor).
+    SlurmConf {
+        /// The config directory whose `nodes` to describe.
+        #[arg(long)]
+        config: PathBuf,
+    },
     /// Run one attempt of a job (used by the scheduler itself).
     #[command(name = "__supervise", hide = true)]
     Supervise { spec: PathBuf },
@@ -134,6 +141,7 @@ fn main() -> ExitCode {
         Command::Events(a) => shareq::cli::events(&a),
         Command::Report(a) => shareq::cli::report(&a),
         Command::Gpus { config } => shareq::cli::gpus(config.as_deref()),
+        Command::SlurmConf { config } => shareq::cli::slurm_conf(&config),
         Command::Supervise { spec } => shareq::cli::supervise(&spec),
         Command::Completions { shell } => {
             let mut cmd = visible_command();

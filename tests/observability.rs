@@ -477,7 +477,10 @@ fn a_follower_says_so_when_the_scheduler_stops() {
         if let Some(st) = child.try_wait().unwrap() {
             break st;
         }
-        assert!(t.elapsed() < Duration::from_secs(20), "the follower did not end");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the follower did not end"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(status.code(), Some(1));

@@ -1,10 +1,38 @@
 //! `shareq gpus [--config DIR]`: what GPUs this machine has, how they were found (or why
-//! none were), and which unit each would serve.
+//! none were), and which unit each would serve; and `shareq slurm-conf`: what a Slurm
+//! cluster needs so that shareq can pin the GPUs of its nodes.
 
 use crate::config::load_dir;
 use crate::exec::{Discovery, Method};
 use std::path::Path;
 use std::process::ExitCode;
+
+/// `shareq slurm-conf --config DIR`: what the Slurm admin adds for the Slurm executor.
+pub fn slurm_conf(dir: &Path) -> ExitCode {
+    match load_dir(dir) {
+        Ok(loaded) if loaded.config.has_nodes() => {
+            print!("{}", crate::exec::slurm::slurm_conf(&loaded.config));
+            ExitCode::SUCCESS
+        }
+        Ok(_) => {
+            eprintln!(
+                "shareq slurm-conf: {} lists no `nodes`: the Slurm executor needs them (docs/CONFIG.md, Nodes)",
+                dir.display()
+            );
+            ExitCode::from(2)
+        }
+        Err(errors) => {
+            eprintln!(
+                "shareq slurm-conf: the config in {} is not valid:",
+                dir.display()
+            );
+            for e in errors {
+                eprintln!("  {e}");
+            }
+            ExitCode::from(2)
+        }
+    }
+}
 
 pub fn gpus(config: Option<&Path>) -> ExitCode {
     let d = Discovery::run();

@@ -20,7 +20,7 @@ pub use admin::{AuditArgs, ReloadArgs, audit, reload};
 pub use cancel::{CancelArgs, cancel};
 pub use console::{ConsoleArgs, DemoArgs, default_config_dir, demo, tui};
 pub use events::{EventsArgs, events};
-pub use gpus::gpus;
+pub use gpus::{gpus, slurm_conf};
 pub use jobs::{JobsArgs, duration, jobs};
 pub use log::{LogArgs, log};
 pub use priority::{PriorityArgs, priority};

@@ -942,11 +942,31 @@ impl Runtime {
                     }
                 }
                 for node in r.nodes_down {
-                    tracing::error!(node = %node, "Slurm says the node is down: its jobs are preempted (DEVICE_LOST)");
+                    tracing::error!(node = %node, "Slurm says the node is down: its jobs are preempted (DEVICE_LOST) and their GPUs count as released (nothing of them can come back)");
                     self.sched.node_lost(&node, now);
+                    let on_it: Vec<(JobId, u32)> = self
+                        .sched
+                        .jobs()
+                        .filter(|j| j.is_holding())
+                        .filter(|j| {
+                            j.node().map(|n| self.sched.node_name(n)) == Some(node.as_str())
+                        })
+                        .map(|j| (j.id, j.attempts_started))
+                        .collect();
+                    for (job, attempt) in on_it {
+                        self.attempt_ended(job, attempt, 255, now);
+                    }
                     self.slurm_down.insert(node);
                     self.picture.touch_all();
                     outcome = Outcome::Reschedule;
+                }
+                for (node, drained) in r.drained {
+                    if self.sched.is_drained(&node) != drained {
+                        tracing::warn!(node = %node, drained, "Slurm says the node is {}", if drained { "drained: it takes no new jobs, its running jobs go on" } else { "back in service" });
+                        self.sched.node_drained(&node, drained, now);
+                        self.picture.touch_all();
+                        outcome = Outcome::Reschedule;
+                    }
                 }
                 for (job, attempt, code) in r.ended {
                     match self.attempt_ended(job, attempt, code, now) {

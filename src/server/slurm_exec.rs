@@ -39,6 +39,8 @@ pub(crate) struct Reconciled {
     pub running: Vec<(JobId, u32)>,
     pub ended: Vec<(JobId, u32, i32)>,
     pub nodes_down: Vec<String>,
+    /// Every node Slurm listed, and whether it is drained.
+    pub drained: Vec<(String, bool)>,
 }
 
 /// Signal a batch job (TERM or KILL to the batch script through `--full`; a KILL is
@@ -156,10 +158,9 @@ impl Executor {
         let (root, owner): (PathBuf, Owner) = (self.state.root().to_path_buf(), self.owner.clone());
         let tx = self.tx.clone();
         tokio::task::spawn_blocking(move || {
-            let jobs = slurm::squeue(&partition);
-            let nodes = slurm::sinfo(&partition);
-            // Read after squeue: a job gone from squeue has written its exit by then.
-            let attempts = watched
+            // Exit files first, then Slurm: an attempt that ended because its node went
+            // down is seen with that node down (Slurm marks it before killing the job).
+            let mut attempts: Vec<(JobId, u32, bool, Option<ExitStatus>, bool)> = watched
                 .into_iter()
                 .map(|(job, attempt, known)| {
                     let exit = runfiles::read_exit(&root, job, attempt, &owner);
@@ -167,6 +168,13 @@ impl Executor {
                     (job, attempt, known, exit, pid)
                 })
                 .collect();
+            let jobs = slurm::squeue(&partition);
+            let nodes = slurm::sinfo(&partition);
+            // And again for those without one: a job gone from squeue wrote its exit
+            // before it went (or it was lost).
+            for a in attempts.iter_mut().filter(|a| a.3.is_none()) {
+                a.3 = runfiles::read_exit(&root, a.0, a.1, &owner);
+            }
             let view = SlurmView {
                 jobs,
                 nodes,
@@ -235,6 +243,10 @@ impl Executor {
                         out.nodes_down.push(n.name.clone());
                     }
                 }
+                out.drained = nodes
+                    .iter()
+                    .map(|n| (n.name.clone(), n.is_drained()))
+                    .collect();
             }
             Err(e) => tracing::warn!("cannot read Slurm's nodes: {e}"),
         }

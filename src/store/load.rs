@@ -45,7 +45,7 @@ impl Store {
                     started_at, devices,
                     (SELECT attempt FROM attempts WHERE job = jobs.id AND ended_at IS NULL
                      ORDER BY attempt DESC LIMIT 1),
-                    fail_reason
+                    fail_reason, node
                  FROM jobs WHERE finished_at IS NULL ORDER BY id",
             )
             .map_err(|e| self.err(e))?;
@@ -81,6 +81,7 @@ impl Store {
                 let attempts_started: u32 = row.get(8).map_err(e)?;
                 let open: Option<u32> = row.get(14).map_err(e)?;
                 Some(StoredHolding {
+                    node: row.get(16).map_err(e)?,
                     attempt: open.unwrap_or(attempts_started.max(1)),
                     devices,
                     started_at: started_at.ok_or_else(|| bad("holding, no start time".into()))?,

@@ -246,9 +246,9 @@ fn record_event(
     match e {
         Event::Started {
             job,
+            node,
             devices,
             borrowed,
-            ..
         } => {
             close_attempt(tx, *job, now)?;
             // The attempt number the runtime sees in `attempts_started` right after this
@@ -270,12 +270,14 @@ fn record_event(
             };
             let devices = devices_json(devices);
             tx.prepare_cached(
-                "INSERT INTO attempts (job, attempt, devices, borrowed, started_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO attempts (job, attempt, devices, borrowed, started_at, node)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
-            .execute(params![job.0 as i64, attempt, devices, borrowed, now])?;
-            tx.prepare_cached("UPDATE jobs SET started_at = ?2, devices = ?3 WHERE id = ?1")?
-                .execute(params![job.0 as i64, now, devices])?;
+            .execute(params![job.0 as i64, attempt, devices, borrowed, now, node])?;
+            tx.prepare_cached(
+                "UPDATE jobs SET started_at = ?2, devices = ?3, node = ?4 WHERE id = ?1",
+            )?
+            .execute(params![job.0 as i64, now, devices, node])?;
         }
         Event::Preempted { job, by, reason } => {
             set_stop(tx, *job, reason.as_str())?;

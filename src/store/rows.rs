@@ -29,6 +29,8 @@ pub struct StoredJob {
 pub struct StoredHolding {
     /// 1-based attempt number: names `<state>/runs/<job>/<attempt>.{pid,exit}`.
     pub attempt: u32,
+    /// The node of `devices` (SPEC §10); `None` without `nodes`.
+    pub node: Option<String>,
     pub devices: Vec<u32>,
     pub started_at: Time,
     /// It was being stopped (preempted, cancelled, timed out).
@@ -44,7 +46,7 @@ impl StoredJob {
             .as_ref()
             .filter(|_| keep_holding)
             .map(|h| RestoredHolding {
-                node: None,
+                node: h.node.clone(),
                 devices: h.devices.clone(),
                 started_at: h.started_at,
                 state: self.state,

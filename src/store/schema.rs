@@ -100,7 +100,12 @@ const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX jobs_client_token ON jobs(json_extract(spec, '$.clientToken'))
         WHERE json_extract(spec, '$.clientToken') IS NOT NULL;
     ",
-    // 4: the decision stream (`shareq events`) and the standing after each change of it
+    // 4: the node of each attempt's devices (SPEC §10); NULL without `nodes`.
+    "
+    ALTER TABLE jobs ADD COLUMN node TEXT;
+    ALTER TABLE attempts ADD COLUMN node TEXT;
+    ",
+    // 5: the decision stream (`shareq events`) and the standing after each change of it
     // (`shareq report`), written by `store::events` with each batch.
     "
     CREATE TABLE events (
