@@ -218,6 +218,13 @@ fn session(
         }
     };
     rt.block_on(async move {
+        if running && metrics.is_some() {
+            eprintln!(
+                "shareq: --metrics is ignored: this console attaches to the scheduler already \
+                 running on {}, which serves its own metrics (`serve --metrics`)",
+                state.root().display()
+            );
+        }
         let booted = if running {
             Err(BootError::Locked {
                 pid: None,
@@ -225,7 +232,7 @@ fn session(
             })
         } else {
             let mut opts = BootOptions::new(state.clone(), config.to_path_buf());
-            opts.metrics = metrics;
+            opts.metrics = metrics.clone();
             boot::start(opts).await
         };
         let (local, snapshots, inputs) =
