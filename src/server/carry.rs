@@ -123,11 +123,7 @@ impl Executor {
         if let Some(a) = self.running.get_mut(&job).filter(|a| a.attempt == attempt) {
             tracing::info!(job = %job, attempt, "grace period over: SIGKILL");
             a.stop = Some(Stop::Kill);
-            if let Some(id) = a.slurm {
-                super::slurm_exec::cancel(id, Stop::Kill);
-            } else if let Some(pid) = a.pid {
-                proc::signal(pid, Stop::Kill);
-            }
+            Self::signal(a, Stop::Kill);
         }
     }
 
@@ -135,10 +131,8 @@ impl Executor {
     pub(crate) fn spawned(&mut self, job: JobId, attempt: u32, pid: i32) {
         if let Some(a) = self.running.get_mut(&job).filter(|a| a.attempt == attempt) {
             a.pid = Some(pid);
-            match a.stop {
-                Some(Stop::Term) => proc::signal(pid, Stop::Term),
-                Some(Stop::Kill) => proc::signal(pid, Stop::Kill),
-                None => {}
+            if let Some(how) = a.stop {
+                Self::signal(a, how);
             }
         }
     }
@@ -327,10 +321,8 @@ impl Executor {
             free_reserve: self.log_limits.reserve_bytes(),
             submitter: j.spec.submitter.as_deref().cloned(),
         };
-        let timeout = j.spec.timeout_seconds;
-        let tx = self.tx.clone();
-        let report = move |k: ExecKind| drop(tx.send(Input::Exec(ExecReport(k))));
-        tracing::info!(job = %job, attempt, ?devices, "started");
+        let node = j.node().map(|n| sched.node_name(n).to_string());
+        tracing::info!(job = %job, attempt, ?devices, node = node.as_deref().unwrap_or(""), "started");
         self.running.insert(
             job,
             Attempt {
@@ -341,14 +333,42 @@ impl Executor {
                 reported: false,
             },
         );
-        if let Backend::Slurm { partition } = &self.backend {
-            let node = j.node().map(|n| sched.node_name(n).to_string());
-            let partition = partition.clone();
-            self.slurm_start(timers, spec, node.unwrap_or_default(), partition, timeout);
-            return;
+        self.launch(spec, node.unwrap_or_default());
+        if let Some(secs) = j.spec.timeout_seconds {
+            timers.set(Timer::Timeout { job, attempt }, Duration::from_secs(secs));
         }
-        // Starting a process blocks its parent until the child has exec'd (~ms): do it
-        // off the runtime task so that scheduling never waits for it.
+        self.slurm_watch(timers);
+    }
+
+    // ---- the executor boundary: every start and signal goes through these two ----
+
+    /// Start an attempt on `node` with the spec's devices. Its supervisor reports back as
+    /// `Spawned` (local) or `SlurmSubmitted`, then `Running`, then `Exited`.
+    fn launch(&mut self, spec: LaunchSpec, node: String) {
+        match &self.backend {
+            Backend::Local => self.local_start(spec),
+            Backend::Slurm { partition } => {
+                let partition = partition.clone();
+                self.slurm_start(spec, node, partition);
+            }
+        }
+    }
+
+    /// Deliver a stop to an attempt's supervisor (SIGTERM or SIGKILL), once it is known.
+    pub(super) fn signal(a: &Attempt, how: Stop) {
+        if let Some(id) = a.slurm {
+            super::slurm_exec::cancel(id, how);
+        } else if let Some(pid) = a.pid {
+            proc::signal(pid, how);
+        }
+    }
+
+    /// The local executor: a supervisor process on this machine, started off the runtime
+    /// task (starting a process blocks its parent until the child has exec'd, ~ms).
+    fn local_start(&mut self, spec: LaunchSpec) {
+        let (job, attempt) = (spec.job, spec.attempt);
+        let tx = self.tx.clone();
+        let report = move |k: ExecKind| drop(tx.send(Input::Exec(ExecReport(k))));
         let (exe, owner) = (self.exe.clone(), self.owner.clone());
         tokio::spawn(async move {
             let state = spec.state.clone();
@@ -389,9 +409,6 @@ impl Executor {
                 status,
             });
         });
-        if let Some(secs) = timeout {
-            timers.set(Timer::Timeout { job, attempt }, Duration::from_secs(secs));
-        }
     }
 
     /// SIGTERM now, SIGKILL when the grace period is over (if it is still running).
@@ -404,11 +421,7 @@ impl Executor {
         }
         let how = if grace == 0 { Stop::Kill } else { Stop::Term };
         a.stop = Some(how);
-        if let Some(id) = a.slurm {
-            super::slurm_exec::cancel(id, how);
-        } else if let Some(pid) = a.pid {
-            proc::signal(pid, how);
-        }
+        Self::signal(a, how);
         if how == Stop::Kill {
             return;
         }

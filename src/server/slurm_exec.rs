@@ -65,14 +65,7 @@ pub(crate) fn cancel(id: u64, how: Stop) {
 impl Executor {
     /// Submit an attempt as a batch job; STARTING once Slurm has it, RUNNING when its
     /// supervisor reports in.
-    pub(super) fn slurm_start(
-        &mut self,
-        timers: &mut Timers,
-        spec: LaunchSpec,
-        node: String,
-        partition: String,
-        timeout: Option<u64>,
-    ) {
+    pub(super) fn slurm_start(&mut self, spec: LaunchSpec, node: String, partition: String) {
         let (job, attempt) = (spec.job, spec.attempt);
         let exe = self.exe.clone();
         let slurm_log = self.state.attempt_log(job, attempt).with_extension("slurm");
@@ -116,10 +109,6 @@ impl Executor {
                 }
             }
         });
-        if let Some(secs) = timeout {
-            timers.set(Timer::Timeout { job, attempt }, Duration::from_secs(secs));
-        }
-        self.slurm_watch(timers);
     }
 
     /// `sbatch` answered: remember the batch job and deliver a stop asked for meanwhile.
@@ -131,7 +120,7 @@ impl Executor {
         };
         a.slurm = Some(id);
         if let Some(how) = a.stop {
-            cancel(id, how);
+            Self::signal(a, how);
         }
         true
     }
@@ -219,7 +208,7 @@ impl Executor {
                 tracing::info!(job = %job, attempt, slurm_job = s.id, "found its Slurm job by name");
                 a.slurm = Some(s.id);
                 if let Some(how) = a.stop {
-                    cancel(s.id, how);
+                    Self::signal(a, how);
                 }
             }
             if let Some(status) = exit {
