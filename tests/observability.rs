@@ -50,6 +50,14 @@ fn metrics_addr(s: &Server) -> String {
     addr
 }
 
+/// GET /metrics after everything done so far is in the published snapshot (`status`
+/// syncs with the runtime; the gauges follow the snapshot, at most 20 ms behind).
+fn fresh_scrape(s: &Server, addr: &str) -> prometheus_parse::Scrape {
+    let out = s.cli(&["status"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    scrape(addr)
+}
+
 /// GET /metrics, parsed by a Prometheus text-format parser.
 fn scrape(addr: &str) -> prometheus_parse::Scrape {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
@@ -184,7 +192,7 @@ fn a_live_aws_run_is_scraped_streamed_and_reported() {
     follow.wait("submitted", "j1");
 
     // qs1 borrows qs2's idle GPU (qs3's is reserved): the scrape shows it.
-    let m = scrape(&addr);
+    let m = fresh_scrape(&s, &addr);
     assert_eq!(lane(&m, "shareq_share_usage_gpus", "qs1"), 2.0);
     assert_eq!(lane(&m, "shareq_share_borrowed_gpus", "qs1"), 1.0);
     assert_eq!(lane(&m, "shareq_share_lent_gpus", "qs2"), 1.0);
@@ -212,7 +220,7 @@ fn a_live_aws_run_is_scraped_streamed_and_reported() {
     let k = s.submit(&["--share", "qs2", "--name", "k"], &sleep);
     follow.wait("preempted", "j2");
     s.wait_state(k, "RUNNING", 20);
-    let m = scrape(&addr);
+    let m = fresh_scrape(&s, &addr);
     assert_eq!(lane(&m, "shareq_share_borrowed_gpus", "qs1"), 0.0);
     assert_eq!(lane(&m, "shareq_share_lent_gpus", "qs2"), 0.0);
     assert_eq!(lane(&m, "shareq_share_usage_gpus", "qs2"), 1.0);
@@ -419,7 +427,7 @@ fn the_grafana_dashboard_uses_documented_metrics_that_serve_exposes() {
     s.wait_state(c, "RUNNING", 20);
     let k = s.submit(&["--share", "qs2", "--name", "k"], &sleep);
     s.wait_state(k, "RUNNING", 20);
-    let m = scrape(&addr);
+    let m = fresh_scrape(&s, &addr);
     let exposed: std::collections::BTreeSet<&str> = m.docs.keys().map(String::as_str).collect();
     let docs = std::fs::read_to_string("docs/METRICS.md").unwrap();
     let dash: Value =
