@@ -54,7 +54,11 @@ fn metrics_addr(s: &Server) -> String {
 /// syncs with the runtime; the gauges follow the snapshot, at most 20 ms behind).
 fn fresh_scrape(s: &Server, addr: &str) -> prometheus_parse::Scrape {
     let out = s.cli(&["status"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     scrape(addr)
 }
 
