@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::Server;
+use common::{Server, wait_for};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -107,17 +107,6 @@ impl Drop for Cluster {
     }
 }
 
-fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(
-            t.elapsed() < Duration::from_secs(secs),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// The indices Slurm allocated, from `gres_detail` (`gpu:g1:1(IDX:1),gpu:g3:1(IDX:3)`).
 fn slurm_indices(j: &Value) -> Vec<u64> {
     let mut out = Vec::new();
@@ -183,7 +172,7 @@ fn the_aws_example_runs_on_slurm_with_every_quota_rule() {
     assert_ne!(s.job(j1)["node"], s.job(j2)["node"]);
     assert_pinned(&c, &s, j1);
     assert_pinned(&c, &s, j2);
-    wait_until(10, "j1's log", || s.log(j1, 1).contains("CUDA=0,1,2"));
+    wait_for(10, "j1's log", || s.log(j1, 1).contains("CUDA=0,1,2"));
 
     // A QS2 job takes its GPUs back: the borrower on that node is preempted.
     let k = s.submit(&["--share", "qs2", "--gpus", "2"], &long);
@@ -218,7 +207,7 @@ fn the_aws_example_runs_on_slurm_with_every_quota_rule() {
     let t = Instant::now();
     let out = s.cli(&["cancel", &stubborn.to_string()]);
     assert!(out.status.success());
-    wait_until(20, "the stubborn job to end", || {
+    wait_for(20, "the stubborn job to end", || {
         s.job(stubborn)["state"] != "RUNNING" && c.live(stubborn, 1).is_none()
     });
     let took = t.elapsed();
@@ -240,7 +229,7 @@ fn the_aws_example_runs_on_slurm_with_every_quota_rule() {
     // Adopted by name: a cancel reaches its Slurm job.
     let out = s.cli(&["cancel", &k.to_string()]);
     assert!(out.status.success());
-    wait_until(20, "k's Slurm job to go", || c.live(k, 1).is_none());
+    wait_for(20, "k's Slurm job to go", || c.live(k, 1).is_none());
 
     // A drained node takes no new job; its running job goes on.
     let node_of_j2 = s.job(j2)["node"].as_str().unwrap().to_string();
@@ -250,7 +239,7 @@ fn the_aws_example_runs_on_slurm_with_every_quota_rule() {
         "state=drain",
         "reason=shareq-test",
     ]);
-    wait_until(10, "shareq to see the drain", || {
+    wait_for(10, "shareq to see the drain", || {
         s.cli(&["status"])
             .stdout
             .windows(node_of_j2.len())
@@ -278,7 +267,7 @@ fn the_aws_example_runs_on_slurm_with_every_quota_rule() {
         "state=down",
         "reason=shareq-test",
     ]);
-    wait_until(20, "j2 to lose its node", || s.state_of(j2) != "RUNNING");
+    wait_for(20, "j2 to lose its node", || s.state_of(j2) != "RUNNING");
     // What ran there is orphaned with its slurmd gone: end it by hand, as a reboot would.
     let run = s.state.join(format!("runs/{j2}/{attempt}.pid"));
     if let Some(p) = std::fs::read_to_string(&run)

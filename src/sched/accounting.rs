@@ -43,6 +43,15 @@ pub(crate) struct Gone {
     pub requeued: Vec<(u32, QKey)>,
 }
 
+impl Gone {
+    /// What the victims of share `r` free and put back in the queue (nothing if none).
+    pub fn of(gone: &[Gone], r: ShareIx) -> (u32, &[(u32, QKey)]) {
+        gone.iter()
+            .find(|g| g.share == r)
+            .map_or((0, &[][..]), |g| (g.gpus, g.requeued.as_slice()))
+    }
+}
+
 impl Sched {
     /// Recompute a lane's share of its unit's `held_back` total (SPEC §3).
     pub(crate) fn refresh_lane(&mut self, s: ShareIx, u: UnitIx) {
@@ -173,10 +182,7 @@ impl Sched {
                 continue;
             }
             let lane = &sh.lanes[u];
-            let (gpus, requeued) = gone
-                .iter()
-                .find(|g| g.share == r)
-                .map_or((0, &[][..]), |g| (g.gpus, g.requeued.as_slice()));
+            let (gpus, requeued) = Gone::of(gone, r);
             let idle = lane.limit.saturating_sub(lane.usage - gpus);
             let threshold = self.waiting_threshold(u, idle.min(free));
             let back = |ahead: Option<QKey>| -> u64 {

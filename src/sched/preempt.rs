@@ -298,11 +298,7 @@ impl Sched {
                 continue;
             }
             let tl = &sh.lanes[u];
-            let (gpus, requeued) = acc
-                .per_share
-                .iter()
-                .find(|g| g.share == r)
-                .map_or((0, &[][..]), |g| (g.gpus, g.requeued.as_slice()));
+            let (gpus, requeued) = Gone::of(&acc.per_share, r);
             let idle = tl.limit.saturating_sub(tl.usage - gpus);
             let term = if sh.strategy == Strategy::Reserve {
                 u64::from(idle)

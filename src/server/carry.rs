@@ -158,12 +158,15 @@ impl Executor {
         let Ok(pid_i) = i32::try_from(pid) else {
             return;
         };
+        // A Slurm attempt is signalled through its batch job, never by pid (its
+        // supervisor may run on another node; pid 0 would be our own process group).
+        let pid_i = (self.backend == Backend::Local && pid_i > 0).then_some(pid_i);
         tracing::info!(job = %job, attempt, pid, "adopted a running attempt");
         self.running.insert(
             job,
             Attempt {
                 attempt,
-                pid: Some(pid_i),
+                pid: pid_i,
                 stop: None,
                 slurm: None,
                 reported: true,

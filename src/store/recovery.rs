@@ -45,6 +45,18 @@ pub struct RecoveryPlan {
 /// Classify every recovered job. Jobs being stopped whose processes are gone count as
 /// released (their stop is complete), not lost.
 pub fn plan(state_dir: &Path, recovered: &Recovered) -> RecoveryPlan {
+    plan_with(state_dir, recovered, None)
+}
+
+/// [`plan`], with the Slurm executor's view (SPEC §10): `live` says whether Slurm still
+/// runs an attempt's batch job (found by name). Then a supervisor is alive when its job
+/// is, whatever this machine's `/proc` says (it may run on another node), and nothing is
+/// killed here (the processes are not on this machine).
+pub fn plan_with(
+    state_dir: &Path,
+    recovered: &Recovered,
+    live: Option<&dyn Fn(JobId, u32) -> bool>,
+) -> RecoveryPlan {
     let mut p = RecoveryPlan {
         restore: Vec::with_capacity(recovered.jobs.len()),
         adopted: Vec::new(),
@@ -59,6 +71,15 @@ pub fn plan(state_dir: &Path, recovered: &Recovered) -> RecoveryPlan {
         };
         let stopping = h.stopping.is_some();
         let owner = &recovered.owner;
+        if let Some(live) = live {
+            let status = match runfiles::read_exit(state_dir, job.id, h.attempt, owner) {
+                Some(st) => SupervisorStatus::Exited(st),
+                None if live(job.id, h.attempt) => SupervisorStatus::Alive { pid: 0 },
+                None => SupervisorStatus::Vanished { session: None },
+            };
+            p.take(job, h.attempt, stopping, status);
+            continue;
+        }
         let mut status = runfiles::probe(state_dir, job.id, h.attempt, owner);
         if status == (SupervisorStatus::Vanished { session: None })
             && !runfiles::pid_path(state_dir, job.id, h.attempt).exists()
@@ -77,33 +98,48 @@ pub fn plan(state_dir: &Path, recovered: &Recovered) -> RecoveryPlan {
         {
             tracing::error!(job = %job.id, session = sid, "processes of a vanished supervisor's attempt survive SIGKILL");
         }
+        p.take(job, h.attempt, stopping, status);
+    }
+    p
+}
+
+impl RecoveryPlan {
+    /// What becomes of one holding job, by what its supervisor's status says.
+    fn take(
+        &mut self,
+        job: &super::rows::StoredJob,
+        attempt: u32,
+        stopping: bool,
+        status: SupervisorStatus,
+    ) {
         match status {
-            SupervisorStatus::Alive { pid } => p.adopted.push(Adopted {
+            SupervisorStatus::Alive { pid } => self.adopted.push(Adopted {
                 job: job.id,
-                attempt: h.attempt,
+                attempt,
                 pid,
             }),
-            SupervisorStatus::Exited(st) if stopping => p.observed.push(Observed::Released {
+            SupervisorStatus::Exited(st) if stopping => self.observed.push(Observed::Released {
                 job: job.id,
                 code: Some(st.code),
             }),
-            SupervisorStatus::Exited(st) => p.observed.push(Observed::Exited {
+            SupervisorStatus::Exited(st) => self.observed.push(Observed::Exited {
                 job: job.id,
                 code: st.code,
             }),
-            SupervisorStatus::Vanished { .. } if stopping => p.observed.push(Observed::Released {
-                job: job.id,
-                code: None,
-            }),
+            SupervisorStatus::Vanished { .. } if stopping => {
+                self.observed.push(Observed::Released {
+                    job: job.id,
+                    code: None,
+                })
+            }
             SupervisorStatus::Vanished { .. } => {
-                p.lost.push(job.id);
-                p.restore.push(job.restored(false));
-                continue;
+                self.lost.push(job.id);
+                self.restore.push(job.restored(false));
+                return;
             }
         }
-        p.restore.push(job.restored(true));
+        self.restore.push(job.restored(true));
     }
-    p
 }
 
 impl RecoveryPlan {
