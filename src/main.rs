@@ -63,6 +63,9 @@ enum Command {
     Reload(shareq::cli::ReloadArgs),
     /// The audit trail: every accepted submit, cancel, priority change and reload (admins).
     Audit(shareq::cli::AuditArgs),
+    /// Who used the GPUs: per share, own / borrowed / lent GPUs, queue and waits over
+    /// the last hour, day or week.
+    History(shareq::cli::HistoryArgs),
     /// The scheduler's decisions (submitted, started, preempted, ...) as they happen.
     Events(shareq::cli::EventsArgs),
     /// Usage per share (and per user, admins) over a window of the history.
@@ -138,6 +141,7 @@ fn main() -> ExitCode {
         Command::Log(a) => shareq::cli::log(&a),
         Command::Reload(a) => shareq::cli::reload(&a),
         Command::Audit(a) => shareq::cli::audit(&a),
+        Command::History(a) => shareq::cli::history(&a),
         Command::Events(a) => shareq::cli::events(&a),
         Command::Report(a) => shareq::cli::report(&a),
         Command::Gpus { config } => shareq::cli::gpus(config.as_deref()),

@@ -26,7 +26,8 @@ fn completions_know_every_subcommand() {
         assert!(ok, "{shell}: {err}");
         assert!(out.contains(marker), "{shell}:\n{out}");
         for sub in [
-            "submit", "cancel", "jobs", "replay", "check", "serve", "audit",
+            "submit", "cancel", "jobs", "replay", "check", "serve", "audit", "history", "since",
+            "until",
         ] {
             assert!(out.contains(sub), "{shell} completion lacks {sub}");
         }
@@ -44,7 +45,7 @@ fn the_man_page_describes_the_commands() {
     let (ok, out, err) = shareq(&["man"]);
     assert!(ok, "{err}");
     assert!(out.contains(".TH shareq 1"), "{out}");
-    for sub in ["submit", "replay", "demo"] {
+    for sub in ["submit", "replay", "demo", "history"] {
         assert!(out.contains(sub), "the man page lacks {sub}");
     }
 }

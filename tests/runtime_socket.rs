@@ -316,17 +316,7 @@ fn jobs_filters_narrow_the_lists_and_the_json() {
     );
     s.wait_state(a, "RUNNING", 20);
     s.wait_state(b, "RUNNING", 20);
-    let json = |args: &[&str]| -> Value {
-        let mut all = vec!["jobs", "--json"];
-        all.extend_from_slice(args);
-        let out = s.cli(&all);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
+    let json = |args: &[&str]| -> Value { s.jobs_json(args) };
     let every = |v: &Value| -> Vec<u64> {
         let mut ids: Vec<u64> = ["queue", "running"]
             .iter()

@@ -142,10 +142,13 @@ async fn runtime_notices_show_in_the_footer() {
         .await;
         (r, term)
     });
-    n_tx.send(Notice {
-        text: "probe refused: no share named \"x\"".into(),
-        error: true,
-    })
+    n_tx.send(
+        Notice {
+            text: "probe refused: no share named \"x\"".into(),
+            error: true,
+        }
+        .into(),
+    )
     .unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     drop(ev_tx); // the event stream ends: the loop returns

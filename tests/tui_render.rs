@@ -4,6 +4,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Frame;
 use shareq::model::JobId;
+use shareq::store::usage::{UsageHistory, Window};
 use shareq::tui::app::{App, Mode, Pane};
 use shareq::tui::fixtures::{self, NOW};
 use shareq::tui::input::on_key;
@@ -307,4 +308,45 @@ fn no_color_renders_without_colours() {
     );
     let text = fixtures::render_text(&mut app, 120, 40);
     assert!(text.contains("■■") && text.contains("▤") && text.contains("░"));
+}
+
+fn history_app(window: Window, data: Option<Result<UsageHistory, String>>) -> App {
+    let mut app = fixtures::app(fixtures::lab());
+    on_key(&mut app, key('h'));
+    if window != Window::Hour {
+        on_key(&mut app, key(if window == Window::Day { '2' } else { '3' }));
+    }
+    app.history.data = data;
+    app
+}
+
+#[test]
+fn history_view() {
+    for w in Window::ALL {
+        check(&format!("history_{}", w.label()), || {
+            history_app(w, Some(Ok(fixtures::history(w))))
+        });
+    }
+    check("history_one_share", || {
+        let mut app = history_app(Window::Hour, Some(Ok(fixtures::history(Window::Hour))));
+        // k steps back from "every share" to the last one.
+        on_key(&mut app, key('k'));
+        assert_eq!(app.history.share.as_deref(), Some("vision"));
+        app
+    });
+    check("history_empty", || {
+        let mut h = fixtures::history(Window::Hour);
+        h.samples.iter_mut().for_each(|n| *n = 0);
+        h.series.clear();
+        history_app(Window::Hour, Some(Ok(h)))
+    });
+    check("history_loading", || history_app(Window::Day, None));
+    check("history_unavailable", || {
+        history_app(
+            Window::Hour,
+            Some(Err(
+                "this scheduler keeps no database, so no utilisation history".into(),
+            )),
+        )
+    });
 }

@@ -2,8 +2,12 @@
 //! processes on fake GPUs, the demo load generator) driven in tmux with send-keys /
 //! capture-pane. Submit through the form, cancel it, raise a priority so that a preemption
 //! shows in the log, resize, quit (stopping all jobs), and check that the terminal settings
-//! are restored. Needs tmux: without it the test says so and passes, unless
-//! `SHAREQ_REQUIRE_TMUX=1` (CI sets it) makes a missing tmux a failure.
+//! are restored. A console attached to a `shareq serve` rides out a restart of the
+//! scheduler, shows the utilisation history, and never offers to stop every job. Needs
+//! tmux: without it the test says so and passes, unless `SHAREQ_REQUIRE_TMUX=1` (CI sets
+//! it) makes a missing tmux a failure.
+
+mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -47,6 +51,22 @@ fn tmux_here(test: &str) -> bool {
     false
 }
 
+/// A detached tmux session of `w`×`h` running `script`.
+fn new_session(session: &str, w: u16, h: u16, script: &str) {
+    let (w, h) = (w.to_string(), h.to_string());
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        session,
+        "-x",
+        &w,
+        "-y",
+        &h,
+        script,
+    ]);
+}
+
 fn keys(session: &str, keys: &[&str]) {
     for k in keys {
         tmux(&["send-keys", "-t", session, k]);
@@ -71,17 +91,7 @@ fn demo_submit_cancel_raise_resize_quit_in_tmux() {
         e = exit.display(),
         bin = bin.display()
     );
-    tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "160",
-        "-y",
-        "48",
-        &script,
-    ]);
+    new_session(&session, 160, 48, &script);
     let _cleanup = Cleanup(session.clone());
     wait_for(&session, "Queue (");
     // Submit through the form.
@@ -273,17 +283,7 @@ fn closing_the_demos_terminal_stops_its_jobs_and_removes_its_directory() {
         t = tmp.path().display(),
         bin = bin.display()
     );
-    tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "100",
-        "-y",
-        "30",
-        &script,
-    ]);
+    new_session(&session, 100, 30, &script);
     wait_for(&session, "train-a");
     let demo_dir = std::fs::read_dir(tmp.path())
         .unwrap()
@@ -314,4 +314,118 @@ fn closing_the_demos_terminal_stops_its_jobs_and_removes_its_directory() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// A console attached to `shareq serve` (issue 15 items 1, 2 and 10): its history view
+/// reads the scheduler's samples over the socket, its quit dialog offers no "stop all",
+/// and a restart of serve shows "reconnecting" and then the live picture again.
+#[test]
+fn an_attached_console_rides_out_a_serve_restart_in_tmux() {
+    if !tmux_here("the attached-console end-to-end test") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config");
+    std::fs::create_dir_all(&cfg).unwrap();
+    let shares = format!(
+        "{}---\n{}",
+        common::share("alpha", 1, "LEND_AND_BORROW", false),
+        common::share("beta", 3, "LEND", false)
+    );
+    std::fs::write(cfg.join("config.yaml"), common::config(4, 1, &shares)).unwrap();
+    let serve_args = ["--sample-seconds", "1"];
+    let mut s = common::Server::start_dir(dir, cfg.clone(), &serve_args);
+    let a = s.submit(
+        &["--share", "alpha", "--name", "attach-probe", "--gpus", "2"],
+        &["sleep", "300"],
+    );
+    s.wait_state(a, "RUNNING", 20);
+    let exit = s.path("console.exit");
+    let session = format!("shareq-attach-{}", std::process::id());
+    let script = format!(
+        "{bin} tui --config {cfg} --state {state}; echo $? > {e}; sleep 60",
+        bin = env!("CARGO_BIN_EXE_shareq"),
+        cfg = cfg.display(),
+        state = s.state.display(),
+        e = exit.display()
+    );
+    new_session(&session, 100, 30, &script);
+    let _cleanup = Cleanup(session.clone());
+    wait_for(&session, "attach-probe");
+    // h: the history the scheduler samples every second, over the socket. The view asks
+    // again every 30 s; pressing 1 asks now.
+    keys(&session, &["h"]);
+    wait_for(&session, "Utilisation: last hour");
+    let start = Instant::now();
+    let screen = loop {
+        let screen = capture(&session);
+        if screen.contains("GPUs in use per share") {
+            break screen;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no history shown:\n{screen}"
+        );
+        keys(&session, &["1"]);
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let alpha = screen
+        .lines()
+        .find(|l| l.contains("alpha ") && l.contains('.'))
+        .unwrap_or_else(|| panic!("no alpha row:\n{screen}"));
+    // OWN and BORROWED: alpha's job always held 1 of each (a bucket may average in
+    // samples from before it started).
+    let figures: Vec<&str> = alpha
+        .trim_matches(|c: char| c == '│' || c.is_whitespace())
+        .split_whitespace()
+        .skip(1)
+        .collect();
+    assert!(
+        figures.len() > 2 && figures[0] == figures[1] && figures[0] != "0.0",
+        "alpha holds 1 own + 1 borrowed:\n{screen}"
+    );
+    keys(&session, &["2"]);
+    wait_for(&session, "Utilisation: last day");
+    keys(&session, &["Escape"]);
+    wait_for(&session, "Queue (");
+    // q: the scheduler and its jobs stay; stopping them all is not offered.
+    keys(&session, &["q"]);
+    let screen = wait_for(&session, "Quitting leaves it and its jobs running");
+    assert!(!screen.contains("stop all"), "{screen}");
+    keys(&session, &["Escape"]);
+    // Restart serve under the console: it says it is reconnecting, then shows the live
+    // picture again (the job kept running under its supervisor and was adopted).
+    s.stop();
+    wait_for(&session, "reconnecting");
+    s.spawn(&serve_args);
+    let start = Instant::now();
+    while capture(&session).contains("reconnecting") {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "still reconnecting:\n{}",
+            capture(&session)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let b = s.submit(
+        &["--share", "beta", "--name", "after-restart"],
+        &["sleep", "300"],
+    );
+    wait_for(&session, "after-restart");
+    assert_eq!(s.state_of(a), "RUNNING");
+    // Leave: the console ends, the scheduler and both jobs keep running.
+    keys(&session, &["q"]);
+    wait_for(&session, "d / q leave");
+    keys(&session, &["d"]);
+    let start = Instant::now();
+    while std::fs::read_to_string(&exit).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the console did not end"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(std::fs::read_to_string(&exit).unwrap().trim(), "0");
+    assert_eq!(s.state_of(a), "RUNNING");
+    assert_eq!(s.state_of(b), "RUNNING");
 }

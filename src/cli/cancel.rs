@@ -30,7 +30,7 @@ fn matching(args: &CancelArgs) -> Result<Vec<JobId>, ExitCode> {
         eprintln!("shareq cancel: {e}");
         ExitCode::from(2)
     })?;
-    let jobs = match request(args.state.as_deref(), &Request::Jobs { all: false }) {
+    let jobs = match request(args.state.as_deref(), &Request::jobs(false)) {
         Ok(r) if r.ok => r.jobs.unwrap_or_default(),
         Ok(r) => {
             eprintln!("shareq cancel: {}", r.error.unwrap_or_default());

@@ -231,9 +231,13 @@ fn session(
                 state: state.root().to_path_buf(),
             })
         } else {
-            let mut opts = BootOptions::new(state.clone(), config.to_path_buf());
-            opts.metrics = metrics.clone();
-            boot::start(opts).await
+            let mut boot_opts = BootOptions::new(state.clone(), config.to_path_buf());
+            if demo.is_some() {
+                // The demo lives minutes: sample often enough for `h` to show something.
+                boot_opts.sample_every = DEMO_SAMPLE_EVERY;
+            }
+            boot_opts.metrics = metrics.clone();
+            boot::start(boot_opts).await
         };
         let (local, snapshots, inputs) =
             match booted {
@@ -303,6 +307,9 @@ fn session(
         }
     })
 }
+
+/// How often `shareq demo` samples the utilisation history (`serve` and `tui`: 30 s).
+const DEMO_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Who is at the keyboard, for `CANCELLED: by <user>`: from the user database, never
 /// from the environment.

@@ -1,11 +1,13 @@
-//! `shareq jobs [--all] [--json] [--share S] [--user U] [--status STATE] [--name TEXT]`:
-//! the queue (with reasons), running jobs, and with `--all` finished ones; the filters
-//! narrow every list (and the JSON) to the jobs that match all of them.
+//! `shareq jobs [--all] [--since WHEN] [--until WHEN] [--json] [--share S] [--user U]
+//! [--status STATE] [--name TEXT]`: the queue (with reasons), running jobs, and with
+//! `--all` finished ones; the filters narrow every list (and the JSON) to the jobs that
+//! match all of them, and `--since`/`--until` to the jobs queued or running at some
+//! instant between the two (they imply `--all`).
 
-use super::request;
 use crate::exec::now_ms;
 use crate::model::JobState;
-use crate::server::{ClientError, JobsAnswer, Request};
+use crate::server::input::Span;
+use crate::server::{JobsAnswer, Request};
 use crate::snapshot::JobView;
 use crate::store::Store;
 use crate::visible::visible;
@@ -17,6 +19,14 @@ pub struct JobsArgs {
     /// Also list finished jobs.
     #[arg(long)]
     pub all: bool,
+    /// Only jobs queued or running at or after this instant (implies --all): an age such
+    /// as 30m, 2h, 1d, 1w, or a local date or time (2026-12-01, "2026-12-01 14:00", 14:00)
+    /// or RFC 3339.
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+    /// Only jobs submitted at or before this instant (same forms as --since; implies --all).
+    #[arg(long, value_name = "WHEN")]
+    pub until: Option<String>,
     /// Print the answer as JSON (queue, running, finished, preemptions).
     #[arg(long)]
     pub json: bool,
@@ -139,41 +149,37 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut j = match request(args.state.as_deref(), &Request::Jobs { all: args.all }) {
-        Ok(r) if r.ok => match r.jobs {
-            Some(j) => j,
-            None => {
-                eprintln!("shareq jobs: the scheduler sent no job list");
-                return ExitCode::from(1);
-            }
-        },
-        Ok(r) => {
-            eprintln!("shareq jobs: {}", r.error.unwrap_or_default());
-            return ExitCode::from(1);
+    let now = now_ms();
+    let parse = |flag: &str, v: &Option<String>| match v {
+        Some(t) => super::when::parse_instant(t, now)
+            .map(Some)
+            .map_err(|e| format!("{flag}: {e}")),
+        None => Ok(None),
+    };
+    let span = match (parse("--since", &args.since), parse("--until", &args.until)) {
+        (Ok(since), Ok(until)) => Span { since, until },
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("shareq jobs: {e}");
+            return ExitCode::from(2);
         }
-        Err(e) => match e.downcast_ref::<ClientError>() {
-            // No scheduler: read its database directly (read-only) and say so.
-            Some(ClientError::NotRunning { state, .. }) => {
-                match from_database(std::path::Path::new(state), args.all) {
-                    Ok(j) => {
-                        eprintln!(
-                            "shareq jobs: no scheduler is running on {state}; showing what its \
-                             database holds (read-only). Start one with: shareq serve --config \
-                             DIR --state {state}"
-                        );
-                        j
-                    }
-                    Err(db) => {
-                        eprintln!("shareq jobs: {e}\n(and the database cannot be read: {db})");
-                        return ExitCode::from(1);
-                    }
-                }
-            }
-            _ => {
-                eprintln!("shareq jobs: {e}");
-                return ExitCode::from(1);
-            }
-        },
+    };
+    let all = args.all || span != Span::default();
+    let req = Request::Jobs {
+        all,
+        since: span.since,
+        until: span.until,
+    };
+    let read = |state: &std::path::Path| from_database(state, all, span);
+    let mut j = match super::ask_or_read(
+        "jobs",
+        args.state.as_deref(),
+        &req,
+        "job list",
+        |r| r.jobs,
+        read,
+    ) {
+        Ok(j) => j,
+        Err(code) => return code,
     };
     filter.apply(&mut j);
     if args.json {
@@ -186,10 +192,9 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let now = now_ms();
     println!(
-        "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  DETAIL",
-        "ID", "NAME", "USER", "SHARE", "PRIO", "GPUS", "STATE", "FOR"
+        "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {:<24}  DETAIL",
+        "ID", "NAME", "USER", "SHARE", "PRIO", "GPUS", "STATE", "FOR", "COMMAND"
     );
     for v in &j.running {
         let devices = crate::snapshot::devices_text(v.node.as_deref(), &v.devices);
@@ -222,8 +227,9 @@ fn row(v: &JobView, ms: i64, detail: &str) {
     // User-controlled text is printed with its control characters made visible (SPEC §9).
     let name: String = visible(&v.name).chars().take(20).collect();
     let user = v.submitter.as_ref().map_or("-", |s| s.name.as_str());
+    let command = crate::tui::text::pad(&v.command, 24);
     println!(
-        "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {}",
+        "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {}  {}",
         v.id.0,
         name,
         visible(user),
@@ -232,6 +238,7 @@ fn row(v: &JobView, ms: i64, detail: &str) {
         v.quantity,
         v.state.as_str(),
         duration(ms),
+        command,
         visible(detail)
     );
 }
@@ -240,7 +247,7 @@ fn row(v: &JobView, ms: i64, detail: &str) {
 pub use crate::duration::human as duration;
 
 /// The jobs as the database of `state` holds them (no scheduler running).
-fn from_database(state: &std::path::Path, all: bool) -> Result<JobsAnswer, String> {
+fn from_database(state: &std::path::Path, all: bool, span: Span) -> Result<JobsAnswer, String> {
     let store = Store::open_read_only(state).map_err(|e| e.to_string())?;
     let mut queue = Vec::new();
     let mut running = Vec::new();
@@ -249,6 +256,9 @@ fn from_database(state: &std::path::Path, all: bool) -> Result<JobsAnswer, Strin
             continue;
         };
         let mut view = rec.view();
+        if !span.contains(&view) {
+            continue;
+        }
         if matches!(
             job.state,
             JobState::Scheduled | JobState::Starting | JobState::Running
@@ -261,7 +271,11 @@ fn from_database(state: &std::path::Path, all: bool) -> Result<JobsAnswer, Strin
     }
     let finished = if all {
         store
-            .history(crate::server::runtime::HISTORY_LISTED, 0)
+            .history_in(
+                crate::server::runtime::HISTORY_LISTED,
+                span.since,
+                span.until,
+            )
             .map_err(|e| e.to_string())?
             .iter()
             .map(|r| r.view())

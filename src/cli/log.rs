@@ -87,7 +87,7 @@ pub fn log(args: &LogArgs) -> ExitCode {
 
 /// Is the job finished (or is there no scheduler left to run it again)?
 fn job_finished(state: &StateDir, job: JobId) -> bool {
-    match request(Some(state.root()), &Request::Jobs { all: false }) {
+    match request(Some(state.root()), &Request::jobs(false)) {
         Ok(r) => r
             .jobs
             .is_none_or(|j| !j.queue.iter().chain(&j.running).any(|v| v.id == job)),

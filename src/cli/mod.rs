@@ -6,6 +6,7 @@ pub mod check;
 mod console;
 mod events;
 mod gpus;
+mod history;
 mod jobs;
 mod log;
 mod priority;
@@ -15,12 +16,14 @@ mod serve;
 mod status;
 mod submit;
 mod supervise;
+mod when;
 
 pub use admin::{AuditArgs, ReloadArgs, audit, reload};
 pub use cancel::{CancelArgs, cancel};
 pub use console::{ConsoleArgs, DemoArgs, default_config_dir, demo, tui};
 pub use events::{EventsArgs, events};
 pub use gpus::{gpus, slurm_conf};
+pub use history::{HistoryArgs, history};
 pub use jobs::{JobsArgs, duration, jobs};
 pub use log::{LogArgs, log};
 pub use priority::{PriorityArgs, priority};
@@ -52,6 +55,54 @@ pub(crate) fn request(state: Option<&Path>, req: &Request) -> anyhow::Result<Res
     let state = serve::state_dir(state)?;
     let mut client = Client::connect(&state)?;
     Ok(client.call(req)?)
+}
+
+/// Ask the scheduler of the state directory for `what` (`pick` takes it from the
+/// answer); when no scheduler runs there, read it from its database with `offline`
+/// (read-only) and say so on stderr. `Err`: the exit code, the reason already printed.
+pub(crate) fn ask_or_read<T>(
+    cmd: &str,
+    state: Option<&Path>,
+    req: &Request,
+    what: &str,
+    pick: impl FnOnce(Response) -> Option<T>,
+    offline: impl FnOnce(&Path) -> Result<T, String>,
+) -> Result<T, std::process::ExitCode> {
+    use crate::server::ClientError;
+    let fail = || std::process::ExitCode::from(1);
+    match request(state, req) {
+        Ok(r) if r.ok => pick(r).ok_or_else(|| {
+            eprintln!("shareq {cmd}: the scheduler sent no {what}");
+            fail()
+        }),
+        Ok(r) => {
+            eprintln!(
+                "shareq {cmd}: {}",
+                crate::visible::visible(r.error.as_deref().unwrap_or_default())
+            );
+            Err(refused(&r))
+        }
+        Err(e) => match e.downcast_ref::<ClientError>() {
+            Some(ClientError::NotRunning { state, .. }) => match offline(Path::new(state)) {
+                Ok(v) => {
+                    eprintln!(
+                        "shareq {cmd}: no scheduler is running on {state}; showing what its \
+                             database holds (read-only). Start one with: shareq serve --config \
+                             DIR --state {state}"
+                    );
+                    Ok(v)
+                }
+                Err(db) => {
+                    eprintln!("shareq {cmd}: {e}\n(and the database cannot be read: {db})");
+                    Err(fail())
+                }
+            },
+            _ => {
+                eprintln!("shareq {cmd}: {e}");
+                Err(fail())
+            }
+        },
+    }
 }
 
 /// The exit code of a refused request: [`crate::server::EXIT_NOT_ALLOWED`] when the rules

@@ -28,6 +28,10 @@ pub struct ServeArgs {
     /// Close a control-socket connection that sends no request for this many seconds.
     #[arg(long, default_value_t = 60)]
     pub idle_timeout: u64,
+    /// Take a utilisation sample (per share and unit: GPUs own, borrowed, lent, queue and
+    /// wait) for the console's history view every this many seconds.
+    #[arg(long, default_value_t = 30)]
+    pub sample_seconds: u64,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (default: the environment's
     /// `metrics.listen`; off when neither says).
     #[arg(long, value_name = "ADDR:PORT")]
@@ -66,6 +70,7 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         max_connections: args.max_connections.max(1),
         idle: std::time::Duration::from_secs(args.idle_timeout.max(1)),
     };
+    opts.sample_every = std::time::Duration::from_secs(args.sample_seconds.max(1));
     opts.metrics = args.metrics.clone();
     let stop_jobs = args.stop_jobs_on_exit;
     rt.block_on(async move {

@@ -7,7 +7,8 @@
 use crate::model::{JobId, ValidConfig};
 use serde::Deserialize;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// The Slurm job name of an attempt: how it is found again after a restart.
 pub fn job_name(job: JobId, attempt: u32) -> String {
@@ -47,11 +48,37 @@ pub struct Submit<'a> {
     pub slurm_log: &'a Path,
 }
 
+/// How long a Slurm command may take before shareq gives up on it (a client that cannot
+/// find its controller keeps looking for about a minute).
+const COMMAND_LIMIT: Duration = Duration::from_secs(15);
+
 fn run(cmd: &mut Command) -> Result<String, String> {
     let what = format!("{cmd:?}");
-    let out = cmd
-        .output()
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| format!("cannot run {what}: {e}"))?;
+    let pid = child.id();
+    // Its output is read while it runs (a large `squeue --json` fills a pipe).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || drop(tx.send(child.wait_with_output())));
+    let out = match rx.recv_timeout(COMMAND_LIMIT) {
+        Ok(r) => r.map_err(|e| format!("cannot run {what}: {e}"))?,
+        Err(_) => {
+            if let Ok(p) = i32::try_from(pid) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(p),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            return Err(format!(
+                "{what} did not answer within {} s",
+                COMMAND_LIMIT.as_secs()
+            ));
+        }
+    };
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {

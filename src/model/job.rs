@@ -26,6 +26,30 @@ pub enum Command {
     Argv(Vec<String>),
 }
 
+impl Command {
+    /// The command as one line, as a shell would read it back: a string as given, an
+    /// argv list joined by spaces with each argument that needs it single-quoted.
+    pub fn line(&self) -> String {
+        match self {
+            Command::Shell(s) => s.clone(),
+            Command::Argv(v) => v
+                .iter()
+                .map(|a| {
+                    let plain = !a.is_empty()
+                        && a.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "_-./:=@%+,".contains(c));
+                    if plain {
+                        a.clone()
+                    } else {
+                        format!("'{}'", a.replace('\'', "'\\''"))
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RetryStrategy {
@@ -141,5 +165,29 @@ impl JobState {
 impl fmt::Display for JobState {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Command;
+
+    #[test]
+    fn a_command_reads_as_one_shell_line() {
+        assert_eq!(
+            Command::Shell("sleep 3 && echo ok".into()).line(),
+            "sleep 3 && echo ok"
+        );
+        let argv = Command::Argv(vec![
+            "python".into(),
+            "train.py".into(),
+            "--name=run 1".into(),
+            "it's".into(),
+            String::new(),
+        ]);
+        assert_eq!(
+            argv.line(),
+            r#"python train.py '--name=run 1' 'it'\''s' ''"#
+        );
     }
 }

@@ -5,7 +5,8 @@
 //! load → build the scheduler → record the config if it changed → recovery plan (adopt,
 //! exits seen while down, `LOST_ON_RESTART`) → apply and store it → start the runtime
 //! (carrying out recovery's first pass, watching adopted attempts) → listen on the
-//! control socket → watch the config directory.
+//! control socket → sample the utilisation history (`server::usage`) → watch the config
+//! directory.
 //!
 //! When another scheduler holds the state directory, [`BootError::Locked`] names its pid:
 //! `serve` says so and exits; a console attaches to it instead (`remote::attach`).
@@ -52,6 +53,8 @@ pub struct BootOptions {
     /// Serve Prometheus metrics on this ADDR:PORT (`None`: the environment's
     /// `metrics.listen`, if any).
     pub metrics: Option<String>,
+    /// How often the utilisation history is sampled (`server::usage`).
+    pub sample_every: std::time::Duration,
 }
 
 impl BootOptions {
@@ -66,6 +69,7 @@ impl BootOptions {
             durability: Durability::Full,
             socket_limits: Default::default(),
             metrics: None,
+            sample_every: super::usage::DEFAULT_EVERY,
         }
     }
 }
@@ -246,6 +250,8 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         .control_socket
         .as_ref()
         .and_then(|c| c.group.clone());
+    // Before the socket answers: a directory deleted from then on is seen as deleted.
+    let watched = super::state_watch::identify(root.clone(), root.join(crate::store::DB_FILE));
     let listener = if opts.listen {
         if group.is_some() {
             // The group must reach the socket: enter the directory, not list it.
@@ -298,11 +304,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         discovery,
     };
     let mut handle = RuntimeHandle::start_with(ropts, loaded, Some(durable));
-    super::state_watch::start(
-        root.clone(),
-        root.join(crate::store::DB_FILE),
-        handle.inputs.clone(),
-    );
+    super::state_watch::start(watched, handle.inputs.clone());
     if let Some(listener) = listener {
         let guard = super::guard::Guard::new(opts.state.clone(), audit.clone());
         handle.serve_socket(listener, opts.state.socket(), guard, opts.socket_limits);
@@ -316,6 +318,13 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
             l,
             handle.metrics.clone(),
         )));
+    }
+    if let Err(e) = super::usage::start(
+        &root.join(crate::store::DB_FILE),
+        handle.snapshots.clone(),
+        opts.sample_every,
+    ) {
+        tracing::warn!("no utilisation history: {e}");
     }
     if opts.watch_config {
         // Edits of the config directory apply live; a watcher that cannot start leaves

@@ -140,6 +140,7 @@ impl Guard {
                 return Ok(());
             }
             Request::Jobs { .. }
+            | Request::History { .. }
             | Request::Status
             | Request::Subscribe
             | Request::Events { .. } => return Ok(()),

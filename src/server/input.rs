@@ -20,6 +20,22 @@ pub struct CancelOutcome {
     pub error: Option<String>,
 }
 
+/// A time window of `jobs --all --since/--until` (ms since the epoch, both ends
+/// included): a job is in it when it was queued or running at some instant of it, i.e.
+/// it was submitted by `until` and had not finished before `since`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Span {
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+}
+
+impl Span {
+    pub fn contains(&self, j: &JobView) -> bool {
+        self.until.is_none_or(|u| j.submitted <= u)
+            && self.since.is_none_or(|s| j.finished.is_none_or(|f| f >= s))
+    }
+}
+
 /// Where an answer goes. `None` when the sender does not wait for one.
 pub type Reply<T> = Option<oneshot::Sender<T>>;
 
@@ -51,9 +67,16 @@ pub enum Input {
     /// snapshot receiver shows every input sent before this one. (Without it, snapshots
     /// follow changes within ~20 ms.)
     Sync { reply: oneshot::Sender<()> },
-    /// Every job the runtime remembers, finished ones included.
+    /// Every job the runtime remembers, finished ones included (those in `span` only).
     AllJobs {
+        span: Span,
         reply: oneshot::Sender<Vec<JobView>>,
+    },
+    /// The utilisation history of a window (`store::usage`), read off the runtime task;
+    /// an error when the scheduler keeps no database or it cannot be read.
+    History {
+        window: crate::store::usage::Window,
+        reply: oneshot::Sender<Result<crate::store::usage::UsageHistory, String>>,
     },
     /// Stop scheduling and end the runtime; with `stop_jobs`, stop every running job
     /// first (SIGTERM, grace, SIGKILL) and wait until they are gone.

@@ -52,6 +52,7 @@ mod state_watch;
 mod timers;
 mod tokens;
 mod turn;
+pub mod usage;
 
 pub use auth::{Access, Caller, Denied, EXIT_NOT_ALLOWED};
 pub use boot::{BootError, BootOptions};

@@ -23,10 +23,20 @@ pub enum Request {
         id: JobId,
         priority: u32,
     },
-    /// Queue and running jobs; with `all`, finished ones too.
+    /// Queue and running jobs; with `all`, finished ones too. `since`/`until` (ms since
+    /// the epoch) keep only the jobs queued or running at some instant between them.
     Jobs {
         #[serde(default)]
         all: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until: Option<i64>,
+    },
+    /// The utilisation history of the last hour, day or week (`store::usage`).
+    History {
+        #[serde(default)]
+        window: crate::store::usage::Window,
     },
     Status,
     Reload,
@@ -73,6 +83,17 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         users: Option<bool>,
     },
+}
+
+impl Request {
+    /// `jobs` without a time window.
+    pub fn jobs(all: bool) -> Request {
+        Request::Jobs {
+            all,
+            since: None,
+            until: None,
+        }
+    }
 }
 
 fn audit_limit() -> usize {
@@ -150,6 +171,8 @@ pub struct Response {
     pub audit: Option<Vec<super::audit::AuditEntry>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<crate::report::Report>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<crate::store::usage::UsageHistory>,
 }
 
 impl Response {

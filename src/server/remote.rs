@@ -22,7 +22,8 @@
 //! Inputs and what they become: `Submit`, `Cancel` (the `by` field is ignored: the
 //! scheduler identifies the caller by its peer credentials), `SetPriority`, `Reload` → the
 //! socket request of the same name; `Sync` → a `status` round trip (the scheduler
-//! publishes everything sent before it); `AllJobs` → `jobs --all`; `Shutdown` → detach
+//! publishes everything sent before it); `AllJobs` → `jobs --all`; `History` → `history`;
+//! `Shutdown` → detach
 //! (the scheduler keeps running); `Config` and `Exec` are the scheduler's own and are
 //! dropped.
 
@@ -303,16 +304,29 @@ async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
                 let _ = link.call(&Request::Status).await;
                 let _ = reply.send(());
             }
-            Input::AllJobs { reply } => {
+            Input::AllJobs { span, reply } => {
                 let mut all: Vec<JobView> = Vec::new();
-                if let Ok(Response { jobs: Some(j), .. }) =
-                    link.call(&Request::Jobs { all: true }).await
-                {
+                let req = Request::Jobs {
+                    all: true,
+                    since: span.since,
+                    until: span.until,
+                };
+                if let Ok(Response { jobs: Some(j), .. }) = link.call(&req).await {
                     all.extend(j.running);
                     all.extend(j.queue);
                     all.extend(j.finished);
                 }
                 let _ = reply.send(all);
+            }
+            Input::History { window, reply } => {
+                let res = match link.call(&Request::History { window }).await {
+                    Ok(Response {
+                        history: Some(h), ..
+                    }) => Ok(h),
+                    Ok(a) => Err(a.error.unwrap_or_else(|| "no history in the answer".into())),
+                    Err(e) => Err(gone(e)),
+                };
+                let _ = reply.send(res);
             }
             Input::Shutdown { reply, .. } => {
                 // Detach: the scheduler itself keeps running.

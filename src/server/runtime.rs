@@ -458,7 +458,8 @@ impl Runtime {
                 s.stop_jobs |= stop_jobs;
                 s.replies.extend(reply);
             }
-            Work::Input(Input::AllJobs { reply }) => self.list_all_jobs(reply),
+            Work::Input(Input::AllJobs { span, reply }) => self.list_all_jobs(span, reply),
+            Work::Input(Input::History { window, reply }) => self.read_history(window, reply),
             Work::Input(input) => {
                 let outcome = self.handle(input, now, &mut turn.deferred);
                 turn.note(outcome);
@@ -574,7 +575,7 @@ impl Runtime {
     /// Answer `AllJobs` off the runtime task: the live jobs from the latest snapshot,
     /// the finished ones from the database (a read-only connection) or, without a
     /// store, from memory.
-    fn list_all_jobs(&self, reply: oneshot::Sender<Vec<JobView>>) {
+    fn list_all_jobs(&self, span: super::input::Span, reply: oneshot::Sender<Vec<JobView>>) {
         let snap = self.snapshots.borrow().clone();
         let root = self
             .persist
@@ -588,7 +589,8 @@ impl Runtime {
             let mut all: Vec<JobView> = snap.running.clone();
             all.extend(snap.queue_views());
             let history = root.map(|root| {
-                Store::open_read_only(&root).and_then(|s| s.history(HISTORY_LISTED, 0))
+                Store::open_read_only(&root)
+                    .and_then(|s| s.history_in(HISTORY_LISTED, span.since, span.until))
             });
             match history {
                 Some(Ok(h)) => all.extend(h.iter().map(|r| r.view())),
@@ -598,7 +600,29 @@ impl Runtime {
                 }
                 None => all.extend(kept),
             }
+            all.retain(|j| span.contains(j));
             let _ = reply.send(all);
+        });
+    }
+
+    /// Answer `History` off the runtime task, from the database through a read-only
+    /// connection (`store::usage`).
+    fn read_history(
+        &self,
+        window: crate::store::usage::Window,
+        reply: oneshot::Sender<Result<crate::store::usage::UsageHistory, String>>,
+    ) {
+        let Some(_) = &self.persist else {
+            let _ = reply.send(Err(
+                "this scheduler keeps no database, so no utilisation history".to_string(),
+            ));
+            return;
+        };
+        let db = self.opts.state.root().join(crate::store::DB_FILE);
+        tokio::task::spawn_blocking(move || {
+            let read = crate::store::usage::read_file(&db, window, now_ms())
+                .map_err(|e| format!("cannot read the utilisation history: {e}"));
+            let _ = reply.send(read);
         });
     }
 
@@ -775,7 +799,10 @@ impl Runtime {
                 Outcome::Reschedule
             }
             Input::Exec(ExecReport(kind)) => self.exec_report(kind, now),
-            Input::AllJobs { .. } | Input::Shutdown { .. } | Input::Sync { .. } => Outcome::Nothing,
+            Input::AllJobs { .. }
+            | Input::History { .. }
+            | Input::Shutdown { .. }
+            | Input::Sync { .. } => Outcome::Nothing,
         }
     }
 

@@ -3,7 +3,7 @@
 
 use super::auth::Caller;
 use super::guard::Guard;
-use super::input::Input;
+use super::input::{Input, Span};
 use super::protocol::{JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
 use crate::exec::StateDir;
 use crate::snapshot::{Snapshot, Update};
@@ -420,15 +420,32 @@ fn dispatch(
                 }
             })
         }
-        Request::Jobs { all } => {
+        Request::Jobs { all, since, until } => {
             let (inputs, snapshots) = (inputs.clone(), snapshots.clone());
+            let span = Span { since, until };
             Box::pin(async move {
                 if let Some(rx) = synced
                     && rx.await.is_err()
                 {
                     return gone();
                 }
-                jobs(all, &inputs, &snapshots).await
+                jobs(all, span, &inputs, &snapshots).await
+            })
+        }
+        Request::History { window } => {
+            let (tx, rx) = oneshot::channel();
+            if inputs.send(Input::History { window, reply: tx }).is_err() {
+                return ready(gone());
+            }
+            Box::pin(async move {
+                match rx.await {
+                    Ok(Ok(h)) => Response {
+                        history: Some(h),
+                        ..Response::ok()
+                    },
+                    Ok(Err(e)) => Response::error(e),
+                    Err(_) => gone(),
+                }
             })
         }
         Request::Subscribe | Request::Events { .. } => {
@@ -485,13 +502,14 @@ fn dispatch(
 /// ones the runtime reads from its history.
 async fn jobs(
     all: bool,
+    span: Span,
     inputs: &mpsc::UnboundedSender<Input>,
     snapshots: &watch::Receiver<Arc<Snapshot>>,
 ) -> Response {
     let snap = snapshots.borrow().clone();
     let finished = if all {
         let (tx, rx) = oneshot::channel();
-        if inputs.send(Input::AllJobs { reply: tx }).is_err() {
+        if inputs.send(Input::AllJobs { span, reply: tx }).is_err() {
             return gone();
         }
         match rx.await {
@@ -506,7 +524,7 @@ async fn jobs(
         Vec::new()
     };
     // Writing out 100,000 rows takes a while: not on an async worker.
-    let answer = tokio::task::spawn_blocking(move || jobs_answer(&snap, finished)).await;
+    let answer = tokio::task::spawn_blocking(move || jobs_answer(&snap, finished, span)).await;
     match answer {
         Ok(jobs) => Response {
             jobs: Some(jobs),
@@ -519,9 +537,9 @@ async fn jobs(
 /// The `jobs` answer from a snapshot and the finished jobs read for `--all`. A job that
 /// finished between the snapshot and the history read is listed once, as finished (the
 /// newer word).
-fn jobs_answer(snap: &Snapshot, finished: Vec<crate::snapshot::JobView>) -> JobsAnswer {
+fn jobs_answer(snap: &Snapshot, finished: Vec<crate::snapshot::JobView>, span: Span) -> JobsAnswer {
     let done: std::collections::HashSet<_> = finished.iter().map(|j| j.id).collect();
-    let live = |j: &&crate::snapshot::JobView| !done.contains(&j.id);
+    let live = |j: &&crate::snapshot::JobView| !done.contains(&j.id) && span.contains(j);
     JobsAnswer {
         queue: snap
             .queue

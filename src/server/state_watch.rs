@@ -18,10 +18,25 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
-/// Start watching `root` and its database `db` on a background thread; reports to the
-/// runtime once, as `StateLost`, and ends with it.
-pub(crate) fn start(root: PathBuf, db: PathBuf, tx: mpsc::UnboundedSender<Input>) {
-    let (Some(root_id), Some(db_id)) = (identity(&root), identity(&db)) else {
+/// The state directory and its database as they are now: what [`start`] compares with.
+/// Taken before the control socket is bound, so that a directory deleted as soon as the
+/// scheduler answers is seen as deleted.
+pub(crate) struct Watched {
+    root: PathBuf,
+    db: PathBuf,
+    ids: Option<((u64, u64), (u64, u64))>,
+}
+
+pub(crate) fn identify(root: PathBuf, db: PathBuf) -> Watched {
+    let ids = identity(&root).zip(identity(&db));
+    Watched { root, db, ids }
+}
+
+/// Start watching the state directory and its database on a background thread; reports
+/// to the runtime once, as `StateLost`, and ends with it.
+pub(crate) fn start(watched: Watched, tx: mpsc::UnboundedSender<Input>) {
+    let Watched { root, db, ids } = watched;
+    let Some((root_id, db_id)) = ids else {
         tracing::warn!(state = %root.display(), "cannot watch the state directory");
         return;
     };

@@ -251,6 +251,7 @@ mod tests {
             preempted_count: 0,
             nominated: false,
             submitter: None,
+            command: String::new(),
         })
     }
 

@@ -143,6 +143,9 @@ pub struct JobView {
     /// Who submitted it (SPEC §9); `None` only for jobs stored before shareq knew.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitter: Option<Arc<Submitter>>,
+    /// Its command as one line (an argv list shell-quoted, see `Command::line`).
+    #[serde(default)]
+    pub command: String,
 }
 
 /// One line of the preemption log (SPEC §4.4 item 4).
@@ -404,6 +407,12 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         preempted_count: j.preempted_count,
         nominated: j.is_nominated(),
         submitter: j.spec.submitter.clone(),
+        command: j
+            .spec
+            .command
+            .as_ref()
+            .map(|c| c.line())
+            .unwrap_or_default(),
     }
 }
 

@@ -1,4 +1,4 @@
-//! The decision stream and the standing history in the database (migration 5): every
+//! The decision stream and the standing history in the database (migration 6): every
 //! batch's decision lines (`events`) and, when it changed, the standing per share and unit
 //! after the batch (`standing`), written in the batch's transaction; read back for
 //! `shareq events` (the past) and `shareq report` (a window of history).

@@ -19,7 +19,8 @@ const MS_PER_DAY: i64 = 86_400_000;
 
 const JOB_RECORD_COLUMNS: &str = "id, name, share, unit, quantity, priority, state, submitted,
     started_at, finished_at, devices, attempts_started, preempted_count, fail_reason,
-    json_extract(spec, '$.submitter.name'), json_extract(spec, '$.submitter.uid')";
+    json_extract(spec, '$.submitter.name'), json_extract(spec, '$.submitter.uid'),
+    json_type(spec, '$.command'), json_extract(spec, '$.command')";
 
 impl Store {
     /// Everything a restarting runtime needs: jobs to queue or adopt (in id order), the
@@ -105,6 +106,38 @@ impl Store {
         })
     }
 
+    /// The newest `limit` finished jobs that were queued or running at some instant of
+    /// `[since, until]` (submitted by `until`, finished at or after `since`; either end
+    /// open), newest first: `shareq jobs --all --since/--until`.
+    pub fn history_in(
+        &self,
+        limit: usize,
+        since: Option<i64>,
+        until: Option<i64>,
+    ) -> Result<Vec<JobRecord>, StoreError> {
+        if since.is_none() && until.is_none() {
+            return self.history(limit, 0);
+        }
+        let sql = format!(
+            "SELECT {JOB_RECORD_COLUMNS} FROM jobs WHERE finished_at IS NOT NULL
+             AND finished_at >= ?2 AND submitted <= ?3
+             ORDER BY finished_at DESC, id DESC LIMIT ?1"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let mut rows = stmt
+            .query(params![
+                limit as i64,
+                since.unwrap_or(i64::MIN),
+                until.unwrap_or(i64::MAX)
+            ])
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            out.push(self.job_record(row)?);
+        }
+        Ok(out)
+    }
+
     /// Finished jobs, newest first (by finish time, then id), for `shareq jobs --all`.
     pub fn history(&self, limit: usize, offset: usize) -> Result<Vec<JobRecord>, StoreError> {
         let sql = format!(
@@ -166,6 +199,17 @@ impl Store {
                     Some(std::sync::Arc::new(crate::model::Submitter { name, uid }))
                 }
                 _ => None,
+            },
+            command: {
+                let kind: Option<String> = row.get(16).map_err(e)?;
+                let text: Option<String> = row.get(17).map_err(e)?;
+                match (kind.as_deref(), text) {
+                    (Some("text"), Some(t)) => crate::model::Command::Shell(t).line(),
+                    (Some("array"), Some(t)) => serde_json::from_str::<Vec<String>>(&t)
+                        .map(|v| crate::model::Command::Argv(v).line())
+                        .map_err(|x| bad(format!("command: {x}")))?,
+                    _ => String::new(),
+                }
             },
         })
     }

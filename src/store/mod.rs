@@ -1,6 +1,6 @@
-//! Durable state (SPEC §8): jobs, attempts, the preemption log and applied configs in an
-//! embedded SQLite database at `<state>/shareq.db`, plus the state-directory lock and the
-//! recovery decisions a restarted scheduler applies.
+//! Durable state (SPEC §8): jobs, attempts, the preemption log, applied configs and the
+//! utilisation history (`usage`) in an embedded SQLite database at `<state>/shareq.db`,
+//! plus the state-directory lock and the recovery decisions a restarted scheduler applies.
 //!
 //! Write-ahead discipline: the runtime drains the scheduler's events after each change,
 //! hands them to [`Store::record`] (one transaction), and only then carries them out and
@@ -19,6 +19,7 @@ mod record;
 pub mod recovery;
 mod rows;
 mod schema;
+pub mod usage;
 
 pub use error::{LockHolder, StoreError};
 pub use events::{HistoryWindow, StandingRow};

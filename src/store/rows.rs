@@ -91,6 +91,8 @@ pub struct JobRecord {
     pub preempted_count: u32,
     pub fail_reason: Option<String>,
     pub submitter: Option<std::sync::Arc<crate::model::Submitter>>,
+    /// The command as one line (`Command::line`).
+    pub command: String,
 }
 
 impl JobRecord {
@@ -122,6 +124,7 @@ impl JobRecord {
             preempted_count: self.preempted_count,
             nominated: false,
             submitter: self.submitter.clone(),
+            command: self.command.clone(),
         }
     }
 }

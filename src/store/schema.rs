@@ -105,7 +105,47 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE jobs ADD COLUMN node TEXT;
     ALTER TABLE attempts ADD COLUMN node TEXT;
     ",
-    // 5: the decision stream (`shareq events`) and the standing after each change of it
+    // 5: the utilisation history (`store::usage`): one tick per sample instant, one row
+    // per share and unit that was not idle then. Pruned after `usage::KEEP_DAYS`.
+    "
+    CREATE TABLE usage_ticks (
+        at       INTEGER PRIMARY KEY,        -- ms since the epoch
+        every_ms INTEGER NOT NULL            -- the sampling interval then
+    );
+    CREATE TABLE usage_samples (
+        at           INTEGER NOT NULL,
+        share        TEXT    NOT NULL,
+        unit         TEXT    NOT NULL,
+        limit_gpus   INTEGER NOT NULL,       -- maxCapacity then
+        own          INTEGER NOT NULL,       -- GPUs held within the limit
+        borrowed     INTEGER NOT NULL,       -- GPUs held beyond it
+        lent         INTEGER NOT NULL,       -- idle guarantee used by borrowers
+        queued_jobs  INTEGER NOT NULL,
+        queued_gpus  INTEGER NOT NULL,
+        wait_max     INTEGER NOT NULL,       -- ms the longest-waiting queued job had waited
+        started      INTEGER NOT NULL,       -- jobs started since the previous sample
+        started_wait INTEGER NOT NULL,       -- the sum of their waits, ms
+        PRIMARY KEY (at, share, unit)
+    ) WITHOUT ROWID;
+    -- The same rows summed per 12 minutes (`usage::COARSE_MS`), kept up to date as samples
+    -- are written, so that a day or a week reads ~1/24 of the rows.
+    CREATE TABLE usage_coarse (
+        bucket       INTEGER NOT NULL,       -- start, ms, a multiple of 12 minutes
+        share        TEXT    NOT NULL,
+        unit         TEXT    NOT NULL,
+        limit_gpus   INTEGER NOT NULL,       -- in the newest sample
+        last_at      INTEGER NOT NULL,       -- the newest sample
+        own          INTEGER NOT NULL,       -- sums over the bucket's samples
+        borrowed     INTEGER NOT NULL,
+        lent         INTEGER NOT NULL,
+        queued_gpus  INTEGER NOT NULL,
+        wait_max     INTEGER NOT NULL,       -- the highest
+        started      INTEGER NOT NULL,
+        started_wait INTEGER NOT NULL,
+        PRIMARY KEY (bucket, share, unit)
+    ) WITHOUT ROWID;
+    ",
+    // 6: the decision stream (`shareq events`) and the standing after each change of it
     // (`shareq report`), written by `store::events` with each batch.
     "
     CREATE TABLE events (

@@ -92,6 +92,8 @@ pub enum Mode {
     ConfigErrors {
         scroll: usize,
     },
+    /// `h`: the utilisation history (see [`App::history`]).
+    History,
 }
 
 /// A transient message in the footer.
@@ -150,6 +152,8 @@ pub struct App {
     /// Priorities asked for with `+`/`-` that the snapshot may not show yet: the next press
     /// builds on them, so quick presses are never lost to a lagging display.
     pub pending_priority: std::collections::HashMap<crate::model::JobId, PendingPriority>,
+    /// The `h` view: window, unit, share and the history last received.
+    pub history: super::history::HistoryState,
 }
 
 /// A priority change sent but perhaps not yet shown.
@@ -207,7 +211,14 @@ impl App {
             log_lines: Vec::new(),
             exit: false,
             caller: None,
+            history: Default::default(),
         }
+    }
+
+    /// The history view's next refresh, when it is open and due.
+    pub fn history_refresh(&mut self) -> Option<super::Action> {
+        let open = self.mode == Mode::History;
+        self.history.refresh_due(open, self.now)
     }
 
     /// May the person at the keyboard take this action on this job (SPEC §9)? When not,

@@ -1,12 +1,14 @@
 //! Connects the console to the live runtime: each [`Action`] becomes a runtime
 //! [`Input`], and the answers an operator must see (a refused submission, a failed cancel,
-//! priority change or reload) come back as [`Notice`]s for the console's footer.
+//! priority change or reload) come back as [`Notice`]s for the console's footer, the
+//! utilisation history the `h` view asked for as [`Feed::History`].
 
 use super::action::Action;
 use crate::model::JobId;
 use crate::server::Input;
 use crate::server::audit::{Audit, AuditEntry};
 use crate::server::auth::Caller;
+use crate::store::usage::UsageHistory;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
@@ -17,17 +19,32 @@ pub struct Notice {
     pub error: bool,
 }
 
-/// The receiving end of notices, in a form [`super::ConsoleOptions`] can carry (it is
+/// What the runtime's answers bring back to the console.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Feed {
+    /// A line for the footer.
+    Notice(Notice),
+    /// The utilisation history of a window, for the `h` view.
+    History(Result<UsageHistory, String>),
+}
+
+impl From<Notice> for Feed {
+    fn from(n: Notice) -> Feed {
+        Feed::Notice(n)
+    }
+}
+
+/// The receiving end of the feed, in a form [`super::ConsoleOptions`] can carry (it is
 /// taken once, by the console that runs).
 #[derive(Debug, Clone, Default)]
-pub struct NoticeFeed(Arc<Mutex<Option<mpsc::UnboundedReceiver<Notice>>>>);
+pub struct NoticeFeed(Arc<Mutex<Option<mpsc::UnboundedReceiver<Feed>>>>);
 
 impl NoticeFeed {
-    pub fn new(rx: mpsc::UnboundedReceiver<Notice>) -> NoticeFeed {
+    pub fn new(rx: mpsc::UnboundedReceiver<Feed>) -> NoticeFeed {
         NoticeFeed(Arc::new(Mutex::new(Some(rx))))
     }
 
-    pub fn take(&self) -> Option<mpsc::UnboundedReceiver<Notice>> {
+    pub fn take(&self) -> Option<mpsc::UnboundedReceiver<Feed>> {
         self.0.lock().ok().and_then(|mut g| g.take())
     }
 }
@@ -46,8 +63,8 @@ pub enum Exit {
     RuntimeGone,
 }
 
-fn notice(notices: &mpsc::UnboundedSender<Notice>, text: String, error: bool) {
-    let _ = notices.send(Notice { text, error });
+fn notice(notices: &mpsc::UnboundedSender<Feed>, text: String, error: bool) {
+    let _ = notices.send(Feed::Notice(Notice { text, error }));
 }
 
 /// Forward the console's actions to the runtime until the console quits or detaches.
@@ -58,7 +75,7 @@ pub async fn forward(
     mut actions: mpsc::Receiver<Action>,
     inputs: mpsc::UnboundedSender<Input>,
     user: String,
-    notices: mpsc::UnboundedSender<Notice>,
+    notices: mpsc::UnboundedSender<Feed>,
     audit: Audit,
 ) -> Exit {
     let me = Caller::current();
@@ -139,6 +156,16 @@ pub async fn forward(
                 });
                 sent
             }
+            Action::History(window) => {
+                let (tx, rx) = oneshot::channel();
+                let sent = inputs.send(Input::History { window, reply: tx });
+                tokio::spawn(async move {
+                    if let Ok(answer) = rx.await {
+                        let _ = n.send(Feed::History(answer));
+                    }
+                });
+                sent
+            }
             Action::Reload => {
                 let (tx, rx) = oneshot::channel();
                 let sent = inputs.send(Input::Reload { reply: Some(tx) });
@@ -204,6 +231,9 @@ mod tests {
                     Input::Reload { reply } => {
                         let _ = reply.map(|r| r.send(Err("qs.yaml:3:1: bad".to_string())));
                     }
+                    Input::History { window, reply } => {
+                        let _ = reply.send(Err(format!("no {} here", window.label())));
+                    }
                     _ => {}
                 }
             }
@@ -217,7 +247,10 @@ mod tests {
         let (n_tx, mut n_rx) = mpsc::unbounded_channel();
         fake_runtime(in_rx);
         let task = tokio::spawn(forward(act_rx, in_tx, "alice".into(), n_tx, Audit::off()));
-        let mut next = async || n_rx.recv().await.unwrap();
+        let mut next = async || match n_rx.recv().await.unwrap() {
+            Feed::Notice(n) => n,
+            other => panic!("not a notice: {other:?}"),
+        };
         act_tx
             .send(Action::Submit(Box::new(JobSpec::new("a", "qs1", 1, 0))))
             .await
@@ -242,6 +275,14 @@ mod tests {
         assert_eq!(next().await.text, "priority of job 7: 0..9999");
         act_tx.send(Action::Reload).await.unwrap();
         assert_eq!(next().await.text, "reload refused: qs.yaml:3:1: bad");
+        act_tx
+            .send(Action::History(crate::store::usage::Window::Day))
+            .await
+            .unwrap();
+        assert_eq!(
+            n_rx.recv().await.unwrap(),
+            Feed::History(Err("no day here".into()))
+        );
         act_tx.send(Action::Quit { stop_jobs: true }).await.unwrap();
         assert_eq!(task.await.unwrap(), Exit::Quit { stop_jobs: true });
     }

@@ -3,7 +3,7 @@
 
 use super::app::{App, Mode, Pane};
 use super::panes::{footer, gpus, header, lending, preemptions, queue, running, shares};
-use super::popups::{config_errors, confirm, details, help, log, submit};
+use super::popups::{config_errors, confirm, details, help, history, log, submit};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
@@ -157,6 +157,7 @@ pub fn draw(f: &mut Frame, app: &mut App) {
             log::render(f, area, &title, &app.log_lines, *scroll_back, t)
         }
         Mode::ConfigErrors { scroll } => config_errors::render(f, area, app, *scroll),
+        Mode::History => history::render(f, area, app),
     }
 }
 

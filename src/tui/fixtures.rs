@@ -110,6 +110,11 @@ impl Driver {
     ) -> Option<JobId> {
         let mut spec = JobSpec::new(name, share, gpus, prio);
         spec.submitter = Some(std::sync::Arc::new(member_of(share)));
+        spec.command = Some(crate::model::Command::Argv(vec![
+            "python".into(),
+            "run.py".into(),
+            format!("--job={name}"),
+        ]));
         let id = self.sched.submit(spec, at).ok();
         self.pass(at);
         id
@@ -443,5 +448,74 @@ fn member_of(share: &str) -> crate::model::Submitter {
     crate::model::Submitter {
         name: name.to_string(),
         uid,
+    }
+}
+
+/// A utilisation history of the lab's shares over `window` ending at [`NOW`]: vision
+/// borrows more and more of nlp's idle guarantee in the second half, its queue waits
+/// longer, infra's use comes and goes, robotics starts at the end, and for a stretch in
+/// the middle no scheduler ran (buckets without samples).
+pub fn history(window: crate::store::usage::Window) -> crate::store::usage::UsageHistory {
+    use crate::store::usage::{BUCKETS, ShareSeries, UsageHistory, UsagePoint};
+    let bucket_ms = window.ms() / BUCKETS as i64;
+    let to = (NOW / bucket_ms + 1) * bucket_ms;
+    let samples: Vec<u32> = (0..BUCKETS)
+        .map(|i| if (52..60).contains(&i) { 0 } else { 2 })
+        .collect();
+    let series = |share: &str, limit: u32, f: &dyn Fn(usize) -> UsagePoint| ShareSeries {
+        share: share.to_string(),
+        unit: "a100".to_string(),
+        limit,
+        points: (0..BUCKETS)
+            .map(|i| {
+                if samples[i] == 0 {
+                    UsagePoint::default()
+                } else {
+                    f(i)
+                }
+            })
+            .collect(),
+    };
+    let half = BUCKETS / 2;
+    let borrowed = |i: usize| {
+        if i < half {
+            0.0
+        } else {
+            ((i - half) / 15) as f64
+        }
+    };
+    UsageHistory {
+        window,
+        from: to - window.ms(),
+        to,
+        bucket_ms,
+        samples: samples.clone(),
+        every_ms: 30_000,
+        series: vec![
+            series("infra", 1, &|i| UsagePoint {
+                own: if (i / 10) % 2 == 0 { 1.0 } else { 0.0 },
+                ..UsagePoint::default()
+            }),
+            series("nlp", 3, &|i| UsagePoint {
+                own: 1.0,
+                lent: borrowed(i).min(2.0),
+                started: u32::from(i % 30 == 0),
+                started_wait_ms: if i % 30 == 0 { 45_000 } else { 0 },
+                ..UsagePoint::default()
+            }),
+            series("robotics", 2, &|i| UsagePoint {
+                own: if i + 6 >= BUCKETS { 1.0 } else { 0.0 },
+                ..UsagePoint::default()
+            }),
+            series("vision", 2, &|i| UsagePoint {
+                own: 2.0,
+                borrowed: borrowed(i),
+                queued_gpus: if i < half { 1.0 } else { 3.0 },
+                wait_max_ms: (i as i64 % 40) * bucket_ms / 2,
+                started: u32::from(i % 8 == 0),
+                started_wait_ms: if i % 8 == 0 { 120_000 } else { 0 },
+                ..UsagePoint::default()
+            }),
+        ],
     }
 }

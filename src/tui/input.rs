@@ -49,6 +49,7 @@ pub fn on_key(app: &mut App, key: KeyEvent) -> Option<Action> {
             }
             None
         }
+        Mode::History => history_key(app, key),
         Mode::Help => {
             if !matches!(
                 key.code,
@@ -298,6 +299,37 @@ fn ask_priority(app: &mut App, j: &crate::snapshot::JobView) {
     };
 }
 
+/// Keys of the `h` view: 1/2/3 or tab pick the window, u the unit, j/k a share; esc, q
+/// or h close it.
+fn history_key(app: &mut App, key: KeyEvent) -> Option<Action> {
+    use crate::store::usage::Window;
+    app.mode = Mode::History;
+    let window = match key.code {
+        KeyCode::Esc | KeyCode::Char('q' | 'h') => {
+            app.mode = Mode::Normal;
+            return None;
+        }
+        KeyCode::Char('1') => Window::Hour,
+        KeyCode::Char('2') => Window::Day,
+        KeyCode::Char('3') => Window::Week,
+        KeyCode::Tab => app.history.window.next(),
+        KeyCode::Char('u') => {
+            app.history.next_unit();
+            return None;
+        }
+        KeyCode::Char('j') | KeyCode::Down => {
+            app.history.step_share(1);
+            return None;
+        }
+        KeyCode::Char('k') | KeyCode::Up => {
+            app.history.step_share(-1);
+            return None;
+        }
+        _ => return None,
+    };
+    Some(app.history.ask(window, app.now))
+}
+
 fn open_log(app: &mut App, j: &crate::snapshot::JobView) {
     if !app.may(JobAction::Log, j) {
         return;
@@ -425,6 +457,10 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
             Some(j) => open_log(app, &j),
             None => return nothing(app),
         },
+        KeyCode::Char('h') => {
+            app.mode = Mode::History;
+            return Some(app.history.ask(app.history.window, app.now));
+        }
         KeyCode::Char('r') => {
             if !app.may_reload() {
                 return None;

@@ -5,7 +5,8 @@
 //! - [`app`]: console state; [`input`]: keys and mouse → state and actions.
 //! - [`draw`]: layout; [`panes`]: one file per pane; [`popups`]: overlays.
 //! - [`theme`]: colour themes; [`filter`]: `/` and `o`; [`predict`]: the submit form's
-//!   forecast; [`logs`]: the `l` log tail; [`terminal`]: raw mode and its restoration.
+//!   forecast; [`logs`]: the `l` log tail; [`history`]: the `h` view's state and figures;
+//!   [`terminal`]: raw mode and its restoration.
 //! - [`bridge`]: actions → runtime inputs, answers → footer notices.
 //! - [`demo`]: the load generator behind `shareq demo`; [`fixtures`]: sample snapshots
 //!   built with the real scheduler, for tests, benches and screen captures.
@@ -17,6 +18,7 @@ pub mod demo;
 pub mod draw;
 pub mod filter;
 pub mod fixtures;
+pub mod history;
 pub mod input;
 pub mod logs;
 pub mod panes;
@@ -162,7 +164,7 @@ pub async fn drive<B, S>(
     actions: &mpsc::Sender<Action>,
     mut events: S,
     shutdown: impl std::future::Future<Output = ()>,
-    mut notices: Option<mpsc::UnboundedReceiver<bridge::Notice>>,
+    mut notices: Option<mpsc::UnboundedReceiver<bridge::Feed>>,
 ) -> anyhow::Result<()>
 where
     B: ratatui::backend::Backend,
@@ -223,12 +225,20 @@ where
                 if let app::Mode::Log { job, .. } = app.mode {
                     refresh_log(app, job);
                 }
+                app.now = now_ms();
+                if let Some(action) = app.history_refresh() {
+                    send(app, actions, action).await;
+                }
                 dirty = true;
             }
             n = next_notice(&mut notices) => match n {
-                Some(n) => {
+                Some(bridge::Feed::Notice(n)) => {
                     app.now = now_ms();
                     app.say(n.text, n.error);
+                    dirty = true;
+                }
+                Some(bridge::Feed::History(h)) => {
+                    app.history.data = Some(h);
                     dirty = true;
                 }
                 None => notices = None,
@@ -247,8 +257,8 @@ where
 
 /// The next notice, or never when there is no feed.
 async fn next_notice(
-    notices: &mut Option<mpsc::UnboundedReceiver<bridge::Notice>>,
-) -> Option<bridge::Notice> {
+    notices: &mut Option<mpsc::UnboundedReceiver<bridge::Feed>>,
+) -> Option<bridge::Feed> {
     match notices {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,

@@ -139,7 +139,14 @@ impl Server {
 
     /// `shareq jobs --all --json`.
     pub fn jobs(&self) -> Value {
-        let out = self.cli(&["jobs", "--all", "--json"]);
+        self.jobs_json(&["--all"])
+    }
+
+    /// `shareq jobs --json ARGS...`.
+    pub fn jobs_json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["jobs", "--json"];
+        all.extend_from_slice(args);
+        let out = self.cli(&all);
         assert!(
             out.status.success(),
             "jobs failed: {}",

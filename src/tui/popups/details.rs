@@ -38,6 +38,14 @@ pub fn render(f: &mut Frame, area: Rect, j: &JobView, now: i64, tz: i32, theme: 
             Span::styled(format!("  unit {}", j.unit), theme.text()),
         ]),
         row("state", j.state.to_string()),
+        row(
+            "command",
+            if j.command.is_empty() {
+                "-".to_string()
+            } else {
+                j.command.clone()
+            },
+        ),
         row("GPUs", j.quantity.to_string()),
         row("priority", j.priority.to_string()),
         row(

@@ -25,6 +25,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("+ / -", "priority up / down by 1"),
     ("l", "job's log tail"),
     ("", "View"),
+    ("h", "GPU use history (1/2/3)"),
     ("/", "filter text share:X !not"),
     ("o", "cycle queue sort order"),
     ("r", "re-read the config now"),

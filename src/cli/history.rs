@@ -1,0 +1,95 @@
+//! `shareq history [--window hour|day|week] [--unit U] [--json]`: who used the GPUs over
+//! the last hour, day or week — per share the average GPUs held within its limit (own),
+//! beyond it (borrowed) and lent, the highest use, the queued GPUs, the longest wait and
+//! the jobs started with their mean wait; the same figures as the console's `h` view.
+//! With `--json`, the bucketed history itself (`store::usage::UsageHistory`). When no
+//! scheduler runs, the database is read directly.
+
+use crate::exec::now_ms;
+use crate::server::Request;
+use crate::store::usage::{self, UsageHistory, Window};
+use crate::tui::history::{self, HistoryState};
+use crate::tui::text::{duration_short, pad};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct HistoryArgs {
+    /// How far back: hour, day or week.
+    #[arg(long, default_value = "day", value_parser = parse_window)]
+    pub window: Window,
+    /// Only this capacity unit (default: every unit, summed per share).
+    #[arg(long)]
+    pub unit: Option<String>,
+    /// Print the bucketed history as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+}
+
+fn parse_window(s: &str) -> Result<Window, String> {
+    Window::parse(s).ok_or_else(|| format!("`{s}`: give hour, day or week"))
+}
+
+pub fn history(args: &HistoryArgs) -> ExitCode {
+    let req = Request::History {
+        window: args.window,
+    };
+    let read = |state: &std::path::Path| {
+        usage::read_file(&state.join(crate::store::DB_FILE), args.window, now_ms())
+            .map_err(|e| e.to_string())
+    };
+    let h: UsageHistory = match super::ask_or_read(
+        "history",
+        args.state.as_deref(),
+        &req,
+        "history",
+        |r| r.history,
+        read,
+    ) {
+        Ok(h) => h,
+        Err(code) => return code,
+    };
+    if args.json {
+        return match serde_json::to_string_pretty(&h) {
+            Ok(s) => {
+                println!("{s}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("shareq history: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    if h.is_empty() {
+        println!(
+            "no utilisation samples in the last {} (the scheduler writes one every {} while \
+             it runs and keeps them {} days)",
+            args.window.label(),
+            duration_short(h.interval_ms()),
+            usage::KEEP_DAYS
+        );
+        return ExitCode::SUCCESS;
+    }
+    let up: u32 = h.samples.iter().filter(|&&n| n > 0).count() as u32;
+    println!(
+        "last {} ({} of {} buckets of {} sampled), averages in GPUs:",
+        args.window.label(),
+        up,
+        h.samples.len(),
+        duration_short(h.bucket_ms)
+    );
+    let st = HistoryState {
+        window: args.window,
+        unit: args.unit.clone(),
+        data: Some(Ok(h)),
+        ..HistoryState::default()
+    };
+    println!("{}{}", pad("SHARE", 16), history::headings(true));
+    for l in st.lines() {
+        println!("{}{}", pad(&l.share, 16), history::figures(&l.totals, true));
+    }
+    ExitCode::SUCCESS
+}
