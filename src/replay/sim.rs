@@ -88,7 +88,7 @@ fn run_inner<'a, W: Write>(
 ) -> io::Result<Outcome> {
     let sched = Sched::new(&sc.config, &UnitCapacity::simulated(&sc.config), true);
     let mut sim = Sim {
-        stats: opts.summary.then(|| Stats::new(&sched)),
+        stats: opts.summary.then(|| Stats::new(1)),
         sched,
         observer,
         out,
@@ -150,7 +150,7 @@ fn run_inner<'a, W: Write>(
         sim.flush(t)?;
     }
     if let Some(st) = sim.stats.take() {
-        let line = st.finish(&sim.sched);
+        let line = st.finish();
         sim.write_line(line)?;
     }
     sim.out.flush()?;
@@ -332,8 +332,9 @@ fn num(out: &mut String, key: &str, value: impl std::fmt::Display) {
     let _ = write!(out, ",\"{key}\":{value}");
 }
 
-/// One output line, with the field names and order of SPEC §6.
-pub fn format_event(sched: &Sched, ev: &Event, t: i64, out: &mut String) {
+/// One output line, with the field names and order of SPEC §6 (`t`: the replay's
+/// seconds, or the live stream's epoch seconds with milliseconds).
+pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &mut String) {
     use std::fmt::Write as _;
     let name = |id: &JobId| sched.job(*id).map_or("?", |j| j.name());
     let share = |id: &JobId| sched.job(*id).map_or("?", |j| sched.share_name(j.share));

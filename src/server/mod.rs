@@ -40,6 +40,7 @@ pub mod boot;
 mod carry;
 pub mod client;
 pub mod conn_limits;
+pub mod events;
 pub mod guard;
 pub mod input;
 pub mod protocol;
