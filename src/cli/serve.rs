@@ -32,6 +32,10 @@ pub struct ServeArgs {
     /// wait) for the console's history view every this many seconds.
     #[arg(long, default_value_t = 30)]
     pub sample_seconds: u64,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics (default: the environment's
+    /// `metrics.listen`; off when neither says).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
 }
 
 /// Exit 0 after a clean shutdown, 1 when it cannot start, 2 on an invalid config.
@@ -67,6 +71,7 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         idle: std::time::Duration::from_secs(args.idle_timeout.max(1)),
     };
     opts.sample_every = std::time::Duration::from_secs(args.sample_seconds.max(1));
+    opts.metrics = args.metrics.clone();
     let stop_jobs = args.stop_jobs_on_exit;
     rt.block_on(async move {
         // Catch SIGTERM/SIGINT from now on: a stop asked while starting up is a clean stop.

@@ -118,27 +118,49 @@ const SUBMIT_TRIES: u32 = 4;
 
 /// Submit, and when the answer is lost (the connection broke after the request went out),
 /// ask again with the same client token: the scheduler answers with the job the first
-/// request made, if it made one, so a retry never queues a second job.
+/// request made, if it made one, so a retry never queues a second job. Once an answer was
+/// lost, a scheduler that is not listening (it is restarting) is asked again too, and if
+/// it does not come back in time the error says the job may exist: never the plain "no
+/// scheduler is listening", which means nothing was sent.
 fn submit_with_retries(
     state: Option<&std::path::Path>,
     req: &Request,
 ) -> anyhow::Result<crate::server::Response> {
+    use crate::server::ClientError;
     let mut tries = 0;
+    let mut lost = false;
     loop {
         tries += 1;
-        match request(state, req) {
-            Err(e)
-                if tries < SUBMIT_TRIES
-                    && matches!(
-                        e.downcast_ref::<crate::server::ClientError>(),
-                        Some(crate::server::ClientError::Io { .. })
-                    ) =>
-            {
-                eprintln!("shareq submit: {e}; asking again (the same submission, not a new job)");
-                std::thread::sleep(std::time::Duration::from_millis(200 << tries));
+        let result = request(state, req);
+        let err = match &result {
+            Err(e) => e.downcast_ref::<ClientError>(),
+            Ok(_) => None,
+        };
+        let io = matches!(err, Some(ClientError::Io { .. }));
+        let down = matches!(err, Some(ClientError::NotRunning { .. }));
+        if tries < SUBMIT_TRIES && (io || (lost && down)) {
+            if io {
+                if let Err(e) = &result {
+                    eprintln!(
+                        "shareq submit: {e}; asking again (the same submission, not a new job)"
+                    );
+                }
+            } else {
+                eprintln!(
+                    "shareq submit: the scheduler is not back yet; asking again (the same submission, not a new job)"
+                );
             }
-            other => return other,
+            lost |= io;
+            std::thread::sleep(std::time::Duration::from_millis(200 << tries));
+            continue;
         }
+        if lost && (io || down) {
+            anyhow::bail!(
+                "the answer to this submit was lost and the scheduler did not answer again in time: \
+                 the job may have been queued; look with `shareq jobs --all` before submitting again"
+            );
+        }
+        return result;
     }
 }
 

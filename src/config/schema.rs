@@ -66,6 +66,7 @@ pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
     ),
     opt("admins", Shape::List(&Shape::Text)),
     opt("controlSocket", Shape::Map(&[opt("group", Shape::Text)])),
+    opt("metrics", Shape::Map(&[req("listen", Shape::Text)])),
     opt("history", Shape::Map(&[opt("retainDays", Shape::Count)])),
     opt(
         "nodes",

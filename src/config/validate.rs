@@ -187,6 +187,18 @@ fn check_env(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment) -> BTreeSe
     }
     check_nodes(cx, origin, env, &units);
     check_principals(cx, origin, "admins", env.admins.as_deref());
+    if let Some(m) = &env.metrics
+        && m.listen.parse::<std::net::SocketAddr>().is_err()
+    {
+        cx.err(
+            origin,
+            "metrics.listen",
+            format!(
+                "`{}` is not ADDR:PORT (for example 127.0.0.1:9400, or 0.0.0.0:9400 for every interface)",
+                m.listen
+            ),
+        );
+    }
     if let Some(g) = env.control_socket.as_ref().and_then(|c| c.group.as_deref())
         && (g.starts_with('@') || !valid_principal(g))
     {

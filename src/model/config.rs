@@ -39,12 +39,24 @@ pub struct ServiceEnvironment {
     /// Who may connect to the control socket (SPEC §9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_socket: Option<ControlSocket>,
+    /// `metrics: {listen: "127.0.0.1:9400"}`: serve Prometheus metrics there (read at
+    /// start; `serve --metrics` overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<MetricsSettings>,
     /// The machines (SPEC §10); absent = one implicit node with `capacityLimits[].devices`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<Vec<NodeSpec>>,
     /// What carries the decisions out; absent = the local executor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor: Option<Executor>,
+}
+
+/// Where the scheduler serves `/metrics`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MetricsSettings {
+    /// ADDR:PORT, e.g. `127.0.0.1:9400` or `0.0.0.0:9400`.
+    pub listen: String,
 }
 
 /// One machine of `nodes:`: its name and, per unit, which GPUs it has.

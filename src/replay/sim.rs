@@ -94,7 +94,7 @@ fn run_inner<'a, W: Write>(
 ) -> io::Result<Outcome> {
     let sched = Sched::new(&sc.config, &UnitCapacity::simulated(&sc.config), true);
     let mut sim = Sim::new(sched, observer, out, sc.trace.len() + sc.events.len());
-    sim.stats = opts.summary.then(|| Stats::new(&sim.sched));
+    sim.stats = opts.summary.then(|| Stats::new(1));
     sim.lines = opts.keep_lines.then(Vec::new);
     sim.drive(
         &sc.trace,
@@ -103,7 +103,7 @@ fn run_inner<'a, W: Write>(
         u64::MAX,
     )?;
     if let Some(st) = sim.stats.take() {
-        let line = st.finish(&sim.sched);
+        let line = st.finish();
         sim.write_line(line)?;
     }
     sim.out.flush()?;
@@ -444,8 +444,9 @@ fn num(out: &mut String, key: &str, value: impl std::fmt::Display) {
     let _ = write!(out, ",\"{key}\":{value}");
 }
 
-/// One output line, with the field names and order of SPEC §6.
-pub fn format_event(sched: &Sched, ev: &Event, t: i64, out: &mut String) {
+/// One output line, with the field names and order of SPEC §6 (`t`: the replay's
+/// seconds, or the live stream's epoch seconds with milliseconds).
+pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &mut String) {
     use std::fmt::Write as _;
     let name = |id: &JobId| sched.job(*id).map_or("?", |j| j.name());
     let share = |id: &JobId| sched.job(*id).map_or("?", |j| sched.share_name(j.share));

@@ -1,21 +1,31 @@
-//! The `--summary` line: per-share GPU-seconds (within the limit, borrowed, lent), jobs
-//! finished, wait times and preemptions, and the run's overall utilisation; per share and
-//! overall, what preemption cost: the most preemptions of one job, the GPU-seconds lost
-//! (work that restarts from zero) and the jobs started and preempted at the same instant.
+//! The usage figures of a run: per share GPU-seconds (within the limit, borrowed, lent,
+//! idle guarantee), jobs finished, wait times and preemptions, and the overall
+//! utilisation; per share and overall, what preemption cost: the most preemptions of one
+//! job, the GPU-seconds lost (work that restarts from zero) and the jobs started and
+//! preempted at the same instant.
+//!
+//! One accumulator serves both `replay --summary` (fed from the simulated scheduler at each
+//! instant) and `shareq report` (fed from the recorded standing and decision events of the
+//! live history, `crate::report`): the figures are computed by the same code.
 
 use crate::sched::{Event, FailReason, Sched};
-use std::collections::BTreeMap;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 #[derive(Debug, Default, Clone)]
-struct ShareTotals {
+struct Totals {
     within: f64,
     borrowed: f64,
     lent: f64,
+    idle: f64,
+    /// GPU-seconds held by the group's jobs, from each start to the end of the attempt as
+    /// the events say it (per user; per share `within + borrowed` is exact).
+    used_by_jobs: f64,
     succeeded: u64,
     failed: u64,
     preemptions: u64,
     waits: Vec<i64>,
-    /// The most times one job of the share was preempted.
+    /// The most times one job of the group was preempted.
     max_preemptions_of_one_job: u64,
     /// GPU-seconds held by attempts that were preempted, from their start until they
     /// released their GPUs: that work restarts from zero.
@@ -28,220 +38,570 @@ struct ShareTotals {
 #[derive(Debug, Clone)]
 struct Stopping {
     share: String,
+    user: Option<String>,
     started_at: i64,
     quantity: u32,
 }
 
-/// Accumulates the figures as the simulated clock advances.
+/// One share's standing on one unit at an instant: what [`Stats::advance_with`]
+/// integrates over time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct LaneFigures {
+    pub share: String,
+    pub unit: String,
+    pub limit: u32,
+    pub usage: u32,
+    pub borrowed: u32,
+    pub lent: u32,
+    pub idle: u32,
+}
+
+/// One unit's capacity at an instant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct UnitFigures {
+    pub unit: String,
+    pub usable: u32,
+    pub used: u32,
+    /// With `nodes`: GPUs free while some job of the unit waits FRAGMENTED.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fragmented_idle: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The standing of a scheduler at an instant, as the accumulator reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Standing {
+    pub lanes: Vec<LaneFigures>,
+    pub units: Vec<UnitFigures>,
+    /// The config has `nodes` (SPEC §10).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nodes: bool,
+}
+
+impl Standing {
+    /// The scheduler's standing now.
+    pub fn of(sched: &Sched) -> Standing {
+        Standing {
+            lanes: sched
+                .share_stats()
+                .into_iter()
+                .map(|st| LaneFigures {
+                    share: st.share,
+                    unit: st.unit,
+                    limit: st.limit,
+                    usage: st.usage,
+                    borrowed: st.borrowed,
+                    lent: st.lent,
+                    idle: st.idle,
+                })
+                .collect(),
+            // `unit_totals` and `unit_indexes` both list the present units in index order.
+            units: sched
+                .unit_totals()
+                .into_iter()
+                .zip(sched.unit_indexes())
+                .map(|((unit, usable, used, _), u)| UnitFigures {
+                    unit,
+                    usable,
+                    used,
+                    fragmented_idle: sched.fragmented_idle(u),
+                })
+                .collect(),
+            nodes: sched.has_nodes(),
+        }
+    }
+}
+
+/// A decision as the accumulator needs it: the job, its share and submitter, when it
+/// was submitted, and what happened.
+#[derive(Debug, Clone, Copy)]
+pub struct Fact<'a> {
+    pub job: u64,
+    pub share: &'a str,
+    pub user: Option<&'a str>,
+    pub submitted: i64,
+    pub kind: FactKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FactKind {
+    Started {
+        quantity: u32,
+    },
+    Succeeded,
+    /// `exhausted`: failed because its preemption retries ran out (at the release).
+    Failed {
+        exhausted: bool,
+    },
+    Cancelled,
+    Requeued,
+    Preempted,
+}
+
+impl FactKind {
+    /// The kind of a scheduler event, for the events that count.
+    pub fn of(ev: &Event) -> Option<(crate::model::JobId, FactKind)> {
+        Some(match ev {
+            Event::Started { job, devices, .. } => (
+                *job,
+                FactKind::Started {
+                    quantity: devices.len() as u32,
+                },
+            ),
+            Event::Succeeded { job } => (*job, FactKind::Succeeded),
+            Event::Failed { job, reason } => (
+                *job,
+                FactKind::Failed {
+                    exhausted: *reason == FailReason::PreemptionRetriesExhausted,
+                },
+            ),
+            Event::Cancelled { job, .. } => (*job, FactKind::Cancelled),
+            Event::Requeued { job } => (*job, FactKind::Requeued),
+            Event::Preempted { job, .. } => (*job, FactKind::Preempted),
+            _ => return None,
+        })
+    }
+}
+
+/// Accumulates the figures as the clock advances. `per_second` is how many clock ticks
+/// make a second (1 for the replay's seconds, 1000 for the live milliseconds).
 #[derive(Debug)]
 pub struct Stats {
+    per_second: f64,
     first: Option<i64>,
     last: i64,
     used: f64,
     capacity: f64,
-    shares: BTreeMap<String, ShareTotals>,
-    started_once: std::collections::HashSet<u64>,
+    shares: BTreeMap<String, Totals>,
+    users: BTreeMap<String, Totals>,
+    started_once: HashSet<u64>,
     /// Preemptions per job.
-    preempted: std::collections::HashMap<u64, u64>,
+    preempted: HashMap<u64, u64>,
     /// Attempts preempted and not yet released, by job.
-    stopping: std::collections::HashMap<u64, Stopping>,
+    stopping: HashMap<u64, Stopping>,
+    /// Each job's latest start: (instant, quantity). Events are read after the pass, when
+    /// a victim that released at once is already back in the queue.
+    last_start: HashMap<u64, (i64, u32)>,
+    /// Attempts holding GPUs: (start, quantity, submitter).
+    holding: HashMap<u64, (i64, u32, Option<String>)>,
+    /// The standing integrated from `last` on.
+    standing: Standing,
     /// With `nodes`: GPU-seconds free while some job waited FRAGMENTED on their unit.
     fragmented_idle: f64,
     /// With `nodes`: submissions refused as larger than any node.
     larger_than_any_node: u64,
-    /// Each job's latest start: (instant, quantity). Events are read after the pass, when
-    /// a victim that released at once is already back in the queue.
-    last_start: std::collections::HashMap<u64, (i64, u32)>,
+    /// Some standing had `nodes`.
+    nodes: bool,
+}
+
+/// One share's (or user's) figures, in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct GroupSummary {
+    pub gpu_seconds_within_limit: f64,
+    pub gpu_seconds_borrowed: f64,
+    pub gpu_seconds_lent: f64,
+    pub gpu_seconds_idle: f64,
+    pub gpu_seconds_used: f64,
+    pub jobs_finished: u64,
+    pub jobs_succeeded: u64,
+    pub jobs_failed: u64,
+    pub mean_wait: f64,
+    pub p50_wait: f64,
+    pub p95_wait: f64,
+    pub preemptions: u64,
+    pub max_preemptions_of_one_job: u64,
+    pub gpu_seconds_lost_to_preemption: f64,
+    pub started_and_preempted_same_instant: u64,
+}
+
+/// The figures of a whole run (or of a report's window).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Summary {
+    /// From the first to the last instant, in clock ticks.
+    pub first: i64,
+    pub last: i64,
+    /// Seconds.
+    pub span: f64,
+    pub gpu_seconds_used: f64,
+    pub utilisation: f64,
+    pub max_preemptions_of_one_job: u64,
+    pub gpu_seconds_lost_to_preemption: f64,
+    pub started_and_preempted_same_instant: u64,
+    /// With `nodes` (SPEC §10): GPU-seconds free while some job waited FRAGMENTED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_seconds_idle_while_fragmented: Option<f64>,
+    /// With `nodes`: submissions refused as larger than any node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs_rejected_larger_than_any_node: Option<u64>,
+    pub shares: BTreeMap<String, GroupSummary>,
+    pub users: BTreeMap<String, GroupSummary>,
 }
 
 impl Stats {
-    pub fn new(_sched: &Sched) -> Stats {
+    pub fn new(per_second: u32) -> Stats {
         Stats {
+            per_second: f64::from(per_second.max(1)),
             first: None,
             last: 0,
             used: 0.0,
             capacity: 0.0,
             shares: BTreeMap::new(),
+            users: BTreeMap::new(),
             started_once: Default::default(),
             preempted: Default::default(),
             stopping: Default::default(),
             last_start: Default::default(),
+            holding: Default::default(),
+            standing: Standing::default(),
             fragmented_idle: 0.0,
             larger_than_any_node: 0,
+            nodes: false,
         }
     }
 
-    /// Integrate the current standing over [last, t).
+    /// Integrate the scheduler's current standing over [last, t).
     pub fn advance(&mut self, sched: &Sched, t: i64) {
+        self.nodes |= sched.has_nodes();
+        if self.first.is_some() && t > self.last {
+            self.standing = Standing::of(sched);
+        }
+        self.advance_to(t);
+    }
+
+    /// Integrate the standing in force up to `t`, then hold `standing` from `t` on.
+    pub fn advance_with(&mut self, t: i64, standing: Standing) {
+        self.advance_to(t);
+        self.nodes |= standing.nodes;
+        self.standing = standing;
+    }
+
+    /// Integrate the standing in force over [last, t).
+    pub fn advance_to(&mut self, t: i64) {
         let Some(_) = self.first else {
             self.first = Some(t);
             self.last = t;
             return;
         };
-        let dt = (t - self.last) as f64;
+        let dt = (t - self.last) as f64 / self.per_second;
         if dt > 0.0 {
-            for st in sched.share_stats() {
-                let e = self.shares.entry(st.share).or_default();
+            for st in &self.standing.lanes {
+                let e = self.shares.entry(st.share.clone()).or_default();
                 e.within += f64::from(st.usage.min(st.limit)) * dt;
                 e.borrowed += f64::from(st.borrowed) * dt;
                 e.lent += f64::from(st.lent) * dt;
+                e.idle += f64::from(st.idle) * dt;
             }
-            for (_, usable, used, _) in sched.unit_totals() {
-                self.used += f64::from(used) * dt;
-                self.capacity += f64::from(usable) * dt;
-            }
-            if sched.has_nodes() {
-                for u in sched.unit_indexes() {
-                    self.fragmented_idle += f64::from(sched.fragmented_idle(u)) * dt;
-                }
+            for u in &self.standing.units {
+                self.used += f64::from(u.used) * dt;
+                self.capacity += f64::from(u.usable) * dt;
+                self.fragmented_idle += f64::from(u.fragmented_idle) * dt;
             }
         }
-        self.last = t;
+        self.last = self.last.max(t);
     }
 
+    /// Count a scheduler event at `t`.
     pub fn record(&mut self, sched: &Sched, ev: &Event, t: i64) {
-        let share_of = |id: &crate::model::JobId| {
-            sched
-                .job(*id)
-                .map(|j| sched.share_name(j.share).to_string())
-                .unwrap_or_default()
+        if let Event::Rejected { error, .. } = ev {
+            self.rejected(error);
+        }
+        let Some((id, kind)) = FactKind::of(ev) else {
+            return;
         };
-        match ev {
-            Event::Started { job, devices, .. } => {
-                self.last_start.insert(job.0, (t, devices.len() as u32));
-                if self.started_once.insert(job.0)
-                    && let Some(j) = sched.job(*job)
-                {
-                    let wait = t - j.submitted;
-                    self.shares
-                        .entry(share_of(job))
-                        .or_default()
-                        .waits
-                        .push(wait);
+        let Some(j) = sched.job(id) else { return };
+        let user = j.spec.submitter.as_ref().map(|s| s.name.as_str());
+        self.note(
+            Fact {
+                job: id.0,
+                share: sched.share_name(j.share),
+                user,
+                submitted: j.submitted,
+                kind,
+            },
+            t,
+        );
+    }
+
+    /// A submission was refused with `error`.
+    pub fn rejected(&mut self, error: &str) {
+        if crate::sched::is_larger_than_any_node(error) {
+            self.larger_than_any_node += 1;
+        }
+    }
+
+    /// Count a decision at `t`.
+    pub fn note(&mut self, f: Fact, t: i64) {
+        let groups = |me: &mut Stats, op: &mut dyn FnMut(&mut Totals)| {
+            op(me.shares.entry(f.share.to_string()).or_default());
+            if let Some(u) = f.user {
+                op(me.users.entry(u.to_string()).or_default());
+            }
+        };
+        match f.kind {
+            FactKind::Started { quantity } => {
+                self.end_holding(f.job, t);
+                self.last_start.insert(f.job, (t, quantity));
+                self.holding
+                    .insert(f.job, (t, quantity, f.user.map(str::to_string)));
+                if self.started_once.insert(f.job) {
+                    let wait = t - f.submitted;
+                    groups(self, &mut |e| e.waits.push(wait));
                 }
             }
-            Event::Succeeded { job } => {
+            FactKind::Succeeded => {
                 // A victim that ended by itself during its stop lost nothing.
-                self.stopping.remove(&job.0);
-                self.shares.entry(share_of(job)).or_default().succeeded += 1
+                self.stopping.remove(&f.job);
+                self.end_holding(f.job, t);
+                groups(self, &mut |e| e.succeeded += 1);
             }
-            Event::Failed { job, reason } => {
-                if *reason == FailReason::PreemptionRetriesExhausted {
-                    self.count_loss(job.0, t);
+            FactKind::Failed { exhausted } => {
+                if exhausted {
+                    self.count_loss(f.job, t);
                 } else {
-                    self.stopping.remove(&job.0);
+                    self.stopping.remove(&f.job);
                 }
-                self.shares.entry(share_of(job)).or_default().failed += 1
+                self.end_holding(f.job, t);
+                groups(self, &mut |e| e.failed += 1);
             }
-            Event::Cancelled { job, .. } => {
-                self.stopping.remove(&job.0);
-                self.shares.entry(share_of(job)).or_default().failed += 1
+            FactKind::Cancelled => {
+                self.stopping.remove(&f.job);
+                self.end_holding(f.job, t);
+                groups(self, &mut |e| e.failed += 1);
             }
-            Event::Requeued { job } => self.count_loss(job.0, t),
-            Event::Rejected { error, .. } if crate::sched::is_larger_than_any_node(error) => {
-                self.larger_than_any_node += 1
+            FactKind::Requeued => {
+                self.count_loss(f.job, t);
+                self.end_holding(f.job, t);
             }
-            Event::Preempted { job, .. } => {
-                let share = share_of(job);
-                let count = self.preempted.entry(job.0).or_default();
+            FactKind::Preempted => {
+                let count = self.preempted.entry(f.job).or_default();
                 *count += 1;
                 let count = *count;
-                let e = self.shares.entry(share.clone()).or_default();
-                e.preemptions += 1;
-                e.max_preemptions_of_one_job = e.max_preemptions_of_one_job.max(count);
-                if let Some(&(started_at, quantity)) = self.last_start.get(&job.0) {
-                    if started_at == t {
+                let start = self.last_start.get(&f.job).copied();
+                let same = start.is_some_and(|(at, _)| at == t);
+                groups(self, &mut |e| {
+                    e.preemptions += 1;
+                    e.max_preemptions_of_one_job = e.max_preemptions_of_one_job.max(count);
+                    if same {
                         e.started_and_preempted_same_instant += 1;
                     }
+                });
+                if let Some((started_at, quantity)) = start {
                     self.stopping.insert(
-                        job.0,
+                        f.job,
                         Stopping {
-                            share,
+                            share: f.share.to_string(),
+                            user: f.user.map(str::to_string),
                             started_at,
                             quantity,
                         },
                     );
                 }
             }
-            _ => {}
+        }
+    }
+
+    /// Learn from a decision made before the figures start (a report's window): which
+    /// jobs had started (a later start is no first start), what held GPUs and what was
+    /// being stopped. Nothing is counted.
+    pub fn prime(&mut self, f: Fact, t: i64) {
+        match f.kind {
+            FactKind::Started { quantity } => {
+                self.started_once.insert(f.job);
+                self.last_start.insert(f.job, (t, quantity));
+                self.holding
+                    .insert(f.job, (t, quantity, f.user.map(str::to_string)));
+            }
+            FactKind::Preempted => {
+                *self.preempted.entry(f.job).or_default() += 1;
+                if let Some(&(started_at, quantity)) = self.last_start.get(&f.job) {
+                    self.stopping.insert(
+                        f.job,
+                        Stopping {
+                            share: f.share.to_string(),
+                            user: f.user.map(str::to_string),
+                            started_at,
+                            quantity,
+                        },
+                    );
+                }
+            }
+            FactKind::Succeeded
+            | FactKind::Failed { .. }
+            | FactKind::Cancelled
+            | FactKind::Requeued => {
+                self.stopping.remove(&f.job);
+                self.holding.remove(&f.job);
+            }
+        }
+    }
+
+    /// The figures start at `t`: GPU-time held before it is not counted (a preempted
+    /// attempt's loss still counts whole when it releases inside).
+    pub fn start_at(&mut self, t: i64) {
+        for h in self.holding.values_mut() {
+            h.0 = h.0.max(t);
+        }
+        self.first = None;
+        self.advance_to(t);
+    }
+
+    /// The job's attempt no longer holds GPUs (as far as the events say; a cancelled
+    /// job's until the cancel): its GPU-time counts for its submitter.
+    fn end_holding(&mut self, job: u64, t: i64) {
+        if let Some((started_at, quantity, Some(user))) = self.holding.remove(&job) {
+            let held = f64::from(quantity) * (t - started_at) as f64 / self.per_second;
+            self.users.entry(user).or_default().used_by_jobs += held;
         }
     }
 
     /// A preempted attempt released its GPUs at `t`: what it ran is lost.
     fn count_loss(&mut self, job: u64, t: i64) {
         if let Some(st) = self.stopping.remove(&job) {
-            let lost = f64::from(st.quantity) * (t - st.started_at) as f64;
+            let lost = f64::from(st.quantity) * (t - st.started_at) as f64 / self.per_second;
             self.shares.entry(st.share).or_default().gpu_seconds_lost += lost;
+            if let Some(u) = st.user {
+                self.users.entry(u).or_default().gpu_seconds_lost += lost;
+            }
         }
     }
 
-    /// The summary as one JSON line.
-    pub fn finish(mut self, sched: &Sched) -> String {
-        let span = (self.last - self.first.unwrap_or(self.last)) as f64;
-        let mut shares = serde_json::Map::new();
-        let (mut most, mut lost, mut same_instant) = (0u64, 0f64, 0u64);
-        for (name, mut s) in std::mem::take(&mut self.shares) {
-            most = most.max(s.max_preemptions_of_one_job);
-            lost += s.gpu_seconds_lost;
-            same_instant += s.started_and_preempted_same_instant;
-            s.waits.sort_unstable();
-            let mean = if s.waits.is_empty() {
-                0.0
-            } else {
-                s.waits.iter().map(|&w| w as f64).sum::<f64>() / s.waits.len() as f64
-            };
-            let pct = |q: f64| {
-                if s.waits.is_empty() {
-                    0
-                } else {
-                    let i = ((s.waits.len() as f64) * q).ceil() as usize;
-                    s.waits[i.clamp(1, s.waits.len()) - 1]
-                }
-            };
-            let (p50, p95) = (pct(0.5), pct(0.95));
-            shares.insert(
-                name,
-                serde_json::json!({
-                    "gpu_seconds_within_limit": s.within,
-                    "gpu_seconds_borrowed": s.borrowed,
-                    "gpu_seconds_lent": s.lent,
-                    "jobs_finished": s.succeeded + s.failed,
-                    "jobs_succeeded": s.succeeded,
-                    "jobs_failed": s.failed,
-                    "mean_wait": mean,
-                    "p50_wait": p50,
-                    "p95_wait": p95,
-                    "preemptions": s.preemptions,
-                    "max_preemptions_of_one_job": s.max_preemptions_of_one_job,
-                    "gpu_seconds_lost_to_preemption": s.gpu_seconds_lost,
-                    "started_and_preempted_same_instant": s.started_and_preempted_same_instant,
-                }),
-            );
+    /// The figures.
+    pub fn summary(mut self) -> Summary {
+        // Attempts still holding GPUs count up to the last instant.
+        let last = self.last;
+        for job in self.holding.keys().copied().collect::<Vec<_>>() {
+            self.end_holding(job, last);
         }
+        let first = self.first.unwrap_or(self.last);
+        let span = (self.last - first) as f64 / self.per_second;
+        let per_second = self.per_second;
+        let (mut most, mut lost, mut same_instant) = (0u64, 0f64, 0u64);
+        let shares: BTreeMap<String, GroupSummary> = std::mem::take(&mut self.shares)
+            .into_iter()
+            .map(|(name, s)| {
+                most = most.max(s.max_preemptions_of_one_job);
+                lost += s.gpu_seconds_lost;
+                same_instant += s.started_and_preempted_same_instant;
+                (name, group(s, per_second, true))
+            })
+            .collect();
+        let users = std::mem::take(&mut self.users)
+            .into_iter()
+            .map(|(name, s)| (name, group(s, per_second, false)))
+            .collect();
         let utilisation = if self.capacity > 0.0 {
             self.used / self.capacity
         } else {
             0.0
         };
+        Summary {
+            first,
+            last: self.last,
+            span,
+            gpu_seconds_used: self.used,
+            utilisation,
+            max_preemptions_of_one_job: most,
+            gpu_seconds_lost_to_preemption: lost,
+            started_and_preempted_same_instant: same_instant,
+            gpu_seconds_idle_while_fragmented: self.nodes.then_some(self.fragmented_idle),
+            jobs_rejected_larger_than_any_node: self.nodes.then_some(self.larger_than_any_node),
+            shares,
+            users,
+        }
+    }
+
+    /// The summary as the replay's one JSON line.
+    pub fn finish(self) -> String {
+        let s = self.summary();
+        let shares: serde_json::Map<String, serde_json::Value> = s
+            .shares
+            .iter()
+            .map(|(name, g)| {
+                (
+                    name.clone(),
+                    serde_json::json!({
+                        "gpu_seconds_within_limit": g.gpu_seconds_within_limit,
+                        "gpu_seconds_borrowed": g.gpu_seconds_borrowed,
+                        "gpu_seconds_lent": g.gpu_seconds_lent,
+                        "jobs_finished": g.jobs_finished,
+                        "jobs_succeeded": g.jobs_succeeded,
+                        "jobs_failed": g.jobs_failed,
+                        "mean_wait": g.mean_wait,
+                        "p95_wait": g.p95_wait as i64,
+                        "preemptions": g.preemptions,
+                        "max_preemptions_of_one_job": g.max_preemptions_of_one_job,
+                        "gpu_seconds_lost_to_preemption": g.gpu_seconds_lost_to_preemption,
+                        "started_and_preempted_same_instant": g.started_and_preempted_same_instant,
+                        "gpu_seconds_idle": g.gpu_seconds_idle,
+                        "p50_wait": g.p50_wait as i64,
+                    }),
+                )
+            })
+            .collect();
         // Without `nodes` the line is what it always was.
-        let nodes = if sched.has_nodes() {
-            format!(
-                ",\"gpu_seconds_idle_while_fragmented\":{},\"jobs_rejected_larger_than_any_node\":{}",
-                self.fragmented_idle, self.larger_than_any_node
-            )
-        } else {
-            String::new()
+        let nodes = match (
+            s.gpu_seconds_idle_while_fragmented,
+            s.jobs_rejected_larger_than_any_node,
+        ) {
+            (Some(idle), Some(rejected)) => format!(
+                ",\"gpu_seconds_idle_while_fragmented\":{idle},\"jobs_rejected_larger_than_any_node\":{rejected}"
+            ),
+            _ => String::new(),
         };
         format!(
             "{{\"t\":{},\"event\":\"summary\",\"span\":{},\"gpu_seconds_used\":{},\"utilisation\":{},\"max_preemptions_of_one_job\":{},\"gpu_seconds_lost_to_preemption\":{},\"started_and_preempted_same_instant\":{}{nodes},\"shares\":{}}}",
-            self.last,
-            span,
-            self.used,
-            utilisation,
-            most,
-            lost,
-            same_instant,
+            s.last,
+            s.span,
+            s.gpu_seconds_used,
+            s.utilisation,
+            s.max_preemptions_of_one_job,
+            s.gpu_seconds_lost_to_preemption,
+            s.started_and_preempted_same_instant,
             serde_json::Value::Object(shares)
         )
     }
+}
+
+/// A group's totals as figures in seconds. `share`: GPU-time used is within + borrowed
+/// (exact, from the standing); for a user it is what its jobs' attempts held.
+fn group(mut s: Totals, per_second: f64, share: bool) -> GroupSummary {
+    s.waits.sort_unstable();
+    let mean = if s.waits.is_empty() {
+        0.0
+    } else {
+        s.waits.iter().map(|&w| w as f64).sum::<f64>() / s.waits.len() as f64 / per_second
+    };
+    GroupSummary {
+        gpu_seconds_within_limit: s.within,
+        gpu_seconds_borrowed: s.borrowed,
+        gpu_seconds_lent: s.lent,
+        gpu_seconds_idle: s.idle,
+        gpu_seconds_used: if share {
+            s.within + s.borrowed
+        } else {
+            s.used_by_jobs
+        },
+        jobs_finished: s.succeeded + s.failed,
+        jobs_succeeded: s.succeeded,
+        jobs_failed: s.failed,
+        mean_wait: mean,
+        p50_wait: percentile(&s.waits, 0.50) as f64 / per_second,
+        p95_wait: percentile(&s.waits, 0.95) as f64 / per_second,
+        preemptions: s.preemptions,
+        max_preemptions_of_one_job: s.max_preemptions_of_one_job,
+        gpu_seconds_lost_to_preemption: s.gpu_seconds_lost,
+        started_and_preempted_same_instant: s.started_and_preempted_same_instant,
+    }
+}
+
+/// The nearest-rank percentile of sorted values (0 for none).
+fn percentile(sorted: &[i64], p: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64) * p).ceil() as usize;
+    sorted[i.clamp(1, sorted.len()) - 1]
 }

@@ -50,6 +50,9 @@ pub struct BootOptions {
     pub durability: Durability,
     /// The control socket's connection cap and idle timeout.
     pub socket_limits: super::conn_limits::SocketLimits,
+    /// Serve Prometheus metrics on this ADDR:PORT (`None`: the environment's
+    /// `metrics.listen`, if any).
+    pub metrics: Option<String>,
     /// How often the utilisation history is sampled (`server::usage`).
     pub sample_every: std::time::Duration,
 }
@@ -65,6 +68,7 @@ impl BootOptions {
             listen: true,
             durability: Durability::Full,
             socket_limits: Default::default(),
+            metrics: None,
             sample_every: super::usage::DEFAULT_EVERY,
         }
     }
@@ -93,6 +97,9 @@ pub enum BootError {
     Socket(#[from] SocketError),
     #[error("cannot find the shareq executable for supervisors: {0}")]
     Exe(std::io::Error),
+    /// The metrics address is wrong or taken.
+    #[error("{0}")]
+    Metrics(String),
 }
 
 impl From<StoreError> for BootError {
@@ -259,6 +266,18 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     } else {
         None
     };
+    let metrics_addr = opts.metrics.clone().or_else(|| {
+        let m = loaded.config.env.metrics.as_ref();
+        m.map(|m| m.listen.clone())
+    });
+    let metrics_listener = match &metrics_addr {
+        Some(addr) => Some(
+            crate::metrics::http::bind(addr)
+                .await
+                .map_err(BootError::Metrics)?,
+        ),
+        None => None,
+    };
     let audit = match super::audit::Audit::start(&root.join(crate::store::DB_FILE)) {
         Ok(a) => a,
         Err(e) => {
@@ -292,6 +311,14 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         tracing::info!(socket = %opts.state.socket().display(), "scheduler listening");
     }
     handle.audit = audit;
+    if let Some(l) = metrics_listener {
+        let addr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        tracing::info!("serving Prometheus metrics at http://{addr}/metrics");
+        handle.metrics_server = Some(tokio::spawn(crate::metrics::http::serve(
+            l,
+            handle.metrics.clone(),
+        )));
+    }
     if let Err(e) = super::usage::start(
         &root.join(crate::store::DB_FILE),
         handle.snapshots.clone(),

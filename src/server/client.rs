@@ -62,6 +62,38 @@ impl Client {
         self.raw(&line)
     }
 
+    /// Send a request that switches the connection to a stream (`events`); then read
+    /// its lines with [`Client::next_line`].
+    pub fn send(&mut self, req: &Request) -> Result<(), ClientError> {
+        let mut line =
+            serde_json::to_vec(req).map_err(|e| ClientError::BadAnswer(e.to_string()))?;
+        line.push(b'\n');
+        self.writer
+            .write_all(&line)
+            .map_err(|source| ClientError::Io {
+                socket: self.socket.clone(),
+                source,
+            })
+    }
+
+    /// The next line of a stream (without its newline); `None` when the scheduler closed it.
+    pub fn next_line(&mut self) -> Result<Option<String>, ClientError> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) => Ok(None),
+            Ok(_) => {
+                while line.ends_with('\n') || line.ends_with('\r') {
+                    line.pop();
+                }
+                Ok(Some(line))
+            }
+            Err(source) => Err(ClientError::Io {
+                socket: self.socket.clone(),
+                source,
+            }),
+        }
+    }
+
     /// Send raw bytes (one line) and read one answer line.
     pub fn raw(&mut self, line: &[u8]) -> Result<Response, ClientError> {
         let io = |source| ClientError::Io {

@@ -19,6 +19,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub struct Guard {
     state: StateDir,
     audit: Audit,
+    /// Where committed decision lines arrive, for `events` followers.
+    pub(crate) feed: super::events::EventFeed,
+    /// Submit latency goes here.
+    pub(crate) metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// Where a job's owner was found.
@@ -31,7 +35,65 @@ enum Owner {
 
 impl Guard {
     pub fn new(state: StateDir, audit: Audit) -> Guard {
-        Guard { state, audit }
+        Guard {
+            state,
+            audit,
+            feed: Default::default(),
+            metrics: Default::default(),
+        }
+    }
+
+    /// The guard of a runtime: its decision feed and metrics.
+    pub(crate) fn observing(
+        mut self,
+        feed: super::events::EventFeed,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Guard {
+        self.feed = feed;
+        self.metrics = metrics;
+        self
+    }
+
+    /// The state directory (its database is read for `events` and `report`).
+    pub(crate) fn state_root(&self) -> std::path::PathBuf {
+        self.state.root().to_path_buf()
+    }
+
+    /// Usage figures over [since, until] from the history (the caller was admitted;
+    /// `users`: with per-user figures).
+    pub async fn report(&self, since: i64, until: i64, users: bool) -> Response {
+        if until < since {
+            return Response::error(format!(
+                "report: --until ({}) is before --since ({})",
+                crate::events::seconds(until),
+                crate::events::seconds(since)
+            ));
+        }
+        let root = self.state_root();
+        let read = tokio::task::spawn_blocking(move || {
+            let store = crate::store::Store::open_read_only(&root).map_err(|e| e.to_string())?;
+            let window = store
+                .history_window(since, until)
+                .map_err(|e| e.to_string())?;
+            let mut summary = crate::report::figures(&window, since, until, 1000);
+            if !users {
+                summary.users.clear();
+            }
+            Ok::<_, String>(crate::report::Report {
+                since,
+                until,
+                users_shown: users,
+                summary,
+            })
+        });
+        match read.await {
+            Ok(Ok(report)) => Response {
+                report: Some(report),
+                ..Response::ok()
+            },
+            Ok(Err(e)) => Response::error(format!("cannot read the history: {e}")),
+            Err(e) => Response::error(format!("cannot read the history: {e}")),
+        }
     }
 
     /// Check a request against the rules in force; stamp a submission with its
@@ -66,11 +128,23 @@ impl Guard {
             Request::Cancel { ids } => ids.iter().map(|&id| (JobAction::Cancel, id)).collect(),
             Request::Priority { id, .. } => vec![(JobAction::Priority, *id)],
             Request::Log { id, .. } => vec![(JobAction::Log, *id)],
+            Request::Report { users, .. } => {
+                let access = snapshots.borrow().access.clone();
+                let admin = access.is_admin(caller);
+                if *users == Some(true) && !admin {
+                    return access
+                        .may_administer(caller, "read per-user usage figures")
+                        .map_err(Response::denied);
+                }
+                *users = Some(admin);
+                return Ok(());
+            }
             Request::Jobs { .. }
             | Request::History { .. }
             | Request::Status
             | Request::Subscribe
-            | Request::Predict { .. } => return Ok(()),
+            | Request::Predict { .. }
+            | Request::Events { .. } => return Ok(()),
         };
         let access = snapshots.borrow().access.clone();
         if access.is_admin(caller) {

@@ -40,6 +40,7 @@ pub mod boot;
 mod carry;
 pub mod client;
 pub mod conn_limits;
+pub mod events;
 mod forecasts;
 pub mod guard;
 pub mod input;

@@ -66,6 +66,28 @@ pub enum Request {
     Predict {
         job: JobSpec,
     },
+    /// Switch the connection to the decision stream (`shareq events`): the stored lines
+    /// after sequence number `after` and at or after `since` (ms), one JSON
+    /// [`crate::events::EventLine`] per line, then with `follow` the live ones until either
+    /// side closes; without `follow` the scheduler closes after the past. Anyone may read
+    /// it (SPEC §9: it holds nothing a `jobs` listing does not show).
+    Events {
+        #[serde(default)]
+        after: u64,
+        #[serde(default)]
+        since: i64,
+        #[serde(default)]
+        follow: bool,
+    },
+    /// Usage figures over [since, until] (ms) from the history (`shareq report`). Per-user
+    /// figures: `users: true` asks for them (admins only); absent, they come when the
+    /// caller is an admin.
+    Report {
+        since: i64,
+        until: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        users: Option<bool>,
+    },
 }
 
 impl Request {
@@ -154,6 +176,8 @@ pub struct Response {
     pub audit: Option<Vec<super::audit::AuditEntry>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prediction: Option<crate::forecast::Prediction>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<crate::report::Report>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<crate::store::usage::UsageHistory>,
 }

@@ -51,6 +51,12 @@ pub struct RuntimeHandle {
     server: Option<(JoinHandle<()>, PathBuf)>,
     /// Where accepted actions are recorded (set by `boot::start`; off in memory).
     pub audit: super::audit::Audit,
+    /// The runtime's counters and histograms; its gauges read `snapshots`.
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// Each committed batch's decision lines (`shareq events --follow`).
+    pub events: super::events::EventFeed,
+    /// The metrics endpoint (set by `boot::start` with `--metrics`).
+    pub(crate) metrics_server: Option<JoinHandle<()>>,
 }
 
 /// Keeps the config watcher alive.
@@ -142,7 +148,12 @@ impl RuntimeHandle {
         exec.log_limits = initial.config.env.logs.unwrap_or_default();
         exec.backend = super::carry::Backend::of(&initial.config);
         let (fatal_tx, fatal_rx) = watch::channel(None);
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        metrics.watch(snap_rx.clone());
+        let feed = super::events::EventFeed::default();
         let mut rt = Runtime {
+            metrics: metrics.clone(),
+            feed: feed.clone(),
             sched,
             opts,
             config,
@@ -214,6 +225,9 @@ impl RuntimeHandle {
             watcher: None,
             server: None,
             audit: super::audit::Audit::off(),
+            metrics,
+            events: feed,
+            metrics_server: None,
         }
     }
 
@@ -232,6 +246,7 @@ impl RuntimeHandle {
         guard: super::guard::Guard,
         limits: super::conn_limits::SocketLimits,
     ) {
+        let guard = guard.observing(self.events.clone(), self.metrics.clone());
         let task = tokio::spawn(super::socket::serve(
             listener,
             self.inputs.clone(),
@@ -245,6 +260,9 @@ impl RuntimeHandle {
     /// Stop scheduling and wait for the runtime to end (see `Input::Shutdown`).
     pub async fn shutdown(mut self, stop_jobs: bool) {
         self.watcher = None;
+        if let Some(task) = self.metrics_server.take() {
+            task.abort();
+        }
         if let Some((task, path)) = self.server.take() {
             task.abort();
             let _ = std::fs::remove_file(path);
@@ -358,6 +376,9 @@ struct Runtime {
     predictions: Vec<(JobSpec, oneshot::Sender<crate::forecast::Prediction>)>,
     /// Slurm nodes seen DOWN (their loss was reported to the core once).
     slurm_down: std::collections::HashSet<String>,
+    metrics: Arc<crate::metrics::Metrics>,
+    /// Where committed decision lines go.
+    feed: super::events::EventFeed,
 }
 
 /// Snapshots are published at most this often while inputs pour in (a reader that must
@@ -399,6 +420,7 @@ impl Runtime {
                 self.fail(why, turn);
                 return;
             }
+            self.metrics.observe(now, &events, &self.sched);
             turn.changed |= !events.is_empty();
             self.exec
                 .carry_out(&self.sched, &mut self.timers, events, now);
@@ -471,8 +493,10 @@ impl Runtime {
     /// Run the pass the turn needs (never once shutting down) and collect its decisions.
     fn schedule(&mut self, turn: &Turn, now: i64) -> Vec<Event> {
         if turn.needs_pass && self.shutdown.is_none() {
+            let t0 = std::time::Instant::now();
             self.sched.pass(now);
             self.forecasts.busy();
+            self.metrics.pass_took(t0.elapsed());
         }
         let events = self.sched.take_events();
         self.picture.touch_events(&events);
@@ -542,6 +566,7 @@ impl Runtime {
         let sched = &self.sched;
         off_the_async_workers(|| p.store.record(now, &observed, events, sched))
             .map_err(|e| e.to_string())?;
+        self.feed.publish(p.store.take_recorded());
         self.tokens.stored();
         Ok(())
     }

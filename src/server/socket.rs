@@ -104,6 +104,12 @@ enum Outgoing {
     Answer(Pending),
     /// The client asked to subscribe: after the answers before it, stream the picture.
     Subscribe,
+    /// The client asked for the decision stream: after the answers before it, stream it.
+    Events(
+        super::events::Ask,
+        std::path::PathBuf,
+        super::events::EventFeed,
+    ),
 }
 
 /// One connection. Requests may be pipelined: each is handed to the runtime as soon as
@@ -168,9 +174,22 @@ async fn read_requests(
         }
         let next = match serde_json::from_slice::<Request>(trim_line(&line)) {
             Ok(Request::Subscribe) => Outgoing::Subscribe,
+            Ok(Request::Events {
+                after,
+                since,
+                follow,
+            }) => Outgoing::Events(
+                super::events::Ask {
+                    after,
+                    since,
+                    follow,
+                },
+                guard.state_root(),
+                guard.feed.clone(),
+            ),
             _ => Outgoing::Answer(admit(&line, &caller, &guard, &inputs, &snapshots).await),
         };
-        let subscribe = matches!(next, Outgoing::Subscribe);
+        let subscribe = matches!(next, Outgoing::Subscribe | Outgoing::Events(..));
         if out.send(next).await.is_err() || subscribe {
             return Ok(()); // the writer is gone, or the connection now streams
         }
@@ -186,6 +205,9 @@ async fn write_answers(
         let answer = match next {
             Outgoing::Answer(pending) => pending.await,
             Outgoing::Subscribe => return stream_updates(w, snapshots).await,
+            Outgoing::Events(ask, root, feed) => {
+                return super::events::stream(w, root, feed, ask).await;
+            }
         };
         let out = if answer.jobs.is_some() {
             // A long job list: write it out off the async workers.
@@ -312,6 +334,7 @@ fn dispatch(
     };
     match req {
         Request::Submit { job } => {
+            let (read_at, metrics) = (std::time::Instant::now(), guard.metrics.clone());
             let (tx, rx) = oneshot::channel();
             let sent = inputs.send(Input::Submit {
                 spec: job,
@@ -321,7 +344,9 @@ fn dispatch(
                 return ready(gone());
             }
             Box::pin(async move {
-                match rx.await {
+                let answer = rx.await;
+                metrics.submit_took(read_at.elapsed());
+                match answer {
                     Ok(Ok(id)) => Response {
                         id: Some(id),
                         ..Response::ok()
@@ -423,7 +448,9 @@ fn dispatch(
                 }
             })
         }
-        Request::Subscribe => ready(Response::error("subscribe: send it as the first request")),
+        Request::Subscribe | Request::Events { .. } => {
+            ready(Response::error("subscribe: send it as the first request"))
+        }
         Request::Predict { job } => {
             let (tx, rx) = oneshot::channel();
             if inputs
@@ -444,6 +471,14 @@ fn dispatch(
                     Err(_) => gone(),
                 }
             })
+        }
+        Request::Report {
+            since,
+            until,
+            users,
+        } => {
+            let guard = guard.clone();
+            Box::pin(async move { guard.report(since, until, users == Some(true)).await })
         }
         Request::Log {
             id,

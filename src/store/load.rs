@@ -357,6 +357,7 @@ impl Store {
             [cutoff],
         )
         .map_err(err)?;
+        super::events::prune(&tx, cutoff).map_err(err)?;
         tx.commit().map_err(err)?;
         Ok(jobs)
     }

@@ -10,6 +10,7 @@
 //! The API is synchronous; the runtime may call it from `spawn_blocking`.
 
 mod error;
+mod events;
 mod file;
 mod identity;
 mod load;
@@ -22,6 +23,7 @@ mod trace;
 pub mod usage;
 
 pub use error::{LockHolder, StoreError};
+pub use events::{HistoryWindow, StandingRow};
 pub use file::what_to_do;
 pub use lock::StateLock;
 pub use record::Observed;
@@ -57,6 +59,10 @@ pub enum Durability {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// The decision lines of the last committed batch (`take_recorded`).
+    recorded: Vec<crate::events::EventLine>,
+    /// The standing last written to the `standing` table.
+    standing: Option<crate::replay::Standing>,
 }
 
 impl Store {
@@ -117,7 +123,12 @@ impl Store {
             .map_err(err)?;
         schema::migrate(&mut conn, &path, version)?;
         identity::ensure(&conn, &path, false)?;
-        Ok(Store { conn, path })
+        Ok(Store {
+            conn,
+            path,
+            recorded: Vec::new(),
+            standing: None,
+        })
     }
 
     /// Open an existing database for reading only (`shareq jobs --all` when no scheduler
@@ -139,7 +150,12 @@ impl Store {
         let conn = Connection::open_with_flags(&path, flags).map_err(err)?;
         conn.busy_timeout(Duration::from_secs(5)).map_err(err)?;
         schema::check(&conn, &path)?;
-        Ok(Store { conn, path })
+        Ok(Store {
+            conn,
+            path,
+            recorded: Vec::new(),
+            standing: None,
+        })
     }
 
     /// The database file.

@@ -91,7 +91,7 @@ impl Store {
             touched.insert(o.job());
         }
         for e in events {
-            if let Some(job) = event_job(e) {
+            if let Some(job) = crate::events::job_of(e) {
                 touched.insert(job);
             }
             match e {
@@ -133,7 +133,15 @@ impl Store {
                 close_attempt(&tx, id, now).map_err(err)?;
             }
         }
-        tx.commit().map_err(err)
+        let (lines, standing) =
+            super::events::record_stream(&tx, now, events, sched, self.standing.as_ref())
+                .map_err(err)?;
+        tx.commit().map_err(err)?;
+        self.recorded = lines;
+        if standing.is_some() {
+            self.standing = standing;
+        }
+        Ok(())
     }
 
     /// [`Store::record`] with no observed facts.
@@ -179,21 +187,6 @@ impl Store {
             .map_err(err)?;
         }
         tx.commit().map_err(err)
-    }
-}
-
-fn event_job(e: &Event) -> Option<JobId> {
-    match *e {
-        Event::Submitted { job }
-        | Event::Started { job, .. }
-        | Event::Preempted { job, .. }
-        | Event::Requeued { job }
-        | Event::Failed { job, .. }
-        | Event::Cancelled { job, .. }
-        | Event::TimedOut { job }
-        | Event::Reprioritized { job, .. }
-        | Event::Succeeded { job } => Some(job),
-        Event::Rejected { .. } | Event::ConfigApplied | Event::ConfigRejected { .. } => None,
     }
 }
 

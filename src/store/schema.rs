@@ -145,6 +145,29 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (bucket, share, unit)
     ) WITHOUT ROWID;
     ",
+    // 6: the decision stream (`shareq events`) and the standing after each change of it
+    // (`shareq report`), written by `store::events` with each batch.
+    "
+    CREATE TABLE events (
+        seq       INTEGER PRIMARY KEY,
+        at        INTEGER NOT NULL,          -- ms since the epoch
+        event     TEXT    NOT NULL,          -- submitted, started, preempted, ...
+        job       INTEGER,                   -- the job's id, for job events
+        share     TEXT,
+        user      TEXT,                      -- the job's submitter
+        submitted INTEGER,                   -- the job's submission time (ms)
+        quantity  INTEGER,                   -- GPUs, on started lines
+        line      TEXT    NOT NULL           -- the replay-format JSON line (SPEC §6)
+    );
+    CREATE INDEX events_at ON events(at);
+
+    CREATE TABLE standing (
+        seq     INTEGER PRIMARY KEY,
+        at      INTEGER NOT NULL,            -- ms since the epoch
+        figures TEXT    NOT NULL             -- replay::Standing as JSON: per share and unit
+    );
+    CREATE INDEX standing_at ON standing(at);
+    ",
 ];
 
 /// The schema version this code writes.

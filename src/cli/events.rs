@@ -1,0 +1,189 @@
+//! `shareq events [--follow] [--json] [--since T] [--on EVENT]... [-- CMD ARGS...]`: the
+//! scheduler's decisions as they happen (see `crate::events`), from its database for the
+//! past and live after that; optionally each matching line handed to a command.
+
+use crate::events::{EVENT_NAMES, EventLine};
+use crate::server::{Client, Request};
+use crate::visible::visible;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct EventsArgs {
+    /// Keep the connection open and print decisions as they are made.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// Print each line as JSON: the replay's line format plus `id`, `user`, `by_id`, `seq`.
+    #[arg(long)]
+    pub json: bool,
+    /// From this time: a span back (10m, 2h, 7d), a UTC date (2026-12-01) or date and
+    /// time (2026-12-01T10:00), or `now`. Default: 1d, or `now` with --follow.
+    #[arg(long, value_name = "T")]
+    pub since: Option<String>,
+    /// Only lines after this sequence number (`seq` of the last line a notifier handled):
+    /// resume without missing or repeating a decision. Without --since, from the start of
+    /// the stored stream.
+    #[arg(long, value_name = "SEQ")]
+    pub after: Option<u64>,
+    /// Only these events (repeat or separate with commas): submitted, started, preempted,
+    /// requeued, failed, succeeded, cancelled, timed_out, reprioritized, rejected,
+    /// config_applied, config_rejected.
+    #[arg(long = "on", value_name = "EVENT", value_delimiter = ',')]
+    pub on: Vec<String>,
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// Run this command for each (matching) line instead of printing it: the JSON line
+    /// on its standard input, and SHAREQ_EVENT, SHAREQ_EVENT_JOB, SHAREQ_EVENT_ID,
+    /// SHAREQ_EVENT_SHARE, SHAREQ_EVENT_USER, SHAREQ_EVENT_LINE in its environment. One
+    /// at a time, in order; a command that fails is reported and the stream goes on.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// Exit 0 after the past (without --follow), 1 when the scheduler cannot be reached or
+/// (with --follow) closed the stream, 2 on a bad argument.
+pub fn events(args: &EventsArgs) -> ExitCode {
+    for e in &args.on {
+        if !EVENT_NAMES.contains(&e.as_str()) {
+            eprintln!(
+                "shareq events: --on {}: no such event; events are {}",
+                visible(e),
+                EVENT_NAMES.join(", ")
+            );
+            return ExitCode::from(2);
+        }
+    }
+    let now = crate::exec::now_ms();
+    let since = match &args.since {
+        Some(t) => match crate::report::parse_time(t, now) {
+            Ok(ms) => ms,
+            Err(e) => {
+                eprintln!("shareq events: --since: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None if args.after.is_some() => 0,
+        None if args.follow => now,
+        None => now - 86_400_000,
+    };
+    let mut client = match super::serve::state_dir(args.state.as_deref())
+        .map_err(|e| e.to_string())
+        .and_then(|s| Client::connect(&s).map_err(|e| e.to_string()))
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("shareq events: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let req = Request::Events {
+        after: args.after.unwrap_or(0),
+        since,
+        follow: args.follow,
+    };
+    if let Err(e) = client.send(&req) {
+        eprintln!("shareq events: {e}");
+        return ExitCode::from(1);
+    }
+    let stdout = std::io::stdout();
+    loop {
+        let line = match client.next_line() {
+            Ok(Some(l)) => l,
+            Ok(None) if args.follow => {
+                // A follower outlives the stream only when the scheduler went away.
+                eprintln!("shareq events: the scheduler closed the stream (did it stop?)");
+                return ExitCode::from(1);
+            }
+            Ok(None) => return ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("shareq events: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        let ev: EventLine = match serde_json::from_str(&line) {
+            Ok(ev) => ev,
+            Err(_) => {
+                // An error answer (`{"ok":false,...}`) instead of the stream.
+                let msg = serde_json::from_str::<crate::server::Response>(&line)
+                    .ok()
+                    .and_then(|r| r.error)
+                    .unwrap_or(line);
+                eprintln!("shareq events: {}", visible(&msg));
+                return ExitCode::from(1);
+            }
+        };
+        if !args.on.is_empty() && !args.on.contains(&ev.event) {
+            continue;
+        }
+        if !args.command.is_empty() {
+            run_hook(&args.command, &ev);
+            continue;
+        }
+        let text = if args.json { ev.json() } else { human(&ev) };
+        let mut out = stdout.lock();
+        if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
+            return ExitCode::SUCCESS;
+        }
+    }
+}
+
+/// `2026-12-01 17:40:03.123  preempted  job=train id=12 share=qs1 by=x ...`: the time,
+/// the event, then every other field of the line in its order.
+pub fn human(ev: &EventLine) -> String {
+    let when = chrono::DateTime::from_timestamp_millis(ev.at)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f").to_string())
+        .unwrap_or_default();
+    let mut out = format!("{when}  {:<14}", ev.event);
+    if let serde_json::Value::Object(map) = ev.value() {
+        for (k, v) in map {
+            if k == "t" || k == "event" {
+                continue;
+            }
+            let text = match v {
+                serde_json::Value::String(s) => visible(&s).into_owned(),
+                serde_json::Value::Null => "-".to_string(),
+                other => other.to_string(),
+            };
+            out.push_str(&format!(" {k}={text}"));
+        }
+    }
+    out.trim_end().to_string()
+}
+
+fn run_hook(command: &[String], ev: &EventLine) {
+    let json = ev.json();
+    let v = ev.value();
+    let field = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+    let mut cmd = std::process::Command::new(&command[0]);
+    cmd.args(&command[1..])
+        .env("SHAREQ_EVENT", &ev.event)
+        .env("SHAREQ_EVENT_JOB", field("job"))
+        .env(
+            "SHAREQ_EVENT_ID",
+            ev.job.map(|j| j.to_string()).unwrap_or_default(),
+        )
+        .env("SHAREQ_EVENT_SHARE", ev.share.clone().unwrap_or_default())
+        .env("SHAREQ_EVENT_USER", ev.user.clone().unwrap_or_default())
+        .env("SHAREQ_EVENT_LINE", &json)
+        .stdin(std::process::Stdio::piped());
+    let result = cmd.spawn().and_then(|mut child| {
+        if let Some(mut stdin) = child.stdin.take() {
+            let _ = writeln!(stdin, "{json}");
+        }
+        child.wait()
+    });
+    match result {
+        Ok(status) if status.success() => {}
+        Ok(status) => eprintln!(
+            "shareq events: `{}` for {} (seq {}) ended with {status}",
+            visible(&command.join(" ")),
+            ev.event,
+            ev.seq
+        ),
+        Err(e) => eprintln!(
+            "shareq events: cannot run `{}`: {e}",
+            visible(&command.join(" "))
+        ),
+    }
+}

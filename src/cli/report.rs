@@ -1,0 +1,209 @@
+//! `shareq report [--since T] [--until T] [--users] [--json|--csv]`: usage per share (and
+//! per user, for admins) over a window of the history, in GPU-hours (the JSON keeps the
+//! replay summary's GPU-seconds and field names).
+
+use super::request;
+use crate::replay::GroupSummary;
+use crate::report::{Report, parse_time};
+use crate::server::Request;
+use crate::visible::visible;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// Start of the window: a span back (7d, 12h, 2w), a UTC date (2026-11-01) or date and
+    /// time (2026-11-01T08:00).
+    #[arg(long, default_value = "30d", value_name = "T")]
+    pub since: String,
+    /// End of the window (same forms, or `now`).
+    #[arg(long, default_value = "now", value_name = "T")]
+    pub until: String,
+    /// Per-user figures too (admins only; admins get them without asking).
+    #[arg(long)]
+    pub users: bool,
+    /// The figures as JSON (GPU-seconds and seconds, the replay summary's names).
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// One CSV row per share (and user), in GPU-hours and seconds.
+    #[arg(long)]
+    pub csv: bool,
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+}
+
+/// Exit 0 with the report, 1 when it cannot be read, 2 on a bad time, 3 when not allowed.
+pub fn report(args: &ReportArgs) -> ExitCode {
+    let now = crate::exec::now_ms();
+    let (since, until) = match (parse_time(&args.since, now), parse_time(&args.until, now)) {
+        (Ok(s), Ok(u)) => (s, u),
+        (Err(e), _) => {
+            eprintln!("shareq report: --since: {e}");
+            return ExitCode::from(2);
+        }
+        (_, Err(e)) => {
+            eprintln!("shareq report: --until: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let req = Request::Report {
+        since,
+        until: until.min(now),
+        users: args.users.then_some(true),
+    };
+    let r = match request(args.state.as_deref(), &req) {
+        Ok(r) if r.ok => r,
+        Ok(r) => {
+            eprintln!(
+                "shareq report: {}",
+                visible(r.error.as_deref().unwrap_or_default())
+            );
+            return super::refused(&r);
+        }
+        Err(e) => {
+            eprintln!("shareq report: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let Some(rep) = r.report else {
+        eprintln!("shareq report: the scheduler sent no report");
+        return ExitCode::from(1);
+    };
+    if args.json {
+        return match serde_json::to_string_pretty(&rep) {
+            Ok(s) => {
+                println!("{s}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("shareq report: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    if args.csv {
+        print!("{}", csv(&rep));
+    } else {
+        print!("{}", table(&rep));
+    }
+    ExitCode::SUCCESS
+}
+
+fn hours(gpu_seconds: f64) -> f64 {
+    gpu_seconds / 3600.0
+}
+
+const CSV_HEADER: &str = "kind,name,gpu_hours_used,gpu_hours_within_limit,gpu_hours_borrowed,gpu_hours_lent,gpu_hours_idle_guaranteed,jobs_finished,jobs_succeeded,jobs_failed,wait_p50_seconds,wait_p95_seconds,preemptions,gpu_hours_lost_to_preemption";
+
+/// The report as CSV: a header, then one row per share and per user.
+pub fn csv(rep: &Report) -> String {
+    let mut out = String::from(CSV_HEADER);
+    out.push('\n');
+    let rows = rep
+        .summary
+        .shares
+        .iter()
+        .map(|r| ("share", r))
+        .chain(rep.summary.users.iter().map(|r| ("user", r)));
+    for (kind, (name, g)) in rows {
+        let mut w = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(Vec::new());
+        let _ = w.write_record([
+            kind.to_string(),
+            name.clone(),
+            fmt_h(g.gpu_seconds_used),
+            fmt_h(g.gpu_seconds_within_limit),
+            fmt_h(g.gpu_seconds_borrowed),
+            fmt_h(g.gpu_seconds_lent),
+            fmt_h(g.gpu_seconds_idle),
+            g.jobs_finished.to_string(),
+            g.jobs_succeeded.to_string(),
+            g.jobs_failed.to_string(),
+            format!("{:.3}", g.p50_wait),
+            format!("{:.3}", g.p95_wait),
+            g.preemptions.to_string(),
+            fmt_h(g.gpu_seconds_lost_to_preemption),
+        ]);
+        if let Ok(bytes) = w.into_inner() {
+            out.push_str(&String::from_utf8_lossy(&bytes));
+        }
+    }
+    out
+}
+
+fn fmt_h(gpu_seconds: f64) -> String {
+    format!("{:.4}", hours(gpu_seconds))
+}
+
+/// The report as a table.
+pub fn table(rep: &Report) -> String {
+    let when = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .map(|t| t.format("%Y-%m-%d %H:%M").to_string())
+            .unwrap_or_default()
+    };
+    let s = &rep.summary;
+    let mut out = format!(
+        "usage {} .. {} UTC: {:.1} GPU-hours used, utilisation {:.0}%, {} preemptions ({:.1} GPU-hours of work lost)\n\n",
+        when(rep.since),
+        when(rep.until),
+        hours(s.gpu_seconds_used),
+        s.utilisation * 100.0,
+        s.shares.values().map(|g| g.preemptions).sum::<u64>(),
+        hours(s.gpu_seconds_lost_to_preemption),
+    );
+    let head = format!(
+        "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8} {:>8} {:>7} {:>9}\n",
+        "",
+        "USED",
+        "IN-LIMIT",
+        "BORROWED",
+        "LENT",
+        "IDLE-GUAR",
+        "DONE",
+        "WAIT-P50",
+        "WAIT-P95",
+        "PREEMPT",
+        "LOST"
+    );
+    let row = |name: &str, g: &GroupSummary, share: bool| {
+        let dash = |v: f64| {
+            if share {
+                format!("{:.1}", hours(v))
+            } else {
+                "-".to_string()
+            }
+        };
+        format!(
+            "{:<16} {:>9.1} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8} {:>8} {:>7} {:>9.1}\n",
+            visible(name),
+            hours(g.gpu_seconds_used),
+            dash(g.gpu_seconds_within_limit),
+            dash(g.gpu_seconds_borrowed),
+            dash(g.gpu_seconds_lent),
+            dash(g.gpu_seconds_idle),
+            g.jobs_finished,
+            crate::duration::short((g.p50_wait * 1000.0) as i64),
+            crate::duration::short((g.p95_wait * 1000.0) as i64),
+            g.preemptions,
+            hours(g.gpu_seconds_lost_to_preemption),
+        )
+    };
+    out.push_str(&format!("SHARE{}", &head[5..]));
+    for (name, g) in &s.shares {
+        out.push_str(&row(name, g, true));
+    }
+    if s.shares.is_empty() {
+        out.push_str("(no usage recorded in this window)\n");
+    }
+    if rep.users_shown {
+        out.push('\n');
+        out.push_str(&format!("USER{}", &head[4..]));
+        for (name, g) in &s.users {
+            out.push_str(&row(name, g, false));
+        }
+    }
+    out.push_str("\nGPU-hours; WAIT = submission to first start; LOST = GPU-hours of preempted attempts (work restarts from zero).\n");
+    out
+}

@@ -1,0 +1,186 @@
+//! The decision stream (`shareq events`): each decision of the live scheduler as one
+//! line in the replay's format (SPEC §6: `t`, `event`, then the replay's fields), followed
+//! by what only the live scheduler knows: the job's `id`, its submitter (`user`), the
+//! preemptor's id (`by_id`) and the line's sequence number (`seq`). `t` is the Unix time in
+//! seconds with milliseconds.
+//!
+//! The lines are built when a batch is recorded (`store::Store::record`, in the same
+//! transaction as the decisions), kept in the database's `events` table for the past, and
+//! fanned out to followers (`server::events`) once the batch is committed.
+//!
+//! Every field is one that SPEC §9 lets anyone read (ids, names, shares, users, states,
+//! reasons, devices, times): never a job's command or environment.
+
+use crate::replay::format_event;
+use crate::sched::{Event, Sched};
+use serde::{Deserialize, Serialize};
+
+/// One recorded decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventLine {
+    /// The line's place in the stream (0 until stored).
+    pub seq: u64,
+    /// Milliseconds since the epoch.
+    pub at: i64,
+    /// `submitted`, `started`, `preempted`, ... (the replay's `event`).
+    pub event: String,
+    /// The job's id, for job events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<String>,
+    /// The job's submitter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// When the job was submitted (ms): what `report` measures waits from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitted: Option<i64>,
+    /// GPUs of a `started` line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantity: Option<u32>,
+    /// The line without `seq` (see [`EventLine::json`]).
+    pub line: String,
+}
+
+impl EventLine {
+    /// The line as `events --json` prints it: the stored line with its `seq` appended.
+    pub fn json(&self) -> String {
+        let body = self.line.strip_suffix('}').unwrap_or(&self.line);
+        format!("{body},\"seq\":{}}}", self.seq)
+    }
+
+    /// The line as JSON, for reading fields.
+    pub fn value(&self) -> serde_json::Value {
+        serde_json::from_str(&self.line).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// The name of an event, as the replay's `event` field says it.
+pub fn event_name(ev: &Event) -> &'static str {
+    match ev {
+        Event::Submitted { .. } => "submitted",
+        Event::Rejected { .. } => "rejected",
+        Event::Started { .. } => "started",
+        Event::Preempted { .. } => "preempted",
+        Event::Requeued { .. } => "requeued",
+        Event::Failed { .. } => "failed",
+        Event::Cancelled { .. } => "cancelled",
+        Event::TimedOut { .. } => "timed_out",
+        Event::Reprioritized { .. } => "reprioritized",
+        Event::Succeeded { .. } => "succeeded",
+        Event::ConfigApplied => "config_applied",
+        Event::ConfigRejected { .. } => "config_rejected",
+    }
+}
+
+/// Every event name, for `--on` and the docs.
+pub const EVENT_NAMES: &[&str] = &[
+    "submitted",
+    "rejected",
+    "started",
+    "preempted",
+    "requeued",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "reprioritized",
+    "succeeded",
+    "config_applied",
+    "config_rejected",
+];
+
+/// `t` of a live line: epoch seconds with milliseconds.
+pub fn seconds(ms: i64) -> String {
+    format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
+}
+
+/// The lines of a batch of decisions made at `now` (ms), read against the scheduler as it
+/// stands after them (finished jobs are still in its tables then).
+pub fn lines(now: i64, events: &[Event], sched: &Sched) -> Vec<EventLine> {
+    let t = seconds(now);
+    events
+        .iter()
+        .map(|ev| {
+            let mut line = String::with_capacity(192);
+            format_event(sched, ev, &t, &mut line);
+            line.pop(); // the closing brace: the live fields follow
+            let job_id = job_of(ev);
+            let job = job_id.and_then(|id| sched.job(id));
+            let user = job.and_then(|j| j.spec.submitter.as_ref().map(|s| s.name.clone()));
+            if let Some(id) = job_id {
+                line.push_str(&format!(",\"id\":{}", id.0));
+            }
+            if let Some(u) = &user {
+                line.push_str(",\"user\":");
+                line.push_str(&serde_json::to_string(u).unwrap_or_default());
+            }
+            if let Event::Preempted { by: Some(b), .. } = ev {
+                line.push_str(&format!(",\"by_id\":{}", b.0));
+            }
+            line.push('}');
+            let share = match ev {
+                Event::Rejected { share, .. } => Some(share.clone()),
+                _ => job.map(|j| sched.share_name(j.share).to_string()),
+            };
+            EventLine {
+                seq: 0,
+                at: now,
+                event: event_name(ev).to_string(),
+                job: job_id.map(|j| j.0),
+                share,
+                user,
+                submitted: job.map(|j| j.submitted),
+                quantity: match ev {
+                    Event::Started { devices, .. } => Some(devices.len() as u32),
+                    _ => None,
+                },
+                line,
+            }
+        })
+        .collect()
+}
+
+/// The job an event is about.
+pub fn job_of(ev: &Event) -> Option<crate::model::JobId> {
+    match *ev {
+        Event::Submitted { job }
+        | Event::Started { job, .. }
+        | Event::Preempted { job, .. }
+        | Event::Requeued { job }
+        | Event::Failed { job, .. }
+        | Event::Cancelled { job, .. }
+        | Event::TimedOut { job }
+        | Event::Reprioritized { job, .. }
+        | Event::Succeeded { job } => Some(job),
+        Event::Rejected { .. } | Event::ConfigApplied | Event::ConfigRejected { .. } => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_keep_milliseconds() {
+        assert_eq!(seconds(1_764_610_000_123), "1764610000.123");
+        assert_eq!(seconds(5), "0.005");
+    }
+
+    #[test]
+    fn json_appends_the_sequence_number() {
+        let l = EventLine {
+            seq: 7,
+            at: 0,
+            event: "config_applied".into(),
+            job: None,
+            share: None,
+            user: None,
+            submitted: None,
+            quantity: None,
+            line: "{\"t\":0.000,\"event\":\"config_applied\"}".into(),
+        };
+        let v: serde_json::Value = serde_json::from_str(&l.json()).unwrap();
+        assert_eq!(v["seq"], 7);
+        assert_eq!(v["event"], "config_applied");
+    }
+}

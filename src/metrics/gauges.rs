@@ -1,0 +1,176 @@
+//! The gauges, read from the latest published snapshot at scrape time: per share and unit
+//! (limit, usage, borrowed, lent, queued jobs and GPUs), per unit (usable, used) and per
+//! device (unit, node, index) where telemetry has real data (utilisation, memory).
+
+use crate::snapshot::Snapshot;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::gauge::ConstGauge;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+#[derive(Debug)]
+pub(super) struct Gauges(pub(super) Arc<Mutex<Option<watch::Receiver<Arc<Snapshot>>>>>);
+
+type Rows = Vec<(Vec<(&'static str, String)>, f64)>;
+
+fn family(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: &Rows,
+) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, v) in rows {
+        let e = m.encode_family(labels)?;
+        ConstGauge::new(*v).encode(e)?;
+    }
+    Ok(())
+}
+
+impl Collector for Gauges {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let snap = match self.0.lock() {
+            Ok(g) => match g.as_ref() {
+                Some(rx) => rx.borrow().clone(),
+                None => return Ok(()),
+            },
+            Err(_) => return Ok(()),
+        };
+        let lane = |s: &crate::snapshot::ShareView| {
+            vec![("share", s.name.clone()), ("unit", s.unit.clone())]
+        };
+        // Queued GPUs per (share, unit): one walk over the queue, off the runtime.
+        let mut queued_gpus: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+        for j in snap.queue.iter() {
+            *queued_gpus.entry((&j.share, &j.unit)).or_default() += u64::from(j.quantity);
+        }
+        let share_rows = |f: &dyn Fn(&crate::snapshot::ShareView) -> f64| -> Rows {
+            snap.shares.iter().map(|s| (lane(s), f(s))).collect()
+        };
+        family(
+            &mut enc,
+            "shareq_share_limit_gpus",
+            "The share's guarantee (maxCapacity) on the unit",
+            &share_rows(&|s| f64::from(s.limit)),
+        )?;
+        family(
+            &mut enc,
+            "shareq_share_usage_gpus",
+            "GPUs held by the share's jobs (releasing included)",
+            &share_rows(&|s| f64::from(s.usage)),
+        )?;
+        family(
+            &mut enc,
+            "shareq_share_borrowed_gpus",
+            "GPUs the share uses beyond its limit",
+            &share_rows(&|s| f64::from(s.borrowed)),
+        )?;
+        family(
+            &mut enc,
+            "shareq_share_lent_gpus",
+            "GPUs of the share's idle guarantee that other shares use",
+            &share_rows(&|s| f64::from(s.lent)),
+        )?;
+        family(
+            &mut enc,
+            "shareq_share_idle_gpus",
+            "GPUs of the share's guarantee it does not use",
+            &share_rows(&|s| f64::from(s.idle)),
+        )?;
+        family(
+            &mut enc,
+            "shareq_queued_jobs",
+            "RUNNABLE jobs of the share on the unit",
+            &share_rows(&|s| s.queued as f64),
+        )?;
+        family(
+            &mut enc,
+            "shareq_queued_gpus",
+            "GPUs asked for by the share's RUNNABLE jobs on the unit",
+            &share_rows(&|s| {
+                queued_gpus
+                    .get(&(s.name.as_str(), s.unit.as_str()))
+                    .copied()
+                    .unwrap_or(0) as f64
+            }),
+        )?;
+        family(
+            &mut enc,
+            "shareq_running_jobs",
+            "Jobs of the share holding GPUs of the unit",
+            &share_rows(&|s| s.running as f64),
+        )?;
+        let unit_rows = |f: &dyn Fn(&crate::snapshot::UnitView) -> f64| -> Rows {
+            snap.units
+                .iter()
+                .map(|u| (vec![("unit", u.name.clone())], f(u)))
+                .collect()
+        };
+        family(
+            &mut enc,
+            "shareq_unit_usable_gpus",
+            "Usable GPUs of the unit: min(maxCapacity, healthy devices)",
+            &unit_rows(&|u| f64::from(u.usable)),
+        )?;
+        family(
+            &mut enc,
+            "shareq_unit_used_gpus",
+            "GPUs of the unit held by jobs",
+            &unit_rows(&|u| f64::from(u.used)),
+        )?;
+        let device_rows = |f: &dyn Fn(&crate::snapshot::DeviceView) -> Option<f64>| -> Rows {
+            snap.units
+                .iter()
+                .flat_map(|u| {
+                    u.devices.iter().filter_map(|d| {
+                        f(d).map(|v| {
+                            (
+                                vec![
+                                    ("unit", u.name.clone()),
+                                    ("node", d.node.clone()),
+                                    ("device", d.index.to_string()),
+                                ],
+                                v,
+                            )
+                        })
+                    })
+                })
+                .collect()
+        };
+        family(
+            &mut enc,
+            "shareq_device_utilization_ratio",
+            "GPU utilisation from telemetry (0..1), real GPUs only",
+            &device_rows(&|d| d.util.map(|p| f64::from(p) / 100.0)),
+        )?;
+        family(
+            &mut enc,
+            "shareq_device_memory_used_bytes",
+            "GPU memory in use from telemetry, real GPUs only",
+            &device_rows(&|d| d.mem_used.map(|m| (m * 1024 * 1024) as f64)),
+        )?;
+        family(
+            &mut enc,
+            "shareq_device_memory_total_bytes",
+            "GPU memory from telemetry, real GPUs only",
+            &device_rows(&|d| d.mem_total.map(|m| (m * 1024 * 1024) as f64)),
+        )?;
+        family(
+            &mut enc,
+            "shareq_config_error",
+            "1 while the config directory holds an error (the previous config stays in force)",
+            &vec![(
+                vec![],
+                if snap.config.error.is_some() {
+                    1.0
+                } else {
+                    0.0
+                },
+            )],
+        )?;
+        Ok(())
+    }
+}

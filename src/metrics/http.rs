@@ -1,0 +1,91 @@
+//! The metrics endpoint: a small HTTP/1 server (hyper) on the scheduler's tokio runtime.
+//! `GET /metrics` answers the Prometheus text format; `/` says where the metrics are;
+//! anything else is 404. Encoding runs on the blocking pool, never on the runtime task.
+
+use super::Metrics;
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Method, Request, Response, StatusCode};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+/// Listen on `addr` (an error names the address and what went wrong).
+pub async fn bind(addr: &str) -> Result<TcpListener, String> {
+    let parsed: SocketAddr = addr.parse().map_err(|_| {
+        format!("metrics address `{addr}` is not ADDR:PORT (for example 127.0.0.1:9400)")
+    })?;
+    TcpListener::bind(parsed)
+        .await
+        .map_err(|e| format!("cannot listen for metrics on {addr}: {e}"))
+}
+
+/// Serve `/metrics` until the task is dropped.
+pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("metrics accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let service = hyper::service::service_fn(move |req| answer(req, metrics.clone()));
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(std::time::Duration::from_secs(10))
+                .serve_connection(io, service);
+            if let Err(e) = conn.await {
+                tracing::debug!("metrics connection ended: {e}");
+            }
+        });
+    }
+}
+
+async fn answer(
+    req: Request<hyper::body::Incoming>,
+    metrics: Arc<Metrics>,
+) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    let reply = |status: StatusCode, ctype: &str, body: String| {
+        let mut r = Response::new(Full::new(Bytes::from(body)));
+        *r.status_mut() = status;
+        if let Ok(v) = ctype.parse() {
+            r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+        }
+        Ok(r)
+    };
+    let text = "text/plain; charset=utf-8";
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            text,
+            "only GET is served\n".into(),
+        );
+    }
+    match req.uri().path() {
+        "/metrics" => {
+            let body = tokio::task::spawn_blocking(move || metrics.encode())
+                .await
+                .unwrap_or_default();
+            reply(
+                StatusCode::OK,
+                prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+                body,
+            )
+        }
+        "/" => reply(
+            StatusCode::OK,
+            text,
+            "shareq: Prometheus metrics at /metrics\n".into(),
+        ),
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            text,
+            "not found: try /metrics\n".into(),
+        ),
+    }
+}

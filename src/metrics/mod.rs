@@ -1,0 +1,262 @@
+//! Prometheus metrics (`serve --metrics ADDR:PORT`, `metrics.listen` in the environment):
+//! counters and histograms fed by the runtime after each recorded batch (a few atomic
+//! adds per decision, never inside the scheduling pass), and gauges read from the latest
+//! published snapshot at scrape time (`gauges`), so a scrape costs the runtime nothing.
+//! Labels are bounded: shares, units, reasons, outcomes and device indices, never job ids.
+//! `http` serves them; docs/METRICS.md lists them.
+
+mod gauges;
+pub mod http;
+
+use crate::sched::{Event, FailReason, Sched};
+use crate::snapshot::Snapshot;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+type Labels = Vec<(&'static str, String)>;
+type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
+
+/// Every counter and histogram of a scheduler, and the registry that encodes them with
+/// the snapshot's gauges.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    preemptions: Family<Labels, Counter>,
+    starts: Family<Labels, Counter>,
+    finishes: Family<Labels, Counter>,
+    submits: Family<Labels, Counter>,
+    reloads: Family<Labels, Counter>,
+    wait: Histograms,
+    pass: Histogram,
+    submit_latency: Histogram,
+    /// Where the gauges come from (set once the runtime publishes).
+    snapshots: Arc<std::sync::Mutex<Option<watch::Receiver<Arc<Snapshot>>>>>,
+}
+
+fn wait_buckets() -> Histogram {
+    // 1 s .. ~ 3 days.
+    Histogram::new(exponential_buckets(1.0, 3.0, 12))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let preemptions = Family::<Labels, Counter>::default();
+        let starts = Family::<Labels, Counter>::default();
+        let finishes = Family::<Labels, Counter>::default();
+        let submits = Family::<Labels, Counter>::default();
+        let reloads = Family::<Labels, Counter>::default();
+        let wait: Histograms = Family::new_with_constructor(wait_buckets);
+        // 10 µs .. ~ 5 s.
+        let pass = Histogram::new(exponential_buckets(0.000_01, 4.0, 11));
+        // 100 µs .. ~ 26 s.
+        let submit_latency = Histogram::new(exponential_buckets(0.000_1, 4.0, 10));
+        registry.register(
+            "shareq_preemptions",
+            "Preemptions, by reason, the victim's share and the preemptor's share",
+            preemptions.clone(),
+        );
+        registry.register(
+            "shareq_job_starts",
+            "Attempts started, by share and unit",
+            starts.clone(),
+        );
+        registry.register(
+            "shareq_job_finishes",
+            "Jobs finished, by share and outcome (succeeded, failed, cancelled)",
+            finishes.clone(),
+        );
+        registry.register(
+            "shareq_job_submits",
+            "Jobs submitted, by share",
+            submits.clone(),
+        );
+        registry.register(
+            "shareq_config_reloads",
+            "Configurations applied or rejected, by result",
+            reloads.clone(),
+        );
+        registry.register(
+            "shareq_job_wait_seconds",
+            "Time from submission to a job's first start, by share",
+            wait.clone(),
+        );
+        registry.register(
+            "shareq_scheduling_pass_seconds",
+            "Duration of one scheduling pass",
+            pass.clone(),
+        );
+        registry.register(
+            "shareq_submit_latency_seconds",
+            "Time from reading a submit on the control socket to its answer (stored)",
+            submit_latency.clone(),
+        );
+        let snapshots = Arc::new(std::sync::Mutex::new(None));
+        registry.register_collector(Box::new(gauges::Gauges(snapshots.clone())));
+        Metrics {
+            registry,
+            preemptions,
+            starts,
+            finishes,
+            submits,
+            reloads,
+            wait,
+            pass,
+            submit_latency,
+            snapshots,
+        }
+    }
+
+    /// Read the gauges from these snapshots.
+    pub fn watch(&self, snapshots: watch::Receiver<Arc<Snapshot>>) {
+        if let Ok(mut s) = self.snapshots.lock() {
+            *s = Some(snapshots);
+        }
+    }
+
+    /// Count a recorded batch of decisions made at `now` (ms), read against the scheduler
+    /// after them.
+    pub fn observe(&self, now: i64, events: &[Event], sched: &Sched) {
+        let share = |id: &crate::model::JobId| {
+            sched.job(*id).map_or_else(
+                || "?".to_string(),
+                |j| sched.share_name(j.share).to_string(),
+            )
+        };
+        for ev in events {
+            match ev {
+                Event::Submitted { job } => {
+                    self.submits
+                        .get_or_create(&vec![("share", share(job))])
+                        .inc();
+                }
+                Event::Started { job, .. } => {
+                    let Some(j) = sched.job(*job) else { continue };
+                    let s = sched.share_name(j.share).to_string();
+                    let unit = sched.unit_name(j.unit).to_string();
+                    self.starts
+                        .get_or_create(&vec![("share", s.clone()), ("unit", unit)])
+                        .inc();
+                    if j.attempts_started == 1 {
+                        let wait = (now - j.submitted).max(0) as f64 / 1000.0;
+                        self.wait.get_or_create(&vec![("share", s)]).observe(wait);
+                    }
+                }
+                Event::Preempted { job, by, reason } => {
+                    let by_share = by.as_ref().map_or_else(String::new, share);
+                    self.preemptions
+                        .get_or_create(&vec![
+                            ("reason", reason.as_str().to_string()),
+                            ("share", share(job)),
+                            ("by_share", by_share),
+                        ])
+                        .inc();
+                }
+                Event::Succeeded { job } => self.finished(share(job), "succeeded"),
+                Event::Failed { job, reason } => {
+                    let outcome = match reason {
+                        FailReason::PreemptionRetriesExhausted => "preemption_retries_exhausted",
+                        _ => "failed",
+                    };
+                    self.finished(share(job), outcome);
+                }
+                Event::Cancelled { job, .. } => self.finished(share(job), "cancelled"),
+                Event::ConfigApplied => self.reload("applied"),
+                Event::ConfigRejected { .. } => self.reload("rejected"),
+                _ => {}
+            }
+        }
+    }
+
+    fn finished(&self, share: String, outcome: &str) {
+        self.finishes
+            .get_or_create(&vec![("share", share), ("outcome", outcome.to_string())])
+            .inc();
+    }
+
+    fn reload(&self, result: &str) {
+        self.reloads
+            .get_or_create(&vec![("result", result.to_string())])
+            .inc();
+    }
+
+    /// One scheduling pass took `d`.
+    pub fn pass_took(&self, d: std::time::Duration) {
+        self.pass.observe(d.as_secs_f64());
+    }
+
+    /// A submit was answered `d` after it was read.
+    pub fn submit_took(&self, d: std::time::Duration) {
+        self.submit_latency.observe(d.as_secs_f64());
+    }
+
+    /// Everything, in the Prometheus text format (0.0.4).
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(16 * 1024);
+        if let Err(e) =
+            prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+        {
+            tracing::warn!("cannot encode the metrics: {e}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{DeviceView, UnitView};
+
+    /// Telemetry of real GPUs (what NVML gives the snapshot) becomes per-device gauges;
+    /// devices without telemetry (fake ones) get no series.
+    #[test]
+    fn device_telemetry_becomes_gauges_only_where_reported() {
+        let mut snap = Snapshot::empty();
+        let dev = |index, util, mem: Option<(u64, u64)>| DeviceView {
+            index,
+            node: "local".into(),
+            job: None,
+            job_name: None,
+            share: None,
+            util,
+            mem_used: mem.map(|m| m.0),
+            mem_total: mem.map(|m| m.1),
+        };
+        snap.units = vec![UnitView {
+            name: "h200".into(),
+            usable: 2,
+            used: 1,
+            guaranteed: 2,
+            devices: vec![dev(0, Some(87), Some((1024, 143_771))), dev(1, None, None)],
+        }];
+        let (_tx, rx) = watch::channel(Arc::new(snap));
+        let m = Metrics::new();
+        m.watch(rx);
+        let text = m.encode();
+        assert!(
+            text.contains(
+                "shareq_device_utilization_ratio{unit=\"h200\",node=\"local\",device=\"0\"} 0.87"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("shareq_device_memory_used_bytes{unit=\"h200\",node=\"local\",device=\"0\"} 1073741824"),
+            "{text}"
+        );
+        assert!(!text.contains("device=\"1\""), "{text}");
+        assert!(
+            text.contains("shareq_unit_usable_gpus{unit=\"h200\"} 2"),
+            "{text}"
+        );
+    }
+}
