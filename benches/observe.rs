@@ -65,6 +65,7 @@ fn main() {
         hash: None,
         error: None,
         error_at: None,
+        effects: None,
     };
     let snap = picture.publish(&sched, queued as i64, config, &Default::default());
     assert!(
