@@ -82,7 +82,12 @@ pub fn check(path: &Path) -> Result<(), StoreError> {
     let pages = u64::from(be32(28));
     // The header's page count is valid only when written by the same change as the rest.
     let count_valid = be32(24) == be32(92);
-    if page_size < 512 || len % page_size != 0 || (count_valid && len < pages * page_size) {
+    // A checkpoint cut short by a crash writes page 1 (the header) before the pages past
+    // the old end: the file is short, and the write-ahead log still holds every page,
+    // which SQLite replays on open. Only without a log is a short file a truncation.
+    let wal_holds_pages = std::fs::metadata(wal_path(path)).is_ok_and(|m| m.len() > 0);
+    let short = count_valid && len < pages * page_size && !wal_holds_pages;
+    if page_size < 512 || len % page_size != 0 || short {
         return Err(corrupt(
             path,
             format!(
