@@ -131,3 +131,38 @@ pub fn create(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 2-page file whose header claims 3 pages (valid-for matches the change counter).
+    fn short_db(dir: &Path) -> PathBuf {
+        let path = dir.join("shareq.db");
+        let mut page = vec![0u8; 4096 * 2];
+        page[..16].copy_from_slice(b"SQLite format 3\0");
+        page[16..18].copy_from_slice(&4096u16.to_be_bytes());
+        page[24..28].copy_from_slice(&7u32.to_be_bytes());
+        page[28..32].copy_from_slice(&3u32.to_be_bytes());
+        page[92..96].copy_from_slice(&7u32.to_be_bytes());
+        std::fs::write(&path, page).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_short_file_is_a_truncation_unless_the_log_holds_its_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = short_db(dir.path());
+        let err = check(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("truncated: 8192 bytes, but the header says 3 pages"),
+            "{err}"
+        );
+        // A checkpoint cut short: the log still has the pages.
+        std::fs::write(wal_path(&path), vec![1u8; 4096 + 32]).unwrap();
+        assert!(check(&path).is_ok());
+        // An empty log holds nothing.
+        std::fs::write(wal_path(&path), b"").unwrap();
+        assert!(check(&path).is_err());
+    }
+}
