@@ -293,11 +293,11 @@ fn a_minimum_runtime_delays_a_reclaim_until_it_ends() {
     assert_eq!(w["state"], "RUNNABLE", "{w}");
     let why = w["reason"].as_str().unwrap_or_default().to_string();
     // The candidate whose protection ends first is named (b1, which started first, unless
-    // both started in the same millisecond), and it is the one reclaimed at that moment.
-    let (named, other) = if why.starts_with(&format!("waiting for job {b1} (b)")) {
-        (b1, b2)
+    // both started in the same millisecond).
+    let named = if why.starts_with(&format!("waiting for job {b1} (b)")) {
+        b1
     } else {
-        (b2, b1)
+        b2
     };
     assert!(
         why.starts_with(&format!(
@@ -306,6 +306,12 @@ fn a_minimum_runtime_delays_a_reclaim_until_it_ends() {
         "{w}"
     );
     s.wait_state(l1, "RUNNING", 20);
-    assert_eq!(s.state_of(named), "RUNNABLE");
-    assert_eq!(s.state_of(other), "RUNNING");
+    // One of them is reclaimed: the named one when the pass runs between the two ends;
+    // when both protections have ended by then (they started milliseconds apart and the
+    // machine is busy), the most recently started one, as victim order says (SPEC §4.1).
+    let states = [s.state_of(b1), s.state_of(b2)];
+    assert!(
+        states.contains(&"RUNNABLE".to_string()) && states.contains(&"RUNNING".to_string()),
+        "{states:?}"
+    );
 }
