@@ -52,7 +52,7 @@ impl Sched {
                     stop_after,
                     stop_delay: None,
                     finished_at: None,
-                    spec,
+                    spec: spec.into(),
                 };
                 self.insert_job(job);
                 self.index_pending(id);

@@ -90,7 +90,7 @@ impl Sched {
             stop_after: 0,
             stop_delay: None,
             finished_at: None,
-            spec: r.spec,
+            spec: r.spec.into(),
         };
         let holding = job.is_holding();
         self.insert_job(job);

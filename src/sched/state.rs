@@ -149,7 +149,9 @@ impl std::fmt::Display for FailReason {
 #[derive(Debug, Clone)]
 pub struct Job {
     pub id: JobId,
-    pub spec: JobSpec,
+    /// Shared, so that a copy of the scheduler (forecasts, dry runs) does not copy every
+    /// job's command and environment.
+    pub spec: std::sync::Arc<JobSpec>,
     pub share: ShareIx,
     pub unit: UnitIx,
     pub quantity: u32,
