@@ -342,7 +342,12 @@ fn a_decision_that_cannot_be_stored_is_not_carried_out() {
     let out = cli(&state, &["submit", "--share", "team", "--", "true"]);
     assert!(!out.status.success());
     let e = String::from_utf8_lossy(&out.stderr);
-    assert!(e.contains("cannot store"), "{e}");
+    // The refusal itself, or (when its answer is lost as the scheduler exits and the CLI
+    // asks again) the exiting scheduler's refusal; the cause is checked in its log below.
+    assert!(
+        e.contains("cannot store") || e.contains("shutting down"),
+        "{e}"
+    );
     // The scheduler stopped with a clear error, and started nothing.
     let t = Instant::now();
     let status = loop {
