@@ -151,23 +151,8 @@ fn round_trip_of_every_event_kind() {
     store.record_config("abc123", "/etc/shareq", 8000).unwrap();
 
     // Every kind was exercised.
-    let kinds: std::collections::BTreeSet<&str> = seen
-        .iter()
-        .map(|e| match e {
-            Event::Submitted { .. } => "submitted",
-            Event::Rejected { .. } => "rejected",
-            Event::Started { .. } => "started",
-            Event::Preempted { .. } => "preempted",
-            Event::Requeued { .. } => "requeued",
-            Event::Failed { .. } => "failed",
-            Event::Cancelled { .. } => "cancelled",
-            Event::TimedOut { .. } => "timed_out",
-            Event::Reprioritized { .. } => "reprioritized",
-            Event::Succeeded { .. } => "succeeded",
-            Event::ConfigApplied => "config_applied",
-            Event::ConfigRejected { .. } => "config_rejected",
-        })
-        .collect();
+    let kinds: std::collections::BTreeSet<&str> =
+        seen.iter().map(shareq::events::event_name).collect();
     assert_eq!(kinds.len(), 12, "{kinds:?}");
 
     // Job rows agree with the scheduler.

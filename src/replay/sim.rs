@@ -451,14 +451,13 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
     let name = |id: &JobId| sched.job(*id).map_or("?", |j| j.name());
     let share = |id: &JobId| sched.job(*id).map_or("?", |j| sched.share_name(j.share));
     let _ = write!(out, "{{\"t\":{t}");
+    field(out, "event", crate::events::event_name(ev));
     match ev {
         Event::Submitted { job } => {
-            field(out, "event", "submitted");
             field(out, "job", name(job));
             field(out, "share", share(job));
         }
         Event::Rejected { name, share, error } => {
-            field(out, "event", "rejected");
             field(out, "job", name);
             field(out, "error", error);
             field(out, "share", share);
@@ -469,7 +468,6 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
             devices,
             borrowed,
         } => {
-            field(out, "event", "started");
             field(out, "job", name(job));
             field(out, "share", share(job));
             let (unit, q) = sched
@@ -491,7 +489,6 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
             }
         }
         Event::Preempted { job, by, reason } => {
-            field(out, "event", "preempted");
             field(out, "job", name(job));
             field(out, "share", share(job));
             match by {
@@ -504,11 +501,9 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
             field(out, "reason", reason.as_str());
         }
         Event::Requeued { job } => {
-            field(out, "event", "requeued");
             field(out, "job", name(job));
         }
         Event::Failed { job, reason } => {
-            field(out, "event", "failed");
             field(out, "job", name(job));
             field(out, "reason", reason.code());
             if let crate::sched::FailReason::NonZeroExit(c) = reason {
@@ -516,25 +511,20 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
             }
         }
         Event::Cancelled { job, .. } => {
-            field(out, "event", "cancelled");
             field(out, "job", name(job));
         }
         Event::TimedOut { job } => {
-            field(out, "event", "timed_out");
             field(out, "job", name(job));
         }
         Event::Reprioritized { job, priority } => {
-            field(out, "event", "reprioritized");
             field(out, "job", name(job));
             num(out, "priority", priority);
         }
         Event::Succeeded { job } => {
-            field(out, "event", "succeeded");
             field(out, "job", name(job));
         }
-        Event::ConfigApplied => field(out, "event", "config_applied"),
+        Event::ConfigApplied => {}
         Event::ConfigRejected { error } => {
-            field(out, "event", "config_rejected");
             field(out, "error", error);
         }
     }
