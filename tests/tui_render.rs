@@ -176,6 +176,35 @@ fn an_attached_console_says_it_is_reconnecting() {
 }
 
 #[test]
+fn an_attached_console_names_its_scheduler_in_the_header() {
+    check("attached_header", || {
+        let mut snap = fixtures::lab();
+        snap.served_by = Some(shareq::snapshot::ServedBy {
+            pid: 4121,
+            since: Some(NOW - 3_600_000),
+        });
+        let mut app = fixtures::app(snap);
+        app.attached = true;
+        app
+    });
+}
+
+#[test]
+fn the_filter_finds_people_and_names_an_unknown_key() {
+    check("filter_user", || {
+        let mut keys = vec![key('/')];
+        keys.extend("!user:vera".chars().map(key));
+        keys.push(code(KeyCode::Enter));
+        lab_with(&keys)
+    });
+    check("filter_unknown_key", || {
+        let mut keys = vec![key('/')];
+        keys.extend("owner:bob".chars().map(key));
+        lab_with(&keys)
+    });
+}
+
+#[test]
 fn running_pane_focused_and_scrolled() {
     check("running_focused", || {
         let mut app = fixtures::app(fixtures::lab());

@@ -68,8 +68,32 @@ pub fn default_config_dir() -> Option<PathBuf> {
     }
 }
 
-/// `shareq tui` (and bare `shareq`, with the default config directory).
+/// `shareq tui` (and bare `shareq`, with the default config directory). A scheduler that
+/// already answers on the state directory is attached to, config or not; without
+/// `--state`, `$SHAREQ_STATE` or `--config`, that includes the system scheduler on
+/// `/var/lib/shareq` when the user runs none of their own (docs/DEPLOY.md).
 pub fn tui(args: &ConsoleArgs) -> ExitCode {
+    let state = if args.config.is_some() {
+        StateDir::resolve(args.state.as_deref()).map_err(|e| e.to_string())
+    } else {
+        super::serve::client_state(
+            args.state.as_deref(),
+            |k| std::env::var_os(k),
+            |sock| answers(sock),
+        )
+        .map_err(|e| e.to_string())
+    };
+    let state = match state {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("shareq: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let opts = console_options(args.theme.clone(), args.no_mouse, &state);
+    if answers(&state.socket()) {
+        return session(None, state, opts, None, args.metrics.clone());
+    }
     let config = match args.config.clone().or_else(default_config_dir) {
         Some(c) => c,
         None => {
@@ -79,22 +103,22 @@ pub fn tui(args: &ConsoleArgs) -> ExitCode {
     };
     if !config.is_dir() {
         eprintln!(
-            "shareq: no config directory at {}.\n\
-             To look around first:   shareq demo\n\
-             To use your own config: shareq tui --config DIR   (see sample-configs/ and docs/CONFIG.md)",
-            config.display()
+            "shareq: no config directory at {}, and no scheduler answers on {}.\n\
+             To look around first:        shareq demo\n\
+             To use your own config:      shareq tui --config DIR   (see sample-configs/ and docs/CONFIG.md)\n\
+             To watch a running scheduler: shareq tui --state DIR  (the system one: --state {})",
+            config.display(),
+            state.root().display(),
+            super::serve::SYSTEM_STATE
         );
         return ExitCode::from(2);
     }
-    let state = match StateDir::resolve(args.state.as_deref()) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("shareq: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let opts = console_options(args.theme.clone(), args.no_mouse, &state);
-    session(&config, state, opts, None, args.metrics.clone())
+    session(Some(&config), state, opts, None, args.metrics.clone())
+}
+
+/// Does a scheduler answer on `socket`?
+fn answers(socket: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(socket).is_ok()
 }
 
 /// `shareq demo`: a fresh state directory, the AWS example (or `--config`) on fake GPUs,
@@ -144,7 +168,7 @@ pub fn demo(args: &DemoArgs) -> ExitCode {
             Err(_) => demo::Demo::new(args.seed),
         },
     };
-    let code = session(&config, state.clone(), opts, Some(load), None);
+    let code = session(Some(&config), state.clone(), opts, Some(load), None);
     // The demo leaves nothing behind but jobs the operator chose to detach.
     if attempts_left_running(&state) {
         let _ = std::fs::remove_dir_all(root.join("config"));
@@ -186,7 +210,7 @@ fn console_options(theme: Option<String>, no_mouse: bool, state: &StateDir) -> C
 /// already runs on the state directory, the console attaches to it through its socket
 /// instead (it never schedules twice).
 fn session(
-    config: &Path,
+    config: Option<&Path>,
     state: StateDir,
     mut opts: ConsoleOptions,
     demo: Option<demo::Demo>,
@@ -194,7 +218,7 @@ fn session(
 ) -> ExitCode {
     // A scheduler answers there already (maybe root's, in a directory this user may not
     // write): attach without touching its files.
-    let running = std::os::unix::net::UnixStream::connect(state.socket()).is_ok();
+    let running = answers(&state.socket());
     if !running && let Err(e) = state.create() {
         eprintln!(
             "shareq: cannot create the state directory {}: {e}",
@@ -225,12 +249,12 @@ fn session(
                 state.root().display()
             );
         }
-        let booted = if running {
-            Err(BootError::Locked {
+        let booted = match config.filter(|_| !running) {
+            None => Err(BootError::Locked {
                 pid: None,
                 state: state.root().to_path_buf(),
-            })
-        } else {
+            }),
+            Some(config) => {
             let mut boot_opts = BootOptions::new(state.clone(), config.to_path_buf());
             if demo.is_some() {
                 // The demo lives minutes: sample often enough for `h` to show something.
@@ -238,6 +262,7 @@ fn session(
             }
             boot_opts.metrics = metrics.clone();
             boot::start(boot_opts).await
+            }
         };
         let (local, snapshots, inputs) =
             match booted {

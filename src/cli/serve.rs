@@ -181,7 +181,7 @@ pub(crate) fn state_dir(flag: Option<&Path>) -> anyhow::Result<StateDir> {
     client_state(flag, |k| std::env::var_os(k), |p| p.exists())
 }
 
-fn client_state(
+pub(crate) fn client_state(
     flag: Option<&Path>,
     env: impl Fn(&str) -> Option<std::ffi::OsString>,
     exists: impl Fn(&Path) -> bool,

@@ -95,6 +95,18 @@ type Subscription = (BufReader<OwnedReadHalf>, OwnedWriteHalf, Snapshot);
 async fn subscribe(state: &StateDir) -> Result<Subscription, ClientError> {
     let socket = state.socket().display().to_string();
     let (mut sub_r, mut sub_w) = connect(state).await?;
+    let served_by = sub_w
+        .as_ref()
+        .peer_cred()
+        .ok()
+        .and_then(|c| c.pid())
+        .map(|pid| {
+            let pid = pid as u32;
+            crate::snapshot::ServedBy {
+                pid,
+                since: process_started_ms(pid),
+            }
+        });
     let io = |source| ClientError::Io {
         socket: socket.clone(),
         source,
@@ -105,7 +117,10 @@ async fn subscribe(state: &StateDir) -> Result<Subscription, ClientError> {
         .map_err(io)?;
     let first = read_line(&mut sub_r).await.map_err(io)?;
     match serde_json::from_str::<Update>(&first) {
-        Ok(Update::Full(s)) => Ok((sub_r, sub_w, *s)),
+        Ok(Update::Full(mut s)) => {
+            s.served_by = served_by;
+            Ok((sub_r, sub_w, *s))
+        }
         Ok(Update::Delta(_)) => Err(ClientError::BadAnswer(
             "the scheduler's stream began with a delta, not the whole picture".into(),
         )),
@@ -132,7 +147,9 @@ async fn follow(
         // did not change stay shared with the previous snapshot.
         let applied = match serde_json::from_str::<Update>(&line) {
             Ok(Update::Full(s)) => {
+                let by = current.served_by;
                 *current = *s;
+                current.served_by = by;
                 Ok(())
             }
             Ok(Update::Delta(d)) => current.apply(*d),
@@ -150,6 +167,27 @@ async fn follow(
             return std::ops::ControlFlow::Break(());
         }
     }
+}
+
+/// When process `pid` started (ms since the epoch): its start in clock ticks after boot
+/// (`/proc/PID/stat`, field 22) plus the boot time (`/proc/stat`'s `btime`).
+fn process_started_ms(pid: u32) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces: count fields after its closing paren.
+    let after = &stat[stat.rfind(')')? + 1..];
+    let ticks: i64 = after.split_whitespace().nth(19)?.parse().ok()?;
+    let boot: i64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|&h| h > 0)? as i64;
+    Some(boot * 1000 + ticks * 1000 / hz)
 }
 
 async fn connect(

@@ -254,6 +254,18 @@ pub struct Snapshot {
     /// picture is the last one received, and the console is reconnecting.
     #[serde(skip)]
     pub link_down_since: Option<i64>,
+    /// An attached console's scheduler: its pid and when it started (ms), from the
+    /// socket's peer credentials (set by `server::remote`, never sent).
+    #[serde(skip)]
+    pub served_by: Option<ServedBy>,
+}
+
+/// The process an attached console shows the picture of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServedBy {
+    pub pid: u32,
+    /// When that process started (ms), when /proc says.
+    pub since: Option<i64>,
 }
 
 impl Snapshot {
@@ -277,6 +289,7 @@ impl Snapshot {
             estimates: Arc::default(),
             changes: ChangeLog::default(),
             link_down_since: None,
+            served_by: None,
         }
     }
 

@@ -1,15 +1,33 @@
-//! The `/` filter (text, `share:NAME`, `!` negation), the `o` sort orders, and the cached
+//! The `/` filter (free text, `user:` `share:` `state:` `node:` keys, `!` negation), the `o` sort orders, and the cached
 //! row order of a long job list so that a frame only touches the visible window.
 
 use crate::snapshot::list::JobRows;
 use crate::snapshot::{JobView, Snapshot};
 
+/// The keys a `/` filter term may carry, with what each matches (shown in `?` help).
+pub const KEYS: &[(&str, &str)] = &[
+    ("word", "name user share cmd state"),
+    ("user:NAME", "submitted by NAME"),
+    ("share:NAME", "in share NAME"),
+    ("state:S", "e.g. state:running"),
+    ("node:NAME", "on node NAME"),
+    ("!term", "not matching term"),
+    ("a b", "every term holds"),
+];
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Term {
-    /// Case-insensitive substring of the name or the reason, or the job id.
+    /// Case-insensitive substring of the name, user, share, command, state or reason,
+    /// or the job id.
     Text(String, Option<u64>),
+    /// Exact submitter name.
+    User(String),
     /// Exact share name.
     Share(String),
+    /// State, case-insensitive prefix of its AWS name (`run` matches RUNNING and RUNNABLE).
+    State(String),
+    /// Exact node name.
+    Node(String),
 }
 
 /// A parsed filter: every term must hold (a `!` term must not).
@@ -20,7 +38,9 @@ pub struct Filter {
 }
 
 impl Filter {
-    /// Parse `text`: whitespace-separated terms, `share:NAME`, `!` before a term negates.
+    /// Parse `text`: whitespace-separated terms, each free text or `KEY:VALUE` with KEY one
+    /// of `user`, `share`, `state`, `node`; `!` before a term negates. An unknown key is
+    /// an error naming the known ones.
     pub fn parse(text: &str) -> Result<Filter, String> {
         let mut terms = Vec::new();
         for word in text.split_whitespace() {
@@ -29,11 +49,29 @@ impl Filter {
                 None => (false, word),
             };
             if w.is_empty() {
-                return Err("`!` needs a term after it, e.g. !share:qs1".into());
+                return Err("`!` needs a term after it, e.g. !user:bob".into());
             }
-            let term = match w.strip_prefix("share:") {
-                Some("") => return Err("`share:` needs a share name, e.g. share:qs1".into()),
-                Some(name) => Term::Share(name.to_string()),
+            let term = match w.split_once(':') {
+                Some((key, value)) => {
+                    let key = key.to_ascii_lowercase();
+                    if value.is_empty() {
+                        return Err(format!(
+                            "`{key}:` needs a value, e.g. {key}:{}",
+                            example(&key)
+                        ));
+                    }
+                    match key.as_str() {
+                        "user" => Term::User(value.to_string()),
+                        "share" => Term::Share(value.to_string()),
+                        "state" => Term::State(value.to_ascii_uppercase()),
+                        "node" => Term::Node(value.to_string()),
+                        _ => {
+                            return Err(format!(
+                                "unknown filter key `{key}:` (known: user: share: state: node:)"
+                            ));
+                        }
+                    }
+                }
                 None => Term::Text(w.to_lowercase(), w.parse().ok()),
             };
             terms.push((neg, term));
@@ -58,15 +96,34 @@ impl Filter {
 
     /// Match a row whose reason is `reason` (a queued row's reason is its group's).
     pub fn matches_with_reason(&self, j: &JobView, reason: &str) -> bool {
+        let user = j.submitter.as_ref().map_or("", |s| s.name.as_str());
         self.terms.iter().all(|(neg, t)| {
             let hit = match t {
+                Term::User(u) => user == u,
                 Term::Share(s) => j.share == *s,
+                Term::State(s) => j.state.as_str().starts_with(s.as_str()),
+                Term::Node(n) => j.node.as_deref() == Some(n.as_str()),
                 Term::Text(t, id) => {
-                    *id == Some(j.id.0) || contains_ci(&j.name, t) || contains_ci(reason, t)
+                    *id == Some(j.id.0)
+                        || contains_ci(&j.name, t)
+                        || contains_ci(user, t)
+                        || contains_ci(&j.share, t)
+                        || contains_ci(&j.command, t)
+                        || contains_ci(j.state.as_str(), t)
+                        || contains_ci(reason, t)
                 }
             };
             hit != *neg
         })
+    }
+}
+
+fn example(key: &str) -> &'static str {
+    match key {
+        "user" => "bob",
+        "state" => "running",
+        "node" => "gpu-1",
+        _ => "vision",
     }
 }
 
@@ -242,6 +299,62 @@ mod tests {
         assert!(Filter::parse("share:").is_err());
         assert!(Filter::parse("!").is_err());
         assert!(Filter::parse("  ").unwrap().is_empty());
+    }
+
+    fn owned(mut j: JobView, user: &str, node: &str, command: &str, state: JobState) -> JobView {
+        j.submitter = Some(Arc::new(crate::model::Submitter {
+            name: user.into(),
+            uid: 1000,
+        }));
+        j.node = Some(node.into());
+        j.command = command.into();
+        j.state = state;
+        j
+    }
+
+    #[test]
+    fn free_text_finds_people_shares_commands_and_states() {
+        let a = owned(
+            job(1, "sweep", "vision", 1, 0),
+            "ncbob",
+            "gpu-1",
+            "python train.py",
+            JobState::Running,
+        );
+        let b = owned(
+            job(2, "eval", "nlp", 1, 0),
+            "alice",
+            "gpu-2",
+            "sleep 60",
+            JobState::Runnable,
+        );
+        let hits = |q: &str| {
+            let f = Filter::parse(q).unwrap();
+            (f.matches(&a), f.matches(&b))
+        };
+        assert_eq!(hits("vision"), (true, false));
+        assert_eq!(hits("ncbob"), (true, false));
+        assert_eq!(hits("!ncbob"), (false, true));
+        assert_eq!(hits("train.py"), (true, false));
+        assert_eq!(hits("running"), (true, false));
+        assert_eq!(hits("user:ncbob"), (true, false));
+        assert_eq!(hits("user:ncb"), (false, false), "user: is exact");
+        assert_eq!(hits("!user:ncbob"), (false, true));
+        assert_eq!(hits("state:running"), (true, false));
+        assert_eq!(hits("state:run"), (true, true), "a state prefix");
+        assert_eq!(hits("STATE:Runnable"), (false, true));
+        assert_eq!(hits("node:gpu-2"), (false, true));
+        assert_eq!(hits("share:vision user:alice"), (false, false));
+    }
+
+    #[test]
+    fn unknown_or_empty_keys_are_errors_naming_the_known_ones() {
+        let e = Filter::parse("owner:bob").unwrap_err();
+        assert!(e.contains("unknown filter key `owner:`"), "{e}");
+        assert!(e.contains("user: share: state: node:"), "{e}");
+        let e = Filter::parse("user:").unwrap_err();
+        assert!(e.contains("`user:` needs a value"), "{e}");
+        assert!(Filter::parse("!node:").is_err());
     }
 
     #[test]

@@ -62,7 +62,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         match err {
             Some(e) => spans.push(Span::styled(format!("  {e}"), t.warn_style())),
             None => spans.push(Span::styled(
-                "  text · share:NAME · !negate · enter keep · esc clear",
+                "  text · user: share: state: node: · !negate · enter keep · esc clear",
                 t.dimmed(),
             )),
         }

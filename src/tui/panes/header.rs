@@ -1,4 +1,4 @@
-//! Header: environment, capacity totals, config state (applied at …, or the last error
+//! Header: environment, the scheduler an attached console shows, capacity totals, config state (applied at …, or the last error
 //! with file:line in red), oversubscription and theme warnings, and the clock.
 
 use crate::tui::app::App;
@@ -8,6 +8,8 @@ use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
+
+const DAY_MS: i64 = 86_400_000;
 
 pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let t = &app.theme;
@@ -43,6 +45,19 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         env.to_string(),
         t.text().add_modifier(Modifier::BOLD),
     ));
+    // An attached console says whose picture it shows (its keys act on that scheduler).
+    if let Some(by) = s.served_by.filter(|_| s.link_down_since.is_none()) {
+        let since = match by.since {
+            Some(at) if app.now - at < DAY_MS => format!(", since {}", clock(at, tz)),
+            Some(at) => format!(", up {}", crate::duration::human(app.now - at)),
+            None => String::new(),
+        };
+        spans.push(sep());
+        spans.push(Span::styled(
+            format!("attached to serve (pid {}{since})", by.pid),
+            t.text().fg(t.accent),
+        ));
+    }
     let caps: Vec<String> = s
         .units
         .iter()

@@ -26,7 +26,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("l", "job's log tail"),
     ("", "View"),
     ("h", "GPU use history (1/2/3)"),
-    ("/", "filter text share:X !not"),
+    ("/", "filter jobs (see below)"),
     ("o", "cycle queue sort order"),
     ("r", "re-read the config now"),
     ("e", "the rejected config's errors"),
@@ -65,23 +65,29 @@ fn lines<'a>(
         .collect()
 }
 
+/// The keys, then the `/` filter's syntax as its own group (kept in `filter::KEYS`).
+fn entries() -> Vec<(&'static str, &'static str)> {
+    let mut all = KEYS.to_vec();
+    all.push(("", "Filter syntax (/)"));
+    all.extend_from_slice(crate::tui::filter::KEYS);
+    all
+}
+
 /// One column when it fits the height, else two (groups kept whole).
 pub fn render(f: &mut Frame, area: Rect, theme: &Theme) {
-    let one_column = area.height as usize >= KEYS.len() + 2;
-    let split = KEYS
+    let all = entries();
+    let one_column = area.height as usize >= all.len() + 2;
+    let split = all
         .iter()
         .enumerate()
-        .filter(|(i, (k, _))| k.is_empty() && *i >= KEYS.len() / 2)
+        .filter(|(i, (k, _))| k.is_empty() && *i >= all.len() / 2)
         .map(|(i, _)| i)
         .next()
-        .unwrap_or(KEYS.len());
+        .unwrap_or(all.len());
     let (w, h) = if one_column {
-        (56, KEYS.len() as u16 + 2)
+        (56, all.len() as u16 + 2)
     } else {
-        (
-            area.width.min(100),
-            split.max(KEYS.len() - split) as u16 + 2,
-        )
+        (area.width.min(100), split.max(all.len() - split) as u16 + 2)
     };
     let r = centered(area, w, h);
     f.render_widget(Clear, r);
@@ -90,7 +96,7 @@ pub fn render(f: &mut Frame, area: Rect, theme: &Theme) {
     f.render_widget(block, r);
     if one_column {
         f.render_widget(
-            Paragraph::new(lines(KEYS, 12, inner.width as usize, theme)),
+            Paragraph::new(lines(&all, 12, inner.width as usize, theme)),
             inner,
         );
         return;
@@ -98,11 +104,11 @@ pub fn render(f: &mut Frame, area: Rect, theme: &Theme) {
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(inner);
     f.render_widget(
-        Paragraph::new(lines(&KEYS[..split], 11, left.width as usize, theme)),
+        Paragraph::new(lines(&all[..split], 10, left.width as usize, theme)),
         left,
     );
     f.render_widget(
-        Paragraph::new(lines(&KEYS[split..], 11, right.width as usize, theme)),
+        Paragraph::new(lines(&all[split..], 10, right.width as usize, theme)),
         right,
     );
 }
