@@ -429,3 +429,79 @@ fn an_attached_console_rides_out_a_serve_restart_in_tmux() {
     assert_eq!(s.state_of(a), "RUNNING");
     assert_eq!(s.state_of(b), "RUNNING");
 }
+
+/// `shareq tui --state S` with no config directory at all attaches to the scheduler that
+/// runs there (issue 25 items 2 and 3): the header names that serve's pid, and the `/`
+/// filter finds jobs by share and by user, negates, and names an unknown key.
+#[test]
+fn tui_state_attaches_without_a_config_and_the_filter_finds_people_in_tmux() {
+    if !tmux_here("the attach-without-config test") {
+        return;
+    }
+    let shares = format!(
+        "{}---\n{}",
+        common::share("alpha", 1, "LEND_AND_BORROW", false),
+        common::share("beta", 1, "LEND", false)
+    );
+    let mut s = common::Server::start(&common::config(2, 1, &shares));
+    let a = s.submit(&["--share", "alpha", "--name", "probe-one"], &["sleep", "300"]);
+    let b = s.submit(&["--share", "beta", "--name", "probe-two"], &["sleep", "300"]);
+    s.wait_state(a, "RUNNING", 20);
+    s.wait_state(b, "RUNNING", 20);
+    let pid = s.child().expect("serve runs").id();
+    // A user with no ~/.config/shareq: only --state says where to look.
+    let home = s.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let session = format!("shareq-noconf-{}", std::process::id());
+    let script = format!(
+        "env HOME={home} XDG_CONFIG_HOME= SHAREQ_STATE= {bin} tui --state {state}; sleep 60",
+        home = home.display(),
+        bin = env!("CARGO_BIN_EXE_shareq"),
+        state = s.state.display(),
+    );
+    new_session(&session, 160, 40, &script);
+    let _cleanup = Cleanup(session.clone());
+    let screen = wait_for(&session, "probe-two");
+    assert!(
+        screen.contains(&format!("attached to serve (pid {pid}, since ")),
+        "the header names the attached scheduler:\n{screen}"
+    );
+    let me = String::from_utf8(
+        std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_string();
+    // A job row of the queue or running list (with its user; the GPUs pane has none).
+    let listed = |screen: &str, name: &str| {
+        screen
+            .lines()
+            .any(|l| l.contains(name) && l.contains(&format!(" {me} ")))
+    };
+    assert!(listed(&screen, "probe-one") && listed(&screen, "probe-two"), "{screen}");
+    // Free text matches the share: `beta` finds probe-two, whose name does not say beta.
+    keys(&session, &["/", "b", "e", "t", "a", "Enter"]);
+    let screen = wait_for(&session, "filter: beta");
+    assert!(
+        listed(&screen, "probe-two") && !listed(&screen, "probe-one"),
+        "{screen}"
+    );
+    // `!user:ME` hides every job of mine; an unknown key is named in the footer.
+    let mut typed = vec!["/", "C-u"];
+    let query = format!("!user:{me}");
+    let chars: Vec<String> = query.chars().map(String::from).collect();
+    typed.extend(chars.iter().map(String::as_str));
+    typed.push("Enter");
+    keys(&session, &typed);
+    let screen = wait_for(&session, &format!("filter: {query}"));
+    assert!(
+        !listed(&screen, "probe-one") && !listed(&screen, "probe-two"),
+        "{screen}"
+    );
+    keys(&session, &["/", "C-u", "o", "w", "n", "e", "r", ":", "x"]);
+    wait_for(&session, "unknown filter key `owner:`");
+}
