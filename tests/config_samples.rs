@@ -84,3 +84,35 @@ members: []
         assert!(out.contains(w), "missing warning `{w}` in\n{out}");
     }
 }
+
+/// `admins` and `members` naming users or groups this machine does not know are warned
+/// about (issue 25 item 5); `root` and the `root` group exist everywhere.
+#[test]
+fn check_warns_about_admins_and_members_the_machine_does_not_know() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("c.yaml"),
+        "kind: ServiceEnvironment
+name: t
+admins: [root, nosuch-admin-25]
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 2, devices: {fake: 2}}]
+---
+kind: QuotaShare
+quotaShareName: a
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 2}]
+resourceSharingConfiguration: {strategy: LEND}
+members: [\"@root\", \"@nosuch-group-25\", nosuch-user-25]
+",
+    )
+    .expect("write");
+    let (code, out, err) = check(&dir.path().display().to_string());
+    assert_eq!(code, 0, "{out}{err}");
+    for w in [
+        "admins: there is no user named `nosuch-admin-25` on this machine",
+        "share `a`: members: there is no group named `nosuch-group-25` on this machine",
+        "share `a`: members: there is no user named `nosuch-user-25` on this machine",
+    ] {
+        assert!(out.contains(w), "missing warning `{w}` in\n{out}");
+    }
+    assert!(!out.contains("`root`"), "root exists:\n{out}");
+}

@@ -444,8 +444,14 @@ fn tui_state_attaches_without_a_config_and_the_filter_finds_people_in_tmux() {
         common::share("beta", 1, "LEND", false)
     );
     let mut s = common::Server::start(&common::config(2, 1, &shares));
-    let a = s.submit(&["--share", "alpha", "--name", "probe-one"], &["sleep", "300"]);
-    let b = s.submit(&["--share", "beta", "--name", "probe-two"], &["sleep", "300"]);
+    let a = s.submit(
+        &["--share", "alpha", "--name", "probe-one"],
+        &["sleep", "300"],
+    );
+    let b = s.submit(
+        &["--share", "beta", "--name", "probe-two"],
+        &["sleep", "300"],
+    );
     s.wait_state(a, "RUNNING", 20);
     s.wait_state(b, "RUNNING", 20);
     let pid = s.child().expect("serve runs").id();
@@ -482,7 +488,10 @@ fn tui_state_attaches_without_a_config_and_the_filter_finds_people_in_tmux() {
             .lines()
             .any(|l| l.contains(name) && l.contains(&format!(" {me} ")))
     };
-    assert!(listed(&screen, "probe-one") && listed(&screen, "probe-two"), "{screen}");
+    assert!(
+        listed(&screen, "probe-one") && listed(&screen, "probe-two"),
+        "{screen}"
+    );
     // Free text matches the share: `beta` finds probe-two, whose name does not say beta.
     keys(&session, &["/", "b", "e", "t", "a", "Enter"]);
     let screen = wait_for(&session, "filter: beta");

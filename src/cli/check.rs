@@ -121,7 +121,8 @@ pub fn report(dir: &Path, loaded: &LoadedConfig) -> String {
         ]);
     }
     out.push_str(&table(&rows));
-    let w = warnings(cfg);
+    let mut w = warnings(cfg);
+    w.extend(crate::config::unknown_people(cfg));
     if !w.is_empty() {
         out.push_str("\nwarnings:\n");
         for line in w {

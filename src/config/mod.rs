@@ -1,11 +1,13 @@
 //! Turning YAML into a validated configuration: parsing documents with positions
 //! (`parse`), checking a set of documents as one unit (`validate`), loading a whole
-//! directory (`dir`), watching it for changes (`watch`), summarising it (`summary`).
+//! directory (`dir`), watching it for changes (`watch`), summarising it (`summary`),
+//! and checking the users and groups it names against this machine (`people`).
 
 mod dir;
 mod error;
 mod locate;
 mod parse;
+mod people;
 mod schema;
 mod suggest;
 mod summary;
@@ -18,6 +20,7 @@ pub use locate::locate;
 pub use parse::{
     Origin, SourcedDocument, parse_documents, parse_documents_partial, parse_value_documents,
 };
+pub use people::unknown_people;
 pub use suggest::{did_you_mean, edit_distance};
 pub use summary::{
     UnitSummary, borrow_cap, borrow_cap_text, changes, min_runtime_notes, one_line, units, warnings,

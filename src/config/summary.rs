@@ -142,6 +142,13 @@ pub fn min_runtime_notes(cfg: &ValidConfig) -> Vec<String> {
 /// Things that are allowed but probably not what the operator wants.
 pub fn warnings(cfg: &ValidConfig) -> Vec<String> {
     let mut out = Vec::new();
+    if cfg.shares.is_empty() {
+        out.push(
+            "no QuotaShare in this config: every submission will be refused until one is added \
+             (put the shares' YAML files in this directory or a subfolder of it, e.g. teams/)"
+                .to_string(),
+        );
+    }
     for u in units(cfg) {
         if !u.auto && u.usable < u.max_capacity {
             out.push(format!(

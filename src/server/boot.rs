@@ -182,6 +182,14 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         dir: opts.config_dir.clone(),
         errors,
     })?;
+    // What `check` warns about, the scheduler's log says at start too (a config with no
+    // share at all, admins or members this machine does not know).
+    for w in crate::config::warnings(&loaded.config)
+        .into_iter()
+        .chain(crate::config::unknown_people(&loaded.config))
+    {
+        tracing::warn!("config {}: {w}", opts.config_dir.display());
+    }
     if let Some(e) = executor_unavailable(&loaded).or_else(|| slurm_unreachable(&loaded)) {
         return Err(BootError::Config {
             dir: opts.config_dir.clone(),
