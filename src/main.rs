@@ -102,8 +102,14 @@ enum Command {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff): `shareq man > /usr/local/share/man/man1/shareq.1`.
-    Man,
+    /// Print the manual page (roff): `shareq man > /usr/local/share/man/man1/shareq.1`; with
+    /// `--dir DIR`, write shareq.1 and one shareq-<subcommand>.1 per subcommand into DIR.
+    Man {
+        /// Write every page into this directory (created if missing) instead of printing
+        /// the main one.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// The command line as completions offer it: without the hidden supervisor mode
@@ -172,9 +178,25 @@ fn main() -> ExitCode {
             let _ = std::io::stdout().write_all(&out);
             ExitCode::SUCCESS
         }
-        Command::Man => {
+        Command::Man { dir: Some(dir) } => {
+            let written = std::fs::create_dir_all(&dir)
+                .and_then(|()| clap_mangen::generate_to(Cli::command(), &dir));
+            match written {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!(
+                        "shareq man: cannot write the pages in {}: {e}",
+                        dir.display()
+                    );
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Man { dir: None } => {
             let mut out = Vec::new();
-            match clap_mangen::Man::new(Cli::command()).render(&mut out) {
+            // The page names shareq-<sub>(1) for each subcommand `man --dir` writes.
+            let cmd = Cli::command().disable_help_subcommand(true);
+            match clap_mangen::Man::new(cmd).render(&mut out) {
                 Ok(()) => {
                     use std::io::Write as _;
                     // A closed pipe (`shareq man | head`) is not an error worth a message.
