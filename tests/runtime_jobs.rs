@@ -315,3 +315,61 @@ fn a_minimum_runtime_delays_a_reclaim_until_it_ends() {
         "{states:?}"
     );
 }
+
+/// The `jobs` table (issue 25 item 4): `--status finished` lists ended jobs without
+/// `--all`; at 80 columns no row is wider than the terminal; a borrowing share's jobs say
+/// `reclaim next` / `kept` as the console does; a cancelled job keeps its AWS state
+/// FAILED and says who cancelled it beside it.
+#[test]
+fn the_jobs_table_fits_80_columns_and_speaks_the_consoles_words() {
+    let shares = format!(
+        "{}---\n{}",
+        share("alpha", 1, "LEND_AND_BORROW", false),
+        share("beta", 3, "LEND", false)
+    );
+    let s = Server::start(&config(4, 1, &shares));
+    let long = "a-rather-long-job-name-that-does-not-fit";
+    let ids: Vec<u64> = (0..3)
+        .map(|_| {
+            s.submit(
+                &["--share", "alpha", "--name", long],
+                &["sh", "-c", "sleep 1000; echo and a long command line too"],
+            )
+        })
+        .collect();
+    for id in &ids {
+        s.wait_state(*id, "RUNNING", 20);
+    }
+    let gone = s.submit(&["--share", "beta", "--name", "gone"], &["sleep", "1000"]);
+    s.wait_state(gone, "RUNNING", 20);
+    assert!(s.cli(&["cancel", &gone.to_string()]).status.success());
+    s.wait_state(gone, "FAILED", 20);
+    let table = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_shareq"));
+        cmd.arg("jobs").arg("--state").arg(&s.state).args(args);
+        let out = cmd.env("COLUMNS", "80").output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = table(&[]);
+    for line in text.lines() {
+        assert!(
+            unicode_width::UnicodeWidthStr::width(line) <= 80,
+            "wider than 80 columns: {line:?}\n{text}"
+        );
+    }
+    assert!(text.contains("reclaim next (alpha borrows)"), "{text}");
+    assert!(text.contains("kept (alpha borrows)"), "{text}");
+    assert!(!text.contains("(borrowed)"), "{text}");
+    let finished = table(&["--status", "finished"]);
+    // Its row, and the DETAIL line under it when DETAIL does not fit beside it.
+    let row = finished
+        .split_once("gone")
+        .map(|(_, rest)| rest.lines().take(2).collect::<Vec<_>>().join("\n"))
+        .unwrap_or_else(|| panic!("--status finished lists the cancelled job:\n{finished}"));
+    assert!(
+        row.contains("FAILED") && row.contains("CANCELLED by "),
+        "{finished}"
+    );
+    assert!(!finished.contains(long), "only finished jobs:\n{finished}");
+}

@@ -2,7 +2,8 @@
 //! [--status STATE] [--name TEXT]`: the queue (with reasons), running jobs, and with
 //! `--all` finished ones; the filters narrow every list (and the JSON) to the jobs that
 //! match all of them, and `--since`/`--until` to the jobs queued or running at some
-//! instant between the two (they imply `--all`).
+//! instant between the two (they imply `--all`, and so does a `--status` of an ended
+//! state). Below 140 columns the table drops COMMAND and fits each row to the width.
 
 use crate::exec::now_ms;
 use crate::model::JobState;
@@ -13,6 +14,7 @@ use crate::store::Store;
 use crate::visible::visible;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use unicode_width::UnicodeWidthStr;
 
 #[derive(Debug, clap::Args)]
 pub struct JobsArgs {
@@ -114,6 +116,11 @@ impl JobFilter {
         })
     }
 
+    /// Does a `--status` name an ended state (so that the finished jobs are wanted)?
+    pub fn wants_finished(&self) -> bool {
+        self.states.iter().any(|s| s.is_finished())
+    }
+
     pub fn matches(&self, v: &JobView) -> bool {
         (self.shares.is_empty() || self.shares.contains(&v.share))
             && (self.users.is_empty()
@@ -163,7 +170,8 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let all = args.all || span != Span::default();
+    // A status filter on ended jobs lists them without --all.
+    let all = args.all || span != Span::default() || filter.wants_finished();
     let req = Request::Jobs {
         all,
         since: span.since,
@@ -192,35 +200,152 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    println!(
-        "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {:<11} {:<24}  DETAIL",
-        "ID", "NAME", "USER", "SHARE", "PRIO", "GPUS", "STATE", "FOR", "START(EST)", "COMMAND"
-    );
+    let table = Table::for_terminal();
+    table.header();
     for v in &j.running {
         let devices = crate::snapshot::devices_text(v.node.as_deref(), &v.devices);
+        // The console's words: which of a borrowing share's jobs a reclaim would take.
         let detail = match &v.stopping {
             Some((what, _)) => format!("{what}; devices {devices}"),
-            None if v.on_borrowed => format!("devices {devices} (borrowed)"),
+            None if v.reclaimed_first => {
+                format!("reclaim next ({} borrows); devices {devices}", v.share)
+            }
+            None if v.on_borrowed => format!("kept ({} borrows); devices {devices}", v.share),
             None => format!("devices {devices}"),
         };
-        row(v, now - v.started.unwrap_or(now), "", &detail);
+        table.row(v, now - v.started.unwrap_or(now), "", &detail);
     }
     for v in &j.queue {
-        row(v, now - v.submitted, &estimate_cell(v, now), &v.reason);
+        table.row(v, now - v.submitted, &estimate_cell(v, now), &v.reason);
     }
     for v in &j.finished {
         let ran = v.finished.unwrap_or(now) - v.started.unwrap_or(v.submitted);
         let detail = if v.state == crate::model::JobState::Succeeded {
             format!("after {} attempt(s)", v.attempts)
         } else {
-            v.reason.to_string()
+            // The AWS state stays FAILED; who cancelled is said beside it.
+            match v.reason.strip_prefix("CANCELLED: by ") {
+                Some(by) => format!("CANCELLED by {by}"),
+                None => v.reason.to_string(),
+            }
         };
-        row(v, ran, "", &detail);
+        table.row(v, ran, "", &detail);
     }
     if j.running.is_empty() && j.queue.is_empty() && j.finished.is_empty() {
         println!("(no jobs)");
     }
     ExitCode::SUCCESS
+}
+
+/// The text table: all columns when the terminal is wide (or output goes to a file or a
+/// pipe), and below [`WIDE`] columns a narrower set (no COMMAND, the estimate inside
+/// DETAIL) where a DETAIL that does not fit goes on a line of its own, indented, cut to
+/// the width: no line wraps.
+struct Table {
+    width: Option<usize>,
+}
+
+/// The width the full table needs to show a useful DETAIL.
+const WIDE: usize = 140;
+
+impl Table {
+    /// `$COLUMNS` when set, else the terminal's width when stdout is one, else unlimited.
+    fn for_terminal() -> Table {
+        use std::io::IsTerminal;
+        let width = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.trim().parse().ok())
+            .or_else(|| {
+                std::io::stdout()
+                    .is_terminal()
+                    .then(|| crossterm::terminal::size().ok().map(|(w, _)| w as usize))
+                    .flatten()
+            });
+        Table { width }
+    }
+
+    fn narrow(&self) -> bool {
+        self.width.is_some_and(|w| w < WIDE)
+    }
+
+    fn header(&self) {
+        if self.narrow() {
+            let line = format!(
+                "{:>5} {:<15} {:<8} {:<8} {:>4} {:>3} {:<9} {:>7} DETAIL",
+                "ID", "NAME", "USER", "SHARE", "PRIO", "GPU", "STATE", "FOR"
+            );
+            println!("{}", self.cut(&line));
+        } else {
+            println!(
+                "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {:<11} {:<24}  DETAIL",
+                "ID",
+                "NAME",
+                "USER",
+                "SHARE",
+                "PRIO",
+                "GPUS",
+                "STATE",
+                "FOR",
+                "START(EST)",
+                "COMMAND"
+            );
+        }
+    }
+
+    fn cut(&self, line: &str) -> String {
+        match self.width {
+            Some(w) => crate::tui::text::fit(line, w),
+            None => line.to_string(),
+        }
+    }
+
+    fn row(&self, v: &JobView, ms: i64, estimate: &str, detail: &str) {
+        // User-controlled text is printed with its control characters made visible (SPEC §9).
+        let user = v.submitter.as_ref().map_or("-", |s| s.name.as_str());
+        if self.narrow() {
+            use crate::tui::text::pad;
+            let detail = if estimate.is_empty() {
+                visible(detail).to_string()
+            } else {
+                format!("start {estimate}; {}", visible(detail))
+            };
+            let line = format!(
+                "{:>5} {} {} {} {:>4} {:>3} {:<9} {:>7}",
+                v.id.0,
+                pad(&visible(&v.name), 15),
+                pad(&visible(user), 8),
+                pad(&v.share, 8),
+                v.priority,
+                v.quantity,
+                v.state.as_str(),
+                duration(ms),
+            );
+            let room = self.width.unwrap_or(WIDE).saturating_sub(line.width() + 1);
+            if detail.width() <= room {
+                println!("{line} {detail}");
+            } else {
+                println!("{}", self.cut(&line));
+                println!("{}", self.cut(&format!("      {detail}")));
+            }
+            return;
+        }
+        let name: String = visible(&v.name).chars().take(20).collect();
+        let command = crate::tui::text::pad(&v.command, 24);
+        println!(
+            "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {:<11} {}  {}",
+            v.id.0,
+            name,
+            visible(user),
+            v.share,
+            v.priority,
+            v.quantity,
+            v.state.as_str(),
+            duration(ms),
+            estimate,
+            command,
+            visible(detail)
+        );
+    }
 }
 
 /// A queued job's estimated start as the table shows it: `~in 12m05s` (the tilde marks
@@ -235,27 +360,6 @@ fn estimate_cell(v: &JobView, now: i64) -> String {
         _ => Estimate::NotYet,
     };
     e.label(now)
-}
-
-fn row(v: &JobView, ms: i64, estimate: &str, detail: &str) {
-    // User-controlled text is printed with its control characters made visible (SPEC §9).
-    let name: String = visible(&v.name).chars().take(20).collect();
-    let user = v.submitter.as_ref().map_or("-", |s| s.name.as_str());
-    let command = crate::tui::text::pad(&v.command, 24);
-    println!(
-        "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {:<11} {}  {}",
-        v.id.0,
-        name,
-        visible(user),
-        v.share,
-        v.priority,
-        v.quantity,
-        v.state.as_str(),
-        duration(ms),
-        estimate,
-        command,
-        visible(detail)
-    );
 }
 
 /// Durations are written by the one formatter the console and the core use too.
