@@ -204,6 +204,25 @@ fn the_filter_finds_people_and_names_an_unknown_key() {
     });
 }
 
+/// A long command and reason continue under themselves, not under the labels.
+#[test]
+fn details_wrap_long_values_under_themselves() {
+    for (w, h) in SIZES {
+        let app = fixtures::app(fixtures::lab());
+        let mut job = app.snap.running[0].clone();
+        job.command = "python train.py --data /datasets/imagenet/train --epochs 90 \
+                       --lr 0.1 --batch-size 256 --workers 16 --checkpoint-dir /scratch/ckpt"
+            .into();
+        job.reason = "running on borrowed capacity: nlp lends 1 GPU and may reclaim it \
+                      when its own jobs queue (CROSS_SHARE_RECLAIM after the grace period)"
+            .into();
+        let text = fixtures::render_with(w, h, |f| {
+            shareq::tui::popups::details::render(f, f.area(), &job, NOW, 0, &app.theme)
+        });
+        insta::assert_snapshot!(format!("details_long_{w}x{h}"), text);
+    }
+}
+
 #[test]
 fn running_pane_focused_and_scrolled() {
     check("running_focused", || {

@@ -81,6 +81,7 @@ pub fn history(args: &HistoryArgs) -> ExitCode {
         h.samples.len(),
         duration_short(h.bucket_ms)
     );
+    let bucket = duration_short(h.bucket_ms);
     let st = HistoryState {
         window: args.window,
         unit: args.unit.clone(),
@@ -91,5 +92,10 @@ pub fn history(args: &HistoryArgs) -> ExitCode {
     for l in st.lines() {
         println!("{}{}", pad(&l.share, 16), history::figures(&l.totals, true));
     }
+    println!(
+        "\nPEAK AVG: the busiest {} bucket's mean of GPUs held (own + borrowed), not a single \
+         instant's count",
+        bucket
+    );
     ExitCode::SUCCESS
 }

@@ -39,7 +39,8 @@ pub struct Totals {
     pub borrowed: f64,
     pub lent: f64,
     pub queued_gpus: f64,
-    /// The highest bucket average of own + borrowed.
+    /// The highest bucket average of own + borrowed (a mean, so not a whole number: the
+    /// table heads it `PEAK AVG`).
     pub peak: f64,
     pub wait_max_ms: i64,
     pub started: u32,
@@ -60,7 +61,7 @@ fn columns(wide: bool) -> [(&'static str, usize); 8] {
             ("OWN", 6),
             ("BORROWED", 8),
             ("LENT", 6),
-            ("PEAK", 6),
+            ("PEAK AVG", 8),
             ("QUEUED", 7),
             ("MAX WAIT", 9),
             ("STARTED", 8),
@@ -71,7 +72,7 @@ fn columns(wide: bool) -> [(&'static str, usize); 8] {
             ("OWN", 5),
             ("BORR", 5),
             ("LENT", 5),
-            ("PEAK", 5),
+            ("PKAVG", 5),
             ("QUEUE", 6),
             ("MAXW", 6),
             ("START", 5),

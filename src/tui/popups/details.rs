@@ -8,57 +8,98 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Clear, Paragraph, Wrap};
+use ratatui::widgets::{Clear, Paragraph};
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+
+/// The popup's width, and the labels' (` {k:>11}  `).
+const WIDTH: u16 = 76;
+const LABEL_W: usize = 14;
+
+/// `text` cut into lines of at most `width` columns, at spaces where it can (a word
+/// longer than a line is cut inside).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut out = vec![String::new()];
+    for word in text.split(' ') {
+        let line = out.last_mut().expect("never empty");
+        let (lw, ww) = (line.width(), word.width());
+        if lw > 0 && lw + 1 + ww <= width {
+            line.push(' ');
+            line.push_str(word);
+            continue;
+        }
+        if lw > 0 {
+            out.push(String::new());
+        }
+        for c in word.chars() {
+            let line = out.last_mut().expect("never empty");
+            if line.width() + c.width().unwrap_or(0) > width {
+                out.push(String::new());
+            }
+            out.last_mut().expect("never empty").push(c);
+        }
+    }
+    out
+}
 
 pub fn render(f: &mut Frame, area: Rect, j: &JobView, now: i64, tz: i32, theme: &Theme) {
-    let row = |k: &str, v: String| {
-        Line::from(vec![
-            Span::styled(format!(" {k:>11}  "), theme.dimmed()),
-            Span::styled(crate::visible::visible(&v).into_owned(), theme.text()),
-        ])
+    // A long value (a command, a reason) continues under itself, not under the labels.
+    let value_w = usize::from(WIDTH.min(area.width).saturating_sub(2)).saturating_sub(LABEL_W);
+    let mut lines: Vec<Line> = Vec::new();
+    let row = |k: &str, v: String| -> Vec<Line> {
+        let v = crate::visible::visible(&v).into_owned();
+        wrap(&v, value_w)
+            .into_iter()
+            .enumerate()
+            .map(|(i, part)| {
+                let label = if i == 0 { k } else { "" };
+                Line::from(vec![
+                    Span::styled(format!(" {label:>11}  "), theme.dimmed()),
+                    Span::styled(part, theme.text()),
+                ])
+            })
+            .collect()
     };
-    let mut lines = vec![
-        row("name", j.name.clone()),
-        row(
-            "user",
-            j.submitter.as_ref().map_or_else(
-                || "-".to_string(),
-                |s| format!("{} (uid {})", s.name, s.uid),
-            ),
+    lines.extend(row("name", j.name.clone()));
+    lines.extend(row(
+        "user",
+        j.submitter.as_ref().map_or_else(
+            || "-".to_string(),
+            |s| format!("{} (uid {})", s.name, s.uid),
         ),
-        Line::from(vec![
-            Span::styled(format!(" {:>11}  ", "share"), theme.dimmed()),
-            Span::styled(
-                j.share.clone(),
-                theme
-                    .text()
-                    .fg(theme.share(&j.share))
-                    .add_modifier(Modifier::BOLD),
-            ),
-            Span::styled(format!("  unit {}", j.unit), theme.text()),
-        ]),
-        row("state", j.state.to_string()),
-        row(
-            "command",
-            if j.command.is_empty() {
-                "-".to_string()
-            } else {
-                j.command.clone()
-            },
+    ));
+    lines.push(Line::from(vec![
+        Span::styled(format!(" {:>11}  ", "share"), theme.dimmed()),
+        Span::styled(
+            j.share.clone(),
+            theme
+                .text()
+                .fg(theme.share(&j.share))
+                .add_modifier(Modifier::BOLD),
         ),
-        row("GPUs", j.quantity.to_string()),
-        row("priority", j.priority.to_string()),
-        row(
-            "submitted",
-            format!(
-                "{} ({} ago)",
-                clock(j.submitted, tz),
-                duration(now - j.submitted)
-            ),
+        Span::styled(format!("  unit {}", j.unit), theme.text()),
+    ]));
+    lines.extend(row("state", j.state.to_string()));
+    lines.extend(row(
+        "command",
+        if j.command.is_empty() {
+            "-".to_string()
+        } else {
+            j.command.clone()
+        },
+    ));
+    lines.extend(row("GPUs", j.quantity.to_string()));
+    lines.extend(row("priority", j.priority.to_string()));
+    lines.extend(row(
+        "submitted",
+        format!(
+            "{} ({} ago)",
+            clock(j.submitted, tz),
+            duration(now - j.submitted)
         ),
-    ];
+    ));
     if let Some(s) = j.started {
-        lines.push(row(
+        lines.extend(row(
             "started",
             format!("{} (running {})", clock(s, tz), duration(now - s)),
         ));
@@ -75,9 +116,9 @@ pub fn render(f: &mut Frame, area: Rect, j: &JobView, now: i64, tz: i32, theme: 
             .as_ref()
             .map(|n| format!(" on {n}"))
             .unwrap_or_default();
-        lines.push(row("devices", format!("{}{on}{borrowed}", devs.join(","))));
+        lines.extend(row("devices", format!("{}{on}{borrowed}", devs.join(","))));
     }
-    lines.push(row(
+    lines.extend(row(
         "attempts",
         format!(
             "{} started, preempted {} time(s)",
@@ -85,25 +126,34 @@ pub fn render(f: &mut Frame, area: Rect, j: &JobView, now: i64, tz: i32, theme: 
         ),
     ));
     if let Some((what, since)) = &j.stopping {
-        lines.push(row(
+        lines.extend(row(
             "stopping",
             format!("{what}, since {}", duration(now - since)),
         ));
     }
     if j.nominated {
-        lines.push(row("nominated", "GPUs are being freed for it".into()));
+        lines.extend(row("nominated", "GPUs are being freed for it".into()));
     }
-    lines.push(row("reason", j.reason.to_string()));
+    lines.extend(row("reason", j.reason.to_string()));
     lines.push(Line::styled(
         " esc closes   c cancel   p priority   l log",
         theme.dimmed(),
     ));
-    // The reason may wrap: allow two extra rows.
-    let r = centered(area, 76, lines.len() as u16 + 4);
+    let r = centered(area, WIDTH, lines.len() as u16 + 2);
     f.render_widget(Clear, r);
     let title = format!(" Job {} ", j.id);
     let block = frame_block(&title, theme);
     let inner = block.inner(r);
     f.render_widget(block, r);
-    f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
+    f.render_widget(Paragraph::new(lines), inner);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn wrap_breaks_at_spaces_and_inside_overlong_words() {
+        assert_eq!(super::wrap("a bb ccc", 4), vec!["a bb", "ccc"]);
+        assert_eq!(super::wrap("abcdefgh", 3), vec!["abc", "def", "gh"]);
+        assert_eq!(super::wrap("", 3), vec![""]);
+    }
 }

@@ -195,11 +195,14 @@ fn gaps(h: &UsageHistory, values: &[f64]) -> Vec<Vec<(f64, f64)>> {
     out
 }
 
-/// Start, middle and end of the window as clock times (with the day for a week).
+/// Start, middle and end of the window as clock times (with the day for a day or a week).
 fn x_labels(h: &UsageHistory, offset: i32) -> Vec<String> {
     let at = |ms: i64| match h.window {
-        Window::Week => chrono::DateTime::from_timestamp_millis(ms + i64::from(offset) * 1000)
-            .map_or_else(String::new, |d| d.format("%a %H:%M").to_string()),
+        // A day's (or a week's) ends are the same clock time: name the days too.
+        Window::Week | Window::Day => {
+            chrono::DateTime::from_timestamp_millis(ms + i64::from(offset) * 1000)
+                .map_or_else(String::new, |d| d.format("%a %H:%M").to_string())
+        }
         _ => clock(ms, offset)[..5].to_string(),
     };
     vec![at(h.from), at((h.from + h.to) / 2), at(h.to)]
