@@ -123,3 +123,23 @@ fn man_dir_writes_a_page_per_subcommand_and_man_renders_each() {
     }
     assert!(pages > 10, "{pages} pages");
 }
+
+/// An unknown `--theme` is refused before the console takes the screen, with the whole
+/// list of themes (issue 25 item 11): the header would have cut it.
+#[test]
+fn an_unknown_theme_is_refused_with_every_choice() {
+    for sub in ["tui", "demo"] {
+        let (ok, _, err) = shareq(&[sub, "--theme", "solarised"]);
+        assert!(!ok, "{sub}");
+        for name in [
+            "dark",
+            "light",
+            "high-contrast",
+            "colour-blind-safe",
+            ".yaml",
+        ] {
+            assert!(err.contains(name), "{sub}: {err}");
+        }
+        assert!(err.contains("docs/CONSOLE.md"), "{err}");
+    }
+}

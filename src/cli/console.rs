@@ -19,7 +19,8 @@ pub struct ConsoleArgs {
     /// The state directory (default: $SHAREQ_STATE, else $XDG_STATE_HOME/shareq).
     #[arg(long)]
     pub state: Option<PathBuf>,
-    /// Colour theme: dark, light, high-contrast, colour-blind-safe, or a YAML file.
+    /// Colour theme: dark, light, high-contrast, colour-blind-safe, or a YAML file
+    /// (see docs/CONSOLE.md, Themes). NO_COLOR=1 turns colour off.
     #[arg(long)]
     pub theme: Option<String>,
     /// Leave the mouse to the terminal (no click selection).
@@ -39,7 +40,8 @@ pub struct DemoArgs {
     /// Seed of the load generator (the same seed submits the same jobs).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Colour theme: dark, light, high-contrast, colour-blind-safe, or a YAML file.
+    /// Colour theme: dark, light, high-contrast, colour-blind-safe, or a YAML file
+    /// (see docs/CONSOLE.md, Themes). NO_COLOR=1 turns colour off.
     #[arg(long)]
     pub theme: Option<String>,
     /// Leave the mouse to the terminal (no click selection).
@@ -73,6 +75,9 @@ pub fn default_config_dir() -> Option<PathBuf> {
 /// `--state`, `$SHAREQ_STATE` or `--config`, that includes the system scheduler on
 /// `/var/lib/shareq` when the user runs none of their own (docs/DEPLOY.md).
 pub fn tui(args: &ConsoleArgs) -> ExitCode {
+    if let Err(code) = theme_usable(args.theme.as_deref()) {
+        return code;
+    }
     let state = if args.config.is_some() {
         StateDir::resolve(args.state.as_deref()).map_err(|e| e.to_string())
     } else {
@@ -116,6 +121,19 @@ pub fn tui(args: &ConsoleArgs) -> ExitCode {
     session(Some(&config), state, opts, None, args.metrics.clone())
 }
 
+/// A `--theme` that cannot be used is refused before the console takes the screen, with
+/// the whole reason (the header would have to cut it). Exit 2, as for bad arguments.
+fn theme_usable(theme: Option<&str>) -> Result<(), ExitCode> {
+    match crate::tui::theme::Theme::resolve(theme, false) {
+        (_, Some(why)) => {
+            let why = why.strip_suffix("; using dark").unwrap_or(&why);
+            eprintln!("shareq: {why} (see docs/CONSOLE.md, Themes)");
+            Err(ExitCode::from(2))
+        }
+        (_, None) => Ok(()),
+    }
+}
+
 /// Does a scheduler answer on `socket`?
 fn answers(socket: &Path) -> bool {
     std::os::unix::net::UnixStream::connect(socket).is_ok()
@@ -124,6 +142,9 @@ fn answers(socket: &Path) -> bool {
 /// `shareq demo`: a fresh state directory, the AWS example (or `--config`) on fake GPUs,
 /// and a load generator.
 pub fn demo(args: &DemoArgs) -> ExitCode {
+    if let Err(code) = theme_usable(args.theme.as_deref()) {
+        return code;
+    }
     // Private and unpredictable (SPEC §9): mkdtemp, mode 0700.
     let template = std::env::temp_dir().join("shareq-demo-XXXXXX");
     let root = match nix::unistd::mkdtemp(&template) {

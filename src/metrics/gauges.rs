@@ -22,7 +22,9 @@ fn family(
     help: &str,
     rows: &Rows,
 ) -> Result<(), std::fmt::Error> {
-    let mut m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    // The registry ends the counters' and histograms' help with a full stop: the same here.
+    let help = format!("{help}.");
+    let mut m = enc.encode_descriptor(name, &help, None, MetricType::Gauge)?;
     for (labels, v) in rows {
         let e = m.encode_family(labels)?;
         ConstGauge::new(*v).encode(e)?;
@@ -161,7 +163,7 @@ impl Collector for Gauges {
         family(
             &mut enc,
             "shareq_config_error",
-            "1 while the config directory holds an error (the previous config stays in force)",
+            "One while the config directory holds an error (the previous config stays in force), else zero",
             &vec![(
                 vec![],
                 if snap.config.error.is_some() {

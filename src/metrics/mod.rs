@@ -217,6 +217,34 @@ mod tests {
     use super::*;
     use crate::snapshot::{DeviceView, UnitView};
 
+    /// Every help text reads the same way: a capital first and one full stop at the end.
+    #[test]
+    fn help_texts_are_punctuated_alike() {
+        let mut snap = Snapshot::empty();
+        snap.units = vec![UnitView {
+            name: "gpu".into(),
+            usable: 1,
+            used: 0,
+            guaranteed: 1,
+            devices: vec![],
+        }];
+        let (_tx, rx) = watch::channel(Arc::new(snap));
+        let m = Metrics::new();
+        m.watch(rx);
+        let text = m.encode();
+        let helps: Vec<&str> = text.lines().filter(|l| l.starts_with("# HELP")).collect();
+        assert!(helps.len() > 10, "{text}");
+        for h in helps {
+            let help = h.splitn(4, ' ').nth(3).unwrap_or("");
+            assert!(
+                help.ends_with('.')
+                    && !help.ends_with("..")
+                    && help.starts_with(char::is_uppercase),
+                "{h}"
+            );
+        }
+    }
+
     /// Telemetry of real GPUs (what NVML gives the snapshot) becomes per-device gauges;
     /// devices without telemetry (fake ones) get no series.
     #[test]
