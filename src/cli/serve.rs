@@ -73,6 +73,7 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
     opts.sample_every = std::time::Duration::from_secs(args.sample_seconds.max(1));
     opts.metrics = args.metrics.clone();
     let stop_jobs = args.stop_jobs_on_exit;
+    let args_config_dir = args.config.clone();
     rt.block_on(async move {
         // Catch SIGTERM/SIGINT from now on: a stop asked while starting up is a clean stop.
         let signals = Signals::install();
@@ -87,6 +88,9 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
+        // SIGHUP (`systemctl reload`, `kill -HUP`): re-read the config now, as `shareq
+        // reload` does, and say so in the log with the outcome.
+        reload_on_hangup(handle.inputs.clone(), args_config_dir.clone());
         let mut fatal = handle.fatal.clone();
         let failed = tokio::select! {
             _ = signals.wait() => None,
@@ -107,6 +111,35 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         handle.shutdown(stop_jobs).await;
         ExitCode::SUCCESS
     })
+}
+
+/// On every SIGHUP: a log line, a reload of the config directory, and a line with its result.
+fn reload_on_hangup(
+    inputs: tokio::sync::mpsc::UnboundedSender<crate::server::Input>,
+    dir: PathBuf,
+) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot catch SIGHUP: it will stop the scheduler");
+        return;
+    };
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            tracing::info!("SIGHUP: re-reading the config in {}", dir.display());
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            if inputs
+                .send(crate::server::Input::Reload { reply: Some(tx) })
+                .is_err()
+            {
+                return;
+            }
+            match rx.await {
+                Ok(Ok(())) => tracing::info!("SIGHUP: config re-read"),
+                Ok(Err(why)) => tracing::warn!("SIGHUP: the config was not applied: {why}"),
+                Err(_) => return,
+            }
+        }
+    });
 }
 
 /// SIGTERM and SIGINT, caught from the moment they are installed.
@@ -146,7 +179,9 @@ fn init_tracing(state: &StateDir) -> Option<tracing_appender::non_blocking::Work
         .create(true)
         .append(true)
         .open(state.server_log());
+    // Colour codes only on a terminal: the journal and files get plain words.
     let stderr = tracing_subscriber::fmt::layer()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .with_filter(filter());
     match file {

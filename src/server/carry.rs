@@ -269,7 +269,12 @@ impl Executor {
                 Event::Started { job, devices, .. } => self.start(sched, timers, job, devices),
                 Event::Preempted { job, by, reason } => {
                     self.record_preemption(sched, job, by, reason.as_str(), now);
-                    tracing::info!(job = %job, by = ?by.map(|b| b.0), reason = reason.as_str(), "preempted");
+                    match by {
+                        Some(b) => {
+                            tracing::info!(job = %job, by = %b, reason = reason.as_str(), "preempted")
+                        }
+                        None => tracing::info!(job = %job, reason = reason.as_str(), "preempted"),
+                    }
                     self.stop(timers, job, grace);
                 }
                 Event::Cancelled { job, stop } => {
@@ -325,7 +330,8 @@ impl Executor {
             submitter: j.spec.submitter.as_deref().cloned(),
         };
         let node = j.node().map(|n| sched.node_name(n).to_string());
-        tracing::info!(job = %job, attempt, ?devices, node = node.as_deref().unwrap_or(""), "started");
+        let on = crate::snapshot::devices_text(node.as_deref(), &devices);
+        tracing::info!(job = %job, attempt, devices = %on, "started");
         self.running.insert(
             job,
             Attempt {

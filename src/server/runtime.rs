@@ -736,7 +736,10 @@ impl Runtime {
         match input {
             Input::Submit { spec, reply } => {
                 let result = self.submit(spec, now);
-                tracing::info!(?result, "submit");
+                match &result {
+                    Ok(id) => tracing::info!(job = %id, "submit accepted"),
+                    Err(why) => tracing::info!("submit refused: {why}"),
+                }
                 if let Ok(id) = result {
                     self.picture.touch(id);
                 }
@@ -765,7 +768,13 @@ impl Runtime {
                 } else {
                     self.sched.set_priority(id, priority, now)
                 };
-                tracing::info!(job = %id, priority, ?r, "priority");
+                match &r {
+                    Ok(true) => tracing::info!(job = %id, priority, "priority set"),
+                    Ok(false) => {
+                        tracing::info!(job = %id, priority, "priority unchanged (job ended)")
+                    }
+                    Err(why) => tracing::info!(job = %id, priority, "priority refused: {why}"),
+                }
                 self.picture.touch(id);
                 if let Some(tx) = reply {
                     deferred.push(Deferred::Priority(tx, r));
@@ -1083,7 +1092,10 @@ impl Runtime {
                     return Outcome::Nothing;
                 }
                 if !dry_run.is_empty() {
-                    tracing::info!("the config applied at {}:\n{}", now, dry_run.text());
+                    let at = chrono::DateTime::from_timestamp_millis(now)
+                        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                        .unwrap_or_default();
+                    tracing::info!("the config applied at {at}:\n{}", dry_run.text());
                 }
                 self.config.effects = Some(dry_run.summary());
                 Outcome::Redraw
