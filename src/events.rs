@@ -1,7 +1,8 @@
 //! The decision stream (`shareq events`): each decision of the live scheduler as one
 //! line in the replay's format (SPEC §6: `t`, `event`, then the replay's fields), followed
 //! by what only the live scheduler knows: the job's `id`, its submitter (`user`), the
-//! preemptor's id (`by_id`) and the line's sequence number (`seq`). `t` is the Unix time in
+//! preemptor's id (`by_id`), who cancelled a job (`cancelled_by`) and the line's sequence
+//! number (`seq`). `t` is the Unix time in
 //! seconds with milliseconds.
 //!
 //! The lines are built when a batch is recorded (`store::Store::record`, in the same
@@ -116,6 +117,13 @@ pub fn lines(now: i64, events: &[Event], sched: &Sched) -> Vec<EventLine> {
             }
             if let Event::Preempted { by: Some(b), .. } = ev {
                 line.push_str(&format!(",\"by_id\":{}", b.0));
+            }
+            // Who cancelled: the user the job's end names (`CANCELLED: by bob`).
+            if let (Event::Cancelled { .. }, Some(j)) = (ev, job)
+                && let Some(crate::sched::FailReason::Cancelled(by)) = &j.fail_reason
+            {
+                line.push_str(",\"cancelled_by\":");
+                line.push_str(&serde_json::to_string(by).unwrap_or_default());
             }
             line.push('}');
             let share = match ev {

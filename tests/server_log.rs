@@ -41,6 +41,25 @@ fn the_log_speaks_words_and_sighup_rereads_the_config() {
         s.child().unwrap().try_wait().unwrap().is_none(),
         "SIGHUP does not stop the scheduler"
     );
+    // The decision stream says who cancelled.
+    let events = s.cli(&["events", "--json", "--since", "1h"]);
+    let events = String::from_utf8_lossy(&events.stdout);
+    let me = String::from_utf8(
+        std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let cancelled = events
+        .lines()
+        .find(|l| l.contains("\"event\":\"cancelled\""))
+        .unwrap_or_else(|| panic!("no cancelled line:\n{events}"));
+    assert!(
+        cancelled.contains(&format!("\"cancelled_by\":\"{}\"", me.trim())),
+        "{cancelled}"
+    );
     let log = s.stderr();
     for want in [
         &format!("job={a}") as &str,
