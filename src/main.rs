@@ -81,11 +81,15 @@ enum Command {
     Events(shareq::cli::EventsArgs),
     /// Usage per share (and per user, admins) over a window of the history.
     Report(shareq::cli::ReportArgs),
-    /// Show the GPUs of this machine and how they were found.
+    /// Show the GPUs of this machine and how they were found, and the running
+    /// scheduler's own view of them (lost ones included) when one answers.
     Gpus {
         /// Also show how this config's units map to them.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// The scheduler to ask (default: as for `status`).
+        #[arg(long)]
+        state: Option<PathBuf>,
     },
     /// Print the slurm.conf and gres.conf lines that let shareq pin exact GPUs on the
     /// nodes of a config (the Slurm executor).
@@ -167,7 +171,7 @@ fn main() -> ExitCode {
         Command::History(a) => shareq::cli::history(&a),
         Command::Events(a) => shareq::cli::events(&a),
         Command::Report(a) => shareq::cli::report(&a),
-        Command::Gpus { config } => shareq::cli::gpus(config.as_deref()),
+        Command::Gpus { config, state } => shareq::cli::gpus(config.as_deref(), state.as_deref()),
         Command::SlurmConf { config } => shareq::cli::slurm_conf(&config),
         Command::Supervise { spec } => shareq::cli::supervise(&spec),
         Command::Completions { shell } => {

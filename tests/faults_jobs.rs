@@ -82,6 +82,29 @@ fn a_fake_gpu_made_to_fail_preempts_its_job_with_device_lost() {
     let b = s.submit(&["--share", "a"], &["sleep 300"]);
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(s.state_of(b), "RUNNABLE");
+    // It stays on show, marked lost with since when (issue 25 item 7): in the status the
+    // console draws, and in `shareq gpus`, which asks the running scheduler.
+    let st: serde_json::Value =
+        serde_json::from_slice(&s.cli(&["status", "--json"]).stdout).unwrap();
+    let devices = st["units"][0]["devices"].as_array().unwrap();
+    let lost: Vec<&serde_json::Value> = devices
+        .iter()
+        .filter(|d| d["lost_since"].is_i64())
+        .collect();
+    assert_eq!(lost.len(), 1, "{st}");
+    assert_eq!(lost[0]["index"].as_u64(), Some(dev), "{st}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_shareq"))
+        .args(["gpus", "--state"])
+        .arg(&s.state)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("The running scheduler's view:"), "{text}");
+    assert!(text.contains("1 usable, 1 in use, 1 lost"), "{text}");
+    assert!(
+        text.contains(&format!("local:{dev}  LOST since 20")),
+        "{text}"
+    );
 }
 
 fn logs_config(cap_mib: u32, free_mib: u32) -> String {

@@ -223,6 +223,29 @@ fn details_wrap_long_values_under_themselves() {
     }
 }
 
+/// A lost GPU stays in the GPUs pane, marked, with since when.
+#[test]
+fn a_lost_gpu_is_shown_lost() {
+    check("gpu_lost", || {
+        let mut snap = fixtures::lab();
+        let u = &mut snap.units[0];
+        u.usable -= 1;
+        u.devices.retain(|d| d.index != 7);
+        u.devices.push(shareq::snapshot::DeviceView {
+            node: "local".into(),
+            index: 7,
+            job: None,
+            job_name: None,
+            share: None,
+            util: None,
+            mem_used: None,
+            mem_total: None,
+            lost_since: Some(NOW - 125_000),
+        });
+        fixtures::app(snap)
+    });
+}
+
 #[test]
 fn running_pane_focused_and_scrolled() {
     check("running_focused", || {

@@ -34,7 +34,58 @@ pub fn slurm_conf(dir: &Path) -> ExitCode {
     }
 }
 
-pub fn gpus(config: Option<&Path>) -> ExitCode {
+pub fn gpus(config: Option<&Path>, state: Option<&Path>) -> ExitCode {
+    let code = discovered(config);
+    scheduler_view(state);
+    code
+}
+
+/// What the scheduler answering on `state` hands out, device by device: the job on
+/// each, free, or lost (and since when). Nothing when no scheduler answers there.
+fn scheduler_view(state: Option<&Path>) {
+    use crate::server::{Request, Response};
+    let Ok(Response {
+        ok: true,
+        status: Some(s),
+        ..
+    }) = super::request(state, &Request::Status)
+    else {
+        return;
+    };
+    println!("The running scheduler's view:");
+    for u in &s.units {
+        let lost = u.devices.iter().filter(|d| d.lost_since.is_some()).count();
+        println!(
+            "  unit {}: {} usable, {} in use{}",
+            u.name,
+            u.usable,
+            u.used,
+            if lost > 0 {
+                format!(", {lost} lost")
+            } else {
+                String::new()
+            }
+        );
+        for d in &u.devices {
+            let what = match (d.lost_since, &d.share, &d.job_name) {
+                (Some(at), _, _) => format!(
+                    "LOST since {}",
+                    chrono::DateTime::from_timestamp_millis(at)
+                        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                        .unwrap_or_default()
+                ),
+                (None, Some(share), name) => format!(
+                    "{share}: {}",
+                    crate::visible::visible(name.as_deref().unwrap_or("?"))
+                ),
+                (None, None, _) => "free".to_string(),
+            };
+            println!("    {}:{}  {what}", d.node, d.index);
+        }
+    }
+}
+
+fn discovered(config: Option<&Path>) -> ExitCode {
     let d = Discovery::run();
     match d.method {
         Method::None => println!("No GPU found."),

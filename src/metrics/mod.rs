@@ -259,6 +259,7 @@ mod tests {
             util,
             mem_used: mem.map(|m| m.0),
             mem_total: mem.map(|m| m.1),
+            lost_since: None,
         };
         snap.units = vec![UnitView {
             name: "h200".into(),

@@ -369,7 +369,8 @@ struct Runtime {
     halted: Option<String>,
     /// GPUs telemetry found lost: never handed out again by this runtime, whatever the
     /// config says.
-    lost_devices: std::collections::BTreeSet<(String, u32)>,
+    /// GPUs lost while running, with when (ms): never handed out again until restart.
+    lost_devices: std::collections::BTreeMap<(String, u32), i64>,
     /// Start estimates and predictions, run off this task.
     forecasts: super::forecasts::Forecasts,
     /// Predictions asked for in this batch: made after its pass, on the state it left.
@@ -671,6 +672,22 @@ impl Runtime {
             .picture
             .publish(&self.sched, now, self.config.clone(), &self.samples);
         snap.access = self.access.clone();
+        // The lost GPUs stay on show, marked, after the usable ones of their unit.
+        for ((unit, index), since) in &self.lost_devices {
+            if let Some(u) = snap.units.iter_mut().find(|u| u.name == *unit) {
+                u.devices.push(crate::snapshot::DeviceView {
+                    node: crate::model::LOCAL_NODE.to_string(),
+                    index: *index,
+                    job: None,
+                    job_name: None,
+                    share: None,
+                    util: None,
+                    mem_used: None,
+                    mem_total: None,
+                    lost_since: Some(*since),
+                });
+            }
+        }
         self.snapshots.send_replace(Arc::new(snap));
     }
 
@@ -930,7 +947,7 @@ impl Runtime {
                 }
                 for c in &mut capacity {
                     c.devices
-                        .retain(|d| !self.lost_devices.contains(&(c.unit.clone(), *d)));
+                        .retain(|d| !self.lost_devices.contains_key(&(c.unit.clone(), *d)));
                 }
                 // What the change does to the jobs, worked out on a copy of the state before
                 // it, off this task (the console shows it with the config's status).
@@ -1079,9 +1096,10 @@ impl Runtime {
                 }
             }
             ExecKind::DeviceLost { unit, device, why } => {
-                if !self.lost_devices.insert((unit.clone(), device)) {
+                if self.lost_devices.contains_key(&(unit.clone(), device)) {
                     return Outcome::Nothing;
                 }
+                self.lost_devices.insert((unit.clone(), device), now);
                 tracing::error!(unit = %unit, device, "GPU lost ({why}): its jobs are preempted (DEVICE_LOST) and it is no longer handed out");
                 self.sched.device_lost(None, &unit, device, now);
                 self.picture.touch_all();

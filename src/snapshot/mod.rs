@@ -72,6 +72,10 @@ pub struct DeviceView {
     pub util: Option<u32>,
     pub mem_used: Option<u64>,
     pub mem_total: Option<u64>,
+    /// A device the scheduler lost (health check, NVML): since when (ms). It is no
+    /// longer handed out, and listed after the unit's usable devices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_since: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -418,6 +422,7 @@ impl Snapshot {
                             util: t.map(|t| t.util),
                             mem_used: t.map(|t| t.mem_used),
                             mem_total: t.map(|t| t.mem_total),
+                            lost_since: None,
                         }
                     })
                     .collect();

@@ -78,15 +78,25 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
                 (false, true) => format!("{}:{}", u.name, d.index),
                 (false, false) => d.index.to_string(),
             };
-            let free_label = d.job.is_none().then(|| match reserved.next() {
-                Some(r) => format!("(reserved: {r})"),
-                None => "free".to_string(),
-            });
+            let free_label =
+                (d.job.is_none() && d.lost_since.is_none()).then(|| match reserved.next() {
+                    Some(r) => format!("(reserved: {r})"),
+                    None => "free".to_string(),
+                });
             if i < off || i >= off + rows as usize {
                 continue;
             }
             let mut spans = vec![Span::styled(format!(" {label:>2} "), t.dimmed())];
             match (&d.share, &d.job_name) {
+                _ if d.lost_since.is_some() => {
+                    let since = d.lost_since.map_or_else(String::new, |at| {
+                        format!(
+                            " since {}",
+                            crate::tui::text::clock(at, app.utc_offset_secs)
+                        )
+                    });
+                    spans.push(Span::styled(format!("✗ lost{since}"), t.error_style()));
+                }
                 (Some(share), name) => {
                     let c = t.share(share);
                     let tel = telemetry(d.util, d.mem_used, d.mem_total);
