@@ -81,12 +81,8 @@ pub fn tui(args: &ConsoleArgs) -> ExitCode {
     let state = if args.config.is_some() {
         StateDir::resolve(args.state.as_deref()).map_err(|e| e.to_string())
     } else {
-        super::serve::client_state(
-            args.state.as_deref(),
-            |k| std::env::var_os(k),
-            |sock| answers(sock),
-        )
-        .map_err(|e| e.to_string())
+        super::serve::client_state(args.state.as_deref(), |k| std::env::var_os(k), answers)
+            .map_err(|e| e.to_string())
     };
     let state = match state {
         Ok(s) => s,
