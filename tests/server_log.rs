@@ -44,20 +44,13 @@ fn the_log_speaks_words_and_sighup_rereads_the_config() {
     // The decision stream says who cancelled.
     let events = s.cli(&["events", "--json", "--since", "1h"]);
     let events = String::from_utf8_lossy(&events.stdout);
-    let me = String::from_utf8(
-        std::process::Command::new("id")
-            .arg("-un")
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+    let me = common::me();
     let cancelled = events
         .lines()
         .find(|l| l.contains("\"event\":\"cancelled\""))
         .unwrap_or_else(|| panic!("no cancelled line:\n{events}"));
     assert!(
-        cancelled.contains(&format!("\"cancelled_by\":\"{}\"", me.trim())),
+        cancelled.contains(&format!("\"cancelled_by\":\"{}\"", me)),
         "{cancelled}"
     );
     let log = s.stderr();

@@ -231,17 +231,11 @@ fn a_lost_gpu_is_shown_lost() {
         let u = &mut snap.units[0];
         u.usable -= 1;
         u.devices.retain(|d| d.index != 7);
-        u.devices.push(shareq::snapshot::DeviceView {
-            node: "local".into(),
-            index: 7,
-            job: None,
-            job_name: None,
-            share: None,
-            util: None,
-            mem_used: None,
-            mem_total: None,
-            lost_since: Some(NOW - 125_000),
-        });
+        u.devices.push(shareq::snapshot::DeviceView::lost(
+            "local",
+            7,
+            NOW - 125_000,
+        ));
         fixtures::app(snap)
     });
 }

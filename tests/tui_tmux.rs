@@ -472,16 +472,7 @@ fn tui_state_attaches_without_a_config_and_the_filter_finds_people_in_tmux() {
         screen.contains(&format!("attached to serve (pid {pid}, since ")),
         "the header names the attached scheduler:\n{screen}"
     );
-    let me = String::from_utf8(
-        std::process::Command::new("id")
-            .arg("-un")
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap()
-    .trim()
-    .to_string();
+    let me = common::me();
     // A job row of the queue or running list (with its user; the GPUs pane has none).
     let listed = |screen: &str, name: &str| {
         screen

@@ -675,17 +675,11 @@ impl Runtime {
         // The lost GPUs stay on show, marked, after the usable ones of their unit.
         for ((unit, index), since) in &self.lost_devices {
             if let Some(u) = snap.units.iter_mut().find(|u| u.name == *unit) {
-                u.devices.push(crate::snapshot::DeviceView {
-                    node: crate::model::LOCAL_NODE.to_string(),
-                    index: *index,
-                    job: None,
-                    job_name: None,
-                    share: None,
-                    util: None,
-                    mem_used: None,
-                    mem_total: None,
-                    lost_since: Some(*since),
-                });
+                u.devices.push(crate::snapshot::DeviceView::lost(
+                    crate::model::LOCAL_NODE,
+                    *index,
+                    *since,
+                ));
             }
         }
         self.snapshots.send_replace(Arc::new(snap));

@@ -78,6 +78,23 @@ pub struct DeviceView {
     pub lost_since: Option<i64>,
 }
 
+impl DeviceView {
+    /// A device lost at `since` (ms): no job, no telemetry.
+    pub fn lost(node: &str, index: u32, since: i64) -> DeviceView {
+        DeviceView {
+            node: node.to_string(),
+            index,
+            job: None,
+            job_name: None,
+            share: None,
+            util: None,
+            mem_used: None,
+            mem_total: None,
+            lost_since: Some(since),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnitView {
     pub name: String,

@@ -257,6 +257,12 @@ pub fn kill_supervisors_of(state: &Path) {
     }
 }
 
+/// The name of the user running the tests (what the scheduler records as submitter).
+pub fn me() -> String {
+    let out = Command::new("id").arg("-un").output().expect("id runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// Is a process alive (and not a zombie)?
 pub fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
