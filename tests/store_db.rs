@@ -148,7 +148,9 @@ fn round_trip_of_every_event_kind() {
         s.apply_config(&c, &UnitCapacity::simulated(&c), 8000);
         s.config_rejected("bad.yaml:1:1: nope".into(), 8000);
     }));
-    store.record_config("abc123", "/etc/shareq", 8000).unwrap();
+    store
+        .record_config("abc123", "/etc/shareq", None, 8000)
+        .unwrap();
 
     // Every kind was exercised.
     let kinds: std::collections::BTreeSet<&str> =

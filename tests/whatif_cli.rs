@@ -157,3 +157,57 @@ fn check_against_says_what_a_config_would_do_to_the_jobs_now() {
     ]);
     assert!(ok && text.contains("changes nothing"), "{text}");
 }
+
+/// The "current" column replays the configs that were in force over the window, each
+/// from when it was applied (issue 25 item 8): a preemption that happened under the
+/// config of the window's start shows there, although the config in force at its end
+/// (the same as the proposed one here) would not have made it.
+#[test]
+fn whatif_current_replays_the_configs_in_force_over_the_window() {
+    let before = config(1, 1, &common::share("a", 1, "LEND", true));
+    let s = Server::start(&before);
+    let low = s.submit(&["--share", "a", "--priority", "1"], &["sleep 3"]);
+    s.wait_state(low, "RUNNING", 20);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let high = s.submit(&["--share", "a", "--priority", "10"], &["sleep 1"]);
+    s.wait_state(high, "SUCCEEDED", 30);
+    s.wait_state(low, "SUCCEEDED", 30);
+    assert!(s.job(low)["preempted_count"].as_u64() >= Some(1));
+    // In-share preemption turned off afterwards: the config in force at the end.
+    let after = config(1, 1, &common::share("a", 1, "LEND", false));
+    std::fs::write(s.config.join("config.yaml"), &after).unwrap();
+    assert!(s.cli(&["reload"]).status.success());
+    let state = s.state.display().to_string();
+    let proposed = write_config(&s, "proposed", &after);
+    let (ok, out, err) = run(&[
+        "whatif",
+        "--state",
+        &state,
+        "--since",
+        "1h",
+        "--config",
+        proposed.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let w: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        w["current"]["shares"]["a"]["preemptions"].as_u64() >= Some(1),
+        "the preemption under the first config is replayed:\n{out}"
+    );
+    assert_eq!(w["proposed"]["shares"]["a"]["preemptions"], 0, "{out}");
+    let (ok, text, err) = run(&[
+        "whatif",
+        "--state",
+        &state,
+        "--since",
+        "1h",
+        "--config",
+        proposed.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        text.contains("the 2 configs in force over the window"),
+        "{text}"
+    );
+}

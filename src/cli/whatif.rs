@@ -1,6 +1,6 @@
 //! The commands that read a state directory's history and replay or dry-run on it:
 //! `shareq whatif --config NEW_DIR [--since 7d] [--json]` (the window's real submissions
-//! replayed under the config in force and under NEW_DIR, side by side per share),
+//! replayed under the configs in force over it and under NEW_DIR, side by side per share),
 //! `shareq export-trace [--since 7d] [--out DIR]` (that trace, to edit and replay), and
 //! the state behind `shareq check DIR --against STATE` (what applying DIR would do now).
 //!
@@ -21,8 +21,9 @@ pub struct WhatifArgs {
     /// The proposed config directory.
     #[arg(long)]
     pub config: PathBuf,
-    /// The config to compare with (default: the one the scheduler applied last, from the
-    /// directory it was read from).
+    /// The config to compare with, throughout the window (default: the configs in force
+    /// over the window, each from when the scheduler applied it, as the database keeps
+    /// them).
     #[arg(long)]
     pub current: Option<PathBuf>,
     /// The window of history: jobs submitted since then (`7d`, `12h`, `2026-12-01`, … as
@@ -133,6 +134,80 @@ fn window(store: &Store, since: &str) -> Result<HistoryTrace, String> {
     Ok(HistoryTrace::from_jobs(&jobs))
 }
 
+/// The configs in force over the trace, from the store: the one in force at its first
+/// submission and each applied after it, at its instant (seconds after the origin). A
+/// config recorded without its documents (an older database) is read from its
+/// directory as it is now. With `--current`, that one directory throughout.
+struct InForce {
+    first: LoadedConfig,
+    changes: Vec<(i64, ValidConfig)>,
+    /// What the header says the current column replays.
+    label: String,
+}
+
+fn in_force(store: &Store, over: Option<&Path>, trace: &HistoryTrace) -> Result<InForce, String> {
+    if over.is_some() {
+        let (dir, loaded) = config_in_force(store, over)?;
+        return Ok(InForce {
+            first: loaded,
+            changes: Vec::new(),
+            label: dir.display().to_string(),
+        });
+    }
+    let records = store
+        .configs_over(trace.origin_ms, now_ms())
+        .map_err(|e| e.to_string())?;
+    if records.len() <= 1 {
+        let (dir, loaded) = config_in_force(store, None)?;
+        return Ok(InForce {
+            first: loaded,
+            changes: Vec::new(),
+            label: format!(
+                "{} (the config in force over the whole window)",
+                dir.display()
+            ),
+        });
+    }
+    let mut loaded = Vec::new();
+    for (rec, docs) in &records {
+        let l = match docs {
+            Some(text) => {
+                let docs = crate::config::parse_documents(text, None)
+                    .map_err(|e| format!("the config recorded at {}: {e:?}", rec.applied_at))?;
+                let config = crate::config::validate(docs).map_err(|errors| {
+                    let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                    format!(
+                        "the config recorded at {}: {}",
+                        rec.applied_at,
+                        list.join("; ")
+                    )
+                })?;
+                LoadedConfig {
+                    config,
+                    files: Vec::new(),
+                    hash: rec.hash.clone(),
+                }
+            }
+            None => config_in_force(store, Some(Path::new(&rec.source)))?.1,
+        };
+        loaded.push((rec.applied_at, l));
+    }
+    let mut loaded = loaded.into_iter();
+    let (_, first) = loaded.next().ok_or("no config recorded")?;
+    let changes: Vec<(i64, ValidConfig)> = loaded
+        .map(|(at, l)| (((at - trace.origin_ms) / 1000).max(0), l.config))
+        .collect();
+    let label = format!(
+        "the {} configs in force over the window (each from when it was applied)",
+        changes.len() + 1
+    );
+    Ok(InForce {
+        first,
+        changes,
+        label,
+    })
+}
+
 pub fn whatif(args: &WhatifArgs) -> ExitCode {
     let fail = |e: String, code: u8| {
         eprintln!("shareq whatif: {e}");
@@ -156,15 +231,20 @@ pub fn whatif(args: &WhatifArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e, 1),
     };
-    let (cur_dir, current) = match config_in_force(&store, args.current.as_deref()) {
-        Ok(c) => c,
-        Err(e) => return fail(e, 1),
-    };
     let trace = match window(&store, &args.since) {
         Ok(t) => t,
         Err(e) => return fail(e, 2),
     };
-    let w = what_if(&trace, current.config, proposed.config);
+    let current = match in_force(&store, args.current.as_deref(), &trace) {
+        Ok(c) => c,
+        Err(e) => return fail(e, 1),
+    };
+    let w = what_if(
+        &trace,
+        current.first.config,
+        current.changes,
+        proposed.config,
+    );
     if args.json {
         match serde_json::to_string_pretty(&w) {
             Ok(s) => println!("{s}"),
@@ -175,7 +255,7 @@ pub fn whatif(args: &WhatifArgs) -> ExitCode {
     println!(
         "what if: the last {} of history, replayed under {} (current) and {} (proposed)",
         args.since,
-        cur_dir.display(),
+        current.label,
         args.config.display()
     );
     print!("{}", w.text());

@@ -18,6 +18,19 @@ pub struct LoadedConfig {
     pub hash: String,
 }
 
+impl LoadedConfig {
+    /// The files' YAML as one text (joined with `---`), as the store keeps each applied
+    /// config; `None` when a file cannot be read again.
+    pub fn documents(&self) -> Option<String> {
+        let texts: Option<Vec<String>> = self
+            .files
+            .iter()
+            .map(|f| std::fs::read_to_string(f).ok())
+            .collect();
+        Some(texts?.join("\n---\n"))
+    }
+}
+
 /// Is this a file the loader reads? Hidden files and editor temporaries are not.
 pub fn is_config_file(path: &Path) -> bool {
     let Some(name) = path.file_name().and_then(|n| n.to_str()) else {

@@ -169,7 +169,25 @@ pub struct WhatIf {
 
 /// Replay `trace` under `config` and read its figures.
 pub fn figures(trace: &HistoryTrace, config: ValidConfig) -> RunFigures {
-    let sc = trace.scenario(config);
+    figures_over(trace, config, Vec::new())
+}
+
+/// [`figures`] with the config replaced at the given instants (seconds after the trace's
+/// origin), as the configs in force over the window were.
+pub fn figures_over(
+    trace: &HistoryTrace,
+    config: ValidConfig,
+    changes: Vec<(i64, ValidConfig)>,
+) -> RunFigures {
+    let mut sc = trace.scenario(config);
+    sc.events = changes
+        .into_iter()
+        .map(|(at, c)| TimedAction {
+            at,
+            action: Action::Config(Ok(c)),
+            line: None,
+        })
+        .collect();
     let mut out: Vec<u8> = Vec::new();
     let opts = Options {
         summary: true,
@@ -222,12 +240,19 @@ pub fn figures(trace: &HistoryTrace, config: ValidConfig) -> RunFigures {
 }
 
 /// Compare `current` and `proposed` on the trace.
-pub fn what_if(trace: &HistoryTrace, current: ValidConfig, proposed: ValidConfig) -> WhatIf {
+/// The window under the configs in force then (`current`, replaced by each of
+/// `current_changes` at its instant, seconds after the origin) and under `proposed`.
+pub fn what_if(
+    trace: &HistoryTrace,
+    current: ValidConfig,
+    current_changes: Vec<(i64, ValidConfig)>,
+    proposed: ValidConfig,
+) -> WhatIf {
     WhatIf {
         jobs: trace.rows.len(),
         never_started: trace.never_started,
         still_running: trace.still_running,
-        current: figures(trace, current),
+        current: figures_over(trace, current, current_changes),
         proposed: figures(trace, proposed),
     }
 }

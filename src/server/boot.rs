@@ -215,7 +215,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     let mut sched = Sched::new(&loaded.config, &capacity, false);
     let source = opts.config_dir.display().to_string();
     if recovered.config.as_ref().map(|c| c.hash.as_str()) != Some(loaded.hash.as_str()) {
-        store.record_config(&loaded.hash, &source, now)?;
+        store.record_config(&loaded.hash, &source, loaded.documents().as_deref(), now)?;
     }
     let plan = match loaded.config.executor() {
         crate::model::Executor::Local => recovery::plan(&root, &recovered),

@@ -963,7 +963,9 @@ impl Runtime {
                     if p.config_hash.as_deref() != Some(loaded.hash.as_str()) {
                         let source = self.opts.config_dir.display().to_string();
                         let recorded = off_the_async_workers(|| {
-                            p.store.record_config(&loaded.hash, &source, now)
+                            let docs = loaded.documents();
+                            p.store
+                                .record_config(&loaded.hash, &source, docs.as_deref(), now)
                         });
                         match recorded {
                             Ok(()) => p.config_hash = Some(loaded.hash.clone()),

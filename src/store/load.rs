@@ -306,6 +306,38 @@ impl Store {
     }
 
     /// The configuration applied last.
+    /// The configs in force over `[from, to]`: the last one applied at or before `from`,
+    /// then every one applied after it up to `to`, in order; each with its documents
+    /// (`None` for configs recorded before they were kept).
+    pub fn configs_over(
+        &self,
+        from: Time,
+        to: Time,
+    ) -> Result<Vec<(ConfigRecord, Option<String>)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT hash, source, applied_at, documents FROM configs
+                 WHERE seq >= coalesce((SELECT max(seq) FROM configs WHERE applied_at <= ?1), 0)
+                   AND applied_at <= ?2
+                 ORDER BY seq",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![from, to], |r| {
+                Ok((
+                    ConfigRecord {
+                        hash: r.get(0)?,
+                        source: r.get(1)?,
+                        applied_at: r.get(2)?,
+                    },
+                    r.get(3)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
+    }
+
     pub fn last_config(&self) -> Result<Option<ConfigRecord>, StoreError> {
         self.conn
             .query_row(

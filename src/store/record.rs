@@ -155,11 +155,17 @@ impl Store {
     }
 
     /// A configuration was applied: its hash and where it came from.
-    pub fn record_config(&mut self, hash: &str, source: &str, now: Time) -> Result<(), StoreError> {
+    pub fn record_config(
+        &mut self,
+        hash: &str,
+        source: &str,
+        documents: Option<&str>,
+        now: Time,
+    ) -> Result<(), StoreError> {
         self.conn
             .execute(
-                "INSERT INTO configs (hash, source, applied_at) VALUES (?1, ?2, ?3)",
-                params![hash, source, now],
+                "INSERT INTO configs (hash, source, applied_at, documents) VALUES (?1, ?2, ?3, ?4)",
+                params![hash, source, now, documents],
             )
             .map(drop)
             .map_err(|e| self.err(e))

@@ -168,6 +168,12 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX standing_at ON standing(at);
     ",
+    // 7: each applied config's documents (its files' YAML joined with `---`), so that
+    // `whatif` replays the configs that were in force over its window; NULL for the
+    // configs recorded before.
+    "
+    ALTER TABLE configs ADD COLUMN documents TEXT;
+    ",
 ];
 
 /// The schema version this code writes.
