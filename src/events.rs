@@ -125,6 +125,10 @@ pub fn lines(now: i64, events: &[Event], sched: &Sched) -> Vec<EventLine> {
                 line.push_str(",\"cancelled_by\":");
                 line.push_str(&serde_json::to_string(by).unwrap_or_default());
             }
+            if let Event::Reprioritized { by: Some(by), .. } = ev {
+                line.push_str(",\"reprioritized_by\":");
+                line.push_str(&serde_json::to_string(by).unwrap_or_default());
+            }
             line.push('}');
             let share = match ev {
                 Event::Rejected { share, .. } => Some(share.clone()),

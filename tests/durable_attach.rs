@@ -108,6 +108,7 @@ async fn two_attached_consoles_share_one_scheduler() {
         .send(Input::SetPriority {
             id: queued,
             priority: 7,
+            by: "ignored: the socket names the caller".into(),
             reply: Some(tx),
         })
         .unwrap();
@@ -138,6 +139,7 @@ async fn two_attached_consoles_share_one_scheduler() {
         .send(Input::SetPriority {
             id: JobId(999),
             priority: 1,
+            by: "ignored: the socket names the caller".into(),
             reply: Some(tx),
         })
         .unwrap();

@@ -155,10 +155,19 @@ impl Drop for Follower {
     }
 }
 
-/// A line without what only the live stream has (times, ids, users, sequence numbers).
+/// A line without what only the live stream has (times, ids, users, who acted, sequence
+/// numbers).
 fn decision(v: &Value) -> Value {
     let mut m = v.as_object().unwrap().clone();
-    for k in ["t", "id", "user", "by_id", "seq"] {
+    for k in [
+        "t",
+        "id",
+        "user",
+        "by_id",
+        "cancelled_by",
+        "reprioritized_by",
+        "seq",
+    ] {
         m.remove(k);
     }
     Value::Object(m)

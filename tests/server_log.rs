@@ -53,12 +53,20 @@ fn the_log_speaks_words_and_sighup_rereads_the_config() {
         cancelled.contains(&format!("\"cancelled_by\":\"{}\"", me)),
         "{cancelled}"
     );
+    let reprioritized = events
+        .lines()
+        .find(|l| l.contains("\"event\":\"reprioritized\""))
+        .unwrap_or_else(|| panic!("no reprioritized line:\n{events}"));
+    assert!(
+        reprioritized.contains(&format!("\"reprioritized_by\":\"{me}\"")),
+        "{reprioritized}"
+    );
     let log = s.stderr();
     for want in [
         &format!("job={a}") as &str,
         "submit accepted",
         "submit refused: ",
-        "priority set",
+        &format!("priority set job={a} priority=7 by={me}"),
         "SIGHUP: re-reading the config in ",
         "devices=local:[0]",
     ] {

@@ -516,7 +516,7 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
         Event::TimedOut { job } => {
             field(out, "job", name(job));
         }
-        Event::Reprioritized { job, priority } => {
+        Event::Reprioritized { job, priority, .. } => {
             field(out, "job", name(job));
             num(out, "priority", priority);
         }

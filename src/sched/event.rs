@@ -49,6 +49,8 @@ pub enum Event {
     Reprioritized {
         job: JobId,
         priority: u32,
+        /// Who asked, when a person did (the live scheduler's socket or console).
+        by: Option<String>,
     },
     Succeeded {
         job: JobId,

@@ -184,6 +184,17 @@ impl Sched {
 
     /// Change a job's priority. Returns false when it was already finished.
     pub fn set_priority(&mut self, id: JobId, priority: u32, now: Time) -> Result<bool, String> {
+        self.set_priority_by(id, priority, None, now)
+    }
+
+    /// [`Sched::set_priority`] on behalf of user `by` (named in the `reprioritized` event).
+    pub fn set_priority_by(
+        &mut self,
+        id: JobId,
+        priority: u32,
+        by: Option<&str>,
+        now: Time,
+    ) -> Result<bool, String> {
         self.now = now;
         if priority > MAX_PRIORITY {
             return Err(format!(
@@ -223,7 +234,11 @@ impl Sched {
             }
             Phase::Done => return Ok(false),
         }
-        self.emit(Event::Reprioritized { job: id, priority });
+        self.emit(Event::Reprioritized {
+            job: id,
+            priority,
+            by: by.map(str::to_string),
+        });
         Ok(true)
     }
 

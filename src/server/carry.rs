@@ -300,7 +300,7 @@ impl Executor {
                 Event::Rejected { name, error, .. } => {
                     tracing::info!(name = %name, error = %error, "rejected")
                 }
-                Event::Reprioritized { job, priority } => {
+                Event::Reprioritized { job, priority, .. } => {
                     tracing::info!(job = %job, priority, "reprioritized")
                 }
                 Event::ConfigApplied | Event::ConfigRejected { .. } => {}

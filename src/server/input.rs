@@ -53,10 +53,12 @@ pub enum Input {
         by: String,
         reply: Reply<Vec<CancelOutcome>>,
     },
-    /// Change a job's priority; `Ok(false)` when it had already finished.
+    /// Change a job's priority on behalf of user `by`; `Ok(false)` when it had already
+    /// finished.
     SetPriority {
         id: JobId,
         priority: u32,
+        by: String,
         reply: Reply<Result<bool, String>>,
     },
     /// A new config from the watcher.

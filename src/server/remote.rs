@@ -317,6 +317,7 @@ async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
                 id,
                 priority,
                 reply,
+                ..
             } => {
                 let res = match link.call(&Request::Priority { id, priority }).await {
                     Ok(a) if a.ok => Ok(a.changed.unwrap_or(false)),

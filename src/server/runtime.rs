@@ -772,15 +772,16 @@ impl Runtime {
             Input::SetPriority {
                 id,
                 priority,
+                by,
                 reply,
             } => {
                 let r = if self.sched.job(id).is_none() && self.existed(id) {
                     Ok(false)
                 } else {
-                    self.sched.set_priority(id, priority, now)
+                    self.sched.set_priority_by(id, priority, Some(&by), now)
                 };
                 match &r {
-                    Ok(true) => tracing::info!(job = %id, priority, "priority set"),
+                    Ok(true) => tracing::info!(job = %id, priority, by = %by, "priority set"),
                     Ok(false) => {
                         tracing::info!(job = %id, priority, "priority unchanged (job ended)")
                     }

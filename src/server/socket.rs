@@ -391,6 +391,7 @@ fn dispatch(
             let msg = Input::SetPriority {
                 id,
                 priority,
+                by: user.to_string(),
                 reply: Some(tx),
             };
             if inputs.send(msg).is_err() {

@@ -158,6 +158,7 @@ pub async fn forward(
                 let sent = inputs.send(Input::SetPriority {
                     id,
                     priority,
+                    by: user.clone(),
                     reply: Some(tx),
                 });
                 tokio::spawn(async move {
