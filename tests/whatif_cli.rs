@@ -179,16 +179,13 @@ fn whatif_current_replays_the_configs_in_force_over_the_window() {
     assert!(s.cli(&["reload"]).status.success());
     let state = s.state.display().to_string();
     let proposed = write_config(&s, "proposed", &after);
-    let (ok, out, err) = run(&[
-        "whatif",
-        "--state",
-        &state,
-        "--since",
-        "1h",
-        "--config",
-        proposed.to_str().unwrap(),
-        "--json",
-    ]);
+    let whatif = |extra: &[&str]| {
+        let mut args = vec!["whatif", "--state", &state, "--since", "1h", "--config"];
+        args.push(proposed.to_str().unwrap());
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let (ok, out, err) = whatif(&["--json"]);
     assert!(ok, "{err}");
     let w: Value = serde_json::from_str(&out).unwrap();
     assert!(
@@ -196,15 +193,7 @@ fn whatif_current_replays_the_configs_in_force_over_the_window() {
         "the preemption under the first config is replayed:\n{out}"
     );
     assert_eq!(w["proposed"]["shares"]["a"]["preemptions"], 0, "{out}");
-    let (ok, text, err) = run(&[
-        "whatif",
-        "--state",
-        &state,
-        "--since",
-        "1h",
-        "--config",
-        proposed.to_str().unwrap(),
-    ]);
+    let (ok, text, err) = whatif(&[]);
     assert!(ok, "{err}");
     assert!(
         text.contains("the 2 configs in force over the window"),
