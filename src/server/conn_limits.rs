@@ -60,7 +60,7 @@ pub fn raise_fd_limit() -> u64 {
 /// The answer a connection over the cap gets before it is closed.
 pub fn refusal(cap: usize) -> Vec<u8> {
     let msg = format!(
-        "{{\"ok\":false,\"error\":\"too many connections to the scheduler (at most {cap}): try again shortly\"}}\n"
+        "{{\"ok\":false,\"code\":\"limit\",\"error\":\"too many connections to the scheduler (at most {cap}): try again shortly\"}}\n"
     );
     msg.into_bytes()
 }

@@ -7,7 +7,7 @@
 use super::audit::{Audit, AuditEntry};
 use super::auth::{Caller, Denied, JobAction};
 use super::input::Input;
-use super::protocol::{LOG_CHUNK, LogChunk, Request, Response};
+use super::protocol::{ErrorCode, LOG_CHUNK, LogChunk, Request, Response};
 use crate::exec::StateDir;
 use crate::model::{JobId, Submitter};
 use crate::snapshot::Snapshot;
@@ -23,6 +23,8 @@ pub struct Guard {
     pub(crate) feed: super::events::EventFeed,
     /// Submit latency goes here.
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
+    /// Why the runtime stopped, once it did (set before it refuses what waited).
+    fatal: watch::Receiver<Option<String>>,
 }
 
 /// Where a job's owner was found.
@@ -40,18 +42,30 @@ impl Guard {
             audit,
             feed: Default::default(),
             metrics: Default::default(),
+            fatal: watch::channel(None).1,
         }
     }
 
-    /// The guard of a runtime: its decision feed and metrics.
+    /// The guard of a runtime: its decision feed, metrics, and why it stopped.
     pub(crate) fn observing(
         mut self,
         feed: super::events::EventFeed,
         metrics: Arc<crate::metrics::Metrics>,
+        fatal: watch::Receiver<Option<String>>,
     ) -> Guard {
         self.feed = feed;
         self.metrics = metrics;
+        self.fatal = fatal;
         self
+    }
+
+    /// `ShuttingDown` once the runtime has stopped: a request it refused then was refused
+    /// because it stopped, not for what the request said.
+    pub(crate) fn stopped(&self) -> Option<ErrorCode> {
+        self.fatal
+            .borrow()
+            .is_some()
+            .then_some(ErrorCode::ShuttingDown)
     }
 
     /// The state directory (its database is read for `events` and `report`).
@@ -63,11 +77,14 @@ impl Guard {
     /// `users`: with per-user figures).
     pub async fn report(&self, since: i64, until: i64, users: bool) -> Response {
         if until < since {
-            return Response::error(format!(
-                "report: --until ({}) is before --since ({})",
-                crate::events::seconds(until),
-                crate::events::seconds(since)
-            ));
+            return Response::error(
+                ErrorCode::BadRequest,
+                format!(
+                    "report: --until ({}) is before --since ({})",
+                    crate::events::seconds(until),
+                    crate::events::seconds(since)
+                ),
+            );
         }
         let root = self.state_root();
         let read = tokio::task::spawn_blocking(move || {
@@ -91,8 +108,14 @@ impl Guard {
                 report: Some(report),
                 ..Response::ok()
             },
-            Ok(Err(e)) => Response::error(format!("cannot read the history: {e}")),
-            Err(e) => Response::error(format!("cannot read the history: {e}")),
+            Ok(Err(e)) => Response::error(
+                ErrorCode::Unavailable,
+                format!("cannot read the history: {e}"),
+            ),
+            Err(e) => Response::error(
+                ErrorCode::Unavailable,
+                format!("cannot read the history: {e}"),
+            ),
         }
     }
 
@@ -140,6 +163,8 @@ impl Guard {
                 return Ok(());
             }
             Request::Jobs { .. }
+            | Request::Hello { .. }
+            | Request::Job { .. }
             | Request::History { .. }
             | Request::Status
             | Request::Subscribe
@@ -153,7 +178,7 @@ impl Guard {
         // The owner of a job the caller just submitted must be in view: sync first.
         let (tx, rx) = oneshot::channel();
         if inputs.send(Input::Sync { reply: tx }).is_err() || rx.await.is_err() {
-            return Err(Response::error("the scheduler is shutting down"));
+            return Err(Response::shutting_down());
         }
         let snap = snapshots.borrow().clone();
         let mut refused: Vec<Denied> = Vec::new();
@@ -222,8 +247,8 @@ impl Guard {
                 log: Some(chunk),
                 ..Response::ok()
             },
-            Ok(Err(e)) => Response::error(e),
-            Err(e) => Response::error(format!("cannot read the log: {e}")),
+            Ok(Err((code, e))) => Response::error(code, e),
+            Err(e) => Response::error(ErrorCode::Unavailable, format!("cannot read the log: {e}")),
         }
     }
 
@@ -236,8 +261,11 @@ impl Guard {
                 audit: Some(rows),
                 ..Response::ok()
             },
-            Ok(Err(e)) => Response::error(e),
-            Err(e) => Response::error(format!("cannot read the audit trail: {e}")),
+            Ok(Err(e)) => Response::error(ErrorCode::Unavailable, e),
+            Err(e) => Response::error(
+                ErrorCode::Unavailable,
+                format!("cannot read the audit trail: {e}"),
+            ),
         }
     }
 }
@@ -258,22 +286,29 @@ fn read_log(
     id: JobId,
     attempt: Option<u32>,
     offset: u64,
-) -> Result<LogChunk, String> {
+) -> Result<LogChunk, (ErrorCode, String)> {
     use std::io::{Read, Seek, SeekFrom};
     let Some(attempt) = attempt.or_else(|| state.latest_attempt(id)) else {
-        return Err(format!(
-            "job {id} has no log (it has not started yet, or the id is wrong)"
+        return Err((
+            ErrorCode::NotFound,
+            format!("job {id} has no log (it has not started yet, or the id is wrong)"),
         ));
     };
     let path = state.attempt_log(id, attempt);
-    let mut f = crate::exec::state_perms::open_nofollow(&path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let failed = |what: &str, e: std::io::Error| {
+        let code = match e.kind() {
+            std::io::ErrorKind::NotFound => ErrorCode::NotFound,
+            _ => ErrorCode::Unavailable,
+        };
+        (code, format!("cannot {what} {}: {e}", path.display()))
+    };
+    let mut f = crate::exec::state_perms::open_nofollow(&path).map_err(|e| failed("open", e))?;
     f.seek(SeekFrom::Start(offset))
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(|e| failed("read", e))?;
     let mut buf = Vec::with_capacity(LOG_CHUNK.min(64 * 1024));
     f.take(LOG_CHUNK as u64)
         .read_to_end(&mut buf)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(|e| failed("read", e))?;
     // Do not split a character between two answers.
     let keep = match std::str::from_utf8(&buf) {
         Ok(_) => buf.len(),

@@ -34,6 +34,7 @@
 //! # }
 //! ```
 
+pub mod api;
 pub mod audit;
 pub mod auth;
 pub mod boot;
@@ -59,5 +60,7 @@ pub use auth::{Access, Caller, Denied, EXIT_NOT_ALLOWED};
 pub use boot::{BootError, BootOptions};
 pub use client::{Client, ClientError};
 pub use input::{CancelOutcome, ConfigUpdate, Input};
-pub use protocol::{JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
+pub use protocol::{
+    API_VERSION, ErrorCode, Hello, JobsAnswer, MAX_LINE, Request, Response, StatusAnswer,
+};
 pub use runtime::{RuntimeHandle, RuntimeOptions};

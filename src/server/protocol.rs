@@ -9,10 +9,24 @@ use serde::{Deserialize, Serialize};
 /// The longest request line accepted (1 MiB).
 pub const MAX_LINE: usize = 1 << 20;
 
+/// The version of this protocol (docs/API.md): additive changes keep it, a breaking one
+/// bumps it, and the server keeps serving the previous one for a release.
+pub const API_VERSION: u32 = 1;
+
+/// The versions this server speaks (`hello` answers with them).
+pub const API_VERSIONS: &[u32] = &[1];
+
 /// A request, e.g. `{"op":"submit","job":{"jobName":"a","quotaShareName":"qs1",...}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
+    /// Which protocol versions the server speaks, and who the caller is (from its peer
+    /// credentials). With `api`, the version the client speaks: one the server does not
+    /// speak is refused with `unsupported_api`.
+    Hello {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        api: Option<u32>,
+    },
     Submit {
         job: JobSpec,
     },
@@ -40,6 +54,11 @@ pub enum Request {
     },
     Status,
     Reload,
+    /// One job, queued, running or finished (from the history when the scheduler no
+    /// longer has it in view); `not_found` for an id it does not know.
+    Job {
+        id: JobId,
+    },
     /// Part of a job's output log, from byte `offset` of attempt `attempt` (default: the
     /// latest). For callers who cannot read the file themselves (admins who are not
     /// root); the owner and admins only.
@@ -150,12 +169,70 @@ pub struct StatusAnswer {
     pub running: usize,
 }
 
-/// An answer: `{"ok":true,...}` or `{"ok":false,"error":"..."}`.
+/// What kind of error an answer carries: the machine-readable half of an error, stable
+/// across releases of one API version (docs/API.md), beside the human `error` message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The rules of SPEC §9 refuse this caller this action (the message names the rule).
+    NotAllowed,
+    /// The scheduler refused the submission (SPEC §2) or the config (`reload`).
+    Rejected,
+    /// A per-caller limit of SPEC §9: request size, connections.
+    Limit,
+    /// No such job (or it has no log yet).
+    NotFound,
+    /// The scheduler is stopping and did not carry the request out.
+    ShuttingDown,
+    /// The request cannot be read or an argument is out of range.
+    BadRequest,
+    /// The scheduler cannot answer this now (a history it cannot read, no database).
+    Unavailable,
+    /// `hello` named an API version this server does not speak.
+    UnsupportedApi,
+}
+
+impl ErrorCode {
+    /// Every code, for the documentation test.
+    pub const ALL: [ErrorCode; 8] = [
+        ErrorCode::NotAllowed,
+        ErrorCode::Rejected,
+        ErrorCode::Limit,
+        ErrorCode::NotFound,
+        ErrorCode::ShuttingDown,
+        ErrorCode::BadRequest,
+        ErrorCode::Unavailable,
+        ErrorCode::UnsupportedApi,
+    ];
+}
+
+/// The answer to `hello`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The version this connection speaks (the server's newest unless `hello` named one).
+    pub api: u32,
+    /// Every version the server speaks.
+    pub apis: Vec<u32>,
+    /// The shareq release.
+    pub version: String,
+    /// The caller, as the kernel's peer credentials and the user database say.
+    pub user: String,
+    pub uid: u32,
+    /// Is the caller an admin (SPEC §9)?
+    pub admin: bool,
+}
+
+/// An answer: `{"ok":true,...}` or `{"ok":false,"error":"...","code":"..."}`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Response {
     pub ok: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Set with every error: what kind it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<ErrorCode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hello: Option<Hello>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<JobId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -164,6 +241,9 @@ pub struct Response {
     pub cancelled: Option<Vec<CancelOutcome>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs: Option<JobsAnswer>,
+    /// The answer to `job`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobView>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<StatusAnswer>,
     /// Set when the request was refused as not allowed (SPEC §9): the CLI exits with
@@ -194,15 +274,22 @@ impl Response {
     pub fn denied(d: super::auth::Denied) -> Response {
         Response {
             not_allowed: true,
-            ..Response::error(d.0)
+            ..Response::error(ErrorCode::NotAllowed, d.0)
         }
     }
 
-    pub fn error(msg: impl Into<String>) -> Response {
+    /// An error of kind `code`, with its message for people.
+    pub fn error(code: ErrorCode, msg: impl Into<String>) -> Response {
         Response {
             ok: false,
             error: Some(msg.into()),
+            code: Some(code),
             ..Response::default()
         }
+    }
+
+    /// The scheduler is stopping: the request was not carried out.
+    pub fn shutting_down() -> Response {
+        Response::error(ErrorCode::ShuttingDown, "the scheduler is shutting down")
     }
 }

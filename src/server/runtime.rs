@@ -246,7 +246,11 @@ impl RuntimeHandle {
         guard: super::guard::Guard,
         limits: super::conn_limits::SocketLimits,
     ) {
-        let guard = guard.observing(self.events.clone(), self.metrics.clone());
+        let guard = guard.observing(
+            self.events.clone(),
+            self.metrics.clone(),
+            self.fatal.clone(),
+        );
         let task = tokio::spawn(super::socket::serve(
             listener,
             self.inputs.clone(),
@@ -576,8 +580,10 @@ impl Runtime {
     /// recovers from what was stored.
     fn fail(&mut self, msg: String, turn: Turn) {
         tracing::error!("{msg}");
+        // Said before the refusals go out: the socket reads it to tell a refusal because
+        // the scheduler stopped from a refusal of the request itself.
+        self.fatal.send_replace(Some(msg.clone()));
         turn.refuse(&msg);
-        self.fatal.send_replace(Some(msg));
         if let Some(s) = self.shutdown.take() {
             for r in s.replies {
                 let _ = r.send(());

@@ -4,7 +4,7 @@
 use super::auth::Caller;
 use super::guard::Guard;
 use super::input::{Input, Span};
-use super::protocol::{JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
+use super::protocol::{ErrorCode, JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
 use crate::exec::StateDir;
 use crate::snapshot::{Snapshot, Update};
 use std::future::Future;
@@ -165,9 +165,12 @@ async fn read_requests(
             return Ok(());
         }
         if line.len() > MAX_LINE {
-            let e = Response::error(format!(
-                "request too large: a request line may hold at most {MAX_LINE} bytes (1 MiB)"
-            ));
+            let e = Response::error(
+                ErrorCode::Limit,
+                format!(
+                    "request too large: a request line may hold at most {MAX_LINE} bytes (1 MiB)"
+                ),
+            );
             // The rest of the oversized line cannot be told from a next request.
             let _ = out.send(Outgoing::Answer(ready(e))).await;
             return Ok(());
@@ -267,7 +270,7 @@ fn ready(r: Response) -> Pending {
 }
 
 fn gone() -> Response {
-    Response::error("the scheduler is shutting down")
+    Response::shutting_down()
 }
 
 /// Parse a request and check it against the rules (SPEC §9: a refused request changes
@@ -284,13 +287,20 @@ async fn admit(
     let text = trim_line(line);
     if text.is_empty() {
         return ready(Response::error(
+            ErrorCode::BadRequest,
             "empty request: send one JSON object per line",
         ));
     }
     let mut req: Request = match serde_json::from_slice(text) {
         Ok(r) => r,
-        Err(e) => return ready(Response::error(format!("malformed request: {e}"))),
+        Err(e) => {
+            return ready(Response::error(
+                ErrorCode::BadRequest,
+                format!("malformed request: {e}"),
+            ));
+        }
     };
+
     if let Err(refused) = guard.admit(&mut req, caller, inputs, snapshots).await {
         return ready(refused);
     }
@@ -302,9 +312,9 @@ async fn admit(
             | Request::Reload
     );
     if !audited {
-        return dispatch(req, &caller.name, guard, inputs, snapshots);
+        return dispatch(req, caller, guard, inputs, snapshots);
     }
-    let pending = dispatch(req.clone(), &caller.name, guard, inputs, snapshots);
+    let pending = dispatch(req.clone(), caller, guard, inputs, snapshots);
     let (guard, caller) = (guard.clone(), caller.clone());
     Box::pin(async move {
         let answer = pending.await;
@@ -316,14 +326,17 @@ async fn admit(
 /// Hand a request to the runtime now; the returned future waits for its answer.
 fn dispatch(
     req: Request,
-    user: &str,
+    caller: &Caller,
     guard: &Guard,
     inputs: &mpsc::UnboundedSender<Input>,
     snapshots: &watch::Receiver<Arc<Snapshot>>,
 ) -> Pending {
     // Read-your-writes: the snapshot read for the answer must include everything sent
     // before, so a `Sync` is queued behind it now.
-    let synced = if matches!(req, Request::Jobs { .. } | Request::Status) {
+    let synced = if matches!(
+        req,
+        Request::Jobs { .. } | Request::Status | Request::Job { .. }
+    ) {
         let (tx, rx) = oneshot::channel();
         if inputs.send(Input::Sync { reply: tx }).is_err() {
             return ready(gone());
@@ -335,6 +348,7 @@ fn dispatch(
     match req {
         Request::Submit { job } => {
             let (read_at, metrics) = (std::time::Instant::now(), guard.metrics.clone());
+            let stopped = guard.clone();
             let (tx, rx) = oneshot::channel();
             let sent = inputs.send(Input::Submit {
                 spec: job,
@@ -346,22 +360,27 @@ fn dispatch(
             Box::pin(async move {
                 let answer = rx.await;
                 metrics.submit_took(read_at.elapsed());
+                let stopped = stopped.stopped();
                 match answer {
                     Ok(Ok(id)) => Response {
                         id: Some(id),
                         ..Response::ok()
                     },
-                    Ok(Err(e)) => Response::error(e),
+                    Ok(Err(e)) => Response::error(stopped.unwrap_or(ErrorCode::Rejected), e),
                     Err(_) => gone(),
                 }
             })
         }
         Request::Cancel { ids } => {
             if ids.is_empty() {
-                return ready(Response::error("cancel: no job id given"));
+                return ready(Response::error(
+                    ErrorCode::BadRequest,
+                    "cancel: no job id given",
+                ));
             }
             let (tx, rx) = oneshot::channel();
-            let by = user.to_string();
+            let by = caller.name.clone();
+            let stopped = guard.clone();
             let sent = inputs.send(Input::Cancel {
                 ids,
                 by,
@@ -375,9 +394,13 @@ fn dispatch(
                     Ok(outcomes) => {
                         let errors: Vec<String> =
                             outcomes.iter().filter_map(|o| o.error.clone()).collect();
+                        // An id the runtime could not cancel was never handed out, unless
+                        // the scheduler stopped before it could record the cancel.
+                        let code = stopped.stopped().unwrap_or(ErrorCode::NotFound);
                         Response {
                             ok: errors.is_empty(),
                             error: (!errors.is_empty()).then(|| errors.join("; ")),
+                            code: (!errors.is_empty()).then_some(code),
                             cancelled: Some(outcomes),
                             ..Response::default()
                         }
@@ -388,6 +411,7 @@ fn dispatch(
         }
         Request::Priority { id, priority } => {
             let (tx, rx) = oneshot::channel();
+            let stopped = guard.clone();
             let msg = Input::SetPriority {
                 id,
                 priority,
@@ -402,20 +426,30 @@ fn dispatch(
                         changed: Some(changed),
                         ..Response::ok()
                     },
-                    Ok(Err(e)) => Response::error(e),
+                    // Out of range, or an id never handed out (or not recorded).
+                    Ok(Err(e)) if priority > crate::model::MAX_PRIORITY => {
+                        Response::error(ErrorCode::BadRequest, e)
+                    }
+                    Ok(Err(e)) => {
+                        Response::error(stopped.stopped().unwrap_or(ErrorCode::NotFound), e)
+                    }
                     Err(_) => gone(),
                 }
             })
         }
         Request::Reload => {
             let (tx, rx) = oneshot::channel();
+            let stopped = guard.clone();
             if inputs.send(Input::Reload { reply: Some(tx) }).is_err() {
                 return ready(gone());
             }
             Box::pin(async move {
                 match rx.await {
                     Ok(Ok(())) => Response::ok(),
-                    Ok(Err(e)) => Response::error(format!("config rejected:\n{e}")),
+                    Ok(Err(e)) => Response::error(
+                        stopped.stopped().unwrap_or(ErrorCode::Rejected),
+                        format!("config rejected:\n{e}"),
+                    ),
                     Err(_) => gone(),
                 }
             })
@@ -443,13 +477,30 @@ fn dispatch(
                         history: Some(h),
                         ..Response::ok()
                     },
-                    Ok(Err(e)) => Response::error(e),
+                    Ok(Err(e)) => Response::error(ErrorCode::Unavailable, e),
                     Err(_) => gone(),
                 }
             })
         }
-        Request::Subscribe | Request::Events { .. } => {
-            ready(Response::error("subscribe: send it as the first request"))
+        Request::Subscribe | Request::Events { .. } => ready(Response::error(
+            ErrorCode::BadRequest,
+            "subscribe: send it as the first request",
+        )),
+        Request::Hello { api } => {
+            let admin = snapshots.borrow().access.is_admin(caller);
+            ready(super::api::hello(api, caller, admin))
+        }
+        Request::Job { id } => {
+            let (snapshots, root) = (snapshots.clone(), guard.state_root());
+            Box::pin(async move {
+                if let Some(rx) = synced
+                    && rx.await.is_err()
+                {
+                    return gone();
+                }
+                let snap = snapshots.borrow().clone();
+                super::api::job(id, &snap, root).await
+            })
         }
         Request::Predict { job } => {
             let (tx, rx) = oneshot::channel();
@@ -551,7 +602,7 @@ async fn jobs(
             jobs: Some(jobs),
             ..Response::ok()
         },
-        Err(e) => Response::error(format!("cannot list the jobs: {e}")),
+        Err(e) => Response::error(ErrorCode::Unavailable, format!("cannot list the jobs: {e}")),
     }
 }
 
