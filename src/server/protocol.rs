@@ -192,20 +192,6 @@ pub enum ErrorCode {
     UnsupportedApi,
 }
 
-impl ErrorCode {
-    /// Every code, for the documentation test.
-    pub const ALL: [ErrorCode; 8] = [
-        ErrorCode::NotAllowed,
-        ErrorCode::Rejected,
-        ErrorCode::Limit,
-        ErrorCode::NotFound,
-        ErrorCode::ShuttingDown,
-        ErrorCode::BadRequest,
-        ErrorCode::Unavailable,
-        ErrorCode::UnsupportedApi,
-    ];
-}
-
 /// The answer to `hello`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hello {
