@@ -344,3 +344,28 @@ fn the_api_version_is_the_documented_one() {
         )
     );
 }
+
+/// The Python client (`clients/python`) raises its own exception for every documented
+/// code. Skipped, saying so, when no python3 runs.
+#[test]
+fn the_python_client_knows_every_error_code() {
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/clients/python/src");
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import json, shareq.errors as e; print(json.dumps(sorted(e._BY_CODE)))",
+        ])
+        .env("PYTHONPATH", src)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output();
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => panic!("python3: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => {
+            eprintln!("skipping the Python client's codes: no python3 ({e})");
+            return;
+        }
+    };
+    let codes: BTreeSet<String> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(codes, code_names());
+}

@@ -74,3 +74,31 @@ fn stored(id: JobId, root: PathBuf) -> Result<Option<crate::snapshot::JobView>, 
     let store = crate::store::Store::open_read_only(&root).map_err(|e| e.to_string())?;
     Ok(store.job(id).map_err(|e| e.to_string())?.map(|r| r.view()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hello_names_the_versions_and_the_caller_and_refuses_an_unknown_version() {
+        let alice = Caller {
+            uid: 1000,
+            name: "alice".into(),
+            groups: vec![],
+        };
+        let r = hello(Some(API_VERSION), &alice, true);
+        let h = r.hello.expect("hello");
+        assert!(r.ok);
+        assert_eq!(
+            (h.api, h.apis, h.user, h.uid, h.admin),
+            (1, vec![1], "alice".into(), 1000, true)
+        );
+        let r = hello(Some(99), &alice, false);
+        assert!(!r.ok);
+        assert_eq!(r.code, Some(ErrorCode::UnsupportedApi));
+        assert_eq!(
+            r.error.as_deref(),
+            Some("this scheduler does not speak API version 99 (it speaks 1)")
+        );
+    }
+}
