@@ -620,3 +620,44 @@ print(json.dumps(out))
         "the refused cancel changed nothing: {r}"
     );
 }
+
+#[test]
+fn a_submit_the_scheduler_cannot_record_is_shutting_down_not_rejected() {
+    let py = needs_python!();
+    let s = Server::start(&two_shares());
+    let r = run_py(
+        &py,
+        &s,
+        r#"
+import json, os, sqlite3, shareq
+c = shareq.Client()
+# Another process holds the database's write lock longer than the scheduler waits.
+db = sqlite3.connect(os.path.join(c.state, "shareq.db"), isolation_level=None)
+db.execute("BEGIN EXCLUSIVE")
+spec = {"jobName": "x", "quotaShareName": "qs1", "command": ["true"]}
+try:
+    c._call({"op": "submit", "job": spec})   # one try, no retry: see its own answer
+    out = {"outcome": "ok"}
+except shareq.ProtocolError as e:
+    out = {"outcome": "lost", "message": e.message}   # the scheduler exited first
+except shareq.ShareqError as e:
+    out = {"outcome": e.code, "message": e.message, "cls": type(e).__name__}
+print(json.dumps(out))
+"#,
+    );
+    match r["outcome"].as_str() {
+        Some("shutting_down") => {
+            assert_eq!(r["cls"], "ShuttingDown", "{r}");
+            assert!(
+                r["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("cannot store"),
+                "{r}"
+            );
+        }
+        Some("lost") => {}
+        _ => panic!("a refusal because the scheduler stopped must not read as rejected: {r}"),
+    }
+    assert!(s.stderr().contains("cannot store"), "{}", s.stderr());
+}
