@@ -491,7 +491,9 @@ class Client:
         ..., and ``seq``): the stored ones from ``since`` (datetime or epoch seconds;
         default: now with ``follow``, else a day back) or after sequence number
         ``after``, then with ``follow`` the live ones as they are made, until the
-        generator is closed or the scheduler goes away."""
+        generator is closed. A followed stream that the scheduler ends (it stopped or
+        restarted) raises :class:`~shareq.NotRunning`, whose message gives the
+        ``after=`` to resume from without missing or repeating a line."""
         now = time.time()
         if since is not None:
             since_ms = _ms(since)
@@ -506,13 +508,21 @@ class Client:
         try:
             s.settimeout(None if follow else self.timeout)
             s.sendall(json.dumps(req).encode() + b"\n")
+            last = after or 0
             with s.makefile("rb") as reader:
                 for line in reader:
                     v = json.loads(line)
                     if "line" not in v:
                         raise from_answer(v)
                     ev = json.loads(v["line"])
-                    ev["seq"] = v["seq"]
+                    ev["seq"] = last = v["seq"]
                     yield ev
+        except OSError as e:
+            raise ProtocolError(f"reading the event stream of {self.socket_path}: {e}") from e
         finally:
             s.close()
+        if follow:
+            raise NotRunning(
+                f"the scheduler on {self.state} closed the event stream (it stopped or "
+                f"restarted); resume with events(after={last})"
+            )
