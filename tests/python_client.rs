@@ -91,7 +91,18 @@ fn submit_wait_succeeds_and_the_log_is_readable() {
         &s,
         r#"
 import json, os, pwd, shareq
+# The CLI's state lookup (exec::StateDir::resolve): SHAREQ_STATE, XDG_STATE_HOME, HOME.
+d = shareq.default_state_dir
+assert d({"SHAREQ_STATE": "/s", "XDG_STATE_HOME": "/x", "HOME": "/h"}) == "/s"
+assert d({"SHAREQ_STATE": "", "XDG_STATE_HOME": "/x", "HOME": "/h"}) == "/x/shareq"
+assert d({"HOME": "/h"}) == "/h/.local/state/shareq"
+try:
+    d({})
+    raise AssertionError("no state directory must be an error")
+except shareq.ShareqError:
+    pass
 c = shareq.Client()
+assert c.state == os.environ["SHAREQ_STATE"]
 hello = c.hello()
 job = c.submit(share="qs1", command=["sh", "-c", "echo epochs=$EPOCHS"], gpus=1,
                name="resnet", priority=5, env={"EPOCHS": "10"}, timeout=3600)
