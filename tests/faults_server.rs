@@ -1,7 +1,7 @@
 //! Faults around the scheduler process, with the real binary: a deleted or replaced state
 //! directory stops it with an error; idle and excess socket connections cannot starve it;
-//! odd files in the config directory (a FIFO, a link to `/dev/zero`, huge or deeply nested
-//! YAML) never block it; a command whose reader goes away ends quietly.
+//! odd files in the config directory (a FIFO, a link to `/dev/zero`, a dangling or looping
+//! symlink, huge or deeply nested YAML) never block it and are never skipped in silence; a command whose reader goes away ends quietly.
 
 mod common;
 
@@ -111,11 +111,22 @@ fn odd_files_in_the_config_directory_never_block_the_scheduler() {
     )
     .unwrap();
     std::os::unix::fs::symlink("/dev/zero", s.config.join("zero.yaml")).unwrap();
+    // Neither is read (that would block for ever, or never end), and neither is skipped
+    // without a word (SPEC §5): the reload is refused, naming each file, quickly.
     let t = Instant::now();
     let answer = request(&s.state, r#"{"op":"reload"}"#);
-    assert!(answer.contains("\"ok\":true"), "{answer}");
     assert!(t.elapsed() < Duration::from_secs(5));
-    assert!(s.stderr().contains("not a regular file"), "{}", s.stderr());
+    assert!(answer.contains("\"ok\":false"), "{answer}");
+    assert!(
+        answer.contains("fifo.yaml") && answer.contains("a named pipe"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("zero.yaml") && answer.contains("a device"),
+        "{answer}"
+    );
+    std::fs::remove_file(s.config.join("fifo.yaml")).unwrap();
+    std::fs::remove_file(s.config.join("zero.yaml")).unwrap();
 
     // A huge file and a deeply nested one: refused with a clear error, quickly.
     std::fs::write(s.config.join("big.yaml"), "#".repeat(2 << 20)).unwrap();
@@ -225,4 +236,45 @@ fn a_job_starts_while_connections_are_exhausted() {
     assert_eq!(exit(second), Some(0), "the job behind could not start");
     drop(held);
     serve.kill9();
+}
+
+#[test]
+fn a_broken_symlink_in_the_config_directory_is_an_error_not_a_config_without_it() {
+    // The shares live in their own file, as in the samples.
+    let dir = tempfile::tempdir().unwrap();
+    let config_dir = dir.path().join("config");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    let full = cfg();
+    let (env, shares) = full.split_once("---\n").unwrap();
+    std::fs::write(config_dir.join("env.yaml"), env).unwrap();
+    std::fs::write(config_dir.join("real-shares.yml.txt"), shares).unwrap();
+    std::os::unix::fs::symlink("real-shares.yml.txt", config_dir.join("shares.yaml")).unwrap();
+    let s = Server::start_dir(dir, config_dir.clone(), &["--stop-jobs-on-exit"]);
+    let id = s.submit(&["--share", "a"], &["sleep", "30"]);
+    s.wait_state(id, "RUNNING", 20);
+
+    for (target, words) in [
+        ("gone.yaml", "a dangling symlink"),
+        ("shares.yaml", "a symlink that loops"),
+    ] {
+        std::fs::remove_file(config_dir.join("shares.yaml")).unwrap();
+        std::os::unix::fs::symlink(target, config_dir.join("shares.yaml")).unwrap();
+        let answer = request(&s.state, r#"{"op":"reload"}"#);
+        assert!(answer.contains("\"ok\":false"), "{answer}");
+        assert!(
+            answer.contains("shares.yaml") && answer.contains(words),
+            "{words}: {answer}"
+        );
+        // The config in force is kept: the share is still there and its job runs on,
+        // within its limit (not "(removed)", not reclaimable).
+        let job = s.job(id);
+        assert_eq!(job["state"], "RUNNING", "{job}");
+        let out = s.cli(&["check", config_dir.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("shares.yaml") && err.contains(words), "{err}");
+    }
+    let status = String::from_utf8_lossy(&s.cli(&["status"]).stdout).to_string();
+    assert!(!status.contains("removed"), "{status}");
 }

@@ -873,9 +873,14 @@ impl Runtime {
         {
             return Err(format!("workingDirectory `{dir}` is not a directory"));
         }
+        let mut spec = spec;
+        if let Some(t) = &spec.client_token {
+            super::tokens::ClientTokens::check(t)?;
+            // Scoped to the caller (SPEC §9): another user's token is a different token.
+            spec.client_token = Some(super::tokens::scoped(t, spec.submitter.as_deref()));
+        }
         let token = spec.client_token.clone();
         if let Some(t) = &token {
-            super::tokens::ClientTokens::check(t)?;
             if let Some(id) = self
                 .tokens
                 .lookup(t, self.persist.as_ref().map(|p| &p.store))

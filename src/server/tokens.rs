@@ -1,14 +1,25 @@
 //! Client tokens of submits (SPEC §8): a client that lost the answer to a submit retries
 //! with the same token and gets the job the first submit made. Tokens of jobs already
 //! stored are found in the database (with the job's spec); those of the batch under way,
-//! not stored yet, are kept here until the batch is recorded.
+//! not stored yet, are kept here until the batch is recorded. A token is scoped to its
+//! caller (SPEC §9): it is kept as `<uid>:<token>`, so another user replaying it makes a
+//! job of their own and never learns of the first.
 
-use crate::model::JobId;
+use crate::model::{JobId, Submitter};
 use crate::store::Store;
 use std::collections::HashMap;
 
 /// The longest client token accepted.
 pub const MAX_TOKEN: usize = 128;
+
+/// The token as kept: prefixed by the caller's uid (`-` for a job with no submitter, such
+/// as one made by the scheduler's own console in tests).
+pub(crate) fn scoped(token: &str, submitter: Option<&Submitter>) -> String {
+    match submitter {
+        Some(s) => format!("{}:{token}", s.uid),
+        None => format!("-:{token}"),
+    }
+}
 
 #[derive(Debug, Default)]
 pub(crate) struct ClientTokens {
