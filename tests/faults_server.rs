@@ -269,7 +269,10 @@ fn a_broken_symlink_in_the_config_directory_is_an_error_not_a_config_without_it(
         // within its limit (not "(removed)", not reclaimable).
         let job = s.job(id);
         assert_eq!(job["state"], "RUNNING", "{job}");
-        let out = s.cli(&["check", config_dir.to_str().unwrap()]);
+        let out = Command::new(BIN)
+            .args(["check", config_dir.to_str().unwrap()])
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(1));
         let err = String::from_utf8_lossy(&out.stdout).to_string()
             + &String::from_utf8_lossy(&out.stderr);
@@ -277,4 +280,70 @@ fn a_broken_symlink_in_the_config_directory_is_an_error_not_a_config_without_it(
     }
     let status = String::from_utf8_lossy(&s.cli(&["status"]).stdout).to_string();
     assert!(!status.contains("removed"), "{status}");
+}
+
+#[test]
+fn the_global_state_option_is_honoured_or_refused_never_ignored() {
+    let s = Server::start(&cfg());
+    let id = s.submit(&["--share", "a"], &["sleep", "30"]);
+    let state = s.state.to_str().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env_remove("SHAREQ_STATE")
+            .env("XDG_STATE_HOME", s.path("nowhere"))
+            .output()
+            .unwrap()
+    };
+    for sub in ["jobs", "status"] {
+        let out = run(&["--state", state, sub]);
+        assert!(
+            out.status.success(),
+            "{sub}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if sub == "jobs" {
+            assert!(String::from_utf8_lossy(&out.stdout).contains(&format!(" {id} ")));
+        }
+    }
+    let out = run(&["--state", state, "submit", "--share", "a", "--", "true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Two different ones, or one a subcommand does not use: refused, saying why.
+    let other = s.path("other");
+    let out = run(&["--state", state, "jobs", "--state", other.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("two state directories given"));
+    let out = run(&["--state", state, "replay", "x.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("does not use a state directory"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_stopped_scheduler_gives_the_cli_a_clear_timeout() {
+    let mut s = Server::start(&cfg());
+    let pid = nix::unistd::Pid::from_raw(s.child().unwrap().id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let t = Instant::now();
+    let out = Command::new(BIN)
+        .args(["status", "--state"])
+        .arg(&s.state)
+        .env("SHAREQ_TIMEOUT", "2")
+        .output()
+        .unwrap();
+    let waited = t.elapsed();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did not answer within 2 s"), "{err}");
+    assert!(waited < Duration::from_secs(6), "{waited:?}");
+    // Running again, it answers.
+    assert!(s.cli(&["status"]).status.success());
 }

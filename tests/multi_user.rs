@@ -390,18 +390,13 @@ fn members_owners_and_admins_under_a_root_scheduler() {
     let j = lab.job(id);
     assert_eq!(j["submitter"]["name"], alice.as_str());
     assert_eq!(j["submitter"]["uid"], u.uid("alice"));
-    // Her log belongs to her, private.
+    // Her log belongs to the scheduler, private (SPEC §7: written by the supervisor only,
+    // so her job cannot create or grow files on the state filesystem).
     let logdir = std::fs::metadata(lab.state.join(format!("logs/{id}"))).unwrap();
-    assert_eq!(
-        (logdir.uid(), logdir.mode() & 0o777),
-        (u.uid("alice"), 0o700)
-    );
+    assert_eq!((logdir.uid(), logdir.mode() & 0o777), (0, 0o700));
     let logfile = std::fs::metadata(lab.state.join(format!("logs/{id}/1.log"))).unwrap();
-    assert_eq!(
-        (logfile.uid(), logfile.mode() & 0o777),
-        (u.uid("alice"), 0o600)
-    );
-    // And she reads it herself.
+    assert_eq!((logfile.uid(), logfile.mode() & 0o777), (0, 0o600));
+    // And she reads it through the scheduler.
     let own = lab.cli_as(Some(&alice), &["log", &id.to_string()]);
     assert!(own.status.success(), "{}", text(&own.stderr));
     assert!(text(&own.stdout).starts_with(&alice));
@@ -813,4 +808,85 @@ fn everyone_reads_the_decision_stream_and_only_admins_per_user_usage() {
     let rep: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rep["users_shown"], true);
     assert_eq!(rep["users"][alice.as_str()]["jobs_finished"], 1);
+}
+
+#[test]
+fn a_token_is_scoped_to_its_caller_and_a_job_cannot_write_beside_its_log() {
+    root_only!();
+    let u = Users::create(&["alice", "mallory"], &[]);
+    let (alice, mallory) = (u.name("alice"), u.name("mallory"));
+    let mut lab = Lab::new();
+    lab.write_config(&config(&u));
+    lab.serve().expect("serve");
+    let submit = |user: &str, name: &str, cmd: &str| {
+        lab.cli_as(
+            Some(user),
+            &[
+                "submit",
+                "--share",
+                "open",
+                "--name",
+                name,
+                "--client-token",
+                "tok-42",
+                "--",
+                cmd,
+            ],
+        )
+    };
+    // Her job tries to write into its own log folder and to grow its log file there.
+    let spill = format!(
+        "echo out; touch {s}/logs/$SHAREQ_JOB_ID/spill && echo wrote; \
+         echo more >> {s}/logs/$SHAREQ_JOB_ID/1.log && echo grew; true",
+        s = lab.state.display()
+    );
+    let first = id_of(&submit(&alice, "hers", &spill));
+    // Alice again with the same token: the same job.
+    assert_eq!(id_of(&submit(&alice, "hers-again", "true")), first);
+    // Mallory replaying her token makes a job of his own and learns nothing of hers.
+    let his = id_of(&submit(&mallory, "his", "true"));
+    assert_ne!(his, first);
+    assert_eq!(lab.job(his)["submitter"]["name"], mallory.as_str());
+    lab.wait_state(first, &["SUCCEEDED"]);
+    let log = lab.cli_as(Some(&alice), &["log", &first.to_string()]);
+    let shown = text(&log.stdout);
+    assert!(log.status.success(), "{}", text(&log.stderr));
+    assert!(shown.starts_with("out"), "{shown}");
+    assert!(
+        !shown.contains("wrote") && !shown.contains("grew"),
+        "{shown}"
+    );
+    assert!(!lab.state.join(format!("logs/{first}/spill")).exists());
+    // Mallory may not read it.
+    let out = lab.cli_as(Some(&mallory), &["log", &first.to_string()]);
+    assert_eq!(
+        out.status.code(),
+        Some(NOT_ALLOWED),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_state_directory_inside_a_directory_another_user_owns_is_refused() {
+    root_only!();
+    let u = Users::create(&["mallory"], &[]);
+    let mut lab = Lab::new();
+    lab.write_config(&config(&u));
+    // Mallory owns the directory above the state directory: she could swap `state/`.
+    let hers = lab.root.join("hers");
+    std::fs::create_dir(&hers).unwrap();
+    nix::unistd::chown(
+        &hers,
+        Some(nix::unistd::Uid::from_raw(u.uid("mallory"))),
+        None,
+    )
+    .unwrap();
+    lab.state = hers.join("state");
+    let err = lab.serve().expect_err("a state directory below mallory's");
+    assert!(
+        err.contains(&hers.display().to_string())
+            && err.contains(&format!("belongs to {}", u.name("mallory"))),
+        "{err}"
+    );
 }

@@ -43,6 +43,11 @@ pub struct SubmitArgs {
     pub cwd: Option<PathBuf>,
     #[arg(long)]
     pub state: Option<PathBuf>,
+    /// Make the submit idempotent: a submit with a token you already used gets the job
+    /// the first one made, never a second (default: a fresh random token, which the CLI
+    /// reuses only for its own retries). Tokens are per user.
+    #[arg(long, value_name = "TOKEN")]
+    pub client_token: Option<String>,
     /// Submit nothing: print what the job would do now (start, borrow, preempt, wait, or
     /// be rejected) and its estimated start, as the scheduler decides on a copy of its
     /// state. `--json` prints the prediction as JSON.
@@ -95,7 +100,7 @@ impl SubmitArgs {
             preemption_retries_before_termination: self.preemption_retries,
             retry_strategy: self.attempts.map(|attempts| RetryStrategy { attempts }),
             timeout_seconds: self.timeout,
-            client_token: Some(client_token()),
+            client_token: Some(self.client_token.clone().unwrap_or_else(client_token)),
             submitter: None,
         })
     }
@@ -136,6 +141,14 @@ fn submit_with_retries(
             Err(e) => e.downcast_ref::<ClientError>(),
             Ok(_) => None,
         };
+        if let Some(ClientError::Timeout { .. }) = err {
+            // Sent, and no answer in time: asking again would wait as long again.
+            anyhow::bail!(
+                "{}; the job may have been queued: look with `shareq jobs --all` before \
+                 submitting again",
+                err.map(ToString::to_string).unwrap_or_default()
+            );
+        }
         let io = matches!(err, Some(ClientError::Io { .. }));
         let down = matches!(err, Some(ClientError::NotRunning { .. }));
         if tries < SUBMIT_TRIES && (io || (lost && down)) {

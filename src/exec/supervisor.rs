@@ -192,7 +192,8 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
 }
 
 /// The attempt's log, `<state>/logs/<job>/<attempt>.log`, opened without following links
-/// and owned by the user the command runs as.
+/// and owned by the scheduler's user (the supervisor keeps its privileges; the command
+/// writes only into the pipe).
 fn open_log(spec: &LaunchSpec, run_as: Option<&RunAs>) -> std::io::Result<std::fs::File> {
     let bad = || std::io::Error::other(format!("bad log path {}", spec.log.display()));
     let file = spec.log.file_name().ok_or_else(bad)?;
@@ -203,7 +204,7 @@ fn open_log(spec: &LaunchSpec, run_as: Option<&RunAs>) -> std::io::Result<std::f
         logs,
         &job.to_string_lossy(),
         &file.to_string_lossy(),
-        run_as.map(|r| (r.uid, r.gid)),
+        run_as.map(|r| r.uid),
     )
 }
 

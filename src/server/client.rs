@@ -1,4 +1,6 @@
-//! The CLI's side of the control socket: connect, send one request, read one answer.
+//! The CLI's side of the control socket: connect, send one request, read one answer —
+//! within a time limit, so that a stopped or hung scheduler gives a clear error instead
+//! of a command that waits for ever (`SHAREQ_TIMEOUT`, seconds; 0 = no limit).
 
 use super::protocol::{Request, Response};
 use crate::exec::StateDir;
@@ -18,6 +20,23 @@ pub enum ClientError {
     },
     #[error("the scheduler sent an answer that is not valid: {0}")]
     BadAnswer(String),
+    #[error(
+        "the scheduler on {socket} did not answer within {secs} s: it may be stopped, \
+         overloaded or hung (set SHAREQ_TIMEOUT=SECONDS to wait longer, 0 = for ever)"
+    )]
+    Timeout { socket: String, secs: u64 },
+}
+
+/// How long a request waits for its answer by default.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 15;
+
+/// The answer time limit: `SHAREQ_TIMEOUT` seconds (0 = none), else the default.
+pub fn answer_timeout() -> Option<std::time::Duration> {
+    let secs = std::env::var("SHAREQ_TIMEOUT")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(DEFAULT_TIMEOUT_SECS);
+    (secs > 0).then(|| std::time::Duration::from_secs(secs))
 }
 
 /// A connection to a running scheduler.
@@ -25,6 +44,7 @@ pub struct Client {
     socket: String,
     writer: UnixStream,
     reader: BufReader<UnixStream>,
+    timeout: Option<std::time::Duration>,
 }
 
 impl Client {
@@ -47,11 +67,37 @@ impl Client {
             socket: socket.clone(),
             source,
         })?;
+        let timeout = answer_timeout();
+        // The socket's own timeouts (shared by both handles): a read or write that waits
+        // longer fails with `WouldBlock`/`TimedOut`, reported as `Timeout`.
+        let io = |source| ClientError::Io {
+            socket: socket.clone(),
+            source,
+        };
+        stream.set_read_timeout(timeout).map_err(io)?;
+        stream.set_write_timeout(timeout).map_err(io)?;
         Ok(Client {
             socket,
             writer: stream,
             reader: BufReader::new(reader),
+            timeout,
         })
+    }
+
+    /// An I/O error, as a `Timeout` when the time limit ran out.
+    fn io(&self, source: std::io::Error) -> ClientError {
+        match (source.kind(), self.timeout) {
+            (std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut, Some(t)) => {
+                ClientError::Timeout {
+                    socket: self.socket.clone(),
+                    secs: t.as_secs(),
+                }
+            }
+            _ => ClientError::Io {
+                socket: self.socket.clone(),
+                source,
+            },
+        }
     }
 
     /// Send one request and wait for its answer.
@@ -63,17 +109,14 @@ impl Client {
     }
 
     /// Send a request that switches the connection to a stream (`events`); then read
-    /// its lines with [`Client::next_line`].
+    /// its lines with [`Client::next_line`]. A stream may be quiet for long: its reads
+    /// have no time limit.
     pub fn send(&mut self, req: &Request) -> Result<(), ClientError> {
         let mut line =
             serde_json::to_vec(req).map_err(|e| ClientError::BadAnswer(e.to_string()))?;
         line.push(b'\n');
-        self.writer
-            .write_all(&line)
-            .map_err(|source| ClientError::Io {
-                socket: self.socket.clone(),
-                source,
-            })
+        self.writer.write_all(&line).map_err(|e| self.io(e))?;
+        self.writer.set_read_timeout(None).map_err(|e| self.io(e))
     }
 
     /// The next line of a stream (without its newline); `None` when the scheduler closed it.
@@ -96,19 +139,12 @@ impl Client {
 
     /// Send raw bytes (one line) and read one answer line.
     pub fn raw(&mut self, line: &[u8]) -> Result<Response, ClientError> {
-        let io = |source| ClientError::Io {
-            socket: self.socket.clone(),
-            source,
-        };
-        self.writer.write_all(line).map_err(io)?;
+        if let Err(e) = self.writer.write_all(line) {
+            return Err(self.io(e));
+        }
         let mut answer = String::new();
-        let n = self
-            .reader
-            .read_line(&mut answer)
-            .map_err(|source| ClientError::Io {
-                socket: self.socket.clone(),
-                source,
-            })?;
+        let read = self.reader.read_line(&mut answer);
+        let n = read.map_err(|e| self.io(e))?;
         if n == 0 {
             return Err(ClientError::Io {
                 socket: self.socket.clone(),

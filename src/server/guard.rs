@@ -174,18 +174,12 @@ impl Guard {
         Err(Response::denied(Denied(text.join("; "))))
     }
 
-    /// The owner of a log directory the scheduler no longer has in view: whoever owns
-    /// `<state>/logs/<id>/` (the supervisor gives it to the submitter).
+    /// The owner of a job the scheduler no longer has in view, from its database (logs
+    /// belong to the scheduler, so their files no longer say whose they are).
     fn log_owner(&self, id: JobId) -> Option<Submitter> {
-        use std::os::unix::fs::MetadataExt;
-        let uid = std::fs::symlink_metadata(self.state.job_logs(id))
-            .ok()?
-            .uid();
-        let name = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-            .ok()
-            .flatten()
-            .map_or_else(|| format!("uid {uid}"), |u| u.name);
-        Some(Submitter { name, uid })
+        let store = crate::store::Store::open_read_only(self.state.root()).ok()?;
+        let record = store.job(id).ok()??;
+        record.submitter.as_deref().cloned()
     }
 
     /// Write an accepted action to the audit trail.
@@ -214,9 +208,26 @@ impl Guard {
     }
 
     /// Part of a job's log (the caller was admitted).
-    pub async fn log(&self, id: JobId, attempt: Option<u32>, offset: u64) -> Response {
+    pub async fn log(
+        &self,
+        id: JobId,
+        attempt: Option<u32>,
+        offset: u64,
+        snapshots: &watch::Receiver<Arc<Snapshot>>,
+    ) -> Response {
         let state = self.state.clone();
-        let read = tokio::task::spawn_blocking(move || read_log(&state, id, attempt, offset));
+        let in_view = match find_owner(&snapshots.borrow(), id) {
+            Owner::Known(o) => Some(o),
+            Owner::NotInView => None,
+        };
+        let guard = self.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let owner = in_view.unwrap_or_else(|| guard.log_owner(id));
+            read_log(&state, id, attempt, offset).map(|mut c| {
+                c.owner_uid = owner.map(|o| o.uid);
+                c
+            })
+        });
         match read.await {
             Ok(Ok(chunk)) => Response {
                 log: Some(chunk),
@@ -287,6 +298,7 @@ fn read_log(
         next: offset + keep as u64,
         data: String::from_utf8_lossy(&buf).into_owned(),
         ended: crate::exec::runfiles::exit_path(state.root(), id, attempt).exists(),
+        owner_uid: None,
     })
 }
 

@@ -119,6 +119,10 @@ pub struct LogChunk {
     pub data: String,
     /// The attempt has ended (its exit status is written).
     pub ended: bool,
+    /// The uid of the job's submitter, where known: the CLI prints the output as it is
+    /// only to its owner (SPEC §9, terminal safety).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_uid: Option<u32>,
 }
 
 /// The shortest interval between two snapshots streamed to a subscriber.

@@ -485,8 +485,8 @@ fn dispatch(
             attempt,
             offset,
         } => {
-            let guard = guard.clone();
-            Box::pin(async move { guard.log(id, attempt, offset).await })
+            let (guard, snapshots) = (guard.clone(), snapshots.clone());
+            Box::pin(async move { guard.log(id, attempt, offset, &snapshots).await })
         }
         Request::Audit { limit } => {
             let guard = guard.clone();
