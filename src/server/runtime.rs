@@ -880,14 +880,13 @@ impl Runtime {
             spec.client_token = Some(super::tokens::scoped(t, spec.submitter.as_deref()));
         }
         let token = spec.client_token.clone();
-        if let Some(t) = &token {
-            if let Some(id) = self
+        if let Some(t) = &token
+            && let Some(id) = self
                 .tokens
                 .lookup(t, self.persist.as_ref().map(|p| &p.store))
-            {
-                tracing::info!(job = %id, "submit retried with the same client token");
-                return Ok(id);
-            }
+        {
+            tracing::info!(job = %id, "submit retried with the same client token");
+            return Ok(id);
         }
         let id = self.sched.submit(spec, now).map_err(|r| r.0)?;
         if let Some(t) = token {
