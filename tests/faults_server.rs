@@ -347,3 +347,41 @@ fn a_stopped_scheduler_gives_the_cli_a_clear_timeout() {
     // Running again, it answers.
     assert!(s.cli(&["status"]).status.success());
 }
+
+#[test]
+fn a_stopped_scheduler_neither_stretches_a_run_time_nor_delays_a_timeout() {
+    let mut s = Server::start(&config(2, 1, &share("a", 2, "LEND", false)));
+    let short = s.submit(&["--share", "a"], &["sleep", "2"]);
+    let limited = s.submit(&["--share", "a", "--timeout", "3"], &["sleep", "1000"]);
+    s.wait_state(short, "RUNNING", 20);
+    s.wait_state(limited, "RUNNING", 20);
+    let pid = nix::unistd::Pid::from_raw(s.child().unwrap().id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let stopped = Instant::now();
+    std::thread::sleep(Duration::from_secs(10));
+    // While the scheduler was stopped, the supervisor ended the timed-out attempt at its
+    // timeout (its process is gone well before the scheduler resumes).
+    let sleeping = Command::new("pgrep")
+        .args(["-f", "^sleep 1000$"])
+        .output()
+        .unwrap();
+    let still = String::from_utf8_lossy(&sleeping.stdout).trim().to_string();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    assert!(
+        still.is_empty() || stopped.elapsed() < Duration::from_secs(5),
+        "the timed-out job still ran while serve was stopped: {still}"
+    );
+    let j = s.wait_state(short, "SUCCEEDED", 20);
+    let ran = j["finished"].as_i64().unwrap() - j["started"].as_i64().unwrap();
+    assert!(
+        (1_900..4_000).contains(&ran),
+        "recorded run time {ran} ms: {j}"
+    );
+    let t = s.wait_state(limited, "FAILED", 20);
+    assert!(t["reason"].as_str().unwrap().contains("TIMEOUT"), "{t}");
+    let ran = t["finished"].as_i64().unwrap() - t["started"].as_i64().unwrap();
+    assert!(
+        (2_900..6_000).contains(&ran),
+        "timed out after {ran} ms: {t}"
+    );
+}

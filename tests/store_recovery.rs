@@ -50,8 +50,8 @@ fn write_pid_file(state: &std::path::Path, job: JobId, attempt: u32, pid: u32, d
 fn write_exit_file(state: &std::path::Path, job: JobId, attempt: u32, code: i32, db: &str) {
     let st = ExitStatus {
         code,
-        signal: None,
         finished_at: 1,
+        ..ExitStatus::default()
     };
     write_exit(state, job, attempt, db, st).unwrap();
 }
@@ -59,8 +59,8 @@ fn write_exit_file(state: &std::path::Path, job: JobId, attempt: u32, code: i32,
 fn exited(code: i32) -> SupervisorStatus {
     SupervisorStatus::Exited(ExitStatus {
         code,
-        signal: None,
         finished_at: 1,
+        ..ExitStatus::default()
     })
 }
 

@@ -184,7 +184,9 @@ impl Executor {
             self.stop(timers, job, sched.grace_period_seconds());
         } else if let Some(secs) = j.spec.timeout_seconds {
             let started = j.started_at().unwrap_or(now);
-            let left_ms = (i64::try_from(secs).unwrap_or(i64::MAX / 2000) * 1000)
+            let backstop = timeout_backstop(secs, sched);
+            let left_ms = i64::try_from(backstop.as_millis())
+                .unwrap_or(i64::MAX / 2)
                 .saturating_sub(now - started)
                 .max(0);
             let left = Duration::from_millis(left_ms as u64);
@@ -212,11 +214,7 @@ impl Executor {
                         tracing::warn!(job = %job, attempt, "adopted supervisor died without an exit status: killing what is left of its attempt");
                         proc::clear_session(sid).await;
                     }
-                    Some(crate::exec::ExitStatus {
-                        code: 255,
-                        signal: None,
-                        finished_at: crate::exec::now_ms(),
-                    })
+                    Some(crate::exec::ExitStatus::ended_now(255))
                 }
             };
             let _ = tx.send(Input::Exec(ExecReport(ExecKind::Probed {
@@ -323,6 +321,7 @@ impl Executor {
             log_cap: self.log_limits.cap_bytes(),
             free_reserve: self.log_limits.reserve_bytes(),
             submitter: j.spec.submitter.as_deref().cloned(),
+            timeout_seconds: j.spec.timeout_seconds,
         };
         let node = j.node().map(|n| sched.node_name(n).to_string());
         tracing::info!(job = %job, attempt, ?devices, node = node.as_deref().unwrap_or(""), "started");
@@ -338,7 +337,12 @@ impl Executor {
         );
         self.launch(spec, node.unwrap_or_default());
         if let Some(secs) = j.spec.timeout_seconds {
-            timers.set(Timer::Timeout { job, attempt }, Duration::from_secs(secs));
+            // The supervisor enforces the timeout on its own clock (SPEC §7); this is the
+            // backstop for one that cannot (it stops answering, say).
+            timers.set(
+                Timer::Timeout { job, attempt },
+                timeout_backstop(secs, sched),
+            );
         }
         self.slurm_watch(timers);
     }
@@ -391,19 +395,11 @@ impl Executor {
                 Ok(Err(e)) => {
                     tracing::error!(job = %job, attempt, "cannot start a supervisor: {e}");
                     // Reported like an attempt that could not run its command.
-                    crate::exec::ExitStatus {
-                        code: 127,
-                        signal: None,
-                        finished_at: crate::exec::now_ms(),
-                    }
+                    crate::exec::ExitStatus::ended_now(127)
                 }
                 Err(e) => {
                     tracing::error!(job = %job, attempt, "supervisor start task failed: {e}");
-                    crate::exec::ExitStatus {
-                        code: 127,
-                        signal: None,
-                        finished_at: crate::exec::now_ms(),
-                    }
+                    crate::exec::ExitStatus::ended_now(127)
                 }
             };
             report(ExecKind::Exited {
@@ -474,4 +470,11 @@ impl Executor {
             self.preemptions_changed = true;
         }
     }
+}
+
+/// When the runtime stops an attempt that is still running past its timeout: the
+/// supervisor stops it at `timeoutSeconds` itself, so only one that could not (it hangs)
+/// gets here, a grace period and 10 s later.
+fn timeout_backstop(secs: u64, sched: &Sched) -> Duration {
+    Duration::from_secs(secs.saturating_add(u64::from(sched.grace_period_seconds()) + 10))
 }

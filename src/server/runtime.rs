@@ -1021,7 +1021,8 @@ impl Runtime {
                         .map(|j| (j.id, j.attempts_started))
                         .collect();
                     for (job, attempt) in on_it {
-                        self.attempt_ended(job, attempt, 255, now);
+                        let lost = crate::exec::ExitStatus::ended_now(255);
+                        self.attempt_ended(job, attempt, lost, now);
                     }
                     self.slurm_down.insert(node);
                     self.picture.touch_all();
@@ -1036,7 +1037,8 @@ impl Runtime {
                     }
                 }
                 for (job, attempt, code) in r.ended {
-                    match self.attempt_ended(job, attempt, code, now) {
+                    let status = crate::exec::ExitStatus::ended_now(code);
+                    match self.attempt_ended(job, attempt, status, now) {
                         Outcome::Reschedule => outcome = Outcome::Reschedule,
                         Outcome::Nothing => {}
                         other if matches!(outcome, Outcome::Nothing) => outcome = other,
@@ -1056,13 +1058,13 @@ impl Runtime {
                 job,
                 attempt,
                 status,
-            } => self.attempt_ended(job, attempt, status.code, now),
+            } => self.attempt_ended(job, attempt, status, now),
             ExecKind::Probed { job, attempt, exit } => match exit {
                 None => {
                     self.exec.probe_later(&mut self.timers, job, attempt);
                     Outcome::Nothing
                 }
-                Some(status) => self.attempt_ended(job, attempt, status.code, now),
+                Some(status) => self.attempt_ended(job, attempt, status, now),
             },
             ExecKind::Telemetry(samples) => {
                 let changed = samples != self.samples;
@@ -1112,9 +1114,23 @@ impl Runtime {
     }
 
     /// An attempt's supervisor ended with `code`.
-    fn attempt_ended(&mut self, job: JobId, attempt: u32, code: i32, now: i64) -> Outcome {
+    fn attempt_ended(
+        &mut self,
+        job: JobId,
+        attempt: u32,
+        status: crate::exec::ExitStatus,
+        now: i64,
+    ) -> Outcome {
         if !self.exec.finished(&mut self.timers, job, attempt) {
             return Outcome::Nothing;
+        }
+        let code = status.code;
+        let now = self.ended_at(job, &status, now);
+        if status.timed_out {
+            // The supervisor stopped it at its timeout (SPEC §7): the same end as a
+            // timeout the runtime would have ordered.
+            tracing::info!(job = %job, attempt, "timed out (stopped by its supervisor)");
+            self.sched.timeout(job, now);
         }
         let stopping = self.sched.job(job).is_some_and(|j| j.is_stopping());
         tracing::info!(job = %job, attempt, code, stopping, "attempt ended");
@@ -1131,6 +1147,23 @@ impl Runtime {
         fact.apply(&mut self.sched, now);
         self.observed.push(fact);
         Outcome::Reschedule
+    }
+}
+
+impl Runtime {
+    /// When an attempt ended, on its supervisor's clock (SPEC §7): its start plus the run
+    /// time the supervisor measured — so a scheduler that was stopped meanwhile does not
+    /// stretch it — within its start and now. This may lie before the core's latest
+    /// instant (the scheduler learns of the exit late): the exit is applied at that time,
+    /// the pass that follows runs at now, and the store records the batch at now.
+    fn ended_at(&self, job: JobId, status: &crate::exec::ExitStatus, now: i64) -> i64 {
+        let started = self.sched.job(job).and_then(|j| j.started_at());
+        match (started, status.ran_ms) {
+            (Some(started), Some(ran)) if started <= now => started
+                .saturating_add(i64::try_from(ran).unwrap_or(i64::MAX))
+                .clamp(started, now),
+            _ => now,
+        }
     }
 }
 

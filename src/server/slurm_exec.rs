@@ -100,11 +100,7 @@ impl Executor {
                     report(ExecKind::Exited {
                         job,
                         attempt,
-                        status: ExitStatus {
-                            code: 127,
-                            signal: None,
-                            finished_at: crate::exec::now_ms(),
-                        },
+                        status: ExitStatus::ended_now(127),
                     });
                 }
             }
