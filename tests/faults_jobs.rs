@@ -174,13 +174,83 @@ fn a_chatty_job_never_fills_the_state_disk() {
         "{}",
         &text[text.len().saturating_sub(300)..]
     );
-    // The job runs on, and the scheduler can still write.
+    // The job runs on, and the scheduler can still write: a log stops before the
+    // free space falls below the reserve, which submits need.
     assert_eq!(s.state_of(a), "RUNNING");
     let b = s.submit(&["--share", "a"], &["true"]);
     s.cli(&["cancel", &a.to_string()]);
     s.wait_state(b, "SUCCEEDED", 20);
     let free = nix::sys::statvfs::statvfs(&s.state).unwrap();
     assert!(free.blocks_available() as u64 * free.fragment_size() as u64 >= 4 << 20);
+}
+
+#[test]
+fn a_thousand_large_submits_never_stop_the_scheduler() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let Some(_fs) = Tmpfs::mount(&dir.path().join("state"), 40) else {
+        return;
+    };
+    let cfgdir = dir.path().join("config");
+    std::fs::create_dir_all(&cfgdir).unwrap();
+    std::fs::write(cfgdir.join("c.yaml"), logs_config(1, 8)).unwrap();
+    let s = Server::start_dir(dir, cfgdir, &["--stop-jobs-on-exit"]);
+    let holder = s.submit(&["--share", "a"], &["sleep", "300"]);
+    s.wait_state(holder, "RUNNING", 20);
+    // Something else fills most of the state filesystem.
+    let filler = s.state.join("filler");
+    std::fs::write(&filler, vec![0u8; 14 << 20]).unwrap();
+    // A job larger than the 64 KiB a job may carry is refused with the limit's name.
+    let big = "x".repeat(70 << 10);
+    let out = s.cli(&[
+        "submit",
+        "--share",
+        "a",
+        "--env",
+        &format!("E={big}"),
+        "--",
+        "true",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success());
+    assert!(
+        err.contains("more than the 64 KiB") && err.contains("command + env"),
+        "{err}"
+    );
+    // 1,000 submits of 60 KiB each, through the socket.
+    let env = "y".repeat(60 << 10);
+    let sock = std::os::unix::net::UnixStream::connect(s.state.join("shareq.sock")).unwrap();
+    let mut w = sock.try_clone().unwrap();
+    let mut r = BufReader::new(sock);
+    let (mut ok, mut reserve) = (0, 0);
+    for i in 0..1000 {
+        let line = format!(
+            "{{\"op\":\"submit\",\"job\":{{\"jobName\":\"big{i}\",\"quotaShareName\":\"a\",\"command\":\"true\",\"env\":{{\"E\":\"{env}\"}}}}}}\n"
+        );
+        w.write_all(line.as_bytes()).unwrap();
+        let mut answer = String::new();
+        r.read_line(&mut answer).unwrap();
+        if answer.contains("\"ok\":true") {
+            ok += 1;
+        } else {
+            assert!(answer.contains("below the reserve"), "submit {i}: {answer}");
+            reserve += 1;
+        }
+    }
+    assert!(ok > 0 && reserve > 0, "{ok} accepted, {reserve} refused");
+    // The scheduler is up and answers.
+    assert!(s.cli(&["status"]).status.success());
+    // Space freed: jobs are taken and start again, without a restart.
+    std::fs::remove_file(&filler).unwrap();
+    s.cli(&["cancel", &holder.to_string()]);
+    let after = s.submit(&["--share", "a"], &["true"]);
+    assert!(after > 0);
+    common::wait_for(60, "a queued big job to start", || {
+        s.jobs()["running"].as_array().is_some_and(|r| {
+            r.iter()
+                .any(|j| j["name"].as_str().is_some_and(|n| n.starts_with("big")))
+        }) || s.job(after)["state"] == "SUCCEEDED"
+    });
 }
 
 #[test]

@@ -46,6 +46,9 @@ pub fn status(args: &StatusArgs) -> ExitCode {
         "environment {}  ({} running, {} queued)",
         s.env_name, s.running, s.queued
     );
+    if let Some(why) = &s.paused {
+        println!("PAUSED: {}", crate::visible::visible(why));
+    }
     match (&s.config.error, s.config.applied_at) {
         (Some(e), _) => println!("config: last edit REJECTED, previous config in force:\n  {e}"),
         (None, Some(_)) => match &s.config.effects {

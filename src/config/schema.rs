@@ -89,6 +89,13 @@ pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
             opt("minFreeMiB", Shape::Count),
         ]),
     ),
+    opt(
+        "limits",
+        Shape::Map(&[
+            opt("maxQueuedJobsPerUser", Shape::Count),
+            opt("maxConnectionsPerUser", Shape::Count),
+        ]),
+    ),
 ]);
 
 pub const QUOTA_SHARE: Shape = Shape::Map(&[

@@ -199,6 +199,20 @@ fn check_env(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment) -> BTreeSe
             ),
         );
     }
+    if let Some(l) = &env.limits {
+        for (field, v) in [
+            ("limits.maxQueuedJobsPerUser", l.max_queued_jobs_per_user),
+            ("limits.maxConnectionsPerUser", l.max_connections_per_user),
+        ] {
+            if v < 1 {
+                cx.err(
+                    origin,
+                    field,
+                    format!("{field} is 0, must be at least 1 (remove it for the default)"),
+                );
+            }
+        }
+    }
     if let Some(g) = env.control_socket.as_ref().and_then(|c| c.group.as_deref())
         && (g.starts_with('@') || !valid_principal(g))
     {

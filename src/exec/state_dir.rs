@@ -54,6 +54,12 @@ impl StateDir {
         super::state_perms::prepare(&self.root, nix::unistd::geteuid().is_root())
     }
 
+    /// Free bytes for unprivileged writers on the state filesystem.
+    pub fn free_bytes(&self) -> Option<u64> {
+        let s = nix::sys::statvfs::statvfs(&self.root).ok()?;
+        Some((s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64))
+    }
+
     pub fn socket(&self) -> PathBuf {
         self.root.join("shareq.sock")
     }

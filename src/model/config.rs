@@ -49,6 +49,37 @@ pub struct ServiceEnvironment {
     /// What carries the decisions out; absent = the local executor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor: Option<Executor>,
+    /// What one user may hold of the scheduler (SPEC §9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<UserLimits>,
+}
+
+/// Per-user limits of the control socket (SPEC §9): no user can take the scheduler from
+/// the others. Root and admins are exempt from the connection cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UserLimits {
+    #[serde(default = "default_max_queued")]
+    pub max_queued_jobs_per_user: u64,
+    #[serde(default = "default_max_connections")]
+    pub max_connections_per_user: u64,
+}
+
+impl Default for UserLimits {
+    fn default() -> Self {
+        UserLimits {
+            max_queued_jobs_per_user: default_max_queued(),
+            max_connections_per_user: default_max_connections(),
+        }
+    }
+}
+
+fn default_max_queued() -> u64 {
+    10_000
+}
+
+fn default_max_connections() -> u64 {
+    64
 }
 
 /// Where the scheduler serves `/metrics`.

@@ -152,6 +152,9 @@ pub struct StatusAnswer {
     pub grace_period_seconds: u32,
     pub queued: usize,
     pub running: usize,
+    /// Why scheduling is paused (its decisions cannot be written), while it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<String>,
 }
 
 /// An answer: `{"ok":true,...}` or `{"ok":false,"error":"..."}`.

@@ -154,6 +154,7 @@ impl RuntimeHandle {
         let mut rt = Runtime {
             metrics: metrics.clone(),
             feed: feed.clone(),
+            paused: None,
             sched,
             opts,
             config,
@@ -379,7 +380,23 @@ struct Runtime {
     metrics: Arc<crate::metrics::Metrics>,
     /// Where committed decision lines go.
     feed: super::events::EventFeed,
+    /// Set while a batch's decisions cannot be written (SPEC §8).
+    paused: Option<Paused>,
 }
+
+/// A batch whose decisions could not be stored, held with what came after it.
+struct Paused {
+    /// What the console and `status` say.
+    why: String,
+    now: i64,
+    events: Vec<Event>,
+    turn: Turn,
+    /// Inputs and timers taken in while paused, in order: taken in once it resumes.
+    backlog: Vec<Work>,
+}
+
+/// How often a paused scheduler tries its write again.
+const PAUSED_RETRY: Duration = Duration::from_secs(1);
 
 /// Snapshots are published at most this often while inputs pour in (a reader that must
 /// see its own change asks with `Input::Sync`).
@@ -398,6 +415,12 @@ impl Runtime {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Input>) {
         while let Some(batch) = self.next_batch(&mut rx).await {
             let now = now_ms();
+            if self.paused.is_some() {
+                if self.while_paused(batch, now) {
+                    break;
+                }
+                continue;
+            }
             let mut turn = Turn::default();
             for work in batch {
                 self.take_in(work, now, &mut turn);
@@ -413,28 +436,103 @@ impl Runtime {
             // Write-ahead: the batch's decisions (and the facts that led to them) are
             // stored in one transaction before anything is carried out or answered.
             if let Err(why) = self.record(now, &events) {
-                let why = format!(
-                    "cannot store the scheduler's decisions, so none was carried out and \
-                     scheduling stopped: {why}"
-                );
-                self.fail(why, turn);
-                return;
+                self.pause(why, now, events, turn);
+                continue;
             }
-            self.metrics.observe(now, &events, &self.sched);
-            turn.changed |= !events.is_empty();
-            self.exec
-                .carry_out(&self.sched, &mut self.timers, events, now);
-            for (spec, reply) in std::mem::take(&mut self.predictions) {
-                self.forecasts.predict(&self.sched, spec, now, reply);
-            }
-            self.archive_finished();
-            self.publish_if_due(&turn, now);
-            turn.answer();
-            if self.shutdown_complete() {
+            if self.carry_out(now, events, turn) {
                 break;
             }
         }
         self.end();
+    }
+
+    /// Carry out a recorded batch's decisions and answer who waits for them; true when
+    /// the shutdown is complete.
+    fn carry_out(&mut self, now: i64, events: Vec<Event>, mut turn: Turn) -> bool {
+        self.metrics.observe(now, &events, &self.sched);
+        turn.changed |= !events.is_empty();
+        self.exec
+            .carry_out(&self.sched, &mut self.timers, events, now);
+        for (spec, reply) in std::mem::take(&mut self.predictions) {
+            self.forecasts.predict(&self.sched, spec, now, reply);
+        }
+        self.archive_finished();
+        self.publish_if_due(&turn, now);
+        turn.answer();
+        self.shutdown_complete()
+    }
+
+    /// A batch's decisions could not be stored (SPEC §8): none is carried out and nobody
+    /// waiting for them is answered; scheduling pauses — later inputs wait, submits are
+    /// refused saying why — and the write is tried again every second until it succeeds.
+    /// The scheduler never exits for it.
+    fn pause(&mut self, why: String, now: i64, events: Vec<Event>, turn: Turn) {
+        let why = format!(
+            "scheduling is paused: the scheduler cannot write its decisions to the database \
+             ({why}); nothing starts or is preempted, and it resumes by itself once a write \
+             succeeds"
+        );
+        tracing::error!("{why}");
+        self.paused = Some(Paused {
+            why,
+            now,
+            events,
+            turn,
+            backlog: Vec::new(),
+        });
+        self.timers.set(Timer::Flush, PAUSED_RETRY);
+        self.publish(now);
+    }
+
+    /// While paused: answer who only reads, refuse submits, keep the rest for later, and
+    /// try the write again. On success carry out the held batch, then the backlog.
+    /// True when the shutdown is complete.
+    fn while_paused(&mut self, batch: Vec<Work>, now: i64) -> bool {
+        let Some(mut paused) = self.paused.take() else {
+            return false;
+        };
+        for work in batch {
+            match work {
+                Work::Input(Input::Sync { reply }) => drop(reply.send(())),
+                Work::Input(Input::Submit {
+                    reply: Some(reply), ..
+                }) => drop(reply.send(Err(paused.why.clone()))),
+                Work::Timer(Timer::Flush) => {}
+                other => paused.backlog.push(other),
+            }
+        }
+        if let Err(e) = self.record(paused.now, &paused.events) {
+            tracing::warn!("still cannot write the decisions: {e}");
+            self.paused = Some(paused);
+            self.timers.set(Timer::Flush, PAUSED_RETRY);
+            return false;
+        }
+        tracing::info!("the database takes writes again: scheduling resumes");
+        let Paused {
+            events,
+            turn,
+            backlog,
+            ..
+        } = paused;
+        self.dirty = true;
+        if self.carry_out(now, events, turn) {
+            return true;
+        }
+        if backlog.is_empty() {
+            self.publish(now);
+            return false;
+        }
+        let mut turn = Turn::default();
+        for work in backlog {
+            self.take_in(work, now, &mut turn);
+        }
+        self.stop_jobs_if_shutting_down();
+        let events = self.schedule(&turn, now);
+        if let Err(why) = self.record(now, &events) {
+            self.pause(why, now, events, turn);
+            return false;
+        }
+        self.carry_out(now, events, turn)
     }
 
     /// Wait for an input or a timer, then take whatever else is already waiting.
@@ -556,16 +654,18 @@ impl Runtime {
 
     /// Record a batch. Nothing to do without a store or without news.
     fn record(&mut self, now: i64, events: &[Event]) -> Result<(), String> {
-        let observed = std::mem::take(&mut self.observed);
         let Some(p) = &mut self.persist else {
+            self.observed.clear();
             return Ok(());
         };
-        if events.is_empty() && observed.is_empty() {
+        if events.is_empty() && self.observed.is_empty() {
             return Ok(());
         }
-        let sched = &self.sched;
-        off_the_async_workers(|| p.store.record(now, &observed, events, sched))
+        let (sched, observed) = (&self.sched, &self.observed);
+        // The facts stay until they are stored: a failed write is tried again with them.
+        off_the_async_workers(|| p.store.record(now, observed, events, sched))
             .map_err(|e| e.to_string())?;
+        self.observed.clear();
         self.feed.publish(p.store.take_recorded());
         self.tokens.stored();
         Ok(())
@@ -671,6 +771,7 @@ impl Runtime {
             .picture
             .publish(&self.sched, now, self.config.clone(), &self.samples);
         snap.access = self.access.clone();
+        snap.paused = self.paused.as_ref().map(|p| p.why.clone());
         self.snapshots.send_replace(Arc::new(snap));
     }
 
@@ -872,6 +973,20 @@ impl Runtime {
             && !std::path::Path::new(dir).is_dir()
         {
             return Err(format!("workingDirectory `{dir}` is not a directory"));
+        }
+        check_job_size(&spec)?;
+        // A full state filesystem stops nothing (SPEC §8): below the reserve, new jobs wait
+        // outside, running ones go on.
+        let reserve = self.exec.log_limits.reserve_bytes();
+        if let Some(free) = self.exec.state.free_bytes()
+            && free < reserve
+        {
+            return Err(format!(
+                "the state filesystem has {} MiB free, below the reserve of {} MiB \
+                 (logs.minFreeMiB): no new jobs until space is freed there",
+                free >> 20,
+                reserve >> 20
+            ));
         }
         let mut spec = spec;
         if let Some(t) = &spec.client_token {
@@ -1148,6 +1263,30 @@ impl Runtime {
         self.observed.push(fact);
         Outcome::Reschedule
     }
+}
+
+/// The most a job's command and environment may take together (SPEC §9, limits).
+pub(crate) const MAX_JOB_BYTES: usize = 64 << 10;
+
+/// A job's command plus environment within [`MAX_JOB_BYTES`]: every byte of it is kept
+/// in the database and handed to its supervisor.
+fn check_job_size(spec: &JobSpec) -> Result<(), String> {
+    let command = match &spec.command {
+        Some(Command::Argv(v)) => v.iter().map(|a| a.len() + 1).sum(),
+        Some(Command::Shell(s)) => s.len(),
+        None => 0,
+    };
+    let env: usize = spec.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    let total = command + env;
+    if total > MAX_JOB_BYTES {
+        return Err(format!(
+            "the job's command and environment take {} KiB, more than the {} KiB a job may \
+             carry (limit: command + env); pass large data in a file",
+            total.div_ceil(1024),
+            MAX_JOB_BYTES >> 10
+        ));
+    }
+    Ok(())
 }
 
 impl Runtime {

@@ -511,6 +511,7 @@ fn dispatch(
                         grace_period_seconds: s.grace_period_seconds,
                         queued: s.queue.len(),
                         running: s.running.len(),
+                        paused: s.paused.clone(),
                     }),
                     ..Response::ok()
                 }

@@ -98,6 +98,9 @@ pub struct Delta {
     /// Only when a new forecast came.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimates: Option<Arc<crate::forecast::Estimates>>,
+    /// Why scheduling is paused, while it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<String>,
 }
 
 impl Snapshot {
@@ -126,6 +129,7 @@ impl Snapshot {
                 access: self.access.clone(),
                 estimates: (!Arc::ptr_eq(&self.estimates, &b.estimates))
                     .then(|| self.estimates.clone()),
+                paused: self.paused.clone(),
             })
         });
         match delta {
@@ -168,6 +172,7 @@ impl Snapshot {
             self.preemptions = p;
         }
         self.grace_period_seconds = d.grace_period_seconds;
+        self.paused = d.paused;
         self.access = d.access;
         if let Some(e) = d.estimates {
             self.estimates = e;

@@ -254,6 +254,9 @@ pub struct Snapshot {
     /// picture is the last one received, and the console is reconnecting.
     #[serde(skip)]
     pub link_down_since: Option<i64>,
+    /// Why scheduling is paused (its decisions cannot be written, SPEC §8), while it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<String>,
 }
 
 impl Snapshot {
@@ -277,6 +280,7 @@ impl Snapshot {
             estimates: Arc::default(),
             changes: ChangeLog::default(),
             link_down_since: None,
+            paused: None,
         }
     }
 

@@ -39,6 +39,14 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         ));
         spans.push(sep());
     }
+    // A scheduler that cannot write its decisions says so next (SPEC §8).
+    if let Some(why) = &s.paused {
+        spans.push(Span::styled(
+            format!("⏸ {}", crate::visible::visible(why)),
+            t.error_style().add_modifier(Modifier::BOLD),
+        ));
+        spans.push(sep());
+    }
     spans.push(Span::styled(
         env.to_string(),
         t.text().add_modifier(Modifier::BOLD),
