@@ -96,7 +96,8 @@ pub enum Action {
     Submit(Box<SimSubmit>),
     Cancel(String),
     Update(SimUpdate),
-    Config(Result<ValidConfig, String>),
+    /// Boxed: a whole config is large beside the other actions.
+    Config(Box<Result<ValidConfig, String>>),
     /// A node goes down (SPEC §10): its jobs are preempted with DEVICE_LOST and its
     /// devices leave `usable` until a config event installs it again.
     NodeDown(String),
@@ -307,7 +308,9 @@ impl Scenario {
                 }
             } else {
                 let docs = ev.config.unwrap_or_default();
-                Action::Config(validate(sourced(docs)).map_err(|errs| config_errors(&errs)))
+                Action::Config(Box::new(
+                    validate(sourced(docs)).map_err(|errs| config_errors(&errs)),
+                ))
             };
             events.push(TimedAction {
                 at: ev.at,

@@ -332,11 +332,13 @@ impl<'a, W: Write> Sim<'a, W> {
                     let _ = self.sched.set_priority(id, u.scheduling_priority, t);
                 }
             }
-            Action::Config(Ok(cfg)) => {
-                let cap = UnitCapacity::simulated(cfg);
-                self.sched.apply_config(cfg, &cap, t);
-            }
-            Action::Config(Err(e)) => self.sched.config_rejected(e.clone(), t),
+            Action::Config(c) => match c.as_ref() {
+                Ok(cfg) => {
+                    let cap = UnitCapacity::simulated(cfg);
+                    self.sched.apply_config(cfg, &cap, t);
+                }
+                Err(e) => self.sched.config_rejected(e.clone(), t),
+            },
             Action::NodeDown(node) => self.sched.node_lost(node, t),
             Action::NodeDrain(node) => self.sched.node_drained(node, true, t),
         }
