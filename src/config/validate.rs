@@ -208,7 +208,7 @@ fn check_env(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment) -> BTreeSe
                 cx.err(
                     origin,
                     field,
-                    format!("{field} is 0, must be at least 1 (remove it for the default)"),
+                    "must be at least 1, not 0 (remove it for the default)",
                 );
             }
         }
