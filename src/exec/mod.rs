@@ -1,6 +1,7 @@
 //! Running jobs on this machine: GPU discovery and telemetry, the state directory, the
 //! supervisor that runs each attempt, and starting and stopping supervisors.
 
+pub mod cgroup;
 pub mod device_health;
 pub mod gpus;
 pub mod log_sink;

@@ -1,0 +1,437 @@
+//! Containment (SPEC §7): each attempt runs in a cgroup of its own, so that every process
+//! of it is found whatever it did (`setsid`, a double fork, a new session). Ending an
+//! attempt kills the whole cgroup, and its GPUs are released only once the cgroup is
+//! empty. Where a devices controller is usable (cgroup v1 `devices`), an attempt may open
+//! only its own GPUs' device files.
+//!
+//! Which hierarchies: the unified (v2) one where it is usable — a directory we may create
+//! groups in, with `cgroup.kill` — else the v1 `freezer` one (freeze, kill every member,
+//! thaw), with v1 `pids` beside it when present. Device isolation uses the v1 `devices`
+//! hierarchy (a v2 device program needs BPF, which this build does not load).
+//!
+//! Where: below the scheduler's own cgroup in each hierarchy (root's, or a delegated
+//! subtree such as a systemd unit with `Delegate=yes`), in `shareq-<scope>/` where scope
+//! names the database (so two schedulers never share groups, and a scheduler on a
+//! recreated state directory recognises an earlier one's attempts). An attempt's group is
+//! `j<job>a<attempt>@<unit>+<i>+<j>…`: its name says which devices it holds, so what an
+//! earlier scheduler left running can be read back from the names alone.
+//!
+//! Fake GPUs are isolated as real ones would be: GPU `i` is the character device of
+//! NVIDIA's major number 195, minor `i` (`/dev/nvidia<i>`). A test makes such nodes with
+//! `mknod` in a scratch directory: opening another attempt's node fails with EPERM, one's
+//! own with ENXIO (no driver).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// NVIDIA's character-device major number (`/dev/nvidia<i>` is minor `i`; the control
+/// devices use the top minors, 254 `nvidia-modeset` and 255 `nvidiactl`).
+pub const NVIDIA_MAJOR: u32 = 195;
+/// The minors of GPUs: `/dev/nvidia0` … `/dev/nvidia253`.
+const GPU_MINORS: u32 = 254;
+
+/// How attempts are killed as a whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kill {
+    /// cgroup v2: `cgroup.kill`.
+    Unified,
+    /// cgroup v1: `freezer.state` FROZEN, SIGKILL every member, THAWED.
+    Freezer,
+}
+
+/// Where the scheduler may make attempt groups, and how well they contain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cgroups {
+    kill: Kill,
+    /// The base directory (the scheduler's `shareq-<scope>`) in the killing hierarchy.
+    base: PathBuf,
+    /// The same in v1 `pids`, when mounted: counted with the freezer's.
+    pids: Option<PathBuf>,
+    /// The same in v1 `devices`, when usable: device isolation.
+    devices: Option<PathBuf>,
+    /// Why devices are not isolated, when they are not.
+    no_isolation: Option<String>,
+}
+
+/// What this machine allows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Containment {
+    Contained(Cgroups),
+    /// Jobs run as before (their session is what is killed); the reason says why.
+    NotContained(String),
+}
+
+impl Containment {
+    /// Find usable hierarchies for the scheduler of database `scope` (a short, stable
+    /// name). Nothing is created yet but the base directories.
+    pub fn detect(scope: &str) -> Containment {
+        detect_in(
+            Path::new("/sys/fs/cgroup"),
+            Path::new("/proc/self/cgroup"),
+            scope,
+        )
+    }
+
+    pub fn cgroups(&self) -> Option<&Cgroups> {
+        match self {
+            Containment::Contained(c) => Some(c),
+            Containment::NotContained(_) => None,
+        }
+    }
+
+    /// One line for `shareq gpus`, `check` and the console header when something is
+    /// missing: `None` when jobs are contained and GPUs isolated.
+    pub fn warning(&self) -> Option<String> {
+        match self {
+            Containment::NotContained(why) => Some(format!(
+                "jobs are not contained ({why}); GPUs are not isolated: CUDA_VISIBLE_DEVICES is advisory"
+            )),
+            Containment::Contained(c) => c.no_isolation.as_ref().map(|why| {
+                format!("GPUs are not isolated ({why}): CUDA_VISIBLE_DEVICES is advisory")
+            }),
+        }
+    }
+}
+
+fn detect_in(root: &Path, self_cgroup: &Path, scope: &str) -> Containment {
+    let own = std::fs::read_to_string(self_cgroup).unwrap_or_default();
+    // `hierarchy-id:controllers:path` per line; v2 is `0::path`.
+    let own_path = |want: &str| -> Option<String> {
+        own.lines().find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let hit = if want.is_empty() {
+                ctrls.is_empty()
+            } else {
+                ctrls.split(',').any(|c| c == want)
+            };
+            hit.then(|| path.trim_start_matches('/').to_string())
+        })
+    };
+    let dir_name = format!("shareq-{scope}");
+    // Our base directory in a hierarchy mounted at `mount`, made if need be, when the
+    // mount is a cgroup hierarchy and a group made there has `marker` (a controller's
+    // file: so the controller is really there).
+    let usable = |mount: PathBuf, rel: Option<String>, marker: &str| -> Option<PathBuf> {
+        if !mount.join("cgroup.procs").exists() {
+            return None;
+        }
+        let base = mount.join(rel?).join(&dir_name);
+        std::fs::create_dir_all(&base).ok()?;
+        if base.join(marker).exists() {
+            Some(base)
+        } else {
+            let _ = std::fs::remove_dir(&base);
+            None
+        }
+    };
+    // The unified hierarchy: pure v2 at the root, or the hybrid one at `unified`.
+    let unified = [root.to_path_buf(), root.join("unified")]
+        .into_iter()
+        .find(|m| m.join("cgroup.controllers").exists());
+    let mut kill = None;
+    if let Some(m) = unified
+        && let Some(base) = usable(m, own_path(""), "cgroup.kill")
+    {
+        kill = Some((Kill::Unified, base));
+    }
+    if kill.is_none()
+        && let Some(base) = usable(root.join("freezer"), own_path("freezer"), "freezer.state")
+    {
+        kill = Some((Kill::Freezer, base));
+    }
+    let Some((kill, base)) = kill else {
+        let why = if nix::unistd::geteuid().is_root() {
+            "no usable cgroup hierarchy (neither v2 with cgroup.kill nor v1 freezer)"
+        } else {
+            "the scheduler may not manage cgroups: run it as root, or in a delegated cgroup"
+        };
+        return Containment::NotContained(why.to_string());
+    };
+    let pids = usable(root.join("pids"), own_path("pids"), "pids.max");
+    let devices = usable(root.join("devices"), own_path("devices"), "devices.deny");
+    let no_isolation = devices.is_none().then(|| {
+        "no usable devices controller (cgroup v1 `devices`; a v2 device program is not supported)"
+            .to_string()
+    });
+    Containment::Contained(Cgroups {
+        kill,
+        base,
+        pids,
+        devices,
+        no_isolation,
+    })
+}
+
+/// One attempt's group, in every hierarchy used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptGroup {
+    kill: Kill,
+    /// The group in the killing hierarchy (membership is read here).
+    main: PathBuf,
+    /// The same group in the other hierarchies (pids, devices).
+    others: Vec<PathBuf>,
+    devices: Option<PathBuf>,
+}
+
+/// The name of an attempt's group: job, attempt and the devices it holds.
+pub fn group_name(job: u64, attempt: u32, unit: &str, devices: &[u32]) -> String {
+    let mut name = format!("j{job}a{attempt}@{unit}");
+    for d in devices {
+        name.push('+');
+        name.push_str(&d.to_string());
+    }
+    name
+}
+
+/// What an earlier scheduler's group says it holds: (unit, devices).
+pub fn parse_group_name(name: &str) -> Option<(String, Vec<u32>)> {
+    let (_, rest) = name.split_once('@')?;
+    let mut parts = rest.split('+');
+    let unit = parts.next()?.to_string();
+    let devices = parts
+        .map(|d| d.parse().ok())
+        .collect::<Option<Vec<u32>>>()?;
+    Some((unit, devices))
+}
+
+impl Cgroups {
+    /// The group of one attempt (not created yet).
+    pub fn attempt(&self, name: &str) -> AttemptGroup {
+        let others: Vec<PathBuf> = self
+            .pids
+            .iter()
+            .chain(self.devices.iter())
+            .map(|b| b.join(name))
+            .collect();
+        AttemptGroup {
+            kill: self.kill.clone(),
+            main: self.base.join(name),
+            others,
+            devices: self.devices.as_ref().map(|b| b.join(name)),
+        }
+    }
+
+    /// Every attempt group below this scheduler's base, by name.
+    pub fn attempts(&self) -> Vec<(String, AttemptGroup)> {
+        list_dirs(&self.base)
+            .into_iter()
+            .map(|n| {
+                let g = self.attempt(&n);
+                (n, g)
+            })
+            .collect()
+    }
+
+    /// Devices held by live attempts of other schedulers' groups beside ours (a state
+    /// directory recreated under a running attempt of the one before, SPEC §8).
+    pub fn foreign_held(&self) -> Vec<(String, u32)> {
+        let Some(parent) = self.base.parent() else {
+            return Vec::new();
+        };
+        let ours = self.base.file_name();
+        let mut held = Vec::new();
+        for scope in list_dirs(parent) {
+            if !scope.starts_with("shareq-") || Some(std::ffi::OsStr::new(&scope)) == ours {
+                continue;
+            }
+            for name in list_dirs(&parent.join(&scope)) {
+                let dir = parent.join(&scope).join(&name);
+                if members(&dir).is_empty() {
+                    continue;
+                }
+                if let Some((unit, devices)) = parse_group_name(&name) {
+                    held.extend(devices.into_iter().map(|d| (unit.clone(), d)));
+                }
+            }
+        }
+        held
+    }
+
+    /// Is device isolation in force?
+    pub fn isolates(&self) -> bool {
+        self.devices.is_some()
+    }
+}
+
+fn list_dirs(dir: &Path) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    out.sort();
+    out
+}
+
+/// The pids in a group (`cgroup.procs`).
+fn members(dir: &Path) -> Vec<i32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+impl AttemptGroup {
+    /// Make the group in every hierarchy; with device isolation, deny every GPU minor of
+    /// NVIDIA's major but `allowed` (the control devices stay open).
+    pub fn create(&self, allowed: &[u32]) -> io::Result<()> {
+        for dir in std::iter::once(&self.main).chain(&self.others) {
+            match std::fs::create_dir(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(dev) = &self.devices {
+            let mut rules = String::new();
+            for minor in (0..GPU_MINORS).filter(|m| !allowed.contains(m)) {
+                rules.clear();
+                rules.push_str(&format!("c {NVIDIA_MAJOR}:{minor} rwm"));
+                std::fs::write(dev.join("devices.deny"), rules.as_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Put process `pid` (the supervisor, before it starts the command) in the group.
+    pub fn enter(&self, pid: u32) -> io::Result<()> {
+        for dir in std::iter::once(&self.main).chain(&self.others) {
+            std::fs::write(dir.join("cgroup.procs"), pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// The group's processes.
+    pub fn members(&self) -> Vec<i32> {
+        members(&self.main)
+    }
+
+    /// Does the group exist (a restart finds its attempts again by their groups)?
+    pub fn exists(&self) -> bool {
+        self.main.is_dir()
+    }
+
+    /// Kill every process of the group (whatever session it is in); returns how many
+    /// were left to kill.
+    pub fn kill(&self) -> usize {
+        let left = self.members();
+        if left.is_empty() {
+            return 0;
+        }
+        match self.kill {
+            Kill::Unified => {
+                let _ = std::fs::write(self.main.join("cgroup.kill"), "1");
+            }
+            Kill::Freezer => {
+                // Frozen, nobody can fork a new member while the others are killed.
+                let state = self.main.join("freezer.state");
+                let _ = std::fs::write(&state, "FROZEN");
+                for pid in self.members() {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                let _ = std::fs::write(&state, "THAWED");
+            }
+        }
+        left.len()
+    }
+
+    /// Remove the (empty) group from every hierarchy.
+    pub fn remove(&self) {
+        for dir in std::iter::once(&self.main).chain(&self.others) {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_name_says_what_it_holds() {
+        let n = group_name(12, 3, "a100", &[0, 5]);
+        assert_eq!(n, "j12a3@a100+0+5");
+        assert_eq!(parse_group_name(&n), Some(("a100".into(), vec![0, 5])));
+        assert_eq!(parse_group_name("j1a1@gpu"), Some(("gpu".into(), vec![])));
+        assert_eq!(parse_group_name("junk"), None);
+        assert_eq!(parse_group_name("j1a1@gpu+x"), None);
+    }
+
+    #[test]
+    fn without_any_hierarchy_jobs_are_not_contained_and_it_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = detect_in(dir.path(), &dir.path().join("none"), "t");
+        assert!(matches!(c, Containment::NotContained(_)), "{c:?}");
+        assert!(c.warning().unwrap().contains("jobs are not contained"));
+    }
+
+    /// On this machine, as root: an attempt group holds a process that escaped into a
+    /// new session, kills it, and denies another GPU's device.
+    #[test]
+    fn a_group_kills_what_left_its_session_and_denies_other_gpus() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: managing cgroups needs root");
+            return;
+        }
+        let scope = format!("unit{}", std::process::id());
+        let c = Containment::detect(&scope);
+        let Some(cg) = c.cgroups() else {
+            eprintln!("skipped: {c:?}");
+            return;
+        };
+        let g = cg.attempt(&group_name(1, 1, "gpu", &[0]));
+        g.create(&[0]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("setsid")
+            .args(["sleep", "300"])
+            .spawn()
+            .unwrap();
+        g.enter(child.id()).unwrap();
+        assert_eq!(g.members(), vec![child.id() as i32]);
+        if cg.isolates() {
+            use std::os::unix::fs::FileTypeExt;
+            let n1 = dir.path().join("nvidia1");
+            let mk = std::process::Command::new("mknod")
+                .arg(&n1)
+                .args(["c", "195", "1"])
+                .status()
+                .unwrap();
+            assert!(mk.success());
+            assert!(std::fs::metadata(&n1).unwrap().file_type().is_char_device());
+            // From inside the group: EPERM on another GPU.
+            let probe = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "echo $$ > {}/cgroup.procs; echo $$ > {}/cgroup.procs; exec cat {}",
+                    g.main.display(),
+                    g.devices.as_ref().unwrap().display(),
+                    n1.display()
+                ))
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&probe.stderr);
+            assert!(err.contains("Operation not permitted"), "{err}");
+        }
+        assert!(g.kill() >= 1);
+        let t = std::time::Instant::now();
+        while !g.members().is_empty() {
+            assert!(t.elapsed() < std::time::Duration::from_secs(5));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = child.wait();
+        g.remove();
+        assert!(!g.exists());
+        let _ = std::fs::remove_dir(&cg.base);
+        for b in cg.pids.iter().chain(cg.devices.iter()) {
+            let _ = std::fs::remove_dir(b);
+        }
+    }
+}
