@@ -114,56 +114,6 @@ impl From<StoreError> for BootError {
     }
 }
 
-/// A config the executors cannot carry out (several nodes on the local executor) is
-/// refused at start and on reload, with the reason on its line.
-pub(crate) fn executor_unavailable(loaded: &crate::config::LoadedConfig) -> Option<ConfigError> {
-    let nodes = loaded.config.env.nodes.as_ref().map_or(1, Vec::len);
-    match loaded.config.executor() {
-        crate::model::Executor::Local if nodes > 1 => Some(
-            ConfigError::new(format!(
-                "nodes: {nodes} nodes, and the local executor runs jobs on this machine only: list one node, or use `executor: {{kind: slurm, partition: ...}}` (`replay` and `check` accept several nodes without an executor)"
-            ))
-            .field("nodes"),
-        ),
-        crate::model::Executor::Local => None,
-        crate::model::Executor::Slurm(_) => None,
-    }
-}
-
-/// With the Slurm executor: Slurm must answer and have the partition, and every node of
-/// the config must be in it, before anything is started.
-fn slurm_unreachable(loaded: &crate::config::LoadedConfig) -> Option<ConfigError> {
-    let crate::model::Executor::Slurm(s) = loaded.config.executor() else {
-        return None;
-    };
-    let why = match crate::exec::slurm::sinfo(&s.partition) {
-        Err(e) => format!("executor: Slurm does not answer: {e}"),
-        Ok(nodes) => {
-            let missing: Vec<String> = loaded
-                .config
-                .nodes()
-                .into_iter()
-                .map(|(n, _)| n)
-                .filter(|n| !nodes.iter().any(|x| &x.name == n))
-                .collect();
-            if missing.is_empty() {
-                return None;
-            }
-            format!(
-                "executor: partition `{}` has no node {} (it has: {})",
-                s.partition,
-                missing.join(", "),
-                nodes
-                    .iter()
-                    .map(|n| n.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        }
-    };
-    Some(ConfigError::new(why).field("executor"))
-}
-
 /// Start a durable scheduler on `opts.state` (must run inside a tokio runtime).
 pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     let t0 = Instant::now();
@@ -182,7 +132,9 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         dir: opts.config_dir.clone(),
         errors,
     })?;
-    if let Some(e) = executor_unavailable(&loaded).or_else(|| slurm_unreachable(&loaded)) {
+    if let Some(e) = crate::exec::backend::unavailable(&loaded)
+        .or_else(|| crate::exec::backend::unreachable(&loaded))
+    {
         return Err(BootError::Config {
             dir: opts.config_dir.clone(),
             errors: vec![e],

@@ -47,7 +47,6 @@ pub mod input;
 pub mod protocol;
 pub mod remote;
 pub mod runtime;
-mod slurm_exec;
 pub mod socket;
 mod state_watch;
 mod timers;

@@ -9,6 +9,7 @@ use super::input::{CancelOutcome, ConfigUpdate, ExecKind, ExecReport, Input};
 use super::timers::{Timer, Timers};
 use super::turn::{Deferred, Outcome, Shutdown, Turn, Work};
 use crate::config::{LoadedConfig, load_dir};
+use crate::exec::backend::Report;
 use crate::exec::telemetry::Samples;
 use crate::exec::{Discovery, StateDir, now_ms};
 use crate::model::{Command, JobId, JobSpec, JobState};
@@ -144,9 +145,21 @@ impl RuntimeHandle {
                 move || !tx.is_closed()
             },
         );
-        let mut exec = Executor::new(opts.state.clone(), opts.supervisor_exe.clone(), tx.clone());
+        let owner = durable
+            .as_ref()
+            .map_or_else(Executor::memory_owner, |d| d.owner.clone());
+        let executor = initial.config.executor();
+        let backend = crate::exec::backend::choose(
+            &executor,
+            crate::exec::backend::Context {
+                state: opts.state.clone(),
+                exe: opts.supervisor_exe.clone(),
+                owner: owner.clone(),
+                reports: attempt_reports(&tx),
+            },
+        );
+        let mut exec = Executor::new(opts.state.clone(), owner, backend);
         exec.log_limits = initial.config.env.logs.unwrap_or_default();
-        exec.backend = super::carry::Backend::of(&initial.config);
         let (fatal_tx, fatal_rx) = watch::channel(None);
         let metrics = Arc::new(crate::metrics::Metrics::new());
         metrics.watch(snap_rx.clone());
@@ -158,6 +171,8 @@ impl RuntimeHandle {
             opts,
             config,
             exec,
+            executor,
+            inputs: tx.clone(),
             samples: Samples::new(),
             picture: Picture::new(),
             timers: Timers::default(),
@@ -176,12 +191,10 @@ impl RuntimeHandle {
             lost_devices: Default::default(),
             forecasts: super::forecasts::Forecasts::new(None),
             predictions: Vec::new(),
-            slurm_down: Default::default(),
         };
-        rt.exec.slurm_watch(&mut rt.timers);
+        rt.exec.watch(&mut rt.timers);
         if let Some(d) = durable {
             let (sched, exec, timers) = (&mut rt.sched, &mut rt.exec, &mut rt.timers);
-            exec.owner = d.owner;
             exec.seed_preemptions(d.preemptions);
             for a in &d.adopted {
                 // Its supervisor recorded itself, so the command runs (or is about to).
@@ -297,6 +310,15 @@ fn devices_of(capacity: &[UnitCapacity], initial: &LoadedConfig, fake: bool) -> 
         .collect()
 }
 
+/// Where the executor's reports go: the runtime's channel, as `Attempt`.
+fn attempt_reports(tx: &mpsc::UnboundedSender<Input>) -> crate::exec::backend::Reports {
+    let tx = tx.clone();
+    crate::exec::backend::Reports::new(move |r| {
+        tx.send(Input::Exec(ExecReport(ExecKind::Attempt(r))))
+            .is_ok()
+    })
+}
+
 /// Where device health reports go: the runtime's channel, as `DeviceLost`.
 fn device_lost_sink(
     tx: &mpsc::UnboundedSender<Input>,
@@ -339,6 +361,10 @@ struct Runtime {
     opts: RuntimeOptions,
     config: ConfigStatus,
     exec: Executor,
+    /// The executor this runtime started with (a change takes a restart).
+    executor: crate::model::Executor,
+    /// The runtime's own input channel (for work done off its task).
+    inputs: mpsc::UnboundedSender<Input>,
     samples: Samples,
     /// The picture kept up to date change by change, published as snapshots.
     picture: Picture,
@@ -374,8 +400,6 @@ struct Runtime {
     forecasts: super::forecasts::Forecasts,
     /// Predictions asked for in this batch: made after its pass, on the state it left.
     predictions: Vec<(JobSpec, oneshot::Sender<crate::forecast::Prediction>)>,
-    /// Slurm nodes seen DOWN (their loss was reported to the core once).
-    slurm_down: std::collections::HashSet<String>,
     metrics: Arc<crate::metrics::Metrics>,
     /// Where committed decision lines go.
     feed: super::events::EventFeed,
@@ -690,25 +714,19 @@ impl Runtime {
                 self.picture.touch(job);
                 Outcome::Reschedule
             }
-            Timer::Probe { job, attempt } => {
-                if self.exec.is_current(job, attempt) {
-                    self.exec.probe(job, attempt);
-                }
-                Outcome::Nothing
-            }
             // The turn publishes what the rate limit held back.
             Timer::Flush => Outcome::Nothing,
             Timer::ProtectionEnd => Outcome::Reschedule,
             Timer::Forecast => {
-                let tx = self.exec.inputs();
+                let tx = self.inputs.clone();
                 self.forecasts
                     .start_estimate(&self.sched, now, &self.finished, &tx);
                 self.timers
                     .set(Timer::Forecast, self.forecasts.next_after());
                 Outcome::Nothing
             }
-            Timer::SlurmPoll => {
-                self.exec.slurm_look();
+            Timer::Watch => {
+                self.exec.look(&mut self.timers);
                 Outcome::Nothing
             }
             Timer::Prune => {
@@ -779,7 +797,7 @@ impl Runtime {
             Input::Reload { reply } => {
                 // Reading and validating the directory can take long (a huge or odd file):
                 // never on this task. The result comes back as `Reloaded`.
-                let (dir, tx) = (self.opts.config_dir.clone(), self.exec.inputs());
+                let (dir, tx) = (self.opts.config_dir.clone(), self.inputs.clone());
                 tokio::spawn(async move {
                     let loaded = tokio::task::spawn_blocking(move || load_dir(&dir).map(Box::new))
                         .await
@@ -894,10 +912,10 @@ impl Runtime {
     /// Why a new config cannot be applied by this running scheduler: an executor it
     /// cannot carry out, or a different executor than the one it started with.
     fn executor_refusal(&self, loaded: &LoadedConfig) -> Option<crate::config::ConfigError> {
-        if let Some(e) = super::boot::executor_unavailable(loaded) {
+        if let Some(e) = crate::exec::backend::unavailable(loaded) {
             return Some(e);
         }
-        (super::carry::Backend::of(&loaded.config) != self.exec.backend).then(|| {
+        (loaded.config.executor() != self.executor).then(|| {
             crate::config::ConfigError::new(
                 "executor: changing the executor (or its partition) takes a restart of `shareq serve`; the running one stays",
             )
@@ -933,7 +951,7 @@ impl Runtime {
                     &loaded,
                     capacity.clone(),
                     now,
-                    &self.exec.inputs(),
+                    &self.inputs.clone(),
                 );
                 self.exec.log_limits = loaded.config.env.logs.unwrap_or_default();
                 self.access = Arc::new(super::auth::Access::new(&loaded.config));
@@ -969,97 +987,7 @@ impl Runtime {
 
     fn exec_report(&mut self, kind: ExecKind, now: i64) -> Outcome {
         match kind {
-            ExecKind::Spawned { job, attempt, pid } => {
-                self.exec.spawned(job, attempt, pid);
-                let starting = self
-                    .sched
-                    .job(job)
-                    .is_some_and(|j| j.state == JobState::Scheduled);
-                if starting && self.exec.is_current(job, attempt) {
-                    // SCHEDULED → STARTING: the supervisor exists, the command not yet.
-                    self.set_state(job, JobState::Starting);
-                    return Outcome::Redraw;
-                }
-                Outcome::Nothing
-            }
-            ExecKind::SlurmSubmitted { job, attempt, id } => {
-                let starting = self
-                    .sched
-                    .job(job)
-                    .is_some_and(|j| j.state == JobState::Scheduled);
-                if self.exec.slurm_submitted(job, attempt, id) && starting {
-                    // Slurm has the batch job; the supervisor has not reported in yet.
-                    self.set_state(job, JobState::Starting);
-                    return Outcome::Redraw;
-                }
-                Outcome::Nothing
-            }
-            ExecKind::SlurmView(view) => {
-                let r = self.exec.slurm_reconcile(*view, &self.slurm_down);
-                self.exec.slurm_watch(&mut self.timers);
-                let mut outcome = Outcome::Nothing;
-                for (job, attempt) in r.running {
-                    if self.exec.is_current(job, attempt) {
-                        self.set_state(job, JobState::Running);
-                        outcome = Outcome::Redraw;
-                    }
-                }
-                for node in r.nodes_down {
-                    tracing::error!(node = %node, "Slurm says the node is down: its jobs are preempted (DEVICE_LOST) and their GPUs count as released (nothing of them can come back)");
-                    self.sched.node_lost(&node, now);
-                    let on_it: Vec<(JobId, u32)> = self
-                        .sched
-                        .jobs()
-                        .filter(|j| j.is_holding())
-                        .filter(|j| {
-                            j.node().map(|n| self.sched.node_name(n)) == Some(node.as_str())
-                        })
-                        .map(|j| (j.id, j.attempts_started))
-                        .collect();
-                    for (job, attempt) in on_it {
-                        self.attempt_ended(job, attempt, 255, now);
-                    }
-                    self.slurm_down.insert(node);
-                    self.picture.touch_all();
-                    outcome = Outcome::Reschedule;
-                }
-                for (node, drained) in r.drained {
-                    if self.sched.is_drained(&node) != drained {
-                        tracing::warn!(node = %node, drained, "Slurm says the node is {}", if drained { "drained: it takes no new jobs, its running jobs go on" } else { "back in service" });
-                        self.sched.node_drained(&node, drained, now);
-                        self.picture.touch_all();
-                        outcome = Outcome::Reschedule;
-                    }
-                }
-                for (job, attempt, code) in r.ended {
-                    match self.attempt_ended(job, attempt, code, now) {
-                        Outcome::Reschedule => outcome = Outcome::Reschedule,
-                        Outcome::Nothing => {}
-                        other if matches!(outcome, Outcome::Nothing) => outcome = other,
-                        _ => {}
-                    }
-                }
-                outcome
-            }
-            ExecKind::Running { job, attempt } => {
-                if self.exec.is_current(job, attempt) {
-                    self.set_state(job, JobState::Running);
-                    return Outcome::Redraw;
-                }
-                Outcome::Nothing
-            }
-            ExecKind::Exited {
-                job,
-                attempt,
-                status,
-            } => self.attempt_ended(job, attempt, status.code, now),
-            ExecKind::Probed { job, attempt, exit } => match exit {
-                None => {
-                    self.exec.probe_later(&mut self.timers, job, attempt);
-                    Outcome::Nothing
-                }
-                Some(status) => self.attempt_ended(job, attempt, status.code, now),
-            },
+            ExecKind::Attempt(report) => self.attempt_report(report, now),
             ExecKind::Telemetry(samples) => {
                 let changed = samples != self.samples;
                 self.samples = samples;
@@ -1098,6 +1026,47 @@ impl Runtime {
             }
             // Handled in `handle`.
             ExecKind::Reloaded { .. } | ExecKind::StateLost(_) => Outcome::Nothing,
+        }
+    }
+
+    /// Relay what the executor saw to the core.
+    fn attempt_report(&mut self, report: Report, now: i64) -> Outcome {
+        match report {
+            Report::Accepted { job, attempt } => {
+                let starting = self
+                    .sched
+                    .job(job)
+                    .is_some_and(|j| j.state == JobState::Scheduled);
+                if starting && self.exec.is_current(job, attempt) {
+                    // SCHEDULED → STARTING: the attempt is taken on, its command not yet.
+                    self.set_state(job, JobState::Starting);
+                    return Outcome::Redraw;
+                }
+                Outcome::Nothing
+            }
+            Report::Running { job, attempt } => {
+                if self.exec.is_current(job, attempt) {
+                    self.set_state(job, JobState::Running);
+                    return Outcome::Redraw;
+                }
+                Outcome::Nothing
+            }
+            Report::Ended { job, attempt, code } => self.attempt_ended(job, attempt, code, now),
+            Report::NodeDown { node } => {
+                tracing::error!(node = %node, "the executor says the node is down: its jobs are preempted (DEVICE_LOST) and their GPUs count as released (nothing of them can come back)");
+                self.sched.node_lost(&node, now);
+                self.picture.touch_all();
+                Outcome::Reschedule
+            }
+            Report::NodeDrained { node, drained } => {
+                if self.sched.is_drained(&node) == drained {
+                    return Outcome::Nothing;
+                }
+                tracing::warn!(node = %node, drained, "the executor says the node is {}", if drained { "drained: it takes no new jobs, its running jobs go on" } else { "back in service" });
+                self.sched.node_drained(&node, drained, now);
+                self.picture.touch_all();
+                Outcome::Reschedule
+            }
         }
     }
 
