@@ -12,6 +12,7 @@ pub mod privdrop;
 pub mod proc;
 pub mod runfiles;
 pub mod runfiles_aside;
+pub mod scripted;
 pub mod session;
 pub mod slurm;
 pub mod slurm_exec;

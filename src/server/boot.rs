@@ -255,7 +255,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         supervisor_exe: exe,
         discovery,
     };
-    let mut handle = RuntimeHandle::start_with(ropts, loaded, Some(durable));
+    let mut handle = RuntimeHandle::start_with(ropts, loaded, Some(durable), None);
     super::state_watch::start(watched, handle.inputs.clone());
     if let Some(listener) = listener {
         let guard = super::guard::Guard::new(opts.state.clone(), audit.clone());

@@ -9,7 +9,7 @@ use super::input::{CancelOutcome, ConfigUpdate, ExecKind, ExecReport, Input};
 use super::timers::{Timer, Timers};
 use super::turn::{Deferred, Outcome, Shutdown, Turn, Work};
 use crate::config::{LoadedConfig, load_dir};
-use crate::exec::backend::Report;
+use crate::exec::backend::{Backend, Context, Report};
 use crate::exec::telemetry::Samples;
 use crate::exec::{Discovery, StateDir, now_ms};
 use crate::model::{Command, JobId, JobSpec, JobState};
@@ -60,6 +60,9 @@ pub struct RuntimeHandle {
     pub(crate) metrics_server: Option<JoinHandle<()>>,
 }
 
+/// Builds the backend a runtime runs on, from what every backend is built from.
+pub(crate) type BackendMaker<'a> = Box<dyn FnOnce(Context) -> Box<dyn Backend> + 'a>;
+
 /// Keeps the config watcher alive.
 pub(crate) struct WatcherGuard(#[allow(dead_code)] pub(crate) crate::config::Watcher);
 
@@ -103,14 +106,26 @@ const PRUNE_EVERY: Duration = Duration::from_secs(24 * 3600);
 impl RuntimeHandle {
     /// Start the runtime task on the current tokio runtime with an initial config.
     pub fn start(opts: RuntimeOptions, initial: LoadedConfig) -> RuntimeHandle {
-        RuntimeHandle::start_with(opts, initial, None)
+        RuntimeHandle::start_with(opts, initial, None, None)
     }
 
-    /// Start with a store (see `boot::start`), or in memory only (`None`).
+    /// Start in memory only, carrying attempts out through the backend `backend` builds
+    /// (`exec::scripted::Script::backend` in tests) instead of the config's executor.
+    pub fn start_on(
+        opts: RuntimeOptions,
+        initial: LoadedConfig,
+        backend: impl FnOnce(Context) -> Box<dyn Backend>,
+    ) -> RuntimeHandle {
+        RuntimeHandle::start_with(opts, initial, None, Some(Box::new(backend)))
+    }
+
+    /// Start with a store (see `boot::start`), or in memory only (`None`); on the
+    /// config's executor unless `backend` builds another.
     pub(crate) fn start_with(
         opts: RuntimeOptions,
         initial: LoadedConfig,
         durable: Option<Durable>,
+        backend: Option<BackendMaker<'_>>,
     ) -> RuntimeHandle {
         let (tx, rx) = mpsc::unbounded_channel();
         let now = now_ms();
@@ -149,15 +164,16 @@ impl RuntimeHandle {
             .as_ref()
             .map_or_else(Executor::memory_owner, |d| d.owner.clone());
         let executor = initial.config.executor();
-        let backend = crate::exec::backend::choose(
-            &executor,
-            crate::exec::backend::Context {
-                state: opts.state.clone(),
-                exe: opts.supervisor_exe.clone(),
-                owner: owner.clone(),
-                reports: attempt_reports(&tx),
-            },
-        );
+        let ctx = Context {
+            state: opts.state.clone(),
+            exe: opts.supervisor_exe.clone(),
+            owner: owner.clone(),
+            reports: attempt_reports(&tx),
+        };
+        let backend = match backend {
+            Some(make) => make(ctx),
+            None => crate::exec::backend::choose(&executor, ctx),
+        };
         let mut exec = Executor::new(opts.state.clone(), owner, backend);
         exec.log_limits = initial.config.env.logs.unwrap_or_default();
         let (fatal_tx, fatal_rx) = watch::channel(None);
@@ -1127,3 +1143,7 @@ fn errors_text(errors: &[crate::config::ConfigError]) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[cfg(test)]
+#[path = "runtime_tests.rs"]
+mod tests;
