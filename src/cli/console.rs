@@ -314,7 +314,7 @@ const DEMO_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_secs(5)
 /// Who is at the keyboard, for `CANCELLED: by <user>`: from the user database, never
 /// from the environment.
 fn current_user() -> String {
-    crate::server::auth::Caller::current().name
+    crate::access::Caller::current().name
 }
 
 /// Log to `<state>/shareq.log` only: the terminal belongs to the console.

@@ -24,8 +24,8 @@
 //! # Ok(()) }
 //! ```
 
+use super::front::socket::{self, SocketError};
 use super::runtime::{Durable, RuntimeHandle, RuntimeOptions, WatcherGuard, retain_days};
-use super::socket::{self, SocketError};
 use crate::config::{ConfigError, Watcher, load_dir};
 use crate::exec::gpus::needs_discovery;
 use crate::exec::{Discovery, StateDir, now_ms};
@@ -49,7 +49,7 @@ pub struct BootOptions {
     pub listen: bool,
     pub durability: Durability,
     /// The control socket's connection cap and idle timeout.
-    pub socket_limits: super::conn_limits::SocketLimits,
+    pub socket_limits: super::front::conn_limits::SocketLimits,
     /// Serve Prometheus metrics on this ADDR:PORT (`None`: the environment's
     /// `metrics.listen`, if any).
     pub metrics: Option<String>,
@@ -69,7 +69,7 @@ impl BootOptions {
             durability: Durability::Full,
             socket_limits: Default::default(),
             metrics: None,
-            sample_every: super::usage::DEFAULT_EVERY,
+            sample_every: super::runtime::usage::DEFAULT_EVERY,
         }
     }
 }
@@ -119,7 +119,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     let t0 = Instant::now();
     let root = opts.state.root().to_path_buf();
     // Checked before anything in it is opened (SPEC §9).
-    let fds = super::conn_limits::raise_fd_limit();
+    let fds = super::front::conn_limits::raise_fd_limit();
     tracing::debug!(open_files = fds, "open-file limit");
     opts.state.create().map_err(|source| {
         BootError::Store(StoreError::StateDir {
@@ -203,7 +203,8 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         .as_ref()
         .and_then(|c| c.group.clone());
     // Before the socket answers: a directory deleted from then on is seen as deleted.
-    let watched = super::state_watch::identify(root.clone(), root.join(crate::store::DB_FILE));
+    let watched =
+        super::runtime::state_watch::identify(root.clone(), root.join(crate::store::DB_FILE));
     let listener = if opts.listen {
         if group.is_some() {
             // The group must reach the socket: enter the directory, not list it.
@@ -230,11 +231,11 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         ),
         None => None,
     };
-    let audit = match super::audit::Audit::start(&root.join(crate::store::DB_FILE)) {
+    let audit = match super::runtime::audit::Audit::start(&root.join(crate::store::DB_FILE)) {
         Ok(a) => a,
         Err(e) => {
             tracing::warn!("no audit trail: {e}");
-            super::audit::Audit::off()
+            super::runtime::audit::Audit::off()
         }
     };
     let durable = Durable {
@@ -256,10 +257,16 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         discovery,
     };
     let mut handle = RuntimeHandle::start_with(ropts, loaded, Some(durable), None);
-    super::state_watch::start(watched, handle.inputs.clone());
+    super::runtime::state_watch::start(watched, handle.inputs.clone());
     if let Some(listener) = listener {
-        let guard = super::guard::Guard::new(opts.state.clone(), audit.clone());
-        handle.serve_socket(listener, opts.state.socket(), guard, opts.socket_limits);
+        let guard = super::front::guard::Guard::new(opts.state.clone(), audit.clone());
+        socket::serve_runtime(
+            &mut handle,
+            listener,
+            opts.state.socket(),
+            guard,
+            opts.socket_limits,
+        );
         tracing::info!(socket = %opts.state.socket().display(), "scheduler listening");
     }
     handle.audit = audit;
@@ -271,7 +278,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
             handle.metrics.clone(),
         )));
     }
-    if let Err(e) = super::usage::start(
+    if let Err(e) = super::runtime::usage::start(
         &root.join(crate::store::DB_FILE),
         handle.snapshots.clone(),
         opts.sample_every,

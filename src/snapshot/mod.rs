@@ -4,9 +4,9 @@
 //! `Arc<Snapshot>`; consecutive snapshots share every queue chunk that did not change,
 //! and subscribers get [`Delta`]s. Readers never touch the live scheduler.
 
+use crate::access::Access;
 use crate::model::{JobId, JobState, Strategy, Submitter};
 use crate::sched::{LendEdge, Phase, QKey, Sched, StopCause, Time};
-use crate::server::auth::Access;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -4,10 +4,21 @@
 //! every 20 ms while inputs pour in; `Input::Sync` forces one) and answers the clients.
 //! See `Runtime::run`.
 
-use super::carry::Executor;
-use super::input::{CancelOutcome, ConfigUpdate, ExecKind, ExecReport, Input};
-use super::timers::{Timer, Timers};
-use super::turn::{Deferred, Outcome, Shutdown, Turn, Work};
+pub mod audit;
+pub(crate) mod carry;
+pub mod events;
+pub(crate) mod forecasts;
+pub mod input;
+pub(crate) mod state_watch;
+pub(crate) mod timers;
+pub(crate) mod tokens;
+pub(crate) mod turn;
+pub mod usage;
+
+use self::carry::Executor;
+use self::input::{CancelOutcome, ConfigUpdate, ExecKind, ExecReport, Input};
+use self::timers::{Timer, Timers};
+use self::turn::{Deferred, Outcome, Shutdown, Turn, Work};
 use crate::config::{LoadedConfig, load_dir};
 use crate::exec::backend::{Backend, Context, Report};
 use crate::exec::telemetry::Samples;
@@ -51,11 +62,11 @@ pub struct RuntimeHandle {
     /// The control socket's accept loop and the socket file (set by `boot::start`).
     server: Option<(JoinHandle<()>, PathBuf)>,
     /// Where accepted actions are recorded (set by `boot::start`; off in memory).
-    pub audit: super::audit::Audit,
+    pub audit: self::audit::Audit,
     /// The runtime's counters and histograms; its gauges read `snapshots`.
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Each committed batch's decision lines (`shareq events --follow`).
-    pub events: super::events::EventFeed,
+    pub events: self::events::EventFeed,
     /// The metrics endpoint (set by `boot::start` with `--metrics`).
     pub(crate) metrics_server: Option<JoinHandle<()>>,
 }
@@ -179,7 +190,7 @@ impl RuntimeHandle {
         let (fatal_tx, fatal_rx) = watch::channel(None);
         let metrics = Arc::new(crate::metrics::Metrics::new());
         metrics.watch(snap_rx.clone());
-        let feed = super::events::EventFeed::default();
+        let feed = self::events::EventFeed::default();
         let mut rt = Runtime {
             metrics: metrics.clone(),
             feed: feed.clone(),
@@ -200,12 +211,12 @@ impl RuntimeHandle {
             persist: None,
             observed: Vec::new(),
             fatal: fatal_tx,
-            access: Arc::new(super::auth::Access::new(&initial.config)),
+            access: Arc::new(crate::access::Access::new(&initial.config)),
             shutdown: None,
             tokens: Default::default(),
             halted: None,
             lost_devices: Default::default(),
-            forecasts: super::forecasts::Forecasts::new(None),
+            forecasts: self::forecasts::Forecasts::new(None),
             predictions: Vec::new(),
         };
         rt.exec.watch(&mut rt.timers);
@@ -239,7 +250,7 @@ impl RuntimeHandle {
                 config_hash: d.config_hash,
             });
             rt.timers.set(Timer::Prune, PRUNE_EVERY);
-            rt.forecasts = super::forecasts::Forecasts::new(Some(rt.opts.state.root().into()));
+            rt.forecasts = self::forecasts::Forecasts::new(Some(rt.opts.state.root().into()));
         }
         rt.timers.set(Timer::Forecast, Duration::from_millis(500));
         rt.picture.rebuild(&rt.sched);
@@ -253,7 +264,7 @@ impl RuntimeHandle {
             task,
             watcher: None,
             server: None,
-            audit: super::audit::Audit::off(),
+            audit: self::audit::Audit::off(),
             metrics,
             events: feed,
             metrics_server: None,
@@ -267,22 +278,9 @@ impl RuntimeHandle {
         Box::new(move |u| drop(tx.send(Input::Config(u))))
     }
 
-    /// Serve the control socket from this runtime until shutdown.
-    pub(crate) fn serve_socket(
-        &mut self,
-        listener: tokio::net::UnixListener,
-        path: PathBuf,
-        guard: super::guard::Guard,
-        limits: super::conn_limits::SocketLimits,
-    ) {
-        let guard = guard.observing(self.events.clone(), self.metrics.clone());
-        let task = tokio::spawn(super::socket::serve(
-            listener,
-            self.inputs.clone(),
-            self.snapshots.clone(),
-            guard,
-            limits,
-        ));
+    /// The control socket's accept loop serving this runtime, and the socket file:
+    /// stopped and removed with the handle.
+    pub(crate) fn attach_server(&mut self, task: JoinHandle<()>, path: PathBuf) {
         self.server = Some((task, path));
     }
 
@@ -403,22 +401,22 @@ struct Runtime {
     observed: Vec<Observed>,
     fatal: watch::Sender<Option<String>>,
     /// Who may do what under the config in force (published with each snapshot).
-    access: Arc<super::auth::Access>,
+    access: Arc<crate::access::Access>,
     /// Set once a shutdown was asked for.
     shutdown: Option<Shutdown>,
-    tokens: super::tokens::ClientTokens,
+    tokens: self::tokens::ClientTokens,
     /// Set when the state directory was deleted or replaced: stop at once.
     halted: Option<String>,
     /// GPUs telemetry found lost: never handed out again by this runtime, whatever the
     /// config says.
     lost_devices: std::collections::BTreeSet<(String, u32)>,
     /// Start estimates and predictions, run off this task.
-    forecasts: super::forecasts::Forecasts,
+    forecasts: self::forecasts::Forecasts,
     /// Predictions asked for in this batch: made after its pass, on the state it left.
     predictions: Vec<(JobSpec, oneshot::Sender<crate::forecast::Prediction>)>,
     metrics: Arc<crate::metrics::Metrics>,
     /// Where committed decision lines go.
-    feed: super::events::EventFeed,
+    feed: self::events::EventFeed,
 }
 
 /// Snapshots are published at most this often while inputs pour in (a reader that must
@@ -628,7 +626,7 @@ impl Runtime {
     /// Answer `AllJobs` off the runtime task: the live jobs from the latest snapshot,
     /// the finished ones from the database (a read-only connection) or, without a
     /// store, from memory.
-    fn list_all_jobs(&self, span: super::input::Span, reply: oneshot::Sender<Vec<JobView>>) {
+    fn list_all_jobs(&self, span: self::input::Span, reply: oneshot::Sender<Vec<JobView>>) {
         let snap = self.snapshots.borrow().clone();
         let root = self
             .persist
@@ -909,7 +907,7 @@ impl Runtime {
         }
         let token = spec.client_token.clone();
         if let Some(t) = &token {
-            super::tokens::ClientTokens::check(t)?;
+            self::tokens::ClientTokens::check(t)?;
             if let Some(id) = self
                 .tokens
                 .lookup(t, self.persist.as_ref().map(|p| &p.store))
@@ -962,7 +960,7 @@ impl Runtime {
                 let before = self.sched.clone();
                 self.sched.apply_config(&loaded.config, &capacity, now);
                 self.config.effects = None;
-                super::forecasts::config_effects(
+                self::forecasts::config_effects(
                     before,
                     &loaded,
                     capacity.clone(),
@@ -970,7 +968,7 @@ impl Runtime {
                     &self.inputs.clone(),
                 );
                 self.exec.log_limits = loaded.config.env.logs.unwrap_or_default();
-                self.access = Arc::new(super::auth::Access::new(&loaded.config));
+                self.access = Arc::new(crate::access::Access::new(&loaded.config));
                 self.picture.touch_all();
                 if let Some(p) = &mut self.persist {
                     p.retain_days = retain_days(&loaded);
@@ -1145,5 +1143,4 @@ fn errors_text(errors: &[crate::config::ConfigError]) -> String {
 }
 
 #[cfg(test)]
-#[path = "runtime_tests.rs"]
 mod tests;

@@ -3,6 +3,7 @@
 //! back — with no supervisor or process. What a real executor does with a launch is
 //! tested with it (`tests/runtime_jobs.rs`, `tests/slurm_executor.rs`).
 
+use super::input::Input;
 use super::{RuntimeHandle, RuntimeOptions};
 use crate::config::{LoadedConfig, load_dir};
 use crate::exec::backend::Report;
@@ -10,7 +11,6 @@ use crate::exec::proc::Stop;
 use crate::exec::scripted::Script;
 use crate::exec::{Discovery, StateDir};
 use crate::model::{Command, JobId, JobSpec, JobState};
-use crate::server::Input;
 use crate::snapshot::JobView;
 use std::time::{Duration, Instant};
 

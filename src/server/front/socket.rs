@@ -1,11 +1,11 @@
 //! The control socket `<state>/shareq.sock`: accept connections, read size-limited JSON
 //! lines, answer from the latest snapshot or through the runtime.
 
-use super::auth::Caller;
 use super::guard::Guard;
-use super::input::{Input, Span};
 use super::protocol::{JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
+use crate::access::Caller;
 use crate::exec::StateDir;
+use crate::server::runtime::input::{Input, Span};
 use crate::snapshot::{Snapshot, Update};
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
@@ -106,9 +106,9 @@ enum Outgoing {
     Subscribe,
     /// The client asked for the decision stream: after the answers before it, stream it.
     Events(
-        super::events::Ask,
+        crate::server::runtime::events::Ask,
         std::path::PathBuf,
-        super::events::EventFeed,
+        crate::server::runtime::events::EventFeed,
     ),
 }
 
@@ -179,7 +179,7 @@ async fn read_requests(
                 since,
                 follow,
             }) => Outgoing::Events(
-                super::events::Ask {
+                crate::server::runtime::events::Ask {
                     after,
                     since,
                     follow,
@@ -206,7 +206,7 @@ async fn write_answers(
             Outgoing::Answer(pending) => pending.await,
             Outgoing::Subscribe => return stream_updates(w, snapshots).await,
             Outgoing::Events(ask, root, feed) => {
-                return super::events::stream(w, root, feed, ask).await;
+                return crate::server::runtime::events::stream(w, root, feed, ask).await;
             }
         };
         let out = if answer.jobs.is_some() {
@@ -584,4 +584,24 @@ fn trim_line(line: &[u8]) -> &[u8] {
         }
     }
     t
+}
+
+/// Serve the control socket from `handle`'s runtime until it shuts down (the accept loop
+/// and the socket file go with the handle).
+pub(crate) fn serve_runtime(
+    handle: &mut crate::server::runtime::RuntimeHandle,
+    listener: tokio::net::UnixListener,
+    path: std::path::PathBuf,
+    guard: Guard,
+    limits: super::conn_limits::SocketLimits,
+) {
+    let guard = guard.observing(handle.events.clone(), handle.metrics.clone());
+    let task = tokio::spawn(serve(
+        listener,
+        handle.inputs.clone(),
+        handle.snapshots.clone(),
+        guard,
+        limits,
+    ));
+    handle.attach_server(task, path);
 }
