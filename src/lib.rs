@@ -28,3 +28,6 @@ pub mod snapshot;
 pub mod store;
 pub mod tui;
 pub mod visible;
+
+#[cfg(test)]
+mod layering;
