@@ -146,7 +146,7 @@ pub fn demo(args: &DemoArgs) -> ExitCode {
     };
     let code = session(&config, state.clone(), opts, Some(load), None);
     // The demo leaves nothing behind but jobs the operator chose to detach.
-    if attempts_left_running(&state) {
+    if crate::exec::runfiles::attempts_left_running(state.root()) {
         let _ = std::fs::remove_dir_all(root.join("config"));
         eprintln!(
             "shareq demo: jobs still run detached; their state stays in {}",
@@ -156,21 +156,6 @@ pub fn demo(args: &DemoArgs) -> ExitCode {
         let _ = std::fs::remove_dir_all(&root);
     }
     code
-}
-
-/// Has some attempt recorded its supervisor but no exit status yet?
-fn attempts_left_running(state: &StateDir) -> bool {
-    let Ok(jobs) = std::fs::read_dir(state.root().join("runs")) else {
-        return false;
-    };
-    jobs.flatten().any(|j| {
-        std::fs::read_dir(j.path()).is_ok_and(|files| {
-            files.flatten().any(|f| {
-                let p = f.path();
-                p.extension().is_some_and(|e| e == "pid") && !p.with_extension("exit").exists()
-            })
-        })
-    })
 }
 
 fn console_options(theme: Option<String>, no_mouse: bool, state: &StateDir) -> ConsoleOptions {
@@ -314,7 +299,7 @@ const DEMO_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_secs(5)
 /// Who is at the keyboard, for `CANCELLED: by <user>`: from the user database, never
 /// from the environment.
 fn current_user() -> String {
-    crate::server::auth::Caller::current().name
+    crate::access::Caller::current().name
 }
 
 /// Log to `<state>/shareq.log` only: the terminal belongs to the console.

@@ -107,11 +107,11 @@ pub(crate) fn ask_or_read<T>(
     }
 }
 
-/// The exit code of a refused request: [`crate::server::EXIT_NOT_ALLOWED`] when the rules
+/// The exit code of a refused request: [`crate::access::EXIT_NOT_ALLOWED`] when the rules
 /// of SPEC §9 refused it, 1 otherwise.
 pub(crate) fn refused(r: &Response) -> std::process::ExitCode {
     if r.not_allowed {
-        std::process::ExitCode::from(crate::server::EXIT_NOT_ALLOWED)
+        std::process::ExitCode::from(crate::access::EXIT_NOT_ALLOWED)
     } else {
         std::process::ExitCode::from(1)
     }

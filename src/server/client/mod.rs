@@ -1,9 +1,13 @@
-//! The CLI's side of the control socket: connect, send one request, read one answer —
-//! within a time limit, so that a stopped or hung scheduler gives a clear error instead
-//! of a command that waits for ever (`SHAREQ_TIMEOUT`, seconds; 0 = no limit).
+//! The other end of the control socket: [`Client`] connects, sends one request and reads
+//! one answer (the CLI) — within a time limit, so that a stopped or hung scheduler gives
+//! a clear error instead of a command that waits for ever (`SHAREQ_TIMEOUT`, seconds;
+//! 0 = no limit); [`remote::attach`] gives a console on a scheduler that runs elsewhere
+//! the same snapshot receiver and `Input` sender as an in-process one.
 
-use super::protocol::{Request, Response};
+pub mod remote;
+
 use crate::exec::StateDir;
+use crate::server::front::protocol::{Request, Response};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 

@@ -4,11 +4,23 @@
 //! every 20 ms while inputs pour in; `Input::Sync` forces one) and answers the clients.
 //! See `Runtime::run`.
 
-use super::carry::Executor;
-use super::input::{CancelOutcome, ConfigUpdate, ExecKind, ExecReport, Input};
-use super::timers::{Timer, Timers};
-use super::turn::{Deferred, Outcome, Shutdown, Turn, Work};
+pub mod audit;
+pub(crate) mod carry;
+pub mod events;
+pub(crate) mod forecasts;
+pub mod input;
+pub(crate) mod state_watch;
+pub(crate) mod timers;
+pub(crate) mod tokens;
+pub(crate) mod turn;
+pub mod usage;
+
+use self::carry::Executor;
+use self::input::{CancelOutcome, ConfigUpdate, ExecKind, ExecReport, Input};
+use self::timers::{Timer, Timers};
+use self::turn::{Deferred, Outcome, Shutdown, Turn, Work};
 use crate::config::{LoadedConfig, load_dir};
+use crate::exec::backend::{Backend, Context, Report};
 use crate::exec::telemetry::Samples;
 use crate::exec::{Discovery, StateDir, now_ms};
 use crate::model::{Command, JobId, JobSpec, JobState};
@@ -50,14 +62,17 @@ pub struct RuntimeHandle {
     /// The control socket's accept loop and the socket file (set by `boot::start`).
     server: Option<(JoinHandle<()>, PathBuf)>,
     /// Where accepted actions are recorded (set by `boot::start`; off in memory).
-    pub audit: super::audit::Audit,
+    pub audit: self::audit::Audit,
     /// The runtime's counters and histograms; its gauges read `snapshots`.
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Each committed batch's decision lines (`shareq events --follow`).
-    pub events: super::events::EventFeed,
+    pub events: self::events::EventFeed,
     /// The metrics endpoint (set by `boot::start` with `--metrics`).
     pub(crate) metrics_server: Option<JoinHandle<()>>,
 }
+
+/// Builds the backend a runtime runs on, from what every backend is built from.
+pub(crate) type BackendMaker<'a> = Box<dyn FnOnce(Context) -> Box<dyn Backend> + 'a>;
 
 /// Keeps the config watcher alive.
 pub(crate) struct WatcherGuard(#[allow(dead_code)] pub(crate) crate::config::Watcher);
@@ -102,14 +117,26 @@ const PRUNE_EVERY: Duration = Duration::from_secs(24 * 3600);
 impl RuntimeHandle {
     /// Start the runtime task on the current tokio runtime with an initial config.
     pub fn start(opts: RuntimeOptions, initial: LoadedConfig) -> RuntimeHandle {
-        RuntimeHandle::start_with(opts, initial, None)
+        RuntimeHandle::start_with(opts, initial, None, None)
     }
 
-    /// Start with a store (see `boot::start`), or in memory only (`None`).
+    /// Start in memory only, carrying attempts out through the backend `backend` builds
+    /// (`exec::scripted::Script::backend` in tests) instead of the config's executor.
+    pub fn start_on(
+        opts: RuntimeOptions,
+        initial: LoadedConfig,
+        backend: impl FnOnce(Context) -> Box<dyn Backend>,
+    ) -> RuntimeHandle {
+        RuntimeHandle::start_with(opts, initial, None, Some(Box::new(backend)))
+    }
+
+    /// Start with a store (see `boot::start`), or in memory only (`None`); on the
+    /// config's executor unless `backend` builds another.
     pub(crate) fn start_with(
         opts: RuntimeOptions,
         initial: LoadedConfig,
         durable: Option<Durable>,
+        backend: Option<BackendMaker<'_>>,
     ) -> RuntimeHandle {
         let (tx, rx) = mpsc::unbounded_channel();
         let now = now_ms();
@@ -144,13 +171,26 @@ impl RuntimeHandle {
                 move || !tx.is_closed()
             },
         );
-        let mut exec = Executor::new(opts.state.clone(), opts.supervisor_exe.clone(), tx.clone());
+        let owner = durable
+            .as_ref()
+            .map_or_else(Executor::memory_owner, |d| d.owner.clone());
+        let executor = initial.config.executor();
+        let ctx = Context {
+            state: opts.state.clone(),
+            exe: opts.supervisor_exe.clone(),
+            owner: owner.clone(),
+            reports: attempt_reports(&tx),
+        };
+        let backend = match backend {
+            Some(make) => make(ctx),
+            None => crate::exec::backend::choose(&executor, ctx),
+        };
+        let mut exec = Executor::new(opts.state.clone(), owner, backend);
         exec.log_limits = initial.config.env.logs.unwrap_or_default();
-        exec.backend = super::carry::Backend::of(&initial.config);
         let (fatal_tx, fatal_rx) = watch::channel(None);
         let metrics = Arc::new(crate::metrics::Metrics::new());
         metrics.watch(snap_rx.clone());
-        let feed = super::events::EventFeed::default();
+        let feed = self::events::EventFeed::default();
         let mut rt = Runtime {
             metrics: metrics.clone(),
             feed: feed.clone(),
@@ -159,6 +199,8 @@ impl RuntimeHandle {
             opts,
             config,
             exec,
+            executor,
+            inputs: tx.clone(),
             samples: Samples::new(),
             picture: Picture::new(),
             timers: Timers::default(),
@@ -170,19 +212,17 @@ impl RuntimeHandle {
             persist: None,
             observed: Vec::new(),
             fatal: fatal_tx,
-            access: Arc::new(super::auth::Access::new(&initial.config)),
+            access: Arc::new(crate::access::Access::new(&initial.config)),
             shutdown: None,
             tokens: Default::default(),
             halted: None,
             lost_devices: Default::default(),
-            forecasts: super::forecasts::Forecasts::new(None),
+            forecasts: self::forecasts::Forecasts::new(None),
             predictions: Vec::new(),
-            slurm_down: Default::default(),
         };
-        rt.exec.slurm_watch(&mut rt.timers);
+        rt.exec.watch(&mut rt.timers);
         if let Some(d) = durable {
             let (sched, exec, timers) = (&mut rt.sched, &mut rt.exec, &mut rt.timers);
-            exec.owner = d.owner;
             exec.seed_preemptions(d.preemptions);
             for a in &d.adopted {
                 // Its supervisor recorded itself, so the command runs (or is about to).
@@ -211,7 +251,7 @@ impl RuntimeHandle {
                 config_hash: d.config_hash,
             });
             rt.timers.set(Timer::Prune, PRUNE_EVERY);
-            rt.forecasts = super::forecasts::Forecasts::new(Some(rt.opts.state.root().into()));
+            rt.forecasts = self::forecasts::Forecasts::new(Some(rt.opts.state.root().into()));
         }
         rt.timers.set(Timer::Forecast, Duration::from_millis(500));
         rt.picture.rebuild(&rt.sched);
@@ -225,7 +265,7 @@ impl RuntimeHandle {
             task,
             watcher: None,
             server: None,
-            audit: super::audit::Audit::off(),
+            audit: self::audit::Audit::off(),
             metrics,
             events: feed,
             metrics_server: None,
@@ -239,22 +279,9 @@ impl RuntimeHandle {
         Box::new(move |u| drop(tx.send(Input::Config(u))))
     }
 
-    /// Serve the control socket from this runtime until shutdown.
-    pub(crate) fn serve_socket(
-        &mut self,
-        listener: tokio::net::UnixListener,
-        path: PathBuf,
-        guard: super::guard::Guard,
-        limits: super::conn_limits::SocketLimits,
-    ) {
-        let guard = guard.observing(self.events.clone(), self.metrics.clone());
-        let task = tokio::spawn(super::socket::serve(
-            listener,
-            self.inputs.clone(),
-            self.snapshots.clone(),
-            guard,
-            limits,
-        ));
+    /// The control socket's accept loop serving this runtime, and the socket file:
+    /// stopped and removed with the handle.
+    pub(crate) fn attach_server(&mut self, task: JoinHandle<()>, path: PathBuf) {
         self.server = Some((task, path));
     }
 
@@ -296,6 +323,15 @@ fn devices_of(capacity: &[UnitCapacity], initial: &LoadedConfig, fake: bool) -> 
         })
         .flat_map(|c| c.devices.iter().map(|&d| (c.unit.clone(), d)))
         .collect()
+}
+
+/// Where the executor's reports go: the runtime's channel, as `Attempt`.
+fn attempt_reports(tx: &mpsc::UnboundedSender<Input>) -> crate::exec::backend::Reports {
+    let tx = tx.clone();
+    crate::exec::backend::Reports::new(move |r| {
+        tx.send(Input::Exec(ExecReport(ExecKind::Attempt(r))))
+            .is_ok()
+    })
 }
 
 /// Where device health reports go: the runtime's channel, as `DeviceLost`.
@@ -340,6 +376,10 @@ struct Runtime {
     opts: RuntimeOptions,
     config: ConfigStatus,
     exec: Executor,
+    /// The executor this runtime started with (a change takes a restart).
+    executor: crate::model::Executor,
+    /// The runtime's own input channel (for work done off its task).
+    inputs: mpsc::UnboundedSender<Input>,
     samples: Samples,
     /// The picture kept up to date change by change, published as snapshots.
     picture: Picture,
@@ -362,24 +402,22 @@ struct Runtime {
     observed: Vec<Observed>,
     fatal: watch::Sender<Option<String>>,
     /// Who may do what under the config in force (published with each snapshot).
-    access: Arc<super::auth::Access>,
+    access: Arc<crate::access::Access>,
     /// Set once a shutdown was asked for.
     shutdown: Option<Shutdown>,
-    tokens: super::tokens::ClientTokens,
+    tokens: self::tokens::ClientTokens,
     /// Set when the state directory was deleted or replaced: stop at once.
     halted: Option<String>,
     /// GPUs telemetry found lost: never handed out again by this runtime, whatever the
     /// config says.
     lost_devices: std::collections::BTreeSet<(String, u32)>,
     /// Start estimates and predictions, run off this task.
-    forecasts: super::forecasts::Forecasts,
+    forecasts: self::forecasts::Forecasts,
     /// Predictions asked for in this batch: made after its pass, on the state it left.
     predictions: Vec<(JobSpec, oneshot::Sender<crate::forecast::Prediction>)>,
-    /// Slurm nodes seen DOWN (their loss was reported to the core once).
-    slurm_down: std::collections::HashSet<String>,
     metrics: Arc<crate::metrics::Metrics>,
     /// Where committed decision lines go.
-    feed: super::events::EventFeed,
+    feed: self::events::EventFeed,
     /// Set while a batch's decisions cannot be written (SPEC §8).
     paused: Option<Paused>,
 }
@@ -688,7 +726,7 @@ impl Runtime {
     /// Answer `AllJobs` off the runtime task: the live jobs from the latest snapshot,
     /// the finished ones from the database (a read-only connection) or, without a
     /// store, from memory.
-    fn list_all_jobs(&self, span: super::input::Span, reply: oneshot::Sender<Vec<JobView>>) {
+    fn list_all_jobs(&self, span: self::input::Span, reply: oneshot::Sender<Vec<JobView>>) {
         let snap = self.snapshots.borrow().clone();
         let root = self
             .persist
@@ -791,25 +829,19 @@ impl Runtime {
                 self.picture.touch(job);
                 Outcome::Reschedule
             }
-            Timer::Probe { job, attempt } => {
-                if self.exec.is_current(job, attempt) {
-                    self.exec.probe(job, attempt);
-                }
-                Outcome::Nothing
-            }
             // The turn publishes what the rate limit held back.
             Timer::Flush => Outcome::Nothing,
             Timer::ProtectionEnd => Outcome::Reschedule,
             Timer::Forecast => {
-                let tx = self.exec.inputs();
+                let tx = self.inputs.clone();
                 self.forecasts
                     .start_estimate(&self.sched, now, &self.finished, &tx);
                 self.timers
                     .set(Timer::Forecast, self.forecasts.next_after());
                 Outcome::Nothing
             }
-            Timer::SlurmPoll => {
-                self.exec.slurm_look();
+            Timer::Watch => {
+                self.exec.look(&mut self.timers);
                 Outcome::Nothing
             }
             Timer::Prune => {
@@ -880,7 +912,7 @@ impl Runtime {
             Input::Reload { reply } => {
                 // Reading and validating the directory can take long (a huge or odd file):
                 // never on this task. The result comes back as `Reloaded`.
-                let (dir, tx) = (self.opts.config_dir.clone(), self.exec.inputs());
+                let (dir, tx) = (self.opts.config_dir.clone(), self.inputs.clone());
                 tokio::spawn(async move {
                     let loaded = tokio::task::spawn_blocking(move || load_dir(&dir).map(Box::new))
                         .await
@@ -990,9 +1022,9 @@ impl Runtime {
         }
         let mut spec = spec;
         if let Some(t) = &spec.client_token {
-            super::tokens::ClientTokens::check(t)?;
+            self::tokens::ClientTokens::check(t)?;
             // Scoped to the caller (SPEC §9): another user's token is a different token.
-            spec.client_token = Some(super::tokens::scoped(t, spec.submitter.as_deref()));
+            spec.client_token = Some(self::tokens::scoped(t, spec.submitter.as_deref()));
         }
         let token = spec.client_token.clone();
         if let Some(t) = &token
@@ -1013,10 +1045,10 @@ impl Runtime {
     /// Why a new config cannot be applied by this running scheduler: an executor it
     /// cannot carry out, or a different executor than the one it started with.
     fn executor_refusal(&self, loaded: &LoadedConfig) -> Option<crate::config::ConfigError> {
-        if let Some(e) = super::boot::executor_unavailable(loaded) {
+        if let Some(e) = crate::exec::backend::unavailable(loaded) {
             return Some(e);
         }
-        (super::carry::Backend::of(&loaded.config) != self.exec.backend).then(|| {
+        (loaded.config.executor() != self.executor).then(|| {
             crate::config::ConfigError::new(
                 "executor: changing the executor (or its partition) takes a restart of `shareq serve`; the running one stays",
             )
@@ -1047,15 +1079,15 @@ impl Runtime {
                 let before = self.sched.clone();
                 self.sched.apply_config(&loaded.config, &capacity, now);
                 self.config.effects = None;
-                super::forecasts::config_effects(
+                self::forecasts::config_effects(
                     before,
                     &loaded,
                     capacity.clone(),
                     now,
-                    &self.exec.inputs(),
+                    &self.inputs.clone(),
                 );
                 self.exec.log_limits = loaded.config.env.logs.unwrap_or_default();
-                self.access = Arc::new(super::auth::Access::new(&loaded.config));
+                self.access = Arc::new(crate::access::Access::new(&loaded.config));
                 self.picture.touch_all();
                 if let Some(p) = &mut self.persist {
                     p.retain_days = retain_days(&loaded);
@@ -1088,99 +1120,7 @@ impl Runtime {
 
     fn exec_report(&mut self, kind: ExecKind, now: i64) -> Outcome {
         match kind {
-            ExecKind::Spawned { job, attempt, pid } => {
-                self.exec.spawned(job, attempt, pid);
-                let starting = self
-                    .sched
-                    .job(job)
-                    .is_some_and(|j| j.state == JobState::Scheduled);
-                if starting && self.exec.is_current(job, attempt) {
-                    // SCHEDULED → STARTING: the supervisor exists, the command not yet.
-                    self.set_state(job, JobState::Starting);
-                    return Outcome::Redraw;
-                }
-                Outcome::Nothing
-            }
-            ExecKind::SlurmSubmitted { job, attempt, id } => {
-                let starting = self
-                    .sched
-                    .job(job)
-                    .is_some_and(|j| j.state == JobState::Scheduled);
-                if self.exec.slurm_submitted(job, attempt, id) && starting {
-                    // Slurm has the batch job; the supervisor has not reported in yet.
-                    self.set_state(job, JobState::Starting);
-                    return Outcome::Redraw;
-                }
-                Outcome::Nothing
-            }
-            ExecKind::SlurmView(view) => {
-                let r = self.exec.slurm_reconcile(*view, &self.slurm_down);
-                self.exec.slurm_watch(&mut self.timers);
-                let mut outcome = Outcome::Nothing;
-                for (job, attempt) in r.running {
-                    if self.exec.is_current(job, attempt) {
-                        self.set_state(job, JobState::Running);
-                        outcome = Outcome::Redraw;
-                    }
-                }
-                for node in r.nodes_down {
-                    tracing::error!(node = %node, "Slurm says the node is down: its jobs are preempted (DEVICE_LOST) and their GPUs count as released (nothing of them can come back)");
-                    self.sched.node_lost(&node, now);
-                    let on_it: Vec<(JobId, u32)> = self
-                        .sched
-                        .jobs()
-                        .filter(|j| j.is_holding())
-                        .filter(|j| {
-                            j.node().map(|n| self.sched.node_name(n)) == Some(node.as_str())
-                        })
-                        .map(|j| (j.id, j.attempts_started))
-                        .collect();
-                    for (job, attempt) in on_it {
-                        let lost = crate::exec::ExitStatus::ended_now(255);
-                        self.attempt_ended(job, attempt, lost, now);
-                    }
-                    self.slurm_down.insert(node);
-                    self.picture.touch_all();
-                    outcome = Outcome::Reschedule;
-                }
-                for (node, drained) in r.drained {
-                    if self.sched.is_drained(&node) != drained {
-                        tracing::warn!(node = %node, drained, "Slurm says the node is {}", if drained { "drained: it takes no new jobs, its running jobs go on" } else { "back in service" });
-                        self.sched.node_drained(&node, drained, now);
-                        self.picture.touch_all();
-                        outcome = Outcome::Reschedule;
-                    }
-                }
-                for (job, attempt, code) in r.ended {
-                    let status = crate::exec::ExitStatus::ended_now(code);
-                    match self.attempt_ended(job, attempt, status, now) {
-                        Outcome::Reschedule => outcome = Outcome::Reschedule,
-                        Outcome::Nothing => {}
-                        other if matches!(outcome, Outcome::Nothing) => outcome = other,
-                        _ => {}
-                    }
-                }
-                outcome
-            }
-            ExecKind::Running { job, attempt } => {
-                if self.exec.is_current(job, attempt) {
-                    self.set_state(job, JobState::Running);
-                    return Outcome::Redraw;
-                }
-                Outcome::Nothing
-            }
-            ExecKind::Exited {
-                job,
-                attempt,
-                status,
-            } => self.attempt_ended(job, attempt, status, now),
-            ExecKind::Probed { job, attempt, exit } => match exit {
-                None => {
-                    self.exec.probe_later(&mut self.timers, job, attempt);
-                    Outcome::Nothing
-                }
-                Some(status) => self.attempt_ended(job, attempt, status, now),
-            },
+            ExecKind::Attempt(report) => self.attempt_report(report, now),
             ExecKind::Telemetry(samples) => {
                 let changed = samples != self.samples;
                 self.samples = samples;
@@ -1219,6 +1159,51 @@ impl Runtime {
             }
             // Handled in `handle`.
             ExecKind::Reloaded { .. } | ExecKind::StateLost(_) => Outcome::Nothing,
+        }
+    }
+
+    /// Relay what the executor saw to the core.
+    fn attempt_report(&mut self, report: Report, now: i64) -> Outcome {
+        match report {
+            Report::Accepted { job, attempt } => {
+                let starting = self
+                    .sched
+                    .job(job)
+                    .is_some_and(|j| j.state == JobState::Scheduled);
+                if starting && self.exec.is_current(job, attempt) {
+                    // SCHEDULED → STARTING: the attempt is taken on, its command not yet.
+                    self.set_state(job, JobState::Starting);
+                    return Outcome::Redraw;
+                }
+                Outcome::Nothing
+            }
+            Report::Running { job, attempt } => {
+                if self.exec.is_current(job, attempt) {
+                    self.set_state(job, JobState::Running);
+                    return Outcome::Redraw;
+                }
+                Outcome::Nothing
+            }
+            Report::Ended {
+                job,
+                attempt,
+                status,
+            } => self.attempt_ended(job, attempt, status, now),
+            Report::NodeDown { node } => {
+                tracing::error!(node = %node, "the executor says the node is down: its jobs are preempted (DEVICE_LOST) and their GPUs count as released (nothing of them can come back)");
+                self.sched.node_lost(&node, now);
+                self.picture.touch_all();
+                Outcome::Reschedule
+            }
+            Report::NodeDrained { node, drained } => {
+                if self.sched.is_drained(&node) == drained {
+                    return Outcome::Nothing;
+                }
+                tracing::warn!(node = %node, drained, "the executor says the node is {}", if drained { "drained: it takes no new jobs, its running jobs go on" } else { "back in service" });
+                self.sched.node_drained(&node, drained, now);
+                self.picture.touch_all();
+                Outcome::Reschedule
+            }
         }
     }
 
@@ -1334,3 +1319,6 @@ fn errors_text(errors: &[crate::config::ConfigError]) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[cfg(test)]
+mod tests;

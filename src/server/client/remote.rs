@@ -27,10 +27,10 @@
 //! (the scheduler keeps running); `Config` and `Exec` are the scheduler's own and are
 //! dropped.
 
-use super::client::ClientError;
-use super::input::{CancelOutcome, Input};
-use super::protocol::{Request, Response};
+use super::ClientError;
 use crate::exec::StateDir;
+use crate::server::front::protocol::{Request, Response};
+use crate::server::runtime::input::{CancelOutcome, Input};
 use crate::snapshot::{JobView, Snapshot, Update};
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
