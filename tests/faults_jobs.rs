@@ -270,3 +270,130 @@ fn pruned_history_takes_its_run_files_and_logs_along() {
     assert!(!s.state.join(format!("runs/{a}")).exists());
     assert!(!s.state.join(format!("logs/{a}")).exists());
 }
+
+/// Root only (cgroups): whether this machine contains jobs, as the scheduler sees it.
+fn contained() -> bool {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: containment needs root");
+        return false;
+    }
+    let c = shareq::exec::cgroup::Containment::detect("probe-0");
+    if let Some(cg) = c.cgroups() {
+        cg.tidy();
+        true
+    } else {
+        eprintln!("skipped: {c:?}");
+        false
+    }
+}
+
+#[test]
+fn a_process_that_left_its_session_dies_with_its_attempt_and_holds_the_gpu_until_then() {
+    if !contained() {
+        return;
+    }
+    let s = Server::start(&config(1, 1, &share("a", 1, "LEND", false)));
+    let d = s.dir.path().display().to_string();
+    // The job moves a process into a new session (the escape of SPEC §7) and records it.
+    let a = s.submit(
+        &["--share", "a"],
+        &[&format!(
+            "setsid sleep 300 & echo $! > {d}/escaped.pid; wait"
+        )],
+    );
+    s.submit(&["--share", "a"], &[&format!("touch {d}/b.ran; sleep 300")]);
+    s.wait_state(a, "RUNNING", 20);
+    wait_for(10, "the escaped pid", || s.path("escaped.pid").exists());
+    let escaped = read_pid(&s.path("escaped.pid")).unwrap();
+    assert!(alive(escaped));
+    let sup = read_pid(&s.state.join(format!("runs/{a}/1.pid"))).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(sup),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_for(20, "job B to start", || s.path("b.ran").exists());
+    assert!(
+        !alive(escaped),
+        "the escaped process {escaped} outlived its attempt"
+    );
+    assert_eq!(s.state_of(a), "FAILED");
+}
+
+#[test]
+fn an_attempt_opens_only_its_own_gpus_device_file() {
+    if !contained() {
+        return;
+    }
+    let s = Server::start(&config(2, 1, &share("a", 2, "LEND", false)));
+    // GPU i is character device 195:i (/dev/nvidia<i>): made here in a scratch directory.
+    let dev = s.path("dev");
+    std::fs::create_dir(&dev).unwrap();
+    for i in 0..2 {
+        let ok = std::process::Command::new("mknod")
+            .arg(dev.join(format!("nvidia{i}")))
+            .args(["c", "195", &i.to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    let d = dev.display().to_string();
+    let a = s.submit(
+        &["--share", "a"],
+        &[&format!(
+            "for i in 0 1; do echo \"$i: $(cat {d}/nvidia$i 2>&1)\"; done; echo mine=$CUDA_VISIBLE_DEVICES"
+        )],
+    );
+    s.wait_state(a, "SUCCEEDED", 20);
+    let log = s.log(a, 1);
+    let mine: u32 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("mine="))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{log}"));
+    for line in log.lines().filter(|l| l.starts_with(['0', '1'])) {
+        let i: u32 = line[..1].parse().unwrap();
+        if i == mine {
+            // Its own: the cgroup lets it through; only a driver is missing.
+            assert!(line.contains("No such device or address"), "{log}");
+        } else {
+            assert!(line.contains("Operation not permitted"), "{log}");
+        }
+    }
+}
+
+#[test]
+fn a_scheduler_on_a_recreated_state_directory_never_hands_out_a_gpu_still_in_use() {
+    if !contained() {
+        return;
+    }
+    let mut s = Server::start(&config(2, 1, &share("a", 2, "LEND", false)));
+    let d = s.dir.path().display().to_string();
+    let old = s.submit(
+        &["--share", "a"],
+        &[&format!("echo $$ > {d}/old.pid; exec sleep 300")],
+    );
+    let j = s.wait_state(old, "RUNNING", 20);
+    let held = j["devices"][0].as_u64().unwrap();
+    wait_for(10, "the old job's pid", || s.path("old.pid").exists());
+    let old_pid = read_pid(&s.path("old.pid")).unwrap();
+    // The scheduler dies; its state directory is recreated from scratch.
+    let pid = nix::unistd::Pid::from_raw(s.child().unwrap().id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    let _ = s.child().unwrap().wait();
+    std::fs::rename(&s.state, s.path("state.gone")).unwrap();
+    s.restart(&[]);
+    // Two new jobs: one gets the free GPU, the other waits; the held one is never given.
+    let first = s.submit(&["--share", "a"], &["sleep", "300"]);
+    let second = s.submit(&["--share", "a"], &["sleep", "300"]);
+    let j = s.wait_state(first, "RUNNING", 20);
+    assert_ne!(j["devices"][0].as_u64().unwrap(), held, "{j}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(alive(old_pid));
+    assert_eq!(s.state_of(second), "RUNNABLE", "{}", s.job(second));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(old_pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+}

@@ -39,6 +39,13 @@ pub enum Report {
     NodeDown { node: String },
     /// Whether the node takes new jobs (its running ones go on).
     NodeDrained { node: String, drained: bool },
+    /// Something outside this scheduler holds the device (a live attempt of an earlier
+    /// scheduler's, SPEC §8): it is never handed out by this one.
+    DeviceHeld {
+        unit: String,
+        device: u32,
+        why: String,
+    },
 }
 
 /// Where a backend sends its reports (the runtime's input channel). `send` is false once

@@ -10,9 +10,10 @@
 //! hierarchy (a v2 device program needs BPF, which this build does not load).
 //!
 //! Where: below the scheduler's own cgroup in each hierarchy (root's, or a delegated
-//! subtree such as a systemd unit with `Delegate=yes`), in `shareq-<scope>/` where scope
-//! names the database (so two schedulers never share groups, and a scheduler on a
-//! recreated state directory recognises an earlier one's attempts). An attempt's group is
+//! subtree such as a systemd unit with `Delegate=yes`), in `shareq-<place>-<database>/`:
+//! place names the state directory and database its database, so two schedulers never
+//! share groups, and a scheduler on a recreated state directory (same place, another
+//! database) recognises an earlier one's live attempts. An attempt's group is
 //! `j<job>a<attempt>@<unit>+<i>+<j>…`: its name says which devices it holds, so what an
 //! earlier scheduler left running can be read back from the names alone.
 //!
@@ -62,8 +63,8 @@ pub enum Containment {
 }
 
 impl Containment {
-    /// Find usable hierarchies for the scheduler of database `scope` (a short, stable
-    /// name). Nothing is created yet but the base directories.
+    /// Find usable hierarchies for the scheduler of `scope` (`<place>-<database>`, see
+    /// [`scope`]). Nothing is created yet but the base directories.
     pub fn detect(scope: &str) -> Containment {
         detect_in(
             Path::new("/sys/fs/cgroup"),
@@ -91,6 +92,24 @@ impl Containment {
             }),
         }
     }
+}
+
+/// The scope of a scheduler's groups: a hash of its state directory's path and the first
+/// characters of its database identity.
+pub fn scope(state: &Path, db: &str) -> String {
+    let path = std::fs::canonicalize(state).unwrap_or_else(|_| state.to_path_buf());
+    // FNV-1a: stable across runs and builds.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in path.as_os_str().as_encoded_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let db: String = db
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(16)
+        .collect();
+    format!("{:08x}-{db}", h as u32)
 }
 
 fn detect_in(root: &Path, self_cgroup: &Path, scope: &str) -> Containment {
@@ -229,10 +248,16 @@ impl Cgroups {
         let Some(parent) = self.base.parent() else {
             return Vec::new();
         };
-        let ours = self.base.file_name();
+        let Some(ours) = self.base.file_name().and_then(|n| n.to_str()) else {
+            return Vec::new();
+        };
+        // `shareq-<place>-<database>`: the same state directory, another database.
+        let Some((place, _)) = ours.rsplit_once('-') else {
+            return Vec::new();
+        };
         let mut held = Vec::new();
         for scope in list_dirs(parent) {
-            if !scope.starts_with("shareq-") || Some(std::ffi::OsStr::new(&scope)) == ours {
+            if !scope.starts_with(&format!("{place}-")) || scope == ours {
                 continue;
             }
             for name in list_dirs(&parent.join(&scope)) {
@@ -246,6 +271,26 @@ impl Cgroups {
             }
         }
         held
+    }
+
+    /// The group of attempt `attempt` of `job`, found by its name's prefix (a restarted
+    /// scheduler adopting it knows no more).
+    pub fn find(&self, job: u64, attempt: u32) -> Option<AttemptGroup> {
+        let prefix = format!("j{job}a{attempt}@");
+        list_dirs(&self.base)
+            .into_iter()
+            .find(|n| n.starts_with(&prefix))
+            .map(|n| self.attempt(&n))
+    }
+
+    /// Remove the base directories when no attempt group is left in them.
+    pub fn tidy(&self) {
+        for b in std::iter::once(&self.base)
+            .chain(&self.pids)
+            .chain(&self.devices)
+        {
+            let _ = std::fs::remove_dir(b);
+        }
     }
 
     /// Is device isolation in force?
@@ -296,6 +341,14 @@ impl AttemptGroup {
             }
         }
         Ok(())
+    }
+
+    /// The group's directory in every hierarchy (what the supervisor enters).
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        std::iter::once(&self.main)
+            .chain(&self.others)
+            .cloned()
+            .collect()
     }
 
     /// Put process `pid` (the supervisor, before it starts the command) in the group.
@@ -349,6 +402,39 @@ impl AttemptGroup {
             let _ = std::fs::remove_dir(dir);
         }
     }
+}
+
+/// Put this process in the attempt's group (`dirs` from the launch spec): the supervisor
+/// does this first, so that the command and everything it starts belong to the group.
+pub fn enter_self(dirs: &[PathBuf]) -> io::Result<()> {
+    let me = std::process::id().to_string();
+    for dir in dirs {
+        std::fs::write(dir.join("cgroup.procs"), &me).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot enter the cgroup {}: {e}", dir.display()),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Kill what is left in a group until it is empty (its GPUs are released only then),
+/// then remove it. Blocking; warns now and then while something survives SIGKILL.
+pub fn drain(group: &AttemptGroup) {
+    let mut rounds = 0u32;
+    while group.kill() > 0 {
+        rounds += 1;
+        if rounds.is_multiple_of(200) {
+            tracing::warn!(
+                group = %group.main.display(),
+                left = group.members().len(),
+                "processes of an ended attempt still run after SIGKILL; its GPUs stay allocated"
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    group.remove();
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 use super::LaunchSpec;
 use super::backend::{Backend, Context, Report, Reports, Shared, not_started};
+use super::cgroup::{self, AttemptGroup, Containment, group_name};
 use super::proc::{self, Stop};
 use super::runfiles::{self, SupervisorStatus};
 use crate::model::JobId;
@@ -33,14 +34,73 @@ struct LocalAttempt {
 pub struct Local {
     ctx: Context,
     attempts: Shared<HashMap<(JobId, u32), LocalAttempt>>,
+    /// Cgroups per attempt, where this machine allows them (SPEC §7).
+    containment: std::sync::Arc<Containment>,
 }
 
 impl Local {
     pub fn new(ctx: Context) -> Local {
+        // The scope names this database, so that another scheduler's groups (one on a
+        // recreated state directory) are told apart from ours.
+        let scope = cgroup::scope(ctx.state.root(), &ctx.owner.db);
+        // What earlier schedulers of this state directory left empty goes first.
+        if let Some(cg) = Containment::detect(&scope).cgroups() {
+            cg.tidy();
+        }
+        let containment = Containment::detect(&scope);
+        match containment.warning() {
+            Some(w) => tracing::warn!("{w}"),
+            None => tracing::info!("each attempt runs in a cgroup of its own; GPUs are isolated"),
+        }
+        if let Some(cg) = containment.cgroups() {
+            // A live attempt of an earlier scheduler holds these: never handed out.
+            for (unit, device) in cg.foreign_held() {
+                ctx.reports.send(Report::DeviceHeld {
+                    unit,
+                    device,
+                    why: "a live attempt of an earlier scheduler (its state directory was \
+                          recreated) still holds it"
+                        .to_string(),
+                });
+            }
+        }
         Local {
             ctx,
             attempts: Shared::new(HashMap::new()),
+            containment: std::sync::Arc::new(containment),
         }
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        if let Some(cg) = self.containment.cgroups() {
+            cg.tidy();
+        }
+    }
+}
+
+/// Make an attempt's group (blocking) and name it in its launch spec; `None` when not
+/// contained.
+fn contain(
+    containment: &Containment,
+    spec: &mut LaunchSpec,
+) -> std::io::Result<Option<AttemptGroup>> {
+    let Some(cg) = containment.cgroups() else {
+        return Ok(None);
+    };
+    let name = group_name(spec.job.0, spec.attempt, &spec.unit, &spec.devices);
+    let group = cg.attempt(&name);
+    group.create(&spec.devices)?;
+    spec.cgroup = group.dirs();
+    Ok(Some(group))
+}
+
+/// An attempt is over only once its group is empty (its GPUs are released then): kill
+/// what is left, off the async workers.
+async fn release(group: Option<AttemptGroup>) {
+    if let Some(g) = group {
+        let _ = tokio::task::spawn_blocking(move || cgroup::drain(&g)).await;
     }
 }
 
@@ -55,11 +115,17 @@ impl Backend for Local {
         let reports = self.ctx.reports.clone();
         let attempts = self.attempts.clone();
         let (exe, owner) = (self.ctx.exe.clone(), self.ctx.owner.clone());
+        let containment = self.containment.clone();
         tokio::spawn(async move {
             let state = spec.state.clone();
-            let launched = tokio::task::spawn_blocking(move || proc::launch(&exe, &spec)).await;
-            let sup = match launched {
-                Ok(Ok(sup)) => sup,
+            let mut spec = spec;
+            let launched = tokio::task::spawn_blocking(move || {
+                let group = contain(&containment, &mut spec)?;
+                proc::launch(&exe, &spec).map(|sup| (sup, group))
+            })
+            .await;
+            let (sup, group) = match launched {
+                Ok(Ok(started)) => started,
                 Ok(Err(e)) => {
                     tracing::error!(job = %job, attempt, "cannot start a supervisor: {e}");
                     return not_started(&reports, job, attempt);
@@ -81,6 +147,7 @@ impl Backend for Local {
                     reports.send(Report::Running { job, attempt });
                 })
                 .await;
+            release(group).await;
             reports.send(Report::Ended {
                 job,
                 attempt,
@@ -133,7 +200,11 @@ impl Backend for Local {
                 .collect()
         };
         for (job, attempt) in due {
-            probe(&self.ctx, self.attempts.clone(), job, attempt);
+            let group = self
+                .containment
+                .cgroups()
+                .and_then(|cg| cg.find(job.0, attempt));
+            probe(&self.ctx, self.attempts.clone(), job, attempt, group);
         }
     }
 }
@@ -143,6 +214,7 @@ fn probe(
     attempts: Shared<HashMap<(JobId, u32), LocalAttempt>>,
     job: JobId,
     attempt: u32,
+    group: Option<AttemptGroup>,
 ) {
     let (root, owner) = (ctx.state.root().to_path_buf(), ctx.owner.clone());
     let reports: Reports = ctx.reports.clone();
@@ -167,6 +239,8 @@ fn probe(
             a.ended = ended.is_some();
         }
         if let Some(status) = ended {
+            // An adopted attempt found again by its group: over once the group is empty.
+            release(group).await;
             reports.send(Report::Ended {
                 job,
                 attempt,

@@ -126,6 +126,13 @@ pub struct LaunchSpec {
     /// The job's `timeoutSeconds`: the supervisor enforces it on its own clock (SPEC §7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u64>,
+    /// The capacity unit of `devices` (it names the attempt's cgroup).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub unit: String,
+    /// The attempt's cgroup, one directory per hierarchy: the supervisor enters each
+    /// before it starts the command (SPEC §7, containment). Empty: not contained.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cgroup: Vec<PathBuf>,
 }
 
 fn default_log_cap() -> u64 {
@@ -435,6 +442,8 @@ mod tests {
             free_reserve: 1,
             submitter: None,
             timeout_seconds: None,
+            unit: String::new(),
+            cgroup: Vec::new(),
         };
         let e = spec.job_env();
         assert_eq!(e["CUDA_VISIBLE_DEVICES"], "0,2");

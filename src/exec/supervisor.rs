@@ -96,6 +96,24 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             path: spec_path.display().to_string(),
             source,
         })?;
+    // Into the attempt's cgroup first (SPEC §7): everything started from here on belongs
+    // to it, whatever session it makes. A group that cannot be entered runs nothing.
+    if let Err(e) = super::cgroup::enter_self(&spec.cgroup) {
+        let status = ExitStatus::ended_now(126);
+        let owner = RunAs::for_submitter(spec.submitter.as_ref()).ok().flatten();
+        if let Ok(file) = open_log(&spec, owner.as_ref()) {
+            let mut l = LogSink::from_file(file, spec.log_cap, spec.free_reserve);
+            l.note(&format!("not started: {e}"));
+        }
+        let _ = runfiles::claim_pid(&spec.pid_path(), std::process::id(), &spec.db);
+        runfiles::write_exit(&spec.state, spec.job, spec.attempt, &spec.db, status).map_err(
+            |source| SupervisorError::Exit {
+                path: spec.exit_path().display().to_string(),
+                source,
+            },
+        )?;
+        return Ok(status);
+    }
     // Record ourselves (pid and start time) before the command can run, so that a
     // scheduler restarted meanwhile adopts this attempt instead of running it again; and
     // give up if it already declared the attempt lost (see `store::recovery`).

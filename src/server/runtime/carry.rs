@@ -246,6 +246,8 @@ impl Executor {
             free_reserve: self.log_limits.reserve_bytes(),
             submitter: j.spec.submitter.as_deref().cloned(),
             timeout_seconds: j.spec.timeout_seconds,
+            unit: sched.unit_name(j.unit).to_string(),
+            cgroup: Vec::new(),
         };
         let node = j.node().map(|n| sched.node_name(n).to_string());
         tracing::info!(job = %job, attempt, ?devices, node = node.as_deref().unwrap_or(""), "started");

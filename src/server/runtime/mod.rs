@@ -1130,15 +1130,7 @@ impl Runtime {
                     Outcome::Nothing
                 }
             }
-            ExecKind::DeviceLost { unit, device, why } => {
-                if !self.lost_devices.insert((unit.clone(), device)) {
-                    return Outcome::Nothing;
-                }
-                tracing::error!(unit = %unit, device, "GPU lost ({why}): its jobs are preempted (DEVICE_LOST) and it is no longer handed out");
-                self.sched.device_lost(None, &unit, device, now);
-                self.picture.touch_all();
-                Outcome::Reschedule
-            }
+            ExecKind::DeviceLost { unit, device, why } => self.device_gone(unit, device, &why, now),
             ExecKind::ConfigEffects { hash, dry_run } => {
                 if self.config.hash.as_deref() != Some(hash.as_str()) {
                     return Outcome::Nothing;
@@ -1163,8 +1155,21 @@ impl Runtime {
     }
 
     /// Relay what the executor saw to the core.
+    /// A GPU lost (telemetry) or held by something outside this scheduler: its jobs are
+    /// preempted (DEVICE_LOST) and it is never handed out again by this runtime.
+    fn device_gone(&mut self, unit: String, device: u32, why: &str, now: i64) -> Outcome {
+        if !self.lost_devices.insert((unit.clone(), device)) {
+            return Outcome::Nothing;
+        }
+        tracing::error!(unit = %unit, device, "GPU unusable ({why}): its jobs are preempted (DEVICE_LOST) and it is no longer handed out");
+        self.sched.device_lost(None, &unit, device, now);
+        self.picture.touch_all();
+        Outcome::Reschedule
+    }
+
     fn attempt_report(&mut self, report: Report, now: i64) -> Outcome {
         match report {
+            Report::DeviceHeld { unit, device, why } => self.device_gone(unit, device, &why, now),
             Report::Accepted { job, attempt } => {
                 let starting = self
                     .sched
