@@ -359,3 +359,22 @@ fn history_view() {
         )
     });
 }
+
+#[test]
+fn a_paused_scheduler_and_jobs_not_contained_are_said_in_the_header() {
+    check("main_paused", || {
+        let mut snap = fixtures::lab();
+        snap.paused = Some(
+            "scheduling is paused: the scheduler cannot write its decisions to the database \
+             (database or disk is full); nothing starts or is preempted, and it resumes by \
+             itself once a write succeeds"
+                .into(),
+        );
+        snap.containment = Some(
+            "jobs are not contained (the scheduler may not manage cgroups: run it as root, or \
+             in a delegated cgroup); GPUs are not isolated: CUDA_VISIBLE_DEVICES is advisory"
+                .into(),
+        );
+        fixtures::app(snap)
+    });
+}

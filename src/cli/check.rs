@@ -225,6 +225,12 @@ pub fn check(dir: &Path, watch: bool, against: Option<&Path>) -> ExitCode {
     match load_dir(dir) {
         Ok(loaded) => {
             print!("{}", report(dir, &loaded));
+            if loaded.config.executor() == crate::model::Executor::Local {
+                println!(
+                    "\non this machine: {}",
+                    crate::exec::cgroup::Containment::describe()
+                );
+            }
             match against {
                 None => ExitCode::SUCCESS,
                 Some(state) => dry_run(&loaded, state),

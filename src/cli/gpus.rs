@@ -54,6 +54,10 @@ pub fn gpus(config: Option<&Path>) -> ExitCode {
         println!("Units with `devices: auto` or a list of indices get no GPU here;");
         println!("`devices: {{fake: N}}` gives N simulated devices on any machine.");
     }
+    println!(
+        "Containment: {}",
+        crate::exec::cgroup::Containment::describe()
+    );
     if let Some(dir) = config {
         match load_dir(dir) {
             Ok(loaded) => {

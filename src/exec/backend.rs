@@ -88,6 +88,11 @@ pub trait Backend: Send {
     fn poll_every(&self) -> Option<Duration>;
     /// Look at what runs (adopted supervisors, the batch system), off the runtime task.
     fn poll(&mut self);
+    /// What the console header must say about this backend (jobs not contained, GPUs not
+    /// isolated, SPEC §7), if anything.
+    fn warning(&self) -> Option<String> {
+        None
+    }
 }
 
 /// What every backend is built from.

@@ -73,6 +73,15 @@ impl Containment {
         )
     }
 
+    /// What a scheduler started by this user here would get, read without making
+    /// anything (for `shareq gpus` and `check`): one line.
+    pub fn describe() -> String {
+        describe_in(
+            Path::new("/sys/fs/cgroup"),
+            nix::unistd::geteuid().is_root(),
+        )
+    }
+
     pub fn cgroups(&self) -> Option<&Cgroups> {
         match self {
             Containment::Contained(c) => Some(c),
@@ -91,6 +100,38 @@ impl Containment {
                 format!("GPUs are not isolated ({why}): CUDA_VISIBLE_DEVICES is advisory")
             }),
         }
+    }
+}
+
+fn describe_in(root: &Path, is_root: bool) -> String {
+    let cgroup = |p: PathBuf| p.join("cgroup.procs").exists();
+    let unified = [root.to_path_buf(), root.join("unified")]
+        .into_iter()
+        .find(|m| m.join("cgroup.controllers").exists());
+    let kill = match (is_root, unified, cgroup(root.join("freezer"))) {
+        (false, _, _) => None,
+        (true, Some(_), _) => Some("cgroup v2"),
+        (true, None, true) => Some("cgroup v1 freezer"),
+        (true, None, false) => None,
+    };
+    let Some(kill) = kill else {
+        let why = if is_root {
+            "no usable cgroup hierarchy (neither v2 nor v1 freezer)"
+        } else {
+            "a scheduler run by this user may not manage cgroups: run it as root, or in a delegated cgroup"
+        };
+        return format!(
+            "jobs are not contained ({why}); GPUs are not isolated: CUDA_VISIBLE_DEVICES is advisory"
+        );
+    };
+    if cgroup(root.join("devices")) {
+        format!(
+            "jobs are contained ({kill}, one cgroup per attempt); GPUs are isolated (cgroup v1 devices)"
+        )
+    } else {
+        format!(
+            "jobs are contained ({kill}, one cgroup per attempt); GPUs are not isolated (no cgroup v1 devices controller): CUDA_VISIBLE_DEVICES is advisory"
+        )
     }
 }
 
@@ -449,6 +490,23 @@ mod tests {
         assert_eq!(parse_group_name("j1a1@gpu"), Some(("gpu".into(), vec![])));
         assert_eq!(parse_group_name("junk"), None);
         assert_eq!(parse_group_name("j1a1@gpu+x"), None);
+    }
+
+    #[test]
+    fn the_description_says_what_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(describe_in(dir.path(), true).starts_with("jobs are not contained (no usable"));
+        assert!(describe_in(dir.path(), false).contains("run it as root"));
+        std::fs::create_dir_all(dir.path().join("unified")).unwrap();
+        std::fs::write(dir.path().join("unified/cgroup.controllers"), "").unwrap();
+        let d = describe_in(dir.path(), true);
+        assert!(
+            d.contains("contained (cgroup v2") && d.contains("GPUs are not isolated"),
+            "{d}"
+        );
+        std::fs::create_dir_all(dir.path().join("devices")).unwrap();
+        std::fs::write(dir.path().join("devices/cgroup.procs"), "").unwrap();
+        assert!(describe_in(dir.path(), true).contains("GPUs are isolated"));
     }
 
     #[test]

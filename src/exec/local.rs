@@ -179,6 +179,10 @@ impl Backend for Local {
         self.attempts.lock().remove(&(job, attempt));
     }
 
+    fn warning(&self) -> Option<String> {
+        self.containment.warning()
+    }
+
     fn poll_every(&self) -> Option<Duration> {
         let watching = self.attempts.lock().values().any(|a| a.adopted && !a.ended);
         watching.then_some(ADOPTED_POLL)

@@ -101,6 +101,9 @@ pub struct Delta {
     /// Why scheduling is paused, while it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<String>,
+    /// Jobs not contained or GPUs not isolated, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<String>,
 }
 
 impl Snapshot {
@@ -130,6 +133,7 @@ impl Snapshot {
                 estimates: (!Arc::ptr_eq(&self.estimates, &b.estimates))
                     .then(|| self.estimates.clone()),
                 paused: self.paused.clone(),
+                containment: self.containment.clone(),
             })
         });
         match delta {
@@ -173,6 +177,7 @@ impl Snapshot {
         }
         self.grace_period_seconds = d.grace_period_seconds;
         self.paused = d.paused;
+        self.containment = d.containment;
         self.access = d.access;
         if let Some(e) = d.estimates {
             self.estimates = e;

@@ -252,6 +252,9 @@ pub struct Snapshot {
     /// Why scheduling is paused (its decisions cannot be written, SPEC §8), while it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<String>,
+    /// Jobs not contained or GPUs not isolated, and why (SPEC §7); `None` when they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<String>,
 }
 
 impl Snapshot {
@@ -276,6 +279,7 @@ impl Snapshot {
             changes: ChangeLog::default(),
             link_down_since: None,
             paused: None,
+            containment: None,
         }
     }
 

@@ -303,6 +303,7 @@ impl Picture {
             estimates: self.estimates.clone(),
             link_down_since: None,
             paused: None,
+            containment: None,
             // The rules are the runtime's: it sets them (`Runtime::publish`).
             access: Arc::default(),
         }

@@ -65,6 +65,11 @@ impl Executor {
         }
     }
 
+    /// What the backend says the console header must show (SPEC §7), if anything.
+    pub(crate) fn warning(&self) -> Option<String> {
+        self.backend.warning()
+    }
+
     pub(crate) fn running_count(&self) -> usize {
         self.running.len()
     }

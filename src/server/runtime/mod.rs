@@ -810,6 +810,7 @@ impl Runtime {
             .publish(&self.sched, now, self.config.clone(), &self.samples);
         snap.access = self.access.clone();
         snap.paused = self.paused.as_ref().map(|p| p.why.clone());
+        snap.containment = self.exec.warning();
         self.snapshots.send_replace(Arc::new(snap));
     }
 

@@ -1,5 +1,6 @@
 //! Header: environment, capacity totals, config state (applied at …, or the last error
-//! with file:line in red), oversubscription and theme warnings, and the clock.
+//! with file:line in red), oversubscription, containment and theme warnings, a paused
+//! scheduler, and the clock.
 
 use crate::tui::app::App;
 use crate::tui::text::{clock, fit};
@@ -127,6 +128,17 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     for part in order {
         spans.push(sep());
         spans.push(part);
+    }
+    // Jobs not contained or GPUs not isolated (SPEC §7): short here; `shareq gpus` and
+    // the log say why.
+    if let Some(w) = &s.containment {
+        let short = if w.starts_with("jobs are not contained") {
+            "⚠ jobs are not contained"
+        } else {
+            "⚠ GPUs are not isolated"
+        };
+        spans.push(sep());
+        spans.push(Span::styled(short, t.warn_style()));
     }
     if let Some(w) = &app.theme_warning {
         spans.push(sep());
