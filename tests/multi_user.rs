@@ -890,3 +890,60 @@ fn a_state_directory_inside_a_directory_another_user_owns_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn a_command_is_shown_to_its_owner_and_admins_only() {
+    root_only!();
+    let u = Users::create(&["alice", "bob", "carol"], &["carol"]);
+    let (alice, bob, carol) = (u.name("alice"), u.name("bob"), u.name("carol"));
+    let mut lab = Lab::new();
+    lab.write_config(&config(&u));
+    lab.serve().expect("serve");
+    let secret = "sleep 60 # --token=hunter2";
+    let id = id_of(&lab.submit_as(&alice, "open", "train", secret));
+    lab.wait_state(id, &["RUNNING"]);
+    let command_seen_by = |user: &str| -> String {
+        let out = lab.cli_as(Some(user), &["jobs", "--json"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["running"][0]["command"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(command_seen_by(&alice), secret);
+    assert_eq!(command_seen_by(&carol), secret, "an admin sees it");
+    assert_eq!(
+        command_seen_by(&bob),
+        "",
+        "bob must not see alice's command"
+    );
+    let table = lab.cli_as(Some(&bob), &["jobs"]);
+    let shown = text(&table.stdout);
+    assert!(
+        !shown.contains("hunter2") && shown.contains("(not yours)"),
+        "{shown}"
+    );
+    // Nor through the console's stream of the picture (its first answer is the whole
+    // picture), read as bob.
+    let read_stream = format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({:?})\n\
+         s.sendall(b'{{\"op\":\"subscribe\"}}\\n')\nf = s.makefile('rb')\n\
+         print(f.readline().decode())",
+        lab.state.join("shareq.sock").display().to_string()
+    );
+    let out = Command::new("runuser")
+        .args(["-u", &bob, "--", "python3", "-c", &read_stream])
+        .output()
+        .unwrap();
+    let stream = text(&out.stdout);
+    assert!(
+        stream.contains("\"train\""),
+        "{stream} {}",
+        text(&out.stderr)
+    );
+    assert!(
+        !stream.contains("hunter2"),
+        "the stream showed bob the command"
+    );
+}

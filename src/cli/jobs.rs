@@ -241,7 +241,13 @@ fn row(v: &JobView, ms: i64, estimate: &str, detail: &str) {
     // User-controlled text is printed with its control characters made visible (SPEC §9).
     let name: String = visible(&v.name).chars().take(20).collect();
     let user = v.submitter.as_ref().map_or("-", |s| s.name.as_str());
-    let command = crate::tui::text::pad(&v.command, 24);
+    // Another user's command is not shown (SPEC §9): the scheduler sends it empty.
+    let shown = if v.command.is_empty() {
+        "(not yours)"
+    } else {
+        v.command.as_str()
+    };
+    let command = crate::tui::text::pad(shown, 24);
     println!(
         "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {:<11} {}  {}",
         v.id.0,

@@ -106,6 +106,51 @@ pub struct Delta {
     pub containment: Option<String>,
 }
 
+impl Update {
+    /// The update as `viewer` may see it (SPEC §9: others' commands hidden).
+    pub fn for_viewer(self, viewer: super::Viewer) -> Update {
+        if viewer.admin {
+            return self;
+        }
+        match self {
+            Update::Full(mut snap) => {
+                let views: Vec<JobView> =
+                    snap.queue.iter().cloned().map(|j| viewer.view(j)).collect();
+                snap.queue = super::JobList::from_views(views);
+                snap.running = std::mem::take(&mut snap.running)
+                    .into_iter()
+                    .map(|j| viewer.view(j))
+                    .collect();
+                snap.finished = Arc::new(
+                    snap.finished
+                        .iter()
+                        .cloned()
+                        .map(|j| viewer.view(j))
+                        .collect(),
+                );
+                Update::Full(snap)
+            }
+            Update::Delta(mut d) => {
+                d.queue = std::mem::take(&mut d.queue)
+                    .into_iter()
+                    .map(|c| match c {
+                        Change::Upsert(v) => Change::Upsert(viewer.view_arc(v)),
+                        other => other,
+                    })
+                    .collect();
+                d.running = std::mem::take(&mut d.running)
+                    .into_iter()
+                    .map(|j| viewer.view(j))
+                    .collect();
+                d.finished = d
+                    .finished
+                    .map(|f| Arc::new(f.iter().cloned().map(|j| viewer.view(j)).collect()));
+                Update::Delta(d)
+            }
+        }
+    }
+}
+
 impl Snapshot {
     /// What a subscriber holding `base` needs to reach this snapshot: a delta when the
     /// change log reaches back to it, else the whole picture.

@@ -257,6 +257,44 @@ pub struct Snapshot {
     pub containment: Option<String>,
 }
 
+/// Who reads a picture (SPEC §9): every job's id, name, share, user, state, reason,
+/// devices and times are for everyone; a job's command only for its owner and admins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Viewer {
+    pub uid: u32,
+    pub admin: bool,
+}
+
+impl Viewer {
+    /// Someone who may see everything (the scheduler's own console).
+    pub const ADMIN: Viewer = Viewer {
+        uid: 0,
+        admin: true,
+    };
+
+    /// May this viewer see the job's command?
+    pub fn sees_command(&self, j: &JobView) -> bool {
+        self.admin || j.submitter.as_ref().is_some_and(|s| s.uid == self.uid)
+    }
+
+    /// The job as this viewer may see it: the command hidden (empty) when not theirs.
+    pub fn view(&self, mut j: JobView) -> JobView {
+        if !self.sees_command(&j) {
+            j.command = String::new();
+        }
+        j
+    }
+
+    /// The same for a shared row: copied only when something is hidden.
+    pub fn view_arc(&self, j: Arc<JobView>) -> Arc<JobView> {
+        if self.sees_command(&j) || j.command.is_empty() {
+            j
+        } else {
+            Arc::new(self.view((*j).clone()))
+        }
+    }
+}
+
 impl Snapshot {
     /// An empty picture (before the first config is applied).
     pub fn empty() -> Snapshot {

@@ -6,7 +6,7 @@ use super::protocol::{JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
 use crate::access::Caller;
 use crate::exec::StateDir;
 use crate::server::runtime::input::{CancelOutcome, Input, Span};
-use crate::snapshot::{Snapshot, Update};
+use crate::snapshot::{Snapshot, Update, Viewer};
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
 use std::pin::Pin;
@@ -102,8 +102,9 @@ type Pending = Pin<Box<dyn Future<Output = Response> + Send>>;
 /// What the reading half hands the writing half, in request order.
 enum Outgoing {
     Answer(Pending),
-    /// The client asked to subscribe: after the answers before it, stream the picture.
-    Subscribe,
+    /// The client asked to subscribe: after the answers before it, stream the picture as
+    /// this viewer may see it.
+    Subscribe(Viewer),
     /// The client asked for the decision stream: after the answers before it, stream it.
     Events(
         crate::server::runtime::events::Ask,
@@ -175,7 +176,7 @@ async fn read_requests(
         // Parsed once: a stream request switches the connection, any other is admitted.
         let next = match parse(&line) {
             Err(e) => Outgoing::Answer(ready(Response::error(e))),
-            Ok(Request::Subscribe) => Outgoing::Subscribe,
+            Ok(Request::Subscribe) => Outgoing::Subscribe(viewer_of(&caller, &snapshots)),
             Ok(Request::Events {
                 after,
                 since,
@@ -191,7 +192,7 @@ async fn read_requests(
             ),
             Ok(req) => Outgoing::Answer(admit(req, &caller, &guard, &inputs, &snapshots).await),
         };
-        let subscribe = matches!(next, Outgoing::Subscribe | Outgoing::Events(..));
+        let subscribe = matches!(next, Outgoing::Subscribe(_) | Outgoing::Events(..));
         if out.send(next).await.is_err() || subscribe {
             return Ok(()); // the writer is gone, or the connection now streams
         }
@@ -206,7 +207,7 @@ async fn write_answers(
     while let Some(next) = answers.recv().await {
         let answer = match next {
             Outgoing::Answer(pending) => pending.await,
-            Outgoing::Subscribe => return stream_updates(w, snapshots).await,
+            Outgoing::Subscribe(viewer) => return stream_updates(w, snapshots, viewer).await,
             Outgoing::Events(ask, root, feed) => {
                 return crate::server::runtime::events::stream(w, root, feed, ask).await;
             }
@@ -236,6 +237,7 @@ fn answer_bytes(answer: &Response) -> Vec<u8> {
 async fn stream_updates(
     mut w: tokio::net::unix::OwnedWriteHalf,
     mut snapshots: watch::Receiver<Arc<Snapshot>>,
+    viewer: Viewer,
 ) -> std::io::Result<()> {
     let every = std::time::Duration::from_millis(super::protocol::SUBSCRIBE_EVERY_MS);
     let mut sent: Option<Arc<Snapshot>> = None;
@@ -244,10 +246,12 @@ async fn stream_updates(
         let update = snap.update_since(sent.as_deref());
         let out = match &update {
             // The whole queue: serialise it off the async workers.
-            Update::Full(_) => tokio::task::spawn_blocking(move || update_bytes(&update))
-                .await
-                .map_err(std::io::Error::other)??,
-            Update::Delta(_) => update_bytes(&update)?,
+            Update::Full(_) => {
+                tokio::task::spawn_blocking(move || update_bytes(&update.for_viewer(viewer)))
+                    .await
+                    .map_err(std::io::Error::other)??
+            }
+            Update::Delta(_) => update_bytes(&update.for_viewer(viewer))?,
         };
         w.write_all(&out).await?;
         sent = Some(snap);
@@ -303,9 +307,9 @@ async fn admit(
             | Request::Reload
     );
     if !audited {
-        return dispatch(req, &caller.name, guard, inputs, snapshots);
+        return dispatch(req, caller, guard, inputs, snapshots);
     }
-    let pending = dispatch(req.clone(), &caller.name, guard, inputs, snapshots);
+    let pending = dispatch(req.clone(), caller, guard, inputs, snapshots);
     let (guard, caller) = (guard.clone(), caller.clone());
     Box::pin(async move {
         let answer = pending.await;
@@ -350,7 +354,7 @@ fn or_refused<T>(ok: impl FnOnce(T) -> Response) -> impl FnOnce(Result<T, String
 /// Hand a request to the runtime now; the returned future waits for its answer.
 fn dispatch(
     req: Request,
-    user: &str,
+    caller: &Caller,
     guard: &Guard,
     inputs: &mpsc::UnboundedSender<Input>,
     snapshots: &watch::Receiver<Arc<Snapshot>>,
@@ -374,7 +378,7 @@ fn dispatch(
             if ids.is_empty() {
                 return ready(Response::error("cancel: no job id given"));
             }
-            let by = user.to_string();
+            let by = caller.name.clone();
             let input = |tx| Input::Cancel {
                 ids,
                 by,
@@ -432,8 +436,9 @@ fn dispatch(
         Request::Jobs { all, since, until } => {
             let (inputs2, snapshots) = (inputs.clone(), snapshots.clone());
             let span = Span { since, until };
+            let viewer = viewer_of(caller, &snapshots);
             after_sync(inputs, async move {
-                jobs(all, span, &inputs2, &snapshots).await
+                jobs(all, span, viewer, &inputs2, &snapshots).await
             })
         }
         Request::Status => {
@@ -497,6 +502,7 @@ fn status(s: &Snapshot) -> Response {
 async fn jobs(
     all: bool,
     span: Span,
+    viewer: Viewer,
     inputs: &mpsc::UnboundedSender<Input>,
     snapshots: &watch::Receiver<Arc<Snapshot>>,
 ) -> Response {
@@ -518,7 +524,8 @@ async fn jobs(
         Vec::new()
     };
     // Writing out 100,000 rows takes a while: not on an async worker.
-    let answer = tokio::task::spawn_blocking(move || jobs_answer(&snap, finished, span)).await;
+    let answer =
+        tokio::task::spawn_blocking(move || jobs_answer(&snap, finished, span, viewer)).await;
     match answer {
         Ok(jobs) => Response {
             jobs: Some(jobs),
@@ -531,7 +538,12 @@ async fn jobs(
 /// The `jobs` answer from a snapshot and the finished jobs read for `--all`. A job that
 /// finished between the snapshot and the history read is listed once, as finished (the
 /// newer word).
-fn jobs_answer(snap: &Snapshot, finished: Vec<crate::snapshot::JobView>, span: Span) -> JobsAnswer {
+fn jobs_answer(
+    snap: &Snapshot,
+    finished: Vec<crate::snapshot::JobView>,
+    span: Span,
+    viewer: Viewer,
+) -> JobsAnswer {
     let done: std::collections::HashSet<_> = finished.iter().map(|j| j.id).collect();
     let live = |j: &&crate::snapshot::JobView| !done.contains(&j.id) && span.contains(j);
     JobsAnswer {
@@ -539,11 +551,24 @@ fn jobs_answer(snap: &Snapshot, finished: Vec<crate::snapshot::JobView>, span: S
             .queue
             .iter()
             .filter(live)
-            .map(|j| snap.queued_row(j))
+            .map(|j| viewer.view(snap.queued_row(j)))
             .collect(),
-        running: snap.running.iter().filter(live).cloned().collect(),
-        finished,
+        running: snap
+            .running
+            .iter()
+            .filter(live)
+            .map(|j| viewer.view(j.clone()))
+            .collect(),
+        finished: finished.into_iter().map(|j| viewer.view(j)).collect(),
         preemptions: snap.preemptions.to_vec(),
+    }
+}
+
+/// Who the caller is to the picture (SPEC §9): an admin sees every command.
+fn viewer_of(caller: &Caller, snapshots: &watch::Receiver<Arc<Snapshot>>) -> Viewer {
+    Viewer {
+        uid: caller.uid,
+        admin: snapshots.borrow().access.is_admin(caller),
     }
 }
 
