@@ -107,6 +107,9 @@ pub struct Access {
     /// `members` of each share that has them (a share not listed lets everyone submit).
     #[serde(default)]
     pub members: BTreeMap<String, Vec<String>>,
+    /// What one user may hold of the scheduler (`limits`, SPEC §9).
+    #[serde(default)]
+    pub limits: crate::model::UserLimits,
 }
 
 impl Access {
@@ -130,6 +133,7 @@ impl Access {
                 .iter()
                 .filter_map(|s| Some((s.quota_share_name.clone(), s.members.clone()?)))
                 .collect(),
+            limits: config.env.limits.unwrap_or_default(),
         }
     }
 
@@ -232,6 +236,7 @@ mod tests {
                 .iter()
                 .map(|(s, m)| (s.to_string(), m.iter().map(|x| x.to_string()).collect()))
                 .collect(),
+            limits: Default::default(),
         }
     }
 

@@ -947,3 +947,115 @@ fn a_command_is_shown_to_its_owner_and_admins_only() {
         "the stream showed bob the command"
     );
 }
+
+#[test]
+fn one_user_holding_a_thousand_connections_locks_nobody_else_out() {
+    root_only!();
+    let u = Users::create(&["alice", "mallory"], &[]);
+    let (alice, mallory) = (u.name("alice"), u.name("mallory"));
+    let mut lab = Lab::new();
+    lab.write_config(&config(&u));
+    lab.serve().expect("serve");
+    // Mallory opens 1,024 connections and keeps them open.
+    let hold = format!(
+        "import socket, sys, time\n\
+         held, refused, why = [], 0, ''\n\
+         for i in range(1024):\n\
+         \x20   s = socket.socket(socket.AF_UNIX)\n\
+         \x20   s.connect({sock:?})\n\
+         \x20   s.settimeout(0.1)\n\
+         \x20   try:\n\
+         \x20       line = s.makefile('rb').readline().decode()\n\
+         \x20   except OSError:\n\
+         \x20       line = ''\n\
+         \x20   if line:\n\
+         \x20       refused += 1; why = line\n\
+         \x20   else:\n\
+         \x20       held.append(s)\n\
+         print(len(held), refused, why.strip(), flush=True)\n\
+         time.sleep(30)\n",
+        sock = lab.state.join("shareq.sock").display().to_string()
+    );
+    let mut holder = Command::new("runuser")
+        .args(["-u", &mallory, "--", "python3", "-c", &hold])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let mut parts = line.splitn(3, ' ');
+    let held: u32 = parts.next().unwrap().parse().unwrap();
+    let refused: u32 = parts.next().unwrap().trim().parse().unwrap();
+    let why = parts.next().unwrap_or_default();
+    assert_eq!(held, 64, "{line}");
+    assert_eq!(refused, 1024 - 64, "{line}");
+    assert!(
+        why.contains("limits.maxConnectionsPerUser") && why.contains(&mallory),
+        "{why}"
+    );
+    // Alice and root are still served.
+    let out = lab.cli_as(Some(&alice), &["status"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = lab.cli_as(None, &["status"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let _ = holder.kill();
+    let _ = holder.wait();
+}
+
+#[test]
+fn one_user_may_queue_only_so_many_jobs() {
+    root_only!();
+    let u = Users::create(&["alice", "bob"], &[]);
+    let (alice, bob) = (u.name("alice"), u.name("bob"));
+    let mut lab = Lab::new();
+    lab.write_config(&config(&u).replacen(
+        "preemption:",
+        "limits: {maxQueuedJobsPerUser: 3}\npreemption:",
+        1,
+    ));
+    lab.serve().expect("serve");
+    for i in 0..3 {
+        id_of(&lab.submit_as(&alice, "open", &format!("a{i}"), "sleep 60"));
+    }
+    let out = lab.submit_as(&alice, "open", "a3", "sleep 60");
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("limits.maxQueuedJobsPerUser") && err.contains(&alice),
+        "{err}"
+    );
+    // Bob is not held back by alice's jobs.
+    id_of(&lab.submit_as(&bob, "open", "b0", "sleep 60"));
+    // Once one of hers ends, she may queue again.
+    let all = lab.cli_as(None, &["jobs", "--json"]);
+    let v: Value = serde_json::from_slice(&all.stdout).unwrap();
+    let first = v["running"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(v["queue"].as_array().unwrap())
+        .find(|j| j["name"] == "a0")
+        .unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    let c = lab.cli_as(Some(&alice), &["cancel", &first.to_string()]);
+    assert!(c.status.success(), "{}", text(&c.stderr));
+    lab.wait_state(first, &["FAILED"]);
+    let t = Instant::now();
+    loop {
+        let out = lab.submit_as(&alice, "open", "a4", "sleep 60");
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{}",
+            text(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

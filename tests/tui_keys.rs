@@ -325,6 +325,7 @@ fn a_non_admin_is_refused_in_the_footer_before_any_dialog() {
         scheduler_user: "root".into(),
         admins: vec!["carol".into()],
         members: [("vision".to_string(), vec!["alice".to_string()])].into(),
+        limits: Default::default(),
     });
     // The fixtures' vision jobs are vera's (uid 1001).
     app.set_snapshot(Arc::new(snap));

@@ -61,10 +61,20 @@ pub async fn serve(
 ) {
     let cap = limits.cap();
     let permits = Arc::new(tokio::sync::Semaphore::new(cap));
+    let per_user = super::conn_limits::PerUser::default();
+    let me = nix::unistd::geteuid().as_raw();
     loop {
         match listener.accept().await {
             Ok((mut stream, _)) => {
-                let Ok(permit) = permits.clone().try_acquire_owned() else {
+                let permit = permits.clone().try_acquire_owned().ok();
+                // Root and the scheduler's own user are always let in (SPEC §9: nobody
+                // takes the scheduler from the others); the fd reserve has room for them.
+                let exempt = || {
+                    stream
+                        .peer_cred()
+                        .is_ok_and(|c| c.uid() == 0 || c.uid() == me)
+                };
+                if permit.is_none() && !exempt() {
                     tracing::debug!(cap, "control connection refused: too many");
                     tokio::spawn(async move {
                         let answer = super::conn_limits::refusal(cap);
@@ -77,9 +87,12 @@ pub async fn serve(
                 let inputs = inputs.clone();
                 let snapshots = snapshots.clone();
                 let guard = guard.clone();
+                let per_user = per_user.clone();
                 tokio::spawn(async move {
                     let _permit = permit;
-                    if let Err(e) = connection(stream, inputs, snapshots, guard, limits.idle).await
+                    let idle = limits.idle;
+                    if let Err(e) =
+                        connection(stream, inputs, snapshots, guard, idle, per_user).await
                     {
                         tracing::debug!("control connection ended: {e}");
                     }
@@ -117,11 +130,12 @@ enum Outgoing {
 /// it is read (so the runtime sees them in order and records concurrent submits in one
 /// commit), and the answers are written in request order.
 async fn connection(
-    stream: UnixStream,
+    mut stream: UnixStream,
     inputs: mpsc::UnboundedSender<Input>,
     snapshots: watch::Receiver<Arc<Snapshot>>,
     guard: Guard,
     idle: std::time::Duration,
+    per_user: super::conn_limits::PerUser,
 ) -> std::io::Result<()> {
     // Who is calling, from the kernel; never from the request.
     let cred = stream.peer_cred()?;
@@ -129,6 +143,22 @@ async fn connection(
     let caller = tokio::task::spawn_blocking(move || Caller::lookup(uid, gid))
         .await
         .map_err(std::io::Error::other)?;
+    // One user's connections are capped (`limits.maxConnectionsPerUser`); admins are not.
+    let access = snapshots.borrow().access.clone();
+    let _slot = if access.is_admin(&caller) {
+        None
+    } else {
+        let most = access.limits.max_connections_per_user;
+        match per_user.take(caller.uid, most) {
+            Some(slot) => Some(slot),
+            None => {
+                let answer = super::conn_limits::user_refusal(&caller.name, most);
+                let write = stream.write_all(&answer);
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), write).await;
+                return Ok(());
+            }
+        }
+    };
     let (r, w) = stream.into_split();
     let (tx, rx) = mpsc::channel(PIPELINE_DEPTH);
     let reading = read_requests(

@@ -28,7 +28,7 @@ use crate::sched::{Event, Sched, UnitCapacity};
 use crate::snapshot::{ConfigStatus, JobView, Picture, Snapshot};
 use crate::store::recovery::Adopted;
 use crate::store::{Observed, StateLock, Store};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -219,6 +219,7 @@ impl RuntimeHandle {
             lost_devices: Default::default(),
             forecasts: self::forecasts::Forecasts::new(None),
             predictions: Vec::new(),
+            per_user: HashMap::new(),
         };
         rt.exec.watch(&mut rt.timers);
         if let Some(d) = durable {
@@ -254,6 +255,12 @@ impl RuntimeHandle {
             rt.forecasts = self::forecasts::Forecasts::new(Some(rt.opts.state.root().into()));
         }
         rt.timers.set(Timer::Forecast, Duration::from_millis(500));
+        // Every job the scheduler holds counts for its user until it is archived.
+        for j in rt.sched.jobs() {
+            if let Some(s) = &j.spec.submitter {
+                *rt.per_user.entry(s.uid).or_default() += 1;
+            }
+        }
         rt.picture.rebuild(&rt.sched);
         rt.archive_finished();
         rt.publish(now);
@@ -420,6 +427,8 @@ struct Runtime {
     feed: self::events::EventFeed,
     /// Set while a batch's decisions cannot be written (SPEC §8).
     paused: Option<Paused>,
+    /// Jobs not yet ended per submitter uid (`limits.maxQueuedJobsPerUser`, SPEC §9).
+    per_user: HashMap<u32, u64>,
 }
 
 /// A batch whose decisions could not be stored, held with what came after it.
@@ -784,6 +793,13 @@ impl Runtime {
             if self.sched.job(id).is_some_and(|j| j.state.is_finished())
                 && let Some(view) = Snapshot::job(&self.sched, id)
             {
+                if let Some(n) = view
+                    .submitter
+                    .as_ref()
+                    .and_then(|s| self.per_user.get_mut(&s.uid))
+                {
+                    *n = n.saturating_sub(1);
+                }
                 self.finished.push_front(view);
                 self.sched.forget(id);
                 self.picture.touch(id);
@@ -1036,7 +1052,23 @@ impl Runtime {
             tracing::info!(job = %id, "submit retried with the same client token");
             return Ok(id);
         }
+        // One user's jobs not yet ended are capped (SPEC §9).
+        if let Some(sub) = spec.submitter.clone() {
+            let most = self.access.limits.max_queued_jobs_per_user;
+            let has = self.per_user.get(&sub.uid).copied().unwrap_or(0);
+            if has >= most {
+                return Err(format!(
+                    "{} has {has} jobs queued or running, the most one user may have \
+                     (limits.maxQueuedJobsPerUser = {most}): wait for some to end",
+                    sub.name
+                ));
+            }
+        }
+        let uid = spec.submitter.as_ref().map(|s| s.uid);
         let id = self.sched.submit(spec, now).map_err(|r| r.0)?;
+        if let Some(uid) = uid {
+            *self.per_user.entry(uid).or_default() += 1;
+        }
         if let Some(t) = token {
             self.tokens.remember(t, id);
         }
