@@ -97,6 +97,16 @@ pub fn choose(executor: &Executor, ctx: Context) -> Box<dyn Backend> {
     }
 }
 
+/// Whether the executor runs attempts on this machine, so that GPU discovery here answers
+/// for its node (Slurm's nodes are other machines: their GPUs are the ones the config
+/// lists).
+pub fn runs_here(executor: &Executor) -> bool {
+    match executor {
+        Executor::Local => true,
+        Executor::Slurm(_) => false,
+    }
+}
+
 /// A config the executors cannot carry out (several nodes on the local executor) is
 /// refused at start and on reload, with the reason on its line.
 pub fn unavailable(loaded: &LoadedConfig) -> Option<ConfigError> {
