@@ -186,7 +186,7 @@ fn client_state(
     let explicit = flag.is_some() || env("SHAREQ_STATE").is_some_and(|v| !v.is_empty());
     let own = StateDir::resolve_with(flag, &env);
     if explicit {
-        return own.map_err(anyhow::Error::msg);
+        return Ok(own?);
     }
     if let Ok(own) = &own
         && exists(&own.socket())
@@ -197,7 +197,7 @@ fn client_state(
     if exists(&system.socket()) {
         return Ok(system);
     }
-    own.map_err(anyhow::Error::msg)
+    Ok(own?)
 }
 
 #[cfg(test)]

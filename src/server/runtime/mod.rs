@@ -598,7 +598,7 @@ impl Runtime {
     }
 
     /// Record a batch. Nothing to do without a store or without news.
-    fn record(&mut self, now: i64, events: &[Event]) -> Result<(), String> {
+    fn record(&mut self, now: i64, events: &[Event]) -> Result<(), crate::store::StoreError> {
         let observed = std::mem::take(&mut self.observed);
         let Some(p) = &mut self.persist else {
             return Ok(());
@@ -607,8 +607,7 @@ impl Runtime {
             return Ok(());
         }
         let sched = &self.sched;
-        off_the_async_workers(|| p.store.record(now, &observed, events, sched))
-            .map_err(|e| e.to_string())?;
+        off_the_async_workers(|| p.store.record(now, &observed, events, sched))?;
         self.feed.publish(p.store.take_recorded());
         self.tokens.stored();
         Ok(())
