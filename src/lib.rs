@@ -11,6 +11,7 @@
 //! - [`events`]: the live decision stream, in the replay's line format.
 //! - [`duration`]: spans of time as people read them, one formatter for every output.
 
+pub mod access;
 pub mod cli;
 pub mod config;
 pub mod duration;
@@ -27,3 +28,6 @@ pub mod snapshot;
 pub mod store;
 pub mod tui;
 pub mod visible;
+
+#[cfg(test)]
+mod layering;

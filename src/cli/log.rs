@@ -1,12 +1,12 @@
 //! `shareq log ID [--attempt N] [--follow]`: print a job's output log.
 
+use super::error::CliError;
 use super::request;
 use crate::exec::StateDir;
 use crate::model::JobId;
 use crate::server::Request;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -22,12 +22,11 @@ pub struct LogArgs {
     pub state: Option<PathBuf>,
 }
 
-pub fn log(args: &LogArgs) -> ExitCode {
+pub fn log(args: &LogArgs) -> Result<(), CliError> {
     let state = match super::serve::state_dir(args.state.as_deref()) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("shareq log: {e}");
-            return ExitCode::from(1);
+            return Err(CliError::failed(format!("shareq log: {e}")));
         }
     };
     let job = JobId(args.id);
@@ -42,11 +41,10 @@ pub fn log(args: &LogArgs) -> ExitCode {
         Some(a) => a,
         None if args.follow => 0,
         None => {
-            eprintln!(
+            return Err(CliError::failed(format!(
                 "shareq log: job {job} has no log in {} (it has not started yet, or the id is wrong)",
                 state.root().display()
-            );
-            return ExitCode::from(1);
+            )));
         }
     };
     let mut pos = 0u64;
@@ -56,13 +54,12 @@ pub fn log(args: &LogArgs) -> ExitCode {
             pos = match copy_from(&state, job, attempt, pos, &mut stdout.lock()) {
                 Ok(p) => p,
                 Err(e) => {
-                    eprintln!("shareq log: {e}");
-                    return ExitCode::from(1);
+                    return Err(CliError::failed(format!("shareq log: {e}")));
                 }
             };
         }
         if !args.follow {
-            return ExitCode::SUCCESS;
+            return Ok(());
         }
         let ended =
             attempt > 0 && crate::exec::runfiles::exit_path(state.root(), job, attempt).exists();
@@ -78,7 +75,7 @@ pub fn log(args: &LogArgs) -> ExitCode {
             }
             if ended && job_finished(&state, job) {
                 let _ = copy_from(&state, job, attempt, pos, &mut stdout.lock());
-                return ExitCode::SUCCESS;
+                return Ok(());
             }
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -117,7 +114,7 @@ fn copy_from(
 }
 
 /// `shareq log` through the control socket, for logs this user cannot open.
-fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> ExitCode {
+fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> Result<(), CliError> {
     let mut attempt = args.attempt;
     let mut offset = 0u64;
     let stdout = std::io::stdout();
@@ -131,20 +128,20 @@ fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> ExitCode {
             Ok(r) if r.ok => match r.log {
                 Some(c) => c,
                 None => {
-                    eprintln!("shareq log: the scheduler sent no log");
-                    return ExitCode::from(1);
+                    return Err(CliError::failed("shareq log: the scheduler sent no log"));
                 }
             },
             Ok(r) => {
-                eprintln!(
-                    "shareq log: {}",
-                    crate::visible::visible(r.error.as_deref().unwrap_or_default())
-                );
-                return super::refused(&r);
+                return Err(CliError::refused(
+                    &r,
+                    format!(
+                        "shareq log: {}",
+                        crate::visible::visible(r.error.as_deref().unwrap_or_default())
+                    ),
+                ));
             }
             Err(e) => {
-                eprintln!("shareq log: {e}");
-                return ExitCode::from(1);
+                return Err(CliError::failed(format!("shareq log: {e}")));
             }
         };
         attempt = Some(chunk.attempt);
@@ -157,7 +154,7 @@ fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> ExitCode {
             continue;
         }
         if !args.follow || (chunk.ended && job_finished(state, job)) {
-            return ExitCode::SUCCESS;
+            return Ok(());
         }
         if chunk.ended && args.attempt.is_none() {
             // A newer attempt may have begun: ask for the latest next time.

@@ -70,6 +70,28 @@ pub fn exit_path(state: &Path, job: JobId, attempt: u32) -> PathBuf {
     job_dir(state, job).join(format!("{attempt}.exit"))
 }
 
+/// Has some attempt (of any database) recorded its supervisor but no exit status yet?
+pub fn attempts_left_running(state: &Path) -> bool {
+    let Ok(jobs) = std::fs::read_dir(runs_dir(state)) else {
+        return false;
+    };
+    jobs.flatten().any(|j| {
+        let name = j.file_name();
+        let Some(job) = name.to_str().and_then(|n| n.parse().ok()).map(JobId) else {
+            return false;
+        };
+        std::fs::read_dir(j.path()).is_ok_and(|files| {
+            files.flatten().any(|f| {
+                let name = f.file_name();
+                name.to_str()
+                    .and_then(|n| n.strip_suffix(".pid"))
+                    .and_then(|a| a.parse::<u32>().ok())
+                    .is_some_and(|attempt| !exit_path(state, job, attempt).exists())
+            })
+        })
+    })
+}
+
 /// Everything the supervisor needs to run one attempt of a job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchSpec {

@@ -94,7 +94,7 @@ pub struct Delta {
     pub queue: Vec<Change>,
     /// Who may do what (SPEC §9); small, so always sent.
     #[serde(default)]
-    pub access: Arc<crate::server::auth::Access>,
+    pub access: Arc<crate::access::Access>,
     /// Only when a new forecast came.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimates: Option<Arc<crate::forecast::Estimates>>,

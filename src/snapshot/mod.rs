@@ -4,9 +4,9 @@
 //! `Arc<Snapshot>`; consecutive snapshots share every queue chunk that did not change,
 //! and subscribers get [`Delta`]s. Readers never touch the live scheduler.
 
+use crate::access::Access;
 use crate::model::{JobId, JobState, Strategy, Submitter};
 use crate::sched::{LendEdge, Phase, QKey, Sched, StopCause, Time};
-use crate::server::auth::Access;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -191,13 +191,8 @@ pub struct PreemptionRecord {
     pub by_user: Option<String>,
 }
 
-/// GPU telemetry for one device, where NVML answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Telemetry {
-    pub util: u32,
-    pub mem_used: u64,
-    pub mem_total: u64,
-}
+/// GPU telemetry for one device (sampled by `exec::telemetry`).
+pub use crate::exec::telemetry::Telemetry;
 
 /// Why the queued jobs of one reason group wait: every RUNNABLE, not nominated job of
 /// one (share, unit, quantity) waits for the same reason, except those behind the lane's

@@ -1,14 +1,31 @@
 //! The runtime task: the one owner of the scheduler. Each turn of its loop takes a batch
 //! of inputs and due timers, runs one scheduling pass on the real clock, records the
-//! decisions, carries them out through `exec`, publishes the changed picture (at most
-//! every 20 ms while inputs pour in; `Input::Sync` forces one) and answers the clients.
-//! See `Runtime::run`.
+//! decisions, carries them out through `exec::backend` (`carry`), publishes the changed
+//! picture (at most every 20 ms while inputs pour in; `Input::Sync` forces one) and
+//! answers the clients. See `Runtime::run`; `apply` takes the inputs that change the
+//! scheduler, `reports` what comes back (timers, the executor's reports). The room also
+//! holds the work that runs beside the task: forecasts, the event feed, the audit writer,
+//! the utilisation sampler and the state-directory watch.
 
-use super::carry::Executor;
-use super::input::{CancelOutcome, ConfigUpdate, ExecKind, ExecReport, Input};
-use super::timers::{Timer, Timers};
-use super::turn::{Deferred, Outcome, Shutdown, Turn, Work};
+mod apply;
+pub mod audit;
+pub(crate) mod carry;
+pub mod events;
+pub(crate) mod forecasts;
+pub mod input;
+mod reports;
+pub(crate) mod state_watch;
+pub(crate) mod timers;
+pub(crate) mod tokens;
+pub(crate) mod turn;
+pub mod usage;
+
+use self::carry::Carry;
+use self::input::{CancelOutcome, ConfigUpdate, ExecKind, ExecReport, Input};
+use self::timers::{Timer, Timers};
+use self::turn::{Deferred, Outcome, Shutdown, Turn, Work};
 use crate::config::{LoadedConfig, load_dir};
+use crate::exec::backend::{Backend, Context, Report};
 use crate::exec::telemetry::Samples;
 use crate::exec::{Discovery, StateDir, now_ms};
 use crate::model::{Command, JobId, JobSpec, JobState};
@@ -50,14 +67,17 @@ pub struct RuntimeHandle {
     /// The control socket's accept loop and the socket file (set by `boot::start`).
     server: Option<(JoinHandle<()>, PathBuf)>,
     /// Where accepted actions are recorded (set by `boot::start`; off in memory).
-    pub audit: super::audit::Audit,
+    pub audit: self::audit::Audit,
     /// The runtime's counters and histograms; its gauges read `snapshots`.
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Each committed batch's decision lines (`shareq events --follow`).
-    pub events: super::events::EventFeed,
+    pub events: self::events::EventFeed,
     /// The metrics endpoint (set by `boot::start` with `--metrics`).
     pub(crate) metrics_server: Option<JoinHandle<()>>,
 }
+
+/// Builds the backend a runtime runs on, from what every backend is built from.
+pub(crate) type BackendMaker<'a> = Box<dyn FnOnce(Context) -> Box<dyn Backend> + 'a>;
 
 /// Keeps the config watcher alive.
 pub(crate) struct WatcherGuard(#[allow(dead_code)] pub(crate) crate::config::Watcher);
@@ -102,14 +122,26 @@ const PRUNE_EVERY: Duration = Duration::from_secs(24 * 3600);
 impl RuntimeHandle {
     /// Start the runtime task on the current tokio runtime with an initial config.
     pub fn start(opts: RuntimeOptions, initial: LoadedConfig) -> RuntimeHandle {
-        RuntimeHandle::start_with(opts, initial, None)
+        RuntimeHandle::start_with(opts, initial, None, None)
     }
 
-    /// Start with a store (see `boot::start`), or in memory only (`None`).
+    /// Start in memory only, carrying attempts out through the backend `backend` builds
+    /// (`exec::scripted::Script::backend` in tests) instead of the config's executor.
+    pub fn start_on(
+        opts: RuntimeOptions,
+        initial: LoadedConfig,
+        backend: impl FnOnce(Context) -> Box<dyn Backend>,
+    ) -> RuntimeHandle {
+        RuntimeHandle::start_with(opts, initial, None, Some(Box::new(backend)))
+    }
+
+    /// Start with a store (see `boot::start`), or in memory only (`None`); on the
+    /// config's executor unless `backend` builds another.
     pub(crate) fn start_with(
         opts: RuntimeOptions,
         initial: LoadedConfig,
         durable: Option<Durable>,
+        backend: Option<BackendMaker<'_>>,
     ) -> RuntimeHandle {
         let (tx, rx) = mpsc::unbounded_channel();
         let now = now_ms();
@@ -144,13 +176,26 @@ impl RuntimeHandle {
                 move || !tx.is_closed()
             },
         );
-        let mut exec = Executor::new(opts.state.clone(), opts.supervisor_exe.clone(), tx.clone());
+        let owner = durable
+            .as_ref()
+            .map_or_else(Carry::memory_owner, |d| d.owner.clone());
+        let executor = initial.config.executor();
+        let ctx = Context {
+            state: opts.state.clone(),
+            exe: opts.supervisor_exe.clone(),
+            owner: owner.clone(),
+            reports: attempt_reports(&tx),
+        };
+        let backend = match backend {
+            Some(make) => make(ctx),
+            None => crate::exec::backend::choose(&executor, ctx),
+        };
+        let mut exec = Carry::new(opts.state.clone(), owner, backend);
         exec.log_limits = initial.config.env.logs.unwrap_or_default();
-        exec.backend = super::carry::Backend::of(&initial.config);
         let (fatal_tx, fatal_rx) = watch::channel(None);
         let metrics = Arc::new(crate::metrics::Metrics::new());
         metrics.watch(snap_rx.clone());
-        let feed = super::events::EventFeed::default();
+        let feed = self::events::EventFeed::default();
         let mut rt = Runtime {
             metrics: metrics.clone(),
             feed: feed.clone(),
@@ -158,6 +203,8 @@ impl RuntimeHandle {
             opts,
             config,
             exec,
+            executor,
+            inputs: tx.clone(),
             samples: Samples::new(),
             picture: Picture::new(),
             timers: Timers::default(),
@@ -169,19 +216,17 @@ impl RuntimeHandle {
             persist: None,
             observed: Vec::new(),
             fatal: fatal_tx,
-            access: Arc::new(super::auth::Access::new(&initial.config)),
+            access: Arc::new(crate::access::Access::new(&initial.config)),
             shutdown: None,
             tokens: Default::default(),
             halted: None,
             lost_devices: Default::default(),
-            forecasts: super::forecasts::Forecasts::new(None),
+            forecasts: self::forecasts::Forecasts::new(None),
             predictions: Vec::new(),
-            slurm_down: Default::default(),
         };
-        rt.exec.slurm_watch(&mut rt.timers);
+        rt.exec.watch(&mut rt.timers);
         if let Some(d) = durable {
             let (sched, exec, timers) = (&mut rt.sched, &mut rt.exec, &mut rt.timers);
-            exec.owner = d.owner;
             exec.seed_preemptions(d.preemptions);
             for a in &d.adopted {
                 // Its supervisor recorded itself, so the command runs (or is about to).
@@ -210,7 +255,7 @@ impl RuntimeHandle {
                 config_hash: d.config_hash,
             });
             rt.timers.set(Timer::Prune, PRUNE_EVERY);
-            rt.forecasts = super::forecasts::Forecasts::new(Some(rt.opts.state.root().into()));
+            rt.forecasts = self::forecasts::Forecasts::new(Some(rt.opts.state.root().into()));
         }
         rt.timers.set(Timer::Forecast, Duration::from_millis(500));
         rt.picture.rebuild(&rt.sched);
@@ -224,7 +269,7 @@ impl RuntimeHandle {
             task,
             watcher: None,
             server: None,
-            audit: super::audit::Audit::off(),
+            audit: self::audit::Audit::off(),
             metrics,
             events: feed,
             metrics_server: None,
@@ -238,22 +283,9 @@ impl RuntimeHandle {
         Box::new(move |u| drop(tx.send(Input::Config(u))))
     }
 
-    /// Serve the control socket from this runtime until shutdown.
-    pub(crate) fn serve_socket(
-        &mut self,
-        listener: tokio::net::UnixListener,
-        path: PathBuf,
-        guard: super::guard::Guard,
-        limits: super::conn_limits::SocketLimits,
-    ) {
-        let guard = guard.observing(self.events.clone(), self.metrics.clone());
-        let task = tokio::spawn(super::socket::serve(
-            listener,
-            self.inputs.clone(),
-            self.snapshots.clone(),
-            guard,
-            limits,
-        ));
+    /// The control socket's accept loop serving this runtime, and the socket file:
+    /// stopped and removed with the handle.
+    pub(crate) fn attach_server(&mut self, task: JoinHandle<()>, path: PathBuf) {
         self.server = Some((task, path));
     }
 
@@ -297,6 +329,15 @@ fn devices_of(capacity: &[UnitCapacity], initial: &LoadedConfig, fake: bool) -> 
         .collect()
 }
 
+/// Where the executor's reports go: the runtime's channel, as `Attempt`.
+fn attempt_reports(tx: &mpsc::UnboundedSender<Input>) -> crate::exec::backend::Reports {
+    let tx = tx.clone();
+    crate::exec::backend::Reports::new(move |r| {
+        tx.send(Input::Exec(ExecReport(ExecKind::Attempt(r))))
+            .is_ok()
+    })
+}
+
 /// Where device health reports go: the runtime's channel, as `DeviceLost`.
 fn device_lost_sink(
     tx: &mpsc::UnboundedSender<Input>,
@@ -338,7 +379,11 @@ struct Runtime {
     sched: Sched,
     opts: RuntimeOptions,
     config: ConfigStatus,
-    exec: Executor,
+    exec: Carry,
+    /// The executor this runtime started with (a change takes a restart).
+    executor: crate::model::Executor,
+    /// The runtime's own input channel (for work done off its task).
+    inputs: mpsc::UnboundedSender<Input>,
     samples: Samples,
     /// The picture kept up to date change by change, published as snapshots.
     picture: Picture,
@@ -361,24 +406,22 @@ struct Runtime {
     observed: Vec<Observed>,
     fatal: watch::Sender<Option<String>>,
     /// Who may do what under the config in force (published with each snapshot).
-    access: Arc<super::auth::Access>,
+    access: Arc<crate::access::Access>,
     /// Set once a shutdown was asked for.
     shutdown: Option<Shutdown>,
-    tokens: super::tokens::ClientTokens,
+    tokens: self::tokens::ClientTokens,
     /// Set when the state directory was deleted or replaced: stop at once.
     halted: Option<String>,
     /// GPUs telemetry found lost: never handed out again by this runtime, whatever the
     /// config says.
     lost_devices: std::collections::BTreeSet<(String, u32)>,
     /// Start estimates and predictions, run off this task.
-    forecasts: super::forecasts::Forecasts,
+    forecasts: self::forecasts::Forecasts,
     /// Predictions asked for in this batch: made after its pass, on the state it left.
     predictions: Vec<(JobSpec, oneshot::Sender<crate::forecast::Prediction>)>,
-    /// Slurm nodes seen DOWN (their loss was reported to the core once).
-    slurm_down: std::collections::HashSet<String>,
     metrics: Arc<crate::metrics::Metrics>,
     /// Where committed decision lines go.
-    feed: super::events::EventFeed,
+    feed: self::events::EventFeed,
 }
 
 /// Snapshots are published at most this often while inputs pour in (a reader that must
@@ -555,7 +598,7 @@ impl Runtime {
     }
 
     /// Record a batch. Nothing to do without a store or without news.
-    fn record(&mut self, now: i64, events: &[Event]) -> Result<(), String> {
+    fn record(&mut self, now: i64, events: &[Event]) -> Result<(), crate::store::StoreError> {
         let observed = std::mem::take(&mut self.observed);
         let Some(p) = &mut self.persist else {
             return Ok(());
@@ -564,8 +607,7 @@ impl Runtime {
             return Ok(());
         }
         let sched = &self.sched;
-        off_the_async_workers(|| p.store.record(now, &observed, events, sched))
-            .map_err(|e| e.to_string())?;
+        off_the_async_workers(|| p.store.record(now, &observed, events, sched))?;
         self.feed.publish(p.store.take_recorded());
         self.tokens.stored();
         Ok(())
@@ -588,7 +630,7 @@ impl Runtime {
     /// Answer `AllJobs` off the runtime task: the live jobs from the latest snapshot,
     /// the finished ones from the database (a read-only connection) or, without a
     /// store, from memory.
-    fn list_all_jobs(&self, span: super::input::Span, reply: oneshot::Sender<Vec<JobView>>) {
+    fn list_all_jobs(&self, span: self::input::Span, reply: oneshot::Sender<Vec<JobView>>) {
         let snap = self.snapshots.borrow().clone();
         let root = self
             .persist
@@ -673,461 +715,6 @@ impl Runtime {
         snap.access = self.access.clone();
         self.snapshots.send_replace(Arc::new(snap));
     }
-
-    /// A timer fired.
-    fn on_timer(&mut self, timer: Timer, now: i64) -> Outcome {
-        match timer {
-            Timer::Grace { job, attempt } => {
-                self.exec.kill_if_current(job, attempt);
-                Outcome::Nothing
-            }
-            Timer::Timeout { job, attempt } => {
-                if !self.exec.is_current(job, attempt) {
-                    return Outcome::Nothing;
-                }
-                tracing::info!(job = %job, "timeout");
-                self.sched.timeout(job, now);
-                self.picture.touch(job);
-                Outcome::Reschedule
-            }
-            Timer::Probe { job, attempt } => {
-                if self.exec.is_current(job, attempt) {
-                    self.exec.probe(job, attempt);
-                }
-                Outcome::Nothing
-            }
-            // The turn publishes what the rate limit held back.
-            Timer::Flush => Outcome::Nothing,
-            Timer::ProtectionEnd => Outcome::Reschedule,
-            Timer::Forecast => {
-                let tx = self.exec.inputs();
-                self.forecasts
-                    .start_estimate(&self.sched, now, &self.finished, &tx);
-                self.timers
-                    .set(Timer::Forecast, self.forecasts.next_after());
-                Outcome::Nothing
-            }
-            Timer::SlurmPoll => {
-                self.exec.slurm_look();
-                Outcome::Nothing
-            }
-            Timer::Prune => {
-                self.timers.set(Timer::Prune, PRUNE_EVERY);
-                if let Some(p) = &mut self.persist {
-                    let days = p.retain_days;
-                    match off_the_async_workers(|| p.store.prune_jobs(days, now)) {
-                        Ok(ids) => {
-                            tracing::info!(jobs = ids.len(), days, "history pruned");
-                            let state = self.opts.state.clone();
-                            tokio::task::spawn_blocking(move || {
-                                crate::exec::runfiles::remove_jobs(&state, &ids)
-                            });
-                        }
-                        Err(e) => tracing::warn!("cannot prune the history: {e}"),
-                    }
-                }
-                Outcome::Nothing
-            }
-        }
-    }
-
-    /// Apply one input.
-    fn handle(&mut self, input: Input, now: i64, deferred: &mut Vec<Deferred>) -> Outcome {
-        match input {
-            Input::Submit { spec, reply } => {
-                let result = self.submit(spec, now);
-                tracing::info!(?result, "submit");
-                if let Ok(id) = result {
-                    self.picture.touch(id);
-                }
-                if let Some(tx) = reply {
-                    deferred.push(Deferred::Submit(tx, result));
-                }
-                Outcome::Reschedule
-            }
-            Input::Cancel { ids, by, reply } => {
-                let outcomes: Vec<CancelOutcome> = ids
-                    .into_iter()
-                    .map(|id| self.cancel(id, &by, now))
-                    .collect();
-                if let Some(tx) = reply {
-                    deferred.push(Deferred::Cancel(tx, outcomes));
-                }
-                Outcome::Reschedule
-            }
-            Input::SetPriority {
-                id,
-                priority,
-                reply,
-            } => {
-                let r = if self.sched.job(id).is_none() && self.existed(id) {
-                    Ok(false)
-                } else {
-                    self.sched.set_priority(id, priority, now)
-                };
-                tracing::info!(job = %id, priority, ?r, "priority");
-                self.picture.touch(id);
-                if let Some(tx) = reply {
-                    deferred.push(Deferred::Priority(tx, r));
-                }
-                Outcome::Reschedule
-            }
-            Input::Config(update) => {
-                self.apply_config(update, now);
-                Outcome::Reschedule
-            }
-            Input::Reload { reply } => {
-                // Reading and validating the directory can take long (a huge or odd file):
-                // never on this task. The result comes back as `Reloaded`.
-                let (dir, tx) = (self.opts.config_dir.clone(), self.exec.inputs());
-                tokio::spawn(async move {
-                    let loaded = tokio::task::spawn_blocking(move || load_dir(&dir).map(Box::new))
-                        .await
-                        .unwrap_or_else(|e| {
-                            Err(vec![crate::config::ConfigError::new(format!(
-                                "reading the config failed: {e}"
-                            ))])
-                        });
-                    let report = ExecKind::Reloaded { loaded, reply };
-                    let _ = tx.send(Input::Exec(ExecReport(report)));
-                });
-                Outcome::Nothing
-            }
-            Input::Exec(ExecReport(ExecKind::StateLost(why))) => {
-                self.halted = Some(why);
-                Outcome::Nothing
-            }
-            Input::Exec(ExecReport(ExecKind::Reloaded { loaded, reply })) => {
-                // A config this build cannot carry out is refused like an invalid one.
-                let loaded = loaded.and_then(|l| match self.executor_refusal(&l) {
-                    Some(e) => Err(vec![e]),
-                    None => Ok(l),
-                });
-                let result = match loaded {
-                    Ok(loaded) => {
-                        self.apply_config(ConfigUpdate::Applied(loaded), now);
-                        Ok(())
-                    }
-                    Err(errors) => {
-                        let text = errors_text(&errors);
-                        self.apply_config(ConfigUpdate::Rejected(errors), now);
-                        Err(text)
-                    }
-                };
-                if let Some(tx) = reply {
-                    deferred.push(Deferred::Reload(tx, result));
-                }
-                Outcome::Reschedule
-            }
-            Input::Exec(ExecReport(kind)) => self.exec_report(kind, now),
-            Input::Predict { spec, reply } => {
-                self.predictions.push((spec, reply));
-                Outcome::Nothing
-            }
-            Input::AllJobs { .. }
-            | Input::History { .. }
-            | Input::Shutdown { .. }
-            | Input::Sync { .. } => Outcome::Nothing,
-        }
-    }
-
-    fn cancel(&mut self, id: JobId, by: &str, now: i64) -> CancelOutcome {
-        if self.sched.job(id).is_none() {
-            // Finished and archived: nothing to do; never handed out: an error.
-            let error = (!self.existed(id)).then(|| format!("no job {id}"));
-            return CancelOutcome {
-                id,
-                cancelled: false,
-                error,
-            };
-        }
-        let cancelled = self.sched.cancel(id, by, now);
-        self.maybe_done.push(id);
-        self.picture.touch(id);
-        tracing::info!(job = %id, by = %by, cancelled, "cancel");
-        CancelOutcome {
-            id,
-            cancelled,
-            error: None,
-        }
-    }
-
-    /// Was this id ever handed out? (Finished jobs leave the scheduler's tables.)
-    fn existed(&self, id: JobId) -> bool {
-        id.0 >= 1 && id < self.sched.next_job_id()
-    }
-
-    fn submit(&mut self, spec: JobSpec, now: i64) -> Result<JobId, String> {
-        match &spec.command {
-            None => return Err("command is required".to_string()),
-            Some(Command::Argv(v)) if v.is_empty() => {
-                return Err("command is empty".to_string());
-            }
-            Some(Command::Shell(s)) if s.trim().is_empty() => {
-                return Err("command is empty".to_string());
-            }
-            _ => {}
-        }
-        if let Some(dir) = &spec.working_directory
-            && !std::path::Path::new(dir).is_dir()
-        {
-            return Err(format!("workingDirectory `{dir}` is not a directory"));
-        }
-        let token = spec.client_token.clone();
-        if let Some(t) = &token {
-            super::tokens::ClientTokens::check(t)?;
-            if let Some(id) = self
-                .tokens
-                .lookup(t, self.persist.as_ref().map(|p| &p.store))
-            {
-                tracing::info!(job = %id, "submit retried with the same client token");
-                return Ok(id);
-            }
-        }
-        let id = self.sched.submit(spec, now).map_err(|r| r.0)?;
-        if let Some(t) = token {
-            self.tokens.remember(t, id);
-        }
-        Ok(id)
-    }
-
-    /// Why a new config cannot be applied by this running scheduler: an executor it
-    /// cannot carry out, or a different executor than the one it started with.
-    fn executor_refusal(&self, loaded: &LoadedConfig) -> Option<crate::config::ConfigError> {
-        if let Some(e) = super::boot::executor_unavailable(loaded) {
-            return Some(e);
-        }
-        (super::carry::Backend::of(&loaded.config) != self.exec.backend).then(|| {
-            crate::config::ConfigError::new(
-                "executor: changing the executor (or its partition) takes a restart of `shareq serve`; the running one stays",
-            )
-            .field("executor")
-        })
-    }
-
-    fn apply_config(&mut self, update: ConfigUpdate, now: i64) {
-        let update = match update {
-            ConfigUpdate::Applied(loaded) => match self.executor_refusal(&loaded) {
-                Some(e) => ConfigUpdate::Rejected(vec![e]),
-                None => ConfigUpdate::Applied(loaded),
-            },
-            other => other,
-        };
-        match update {
-            ConfigUpdate::Applied(loaded) => {
-                let (mut capacity, warnings) = self.opts.discovery.capacity(&loaded.config);
-                for w in &warnings {
-                    tracing::warn!("{w}");
-                }
-                for c in &mut capacity {
-                    c.devices
-                        .retain(|d| !self.lost_devices.contains(&(c.unit.clone(), *d)));
-                }
-                // What the change does to the jobs, worked out on a copy of the state before
-                // it, off this task (the console shows it with the config's status).
-                let before = self.sched.clone();
-                self.sched.apply_config(&loaded.config, &capacity, now);
-                self.config.effects = None;
-                super::forecasts::config_effects(
-                    before,
-                    &loaded,
-                    capacity.clone(),
-                    now,
-                    &self.exec.inputs(),
-                );
-                self.exec.log_limits = loaded.config.env.logs.unwrap_or_default();
-                self.access = Arc::new(super::auth::Access::new(&loaded.config));
-                self.picture.touch_all();
-                if let Some(p) = &mut self.persist {
-                    p.retain_days = retain_days(&loaded);
-                    if p.config_hash.as_deref() != Some(loaded.hash.as_str()) {
-                        let source = self.opts.config_dir.display().to_string();
-                        let recorded = off_the_async_workers(|| {
-                            p.store.record_config(&loaded.hash, &source, now)
-                        });
-                        match recorded {
-                            Ok(()) => p.config_hash = Some(loaded.hash.clone()),
-                            Err(e) => tracing::warn!("cannot record the applied config: {e}"),
-                        }
-                    }
-                }
-                self.config.applied_at = Some(now);
-                self.config.hash = Some(loaded.hash);
-                self.config.error = None;
-                self.config.error_at = None;
-                tracing::info!("config applied");
-            }
-            ConfigUpdate::Rejected(errors) => {
-                let text = errors_text(&errors);
-                tracing::warn!("config rejected, the previous one stays in force: {text}");
-                self.sched.config_rejected(text.clone(), now);
-                self.config.error = Some(text);
-                self.config.error_at = Some(now);
-            }
-        }
-    }
-
-    fn exec_report(&mut self, kind: ExecKind, now: i64) -> Outcome {
-        match kind {
-            ExecKind::Spawned { job, attempt, pid } => {
-                self.exec.spawned(job, attempt, pid);
-                let starting = self
-                    .sched
-                    .job(job)
-                    .is_some_and(|j| j.state == JobState::Scheduled);
-                if starting && self.exec.is_current(job, attempt) {
-                    // SCHEDULED → STARTING: the supervisor exists, the command not yet.
-                    self.set_state(job, JobState::Starting);
-                    return Outcome::Redraw;
-                }
-                Outcome::Nothing
-            }
-            ExecKind::SlurmSubmitted { job, attempt, id } => {
-                let starting = self
-                    .sched
-                    .job(job)
-                    .is_some_and(|j| j.state == JobState::Scheduled);
-                if self.exec.slurm_submitted(job, attempt, id) && starting {
-                    // Slurm has the batch job; the supervisor has not reported in yet.
-                    self.set_state(job, JobState::Starting);
-                    return Outcome::Redraw;
-                }
-                Outcome::Nothing
-            }
-            ExecKind::SlurmView(view) => {
-                let r = self.exec.slurm_reconcile(*view, &self.slurm_down);
-                self.exec.slurm_watch(&mut self.timers);
-                let mut outcome = Outcome::Nothing;
-                for (job, attempt) in r.running {
-                    if self.exec.is_current(job, attempt) {
-                        self.set_state(job, JobState::Running);
-                        outcome = Outcome::Redraw;
-                    }
-                }
-                for node in r.nodes_down {
-                    tracing::error!(node = %node, "Slurm says the node is down: its jobs are preempted (DEVICE_LOST) and their GPUs count as released (nothing of them can come back)");
-                    self.sched.node_lost(&node, now);
-                    let on_it: Vec<(JobId, u32)> = self
-                        .sched
-                        .jobs()
-                        .filter(|j| j.is_holding())
-                        .filter(|j| {
-                            j.node().map(|n| self.sched.node_name(n)) == Some(node.as_str())
-                        })
-                        .map(|j| (j.id, j.attempts_started))
-                        .collect();
-                    for (job, attempt) in on_it {
-                        self.attempt_ended(job, attempt, 255, now);
-                    }
-                    self.slurm_down.insert(node);
-                    self.picture.touch_all();
-                    outcome = Outcome::Reschedule;
-                }
-                for (node, drained) in r.drained {
-                    if self.sched.is_drained(&node) != drained {
-                        tracing::warn!(node = %node, drained, "Slurm says the node is {}", if drained { "drained: it takes no new jobs, its running jobs go on" } else { "back in service" });
-                        self.sched.node_drained(&node, drained, now);
-                        self.picture.touch_all();
-                        outcome = Outcome::Reschedule;
-                    }
-                }
-                for (job, attempt, code) in r.ended {
-                    match self.attempt_ended(job, attempt, code, now) {
-                        Outcome::Reschedule => outcome = Outcome::Reschedule,
-                        Outcome::Nothing => {}
-                        other if matches!(outcome, Outcome::Nothing) => outcome = other,
-                        _ => {}
-                    }
-                }
-                outcome
-            }
-            ExecKind::Running { job, attempt } => {
-                if self.exec.is_current(job, attempt) {
-                    self.set_state(job, JobState::Running);
-                    return Outcome::Redraw;
-                }
-                Outcome::Nothing
-            }
-            ExecKind::Exited {
-                job,
-                attempt,
-                status,
-            } => self.attempt_ended(job, attempt, status.code, now),
-            ExecKind::Probed { job, attempt, exit } => match exit {
-                None => {
-                    self.exec.probe_later(&mut self.timers, job, attempt);
-                    Outcome::Nothing
-                }
-                Some(status) => self.attempt_ended(job, attempt, status.code, now),
-            },
-            ExecKind::Telemetry(samples) => {
-                let changed = samples != self.samples;
-                self.samples = samples;
-                if changed {
-                    Outcome::Redraw
-                } else {
-                    Outcome::Nothing
-                }
-            }
-            ExecKind::DeviceLost { unit, device, why } => {
-                if !self.lost_devices.insert((unit.clone(), device)) {
-                    return Outcome::Nothing;
-                }
-                tracing::error!(unit = %unit, device, "GPU lost ({why}): its jobs are preempted (DEVICE_LOST) and it is no longer handed out");
-                self.sched.device_lost(None, &unit, device, now);
-                self.picture.touch_all();
-                Outcome::Reschedule
-            }
-            ExecKind::ConfigEffects { hash, dry_run } => {
-                if self.config.hash.as_deref() != Some(hash.as_str()) {
-                    return Outcome::Nothing;
-                }
-                if !dry_run.is_empty() {
-                    tracing::info!("the config applied at {}:\n{}", now, dry_run.text());
-                }
-                self.config.effects = Some(dry_run.summary());
-                Outcome::Redraw
-            }
-            ExecKind::Estimated {
-                estimates,
-                runtimes,
-            } => {
-                self.forecasts.estimated(&estimates, runtimes);
-                self.picture.set_estimates(estimates);
-                Outcome::Redraw
-            }
-            // Handled in `handle`.
-            ExecKind::Reloaded { .. } | ExecKind::StateLost(_) => Outcome::Nothing,
-        }
-    }
-
-    fn set_state(&mut self, job: JobId, state: JobState) {
-        self.sched.set_running_state(job, state);
-        self.observed.push(Observed::StateChanged { job });
-        self.picture.touch(job);
-    }
-
-    /// An attempt's supervisor ended with `code`.
-    fn attempt_ended(&mut self, job: JobId, attempt: u32, code: i32, now: i64) -> Outcome {
-        if !self.exec.finished(&mut self.timers, job, attempt) {
-            return Outcome::Nothing;
-        }
-        let stopping = self.sched.job(job).is_some_and(|j| j.is_stopping());
-        tracing::info!(job = %job, attempt, code, stopping, "attempt ended");
-        self.maybe_done.push(job);
-        self.picture.touch(job);
-        let fact = if stopping {
-            Observed::Released {
-                job,
-                code: Some(code),
-            }
-        } else {
-            Observed::Exited { job, code }
-        };
-        fact.apply(&mut self.sched, now);
-        self.observed.push(fact);
-        Outcome::Reschedule
-    }
 }
 
 /// Run blocking work (SQLite) without holding up the other tasks: on a multi-threaded
@@ -1158,3 +745,6 @@ fn errors_text(errors: &[crate::config::ConfigError]) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,5 +1,5 @@
-//! The runtime's one set of timers: grace periods, job timeouts, looks at adopted
-//! attempts, the held-back publish and history pruning. The runtime owns it and sleeps
+//! The runtime's one set of timers: grace periods, job timeouts, the executor's looks at
+//! what runs, the held-back publish and history pruning. The runtime owns it and sleeps
 //! until its next deadline alongside its input channel, so any timer can be replaced or
 //! cancelled (an attempt that ends takes its timers with it).
 
@@ -15,8 +15,6 @@ pub(crate) enum Timer {
     Grace { job: JobId, attempt: u32 },
     /// An attempt ran past its job's `timeoutSeconds`.
     Timeout { job: JobId, attempt: u32 },
-    /// Look at an adopted attempt's run files again (its supervisor is not our child).
-    Probe { job: JobId, attempt: u32 },
     /// Publish the changes held back by the publish rate limit.
     Flush,
     /// Prune old history.
@@ -25,22 +23,18 @@ pub(crate) enum Timer {
     ProtectionEnd,
     /// Estimate the queue's start times again (SPEC §11, `server::forecasts`).
     Forecast,
-    /// Look at Slurm and the Slurm executor's attempts again.
-    SlurmPoll,
+    /// The backend's next look at what runs (adopted supervisors, the batch system).
+    Watch,
 }
 
 impl Timer {
     #[cfg(test)]
     fn attempt(&self) -> Option<(JobId, u32)> {
         match *self {
-            Timer::Grace { job, attempt }
-            | Timer::Timeout { job, attempt }
-            | Timer::Probe { job, attempt } => Some((job, attempt)),
-            Timer::Flush
-            | Timer::Prune
-            | Timer::ProtectionEnd
-            | Timer::Forecast
-            | Timer::SlurmPoll => None,
+            Timer::Grace { job, attempt } | Timer::Timeout { job, attempt } => Some((job, attempt)),
+            Timer::Flush | Timer::Prune | Timer::ProtectionEnd | Timer::Forecast | Timer::Watch => {
+                None
+            }
         }
     }
 }
@@ -78,7 +72,6 @@ impl Timers {
         for t in [
             Timer::Grace { job, attempt },
             Timer::Timeout { job, attempt },
-            Timer::Probe { job, attempt },
         ] {
             self.cancel(t);
         }

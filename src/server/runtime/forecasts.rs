@@ -166,7 +166,7 @@ impl Forecasts {
             return;
         };
         let job = Box::new(move || {
-            let learned = state.map(|s| Arc::new(Runtimes::from_state(&s)));
+            let learned = state.map(|s| Arc::new(learned_runtimes(&s)));
             let r = learned.as_ref().unwrap_or(&runtimes);
             let mut est = forecast::estimate(copy, now, r);
             est.took_ms += clone_ms;
@@ -239,4 +239,18 @@ pub(crate) fn config_effects(
         };
         let _ = tx.send(Input::Exec(ExecReport(report)));
     });
+}
+
+/// Typical runtimes from a state directory's database (read-only), for the forecast. An
+/// unreadable one gives none.
+fn learned_runtimes(state: &std::path::Path) -> Runtimes {
+    match crate::store::Store::open_read_only(state)
+        .and_then(|s| s.attempt_runtimes(crate::forecast::runtimes::LEARNED_FROM))
+    {
+        Ok(samples) => Runtimes::from_samples(samples),
+        Err(e) => {
+            tracing::debug!("no typical runtimes: {e}");
+            Runtimes::default()
+        }
+    }
 }

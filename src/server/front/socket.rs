@@ -1,11 +1,11 @@
 //! The control socket `<state>/shareq.sock`: accept connections, read size-limited JSON
 //! lines, answer from the latest snapshot or through the runtime.
 
-use super::auth::Caller;
 use super::guard::Guard;
-use super::input::{Input, Span};
 use super::protocol::{JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
+use crate::access::Caller;
 use crate::exec::StateDir;
+use crate::server::runtime::input::{CancelOutcome, Input, Span};
 use crate::snapshot::{Snapshot, Update};
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
@@ -106,9 +106,9 @@ enum Outgoing {
     Subscribe,
     /// The client asked for the decision stream: after the answers before it, stream it.
     Events(
-        super::events::Ask,
+        crate::server::runtime::events::Ask,
         std::path::PathBuf,
-        super::events::EventFeed,
+        crate::server::runtime::events::EventFeed,
     ),
 }
 
@@ -172,14 +172,16 @@ async fn read_requests(
             let _ = out.send(Outgoing::Answer(ready(e))).await;
             return Ok(());
         }
-        let next = match serde_json::from_slice::<Request>(trim_line(&line)) {
+        // Parsed once: a stream request switches the connection, any other is admitted.
+        let next = match parse(&line) {
+            Err(e) => Outgoing::Answer(ready(Response::error(e))),
             Ok(Request::Subscribe) => Outgoing::Subscribe,
             Ok(Request::Events {
                 after,
                 since,
                 follow,
             }) => Outgoing::Events(
-                super::events::Ask {
+                crate::server::runtime::events::Ask {
                     after,
                     since,
                     follow,
@@ -187,7 +189,7 @@ async fn read_requests(
                 guard.state_root(),
                 guard.feed.clone(),
             ),
-            _ => Outgoing::Answer(admit(&line, &caller, &guard, &inputs, &snapshots).await),
+            Ok(req) => Outgoing::Answer(admit(req, &caller, &guard, &inputs, &snapshots).await),
         };
         let subscribe = matches!(next, Outgoing::Subscribe | Outgoing::Events(..));
         if out.send(next).await.is_err() || subscribe {
@@ -206,7 +208,7 @@ async fn write_answers(
             Outgoing::Answer(pending) => pending.await,
             Outgoing::Subscribe => return stream_updates(w, snapshots).await,
             Outgoing::Events(ask, root, feed) => {
-                return super::events::stream(w, root, feed, ask).await;
+                return crate::server::runtime::events::stream(w, root, feed, ask).await;
             }
         };
         let out = if answer.jobs.is_some() {
@@ -270,27 +272,26 @@ fn gone() -> Response {
     Response::error("the scheduler is shutting down")
 }
 
-/// Parse a request and check it against the rules (SPEC §9: a refused request changes
-/// nothing and is answered at once); hand what is allowed to the runtime, and record it
-/// in the audit trail once accepted. Only a non-admin's request about a job waits here
-/// (for the picture to include the job), which keeps the connection's requests in order.
+/// One request line, or what is wrong with it.
+fn parse(line: &[u8]) -> Result<Request, String> {
+    let text = trim_line(line);
+    if text.is_empty() {
+        return Err("empty request: send one JSON object per line".to_string());
+    }
+    serde_json::from_slice(text).map_err(|e| format!("malformed request: {e}"))
+}
+
+/// Check a request against the rules (SPEC §9: a refused request changes nothing and is
+/// answered at once); hand what is allowed to the runtime, and record it in the audit
+/// trail once accepted. Only a non-admin's request about a job waits here (for the
+/// picture to include the job), which keeps the connection's requests in order.
 async fn admit(
-    line: &[u8],
+    mut req: Request,
     caller: &Caller,
     guard: &Guard,
     inputs: &mpsc::UnboundedSender<Input>,
     snapshots: &watch::Receiver<Arc<Snapshot>>,
 ) -> Pending {
-    let text = trim_line(line);
-    if text.is_empty() {
-        return ready(Response::error(
-            "empty request: send one JSON object per line",
-        ));
-    }
-    let mut req: Request = match serde_json::from_slice(text) {
-        Ok(r) => r,
-        Err(e) => return ready(Response::error(format!("malformed request: {e}"))),
-    };
     if let Err(refused) = guard.admit(&mut req, caller, inputs, snapshots).await {
         return ready(refused);
     }
@@ -313,6 +314,39 @@ async fn admit(
     })
 }
 
+/// Send the runtime an input that carries a reply channel, now; the returned future waits
+/// for the reply and turns it into the answer (a runtime gone meanwhile: "shutting down").
+fn ask<T: Send + 'static>(
+    inputs: &mpsc::UnboundedSender<Input>,
+    input: impl FnOnce(oneshot::Sender<T>) -> Input,
+    answer: impl FnOnce(T) -> Response + Send + 'static,
+) -> Pending {
+    ask_then(inputs, input, |t| std::future::ready(answer(t)))
+}
+
+/// [`ask`] with an answer that takes its time (reads a snapshot, asks again).
+fn ask_then<T: Send + 'static, F: Future<Output = Response> + Send + 'static>(
+    inputs: &mpsc::UnboundedSender<Input>,
+    input: impl FnOnce(oneshot::Sender<T>) -> Input,
+    answer: impl FnOnce(T) -> F + Send + 'static,
+) -> Pending {
+    let (tx, rx) = oneshot::channel();
+    if inputs.send(input(tx)).is_err() {
+        return ready(gone());
+    }
+    Box::pin(async move {
+        match rx.await {
+            Ok(t) => answer(t).await,
+            Err(_) => gone(),
+        }
+    })
+}
+
+/// A reply that is the runtime's answer or why it refused.
+fn or_refused<T>(ok: impl FnOnce(T) -> Response) -> impl FnOnce(Result<T, String>) -> Response {
+    move |r| r.map_or_else(Response::error, ok)
+}
+
 /// Hand a request to the runtime now; the returned future waits for its answer.
 fn dispatch(
     req: Request,
@@ -321,156 +355,90 @@ fn dispatch(
     inputs: &mpsc::UnboundedSender<Input>,
     snapshots: &watch::Receiver<Arc<Snapshot>>,
 ) -> Pending {
-    // Read-your-writes: the snapshot read for the answer must include everything sent
-    // before, so a `Sync` is queued behind it now.
-    let synced = if matches!(req, Request::Jobs { .. } | Request::Status) {
-        let (tx, rx) = oneshot::channel();
-        if inputs.send(Input::Sync { reply: tx }).is_err() {
-            return ready(gone());
-        }
-        Some(rx)
-    } else {
-        None
-    };
     match req {
         Request::Submit { job } => {
             let (read_at, metrics) = (std::time::Instant::now(), guard.metrics.clone());
-            let (tx, rx) = oneshot::channel();
-            let sent = inputs.send(Input::Submit {
+            let input = |tx| Input::Submit {
                 spec: job,
                 reply: Some(tx),
-            });
-            if sent.is_err() {
-                return ready(gone());
-            }
-            Box::pin(async move {
-                let answer = rx.await;
+            };
+            ask(inputs, input, move |r: Result<_, String>| {
                 metrics.submit_took(read_at.elapsed());
-                match answer {
-                    Ok(Ok(id)) => Response {
-                        id: Some(id),
-                        ..Response::ok()
-                    },
-                    Ok(Err(e)) => Response::error(e),
-                    Err(_) => gone(),
-                }
+                or_refused(|id| Response {
+                    id: Some(id),
+                    ..Response::ok()
+                })(r)
             })
         }
         Request::Cancel { ids } => {
             if ids.is_empty() {
                 return ready(Response::error("cancel: no job id given"));
             }
-            let (tx, rx) = oneshot::channel();
             let by = user.to_string();
-            let sent = inputs.send(Input::Cancel {
+            let input = |tx| Input::Cancel {
                 ids,
                 by,
                 reply: Some(tx),
-            });
-            if sent.is_err() {
-                return ready(gone());
-            }
-            Box::pin(async move {
-                match rx.await {
-                    Ok(outcomes) => {
-                        let errors: Vec<String> =
-                            outcomes.iter().filter_map(|o| o.error.clone()).collect();
-                        Response {
-                            ok: errors.is_empty(),
-                            error: (!errors.is_empty()).then(|| errors.join("; ")),
-                            cancelled: Some(outcomes),
-                            ..Response::default()
-                        }
-                    }
-                    Err(_) => gone(),
+            };
+            ask(inputs, input, |outcomes: Vec<CancelOutcome>| {
+                let errors: Vec<String> = outcomes.iter().filter_map(|o| o.error.clone()).collect();
+                Response {
+                    ok: errors.is_empty(),
+                    error: (!errors.is_empty()).then(|| errors.join("; ")),
+                    cancelled: Some(outcomes),
+                    ..Response::default()
                 }
             })
         }
         Request::Priority { id, priority } => {
-            let (tx, rx) = oneshot::channel();
-            let msg = Input::SetPriority {
+            let input = |tx| Input::SetPriority {
                 id,
                 priority,
                 reply: Some(tx),
             };
-            if inputs.send(msg).is_err() {
-                return ready(gone());
-            }
-            Box::pin(async move {
-                match rx.await {
-                    Ok(Ok(changed)) => Response {
-                        changed: Some(changed),
-                        ..Response::ok()
-                    },
-                    Ok(Err(e)) => Response::error(e),
-                    Err(_) => gone(),
-                }
-            })
+            let answer = or_refused(|changed| Response {
+                changed: Some(changed),
+                ..Response::ok()
+            });
+            ask(inputs, input, answer)
         }
         Request::Reload => {
-            let (tx, rx) = oneshot::channel();
-            if inputs.send(Input::Reload { reply: Some(tx) }).is_err() {
-                return ready(gone());
-            }
-            Box::pin(async move {
-                match rx.await {
-                    Ok(Ok(())) => Response::ok(),
-                    Ok(Err(e)) => Response::error(format!("config rejected:\n{e}")),
-                    Err(_) => gone(),
-                }
-            })
-        }
-        Request::Jobs { all, since, until } => {
-            let (inputs, snapshots) = (inputs.clone(), snapshots.clone());
-            let span = Span { since, until };
-            Box::pin(async move {
-                if let Some(rx) = synced
-                    && rx.await.is_err()
-                {
-                    return gone();
-                }
-                jobs(all, span, &inputs, &snapshots).await
+            let input = |tx| Input::Reload { reply: Some(tx) };
+            ask(inputs, input, |r: Result<(), String>| match r {
+                Ok(()) => Response::ok(),
+                Err(e) => Response::error(format!("config rejected:\n{e}")),
             })
         }
         Request::History { window } => {
-            let (tx, rx) = oneshot::channel();
-            if inputs.send(Input::History { window, reply: tx }).is_err() {
-                return ready(gone());
-            }
-            Box::pin(async move {
-                match rx.await {
-                    Ok(Ok(h)) => Response {
-                        history: Some(h),
-                        ..Response::ok()
-                    },
-                    Ok(Err(e)) => Response::error(e),
-                    Err(_) => gone(),
-                }
-            })
-        }
-        Request::Subscribe | Request::Events { .. } => {
-            ready(Response::error("subscribe: send it as the first request"))
+            let input = |tx| Input::History { window, reply: tx };
+            let answer = or_refused(|h| Response {
+                history: Some(h),
+                ..Response::ok()
+            });
+            ask(inputs, input, answer)
         }
         Request::Predict { job } => {
-            let (tx, rx) = oneshot::channel();
-            if inputs
-                .send(Input::Predict {
-                    spec: job,
-                    reply: tx,
-                })
-                .is_err()
-            {
-                return ready(gone());
-            }
-            Box::pin(async move {
-                match rx.await {
-                    Ok(p) => Response {
-                        prediction: Some(p),
-                        ..Response::ok()
-                    },
-                    Err(_) => gone(),
-                }
+            let input = |tx| Input::Predict {
+                spec: job,
+                reply: tx,
+            };
+            ask(inputs, input, |p| Response {
+                prediction: Some(p),
+                ..Response::ok()
             })
+        }
+        // Read-your-writes: the snapshot read for the answer must include everything
+        // sent before, so a `Sync` is queued behind it now.
+        Request::Jobs { all, since, until } => {
+            let (inputs2, snapshots) = (inputs.clone(), snapshots.clone());
+            let span = Span { since, until };
+            after_sync(inputs, async move {
+                jobs(all, span, &inputs2, &snapshots).await
+            })
+        }
+        Request::Status => {
+            let snapshots = snapshots.clone();
+            after_sync(inputs, async move { status(&snapshots.borrow()) })
         }
         Request::Report {
             since,
@@ -492,30 +460,34 @@ fn dispatch(
             let guard = guard.clone();
             Box::pin(async move { guard.audit(limit).await })
         }
-        Request::Status => {
-            let snapshots = snapshots.clone();
-            Box::pin(async move {
-                if let Some(rx) = synced
-                    && rx.await.is_err()
-                {
-                    return gone();
-                }
-                let s = snapshots.borrow().clone();
-                Response {
-                    status: Some(StatusAnswer {
-                        env_name: s.env_name.clone(),
-                        config: s.config.clone(),
-                        units: s.units.clone(),
-                        shares: s.shares.clone(),
-                        lending: s.lending.clone(),
-                        grace_period_seconds: s.grace_period_seconds,
-                        queued: s.queue.len(),
-                        running: s.running.len(),
-                    }),
-                    ..Response::ok()
-                }
-            })
+        Request::Subscribe | Request::Events { .. } => {
+            ready(Response::error("subscribe: send it as the first request"))
         }
+    }
+}
+
+/// Queue a `Sync` now; answer with `then` once the runtime has published everything sent
+/// before it.
+fn after_sync(
+    inputs: &mpsc::UnboundedSender<Input>,
+    then: impl Future<Output = Response> + Send + 'static,
+) -> Pending {
+    ask_then(inputs, |reply| Input::Sync { reply }, |()| then)
+}
+
+fn status(s: &Snapshot) -> Response {
+    Response {
+        status: Some(StatusAnswer {
+            env_name: s.env_name.clone(),
+            config: s.config.clone(),
+            units: s.units.clone(),
+            shares: s.shares.clone(),
+            lending: s.lending.clone(),
+            grace_period_seconds: s.grace_period_seconds,
+            queued: s.queue.len(),
+            running: s.running.len(),
+        }),
+        ..Response::ok()
     }
 }
 
@@ -584,4 +556,24 @@ fn trim_line(line: &[u8]) -> &[u8] {
         }
     }
     t
+}
+
+/// Serve the control socket from `handle`'s runtime until it shuts down (the accept loop
+/// and the socket file go with the handle).
+pub(crate) fn serve_runtime(
+    handle: &mut crate::server::runtime::RuntimeHandle,
+    listener: tokio::net::UnixListener,
+    path: std::path::PathBuf,
+    guard: Guard,
+    limits: super::conn_limits::SocketLimits,
+) {
+    let guard = guard.observing(handle.events.clone(), handle.metrics.clone());
+    let task = tokio::spawn(serve(
+        listener,
+        handle.inputs.clone(),
+        handle.snapshots.clone(),
+        guard,
+        limits,
+    ));
+    handle.attach_server(task, path);
 }

@@ -7,7 +7,7 @@
 //! happen; never the action itself). `shareq audit`
 //! reads it through the socket, admins only.
 
-use super::auth::Caller;
+use crate::access::Caller;
 use crate::model::JobId;
 use rusqlite::{Connection, OpenFlags, params};
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,6 @@
 
 /// A new config, or a refused edit, from the directory watcher or a reload.
 pub use crate::config::ConfigUpdate;
-use crate::exec::ExitStatus;
 use crate::exec::telemetry::Samples;
 use crate::model::{JobId, JobSpec};
 use crate::snapshot::JobView;
@@ -97,35 +96,8 @@ pub struct ExecReport(pub(crate) ExecKind);
 
 #[derive(Debug)]
 pub(crate) enum ExecKind {
-    /// The supervisor process exists (its pid, for signals).
-    Spawned {
-        job: JobId,
-        attempt: u32,
-        pid: i32,
-    },
-    Running {
-        job: JobId,
-        attempt: u32,
-    },
-    Exited {
-        job: JobId,
-        attempt: u32,
-        status: ExitStatus,
-    },
-    /// `sbatch` accepted an attempt (the Slurm executor): its batch job id.
-    SlurmSubmitted {
-        job: JobId,
-        attempt: u32,
-        id: u64,
-    },
-    /// A look at Slurm and the watched attempts' run files.
-    SlurmView(Box<super::slurm_exec::SlurmView>),
-    /// What a look at an adopted attempt found: `None` while its supervisor lives.
-    Probed {
-        job: JobId,
-        attempt: u32,
-        exit: Option<ExitStatus>,
-    },
+    /// What the executor saw of an attempt or a node (`exec::backend`).
+    Attempt(crate::exec::backend::Report),
     Telemetry(Samples),
     /// The config directory, read and validated off the runtime task (`Input::Reload`).
     Reloaded {

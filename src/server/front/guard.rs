@@ -1,15 +1,15 @@
 //! What the control socket checks and records around each request (SPEC §9): the rules
-//! of [`super::auth`] applied before anything is sent to the runtime (a refused request
+//! of [`crate::access`] applied before anything is sent to the runtime (a refused request
 //! changes nothing), the submitter stamped on every submission, accepted actions written
 //! to the audit trail, and the two requests that only the socket answers: a job's log for
 //! callers who cannot read the file, and the audit trail.
 
-use super::audit::{Audit, AuditEntry};
-use super::auth::{Caller, Denied, JobAction};
-use super::input::Input;
 use super::protocol::{LOG_CHUNK, LogChunk, Request, Response};
+use crate::access::{Caller, Denied, JobAction};
 use crate::exec::StateDir;
 use crate::model::{JobId, Submitter};
+use crate::server::runtime::audit::{Audit, AuditEntry};
+use crate::server::runtime::input::Input;
 use crate::snapshot::Snapshot;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -20,7 +20,7 @@ pub struct Guard {
     state: StateDir,
     audit: Audit,
     /// Where committed decision lines arrive, for `events` followers.
-    pub(crate) feed: super::events::EventFeed,
+    pub(crate) feed: crate::server::runtime::events::EventFeed,
     /// Submit latency goes here.
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
 }
@@ -46,7 +46,7 @@ impl Guard {
     /// The guard of a runtime: its decision feed and metrics.
     pub(crate) fn observing(
         mut self,
-        feed: super::events::EventFeed,
+        feed: crate::server::runtime::events::EventFeed,
         metrics: Arc<crate::metrics::Metrics>,
     ) -> Guard {
         self.feed = feed;

@@ -1,8 +1,8 @@
 //! The control socket's language: one JSON request per line, one JSON answer per line.
 
-use super::input::CancelOutcome;
 use crate::model::{JobId, JobSpec};
 use crate::sched::LendEdge;
+use crate::server::runtime::input::CancelOutcome;
 use crate::snapshot::{ConfigStatus, JobView, PreemptionRecord, ShareView, UnitView};
 use serde::{Deserialize, Serialize};
 
@@ -167,13 +167,13 @@ pub struct Response {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<StatusAnswer>,
     /// Set when the request was refused as not allowed (SPEC §9): the CLI exits with
-    /// [`super::auth::EXIT_NOT_ALLOWED`].
+    /// [`crate::access::EXIT_NOT_ALLOWED`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub not_allowed: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<LogChunk>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub audit: Option<Vec<super::audit::AuditEntry>>,
+    pub audit: Option<Vec<crate::server::runtime::audit::AuditEntry>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prediction: Option<crate::forecast::Prediction>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -190,8 +190,8 @@ impl Response {
         }
     }
 
-    /// A refusal (see [`super::auth::Denied`]).
-    pub fn denied(d: super::auth::Denied) -> Response {
+    /// A refusal (see [`crate::access::Denied`]).
+    pub fn denied(d: crate::access::Denied) -> Response {
         Response {
             not_allowed: true,
             ..Response::error(d.0)

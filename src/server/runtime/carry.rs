@@ -1,103 +1,68 @@
-//! Carrying the scheduler's decisions out: start a supervisor for each start, stop
-//! attempts (SIGTERM, grace, SIGKILL) for preemptions, cancels and timeouts, arm their
-//! timers in the runtime's timer set, and keep the preemption log.
+//! Carrying the scheduler's decisions out, whatever the backend: launch each start
+//! through the `exec::backend::Backend` in force, stop attempts (SIGTERM, grace, SIGKILL)
+//! for preemptions, cancels and timeouts, arm their timers in the runtime's timer set,
+//! keep the attempt table and the preemption log.
 
-use super::input::{ExecKind, ExecReport, Input};
 use super::timers::{Timer, Timers};
-use crate::exec::proc::{self, Stop};
-use crate::exec::runfiles::{self, Owner, SupervisorStatus};
+use crate::exec::backend::Backend;
+use crate::exec::proc::Stop;
+use crate::exec::runfiles::Owner;
 use crate::exec::{LaunchSpec, StateDir};
 use crate::model::{Command, JobId, LogLimits};
 use crate::sched::{Event, Sched};
 use crate::snapshot::PreemptionRecord;
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
-
-/// How often an adopted attempt's run files are looked at.
-const ADOPTED_POLL: Duration = Duration::from_millis(200);
 
 /// How many preemption records are kept in memory (newest first).
 const PREEMPTION_LOG_LEN: usize = 1000;
 
-/// One attempt whose supervisor has not ended yet.
+/// One attempt that has not ended yet, as far as the runtime knows; what its backend
+/// knows of it (a pid, a batch job) is the backend's own.
 #[derive(Debug)]
-pub(super) struct Attempt {
-    pub(super) attempt: u32,
-    /// Known once the supervisor is started (off the runtime task, see `start`).
-    pub(super) pid: Option<i32>,
-    /// The strongest stop asked for so far; sent as soon as the pid (or Slurm job) is
-    /// known.
-    pub(super) stop: Option<Stop>,
-    /// With the Slurm executor: the batch job, once `sbatch` answered or a look at
-    /// `squeue` found it by name (adoption).
-    pub(super) slurm: Option<u64>,
-    /// With the Slurm executor: its supervisor reported in (RUNNING).
-    pub(super) reported: bool,
+struct Attempt {
+    attempt: u32,
+    /// The strongest stop asked for so far (the backend delivers it once it can).
+    stop: Option<Stop>,
 }
 
-/// What carries attempts out (SPEC §10): supervisors started on this machine, or batch
-/// jobs on a Slurm partition running the same supervisor. Everything else (timers, the
-/// stop path's grace period, the preemption log) is the same for both.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Backend {
-    Local,
-    Slurm { partition: String },
-}
-
-impl Backend {
-    pub(crate) fn of(config: &crate::model::ValidConfig) -> Backend {
-        match config.executor() {
-            crate::model::Executor::Local => Backend::Local,
-            crate::model::Executor::Slurm(s) => Backend::Slurm {
-                partition: s.partition,
-            },
-        }
-    }
-}
-
-pub(crate) struct Executor {
-    pub(super) state: StateDir,
-    pub(super) exe: PathBuf,
-    pub(super) tx: mpsc::UnboundedSender<Input>,
-    pub(super) running: HashMap<JobId, Attempt>,
-    /// Where attempts run.
-    pub(crate) backend: Backend,
+/// The attempt table and the stop path, in front of the backend that carries attempts out
+/// (`exec::backend`).
+pub(crate) struct Carry {
+    state: StateDir,
+    backend: Box<dyn Backend>,
+    running: HashMap<JobId, Attempt>,
     preemptions: VecDeque<PreemptionRecord>,
-    /// The log changed since [`Executor::take_preemption_log`] last read it.
+    /// The log changed since [`Carry::take_preemption_log`] last read it.
     preemptions_changed: bool,
     stopped_all: bool,
-    /// The database whose run files these are (an identity of this process's own for a
-    /// runtime without a store).
-    pub(crate) owner: Owner,
+    /// The database whose run files these are, recorded in each attempt's spec.
+    owner: Owner,
     /// `logs:` of the config in force, for the next starts.
     pub(crate) log_limits: LogLimits,
 }
 
-impl Executor {
-    pub(crate) fn new(state: StateDir, exe: PathBuf, tx: mpsc::UnboundedSender<Input>) -> Self {
-        Executor {
+impl Carry {
+    pub(crate) fn new(state: StateDir, owner: Owner, backend: Box<dyn Backend>) -> Self {
+        Carry {
             state,
-            exe,
-            tx,
+            backend,
             running: HashMap::new(),
-            backend: Backend::Local,
             preemptions: VecDeque::new(),
             preemptions_changed: true,
             stopped_all: false,
-            owner: Owner {
-                db: format!("memory-{}-{}", std::process::id(), crate::exec::now_ms()),
-                legacy_below: 0,
-            },
+            owner,
             log_limits: LogLimits::default(),
         }
     }
 
-    /// The runtime's own input channel (for work done off its task).
-    pub(crate) fn inputs(&self) -> mpsc::UnboundedSender<Input> {
-        self.tx.clone()
+    /// The identity of a runtime without a store, for its run files.
+    pub(crate) fn memory_owner() -> Owner {
+        Owner {
+            db: format!("memory-{}-{}", std::process::id(), crate::exec::now_ms()),
+            legacy_below: 0,
+        }
     }
 
     pub(crate) fn running_count(&self) -> usize {
@@ -108,10 +73,11 @@ impl Executor {
         self.running.get(&job).is_some_and(|a| a.attempt == attempt)
     }
 
-    /// The attempt's supervisor ended: forget it and its timers. False for a stale report.
+    /// The attempt ended: forget it and its timers. False for a stale report.
     pub(crate) fn finished(&mut self, timers: &mut Timers, job: JobId, attempt: u32) -> bool {
         if self.is_current(job, attempt) {
             self.running.remove(&job);
+            self.backend.forget(job, attempt);
             timers.cancel_attempt(job, attempt);
             true
         } else {
@@ -123,18 +89,23 @@ impl Executor {
         if let Some(a) = self.running.get_mut(&job).filter(|a| a.attempt == attempt) {
             tracing::info!(job = %job, attempt, "grace period over: SIGKILL");
             a.stop = Some(Stop::Kill);
-            Self::signal(a, Stop::Kill);
+            self.backend.signal(job, attempt, Stop::Kill);
         }
     }
 
-    /// The supervisor of an attempt started: deliver a stop asked for meanwhile.
-    pub(crate) fn spawned(&mut self, job: JobId, attempt: u32, pid: i32) {
-        if let Some(a) = self.running.get_mut(&job).filter(|a| a.attempt == attempt) {
-            a.pid = Some(pid);
-            if let Some(how) = a.stop {
-                Self::signal(a, how);
-            }
+    /// Keep the backend's look armed while it wants one.
+    pub(crate) fn watch(&self, timers: &mut Timers) {
+        if let Some(every) = self.backend.poll_every()
+            && !timers.is_set(Timer::Watch)
+        {
+            timers.set(Timer::Watch, every);
         }
+    }
+
+    /// The backend's look is due.
+    pub(crate) fn look(&mut self, timers: &mut Timers) {
+        self.backend.poll();
+        self.watch(timers);
     }
 
     /// Seed the preemption log with what the store remembers (newest first).
@@ -144,8 +115,8 @@ impl Executor {
     }
 
     /// Watch an attempt whose supervisor outlived the previous scheduler (SPEC §8): its
-    /// exit is picked up from the exit file when the supervisor is gone; its timeout is
-    /// armed again for the time left; a stop that was under way is resumed.
+    /// backend reports its end; its timeout is armed again for the time left; a stop
+    /// that was under way is resumed.
     pub(crate) fn adopt(
         &mut self,
         sched: &Sched,
@@ -155,31 +126,22 @@ impl Executor {
         pid: u32,
         now: i64,
     ) {
-        let Ok(pid_i) = i32::try_from(pid) else {
+        if i32::try_from(pid).is_err() {
             return;
-        };
-        // A Slurm attempt is signalled through its batch job, never by pid (its
-        // supervisor may run on another node; pid 0 would be our own process group).
-        let pid_i = (self.backend == Backend::Local && pid_i > 0).then_some(pid_i);
+        }
         tracing::info!(job = %job, attempt, pid, "adopted a running attempt");
         self.running.insert(
             job,
             Attempt {
                 attempt,
-                pid: pid_i,
                 stop: None,
-                slurm: None,
-                reported: true,
             },
         );
-        // A Slurm attempt is watched by the executor's look at Slurm, which also finds
-        // its batch job by name.
-        if self.backend == Backend::Local {
-            timers.set(Timer::Probe { job, attempt }, ADOPTED_POLL);
-        } else {
-            self.slurm_watch(timers);
-        }
-        let Some(j) = sched.job(job) else { return };
+        let j = sched.job(job);
+        let node = j.and_then(|j| j.node()).map(|n| sched.node_name(n));
+        self.backend.adopt(job, attempt, pid, node);
+        self.watch(timers);
+        let Some(j) = j else { return };
         if j.is_stopping() {
             self.stop(timers, job, sched.grace_period_seconds());
         } else if let Some(secs) = j.spec.timeout_seconds {
@@ -189,48 +151,6 @@ impl Executor {
                 .max(0);
             let left = Duration::from_millis(left_ms as u64);
             timers.set(Timer::Timeout { job, attempt }, left);
-        }
-    }
-
-    /// Look at an adopted attempt's run files (on the blocking pool: it reads `/proc`),
-    /// and report `Probed`. A supervisor gone without an exit status (killed from outside)
-    /// is reported only once nothing of its attempt's session runs (SPEC §7).
-    pub(crate) fn probe(&self, job: JobId, attempt: u32) {
-        let (state, owner) = (self.state.clone(), self.owner.clone());
-        let tx = self.tx.clone();
-        tokio::spawn(async move {
-            let root = state.root().to_path_buf();
-            let status =
-                tokio::task::spawn_blocking(move || runfiles::probe(&root, job, attempt, &owner))
-                    .await
-                    .unwrap_or(SupervisorStatus::Alive { pid: 0 });
-            let exit = match status {
-                SupervisorStatus::Alive { .. } => None,
-                SupervisorStatus::Exited(status) => Some(status),
-                SupervisorStatus::Vanished { session } => {
-                    if let Some(sid) = session {
-                        tracing::warn!(job = %job, attempt, "adopted supervisor died without an exit status: killing what is left of its attempt");
-                        proc::clear_session(sid).await;
-                    }
-                    Some(crate::exec::ExitStatus {
-                        code: 255,
-                        signal: None,
-                        finished_at: crate::exec::now_ms(),
-                    })
-                }
-            };
-            let _ = tx.send(Input::Exec(ExecReport(ExecKind::Probed {
-                job,
-                attempt,
-                exit,
-            })));
-        });
-    }
-
-    /// Arm the next look at an adopted attempt that is still alive.
-    pub(crate) fn probe_later(&self, timers: &mut Timers, job: JobId, attempt: u32) {
-        if self.is_current(job, attempt) {
-            timers.set(Timer::Probe { job, attempt }, ADOPTED_POLL);
         }
     }
 
@@ -330,88 +250,15 @@ impl Executor {
             job,
             Attempt {
                 attempt,
-                pid: None,
                 stop: None,
-                slurm: None,
-                reported: false,
             },
         );
-        self.launch(spec, node.unwrap_or_default());
+        self.backend
+            .launch(spec, node.as_deref().unwrap_or_default());
         if let Some(secs) = j.spec.timeout_seconds {
             timers.set(Timer::Timeout { job, attempt }, Duration::from_secs(secs));
         }
-        self.slurm_watch(timers);
-    }
-
-    // ---- the executor boundary: every start and signal goes through these two ----
-
-    /// Start an attempt on `node` with the spec's devices. Its supervisor reports back as
-    /// `Spawned` (local) or `SlurmSubmitted`, then `Running`, then `Exited`.
-    fn launch(&mut self, spec: LaunchSpec, node: String) {
-        match &self.backend {
-            Backend::Local => self.local_start(spec),
-            Backend::Slurm { partition } => {
-                let partition = partition.clone();
-                self.slurm_start(spec, node, partition);
-            }
-        }
-    }
-
-    /// Deliver a stop to an attempt's supervisor (SIGTERM or SIGKILL), once it is known.
-    pub(super) fn signal(a: &Attempt, how: Stop) {
-        if let Some(id) = a.slurm {
-            super::slurm_exec::cancel(id, how);
-        } else if let Some(pid) = a.pid {
-            proc::signal(pid, how);
-        }
-    }
-
-    /// The local executor: a supervisor process on this machine, started off the runtime
-    /// task (starting a process blocks its parent until the child has exec'd, ~ms).
-    fn local_start(&mut self, spec: LaunchSpec) {
-        let (job, attempt) = (spec.job, spec.attempt);
-        let tx = self.tx.clone();
-        let report = move |k: ExecKind| drop(tx.send(Input::Exec(ExecReport(k))));
-        let (exe, owner) = (self.exe.clone(), self.owner.clone());
-        tokio::spawn(async move {
-            let state = spec.state.clone();
-            let launched = tokio::task::spawn_blocking(move || proc::launch(&exe, &spec)).await;
-            let status = match launched {
-                Ok(Ok(sup)) => {
-                    report(ExecKind::Spawned {
-                        job,
-                        attempt,
-                        pid: sup.pid,
-                    });
-                    sup.wait(&state, job, attempt, &owner, || {
-                        report(ExecKind::Running { job, attempt })
-                    })
-                    .await
-                }
-                Ok(Err(e)) => {
-                    tracing::error!(job = %job, attempt, "cannot start a supervisor: {e}");
-                    // Reported like an attempt that could not run its command.
-                    crate::exec::ExitStatus {
-                        code: 127,
-                        signal: None,
-                        finished_at: crate::exec::now_ms(),
-                    }
-                }
-                Err(e) => {
-                    tracing::error!(job = %job, attempt, "supervisor start task failed: {e}");
-                    crate::exec::ExitStatus {
-                        code: 127,
-                        signal: None,
-                        finished_at: crate::exec::now_ms(),
-                    }
-                }
-            };
-            report(ExecKind::Exited {
-                job,
-                attempt,
-                status,
-            });
-        });
+        self.watch(timers);
     }
 
     /// SIGTERM now, SIGKILL when the grace period is over (if it is still running).
@@ -424,7 +271,7 @@ impl Executor {
         }
         let how = if grace == 0 { Stop::Kill } else { Stop::Term };
         a.stop = Some(how);
-        Self::signal(a, how);
+        self.backend.signal(job, a.attempt, how);
         if how == Stop::Kill {
             return;
         }

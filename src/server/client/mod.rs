@@ -1,7 +1,11 @@
-//! The CLI's side of the control socket: connect, send one request, read one answer.
+//! The other end of the control socket: [`Client`] connects, sends one request and reads
+//! one answer (the CLI); [`remote::attach`] gives a console on a scheduler that runs
+//! elsewhere the same snapshot receiver and `Input` sender as an in-process one.
 
-use super::protocol::{Request, Response};
+pub mod remote;
+
 use crate::exec::StateDir;
+use crate::server::front::protocol::{Request, Response};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 
@@ -20,6 +24,23 @@ pub enum ClientError {
     BadAnswer(String),
 }
 
+impl ClientError {
+    /// Connecting to the state directory's socket failed: no scheduler listens there, or
+    /// something else went wrong.
+    pub(crate) fn connecting(state: &StateDir, e: std::io::Error) -> ClientError {
+        let socket = state.socket().display().to_string();
+        match e.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                ClientError::NotRunning {
+                    socket,
+                    state: state.root().display().to_string(),
+                }
+            }
+            _ => ClientError::Io { socket, source: e },
+        }
+    }
+}
+
 /// A connection to a running scheduler.
 pub struct Client {
     socket: String,
@@ -31,18 +52,7 @@ impl Client {
     pub fn connect(state: &StateDir) -> Result<Client, ClientError> {
         let path = state.socket();
         let socket = path.display().to_string();
-        let stream = UnixStream::connect(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-                ClientError::NotRunning {
-                    socket: socket.clone(),
-                    state: state.root().display().to_string(),
-                }
-            }
-            _ => ClientError::Io {
-                socket: socket.clone(),
-                source: e,
-            },
-        })?;
+        let stream = UnixStream::connect(&path).map_err(|e| ClientError::connecting(state, e))?;
         let reader = stream.try_clone().map_err(|source| ClientError::Io {
             socket: socket.clone(),
             source,
