@@ -1,7 +1,7 @@
 //! `shareq whatif`, `shareq export-trace` and `shareq check DIR --against STATE` on the
 //! history and the jobs of a live `shareq serve` on fake GPUs.
 
-mod common;
+use crate::common;
 
 use common::{BIN, Server, config, wait_for};
 use serde_json::Value;

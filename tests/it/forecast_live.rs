@@ -3,7 +3,7 @@
 //! table's START(EST) column) and the job then starts when it said; `submit --predict`
 //! says what a submission would do, and the submission then does it.
 
-mod common;
+use crate::common;
 
 use common::{Server, config, share, wait_for};
 use serde_json::Value;

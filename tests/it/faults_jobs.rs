@@ -4,7 +4,7 @@
 //! log is cut at its cap or at the free-space reserve while the job runs on; pruned
 //! history takes its run files and logs along.
 
-mod common;
+use crate::common;
 
 use common::{Server, alive, config, share, wait_for};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! retries, the SIGTERM → grace → SIGKILL stop path, background children, timeouts,
 //! cancels, and jobs that outlive the scheduler.
 
-mod common;
+use crate::common;
 
 use common::{Server, alive, config, share, wait_for};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! with `devices: auto` on a machine without GPUs, `shareq gpus`, and
 //! `--stop-jobs-on-exit`.
 
-mod common;
+use crate::common;
 
 use common::{BIN, Server, alive, config, share, wait_for};
 use serde_json::Value;

@@ -1,6 +1,6 @@
 //! Every broken config under `tests/invalid_configs/NAME/` must be rejected with exactly
 //! the text in its `expected.txt` (one error per line, paths relative to the case).
-//! `BLESS=1 cargo test --test config_invalid` rewrites the expected files for review.
+//! `BLESS=1 cargo test --test it config_invalid` rewrites the expected files for review.
 
 use shareq::config::load_dir;
 use std::path::Path;

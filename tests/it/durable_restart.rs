@@ -5,7 +5,7 @@
 //! read-only state directory, a corrupt database, a schema that is too new, a decision
 //! that cannot be stored.
 
-mod common;
+use crate::common;
 
 use common::{BIN, Cleanup, Serve, alive, config, share, wait_for};
 use serde_json::Value;

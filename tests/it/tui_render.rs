@@ -20,11 +20,20 @@ fn code(c: KeyCode) -> KeyEvent {
     KeyEvent::new(c, KeyModifiers::NONE)
 }
 
+/// The snapshots keep the names and place they had when this file was a test crate of its
+/// own (`tests/snapshots/tui_render__<name>.snap`), so that moving the file re-creates none.
+fn assert_screen(name: &str, text: &str) {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path("../snapshots");
+    settings.set_prepend_module_to_snapshot(false);
+    settings.bind(|| insta::assert_snapshot!(format!("tui_render__{name}"), text));
+}
+
 fn check(name: &str, mut make: impl FnMut() -> App) {
     for (w, h) in SIZES {
         let mut app = make();
         let text = fixtures::render_text(&mut app, w, h);
-        insta::assert_snapshot!(format!("{name}_{w}x{h}"), text);
+        assert_screen(&format!("{name}_{w}x{h}"), &text);
     }
 }
 
@@ -32,7 +41,7 @@ fn check_pane(name: &str, draw: fn(&mut Frame, &mut App)) {
     for (w, h) in SIZES {
         let mut app = fixtures::app(fixtures::lab());
         let text = fixtures::render_with(w, h, |f| draw(f, &mut app));
-        insta::assert_snapshot!(format!("pane_{name}_{w}x{h}"), text);
+        assert_screen(&format!("pane_{name}_{w}x{h}"), &text);
     }
 }
 
@@ -205,7 +214,7 @@ fn empty_and_tiny() {
 }
 
 /// The text captures in `assets/` are the screens the fixtures render today
-/// (`UPDATE_ASSETS=1 cargo test --test tui_render` rewrites them).
+/// (`UPDATE_ASSETS=1 cargo test --test it tui_render` rewrites them).
 #[test]
 fn asset_captures_are_current() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");

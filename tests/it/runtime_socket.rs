@@ -1,7 +1,7 @@
 //! The AWS Batch quota-share example run live on `sample-configs/aws-example` with real
 //! `sleep` processes, and the control socket's answers to bad requests.
 
-mod common;
+use crate::common;
 
 use common::{BIN, Server, config, share};
 use serde_json::Value;

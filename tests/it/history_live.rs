@@ -2,7 +2,7 @@
 //! sampling every second on fake GPUs, read back through the socket (`shareq history`,
 //! `{"op":"history"}`) and, with no scheduler running, from the database itself.
 
-mod common;
+use crate::common;
 
 use common::{Server, config, share};
 use serde_json::Value;

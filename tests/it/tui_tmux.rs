@@ -7,7 +7,7 @@
 //! tmux: without it the test says so and passes, unless `SHAREQ_REQUIRE_TMUX=1` (CI sets
 //! it) makes a missing tmux a failure.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! (`server::remote::attach`): both attached views follow the same snapshots, actions sent
 //! through an attachment take effect in the one scheduler, and nothing schedules twice.
 
-mod common;
+use crate::common;
 
 use common::{Server, config, share};
 use shareq::exec::StateDir;

@@ -3,7 +3,7 @@
 //! database is refused with what to do, and a retried submit (same client token) gets the
 //! same job, also across a restart.
 
-mod common;
+use crate::common;
 
 use common::{BIN, Server, config, share, wait_for};
 use std::io::{BufRead, BufReader, Write};

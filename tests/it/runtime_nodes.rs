@@ -3,7 +3,7 @@
 //! (several nodes on the local executor, the Slurm executor with no Slurm answering) are
 //! refused with the reason, at start and on reload, while `check` accepts them.
 
-mod common;
+use crate::common;
 
 use common::{BIN, Server, share};
 use std::process::Command;

@@ -10,7 +10,7 @@
 //!
 //! `SHAREQ_CRASH_SEED=N` replays another sequence of kill moments.
 
-mod common;
+use crate::common;
 
 use common::{BIN, Cleanup, Serve, config, share};
 use serde_json::Value;

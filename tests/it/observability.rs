@@ -5,7 +5,7 @@
 //! for the same scenario; `shareq report` gives per-share figures that match the history
 //! the stream shows.
 
-mod common;
+use crate::common;
 
 use common::{BIN, Server, wait_for};
 use serde_json::Value;

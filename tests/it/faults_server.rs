@@ -3,7 +3,7 @@
 //! odd files in the config directory (a FIFO, a link to `/dev/zero`, huge or deeply nested
 //! YAML) never block it; a command whose reader goes away ends quietly.
 
-mod common;
+use crate::common;
 
 use common::{BIN, Server, config, share};
 use std::io::{BufRead, BufReader, Read, Write};
