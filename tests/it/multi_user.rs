@@ -636,6 +636,9 @@ fn a_personal_scheduler_takes_jobs_only_from_its_own_user() {
     .unwrap();
     let home = lab.root.join("sam");
     std::fs::create_dir(&home).unwrap();
+    // Explicitly 0755: this process's umask may be 077 (a scheduler run in-process by
+    // another test of this binary sets it, as `shareq serve` does).
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
     nix::unistd::chown(&home, Some(nix::unistd::Uid::from_raw(u.uid("sam"))), None).unwrap();
     let state = home.join("state");
     let err = lab.root.join("sam.err");

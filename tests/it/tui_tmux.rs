@@ -349,7 +349,12 @@ fn an_attached_console_rides_out_a_serve_restart_in_tmux() {
         state = s.state.display(),
         e = exit.display()
     );
-    new_session(&session, 100, 30, &script);
+    // Run from a file: the tmux server keeps the command line of the `new-session` that
+    // started it, and the server's cleanup kills every process whose command line names
+    // the state directory, which would end the other tests' sessions too.
+    let run = s.path("console.sh");
+    std::fs::write(&run, script).unwrap();
+    new_session(&session, 100, 30, &format!("sh {}", run.display()));
     let _cleanup = Cleanup(session.clone());
     wait_for(&session, "attach-probe");
     // h: the history the scheduler samples every second, over the socket. The view asks
