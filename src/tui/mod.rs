@@ -9,8 +9,9 @@
 //!   restoration. The submit form's prediction comes from the runtime
 //!   (`crate::forecast::predict`, the real scheduler on a copy).
 //! - [`bridge`]: actions → runtime inputs, answers → footer notices.
-//! - [`demo`]: the load generator behind `shareq demo`; [`fixtures`]: sample snapshots
-//!   built with the real scheduler, for tests, benches and screen captures.
+//! - [`demo`]: the load generator behind `shareq demo`; `fixtures`: sample snapshots
+//!   built with the real scheduler, for tests, benches and screen captures (only in test
+//!   builds: the `fixtures` feature, which the package's dev-dependency on itself turns on).
 
 pub mod action;
 pub mod app;
@@ -18,6 +19,7 @@ pub mod bridge;
 pub mod demo;
 pub mod draw;
 pub mod filter;
+#[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod history;
 pub mod input;
