@@ -123,7 +123,12 @@ fn acknowledged_submits_survive_kill_9() {
     let mut finished: BTreeMap<String, String> = BTreeMap::new();
     for round in 0..20 {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "store_crash::crash_writer_child", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                "store_crash::crash_writer_child",
+                "--ignored",
+                "--nocapture",
+            ])
             .env(DIR_ENV, dir.path())
             .env(ROUND_ENV, round.to_string())
             .stdout(Stdio::piped())

@@ -173,7 +173,12 @@ fn a_read_only_state_directory_is_a_clear_error() {
     let root_user = std::fs::metadata("/proc/self").unwrap().uid() == 0;
     if root_user {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "store_failures::read_only_child", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                "store_failures::read_only_child",
+                "--ignored",
+                "--nocapture",
+            ])
             .env(RO_ENV, root)
             .uid(65534)
             .gid(65534)

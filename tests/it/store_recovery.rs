@@ -296,7 +296,12 @@ fn lock_holder_child() {
 fn a_killed_holder_releases_the_lock() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "store_recovery::lock_holder_child", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            "store_recovery::lock_holder_child",
+            "--ignored",
+            "--nocapture",
+        ])
         .env(CHILD_ENV, dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
