@@ -6,9 +6,16 @@ use super::{Event, Sched, Time};
 use crate::model::{JobId, JobSpec, JobState, MAX_PRIORITY};
 
 /// Why a submission was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection(pub String);
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Rejection {}
 
 impl Sched {
     /// Accept or reject a submission (SPEC §2). Accepted jobs are RUNNABLE until a pass.

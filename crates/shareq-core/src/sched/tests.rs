@@ -1,11 +1,28 @@
 //! Unit tests of the accounting and the simplest decisions.
 
 use super::*;
-use crate::config::{parse_documents, validate};
-use crate::model::{JobId, JobSpec, JobState};
+use crate::model::{JobId, JobSpec, JobState, QuotaShare};
+use serde::Deserialize;
 
+/// The documents of `yaml` as the scheduler receives them: the environment and the shares
+/// in name order. (shareq's `config` checks a configuration; the ones here are valid.)
 fn config(yaml: &str) -> ValidConfig {
-    validate(parse_documents(yaml, None).expect("parse")).expect("valid")
+    let mut env = None;
+    let mut shares: Vec<QuotaShare> = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
+        let mut v = serde_yaml::Value::deserialize(doc).expect("parse");
+        let kind = v.as_mapping_mut().and_then(|m| m.remove("kind"));
+        match kind.as_ref().and_then(|k| k.as_str()) {
+            Some("ServiceEnvironment") => env = Some(serde_yaml::from_value(v).expect("env")),
+            Some("QuotaShare") => shares.push(serde_yaml::from_value(v).expect("share")),
+            other => panic!("unknown kind {other:?}"),
+        }
+    }
+    shares.sort_by(|a, b| a.quota_share_name.cmp(&b.quota_share_name));
+    ValidConfig {
+        env: env.expect("a ServiceEnvironment"),
+        shares,
+    }
 }
 
 const THREE: &str = "
