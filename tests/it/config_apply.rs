@@ -120,7 +120,11 @@ fn edits_on_disk_are_applied_to_the_scheduler() {
     wait(&live, "qs1 disabled", |l| l.applied == 3);
     let err =
         sched(&live, |s, t| s.submit(JobSpec::new("x", "qs1", 1, 0), t)).expect_err("refused");
-    assert!(err.0.contains("DISABLED"), "{err}");
+    assert!(
+        matches!(&err, shareq::sched::Rejection::ShareDisabled { share } if share == "qs1"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("DISABLED"), "{err}");
 
     // A broken edit is rejected and changes nothing: qs1 stays DISABLED.
     write(

@@ -104,7 +104,7 @@ fn predict_then_submit(d: &mut Driver, s: JobSpec) -> forecast::Prediction {
     d.sched.pass(NOW);
     let events = d.sched.take_events();
     match p.verdict {
-        Verdict::Reject => assert_eq!(r.unwrap_err().0, p.why),
+        Verdict::Reject => assert_eq!(r.unwrap_err().to_string(), p.why),
         _ => {
             let id = r.unwrap();
             assert_eq!(id, before);

@@ -1,21 +1,10 @@
 //! The inputs of the state machine (submit, cancel, priority, exits, releases, timeouts)
 //! and the state transitions they share: start, stop, release, requeue, finish.
 
+use super::rejection::Rejection;
 use super::state::{FailReason, Job, Phase, PreemptReason, StopCause};
 use super::{Event, Sched, Time};
 use crate::model::{JobId, JobSpec, JobState, MAX_PRIORITY};
-
-/// Why a submission was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rejection(pub String);
-
-impl std::fmt::Display for Rejection {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Rejection {}
 
 impl Sched {
     /// Accept or reject a submission (SPEC §2). Accepted jobs are RUNNABLE until a pass.
@@ -36,9 +25,9 @@ impl Sched {
                 self.emit(Event::Rejected {
                     name: spec.job_name.clone(),
                     share: spec.quota_share_name.clone(),
-                    error: error.clone(),
+                    error: error.to_string(),
                 });
-                Err(Rejection(error))
+                Err(error)
             }
             Ok((share, unit)) => {
                 let id = self.alloc_id();
@@ -70,44 +59,38 @@ impl Sched {
     }
 
     /// Would this submission be accepted? Returns the share and unit indexes.
-    pub(crate) fn check_submission(&self, spec: &JobSpec) -> Result<(usize, usize), String> {
+    pub(crate) fn check_submission(&self, spec: &JobSpec) -> Result<(usize, usize), Rejection> {
         let name = &spec.quota_share_name;
         let Some(&s) = self.share_ix.get(name).filter(|&&s| self.shares[s].present) else {
-            let known: Vec<&str> = self.share_names().collect();
-            return Err(format!(
-                "quota share `{name}` does not exist (shares: {})",
-                if known.is_empty() {
-                    "none".to_string()
-                } else {
-                    known.join(", ")
-                }
-            ));
+            return Err(Rejection::UnknownShare {
+                share: name.clone(),
+                known: self.share_names().map(str::to_string).collect(),
+            });
         };
         let share = &self.shares[s];
         if !share.enabled {
-            return Err(format!(
-                "quota share `{name}` is DISABLED: it accepts no new jobs"
-            ));
+            return Err(Rejection::ShareDisabled {
+                share: name.clone(),
+            });
         }
         if spec.job_name.is_empty() || spec.job_name.chars().count() > 128 {
-            return Err("jobName must be 1 to 128 characters".to_string());
+            return Err(Rejection::JobName);
         }
         if spec.quantity < 1 {
-            return Err("quantity must be at least 1".to_string());
+            return Err(Rejection::Quantity);
         }
         if spec.scheduling_priority > MAX_PRIORITY {
-            return Err(format!(
-                "schedulingPriority {} is out of range 0..{MAX_PRIORITY}",
-                spec.scheduling_priority
-            ));
+            return Err(Rejection::Priority {
+                priority: spec.scheduling_priority,
+                max: MAX_PRIORITY,
+            });
         }
         if let Some(r) = &spec.retry_strategy
             && !(1..=10).contains(&r.attempts)
         {
-            return Err(format!(
-                "retryStrategy.attempts {} is out of range 1..10",
-                r.attempts
-            ));
+            return Err(Rejection::RetryAttempts {
+                attempts: r.attempts,
+            });
         }
         let units: Vec<usize> = (0..self.units.len())
             .filter(|&u| self.units[u].present)
@@ -116,37 +99,36 @@ impl Sched {
             Some(unit) => match self.unit_ix.get(unit).filter(|&&u| self.units[u].present) {
                 Some(&u) => u,
                 None => {
-                    return Err(format!(
-                        "capacity unit `{unit}` is not declared (units: {})",
-                        self.unit_names().collect::<Vec<_>>().join(", ")
-                    ));
+                    return Err(Rejection::UnknownUnit {
+                        unit: unit.clone(),
+                        units: self.unit_names().map(str::to_string).collect(),
+                    });
                 }
             },
             None if units.len() == 1 => units[0],
             None => {
-                return Err(format!(
-                    "capacityUnit is required: the environment has several units ({})",
-                    self.unit_names().collect::<Vec<_>>().join(", ")
-                ));
+                return Err(Rejection::UnitRequired {
+                    units: self.unit_names().map(str::to_string).collect(),
+                });
             }
         };
         let lane = &share.lanes[u];
         if lane.limit == 0 {
-            return Err(format!(
-                "quota share `{name}` has no limit for unit `{}`",
-                self.units[u].name
-            ));
+            return Err(Rejection::NoLimit {
+                share: name.clone(),
+                unit: self.units[u].name.clone(),
+            });
         }
         let max = self.max_request(s, u);
         if i64::from(spec.quantity) > max {
-            return Err(format!(
-                "QUOTA_MANAGEMENT_LIMIT_EXCEEDED: needs {}, {name} may hold at most {}",
-                spec.quantity,
-                max.max(0)
-            ));
+            return Err(Rejection::LimitExceeded {
+                quantity: spec.quantity,
+                share: name.clone(),
+                max,
+            });
         }
         if let Some(why) = self.larger_than_any_node(u, spec.quantity) {
-            return Err(why);
+            return Err(Rejection::LargerThanAnyNode(why));
         }
         Ok((s, u))
     }

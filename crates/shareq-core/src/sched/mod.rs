@@ -21,14 +21,14 @@ mod pass;
 mod place;
 mod preempt;
 mod reasons;
+mod rejection;
 mod report;
 mod restore;
 pub mod state;
 
 pub use crate::model::UnitCapacity;
 pub use event::Event;
-pub use inputs::Rejection;
-pub use reasons::is_larger_than_any_node;
+pub use rejection::{LargerThanAnyNode, Rejection, is_larger_than_any_node};
 pub use report::{LendEdge, ShareUnitStats};
 pub use restore::{RestoredHolding, RestoredJob};
 pub use state::{FailReason, Job, Phase, PreemptReason, QKey, StopCause};

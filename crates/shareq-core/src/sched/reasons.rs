@@ -3,17 +3,9 @@
 
 use super::Sched;
 use super::accounting::Noms;
+use super::rejection::{LargerThanAnyNode, Rejection};
 use super::state::{Phase, StopCause};
 use crate::model::{JobId, Strategy};
-
-/// The words of the "larger than any node" rejection and reason (SPEC §10), by which the
-/// replay's summary counts such rejections.
-const LARGER_THAN_ANY_NODE: &str = "on one node; the largest node has";
-
-/// Was this rejection "larger than any node"?
-pub fn is_larger_than_any_node(error: &str) -> bool {
-    error.contains(LARGER_THAN_ANY_NODE)
-}
 
 impl Sched {
     /// `waiting for job 12 (qs2) to reach its minimum runtime (20s left)` when the job
@@ -62,13 +54,12 @@ impl Sched {
 
     /// `needs 8 a100 on one node; the largest node has 4` (SPEC §10), for a job larger
     /// than any node's configured devices of its unit (with `nodes` only).
-    pub(crate) fn larger_than_any_node(&self, u: usize, n: u32) -> Option<String> {
+    pub(crate) fn larger_than_any_node(&self, u: usize, n: u32) -> Option<LargerThanAnyNode> {
         let unit = &self.units[u];
-        (self.multi_node && n > unit.largest).then(|| {
-            format!(
-                "needs {n} {} {LARGER_THAN_ANY_NODE} {}",
-                unit.name, unit.largest
-            )
+        (self.multi_node && n > unit.largest).then(|| LargerThanAnyNode {
+            quantity: n,
+            unit: unit.name.clone(),
+            largest: unit.largest,
         })
     }
 
@@ -132,14 +123,16 @@ impl Sched {
         }
         let max = self.max_request(s, u);
         if i64::from(n) > max {
-            return format!(
-                "QUOTA_MANAGEMENT_LIMIT_EXCEEDED: needs {n}, {} may hold at most {}",
-                share.name,
-                max.max(0)
-            );
+            // The words of the rejection (SPEC §2): a job that can never fit is flagged.
+            let why = Rejection::LimitExceeded {
+                quantity: n,
+                share: share.name.clone(),
+                max,
+            };
+            return why.to_string();
         }
         if let Some(why) = self.larger_than_any_node(u, n) {
-            return why;
+            return why.to_string();
         }
         if let Some(b) = lane.block()
             && b < job.qkey()

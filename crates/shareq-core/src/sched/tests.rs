@@ -134,13 +134,16 @@ fn cancel_and_priority_on_finished_jobs_are_ignored() {
 fn rejections_say_why() {
     let mut s = sched(THREE);
     let e = s.submit(JobSpec::new("x", "nosuch", 1, 0), 0).unwrap_err();
-    assert!(e.0.contains("does not exist"), "{e}");
+    assert!(e.to_string().contains("does not exist"), "{e}");
     let e = s.submit(JobSpec::new("x", "c", 2, 0), 0).unwrap_err();
-    assert!(e.0.contains("QUOTA_MANAGEMENT_LIMIT_EXCEEDED"), "{e}");
+    assert!(
+        e.to_string().contains("QUOTA_MANAGEMENT_LIMIT_EXCEEDED"),
+        "{e}"
+    );
     let e = s.submit(JobSpec::new("x", "a", 0, 0), 0).unwrap_err();
-    assert!(e.0.contains("quantity"), "{e}");
+    assert!(e.to_string().contains("quantity"), "{e}");
     let e = s.submit(JobSpec::new("x", "a", 1, 10_000), 0).unwrap_err();
-    assert!(e.0.contains("schedulingPriority"), "{e}");
+    assert!(e.to_string().contains("schedulingPriority"), "{e}");
 }
 
 #[test]
@@ -402,7 +405,10 @@ fn a_job_that_passes_the_counts_but_fits_no_node_waits_fragmented() {
     assert!(s.fragmented_idle(0) == 3);
     // Larger than any node: refused at the door with the node's size.
     let err = s.submit(JobSpec::new("big", "b", 5, 0), 3).unwrap_err();
-    assert_eq!(err.0, "needs 5 gpu on one node; the largest node has 4");
+    assert_eq!(
+        err.to_string(),
+        "needs 5 gpu on one node; the largest node has 4"
+    );
 }
 
 #[test]
