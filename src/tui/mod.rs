@@ -10,9 +10,8 @@
 //!   restoration. The submit form's prediction comes from the runtime
 //!   (`crate::forecast::predict`, the real scheduler on a copy).
 //! - [`bridge`]: actions → runtime inputs, answers → footer notices.
-//! - [`demo`]: the load generator behind `shareq demo`; `fixtures`: sample snapshots
-//!   built with the real scheduler, for tests, benches and screen captures (only in test
-//!   builds: the `fixtures` feature, which the package's dev-dependency on itself turns on).
+//! - [`demo`]: the load generator behind `shareq demo` (the console's sample snapshots for
+//!   tests and benches are test data: `tests/it/fixtures.rs`).
 
 pub mod action;
 pub mod app;
@@ -20,8 +19,6 @@ pub mod bridge;
 pub mod demo;
 pub mod draw;
 pub mod filter;
-#[cfg(any(test, feature = "fixtures"))]
-pub mod fixtures;
 pub mod history;
 pub mod input;
 pub mod keymap;

@@ -2,11 +2,11 @@
 //! the submit form's prediction and the config dry run, each run on a copy of a
 //! live-style scheduler (milliseconds, victims release only when told).
 
+use crate::fixtures::{AWS_CONFIG, Driver, NOW};
 use shareq::config::{parse_documents, validate};
 use shareq::forecast::{self, Estimate, Runtimes, Verdict};
 use shareq::model::{JobSpec, UnitCapacity};
 use shareq::sched::{Event, Sched};
-use shareq::tui::fixtures::{AWS_CONFIG, Driver, NOW};
 
 const S: i64 = 1000;
 

@@ -1,9 +1,11 @@
 //! The integration tests, one crate (STYLE.md): a change to the library relinks one test
 //! binary, not one per file. Each module was a `tests/*.rs` crate of its own; `common` is
-//! the live-scheduler harness they share. `tests/slurm_executor.rs` stays a crate of its
-//! own because it sets `SLURM_CONF` in its process environment.
+//! the live-scheduler harness they share, `fixtures` the console's sample snapshots (test
+//! data, kept out of the library). `tests/slurm_executor.rs` stays a crate of its own
+//! because it sets `SLURM_CONF` in its process environment.
 
 mod common;
+mod fixtures;
 
 mod cli_docs;
 mod config_apply;
@@ -41,4 +43,5 @@ mod tui_loop;
 mod tui_predict;
 mod tui_render;
 mod tui_tmux;
+mod usage_samples;
 mod whatif_cli;

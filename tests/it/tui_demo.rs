@@ -1,10 +1,10 @@
 //! The demo's first minute, replayed on the real scheduler: a newcomer must see
 //! borrowing, a cross-share reclaim and an in-share preemption.
 
+use crate::fixtures::AWS_CONFIG;
 use shareq::config::{parse_documents, validate};
 use shareq::replay::{self, Action, Options, Scenario, SimSubmit, TimedAction};
 use shareq::tui::demo::Demo;
-use shareq::tui::fixtures::AWS_CONFIG;
 
 fn first_minute(seed: u64) -> Vec<serde_json::Value> {
     let config = validate(parse_documents(AWS_CONFIG, Some("aws")).unwrap()).unwrap();

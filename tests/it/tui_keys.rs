@@ -1,9 +1,9 @@
 //! Keys and clicks → console state and the Action sent to the runtime.
 
+use crate::fixtures;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use shareq::model::{Command, JobId};
 use shareq::tui::app::{App, Mode, Pane};
-use shareq::tui::fixtures;
 use shareq::tui::input::{on_key, on_mouse};
 use shareq::tui::{Action, filter::Sort};
 

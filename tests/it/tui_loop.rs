@@ -1,10 +1,11 @@
 //! The console's real event loop (`drive`) on a TestBackend, fed keys through a channel:
 //! actions reach the runtime, new snapshots reach the screen, quitting ends the loop.
 
+use crate::fixtures;
 use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use shareq::tui::{Action, drive, fixtures};
+use shareq::tui::{Action, drive};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};

@@ -2,9 +2,9 @@
 //! form asks (`Action::Predict`) whenever what it would submit or the picture changes, and
 //! shows the answer for the form as it stands.
 
+use crate::fixtures::{self, NOW};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use shareq::forecast::{self, Verdict};
-use shareq::tui::fixtures::{self, NOW};
 use shareq::tui::input::{on_key, prediction_request};
 use shareq::tui::{Action, App};
 

@@ -1,12 +1,12 @@
 //! Screen snapshots of the console: every pane and every overlay at 80×24 and 160×48,
 //! rendered on ratatui's TestBackend at the fixtures' fixed clock.
 
+use crate::fixtures::{self, NOW};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Frame;
 use shareq::model::JobId;
 use shareq::store::usage::{UsageHistory, Window};
 use shareq::tui::app::{App, Mode, Pane};
-use shareq::tui::fixtures::{self, NOW};
 use shareq::tui::input::on_key;
 use shareq::tui::panes;
 

@@ -1,11 +1,12 @@
 //! Sample snapshots made by driving the real scheduler (no runtime): the AWS 3-share
 //! example, a busier 8-GPU lab, and a queue of any length. Used by the console's tests,
-//! its render bench and the screen captures in `assets/`.
+//! its render benches (which include this file: `#[path]`) and the screen captures in
+//! `assets/`. Test data: here, not in the library, so that no release build carries it.
 
-use crate::config::{parse_documents, validate};
-use crate::model::{JobId, JobSpec};
-use crate::sched::{Event, Sched, Time, UnitCapacity};
-use crate::snapshot::{ConfigStatus, JobList, JobView, PreemptionRecord, Snapshot, Telemetry};
+use shareq::config::{parse_documents, validate};
+use shareq::model::{JobId, JobSpec};
+use shareq::sched::{Event, Sched, Time, UnitCapacity};
+use shareq::snapshot::{ConfigStatus, JobList, JobView, PreemptionRecord, Snapshot, Telemetry};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -110,7 +111,7 @@ impl Driver {
     ) -> Option<JobId> {
         let mut spec = JobSpec::new(name, share, gpus, prio);
         spec.submitter = Some(std::sync::Arc::new(member_of(share)));
-        spec.command = Some(crate::model::Command::Argv(vec![
+        spec.command = Some(shareq::model::Command::Argv(vec![
             "python".into(),
             "run.py".into(),
             format!("--job={name}"),
@@ -120,20 +121,8 @@ impl Driver {
         id
     }
 
-    pub fn set_priority(&mut self, id: JobId, prio: u32, at: Time) {
-        let _ = self.sched.set_priority(id, prio, at);
-        self.pass(at);
-    }
-
     /// A stopped job handed its GPUs back.
     pub fn released(&mut self, id: JobId, at: Time) {
-        self.sched.gpus_released(id, at);
-        self.pass(at);
-    }
-
-    /// A job exited by itself (and released its GPUs).
-    pub fn exited(&mut self, id: JobId, code: i32, at: Time) {
-        self.sched.job_exited(id, code, at);
         self.sched.gpus_released(id, at);
         self.pass(at);
     }
@@ -205,7 +194,7 @@ impl Driver {
         {
             let n = self.sched.job(job).map_or(1, |j| j.preempted_count);
             r.outcome = Some(if what == "requeued" {
-                format!("requeued ({} preemption)", super::text::ordinal(n))
+                format!("requeued ({} preemption)", shareq::tui::text::ordinal(n))
             } else {
                 what
             });
@@ -304,7 +293,7 @@ pub fn lab_nodes() -> Snapshot {
 fn lab_snapshot(mut d: Driver) -> Snapshot {
     let mut snap = d.snapshot(NOW, NOW - 206_000);
     // The queue's start estimates, as the runtime's background forecast makes them.
-    snap.estimates = Arc::new(crate::forecast::estimate(
+    snap.estimates = Arc::new(shareq::forecast::estimate(
         d.sched.clone(),
         NOW,
         &lab_runtimes(),
@@ -317,8 +306,8 @@ fn lab_snapshot(mut d: Driver) -> Snapshot {
 }
 
 /// Typical runtimes for the lab's teams (what its history would say).
-pub fn lab_runtimes() -> crate::forecast::Runtimes {
-    crate::forecast::Runtimes::from_samples(
+pub fn lab_runtimes() -> shareq::forecast::Runtimes {
+    shareq::forecast::Runtimes::from_samples(
         [
             ("vision", [20, 45, 90, 240]),
             ("nlp", [60, 120, 180, 480]),
@@ -419,8 +408,8 @@ pub fn with_queue_len(base: &Snapshot, n: usize) -> Snapshot {
 }
 
 /// Draw `app` on a `w`×`h` test terminal and return the screen as plain text lines.
-pub fn render_text(app: &mut super::App, w: u16, h: u16) -> String {
-    render_with(w, h, |f| super::draw::draw(f, app))
+pub fn render_text(app: &mut shareq::tui::App, w: u16, h: u16) -> String {
+    render_with(w, h, |f| shareq::tui::draw::draw(f, app))
 }
 
 /// Run `draw` on a `w`×`h` test terminal and return the screen as plain text lines
@@ -456,15 +445,15 @@ pub fn render_with(w: u16, h: u16, draw: impl FnOnce(&mut ratatui::Frame)) -> St
 }
 
 /// A console state over `snap` at the fixtures' fixed clock (UTC, dark theme).
-pub fn app(snap: Snapshot) -> super::App {
-    let mut app = super::App::new(Arc::new(snap), super::Theme::dark());
+pub fn app(snap: Snapshot) -> shareq::tui::App {
+    let mut app = shareq::tui::App::new(Arc::new(snap), shareq::tui::Theme::dark());
     app.now = NOW;
     app.utc_offset_secs = 0;
     app
 }
 
 /// Who submits a fixture's jobs to a share: one person per team.
-fn member_of(share: &str) -> crate::model::Submitter {
+fn member_of(share: &str) -> shareq::model::Submitter {
     let (name, uid) = match share {
         "vision" => ("vera", 1001),
         "nlp" => ("nadia", 1002),
@@ -475,7 +464,7 @@ fn member_of(share: &str) -> crate::model::Submitter {
         "qs3" => ("carol", 1013),
         _ => ("sam", 1000),
     };
-    crate::model::Submitter {
+    shareq::model::Submitter {
         name: name.to_string(),
         uid,
     }
@@ -485,8 +474,8 @@ fn member_of(share: &str) -> crate::model::Submitter {
 /// borrows more and more of nlp's idle guarantee in the second half, its queue waits
 /// longer, infra's use comes and goes, robotics starts at the end, and for a stretch in
 /// the middle no scheduler ran (buckets without samples).
-pub fn history(window: crate::store::usage::Window) -> crate::store::usage::UsageHistory {
-    use crate::store::usage::{BUCKETS, ShareSeries, UsageHistory, UsagePoint};
+pub fn history(window: shareq::store::usage::Window) -> shareq::store::usage::UsageHistory {
+    use shareq::store::usage::{BUCKETS, ShareSeries, UsageHistory, UsagePoint};
     let bucket_ms = window.ms() / BUCKETS as i64;
     let to = (NOW / bucket_ms + 1) * bucket_ms;
     let samples: Vec<u32> = (0..BUCKETS)
