@@ -162,7 +162,7 @@ impl Runtime {
                 return Ok(id);
             }
         }
-        let id = self.sched.submit(spec, now).map_err(|r| r.0)?;
+        let id = self.sched.submit(spec, now).map_err(|r| r.to_string())?;
         if let Some(t) = token {
             self.tokens.remember(t, id);
         }
