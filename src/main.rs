@@ -1,6 +1,7 @@
 //! The `shareq` command line: parse arguments and dispatch to the library.
 
 use clap::{CommandFactory, Parser, Subcommand};
+use shareq::cli::CliError;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -233,11 +234,11 @@ fn main() -> ExitCode {
     if args.nth(1).is_some_and(|a| a == "__supervise")
         && let (Some(spec), None) = (args.next(), args.next())
     {
-        return shareq::cli::supervise(std::path::Path::new(&spec));
+        return shareq::cli::exit_code(shareq::cli::supervise(std::path::Path::new(&spec)));
     }
     let cli = Cli::parse();
     let Some(mut command) = cli.command else {
-        return shareq::cli::tui(&cli.console);
+        return shareq::cli::exit_code(shareq::cli::tui(&cli.console));
     };
     if let Err(e) = carry_global(&cli.console, &mut command) {
         eprintln!("shareq: {e}");
@@ -249,7 +250,7 @@ fn main() -> ExitCode {
     ) {
         shareq::cli::end_quietly_on_closed_pipe();
     }
-    match command {
+    let result: Result<(), CliError> = match command {
         Command::Tui(a) => shareq::cli::tui(&a),
         Command::Demo(a) => shareq::cli::demo(&a),
         Command::Replay {
@@ -285,7 +286,7 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut cmd, "shareq", &mut out);
             use std::io::Write as _;
             let _ = std::io::stdout().write_all(&out);
-            ExitCode::SUCCESS
+            Ok(())
         }
         Command::Man => {
             let mut out = Vec::new();
@@ -294,13 +295,11 @@ fn main() -> ExitCode {
                     use std::io::Write as _;
                     // A closed pipe (`shareq man | head`) is not an error worth a message.
                     let _ = std::io::stdout().write_all(&out);
-                    ExitCode::SUCCESS
+                    Ok(())
                 }
-                Err(e) => {
-                    eprintln!("shareq man: {e}");
-                    ExitCode::from(1)
-                }
+                Err(e) => Err(CliError::failed(format!("shareq man: {e}"))),
             }
         }
-    }
+    };
+    shareq::cli::exit_code(result)
 }

@@ -4,13 +4,13 @@
 //! into a pipe, or with `--raw`; shown to anyone else on a terminal, its control
 //! characters are made visible (SPEC §9).
 
+use super::error::CliError;
 use super::request;
 use crate::exec::StateDir;
 use crate::model::JobId;
 use crate::server::Request;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -54,29 +54,27 @@ fn emit(out: &mut impl Write, bytes: &[u8], as_is: bool) -> std::io::Result<()> 
     out.flush()
 }
 
-pub fn log(args: &LogArgs) -> ExitCode {
+pub fn log(args: &LogArgs) -> Result<(), CliError> {
     let state = match super::serve::state_dir(args.state.as_deref()) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("shareq log: {e}");
-            return ExitCode::from(1);
+            return Err(CliError::failed(format!("shareq log: {e}")));
         }
     };
     let job = JobId(args.id);
     // The scheduler answers the owner and admins; without one, whoever can read the files.
-    if let Some(code) = via_scheduler(args, &state, job) {
-        return code;
+    if let Some(done) = via_scheduler(args, &state, job) {
+        return done;
     }
     let as_is = as_is(args.raw, None);
     let mut attempt = match args.attempt.or_else(|| state.latest_attempt(job)) {
         Some(a) => a,
         None if args.follow => 0,
         None => {
-            eprintln!(
+            return Err(CliError::failed(format!(
                 "shareq log: job {job} has no log in {} (it has not started yet, or the id is wrong)",
                 state.root().display()
-            );
-            return ExitCode::from(1);
+            )));
         }
     };
     let mut pos = 0u64;
@@ -86,13 +84,12 @@ pub fn log(args: &LogArgs) -> ExitCode {
             pos = match copy_from(&state, job, attempt, pos, &mut stdout.lock(), as_is) {
                 Ok(p) => p,
                 Err(e) => {
-                    eprintln!("shareq log: {e}");
-                    return ExitCode::from(1);
+                    return Err(CliError::failed(format!("shareq log: {e}")));
                 }
             };
         }
         if !args.follow {
-            return ExitCode::SUCCESS;
+            return Ok(());
         }
         let ended =
             attempt > 0 && crate::exec::runfiles::exit_path(state.root(), job, attempt).exists();
@@ -108,7 +105,7 @@ pub fn log(args: &LogArgs) -> ExitCode {
             }
             if ended && job_finished(&state, job) {
                 let _ = copy_from(&state, job, attempt, pos, &mut stdout.lock(), as_is);
-                return ExitCode::SUCCESS;
+                return Ok(());
             }
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -147,7 +144,7 @@ fn copy_from(
 }
 
 /// `shareq log` through the control socket; `None` when no scheduler runs there.
-fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> Option<ExitCode> {
+fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> Option<Result<(), CliError>> {
     let mut attempt = args.attempt;
     let mut offset = 0u64;
     let stdout = std::io::stdout();
@@ -162,8 +159,7 @@ fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> Option<ExitCod
             Ok(r) if r.ok => match r.log {
                 Some(c) => c,
                 None => {
-                    eprintln!("shareq log: the scheduler sent no log");
-                    break ExitCode::from(1);
+                    break Err(CliError::failed("shareq log: the scheduler sent no log"));
                 }
             },
             // Followed before its first attempt began: wait for it while the job is queued.
@@ -172,11 +168,13 @@ fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> Option<ExitCod
                 continue;
             }
             Ok(r) => {
-                eprintln!(
-                    "shareq log: {}",
-                    crate::visible::visible(r.error.as_deref().unwrap_or_default())
-                );
-                break super::refused(&r);
+                break Err(CliError::refused(
+                    &r,
+                    format!(
+                        "shareq log: {}",
+                        crate::visible::visible(r.error.as_deref().unwrap_or_default())
+                    ),
+                ));
             }
             Err(e)
                 if first
@@ -188,8 +186,7 @@ fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> Option<ExitCod
                 return None;
             }
             Err(e) => {
-                eprintln!("shareq log: {e}");
-                break ExitCode::from(1);
+                break Err(CliError::failed(format!("shareq log: {e}")));
             }
         };
         first = false;
@@ -202,7 +199,7 @@ fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> Option<ExitCod
             continue;
         }
         if !args.follow || (chunk.ended && job_finished(state, job)) {
-            break ExitCode::SUCCESS;
+            break Ok(());
         }
         if chunk.ended && args.attempt.is_none() {
             // A newer attempt may have begun: ask for the latest next time.

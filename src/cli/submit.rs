@@ -2,12 +2,12 @@
 //! `--predict`, say what it would do now (the real scheduler on a copy of the live state,
 //! SPEC §11) and submit nothing.
 
+use super::error::CliError;
 use super::request;
 use crate::model::{Command, JobSpec, RetryStrategy};
 use crate::server::Request;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct SubmitArgs {
@@ -177,12 +177,11 @@ fn submit_with_retries(
     }
 }
 
-pub fn submit(args: &SubmitArgs) -> ExitCode {
+pub fn submit(args: &SubmitArgs) -> Result<(), CliError> {
     let spec = match args.spec() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("shareq submit: {e}");
-            return ExitCode::from(2);
+            return Err(CliError::usage(format!("shareq submit: {e}")));
         }
     };
     if args.predict {
@@ -193,25 +192,22 @@ pub fn submit(args: &SubmitArgs) -> ExitCode {
             if let Some(id) = r.id {
                 println!("{id}");
             }
-            ExitCode::SUCCESS
+            Ok(())
         }
-        Ok(r) => {
-            eprintln!(
+        Ok(r) => Err(CliError::refused(
+            &r,
+            format!(
                 "shareq submit: rejected: {}",
                 crate::visible::visible(r.error.as_deref().unwrap_or("no reason given"))
-            );
-            super::refused(&r)
-        }
-        Err(e) => {
-            eprintln!("shareq submit: {e}");
-            ExitCode::from(1)
-        }
+            ),
+        )),
+        Err(e) => Err(CliError::failed(format!("shareq submit: {e}"))),
     }
 }
 
 /// `--predict`: ask, print, submit nothing. Exit 0 whatever the verdict (1 when the
 /// scheduler cannot be asked).
-fn predict(args: &SubmitArgs, spec: JobSpec) -> ExitCode {
+fn predict(args: &SubmitArgs, spec: JobSpec) -> Result<(), CliError> {
     let p = match request(args.state.as_deref(), &Request::Predict { job: spec }) {
         Ok(crate::server::Response {
             ok: true,
@@ -219,27 +215,27 @@ fn predict(args: &SubmitArgs, spec: JobSpec) -> ExitCode {
             ..
         }) => p,
         Ok(r) => {
-            eprintln!("shareq submit --predict: {}", r.error.unwrap_or_default());
-            return ExitCode::from(1);
+            return Err(CliError::failed(format!(
+                "shareq submit --predict: {}",
+                r.error.unwrap_or_default()
+            )));
         }
         Err(e) => {
-            eprintln!("shareq submit --predict: {e}");
-            return ExitCode::from(1);
+            return Err(CliError::failed(format!("shareq submit --predict: {e}")));
         }
     };
     if args.json {
         match serde_json::to_string_pretty(&p) {
             Ok(s) => println!("{s}"),
             Err(e) => {
-                eprintln!("shareq submit --predict: {e}");
-                return ExitCode::from(1);
+                return Err(CliError::failed(format!("shareq submit --predict: {e}")));
             }
         }
-        return ExitCode::SUCCESS;
+        return Ok(());
     }
     println!("{}: {}", p.verdict.label(), crate::visible::visible(&p.why));
     if let Some(e) = p.estimate() {
         println!("start (estimate): {}", e.label(p.at));
     }
-    ExitCode::SUCCESS
+    Ok(())
 }

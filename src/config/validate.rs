@@ -2,11 +2,12 @@
 //! share names, ranges, strategy rules, declared units, member syntax. Every error is
 //! reported, placed on the offending field when the document's text is known.
 
+use super::Document;
 use super::error::ConfigError;
 use super::parse::{Origin, SourcedDocument, at_field};
 use super::suggest::hint;
 pub use crate::model::ValidConfig;
-use crate::model::{Devices, Document, Executor, QuotaShare, ServiceEnvironment, Strategy};
+use crate::model::{Devices, Executor, QuotaShare, ServiceEnvironment, Strategy};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `[A-Za-z0-9_-]{1,128}`

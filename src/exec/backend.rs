@@ -114,6 +114,16 @@ pub fn choose(executor: &Executor, ctx: Context) -> Box<dyn Backend> {
     }
 }
 
+/// Whether the executor runs attempts on this machine, so that GPU discovery here answers
+/// for its node (Slurm's nodes are other machines: their GPUs are the ones the config
+/// lists).
+pub fn runs_here(executor: &Executor) -> bool {
+    match executor {
+        Executor::Local => true,
+        Executor::Slurm(_) => false,
+    }
+}
+
 /// A config the executors cannot carry out (several nodes on the local executor) is
 /// refused at start and on reload, with the reason on its line.
 pub fn unavailable(loaded: &LoadedConfig) -> Option<ConfigError> {
@@ -162,6 +172,28 @@ pub fn unreachable(loaded: &LoadedConfig) -> Option<ConfigError> {
         }
     };
     Some(ConfigError::new(why).field("executor"))
+}
+
+/// Which attempts run, after a restart, as the executor sees it: `None` for the local
+/// executor (recovery looks at this machine's processes); for Slurm, whether its queue
+/// still has the attempt's batch job (found by name). Without Slurm's view nothing can be
+/// said about what runs: an error, and the scheduler does not start (no guessing).
+pub type LiveAttempts = Box<dyn Fn(JobId, u32) -> bool>;
+
+pub fn live_attempts(executor: &Executor) -> Result<Option<LiveAttempts>, ConfigError> {
+    match executor {
+        Executor::Local => Ok(None),
+        Executor::Slurm(s) => {
+            let jobs = super::slurm::squeue(&s.partition).map_err(|e| {
+                ConfigError::new(format!("executor: Slurm's queue cannot be read: {e}"))
+                    .field("executor")
+            })?;
+            Ok(Some(Box::new(move |job, attempt| {
+                let name = super::slurm::job_name(job, attempt);
+                jobs.iter().any(|j| j.name == name && j.is_live())
+            })))
+        }
+    }
 }
 
 /// A backend's per-attempt data, shared between the runtime task and the work it runs

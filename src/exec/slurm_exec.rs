@@ -9,7 +9,7 @@
 use super::backend::{Backend, Context, Report, Shared, not_started};
 use super::proc::Stop;
 use super::runfiles::{self, Owner};
-use super::slurm::{self, SlurmJob, SlurmNode};
+use super::slurm::{self, SlurmError, SlurmJob, SlurmNode};
 use super::{ExitStatus, LaunchSpec};
 use crate::model::JobId;
 use std::collections::{HashMap, HashSet};
@@ -46,8 +46,8 @@ struct State {
 #[derive(Debug)]
 struct SlurmView {
     /// `squeue --json` (shareq's jobs of the partition), or why it could not be read.
-    jobs: Result<Vec<SlurmJob>, String>,
-    nodes: Result<Vec<SlurmNode>, String>,
+    jobs: Result<Vec<SlurmJob>, SlurmError>,
+    nodes: Result<Vec<SlurmNode>, SlurmError>,
     /// Per watched attempt: whether its batch job was known when the look began (only
     /// then can its absence from `squeue` mean it was lost), its exit status if written,
     /// and whether its supervisor reported in (its pid file exists).
@@ -127,6 +127,7 @@ impl Backend for Slurm {
                         spec: &path,
                         slurm_log: &slurm_log,
                     })
+                    .map_err(|e| e.to_string())
                 });
             let id = match submitted {
                 Ok(id) => id,

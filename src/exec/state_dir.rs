@@ -10,6 +10,11 @@ pub struct StateDir {
     root: PathBuf,
 }
 
+/// Neither `--state`, `$SHAREQ_STATE`, `$XDG_STATE_HOME` nor `$HOME` says where the state is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no state directory: pass --state DIR or set SHAREQ_STATE")]
+pub struct NoStateDir;
+
 impl StateDir {
     pub fn new(root: impl Into<PathBuf>) -> StateDir {
         StateDir { root: root.into() }
@@ -17,7 +22,7 @@ impl StateDir {
 
     /// `--state`, else `$SHAREQ_STATE`, else `$XDG_STATE_HOME/shareq`, else
     /// `~/.local/state/shareq`.
-    pub fn resolve(flag: Option<&Path>) -> Result<StateDir, String> {
+    pub fn resolve(flag: Option<&Path>) -> Result<StateDir, NoStateDir> {
         StateDir::resolve_with(flag, |k| std::env::var_os(k))
     }
 
@@ -25,7 +30,7 @@ impl StateDir {
     pub fn resolve_with(
         flag: Option<&Path>,
         env: impl Fn(&str) -> Option<std::ffi::OsString>,
-    ) -> Result<StateDir, String> {
+    ) -> Result<StateDir, NoStateDir> {
         if let Some(p) = flag {
             return Ok(StateDir::new(p));
         }
@@ -41,7 +46,7 @@ impl StateDir {
                 PathBuf::from(home).join(".local/state/shareq"),
             ));
         }
-        Err("no state directory: pass --state DIR or set SHAREQ_STATE".to_string())
+        Err(NoStateDir)
     }
 
     pub fn root(&self) -> &Path {

@@ -1,8 +1,9 @@
 //! Reading a replay scenario (SPEC §6): the YAML file, its inline config, its events and
 //! an optional CSV trace, with errors that name the file, the line and what is wrong.
 
+use crate::config::Document;
 use crate::config::{ConfigError, SourcedDocument, ValidConfig, validate};
-use crate::model::{Document, JobSpec, MAX_PRIORITY, RetryStrategy};
+use crate::model::{JobSpec, MAX_PRIORITY, RetryStrategy};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;

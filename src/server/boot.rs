@@ -161,24 +161,13 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     if recovered.config.as_ref().map(|c| c.hash.as_str()) != Some(loaded.hash.as_str()) {
         store.record_config(&loaded.hash, &source, now)?;
     }
-    let plan = match loaded.config.executor() {
-        crate::model::Executor::Local => recovery::plan(&root, &recovered),
-        crate::model::Executor::Slurm(s) => {
-            // Without Slurm's view nothing can be said about what runs: do not guess.
-            let jobs = crate::exec::slurm::squeue(&s.partition).map_err(|e| BootError::Config {
-                dir: opts.config_dir.clone(),
-                errors: vec![
-                    ConfigError::new(format!("executor: Slurm's queue cannot be read: {e}"))
-                        .field("executor"),
-                ],
-            })?;
-            let live = |job: crate::model::JobId, attempt: u32| {
-                let name = crate::exec::slurm::job_name(job, attempt);
-                jobs.iter().any(|j| j.name == name && j.is_live())
-            };
-            recovery::plan_with(&root, &recovered, Some(&live))
+    let live = crate::exec::backend::live_attempts(&loaded.config.executor()).map_err(|e| {
+        BootError::Config {
+            dir: opts.config_dir.clone(),
+            errors: vec![e],
         }
-    };
+    })?;
+    let plan = recovery::plan_with(&root, &recovered, live.as_deref());
     let events = plan.apply(&mut store, &mut sched, now)?;
     tracing::info!(
         jobs = recovered.jobs.len(),

@@ -43,6 +43,23 @@ pub fn answer_timeout() -> Option<std::time::Duration> {
     (secs > 0).then(|| std::time::Duration::from_secs(secs))
 }
 
+impl ClientError {
+    /// Connecting to the state directory's socket failed: no scheduler listens there, or
+    /// something else went wrong.
+    pub(crate) fn connecting(state: &StateDir, e: std::io::Error) -> ClientError {
+        let socket = state.socket().display().to_string();
+        match e.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                ClientError::NotRunning {
+                    socket,
+                    state: state.root().display().to_string(),
+                }
+            }
+            _ => ClientError::Io { socket, source: e },
+        }
+    }
+}
+
 /// A connection to a running scheduler.
 pub struct Client {
     socket: String,
@@ -55,18 +72,7 @@ impl Client {
     pub fn connect(state: &StateDir) -> Result<Client, ClientError> {
         let path = state.socket();
         let socket = path.display().to_string();
-        let stream = UnixStream::connect(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-                ClientError::NotRunning {
-                    socket: socket.clone(),
-                    state: state.root().display().to_string(),
-                }
-            }
-            _ => ClientError::Io {
-                socket: socket.clone(),
-                source: e,
-            },
-        })?;
+        let stream = UnixStream::connect(&path).map_err(|e| ClientError::connecting(state, e))?;
         let reader = stream.try_clone().map_err(|source| ClientError::Io {
             socket: socket.clone(),
             source,

@@ -155,22 +155,9 @@ async fn follow(
 async fn connect(
     state: &StateDir,
 ) -> Result<(BufReader<OwnedReadHalf>, OwnedWriteHalf), ClientError> {
-    let path = state.socket();
-    let socket = path.display().to_string();
-    let stream = UnixStream::connect(&path)
+    let stream = UnixStream::connect(state.socket())
         .await
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-                ClientError::NotRunning {
-                    socket: socket.clone(),
-                    state: state.root().display().to_string(),
-                }
-            }
-            _ => ClientError::Io {
-                socket: socket.clone(),
-                source: e,
-            },
-        })?;
+        .map_err(|e| ClientError::connecting(state, e))?;
     let (r, w) = stream.into_split();
     Ok((BufReader::new(r), w))
 }

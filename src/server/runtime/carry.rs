@@ -29,12 +29,12 @@ struct Attempt {
 
 /// The attempt table and the stop path, in front of the backend that carries attempts out
 /// (`exec::backend`).
-pub(crate) struct Executor {
+pub(crate) struct Carry {
     pub(super) state: StateDir,
     backend: Box<dyn Backend>,
     running: HashMap<JobId, Attempt>,
     preemptions: VecDeque<PreemptionRecord>,
-    /// The log changed since [`Executor::take_preemption_log`] last read it.
+    /// The log changed since [`Carry::take_preemption_log`] last read it.
     preemptions_changed: bool,
     stopped_all: bool,
     /// The database whose run files these are, recorded in each attempt's spec.
@@ -43,9 +43,9 @@ pub(crate) struct Executor {
     pub(crate) log_limits: LogLimits,
 }
 
-impl Executor {
+impl Carry {
     pub(crate) fn new(state: StateDir, owner: Owner, backend: Box<dyn Backend>) -> Self {
-        Executor {
+        Carry {
             state,
             backend,
             running: HashMap::new(),

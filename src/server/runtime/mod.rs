@@ -1,21 +1,26 @@
 //! The runtime task: the one owner of the scheduler. Each turn of its loop takes a batch
 //! of inputs and due timers, runs one scheduling pass on the real clock, records the
-//! decisions, carries them out through `exec`, publishes the changed picture (at most
-//! every 20 ms while inputs pour in; `Input::Sync` forces one) and answers the clients.
-//! See `Runtime::run`.
+//! decisions, carries them out through `exec::backend` (`carry`), publishes the changed
+//! picture (at most every 20 ms while inputs pour in; `Input::Sync` forces one) and
+//! answers the clients. See `Runtime::run`; `apply` takes the inputs that change the
+//! scheduler, `reports` what comes back (timers, the executor's reports). The room also
+//! holds the work that runs beside the task: forecasts, the event feed, the audit writer,
+//! the utilisation sampler and the state-directory watch.
 
+mod apply;
 pub mod audit;
 pub(crate) mod carry;
 pub mod events;
 pub(crate) mod forecasts;
 pub mod input;
+mod reports;
 pub(crate) mod state_watch;
 pub(crate) mod timers;
 pub(crate) mod tokens;
 pub(crate) mod turn;
 pub mod usage;
 
-use self::carry::Executor;
+use self::carry::Carry;
 use self::input::{CancelOutcome, ConfigUpdate, ExecKind, ExecReport, Input};
 use self::timers::{Timer, Timers};
 use self::turn::{Deferred, Outcome, Shutdown, Turn, Work};
@@ -173,7 +178,7 @@ impl RuntimeHandle {
         );
         let owner = durable
             .as_ref()
-            .map_or_else(Executor::memory_owner, |d| d.owner.clone());
+            .map_or_else(Carry::memory_owner, |d| d.owner.clone());
         let executor = initial.config.executor();
         let ctx = Context {
             state: opts.state.clone(),
@@ -185,7 +190,7 @@ impl RuntimeHandle {
             Some(make) => make(ctx),
             None => crate::exec::backend::choose(&executor, ctx),
         };
-        let mut exec = Executor::new(opts.state.clone(), owner, backend);
+        let mut exec = Carry::new(opts.state.clone(), owner, backend);
         exec.log_limits = initial.config.env.logs.unwrap_or_default();
         let (fatal_tx, fatal_rx) = watch::channel(None);
         let metrics = Arc::new(crate::metrics::Metrics::new());
@@ -382,7 +387,7 @@ struct Runtime {
     sched: Sched,
     opts: RuntimeOptions,
     config: ConfigStatus,
-    exec: Executor,
+    exec: Carry,
     /// The executor this runtime started with (a change takes a restart).
     executor: crate::model::Executor,
     /// The runtime's own input channel (for work done off its task).
@@ -483,7 +488,7 @@ impl Runtime {
             // Write-ahead: the batch's decisions (and the facts that led to them) are
             // stored in one transaction before anything is carried out or answered.
             if let Err(why) = self.record(now, &events) {
-                self.pause(why, now, events, turn);
+                self.pause(why.to_string(), now, events, turn);
                 continue;
             }
             if self.carry_out(now, events, turn) {
@@ -576,7 +581,7 @@ impl Runtime {
         self.stop_jobs_if_shutting_down();
         let events = self.schedule(&turn, now);
         if let Err(why) = self.record(now, &events) {
-            self.pause(why, now, events, turn);
+            self.pause(why.to_string(), now, events, turn);
             return false;
         }
         self.carry_out(now, events, turn)
@@ -700,7 +705,7 @@ impl Runtime {
     }
 
     /// Record a batch. Nothing to do without a store or without news.
-    fn record(&mut self, now: i64, events: &[Event]) -> Result<(), String> {
+    fn record(&mut self, now: i64, events: &[Event]) -> Result<(), crate::store::StoreError> {
         let Some(p) = &mut self.persist else {
             self.observed.clear();
             return Ok(());
@@ -710,8 +715,7 @@ impl Runtime {
         }
         let (sched, observed) = (&self.sched, &self.observed);
         // The facts stay until they are stored: a failed write is tried again with them.
-        off_the_async_workers(|| p.store.record(now, observed, events, sched))
-            .map_err(|e| e.to_string())?;
+        off_the_async_workers(|| p.store.record(now, observed, events, sched))?;
         self.observed.clear();
         self.feed.publish(p.store.take_recorded());
         self.tokens.stored();
@@ -828,463 +832,6 @@ impl Runtime {
         snap.paused = self.paused.as_ref().map(|p| p.why.clone());
         snap.containment = self.exec.warning();
         self.snapshots.send_replace(Arc::new(snap));
-    }
-
-    /// A timer fired.
-    fn on_timer(&mut self, timer: Timer, now: i64) -> Outcome {
-        match timer {
-            Timer::Grace { job, attempt } => {
-                self.exec.kill_if_current(job, attempt);
-                Outcome::Nothing
-            }
-            Timer::Timeout { job, attempt } => {
-                if !self.exec.is_current(job, attempt) {
-                    return Outcome::Nothing;
-                }
-                tracing::info!(job = %job, "timeout");
-                self.sched.timeout(job, now);
-                self.picture.touch(job);
-                Outcome::Reschedule
-            }
-            // The turn publishes what the rate limit held back.
-            Timer::Flush => Outcome::Nothing,
-            Timer::ProtectionEnd => Outcome::Reschedule,
-            Timer::Forecast => {
-                let tx = self.inputs.clone();
-                self.forecasts
-                    .start_estimate(&self.sched, now, &self.finished, &tx);
-                self.timers
-                    .set(Timer::Forecast, self.forecasts.next_after());
-                Outcome::Nothing
-            }
-            Timer::Watch => {
-                self.exec.look(&mut self.timers);
-                Outcome::Nothing
-            }
-            Timer::Prune => {
-                self.timers.set(Timer::Prune, PRUNE_EVERY);
-                if let Some(p) = &mut self.persist {
-                    let days = p.retain_days;
-                    match off_the_async_workers(|| p.store.prune_jobs(days, now)) {
-                        Ok(ids) => {
-                            tracing::info!(jobs = ids.len(), days, "history pruned");
-                            let state = self.opts.state.clone();
-                            tokio::task::spawn_blocking(move || {
-                                crate::exec::runfiles::remove_jobs(&state, &ids)
-                            });
-                        }
-                        Err(e) => tracing::warn!("cannot prune the history: {e}"),
-                    }
-                }
-                Outcome::Nothing
-            }
-        }
-    }
-
-    /// Apply one input.
-    fn handle(&mut self, input: Input, now: i64, deferred: &mut Vec<Deferred>) -> Outcome {
-        match input {
-            Input::Submit { spec, reply } => {
-                let result = self.submit(spec, now);
-                tracing::info!(?result, "submit");
-                if let Ok(id) = result {
-                    self.picture.touch(id);
-                }
-                if let Some(tx) = reply {
-                    deferred.push(Deferred::Submit(tx, result));
-                }
-                Outcome::Reschedule
-            }
-            Input::Cancel { ids, by, reply } => {
-                let outcomes: Vec<CancelOutcome> = ids
-                    .into_iter()
-                    .map(|id| self.cancel(id, &by, now))
-                    .collect();
-                if let Some(tx) = reply {
-                    deferred.push(Deferred::Cancel(tx, outcomes));
-                }
-                Outcome::Reschedule
-            }
-            Input::SetPriority {
-                id,
-                priority,
-                reply,
-            } => {
-                let r = if self.sched.job(id).is_none() && self.existed(id) {
-                    Ok(false)
-                } else {
-                    self.sched.set_priority(id, priority, now)
-                };
-                tracing::info!(job = %id, priority, ?r, "priority");
-                self.picture.touch(id);
-                if let Some(tx) = reply {
-                    deferred.push(Deferred::Priority(tx, r));
-                }
-                Outcome::Reschedule
-            }
-            Input::Config(update) => {
-                self.apply_config(update, now);
-                Outcome::Reschedule
-            }
-            Input::Reload { reply } => {
-                // Reading and validating the directory can take long (a huge or odd file):
-                // never on this task. The result comes back as `Reloaded`.
-                let (dir, tx) = (self.opts.config_dir.clone(), self.inputs.clone());
-                tokio::spawn(async move {
-                    let loaded = tokio::task::spawn_blocking(move || load_dir(&dir).map(Box::new))
-                        .await
-                        .unwrap_or_else(|e| {
-                            Err(vec![crate::config::ConfigError::new(format!(
-                                "reading the config failed: {e}"
-                            ))])
-                        });
-                    let report = ExecKind::Reloaded { loaded, reply };
-                    let _ = tx.send(Input::Exec(ExecReport(report)));
-                });
-                Outcome::Nothing
-            }
-            Input::Exec(ExecReport(ExecKind::StateLost(why))) => {
-                self.halted = Some(why);
-                Outcome::Nothing
-            }
-            Input::Exec(ExecReport(ExecKind::Reloaded { loaded, reply })) => {
-                // A config this build cannot carry out is refused like an invalid one.
-                let loaded = loaded.and_then(|l| match self.executor_refusal(&l) {
-                    Some(e) => Err(vec![e]),
-                    None => Ok(l),
-                });
-                let result = match loaded {
-                    Ok(loaded) => {
-                        self.apply_config(ConfigUpdate::Applied(loaded), now);
-                        Ok(())
-                    }
-                    Err(errors) => {
-                        let text = errors_text(&errors);
-                        self.apply_config(ConfigUpdate::Rejected(errors), now);
-                        Err(text)
-                    }
-                };
-                if let Some(tx) = reply {
-                    deferred.push(Deferred::Reload(tx, result));
-                }
-                Outcome::Reschedule
-            }
-            Input::Exec(ExecReport(kind)) => self.exec_report(kind, now),
-            Input::Predict { spec, reply } => {
-                self.predictions.push((spec, reply));
-                Outcome::Nothing
-            }
-            Input::AllJobs { .. }
-            | Input::History { .. }
-            | Input::Shutdown { .. }
-            | Input::Sync { .. } => Outcome::Nothing,
-        }
-    }
-
-    fn cancel(&mut self, id: JobId, by: &str, now: i64) -> CancelOutcome {
-        if self.sched.job(id).is_none() {
-            // Finished and archived: nothing to do; never handed out: an error.
-            let error = (!self.existed(id)).then(|| format!("no job {id}"));
-            return CancelOutcome {
-                id,
-                cancelled: false,
-                error,
-            };
-        }
-        let cancelled = self.sched.cancel(id, by, now);
-        self.maybe_done.push(id);
-        self.picture.touch(id);
-        tracing::info!(job = %id, by = %by, cancelled, "cancel");
-        CancelOutcome {
-            id,
-            cancelled,
-            error: None,
-        }
-    }
-
-    /// Was this id ever handed out? (Finished jobs leave the scheduler's tables.)
-    fn existed(&self, id: JobId) -> bool {
-        id.0 >= 1 && id < self.sched.next_job_id()
-    }
-
-    fn submit(&mut self, spec: JobSpec, now: i64) -> Result<JobId, String> {
-        match &spec.command {
-            None => return Err("command is required".to_string()),
-            Some(Command::Argv(v)) if v.is_empty() => {
-                return Err("command is empty".to_string());
-            }
-            Some(Command::Shell(s)) if s.trim().is_empty() => {
-                return Err("command is empty".to_string());
-            }
-            _ => {}
-        }
-        if let Some(dir) = &spec.working_directory
-            && !std::path::Path::new(dir).is_dir()
-        {
-            return Err(format!("workingDirectory `{dir}` is not a directory"));
-        }
-        check_job_size(&spec)?;
-        // A full state filesystem stops nothing (SPEC §8): below the reserve, new jobs wait
-        // outside, running ones go on.
-        let reserve = self.exec.log_limits.reserve_bytes();
-        if let Some(free) = self.exec.state.free_bytes()
-            && free < reserve
-        {
-            return Err(format!(
-                "the state filesystem has {} MiB free, below the reserve of {} MiB \
-                 (logs.minFreeMiB): no new jobs until space is freed there",
-                free >> 20,
-                reserve >> 20
-            ));
-        }
-        let mut spec = spec;
-        if let Some(t) = &spec.client_token {
-            self::tokens::ClientTokens::check(t)?;
-            // Scoped to the caller (SPEC §9): another user's token is a different token.
-            spec.client_token = Some(self::tokens::scoped(t, spec.submitter.as_deref()));
-        }
-        let token = spec.client_token.clone();
-        if let Some(t) = &token
-            && let Some(id) = self
-                .tokens
-                .lookup(t, self.persist.as_ref().map(|p| &p.store))
-        {
-            tracing::info!(job = %id, "submit retried with the same client token");
-            return Ok(id);
-        }
-        // One user's jobs not yet ended are capped (SPEC §9).
-        if let Some(sub) = spec.submitter.clone() {
-            let most = self.access.limits.max_queued_jobs_per_user;
-            let has = self.per_user.get(&sub.uid).copied().unwrap_or(0);
-            if has >= most {
-                return Err(format!(
-                    "{} has {has} jobs queued or running, the most one user may have \
-                     (limits.maxQueuedJobsPerUser = {most}): wait for some to end",
-                    sub.name
-                ));
-            }
-        }
-        let uid = spec.submitter.as_ref().map(|s| s.uid);
-        let id = self.sched.submit(spec, now).map_err(|r| r.0)?;
-        if let Some(uid) = uid {
-            *self.per_user.entry(uid).or_default() += 1;
-        }
-        if let Some(t) = token {
-            self.tokens.remember(t, id);
-        }
-        Ok(id)
-    }
-
-    /// Why a new config cannot be applied by this running scheduler: an executor it
-    /// cannot carry out, or a different executor than the one it started with.
-    fn executor_refusal(&self, loaded: &LoadedConfig) -> Option<crate::config::ConfigError> {
-        if let Some(e) = crate::exec::backend::unavailable(loaded) {
-            return Some(e);
-        }
-        (loaded.config.executor() != self.executor).then(|| {
-            crate::config::ConfigError::new(
-                "executor: changing the executor (or its partition) takes a restart of `shareq serve`; the running one stays",
-            )
-            .field("executor")
-        })
-    }
-
-    fn apply_config(&mut self, update: ConfigUpdate, now: i64) {
-        let update = match update {
-            ConfigUpdate::Applied(loaded) => match self.executor_refusal(&loaded) {
-                Some(e) => ConfigUpdate::Rejected(vec![e]),
-                None => ConfigUpdate::Applied(loaded),
-            },
-            other => other,
-        };
-        match update {
-            ConfigUpdate::Applied(loaded) => {
-                let (mut capacity, warnings) = self.opts.discovery.capacity(&loaded.config);
-                for w in &warnings {
-                    tracing::warn!("{w}");
-                }
-                for c in &mut capacity {
-                    c.devices
-                        .retain(|d| !self.lost_devices.contains(&(c.unit.clone(), *d)));
-                }
-                // What the change does to the jobs, worked out on a copy of the state before
-                // it, off this task (the console shows it with the config's status).
-                let before = self.sched.clone();
-                self.sched.apply_config(&loaded.config, &capacity, now);
-                self.config.effects = None;
-                self::forecasts::config_effects(
-                    before,
-                    &loaded,
-                    capacity.clone(),
-                    now,
-                    &self.inputs.clone(),
-                );
-                self.exec.log_limits = loaded.config.env.logs.unwrap_or_default();
-                self.access = Arc::new(crate::access::Access::new(&loaded.config));
-                self.picture.touch_all();
-                if let Some(p) = &mut self.persist {
-                    p.retain_days = retain_days(&loaded);
-                    if p.config_hash.as_deref() != Some(loaded.hash.as_str()) {
-                        let source = self.opts.config_dir.display().to_string();
-                        let recorded = off_the_async_workers(|| {
-                            p.store.record_config(&loaded.hash, &source, now)
-                        });
-                        match recorded {
-                            Ok(()) => p.config_hash = Some(loaded.hash.clone()),
-                            Err(e) => tracing::warn!("cannot record the applied config: {e}"),
-                        }
-                    }
-                }
-                self.config.applied_at = Some(now);
-                self.config.hash = Some(loaded.hash);
-                self.config.error = None;
-                self.config.error_at = None;
-                tracing::info!("config applied");
-            }
-            ConfigUpdate::Rejected(errors) => {
-                let text = errors_text(&errors);
-                tracing::warn!("config rejected, the previous one stays in force: {text}");
-                self.sched.config_rejected(text.clone(), now);
-                self.config.error = Some(text);
-                self.config.error_at = Some(now);
-            }
-        }
-    }
-
-    fn exec_report(&mut self, kind: ExecKind, now: i64) -> Outcome {
-        match kind {
-            ExecKind::Attempt(report) => self.attempt_report(report, now),
-            ExecKind::Telemetry(samples) => {
-                let changed = samples != self.samples;
-                self.samples = samples;
-                if changed {
-                    Outcome::Redraw
-                } else {
-                    Outcome::Nothing
-                }
-            }
-            ExecKind::DeviceLost { unit, device, why } => self.device_gone(unit, device, &why, now),
-            ExecKind::ConfigEffects { hash, dry_run } => {
-                if self.config.hash.as_deref() != Some(hash.as_str()) {
-                    return Outcome::Nothing;
-                }
-                if !dry_run.is_empty() {
-                    tracing::info!("the config applied at {}:\n{}", now, dry_run.text());
-                }
-                self.config.effects = Some(dry_run.summary());
-                Outcome::Redraw
-            }
-            ExecKind::Estimated {
-                estimates,
-                runtimes,
-            } => {
-                self.forecasts.estimated(&estimates, runtimes);
-                self.picture.set_estimates(estimates);
-                Outcome::Redraw
-            }
-            // Handled in `handle`.
-            ExecKind::Reloaded { .. } | ExecKind::StateLost(_) => Outcome::Nothing,
-        }
-    }
-
-    /// Relay what the executor saw to the core.
-    /// A GPU lost (telemetry) or held by something outside this scheduler: its jobs are
-    /// preempted (DEVICE_LOST) and it is never handed out again by this runtime.
-    fn device_gone(&mut self, unit: String, device: u32, why: &str, now: i64) -> Outcome {
-        if !self.lost_devices.insert((unit.clone(), device)) {
-            return Outcome::Nothing;
-        }
-        tracing::error!(unit = %unit, device, "GPU unusable ({why}): its jobs are preempted (DEVICE_LOST) and it is no longer handed out");
-        self.sched.device_lost(None, &unit, device, now);
-        self.picture.touch_all();
-        Outcome::Reschedule
-    }
-
-    fn attempt_report(&mut self, report: Report, now: i64) -> Outcome {
-        match report {
-            Report::DeviceHeld { unit, device, why } => self.device_gone(unit, device, &why, now),
-            Report::Accepted { job, attempt } => {
-                let starting = self
-                    .sched
-                    .job(job)
-                    .is_some_and(|j| j.state == JobState::Scheduled);
-                if starting && self.exec.is_current(job, attempt) {
-                    // SCHEDULED → STARTING: the attempt is taken on, its command not yet.
-                    self.set_state(job, JobState::Starting);
-                    return Outcome::Redraw;
-                }
-                Outcome::Nothing
-            }
-            Report::Running { job, attempt } => {
-                if self.exec.is_current(job, attempt) {
-                    self.set_state(job, JobState::Running);
-                    return Outcome::Redraw;
-                }
-                Outcome::Nothing
-            }
-            Report::Ended {
-                job,
-                attempt,
-                status,
-            } => self.attempt_ended(job, attempt, status, now),
-            Report::NodeDown { node } => {
-                tracing::error!(node = %node, "the executor says the node is down: its jobs are preempted (DEVICE_LOST) and their GPUs count as released (nothing of them can come back)");
-                self.sched.node_lost(&node, now);
-                self.picture.touch_all();
-                Outcome::Reschedule
-            }
-            Report::NodeDrained { node, drained } => {
-                if self.sched.is_drained(&node) == drained {
-                    return Outcome::Nothing;
-                }
-                tracing::warn!(node = %node, drained, "the executor says the node is {}", if drained { "drained: it takes no new jobs, its running jobs go on" } else { "back in service" });
-                self.sched.node_drained(&node, drained, now);
-                self.picture.touch_all();
-                Outcome::Reschedule
-            }
-        }
-    }
-
-    fn set_state(&mut self, job: JobId, state: JobState) {
-        self.sched.set_running_state(job, state);
-        self.observed.push(Observed::StateChanged { job });
-        self.picture.touch(job);
-    }
-
-    /// An attempt's supervisor ended with `code`.
-    fn attempt_ended(
-        &mut self,
-        job: JobId,
-        attempt: u32,
-        status: crate::exec::ExitStatus,
-        now: i64,
-    ) -> Outcome {
-        if !self.exec.finished(&mut self.timers, job, attempt) {
-            return Outcome::Nothing;
-        }
-        let code = status.code;
-        let now = self.ended_at(job, &status, now);
-        if status.timed_out {
-            // The supervisor stopped it at its timeout (SPEC §7): the same end as a
-            // timeout the runtime would have ordered.
-            tracing::info!(job = %job, attempt, "timed out (stopped by its supervisor)");
-            self.sched.timeout(job, now);
-        }
-        let stopping = self.sched.job(job).is_some_and(|j| j.is_stopping());
-        tracing::info!(job = %job, attempt, code, stopping, "attempt ended");
-        self.maybe_done.push(job);
-        self.picture.touch(job);
-        let fact = if stopping {
-            Observed::Released {
-                job,
-                code: Some(code),
-            }
-        } else {
-            Observed::Exited { job, code }
-        };
-        fact.apply(&mut self.sched, now);
-        self.observed.push(fact);
-        Outcome::Reschedule
     }
 }
 

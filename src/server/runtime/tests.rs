@@ -107,6 +107,21 @@ impl Rig {
         }
     }
 
+    async fn ended(&self, job: JobId, attempt: u32, code: i32) {
+        let status = crate::exec::ExitStatus::ended_now(code);
+        self.report(Report::Ended {
+            job,
+            attempt,
+            status,
+        })
+        .await;
+    }
+
+    async fn drained(&self, node: &str, drained: bool) {
+        let node = node.to_string();
+        self.report(Report::NodeDrained { node, drained }).await;
+    }
+
     /// The attempt ran: accepted, then its command runs.
     async fn run(&self, job: JobId, attempt: u32) {
         self.report(Report::Accepted { job, attempt }).await;
@@ -127,19 +142,9 @@ async fn a_start_goes_to_the_backend_and_its_reports_move_the_job_on() {
     assert_eq!(rig.state(id), JobState::Scheduled);
     rig.run(id, 1).await;
     // A report of another attempt is stale: nothing happens.
-    rig.report(Report::Ended {
-        job: id,
-        attempt: 2,
-        status: crate::exec::ExitStatus::ended_now(1),
-    })
-    .await;
+    rig.ended(id, 2, 1).await;
     assert_eq!(rig.state(id), JobState::Running);
-    rig.report(Report::Ended {
-        job: id,
-        attempt: 1,
-        status: crate::exec::ExitStatus::ended_now(0),
-    })
-    .await;
+    rig.ended(id, 1, 0).await;
     assert_eq!(rig.state(id), JobState::Succeeded);
     assert_eq!(rig.script.forgotten(), vec![(id, 1)]);
     assert!(rig.script.signals().is_empty());
@@ -164,12 +169,7 @@ async fn a_reclaim_signals_term_then_kill_after_the_grace_period() {
     );
     assert_eq!(rig.script.signals()[1], (borrower, 1, Stop::Kill));
     assert_eq!(rig.script.launches().len(), 1, "b waits for the release");
-    rig.report(Report::Ended {
-        job: borrower,
-        attempt: 1,
-        status: crate::exec::ExitStatus::ended_now(137),
-    })
-    .await;
+    rig.ended(borrower, 1, 137).await;
     // The borrower is requeued (a preemption is no failure), b starts.
     let launches = rig.script.launches();
     assert_eq!(launches.last().map(|l| l.job), Some(owner), "{launches:?}");
@@ -215,11 +215,7 @@ async fn a_timeout_its_supervisor_enforced_fails_the_job_as_a_timeout() {
 async fn node_reports_go_to_the_core_drained_nodes_take_nothing_lost_ones_preempt() {
     let rig = Rig::start(&format!("{TWO_NODES}{SHARES}"));
     // A drained node takes no new job; back in service, it does.
-    rig.report(Report::NodeDrained {
-        node: "n1".into(),
-        drained: true,
-    })
-    .await;
+    rig.drained("n1", true).await;
     let on_n2 = rig.submit("a", 1, None).await;
     let waits = rig.submit("b", 1, None).await;
     let launches = rig.script.launches();
@@ -230,11 +226,7 @@ async fn node_reports_go_to_the_core_drained_nodes_take_nothing_lost_ones_preemp
     );
     assert_eq!((launches[0].job, launches[0].node.as_str()), (on_n2, "n2"));
     assert_eq!(rig.state(waits), JobState::Runnable);
-    rig.report(Report::NodeDrained {
-        node: "n1".into(),
-        drained: false,
-    })
-    .await;
+    rig.drained("n1", false).await;
     let launches = rig.script.launches();
     assert_eq!(launches.len(), 2, "{launches:?}");
     assert_eq!((launches[1].job, launches[1].node.as_str()), (waits, "n1"));
@@ -243,23 +235,13 @@ async fn node_reports_go_to_the_core_drained_nodes_take_nothing_lost_ones_preemp
     // n1 goes down: its job is preempted (DEVICE_LOST); once the executor says its
     // attempt ended it waits for room, and runs again on n2 when that is free.
     rig.report(Report::NodeDown { node: "n1".into() }).await;
-    rig.report(Report::Ended {
-        job: waits,
-        attempt: 1,
-        status: crate::exec::ExitStatus::ended_now(255),
-    })
-    .await;
+    rig.ended(waits, 1, 255).await;
     assert_eq!(rig.job(waits).preempted_count, 1);
     assert_eq!(rig.state(waits), JobState::Runnable);
     let snap = rig.handle.snapshots.borrow().clone();
     assert_eq!(snap.preemptions[0].victim, waits);
     assert_eq!(snap.preemptions[0].reason, "DEVICE_LOST");
-    rig.report(Report::Ended {
-        job: on_n2,
-        attempt: 1,
-        status: crate::exec::ExitStatus::ended_now(0),
-    })
-    .await;
+    rig.ended(on_n2, 1, 0).await;
     let launches = rig.script.launches();
     assert_eq!(launches.len(), 3, "{launches:?}");
     assert_eq!(
