@@ -3,7 +3,7 @@
 use super::error::CliError;
 use super::request;
 use crate::server::Request;
-use crate::visible::visible;
+use crate::visible::{visible, visible_lines};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -36,7 +36,7 @@ pub fn reload(args: &ReloadArgs) -> Result<(), CliError> {
             &r,
             format!(
                 "shareq reload: {}",
-                visible(r.error.as_deref().unwrap_or_default())
+                visible_lines(r.error.as_deref().unwrap_or_default())
             ),
         )),
         Err(e) => Err(CliError::failed(format!("shareq reload: {e}"))),

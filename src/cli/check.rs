@@ -141,7 +141,8 @@ pub fn report(dir: &Path, loaded: &LoadedConfig) -> String {
 fn errors_text(errors: &[ConfigError]) -> String {
     let mut out = String::new();
     for e in errors {
-        let _ = writeln!(out, "  {e}");
+        // An error may quote what the file says (SPEC §9, terminal safety).
+        let _ = writeln!(out, "  {}", crate::visible::visible(&e.to_string()));
     }
     out
 }

@@ -80,7 +80,7 @@ pub(crate) fn ask_or_read<T>(
             &r,
             format!(
                 "shareq {cmd}: {}",
-                crate::visible::visible(r.error.as_deref().unwrap_or_default())
+                crate::visible::visible_lines(r.error.as_deref().unwrap_or_default())
             ),
         )),
         Err(e) => match e.downcast_ref::<ClientError>() {

@@ -385,3 +385,33 @@ fn a_stopped_scheduler_neither_stretches_a_run_time_nor_delays_a_timeout() {
         "timed out after {ran} ms: {t}"
     );
 }
+
+#[test]
+fn config_errors_quote_what_the_file_says_inert() {
+    let s = Server::start(&cfg());
+    // A key holding an escape sequence (YAML's "\x1b" is the real byte).
+    let evil = cfg().replacen(
+        "capacityLimits:",
+        "\"x\\x1b]0;pwned\\x07\": 1\ncapacityLimits:",
+        1,
+    );
+    std::fs::write(s.config.join("config.yaml"), evil).unwrap();
+    let check = Command::new(BIN)
+        .arg("check")
+        .arg(&s.config)
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(1));
+    assert!(!check.stderr.contains(&0x1b), "check printed a raw escape");
+    assert!(String::from_utf8_lossy(&check.stderr).contains("\\x1b]0;pwned"));
+    let reload = s.cli(&["reload"]);
+    assert!(!reload.status.success());
+    let err = String::from_utf8_lossy(&reload.stderr);
+    assert!(
+        !reload.stderr.contains(&0x1b),
+        "reload printed a raw escape"
+    );
+    // Several errors stay on several lines, not one with literal `\n`s.
+    assert!(!err.contains("rejected:\\n"), "{err}");
+    assert!(err.contains("\\x1b]0;pwned"), "{err}");
+}

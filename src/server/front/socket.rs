@@ -62,19 +62,12 @@ pub async fn serve(
     let cap = limits.cap();
     let permits = Arc::new(tokio::sync::Semaphore::new(cap));
     let per_user = super::conn_limits::PerUser::default();
-    let me = nix::unistd::geteuid().as_raw();
     loop {
         match listener.accept().await {
             Ok((mut stream, _)) => {
-                let permit = permits.clone().try_acquire_owned().ok();
-                // Root and the scheduler's own user are always let in (SPEC §9: nobody
-                // takes the scheduler from the others); the fd reserve has room for them.
-                let exempt = || {
-                    stream
-                        .peer_cred()
-                        .is_ok_and(|c| c.uid() == 0 || c.uid() == me)
-                };
-                if permit.is_none() && !exempt() {
+                // The global cap keeps descriptors for the scheduler's own work; one
+                // user cannot reach it alone (the per-user cap, in `connection`).
+                let Ok(permit) = permits.clone().try_acquire_owned() else {
                     tracing::debug!(cap, "control connection refused: too many");
                     tokio::spawn(async move {
                         let answer = super::conn_limits::refusal(cap);
