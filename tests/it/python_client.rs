@@ -633,42 +633,54 @@ print(json.dumps(out))
 }
 
 #[test]
-fn a_submit_the_scheduler_cannot_record_is_shutting_down_not_rejected() {
+fn a_submit_while_scheduling_is_paused_is_unavailable_not_rejected() {
     let py = needs_python!();
     let s = Server::start(&two_shares());
     let r = run_py(
         &py,
         &s,
         r#"
-import json, os, sqlite3, shareq
+import json, os, socket, sqlite3, time, shareq
 c = shareq.Client()
-# Another process holds the database's write lock longer than the scheduler waits.
+# Another process holds the database's write lock longer than the scheduler waits: the
+# first submit's decision cannot be written, and scheduling pauses (SPEC §8).
 db = sqlite3.connect(os.path.join(c.state, "shareq.db"), isolation_level=None)
 db.execute("BEGIN EXCLUSIVE")
 spec = {"jobName": "x", "quotaShareName": "qs1", "command": ["true"]}
+held = socket.socket(socket.AF_UNIX)
+held.connect(os.path.join(c.state, "shareq.sock"))
+held.sendall((json.dumps({"op": "submit", "job": spec}) + "\n").encode())
+# Wait until the scheduler says it is paused.
+for _ in range(100):
+    if c.status().get("paused"):
+        break
+    time.sleep(0.1)
 try:
-    c._call({"op": "submit", "job": spec})   # one try, no retry: see its own answer
+    c._call({"op": "submit", "job": dict(spec, jobName="y")})
     out = {"outcome": "ok"}
-except shareq.ProtocolError as e:
-    out = {"outcome": "lost", "message": e.message}   # the scheduler exited first
 except shareq.ShareqError as e:
     out = {"outcome": e.code, "message": e.message, "cls": type(e).__name__}
+db.execute("ROLLBACK")
+db.close()
+# The held submit is written and answered once the lock goes.
+held.settimeout(30)
+out["held"] = json.loads(held.makefile().readline())
 print(json.dumps(out))
 "#,
     );
-    match r["outcome"].as_str() {
-        Some("shutting_down") => {
-            assert_eq!(r["cls"], "ShuttingDown", "{r}");
-            assert!(
-                r["message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("cannot store"),
-                "{r}"
-            );
-        }
-        Some("lost") => {}
-        _ => panic!("a refusal because the scheduler stopped must not read as rejected: {r}"),
-    }
-    assert!(s.stderr().contains("cannot store"), "{}", s.stderr());
+    assert_eq!(r["outcome"], "unavailable", "{r}");
+    assert_eq!(r["cls"], "Unavailable", "{r}");
+    assert!(
+        r["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("scheduling is paused"),
+        "{r}"
+    );
+    assert_eq!(r["held"]["ok"], true, "{r}");
+    assert!(
+        s.stderr().contains("scheduling is paused"),
+        "{}",
+        s.stderr()
+    );
 }
