@@ -315,7 +315,7 @@ impl Sched {
     /// Take a job's GPUs into account (it starts, or is restored holding them).
     pub(crate) fn index_holding(&mut self, id: JobId) {
         let Some(j) = self.job(id) else { return };
-        let (s, u, q, vkey, stopping) = (j.share, j.unit, j.quantity, j.vkey(), j.is_stopping());
+        let (s, u, q, vkey, stopping) = (j.share, j.unit, j.quantity, self.vkey(j), j.is_stopping());
         let (node, devs) = (j.node().unwrap_or(0), j.devices().to_vec());
         let lane = &mut self.shares[s].lanes[u];
         lane.usage += q;
@@ -335,7 +335,7 @@ impl Sched {
     /// Give a job's GPUs back (it ended, or its processes are gone after a stop).
     pub(crate) fn unindex_holding(&mut self, id: JobId) {
         let Some(j) = self.job(id) else { return };
-        let (s, u, q, vkey, stopping) = (j.share, j.unit, j.quantity, j.vkey(), j.is_stopping());
+        let (s, u, q, vkey, stopping) = (j.share, j.unit, j.quantity, self.vkey(j), j.is_stopping());
         let (node, devs) = (j.node().unwrap_or(0), j.devices().to_vec());
         let lane = &mut self.shares[s].lanes[u];
         lane.usage -= q;
@@ -357,7 +357,7 @@ impl Sched {
     /// began and its stop delay: the stop is the same, only its cause changes.
     pub(crate) fn mark_stopping(&mut self, id: JobId, cause: StopCause, now: Time) {
         let Some(j) = self.job(id) else { return };
-        let (s, u, q, vkey) = (j.share, j.unit, j.quantity, j.vkey());
+        let (s, u, q, vkey) = (j.share, j.unit, j.quantity, self.vkey(j));
         let was_stopping = j.is_stopping();
         let delay = j.stop_after.min(self.grace);
         if let Some(job) = self.job_mut(id)

@@ -205,13 +205,13 @@ impl Sched {
                 self.index_pending(id);
             }
             Phase::Holding { .. } => {
-                let (s, u, old) = (job.share, job.unit, job.vkey());
+                let (s, u, old) = (job.share, job.unit, self.vkey(job));
                 let stopping = job.is_stopping();
                 if let Some(j) = self.job_mut(id) {
                     j.priority = priority;
                 }
                 if !stopping {
-                    let new = self.job(id).and_then(Job::vkey);
+                    let new = self.job(id).and_then(|j| self.vkey(j));
                     let lane = &mut self.shares[s].lanes[u];
                     if let Some(k) = old {
                         lane.running.remove(&k);

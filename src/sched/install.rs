@@ -21,6 +21,25 @@ impl Sched {
         self.emit(Event::ConfigRejected { error });
     }
 
+    /// Apply `spreadSeconds` (in instants): the victim order of every running set is
+    /// rebuilt under the new credit (SPEC §4.1 judges it on the config in force).
+    fn set_spread(&mut self, spread: Time) {
+        if spread == self.spread {
+            return;
+        }
+        self.spread = spread;
+        for s in 0..self.shares.len() {
+            for u in 0..self.shares[s].lanes.len() {
+                let ids: Vec<u64> = self.shares[s].lanes[u].running.iter().map(|k| k.id).collect();
+                let keys = ids
+                    .into_iter()
+                    .filter_map(|id| self.job(JobId(id)).and_then(|j| self.vkey(j)))
+                    .collect();
+                self.shares[s].lanes[u].running = keys;
+            }
+        }
+    }
+
     pub(crate) fn install_config(
         &mut self,
         config: &ValidConfig,
@@ -36,6 +55,9 @@ impl Sched {
             .map(|n| n.name.clone())
             .collect();
         self.grace = config.env.preemption.grace_period_seconds;
+        self.set_spread(
+            i64::from(config.env.preemption.spread_seconds) * self.ticks_per_second,
+        );
         self.install_nodes(config, capacity);
         let nunits = self.units.len();
         for s in &mut self.shares {

@@ -60,6 +60,9 @@ pub struct Sched {
     next_id: u64,
     start_seq: u64,
     grace: u32,
+    /// `preemption.spreadSeconds` in the driver's instants (SPEC §4.1): the victim order's
+    /// credit per past preemption.
+    spread: Time,
     /// Some share has a minimum runtime (else no candidate is ever protected: the victim
     /// walk skips the per-candidate check).
     protections: bool,
@@ -89,6 +92,7 @@ impl Sched {
             next_id: 1,
             start_seq: 0,
             grace: 30,
+            spread: 3600,
             ticks_per_second: if simulated { 1 } else { 1000 },
             protections: false,
             simulated,
@@ -274,6 +278,11 @@ impl Sched {
             self.jobs.resize_with(ix + 1, || None);
         }
         self.jobs[ix] = Some(job);
+    }
+
+    /// A job's place in the victim order under the applied `spreadSeconds`.
+    pub(crate) fn vkey(&self, j: &state::Job) -> Option<state::VKey> {
+        j.vkey(self.spread)
     }
 
     fn emit(&mut self, e: Event) {

@@ -175,7 +175,7 @@ impl Sched {
     fn walk_position(&self, set: &[Victim]) -> Option<(bool, VKey)> {
         set.iter()
             .filter_map(|&(v, reason)| {
-                let key = self.job(v)?.vkey()?;
+                let key = self.vkey(self.job(v)?)?;
                 Some((reason != PreemptReason::CrossShareReclaim, key))
             })
             .max()

@@ -40,13 +40,14 @@ impl QKey {
     }
 }
 
-/// Victim-candidate order (SPEC §4.1): lowest priority first, then the fewest preemptions
-/// so far (so the loss is spread instead of hitting one job over and over), then most
-/// recently started first.
+/// Victim-candidate order (SPEC §4.1): lowest priority first, then the latest *effective
+/// start* first (the current attempt's start minus `spreadSeconds` per preemption so far:
+/// the attempt that loses the least work goes first, and a job preempted again and again
+/// is spared as if it had run longer), then the later start (by start sequence) first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct VKey {
     pub prio: u32,
-    pub preempted: u32,
+    pub effective: Reverse<Time>,
     pub started: Reverse<u64>,
     pub id: u64,
 }
@@ -181,11 +182,19 @@ impl Job {
         QKey::new(self.priority, self.submitted, self.id)
     }
 
-    pub fn vkey(&self) -> Option<VKey> {
+    /// The job's place in the victim order (SPEC §4.1), with `spread` = `spreadSeconds`
+    /// in the driver's instants; `None` unless it holds GPUs.
+    pub fn vkey(&self, spread: Time) -> Option<VKey> {
         match &self.phase {
-            Phase::Holding { start_seq, .. } => Some(VKey {
+            Phase::Holding {
+                start_seq,
+                started_at,
+                ..
+            } => Some(VKey {
                 prio: self.priority,
-                preempted: self.preempted_count,
+                effective: Reverse(
+                    started_at.saturating_sub(spread.saturating_mul(i64::from(self.preempted_count))),
+                ),
                 started: Reverse(*start_seq),
                 id: self.id.0,
             }),
