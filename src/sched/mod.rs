@@ -24,6 +24,7 @@ mod reasons;
 mod report;
 mod restore;
 pub mod state;
+mod wake;
 
 pub use crate::model::UnitCapacity;
 pub use event::Event;
@@ -74,6 +75,9 @@ pub struct Sched {
     env_name: String,
     events: Vec<Event>,
     now: Time,
+    /// Lapse retries (SPEC §3): (instant, job id, attempts started at the lapse), one
+    /// second after each lapse.
+    retries: std::collections::BTreeSet<(Time, u64, u32)>,
 }
 
 impl Sched {
@@ -99,6 +103,7 @@ impl Sched {
             env_name: String::new(),
             events: Vec::new(),
             now: 0,
+            retries: Default::default(),
         };
         s.install_config(config, capacity, 0);
         s

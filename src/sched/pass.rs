@@ -21,6 +21,7 @@ impl Sched {
     /// Run one scheduling pass at `now`. Decisions go to the outbox.
     pub fn pass(&mut self, now: Time) {
         self.now = now;
+        self.prune_retries(now);
         // Every round starts, preempts or lapses something, so a pass ends (SPEC §3); the
         // bound only guards the live scheduler against a bug turning into a hang.
         let bound = 64 * (self.jobs.len() as u64 + 16);
@@ -399,6 +400,7 @@ impl Sched {
                 j.lapsed_at = Some(now);
             }
             self.index_pending(id);
+            self.note_lapse(id, now);
         }
         !lapsed.is_empty()
     }

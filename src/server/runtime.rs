@@ -501,7 +501,21 @@ impl Runtime {
         let events = self.sched.take_events();
         self.picture.touch_events(&events);
         self.arm_protection_end(now);
+        self.arm_wakeup(now);
         events
+    }
+
+    /// The instants the scheduler asks for itself (a lapse's retry one second later,
+    /// SPEC §3) make a pass: keep one timer at the next one. Stale ones are never asked
+    /// for, since the answer is read off the state after every pass.
+    fn arm_wakeup(&mut self, now: i64) {
+        match self.sched.next_wakeup(now) {
+            Some(at) => {
+                let after = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
+                self.timers.set(Timer::Wakeup, after);
+            }
+            None => self.timers.cancel(Timer::Wakeup),
+        }
     }
 
     /// The end of a running job's minimum runtime makes an instant with a pass (SPEC §11):
@@ -698,7 +712,7 @@ impl Runtime {
             }
             // The turn publishes what the rate limit held back.
             Timer::Flush => Outcome::Nothing,
-            Timer::ProtectionEnd => Outcome::Reschedule,
+            Timer::ProtectionEnd | Timer::Wakeup => Outcome::Reschedule,
             Timer::Forecast => {
                 let tx = self.exec.inputs();
                 self.forecasts

@@ -23,6 +23,9 @@ pub(crate) enum Timer {
     Prune,
     /// The next end of a minimum-runtime protection: a pass runs then (SPEC §11).
     ProtectionEnd,
+    /// The next instant the scheduler asks for itself (`Sched::next_wakeup`: a lapsed
+    /// nomination's retry, SPEC §3): a pass runs then.
+    Wakeup,
     /// Estimate the queue's start times again (SPEC §11, `server::forecasts`).
     Forecast,
     /// Look at Slurm and the Slurm executor's attempts again.
@@ -39,6 +42,7 @@ impl Timer {
             Timer::Flush
             | Timer::Prune
             | Timer::ProtectionEnd
+            | Timer::Wakeup
             | Timer::Forecast
             | Timer::SlurmPoll => None,
         }
