@@ -55,6 +55,7 @@ impl Sched {
             .map(|n| n.name.clone())
             .collect();
         self.grace = config.env.preemption.grace_period_seconds;
+        self.reserve_after = i64::from(config.env.reserve_after_seconds) * self.ticks_per_second;
         self.set_spread(
             i64::from(config.env.preemption.spread_seconds) * self.ticks_per_second,
         );

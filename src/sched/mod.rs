@@ -22,6 +22,7 @@ mod place;
 mod preempt;
 mod reasons;
 mod report;
+mod reserve;
 mod restore;
 pub mod state;
 mod wake;
@@ -31,6 +32,7 @@ pub use event::Event;
 pub use inputs::Rejection;
 pub use reasons::is_larger_than_any_node;
 pub use report::{LendEdge, ShareUnitStats};
+pub use reserve::Reservation;
 pub use restore::{RestoredHolding, RestoredJob};
 pub use state::{FailReason, Job, Phase, PreemptReason, QKey, StopCause};
 
@@ -64,6 +66,8 @@ pub struct Sched {
     /// `preemption.spreadSeconds` in the driver's instants (SPEC §4.1): the victim order's
     /// credit per past preemption.
     spread: Time,
+    /// `reserveAfterSeconds` in the driver's instants (SPEC §3); 0 = never.
+    reserve_after: Time,
     /// Some share has a minimum runtime (else no candidate is ever protected: the victim
     /// walk skips the per-candidate check).
     protections: bool,
@@ -97,6 +101,7 @@ impl Sched {
             start_seq: 0,
             grace: 30,
             spread: 3600,
+            reserve_after: 86400,
             ticks_per_second: if simulated { 1 } else { 1000 },
             protections: false,
             simulated,

@@ -234,10 +234,12 @@ impl Sched {
         let usage = i64::from(lane.usage) - i64::from(acc.gone(s));
         let (n, limit) = (i64::from(n), i64::from(lane.limit));
         let within = usage + n <= limit;
+        // A borrowed start that a reservation forbids is no fit either (SPEC §3).
         let borrowed = !within
             && mode == Mode::B
             && self.shares[s].strategy == Strategy::LendAndBorrow
-            && lane.cap.is_none_or(|c| usage + n - limit <= i64::from(c));
+            && lane.cap.is_none_or(|c| usage + n - limit <= i64::from(c))
+            && self.borrow_allowed(u, Some(key.job()), self.multi_node.then_some(acc.node));
         if !within && !borrowed {
             return false;
         }

@@ -317,6 +317,9 @@ pub struct Lane {
     /// Keys of this lane's nominated jobs: the first one blocks the lane's jobs behind it
     /// (a nomination holds back only its own share's jobs of the same unit, SPEC §3).
     pub nominated: BTreeSet<QKey>,
+    /// The lane's first pending job and since when it has been first (SPEC §3: a big
+    /// job first this long takes its unit's reservation).
+    pub head: Option<(QKey, Time)>,
 }
 
 impl Lane {
@@ -437,6 +440,8 @@ pub struct UnitState {
     pub nominated: Vec<JobId>,
     /// Σ limit over the present shares.
     pub guaranteed: u64,
+    /// The unit's reservation for a big job (SPEC §3).
+    pub reservation: Option<super::reserve::Reservation>,
 }
 
 impl UnitState {
@@ -455,6 +460,7 @@ impl UnitState {
             hb_total: 0,
             nominated: Vec::new(),
             guaranteed: 0,
+            reservation: None,
         }
     }
 

@@ -1,7 +1,7 @@
 //! Instants the scheduler asks for by itself (SPEC §3, §6): a lapsed nomination's retry
-//! one second later, where the job may cause preemption again. Such an instant is stale,
-//! and makes no instant at all, when by then the job has started, was cancelled or is
-//! nominated again. Every answer is read off the state, so a driver (the replay's clock,
+//! one second later, where the job may cause preemption again (stale, and no instant at
+//! all, when by then the job has started, was cancelled or is nominated again), and the
+//! moment a big job qualifies for its unit's reservation (`reserve`). Every answer is read off the state, so a driver (the replay's clock,
 //! the live runtime's one timer) only asks for the next one after each pass.
 
 use super::{Sched, Time};
@@ -38,12 +38,18 @@ impl Sched {
     }
 
     /// The next instant after `now` that the scheduler itself needs a pass at (SPEC §6),
-    /// if any: the earliest live lapse retry.
+    /// if any: the earliest live lapse retry, or the moment a big job qualifies for a
+    /// reservation.
     pub fn next_wakeup(&self, now: Time) -> Option<Time> {
-        self.retries
+        let retry = self
+            .retries
             .iter()
             .filter(|&&(at, _, _)| at > now)
             .find(|&&(at, id, attempt)| self.retry_is_live(at, JobId(id), attempt))
-            .map(|&(at, _, _)| at)
+            .map(|&(at, _, _)| at);
+        [retry, self.next_reservation_moment(now)]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
