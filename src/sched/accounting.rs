@@ -315,7 +315,8 @@ impl Sched {
     /// Take a job's GPUs into account (it starts, or is restored holding them).
     pub(crate) fn index_holding(&mut self, id: JobId) {
         let Some(j) = self.job(id) else { return };
-        let (s, u, q, vkey, stopping) = (j.share, j.unit, j.quantity, self.vkey(j), j.is_stopping());
+        let (s, u, q, vkey, stopping) =
+            (j.share, j.unit, j.quantity, self.vkey(j), j.is_stopping());
         let (node, devs) = (j.node().unwrap_or(0), j.devices().to_vec());
         let lane = &mut self.shares[s].lanes[u];
         lane.usage += q;
@@ -335,7 +336,8 @@ impl Sched {
     /// Give a job's GPUs back (it ended, or its processes are gone after a stop).
     pub(crate) fn unindex_holding(&mut self, id: JobId) {
         let Some(j) = self.job(id) else { return };
-        let (s, u, q, vkey, stopping) = (j.share, j.unit, j.quantity, self.vkey(j), j.is_stopping());
+        let (s, u, q, vkey, stopping) =
+            (j.share, j.unit, j.quantity, self.vkey(j), j.is_stopping());
         let (node, devs) = (j.node().unwrap_or(0), j.devices().to_vec());
         let lane = &mut self.shares[s].lanes[u];
         lane.usage -= q;

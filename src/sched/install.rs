@@ -30,7 +30,11 @@ impl Sched {
         self.spread = spread;
         for s in 0..self.shares.len() {
             for u in 0..self.shares[s].lanes.len() {
-                let ids: Vec<u64> = self.shares[s].lanes[u].running.iter().map(|k| k.id).collect();
+                let ids: Vec<u64> = self.shares[s].lanes[u]
+                    .running
+                    .iter()
+                    .map(|k| k.id)
+                    .collect();
                 let keys = ids
                     .into_iter()
                     .filter_map(|id| self.job(JobId(id)).and_then(|j| self.vkey(j)))
@@ -56,9 +60,7 @@ impl Sched {
             .collect();
         self.grace = config.env.preemption.grace_period_seconds;
         self.reserve_after = i64::from(config.env.reserve_after_seconds) * self.ticks_per_second;
-        self.set_spread(
-            i64::from(config.env.preemption.spread_seconds) * self.ticks_per_second,
-        );
+        self.set_spread(i64::from(config.env.preemption.spread_seconds) * self.ticks_per_second);
         self.install_nodes(config, capacity);
         let nunits = self.units.len();
         for s in &mut self.shares {

@@ -107,6 +107,11 @@ impl Sched {
             .map(|x| x.2)
     }
 
+    /// The reservation of the unit named `unit`, if it has one.
+    pub fn reservation_of(&self, unit: &str) -> Option<Reservation> {
+        self.reservation(*self.unit_ix.get(unit)?)
+    }
+
     /// The reservation of unit u, if it has one.
     pub fn reservation(&self, u: UnitIx) -> Option<Reservation> {
         self.units.get(u)?.reservation
@@ -129,7 +134,12 @@ impl Sched {
     /// Step 2 and mode B under a reservation: may a borrowed start of `job` (None: any job
     /// but the reserving one) of unit u go on node `node` (None: without `nodes`)? While u
     /// is reserved, only the reserving job may, except on the other nodes.
-    pub(crate) fn borrow_allowed(&self, u: UnitIx, job: Option<JobId>, node: Option<NodeIx>) -> bool {
+    pub(crate) fn borrow_allowed(
+        &self,
+        u: UnitIx,
+        job: Option<JobId>,
+        node: Option<NodeIx>,
+    ) -> bool {
         match self.units[u].reservation {
             None => true,
             Some(r) if job == Some(r.job) => true,

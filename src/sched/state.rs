@@ -193,7 +193,8 @@ impl Job {
             } => Some(VKey {
                 prio: self.priority,
                 effective: Reverse(
-                    started_at.saturating_sub(spread.saturating_mul(i64::from(self.preempted_count))),
+                    started_at
+                        .saturating_sub(spread.saturating_mul(i64::from(self.preempted_count))),
                 ),
                 started: Reverse(*start_seq),
                 id: self.id.0,

@@ -437,7 +437,11 @@ resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
     s.pass(0);
     let big = s.submit(JobSpec::new("big", "v", 2, 0), 10).unwrap();
     s.pass(10);
-    assert_eq!(s.next_wakeup(10), Some(70), "the qualifying moment makes an instant");
+    assert_eq!(
+        s.next_wakeup(10),
+        Some(70),
+        "the qualifying moment makes an instant"
+    );
     assert!(s.reservation(0).is_none());
     s.pass(70);
     let r = s.reservation(0).expect("reserved");
@@ -462,7 +466,10 @@ resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
     s.cancel(big, "t", 100);
     s.pass(100);
     assert!(s.reservation(0).is_none());
-    assert!(s.job(w2).unwrap().is_pending(), "no GPU is free: w1 and v1 hold all");
+    assert!(
+        s.job(w2).unwrap().is_pending(),
+        "no GPU is free: w1 and v1 hold all"
+    );
     s.job_exited(v1, 0, 110);
     s.pass(110);
     assert!(s.job(w2).unwrap().is_holding());
