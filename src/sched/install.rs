@@ -169,10 +169,8 @@ impl Sched {
             self.units[u].reindex();
         }
         for u in 0..nunits {
-            self.units[u].room_max = 0;
-            let noms = self.unit_noms(u);
             self.units[u].room_max = if self.multi_node {
-                self.room_max(u, &noms)
+                self.units[u].most_free_on_a_node()
             } else {
                 0
             };

@@ -19,7 +19,7 @@ impl Sched {
         let own_term = own
             .and_then(|k| self.job(k))
             .and_then(|j| j.nomination().filter(|nom| nom.node == n).map(|_| j.id))
-            .map_or(0, |k| self.nomination_term(k));
+            .map_or(0, |k| self.nomination_aside(k));
         free - (noms.aside(u, n) - own_term)
     }
 
@@ -107,8 +107,7 @@ impl Sched {
         if !self.multi_node {
             return;
         }
-        let noms = self.unit_noms(u);
-        let m = self.room_max(u, &noms);
+        let m = self.units[u].most_free_on_a_node();
         if m != self.units[u].room_max {
             self.units[u].room_max = m;
             for s in 0..self.shares.len() {
@@ -120,11 +119,25 @@ impl Sched {
     /// The threshold up to which a lane's waiting jobs count: its idle guarantee, and
     /// with `nodes` no more than one node has room for.
     pub(crate) fn waiting_threshold(&self, u: UnitIx, idle: u32) -> u32 {
+        self.waiting_threshold_given(idle, self.units[u].room_max)
+    }
+
+    /// [`Sched::waiting_threshold`] when one node has room for `room` at most (with the
+    /// victims of a preemption being weighed gone).
+    pub(crate) fn waiting_threshold_given(&self, idle: u32, room: u32) -> u32 {
         if self.multi_node {
-            idle.min(self.units[u].room_max)
+            idle.min(room)
         } else {
             idle
         }
+    }
+
+    /// Free devices of unit u on node n, set-aside ones included.
+    pub(crate) fn node_free(&self, u: UnitIx, n: NodeIx) -> i64 {
+        self.units[u]
+            .slots
+            .get(n)
+            .map_or(0, |s| if s.drained { 0 } else { s.free.len() as i64 })
     }
 
     /// The lowest `q` free devices of unit u on node n.

@@ -428,8 +428,10 @@ pub struct UnitState {
     pub by_free: BTreeSet<(u32, usize, NodeIx)>,
     /// The most devices of this unit the config gives one node: larger jobs never fit.
     pub largest: u32,
-    /// With `nodes`: the most free devices of this unit on one node, less what is set
-    /// aside there for nominations. `waiting` counts only jobs up to this (SPEC §10).
+    /// With `nodes`: the most free devices of this unit on one node, devices set aside for
+    /// nominations included (they are room for waiting work). `waiting` counts only jobs
+    /// up to this (SPEC §10). Kept with the lanes' `hb_term`s, which depend on it; it
+    /// depends on the free devices only, so every change goes through `refresh_room`.
     pub room_max: u32,
     /// min(maxCapacity, healthy devices).
     pub usable: u32,
@@ -477,6 +479,11 @@ impl UnitState {
     /// Healthy devices on all nodes.
     pub fn healthy(&self) -> u32 {
         self.slots.iter().map(|s| s.devices.len() as u32).sum()
+    }
+
+    /// The most free devices on one node that takes new jobs.
+    pub fn most_free_on_a_node(&self) -> u32 {
+        self.by_free.last().map_or(0, |x| x.0)
     }
 
     /// Free devices on all nodes.
