@@ -505,28 +505,30 @@ impl Runtime {
         events
     }
 
-    /// The instants the scheduler asks for itself (a lapse's retry one second later,
-    /// SPEC §3) make a pass: keep one timer at the next one. Stale ones are never asked
-    /// for, since the answer is read off the state after every pass.
+    /// The instants the scheduler asks for itself (a lapse's retry one second later, the
+    /// moment a big job qualifies for a reservation, SPEC §3) make a pass: keep one timer
+    /// at the next one. Stale ones are never asked for, since the answer is read off the
+    /// state after every pass.
     fn arm_wakeup(&mut self, now: i64) {
-        match self.sched.next_wakeup(now) {
-            Some(at) => {
-                let after = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
-                self.timers.set(Timer::Wakeup, after);
-            }
-            None => self.timers.cancel(Timer::Wakeup),
-        }
+        let at = self.sched.next_wakeup(now);
+        self.arm_at(Timer::Wakeup, at, now);
     }
 
     /// The end of a running job's minimum runtime makes an instant with a pass (SPEC §11):
     /// keep one timer at the next such end.
     fn arm_protection_end(&mut self, now: i64) {
-        match self.sched.next_protection_end(now) {
+        let at = self.sched.next_protection_end(now);
+        self.arm_at(Timer::ProtectionEnd, at, now);
+    }
+
+    /// Set `timer` to fire at instant `at` (ms), or cancel it when there is none.
+    fn arm_at(&mut self, timer: Timer, at: Option<i64>, now: i64) {
+        match at {
             Some(at) => {
                 let after = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
-                self.timers.set(Timer::ProtectionEnd, after);
+                self.timers.set(timer, after);
             }
-            None => self.timers.cancel(Timer::ProtectionEnd),
+            None => self.timers.cancel(timer),
         }
     }
 
