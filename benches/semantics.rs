@@ -24,6 +24,9 @@ use std::time::Instant;
 const SPREAD: &[&str] = &["preemption", "spreadSeconds"];
 const RESERVE: &[&str] = &["reserveAfterSeconds"];
 
+/// ServiceEnvironment fields to set: (path of keys, value).
+type EnvFields = Vec<(&'static [&'static str], u64)>;
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -32,7 +35,7 @@ fn main() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let dir = out_dir.unwrap_or_else(|| tmp.path().to_path_buf());
     std::fs::create_dir_all(&dir).expect("out dir");
-    let variants: [(&str, Vec<(&[&str], u64)>); 4] = [
+    let variants: [(&str, EnvFields); 4] = [
         ("all rules", vec![]),
         ("spreadSeconds 0", vec![(SPREAD, 0)]),
         ("reserveAfterSeconds 0", vec![(RESERVE, 0)]),
