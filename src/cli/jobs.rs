@@ -4,6 +4,7 @@
 //! match all of them, and `--since`/`--until` to the jobs queued or running at some
 //! instant between the two (they imply `--all`).
 
+use super::error::CliError;
 use crate::exec::now_ms;
 use crate::model::JobState;
 use crate::server::input::Span;
@@ -12,7 +13,6 @@ use crate::snapshot::JobView;
 use crate::store::Store;
 use crate::visible::visible;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct JobsArgs {
@@ -141,12 +141,11 @@ impl JobFilter {
     }
 }
 
-pub fn jobs(args: &JobsArgs) -> ExitCode {
+pub fn jobs(args: &JobsArgs) -> Result<(), CliError> {
     let filter = match JobFilter::from_args(&args.filter) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("shareq jobs: {e}");
-            return ExitCode::from(2);
+            return Err(CliError::usage(format!("shareq jobs: {e}")));
         }
     };
     let now = now_ms();
@@ -159,8 +158,7 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
     let span = match (parse("--since", &args.since), parse("--until", &args.until)) {
         (Ok(since), Ok(until)) => Span { since, until },
         (Err(e), _) | (_, Err(e)) => {
-            eprintln!("shareq jobs: {e}");
-            return ExitCode::from(2);
+            return Err(CliError::usage(format!("shareq jobs: {e}")));
         }
     };
     let all = args.all || span != Span::default();
@@ -170,27 +168,23 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
         until: span.until,
     };
     let read = |state: &std::path::Path| from_database(state, all, span);
-    let mut j = match super::ask_or_read(
+    let mut j = super::ask_or_read(
         "jobs",
         args.state.as_deref(),
         &req,
         "job list",
         |r| r.jobs,
         read,
-    ) {
-        Ok(j) => j,
-        Err(code) => return code,
-    };
+    )?;
     filter.apply(&mut j);
     if args.json {
         match serde_json::to_string_pretty(&j) {
             Ok(s) => println!("{s}"),
             Err(e) => {
-                eprintln!("shareq jobs: {e}");
-                return ExitCode::from(1);
+                return Err(CliError::failed(format!("shareq jobs: {e}")));
             }
         }
-        return ExitCode::SUCCESS;
+        return Ok(());
     }
     println!(
         "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {:<11} {:<24}  DETAIL",
@@ -220,7 +214,7 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
     if j.running.is_empty() && j.queue.is_empty() && j.finished.is_empty() {
         println!("(no jobs)");
     }
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 /// A queued job's estimated start as the table shows it: `~in 12m05s` (the tilde marks
@@ -241,7 +235,13 @@ fn row(v: &JobView, ms: i64, estimate: &str, detail: &str) {
     // User-controlled text is printed with its control characters made visible (SPEC §9).
     let name: String = visible(&v.name).chars().take(20).collect();
     let user = v.submitter.as_ref().map_or("-", |s| s.name.as_str());
-    let command = crate::tui::text::pad(&v.command, 24);
+    // Another user's command is not shown (SPEC §9): the scheduler sends it empty.
+    let shown = if v.command.is_empty() {
+        "(not yours)"
+    } else {
+        v.command.as_str()
+    };
+    let command = crate::tui::text::pad(shown, 24);
     println!(
         "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {:<11} {}  {}",
         v.id.0,

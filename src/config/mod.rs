@@ -1,8 +1,10 @@
-//! Turning YAML into a validated configuration: parsing documents with positions
-//! (`parse`), checking a set of documents as one unit (`validate`), loading a whole
-//! directory (`dir`), watching it for changes (`watch`), summarising it (`summary`).
+//! Turning YAML into a validated configuration: telling a document's kind (`document`),
+//! parsing documents with positions (`parse`), checking a set of documents as one unit
+//! (`validate`), loading a whole directory (`dir`), watching it for changes (`watch`),
+//! summarising it (`summary`).
 
 mod dir;
+mod document;
 mod error;
 mod locate;
 mod parse;
@@ -13,6 +15,7 @@ mod validate;
 mod watch;
 
 pub use dir::{DirSnapshot, FileText, LoadedConfig, is_config_file, load_dir};
+pub use document::{DOCUMENT_KINDS, Document};
 pub use error::{ConfigError, ConfigErrors};
 pub use locate::locate;
 pub use parse::{

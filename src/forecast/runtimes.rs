@@ -33,19 +33,6 @@ impl Runtimes {
         r
     }
 
-    /// Read from a state directory's database (read-only). An unreadable one gives none.
-    pub fn from_state(state: &std::path::Path) -> Runtimes {
-        match crate::store::Store::open_read_only(state)
-            .and_then(|s| s.attempt_runtimes(LEARNED_FROM))
-        {
-            Ok(samples) => Runtimes::from_samples(samples),
-            Err(e) => {
-                tracing::debug!("no typical runtimes: {e}");
-                Runtimes::default()
-            }
-        }
-    }
-
     /// The share's typical runtime (ms), if the history knows one.
     pub fn typical(&self, share: &str) -> Option<i64> {
         median_from(self.samples(share), 0)

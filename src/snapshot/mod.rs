@@ -4,9 +4,9 @@
 //! `Arc<Snapshot>`; consecutive snapshots share every queue chunk that did not change,
 //! and subscribers get [`Delta`]s. Readers never touch the live scheduler.
 
+use crate::access::Access;
 use crate::model::{JobId, JobState, Strategy, Submitter};
 use crate::sched::{LendEdge, Phase, QKey, Sched, StopCause, Time};
-use crate::server::auth::Access;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -207,13 +207,8 @@ pub struct PreemptionRecord {
     pub by_user: Option<String>,
 }
 
-/// GPU telemetry for one device, where NVML answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Telemetry {
-    pub util: u32,
-    pub mem_used: u64,
-    pub mem_total: u64,
-}
+/// GPU telemetry for one device (sampled by `exec::telemetry`).
+pub use crate::exec::telemetry::Telemetry;
 
 /// Why the queued jobs of one reason group wait: every RUNNABLE, not nominated job of
 /// one (share, unit, quantity) waits for the same reason, except those behind the lane's
@@ -270,6 +265,50 @@ pub struct Snapshot {
     /// picture is the last one received, and the console is reconnecting.
     #[serde(skip)]
     pub link_down_since: Option<i64>,
+    /// Why scheduling is paused (its decisions cannot be written, SPEC §8), while it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<String>,
+    /// Jobs not contained or GPUs not isolated, and why (SPEC §7); `None` when they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<String>,
+}
+
+/// Who reads a picture (SPEC §9): every job's id, name, share, user, state, reason,
+/// devices and times are for everyone; a job's command only for its owner and admins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Viewer {
+    pub uid: u32,
+    pub admin: bool,
+}
+
+impl Viewer {
+    /// Someone who may see everything (the scheduler's own console).
+    pub const ADMIN: Viewer = Viewer {
+        uid: 0,
+        admin: true,
+    };
+
+    /// May this viewer see the job's command?
+    pub fn sees_command(&self, j: &JobView) -> bool {
+        self.admin || j.submitter.as_ref().is_some_and(|s| s.uid == self.uid)
+    }
+
+    /// The job as this viewer may see it: the command hidden (empty) when not theirs.
+    pub fn view(&self, mut j: JobView) -> JobView {
+        if !self.sees_command(&j) {
+            j.command = String::new();
+        }
+        j
+    }
+
+    /// The same for a shared row: copied only when something is hidden.
+    pub fn view_arc(&self, j: Arc<JobView>) -> Arc<JobView> {
+        if self.sees_command(&j) || j.command.is_empty() {
+            j
+        } else {
+            Arc::new(self.view((*j).clone()))
+        }
+    }
 }
 
 impl Snapshot {
@@ -293,6 +332,8 @@ impl Snapshot {
             estimates: Arc::default(),
             changes: ChangeLog::default(),
             link_down_since: None,
+            paused: None,
+            containment: None,
         }
     }
 

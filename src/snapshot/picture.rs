@@ -302,6 +302,8 @@ impl Picture {
             changes: self.log.clone(),
             estimates: self.estimates.clone(),
             link_down_since: None,
+            paused: None,
+            containment: None,
             // The rules are the runtime's: it sets them (`Runtime::publish`).
             access: Arc::default(),
         }

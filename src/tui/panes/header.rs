@@ -1,5 +1,6 @@
 //! Header: environment, capacity totals, config state (applied at …, or the last error
-//! with file:line in red), oversubscription and theme warnings, and the clock.
+//! with file:line in red), oversubscription, containment and theme warnings, a paused
+//! scheduler, and the clock.
 
 use crate::tui::app::App;
 use crate::tui::text::{clock, fit};
@@ -35,6 +36,14 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
                 crate::duration::human(app.now - since),
                 clock(since, tz)
             ),
+            t.error_style().add_modifier(Modifier::BOLD),
+        ));
+        spans.push(sep());
+    }
+    // A scheduler that cannot write its decisions says so next (SPEC §8).
+    if let Some(why) = &s.paused {
+        spans.push(Span::styled(
+            format!("⏸ {}", crate::visible::visible(why)),
             t.error_style().add_modifier(Modifier::BOLD),
         ));
         spans.push(sep());
@@ -142,6 +151,17 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     for part in order {
         spans.push(sep());
         spans.push(part);
+    }
+    // Jobs not contained or GPUs not isolated (SPEC §7): short here; `shareq gpus` and
+    // the log say why.
+    if let Some(w) = &s.containment {
+        let short = if w.starts_with("jobs are not contained") {
+            "⚠ jobs are not contained"
+        } else {
+            "⚠ GPUs are not isolated"
+        };
+        spans.push(sep());
+        spans.push(Span::styled(short, t.warn_style()));
     }
     if let Some(w) = &app.theme_warning {
         spans.push(sep());

@@ -1,6 +1,8 @@
-//! The `?` overlay: every key, grouped, so nothing has to be remembered.
+//! The `?` overlay: every key, grouped, so nothing has to be remembered. The lines come
+//! from the console's one key table (`tui::keymap`), so the help shows what the keys do.
 
 use super::{centered, frame_block};
+use crate::tui::keymap;
 use crate::tui::text::fit;
 use crate::tui::theme::Theme;
 use ratatui::Frame;
@@ -8,36 +10,6 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
-
-/// (key, what it does); an empty key starts a group.
-pub const KEYS: &[(&str, &str)] = &[
-    ("", "Moving"),
-    ("tab/S-tab", "next / previous pane"),
-    ("j k ↓ ↑", "select row"),
-    ("g / G", "first / last row"),
-    ("PgDn/PgUp", "page down / up"),
-    ("enter", "details / share's jobs"),
-    ("click", "select pane and row"),
-    ("", "Jobs"),
-    ("s", "submit a job"),
-    ("c", "cancel job (asks y/n)"),
-    ("p", "set job priority"),
-    ("+ / -", "priority up / down by 1"),
-    ("l", "job's log tail"),
-    ("", "View"),
-    ("h", "GPU use history (1/2/3)"),
-    ("/", "filter text share:X !not"),
-    ("o", "cycle queue sort order"),
-    ("r", "re-read the config now"),
-    ("e", "the rejected config's errors"),
-    ("?", "this help"),
-    ("q/ctrl-c", "quit / detach / stop"),
-    ("", "Shares bar"),
-    ("■", "own, within limit"),
-    ("▤", "borrowed (over limit)"),
-    ("░", "idle, lent out"),
-    ("·", "idle guarantee"),
-];
 
 fn lines<'a>(
     keys: &'a [(&'a str, &'a str)],
@@ -67,20 +39,22 @@ fn lines<'a>(
 
 /// One column when it fits the height, else two (groups kept whole).
 pub fn render(f: &mut Frame, area: Rect, theme: &Theme) {
-    let one_column = area.height as usize >= KEYS.len() + 2;
-    let split = KEYS
+    let keys: Vec<(&str, &str)> = keymap::help_lines().collect();
+    let keys = &keys[..];
+    let one_column = area.height as usize >= keys.len() + 2;
+    let split = keys
         .iter()
         .enumerate()
-        .filter(|(i, (k, _))| k.is_empty() && *i >= KEYS.len() / 2)
+        .filter(|(i, (k, _))| k.is_empty() && *i >= keys.len() / 2)
         .map(|(i, _)| i)
         .next()
-        .unwrap_or(KEYS.len());
+        .unwrap_or(keys.len());
     let (w, h) = if one_column {
-        (56, KEYS.len() as u16 + 2)
+        (56, keys.len() as u16 + 2)
     } else {
         (
             area.width.min(100),
-            split.max(KEYS.len() - split) as u16 + 2,
+            split.max(keys.len() - split) as u16 + 2,
         )
     };
     let r = centered(area, w, h);
@@ -90,7 +64,7 @@ pub fn render(f: &mut Frame, area: Rect, theme: &Theme) {
     f.render_widget(block, r);
     if one_column {
         f.render_widget(
-            Paragraph::new(lines(KEYS, 12, inner.width as usize, theme)),
+            Paragraph::new(lines(keys, 12, inner.width as usize, theme)),
             inner,
         );
         return;
@@ -98,11 +72,11 @@ pub fn render(f: &mut Frame, area: Rect, theme: &Theme) {
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(inner);
     f.render_widget(
-        Paragraph::new(lines(&KEYS[..split], 11, left.width as usize, theme)),
+        Paragraph::new(lines(&keys[..split], 11, left.width as usize, theme)),
         left,
     );
     f.render_widget(
-        Paragraph::new(lines(&KEYS[split..], 11, right.width as usize, theme)),
+        Paragraph::new(lines(&keys[split..], 11, right.width as usize, theme)),
         right,
     );
 }
