@@ -62,8 +62,12 @@ pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
     ),
     opt(
         "preemption",
-        Shape::Map(&[opt("gracePeriodSeconds", Shape::Count)]),
+        Shape::Map(&[
+            opt("gracePeriodSeconds", Shape::Count),
+            opt("spreadSeconds", Shape::Count),
+        ]),
     ),
+    opt("reserveAfterSeconds", Shape::Count),
     opt("admins", Shape::List(&Shape::Text)),
     opt("controlSocket", Shape::Map(&[opt("group", Shape::Text)])),
     opt("metrics", Shape::Map(&[req("listen", Shape::Text)])),

@@ -38,6 +38,13 @@ impl Runtimes {
         median_from(self.samples(share), 0)
     }
 
+    /// How long an attempt of `share` that has run `elapsed` ms runs in all (ms): the
+    /// median of the share's attempts that ran at least as long (its typical remaining
+    /// time is this minus `elapsed`); `None` when no attempt of the history ran that long.
+    pub fn typical_total(&self, share: &str, elapsed: i64) -> Option<i64> {
+        median_from(self.samples(share), elapsed).map(|m| m.max(elapsed))
+    }
+
     /// How long an attempt of `share` that has run `elapsed` ms runs in all (ms).
     pub fn expected_total(&self, share: &str, elapsed: i64) -> Option<i64> {
         let v = self.samples(share);

@@ -237,6 +237,7 @@ mod tests {
             usable: 2,
             used: 1,
             guaranteed: 2,
+            reservation: None,
             devices: vec![dev(0, Some(87), Some((1024, 143_771))), dev(1, None, None)],
         }];
         let (_tx, rx) = watch::channel(Arc::new(snap));

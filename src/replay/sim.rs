@@ -209,16 +209,21 @@ impl<'a, W: Write> Sim<'a, W> {
     ) -> io::Result<bool> {
         let (mut ti, mut ei) = (0usize, 0usize);
         let mut instants = 0u64;
+        let mut last: Option<i64> = None;
         loop {
             // A timer made stale by what happened earlier makes no instant (SPEC §6).
             self.drop_stale_timers();
             let next_timer = self.timers.peek().map(|Reverse(t)| t.0);
             let next_trace = trace.get(ti).map(|a| a.at);
             let next_event = events.get(ei).map(|a| a.at);
+            // The instants the scheduler asks for itself (a lapse's retry), read off its
+            // state after the last pass: one made stale since makes none.
+            let next_wake = last.and_then(|t| self.sched.next_wakeup(t));
             let Some(t) = [
                 next_timer,
                 next_trace,
                 next_event,
+                next_wake,
                 self.first_instant.take(),
             ]
             .into_iter()
@@ -230,6 +235,7 @@ impl<'a, W: Write> Sim<'a, W> {
                 return Ok(false);
             }
             instants += 1;
+            last = Some(t);
             if let Some(st) = &mut self.stats {
                 st.advance(&self.sched, t);
             }

@@ -82,6 +82,22 @@ pub struct UnitView {
     /// Σ maxCapacity of the shares.
     pub guaranteed: u64,
     pub devices: Vec<DeviceView>,
+    /// The unit's reservation for a big job (SPEC §3), if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<ReservationView>,
+}
+
+/// A unit's reservation: no other job borrows the unit (with `nodes`: on `node`) until
+/// `job` starts (SPEC §3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReservationView {
+    pub job: JobId,
+    pub job_name: String,
+    pub share: String,
+    /// When it was taken (the scheduler's instant: milliseconds since the epoch live).
+    pub since: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 impl UnitView {
@@ -449,12 +465,23 @@ impl Snapshot {
                         }
                     })
                     .collect();
+                let reservation = sched.reservation_of(&name).and_then(|r| {
+                    let j = sched.job(r.job)?;
+                    Some(ReservationView {
+                        job: r.job,
+                        job_name: j.name().to_string(),
+                        share: sched.share_name(j.share).to_string(),
+                        since: r.since,
+                        node: r.node.map(|n| sched.node_name(n).to_string()),
+                    })
+                });
                 UnitView {
                     name,
                     usable,
                     used,
                     guaranteed,
                     devices,
+                    reservation,
                 }
             })
             .collect();

@@ -31,6 +31,7 @@ mod report_history;
 mod runtime_config;
 mod runtime_jobs;
 mod runtime_nodes;
+mod runtime_reserve;
 mod runtime_socket;
 mod scenarios;
 mod sched_props;

@@ -157,6 +157,9 @@ impl RuntimeHandle {
             }
             None => (Sched::new(&initial.config, &capacity, false), None),
         };
+        let mut sched = sched;
+        // Reasons that name a time of day read as the operator's clock.
+        sched.set_utc_offset(chrono::Local::now().offset().local_minus_utc());
         let config = ConfigStatus {
             source: opts.config_dir.display().to_string(),
             applied_at: Some(now),
@@ -651,18 +654,34 @@ impl Runtime {
         let events = self.sched.take_events();
         self.picture.touch_events(&events);
         self.arm_protection_end(now);
+        self.arm_wakeup(now);
         events
+    }
+
+    /// The instants the scheduler asks for itself (a lapse's retry one second later, the
+    /// moment a big job qualifies for a reservation, SPEC §3) make a pass: keep one timer
+    /// at the next one. Stale ones are never asked for, since the answer is read off the
+    /// state after every pass.
+    fn arm_wakeup(&mut self, now: i64) {
+        let at = self.sched.next_wakeup(now);
+        self.arm_at(Timer::Wakeup, at, now);
     }
 
     /// The end of a running job's minimum runtime makes an instant with a pass (SPEC §11):
     /// keep one timer at the next such end.
     fn arm_protection_end(&mut self, now: i64) {
-        match self.sched.next_protection_end(now) {
+        let at = self.sched.next_protection_end(now);
+        self.arm_at(Timer::ProtectionEnd, at, now);
+    }
+
+    /// Set `timer` to fire at instant `at` (ms), or cancel it when there is none.
+    fn arm_at(&mut self, timer: Timer, at: Option<i64>, now: i64) {
+        match at {
             Some(at) => {
                 let after = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
-                self.timers.set(Timer::ProtectionEnd, after);
+                self.timers.set(timer, after);
             }
-            None => self.timers.cancel(Timer::ProtectionEnd),
+            None => self.timers.cancel(timer),
         }
     }
 

@@ -22,7 +22,7 @@ impl Runtime {
             }
             // The turn publishes what the rate limit held back.
             Timer::Flush => Outcome::Nothing,
-            Timer::ProtectionEnd => Outcome::Reschedule,
+            Timer::ProtectionEnd | Timer::Wakeup => Outcome::Reschedule,
             Timer::Forecast => {
                 let tx = self.inputs.clone();
                 self.forecasts

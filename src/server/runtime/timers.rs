@@ -21,6 +21,9 @@ pub(crate) enum Timer {
     Prune,
     /// The next end of a minimum-runtime protection: a pass runs then (SPEC §11).
     ProtectionEnd,
+    /// The next instant the scheduler asks for itself (`Sched::next_wakeup`: a lapsed
+    /// nomination's retry, SPEC §3): a pass runs then.
+    Wakeup,
     /// Estimate the queue's start times again (SPEC §11, `server::forecasts`).
     Forecast,
     /// The backend's next look at what runs (adopted supervisors, the batch system).
@@ -32,9 +35,12 @@ impl Timer {
     fn attempt(&self) -> Option<(JobId, u32)> {
         match *self {
             Timer::Grace { job, attempt } | Timer::Timeout { job, attempt } => Some((job, attempt)),
-            Timer::Flush | Timer::Prune | Timer::ProtectionEnd | Timer::Forecast | Timer::Watch => {
-                None
-            }
+            Timer::Flush
+            | Timer::Prune
+            | Timer::ProtectionEnd
+            | Timer::Wakeup
+            | Timer::Forecast
+            | Timer::Watch => None,
         }
     }
 }

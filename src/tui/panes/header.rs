@@ -65,7 +65,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         },
         t.text(),
     );
-    let over: Vec<String> = s
+    let mut over: Vec<String> = s
         .units
         .iter()
         .filter(|u| u.oversubscribed())
@@ -76,6 +76,29 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             )
         })
         .collect();
+    // A unit reserved for a big job (SPEC §3): its borrowers wait until the job starts.
+    let reserved: Vec<String> = s
+        .units
+        .iter()
+        .filter_map(|u| {
+            let r = u.reservation.as_ref()?;
+            let on = r
+                .node
+                .as_ref()
+                .map(|n| format!(" on {n}"))
+                .unwrap_or_default();
+            Some(format!(
+                "{}{on} reserved for job {} ({}) since {}",
+                u.name,
+                r.job,
+                r.share,
+                clock(r.since, tz)
+            ))
+        })
+        .collect();
+    if !reserved.is_empty() {
+        over.push(reserved.join("; "));
+    }
     let over = (!over.is_empty())
         .then(|| Span::styled(over.join("; "), t.warn_style().add_modifier(Modifier::BOLD)));
     let config = match (&s.config.error, s.config.applied_at) {

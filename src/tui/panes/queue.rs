@@ -112,11 +112,12 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     f.render_widget(Paragraph::new(lines), inner);
 }
 
-/// A queued job's estimated start, short: `~3m12s`, `~now`, `>7d`, `?`.
+/// A queued job's estimated start, short: `~3m12s`, `overdue` (the estimate has passed and
+/// the job could not start), `>7d`, `?`.
 fn estimate(app: &App, id: crate::model::JobId) -> String {
     use crate::forecast::Estimate;
     match app.snap.estimate(id) {
-        Estimate::At(t) if t <= app.now => "~now".to_string(),
+        Estimate::At(t) if t <= app.now => "overdue".to_string(),
         Estimate::At(t) => format!("~{}", duration(t - app.now)),
         e => e.label(app.now),
     }

@@ -17,6 +17,10 @@ pub struct ServiceEnvironment {
     pub capacity_limits: Vec<EnvCapacityLimit>,
     #[serde(default)]
     pub preemption: PreemptionSettings,
+    /// A job larger than its guarantee that has been first in its share's queue for its
+    /// unit this long takes the unit's reservation (SPEC §3); 0 = never.
+    #[serde(default = "default_reserve_after")]
+    pub reserve_after_seconds: u32,
     /// Unix users (or `@groups`) who may do anything through the control socket.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admins: Option<Vec<String>>,
@@ -180,16 +184,28 @@ impl EnvCapacityLimit {
 pub struct PreemptionSettings {
     #[serde(default = "default_grace")]
     pub grace_period_seconds: u32,
+    /// Each past preemption counts as this much run time in the victim order (SPEC §4.1).
+    #[serde(default = "default_spread")]
+    pub spread_seconds: u32,
 }
 
 fn default_grace() -> u32 {
     30
 }
 
+fn default_spread() -> u32 {
+    3600
+}
+
+fn default_reserve_after() -> u32 {
+    86400
+}
+
 impl Default for PreemptionSettings {
     fn default() -> Self {
         PreemptionSettings {
             grace_period_seconds: default_grace(),
+            spread_seconds: default_spread(),
         }
     }
 }

@@ -98,6 +98,25 @@ impl Sched {
         (i64::from(job.quantity) - i64::from(self.held_by_victims(&nom.victims))).max(0)
     }
 
+    /// What nominated job k sets aside on its node N(k) (SPEC §10): `max(0, quantity(k) −
+    /// GPUs still held there by k's releasing victims)`. Its victims are all on N(k) unless
+    /// it was nominated by a cross-node count reclaim; those elsewhere hand nothing over
+    /// on N(k).
+    pub(crate) fn nomination_aside(&self, k: JobId) -> i64 {
+        let Some(job) = self.job(k) else { return 0 };
+        let Some(nom) = job.nomination() else {
+            return 0;
+        };
+        let held: u32 = nom
+            .victims
+            .iter()
+            .filter_map(|v| self.job(v.job).map(|j| (j, v)))
+            .filter(|(j, _)| j.node() == Some(nom.node))
+            .map(|(j, v)| j.releasing_for(*v))
+            .sum();
+        (i64::from(job.quantity) - i64::from(held)).max(0)
+    }
+
     /// Σ nomination terms per unit and per node. Computed once per sweep step: between
     /// two decisions it does not change.
     pub(crate) fn nominated_totals(&self) -> Noms {
@@ -123,9 +142,9 @@ impl Sched {
 
     fn add_unit_noms(&self, u: UnitIx, noms: &mut Noms) {
         for &k in &self.units[u].nominated {
-            let term = self.nomination_term(k);
-            noms.unit[u] += term;
+            noms.unit[u] += self.nomination_term(k);
             if let Some(n) = self.job(k).and_then(|j| j.nomination()).map(|nom| nom.node) {
+                let term = self.nomination_aside(k);
                 match noms.aside.iter_mut().find(|a| a.0 == u && a.1 == n) {
                     Some(a) => a.2 += term,
                     None => noms.aside.push((u, n, term)),
@@ -148,7 +167,7 @@ impl Sched {
         if !unit.oversubscribed() {
             return self.held_back(s, u);
         }
-        self.oversubscribed_held_back(s, u, unit.free(), Some(key), &[])
+        self.oversubscribed_held_back(s, u, unit.free(), unit.room_max, Some(key), &[])
     }
 
     /// `held_back(u, s)` where a borrowed start is judged (step 2). On an oversubscribed
@@ -159,11 +178,12 @@ impl Sched {
         if !unit.oversubscribed() {
             return self.held_back(s, u);
         }
-        self.oversubscribed_held_back(s, u, unit.free(), None, &[])
+        self.oversubscribed_held_back(s, u, unit.free(), unit.room_max, None, &[])
     }
 
-    /// `held_back(u, s)` on an oversubscribed unit with `free` GPUs free and the victims
-    /// `gone` (of a preemption being weighed) gone and back in the queue. With `ahead_of`
+    /// `held_back(u, s)` on an oversubscribed unit with `free` GPUs free, at most `room` on
+    /// one node (with `nodes`), and the victims `gone` (of a preemption being weighed)
+    /// gone and back in the queue. With `ahead_of`
     /// (a guaranteed start of that job): every other share's waiting jobs ahead of it that
     /// could start now; without (a borrowed start): RESERVE shares' whole idle guarantee,
     /// other shares' waiting jobs that could start now (SPEC §3).
@@ -172,6 +192,7 @@ impl Sched {
         s: ShareIx,
         u: UnitIx,
         free: i64,
+        room: u32,
         ahead_of: Option<QKey>,
         gone: &[Gone],
     ) -> i64 {
@@ -184,7 +205,7 @@ impl Sched {
             let lane = &sh.lanes[u];
             let (gpus, requeued) = Gone::of(gone, r);
             let idle = lane.limit.saturating_sub(lane.usage - gpus);
-            let threshold = self.waiting_threshold(u, idle.min(free));
+            let threshold = self.waiting_threshold_given(idle.min(free), room);
             let back = |ahead: Option<QKey>| -> u64 {
                 requeued
                     .iter()
@@ -315,7 +336,8 @@ impl Sched {
     /// Take a job's GPUs into account (it starts, or is restored holding them).
     pub(crate) fn index_holding(&mut self, id: JobId) {
         let Some(j) = self.job(id) else { return };
-        let (s, u, q, vkey, stopping) = (j.share, j.unit, j.quantity, j.vkey(), j.is_stopping());
+        let (s, u, q, vkey, stopping) =
+            (j.share, j.unit, j.quantity, self.vkey(j), j.is_stopping());
         let (node, devs) = (j.node().unwrap_or(0), j.devices().to_vec());
         let lane = &mut self.shares[s].lanes[u];
         lane.usage += q;
@@ -335,7 +357,8 @@ impl Sched {
     /// Give a job's GPUs back (it ended, or its processes are gone after a stop).
     pub(crate) fn unindex_holding(&mut self, id: JobId) {
         let Some(j) = self.job(id) else { return };
-        let (s, u, q, vkey, stopping) = (j.share, j.unit, j.quantity, j.vkey(), j.is_stopping());
+        let (s, u, q, vkey, stopping) =
+            (j.share, j.unit, j.quantity, self.vkey(j), j.is_stopping());
         let (node, devs) = (j.node().unwrap_or(0), j.devices().to_vec());
         let lane = &mut self.shares[s].lanes[u];
         lane.usage -= q;
@@ -357,7 +380,7 @@ impl Sched {
     /// began and its stop delay: the stop is the same, only its cause changes.
     pub(crate) fn mark_stopping(&mut self, id: JobId, cause: StopCause, now: Time) {
         let Some(j) = self.job(id) else { return };
-        let (s, u, q, vkey) = (j.share, j.unit, j.quantity, j.vkey());
+        let (s, u, q, vkey) = (j.share, j.unit, j.quantity, self.vkey(j));
         let was_stopping = j.is_stopping();
         let delay = j.stop_after.min(self.grace);
         if let Some(job) = self.job_mut(id)

@@ -2,7 +2,7 @@
 //! and the state transitions they share: start, stop, release, requeue, finish.
 
 use super::rejection::Rejection;
-use super::state::{FailReason, Job, Phase, PreemptReason, StopCause};
+use super::state::{FailReason, Job, NodeIx, Phase, PreemptReason, StopCause};
 use super::{Event, Sched, Time};
 use crate::model::{JobId, JobSpec, JobState, MAX_PRIORITY};
 
@@ -194,13 +194,13 @@ impl Sched {
                 self.index_pending(id);
             }
             Phase::Holding { .. } => {
-                let (s, u, old) = (job.share, job.unit, job.vkey());
+                let (s, u, old) = (job.share, job.unit, self.vkey(job));
                 let stopping = job.is_stopping();
                 if let Some(j) = self.job_mut(id) {
                     j.priority = priority;
                 }
                 if !stopping {
-                    let new = self.job(id).and_then(Job::vkey);
+                    let new = self.job(id).and_then(|j| self.vkey(j));
                     let lane = &mut self.shares[s].lanes[u];
                     if let Some(k) = old {
                         lane.running.remove(&k);
@@ -302,13 +302,21 @@ impl Sched {
     // ---- transitions ----
 
     pub(crate) fn start(&mut self, id: JobId, now: Time) {
+        self.start_except(id, now, None);
+    }
+
+    /// Start a job on the best fit among the nodes other than `except` (a borrowed start
+    /// while that node is reserved for a big job, SPEC §3).
+    pub(crate) fn start_except(&mut self, id: JobId, now: Time, except: Option<NodeIx>) {
         let Some(job) = self.job(id) else { return };
         let (s, u, q) = (job.share, job.unit, job.quantity);
         let before = self.shares[s].lanes[u].borrowed();
         // Placement is judged before the job leaves the queue: a nominated job keeps its
         // own reserve on its node until then (SPEC §10).
         let noms = self.unit_noms(u);
-        let node = self.best_fit(u, q, &noms, Some(id)).unwrap_or(0);
+        let node = self
+            .best_fit_except(u, q, &noms, Some(id), except)
+            .unwrap_or(0);
         self.unindex_pending(id);
         let devices = self.lowest_free(u, node, q);
         self.start_seq += 1;

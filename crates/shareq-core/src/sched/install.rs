@@ -21,6 +21,29 @@ impl Sched {
         self.emit(Event::ConfigRejected { error });
     }
 
+    /// Apply `spreadSeconds` (in instants): the victim order of every running set is
+    /// rebuilt under the new credit (SPEC §4.1 judges it on the config in force).
+    fn set_spread(&mut self, spread: Time) {
+        if spread == self.spread {
+            return;
+        }
+        self.spread = spread;
+        for s in 0..self.shares.len() {
+            for u in 0..self.shares[s].lanes.len() {
+                let ids: Vec<u64> = self.shares[s].lanes[u]
+                    .running
+                    .iter()
+                    .map(|k| k.id)
+                    .collect();
+                let keys = ids
+                    .into_iter()
+                    .filter_map(|id| self.job(JobId(id)).and_then(|j| self.vkey(j)))
+                    .collect();
+                self.shares[s].lanes[u].running = keys;
+            }
+        }
+    }
+
     pub(crate) fn install_config(
         &mut self,
         config: &ValidConfig,
@@ -36,6 +59,8 @@ impl Sched {
             .map(|n| n.name.clone())
             .collect();
         self.grace = config.env.preemption.grace_period_seconds;
+        self.reserve_after = i64::from(config.env.reserve_after_seconds) * self.ticks_per_second;
+        self.set_spread(i64::from(config.env.preemption.spread_seconds) * self.ticks_per_second);
         self.install_nodes(config, capacity);
         let nunits = self.units.len();
         for s in &mut self.shares {
@@ -144,10 +169,8 @@ impl Sched {
             self.units[u].reindex();
         }
         for u in 0..nunits {
-            self.units[u].room_max = 0;
-            let noms = self.unit_noms(u);
             self.units[u].room_max = if self.multi_node {
-                self.room_max(u, &noms)
+                self.units[u].most_free_on_a_node()
             } else {
                 0
             };

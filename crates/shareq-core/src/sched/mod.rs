@@ -23,13 +23,16 @@ mod preempt;
 mod reasons;
 mod rejection;
 mod report;
+mod reserve;
 mod restore;
 pub mod state;
+mod wake;
 
 pub use crate::model::UnitCapacity;
 pub use event::Event;
 pub use rejection::{LargerThanAnyNode, Rejection, is_larger_than_any_node};
 pub use report::{LendEdge, ShareUnitStats};
+pub use reserve::Reservation;
 pub use restore::{RestoredHolding, RestoredJob};
 pub use state::{FailReason, Job, Phase, PreemptReason, QKey, StopCause};
 
@@ -60,6 +63,11 @@ pub struct Sched {
     next_id: u64,
     start_seq: u64,
     grace: u32,
+    /// `preemption.spreadSeconds` in the driver's instants (SPEC §4.1): the victim order's
+    /// credit per past preemption.
+    spread: Time,
+    /// `reserveAfterSeconds` in the driver's instants (SPEC §3); 0 = never.
+    reserve_after: Time,
     /// Some share has a minimum runtime (else no candidate is ever protected: the victim
     /// walk skips the per-candidate check).
     protections: bool,
@@ -68,13 +76,25 @@ pub struct Sched {
     ticks_per_second: i64,
     /// Simulated victims with a zero stop delay release their GPUs inside the pass.
     simulated: bool,
+    /// Local time minus UTC, in seconds, for the times of day reasons name (live only).
+    utc_offset_secs: i32,
     env_name: String,
     events: Vec<Event>,
     now: Time,
+    /// Lapse retries (SPEC §3): (instant, job id, attempts started at the lapse), one
+    /// second after each lapse.
+    retries: std::collections::BTreeSet<(Time, u64, u32)>,
 }
 
 impl Sched {
     /// A scheduler for `config`, with the devices each unit has.
+    /// How far local time is from UTC (seconds), so that a reason naming a time of day
+    /// (`reserved … since 14:02`) reads as the operator's clock does. The core reads no
+    /// clock or time zone itself.
+    pub fn set_utc_offset(&mut self, secs: i32) {
+        self.utc_offset_secs = secs;
+    }
+
     pub fn new(config: &ValidConfig, capacity: &[UnitCapacity], simulated: bool) -> Sched {
         let mut s = Sched {
             jobs: Vec::new(),
@@ -89,12 +109,16 @@ impl Sched {
             next_id: 1,
             start_seq: 0,
             grace: 30,
+            spread: 3600,
+            reserve_after: 86400,
             ticks_per_second: if simulated { 1 } else { 1000 },
             protections: false,
             simulated,
+            utc_offset_secs: 0,
             env_name: String::new(),
             events: Vec::new(),
             now: 0,
+            retries: Default::default(),
         };
         s.install_config(config, capacity, 0);
         s
@@ -274,6 +298,11 @@ impl Sched {
             self.jobs.resize_with(ix + 1, || None);
         }
         self.jobs[ix] = Some(job);
+    }
+
+    /// A job's place in the victim order under the applied `spreadSeconds`.
+    pub(crate) fn vkey(&self, j: &state::Job) -> Option<state::VKey> {
+        j.vkey(self.spread)
     }
 
     fn emit(&mut self, e: Event) {

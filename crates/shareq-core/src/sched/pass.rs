@@ -21,6 +21,7 @@ impl Sched {
     /// Run one scheduling pass at `now`. Decisions go to the outbox.
     pub fn pass(&mut self, now: Time) {
         self.now = now;
+        self.prune_retries(now);
         // Every round starts, preempts or lapses something, so a pass ends (SPEC §3); the
         // bound only guards the live scheduler against a bug turning into a hang.
         let bound = 64 * (self.jobs.len() as u64 + 16);
@@ -31,6 +32,7 @@ impl Sched {
             if rounds > bound {
                 break;
             }
+            self.refresh_reservations(now);
             if self.step1(now) || self.step2(now) || self.step3(now) {
                 continue;
             }
@@ -215,7 +217,10 @@ impl Sched {
                     lo[i] = max_bound(lo[i], levels[i].boundary(kstar));
                 }
             }
-            self.start(key.job(), now);
+            let except = self
+                .job(key.job())
+                .and_then(|j| self.reserved_node_of(j.unit, j.id));
+            self.start_except(key.job(), now, except);
             started = true;
         }
         started
@@ -236,19 +241,36 @@ impl Sched {
                 continue;
             }
             let member_min = (room0[u].max(0) + 1) as u32;
-            let mut upper = self
-                .available_borrowing(s, u, None, noms)
-                .min(i64::from(self.room_max(u, noms)));
-            if let Some(cap) = lane.cap {
-                upper = upper.min(i64::from(lane.limit) + i64::from(cap) - i64::from(lane.usage));
-            }
+            let avail = self.available_borrowing(s, u, None, noms);
+            let cap_room = lane.cap.map_or(i64::MAX, |cap| {
+                i64::from(lane.limit) + i64::from(cap) - i64::from(lane.usage)
+            });
+            let upper = avail.min(i64::from(self.room_max(u, noms))).min(cap_room);
+            let mut found = None;
             if upper >= i64::from(member_min) {
                 let qty = (Included(member_min), Included(upper as u32));
-                if let Some(k) = self.first_in_lane(s, u, qty, from)
-                    && best.is_none_or(|b| k < b)
-                {
-                    best = Some(k);
+                found = self.first_in_lane(s, u, qty, from);
+            }
+            // While u is reserved for a big job (SPEC §3), no other job borrows it; with
+            // `nodes`, the others borrow only on the other nodes.
+            if let Some(r) = self.units[u].reservation
+                && found.is_some_and(|k| k.job() != r.job)
+            {
+                found = None;
+                if let Some(rn) = r.node {
+                    let upper = avail
+                        .min(i64::from(self.room_max_except(u, noms, Some(rn))))
+                        .min(cap_room);
+                    if upper >= i64::from(member_min) {
+                        let qty = (Included(member_min), Included(upper as u32));
+                        found = self.first_in_lane(s, u, qty, from);
+                    }
                 }
+            }
+            if let Some(k) = found
+                && best.is_none_or(|b| k < b)
+            {
+                best = Some(k);
             }
         }
         // Each lane's first nominated job, if it is in the set and can start with its own
@@ -263,9 +285,11 @@ impl Sched {
                 let fits_cap = lane.cap.is_none_or(|c| {
                     i64::from(lane.usage) + q - i64::from(lane.limit) <= i64::from(c)
                 });
+                let node = j.nomination().map(|nom| nom.node);
                 if q > room0[u]
                     && q <= self.available_borrowing(s, u, Some(j.id), noms)
                     && fits_cap
+                    && self.borrow_allowed(u, Some(j.id), node.filter(|_| self.multi_node))
                     && self.best_fit(u, j.quantity, noms, Some(j.id)).is_some()
                 {
                     best = Some(k);
@@ -399,6 +423,7 @@ impl Sched {
                 j.lapsed_at = Some(now);
             }
             self.index_pending(id);
+            self.note_lapse(id, now);
         }
         !lapsed.is_empty()
     }

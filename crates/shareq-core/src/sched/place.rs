@@ -19,7 +19,7 @@ impl Sched {
         let own_term = own
             .and_then(|k| self.job(k))
             .and_then(|j| j.nomination().filter(|nom| nom.node == n).map(|_| j.id))
-            .map_or(0, |k| self.nomination_term(k));
+            .map_or(0, |k| self.nomination_aside(k));
         free - (noms.aside(u, n) - own_term)
     }
 
@@ -34,22 +34,36 @@ impl Sched {
         noms: &Noms,
         job: Option<JobId>,
     ) -> Option<NodeIx> {
+        self.best_fit_except(u, q, noms, job, None)
+    }
+
+    /// [`Sched::best_fit`] on the nodes other than `except` (a borrowed start while that
+    /// node is reserved for a big job, SPEC §3).
+    pub(crate) fn best_fit_except(
+        &self,
+        u: UnitIx,
+        q: u32,
+        noms: &Noms,
+        job: Option<JobId>,
+        except: Option<NodeIx>,
+    ) -> Option<NodeIx> {
         if let Some(nom) = job.and_then(|k| self.job(k)).and_then(|j| j.nomination()) {
             let n = nom.node;
-            return (self.node_room(u, n, noms, job) >= i64::from(q)).then_some(n);
+            return (self.node_room(u, n, noms, job) >= i64::from(q) && except != Some(n))
+                .then_some(n);
         }
         let unit = &self.units[u];
         // (room, listing order, node): the best entry without a set-aside ...
         let plain = unit
             .by_free
             .range((q, 0, 0)..)
-            .find(|&&(_, _, n)| noms.aside(u, n) == 0)
+            .find(|&&(_, _, n)| noms.aside(u, n) == 0 && except != Some(n))
             .map(|&(f, o, n)| (i64::from(f), o, n));
         // ... against the nodes where something is set aside.
         let aside = noms
             .aside
             .iter()
-            .filter(|a| a.0 == u)
+            .filter(|a| a.0 == u && except != Some(a.1))
             .filter_map(|&(_, n, _)| {
                 let room = self.node_room(u, n, noms, None);
                 let order = unit.slots.get(n)?.order;
@@ -64,17 +78,22 @@ impl Sched {
 
     /// The most a non-nominated job of unit u can get on one node now.
     pub(crate) fn room_max(&self, u: UnitIx, noms: &Noms) -> u32 {
+        self.room_max_except(u, noms, None)
+    }
+
+    /// [`Sched::room_max`] on the nodes other than `except`.
+    pub(crate) fn room_max_except(&self, u: UnitIx, noms: &Noms, except: Option<NodeIx>) -> u32 {
         let unit = &self.units[u];
         let plain = unit
             .by_free
             .iter()
             .rev()
-            .find(|&&(_, _, n)| noms.aside(u, n) == 0)
+            .find(|&&(_, _, n)| noms.aside(u, n) == 0 && except != Some(n))
             .map_or(0, |&(f, _, _)| i64::from(f));
         let aside = noms
             .aside
             .iter()
-            .filter(|a| a.0 == u)
+            .filter(|a| a.0 == u && except != Some(a.1))
             .map(|&(_, n, _)| self.node_room(u, n, noms, None))
             .max()
             .unwrap_or(0);
@@ -88,8 +107,7 @@ impl Sched {
         if !self.multi_node {
             return;
         }
-        let noms = self.unit_noms(u);
-        let m = self.room_max(u, &noms);
+        let m = self.units[u].most_free_on_a_node();
         if m != self.units[u].room_max {
             self.units[u].room_max = m;
             for s in 0..self.shares.len() {
@@ -101,11 +119,25 @@ impl Sched {
     /// The threshold up to which a lane's waiting jobs count: its idle guarantee, and
     /// with `nodes` no more than one node has room for.
     pub(crate) fn waiting_threshold(&self, u: UnitIx, idle: u32) -> u32 {
+        self.waiting_threshold_given(idle, self.units[u].room_max)
+    }
+
+    /// [`Sched::waiting_threshold`] when one node has room for `room` at most (with the
+    /// victims of a preemption being weighed gone).
+    pub(crate) fn waiting_threshold_given(&self, idle: u32, room: u32) -> u32 {
         if self.multi_node {
-            idle.min(self.units[u].room_max)
+            idle.min(room)
         } else {
             idle
         }
+    }
+
+    /// Free devices of unit u on node n, set-aside ones included.
+    pub(crate) fn node_free(&self, u: UnitIx, n: NodeIx) -> i64 {
+        self.units[u]
+            .slots
+            .get(n)
+            .map_or(0, |s| if s.drained { 0 } else { s.free.len() as i64 })
     }
 
     /// The lowest `q` free devices of unit u on node n.

@@ -30,6 +30,10 @@ struct Claim {
     n: u32,
     key: QKey,
     nominated: i64,
+    /// A cross-node count reclaim (SPEC §10, "When some node already fits j"): every
+    /// node's candidates are walked together, the fit is judged on the counts alone, and
+    /// the job is nominated on this node, where placement would put it now.
+    counts_only: Option<NodeIx>,
 }
 
 impl Sched {
@@ -53,12 +57,19 @@ impl Sched {
         let open = |k: &VKey| !protect || !self.is_protected(JobId(k.id));
         let job = self.job(j)?;
         let (n, p) = (job.quantity, job.priority);
+        // Some node already fits j: only the counts are short (SPEC §10).
+        let counts_only = if self.multi_node {
+            self.best_fit(u, n, noms, None)
+        } else {
+            None
+        };
         let claim = Claim {
             s,
             u,
             n,
             key: job.qkey(),
             nominated: noms[u],
+            counts_only,
         };
         let share = &self.shares[s];
         let lane = &share.lanes[u];
@@ -101,8 +112,11 @@ impl Sched {
         } else {
             None
         };
-        if in_share.is_empty() || (a.is_some() && !self.multi_node) {
+        if in_share.is_empty() || (a.is_some() && (!self.multi_node || counts_only.is_some())) {
             return a;
+        }
+        if counts_only.is_some() {
+            return walk_b(&[]); // one walk over every node: no per-node comparison
         }
         let Some(a) = a else {
             return walk_b(&[]); // no node has a mode-A set
@@ -140,10 +154,13 @@ impl Sched {
         for (k, reason) in candidates {
             let v = JobId(k.id);
             let Some(vj) = self.job(v) else { continue };
-            let Some(node) = vj.node() else { continue };
-            if skip.contains(&node) || only.is_some_and(|o| o != node) {
+            let Some(on) = vj.node() else { continue };
+            if c.counts_only.is_none() && (skip.contains(&on) || only.is_some_and(|o| o != on)) {
                 continue;
             }
+            // A cross-node count reclaim gathers every node's victims in one set, for the
+            // node placement chose.
+            let node = c.counts_only.unwrap_or(on);
             let ix = match sets.iter().position(|(f, _)| f.node == node) {
                 Some(ix) => ix,
                 None => {
@@ -175,7 +192,7 @@ impl Sched {
     fn walk_position(&self, set: &[Victim]) -> Option<(bool, VKey)> {
         set.iter()
             .filter_map(|&(v, reason)| {
-                let key = self.job(v)?.vkey()?;
+                let key = self.vkey(self.job(v)?)?;
                 Some((reason != PreemptReason::CrossShareReclaim, key))
             })
             .max()
@@ -234,19 +251,23 @@ impl Sched {
         let usage = i64::from(lane.usage) - i64::from(acc.gone(s));
         let (n, limit) = (i64::from(n), i64::from(lane.limit));
         let within = usage + n <= limit;
+        // A borrowed start that a reservation forbids is no fit either (SPEC §3).
         let borrowed = !within
             && mode == Mode::B
             && self.shares[s].strategy == Strategy::LendAndBorrow
-            && lane.cap.is_none_or(|c| usage + n - limit <= i64::from(c));
+            && lane.cap.is_none_or(|c| usage + n - limit <= i64::from(c))
+            && self.borrow_allowed(u, Some(key.job()), self.multi_node.then_some(acc.node));
         if !within && !borrowed {
             return false;
         }
-        // The job's node must have room once the victims (all on it) are gone.
-        if acc.room + freed < n {
+        // The job's node must have room once the victims (all on it) are gone; a
+        // cross-node count reclaim judges the counts alone (its node fits j already).
+        if c.counts_only.is_none() && acc.room + freed < n {
             return false;
         }
         let held_back = if self.units[u].oversubscribed() {
-            self.oversubscribed_held_back(s, u, free, within.then_some(key), &acc.per_share)
+            let room = self.room_with_victims_gone(u, acc);
+            self.oversubscribed_held_back(s, u, free, room, within.then_some(key), &acc.per_share)
         } else {
             self.held_back_after(s, u, acc)
         };
@@ -289,9 +310,7 @@ impl Sched {
     /// with the victims gone (they free room on theirs), and with it every lane's count of
     /// waiting jobs (SPEC §10), so every other share's term is recomputed.
     fn held_back_after_nodes(&self, s: ShareIx, u: UnitIx, acc: &Freed) -> i64 {
-        let freed: i64 = acc.per_share.iter().map(|x| i64::from(x.gpus)).sum();
-        let room = (acc.room + freed).clamp(0, i64::from(u32::MAX)) as u32;
-        let room_max = self.units[u].room_max.max(room);
+        let room_max = self.room_with_victims_gone(u, acc);
         let mut total = 0i64;
         for (r, sh) in self.shares.iter().enumerate() {
             if r == s || !sh.present {
@@ -314,6 +333,20 @@ impl Sched {
             total += term as i64;
         }
         total
+    }
+
+    /// With `nodes`: the most free devices one node has once the victims in `acc` (all on
+    /// `acc.node`, but for a cross-node reclaim) are gone, set-aside devices included: the room `waiting` is judged on
+    /// (SPEC §10).
+    fn room_with_victims_gone(&self, u: UnitIx, acc: &Freed) -> u32 {
+        let room = acc
+            .per_node
+            .iter()
+            .map(|&(n, freed)| self.node_free(u, n) + freed)
+            .max()
+            .unwrap_or(0)
+            .clamp(0, i64::from(u32::MAX)) as u32;
+        self.units[u].room_max.max(room)
     }
 
     /// Stop the victims and nominate the job for their node (SPEC §4.4, §10).
@@ -368,6 +401,8 @@ impl Sched {
 #[derive(Debug)]
 struct Freed {
     per_share: Vec<Gone>,
+    /// GPUs the victims free per node (all on `node`, but for a cross-node reclaim).
+    per_node: Vec<(NodeIx, i64)>,
     nominated: i64,
     node: NodeIx,
     room: i64,
@@ -379,6 +414,7 @@ impl Freed {
     fn new(nominated: i64, node: NodeIx, room: i64) -> Freed {
         Freed {
             per_share: Vec::new(),
+            per_node: Vec::new(),
             nominated,
             node,
             room,
@@ -387,6 +423,11 @@ impl Freed {
 
     fn add(&mut self, sched: &Sched, v: JobId) {
         let Some(vj) = sched.job(v) else { return };
+        let on = vj.node().unwrap_or(self.node);
+        match self.per_node.iter_mut().find(|x| x.0 == on) {
+            Some(x) => x.1 += i64::from(vj.quantity),
+            None => self.per_node.push((on, i64::from(vj.quantity))),
+        }
         let back = (vj.quantity, vj.qkey());
         match self.per_share.iter_mut().find(|x| x.share == vj.share) {
             Some(x) => {

@@ -52,6 +52,58 @@ impl Sched {
         ))
     }
 
+    /// The reservation's reasons (SPEC §3): `holds the a100 reservation: no other job
+    /// borrows a100 until it starts (needs 8, 5 idle)` for the job holding it, and `a100 is
+    /// reserved for job 12 (vision) since 14:02` for a borrower it holds back (with
+    /// `nodes`: one that has no room on the other nodes).
+    fn reservation_reason(&self, id: JobId, noms: &Noms) -> Option<String> {
+        let job = self.job(id)?;
+        let (u, n) = (job.unit, job.quantity);
+        let r = self.units[u].reservation?;
+        let unit = &self.units[u];
+        if r.job == id {
+            let idle = match r.node {
+                Some(node) => self.node_room(u, node, noms, None),
+                None => unit.free(),
+            };
+            return Some(format!(
+                "holds the {name} reservation: no other job borrows {name} until it starts (needs {n}, {idle} idle)",
+                name = unit.name,
+                idle = idle.max(0)
+            ));
+        }
+        let lane = &self.shares[job.share].lanes[u];
+        if lane.usage + n <= lane.limit || !self.shares[job.share].borrows() {
+            return None; // not a borrower
+        }
+        if let Some(node) = r.node
+            && self.room_max_except(u, noms, Some(node)) >= n
+        {
+            return None; // room elsewhere: the reservation is not what holds it back
+        }
+        let holder = self.job(r.job)?;
+        Some(format!(
+            "{} is reserved for job {} ({}) since {}",
+            unit.name,
+            r.job,
+            self.share_name(holder.share),
+            self.clock_text(r.since)
+        ))
+    }
+
+    /// An instant as an operator reads it: the local time of day (HH:MM) live, where
+    /// instants are milliseconds since the epoch; `t=<seconds>` on simulated time.
+    fn clock_text(&self, t: super::Time) -> String {
+        if self.simulated {
+            return format!("t={t}");
+        }
+        // The core has no clock of its own: the driver says how far local time is
+        // from UTC (`Sched::set_utc_offset`).
+        let secs = t.div_euclid(1000) + i64::from(self.utc_offset_secs);
+        let minute = secs.div_euclid(60).rem_euclid(24 * 60);
+        format!("{:02}:{:02}", minute / 60, minute % 60)
+    }
+
     /// `needs 8 a100 on one node; the largest node has 4` (SPEC §10), for a job larger
     /// than any node's configured devices of its unit (with `nodes` only).
     pub(crate) fn larger_than_any_node(&self, u: usize, n: u32) -> Option<LargerThanAnyNode> {
@@ -143,6 +195,9 @@ impl Sched {
             );
         }
         let noms = self.nominated_totals();
+        if let Some(why) = self.reservation_reason(id, &noms) {
+            return why;
+        }
         if let Some(why) = self.protection_reason(id, &noms) {
             return why;
         }

@@ -40,13 +40,14 @@ impl QKey {
     }
 }
 
-/// Victim-candidate order (SPEC §4.1): lowest priority first, then the fewest preemptions
-/// so far (so the loss is spread instead of hitting one job over and over), then most
-/// recently started first.
+/// Victim-candidate order (SPEC §4.1): lowest priority first, then the latest *effective
+/// start* first (the current attempt's start minus `spreadSeconds` per preemption so far:
+/// the attempt that loses the least work goes first, and a job preempted again and again
+/// is spared as if it had run longer), then the later start (by start sequence) first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct VKey {
     pub prio: u32,
-    pub preempted: u32,
+    pub effective: Reverse<Time>,
     pub started: Reverse<u64>,
     pub id: u64,
 }
@@ -181,11 +182,20 @@ impl Job {
         QKey::new(self.priority, self.submitted, self.id)
     }
 
-    pub fn vkey(&self) -> Option<VKey> {
+    /// The job's place in the victim order (SPEC §4.1), with `spread` = `spreadSeconds`
+    /// in the driver's instants; `None` unless it holds GPUs.
+    pub fn vkey(&self, spread: Time) -> Option<VKey> {
         match &self.phase {
-            Phase::Holding { start_seq, .. } => Some(VKey {
+            Phase::Holding {
+                start_seq,
+                started_at,
+                ..
+            } => Some(VKey {
                 prio: self.priority,
-                preempted: self.preempted_count,
+                effective: Reverse(
+                    started_at
+                        .saturating_sub(spread.saturating_mul(i64::from(self.preempted_count))),
+                ),
                 started: Reverse(*start_seq),
                 id: self.id.0,
             }),
@@ -308,6 +318,9 @@ pub struct Lane {
     /// Keys of this lane's nominated jobs: the first one blocks the lane's jobs behind it
     /// (a nomination holds back only its own share's jobs of the same unit, SPEC §3).
     pub nominated: BTreeSet<QKey>,
+    /// The lane's first pending job and since when it has been first (SPEC §3: a big
+    /// job first this long takes its unit's reservation).
+    pub head: Option<(QKey, Time)>,
 }
 
 impl Lane {
@@ -415,8 +428,10 @@ pub struct UnitState {
     pub by_free: BTreeSet<(u32, usize, NodeIx)>,
     /// The most devices of this unit the config gives one node: larger jobs never fit.
     pub largest: u32,
-    /// With `nodes`: the most free devices of this unit on one node, less what is set
-    /// aside there for nominations. `waiting` counts only jobs up to this (SPEC §10).
+    /// With `nodes`: the most free devices of this unit on one node, devices set aside for
+    /// nominations included (they are room for waiting work). `waiting` counts only jobs
+    /// up to this (SPEC §10). Kept with the lanes' `hb_term`s, which depend on it; it
+    /// depends on the free devices only, so every change goes through `refresh_room`.
     pub room_max: u32,
     /// min(maxCapacity, healthy devices).
     pub usable: u32,
@@ -428,6 +443,8 @@ pub struct UnitState {
     pub nominated: Vec<JobId>,
     /// Σ limit over the present shares.
     pub guaranteed: u64,
+    /// The unit's reservation for a big job (SPEC §3).
+    pub reservation: Option<super::reserve::Reservation>,
 }
 
 impl UnitState {
@@ -446,6 +463,7 @@ impl UnitState {
             hb_total: 0,
             nominated: Vec::new(),
             guaranteed: 0,
+            reservation: None,
         }
     }
 
@@ -461,6 +479,11 @@ impl UnitState {
     /// Healthy devices on all nodes.
     pub fn healthy(&self) -> u32 {
         self.slots.iter().map(|s| s.devices.len() as u32).sum()
+    }
+
+    /// The most free devices on one node that takes new jobs.
+    pub fn most_free_on_a_node(&self) -> u32 {
+        self.by_free.last().map_or(0, |x| x.0)
     }
 
     /// Free devices on all nodes.

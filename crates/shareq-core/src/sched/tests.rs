@@ -435,3 +435,66 @@ fn a_queued_job_that_a_reload_makes_larger_than_any_node_says_so() {
     // The running jobs lost their devices (indices 2 and 3 are gone on both nodes).
     assert!(s.job(b).unwrap().is_stopping() || !s.job(b).unwrap().is_holding());
 }
+
+#[test]
+fn a_big_job_first_long_enough_reserves_its_unit_and_says_so() {
+    let mut s = sched(
+        "
+kind: ServiceEnvironment
+name: t
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 3, devices: {fake: 3}}]
+reserveAfterSeconds: 60
+---
+kind: QuotaShare
+quotaShareName: v
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+---
+kind: QuotaShare
+quotaShareName: w
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+",
+    );
+    let w1 = s.submit(JobSpec::new("w1", "w", 2, 0), 0).unwrap();
+    s.pass(0);
+    let big = s.submit(JobSpec::new("big", "v", 2, 0), 10).unwrap();
+    s.pass(10);
+    assert_eq!(
+        s.next_wakeup(10),
+        Some(70),
+        "the qualifying moment makes an instant"
+    );
+    assert!(s.reservation(0).is_none());
+    s.pass(70);
+    let r = s.reservation(0).expect("reserved");
+    assert_eq!((r.job, r.since), (big, 70));
+    assert_eq!(
+        s.reason(big),
+        "holds the gpu reservation: no other job borrows gpu until it starts (needs 2, 1 idle)"
+    );
+    // w's next borrower is held back, though a GPU is free.
+    let w2 = s.submit(JobSpec::new("w2", "w", 1, 0), 80).unwrap();
+    s.pass(80);
+    assert!(s.job(w2).unwrap().is_pending());
+    assert_eq!(
+        s.reason(w2),
+        format!("gpu is reserved for job {} (v) since t=70", big.0)
+    );
+    // A guaranteed start goes on.
+    let v1 = s.submit(JobSpec::new("v1", "v", 1, 0), 90).unwrap();
+    s.pass(90);
+    assert!(s.job(v1).unwrap().is_holding());
+    // Cancelling the big job ends the reservation: w2 borrows at once.
+    s.cancel(big, "t", 100);
+    s.pass(100);
+    assert!(s.reservation(0).is_none());
+    assert!(
+        s.job(w2).unwrap().is_pending(),
+        "no GPU is free: w1 and v1 hold all"
+    );
+    s.job_exited(v1, 0, 110);
+    s.pass(110);
+    assert!(s.job(w2).unwrap().is_holding());
+    assert!(s.job(w1).unwrap().is_holding());
+}
