@@ -5,8 +5,12 @@
 
 use rusqlite::Connection;
 use shareq::store::usage::{self, Sample, Window};
-use shareq::tui::fixtures;
 use std::time::Instant;
+
+// The console's sample snapshots: test data, shared with the integration tests.
+#[path = "../tests/it/fixtures.rs"]
+#[allow(dead_code)]
+mod fixtures;
 
 const EVERY_MS: i64 = 30_000;
 

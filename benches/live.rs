@@ -22,13 +22,18 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::Value;
 use shareq::exec::StateDir;
-use shareq::tui::{draw, fixtures, input};
+use shareq::tui::{draw, input};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+// The console's sample snapshots: test data, shared with the integration tests.
+#[path = "../tests/it/fixtures.rs"]
+#[allow(dead_code)]
+mod fixtures;
 
 const BIN: &str = env!("CARGO_BIN_EXE_shareq");
 const GPUS: usize = 8;

@@ -1,19 +1,31 @@
-//! How the scheduling rules spread the cost of preemption (issue 9, SPEC §3/§4.1): the
-//! Philly trace replayed at 1/8 of its capacity (every limit and the environment divided by
-//! 8), as it is and with random priorities 0–3 plus in-share preemption. Prints the replay
-//! summary's preemption figures: the most preemptions of one job, the GPU-seconds lost to
-//! preemption (work that restarts from zero) and the jobs started and preempted at the same
-//! instant.
+//! How the scheduling rules serve people on a real trace (issues 9 and 21, SPEC §3, §4.1):
+//! the Philly trace replayed at 1/8 of its capacity (every limit and the environment
+//! divided by 8), as it is and with random priorities 0–3 plus in-share preemption, each
+//! with the rules of round 3 on and each one off, side by side: the victim order's credit
+//! per past preemption (`spreadSeconds` 3600 against 0, plain most recent first) and the
+//! reservation for big jobs (`reserveAfterSeconds` 86400 against 0, never).
+//!
+//! Prints per run the replay summary's figures: GPU time lost to preemption (work that
+//! restarts from zero, in % of the GPU time used), goodput (useful GPU time ÷ usable GPUs
+//! × span), the most preemptions of one job, the p95 of the preemptions per preempted job,
+//! and the first-start waits of jobs larger than their share's guarantee and within it.
 //!
 //! `cargo bench --bench semantics` (set SHAREQ_BENCH_OUT=DIR to keep the scenarios, e.g. to
 //! replay them with another build of shareq).
 
 mod philly;
 
-use philly::write_scenario;
+use philly::write_variant;
 use shareq::replay::{Options, Scenario, run};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
+
+const SPREAD: &[&str] = &["preemption", "spreadSeconds"];
+const RESERVE: &[&str] = &["reserveAfterSeconds"];
+
+/// ServiceEnvironment fields to set: (path of keys, value).
+type EnvFields = Vec<(&'static [&'static str], u64)>;
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -23,43 +35,79 @@ fn main() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let dir = out_dir.unwrap_or_else(|| tmp.path().to_path_buf());
     std::fs::create_dir_all(&dir).expect("out dir");
-    for (name, priorities) in [("philly-8", false), ("philly-8-prio-inshare", true)] {
-        let path = write_scenario(&dir, name, priorities);
-        let sc = Scenario::load(&path).expect("scenario loads");
-        let start = Instant::now();
-        let mut out = Vec::new();
-        run(
-            &sc,
-            &mut out,
-            Options {
-                summary: true,
-                keep_lines: false,
-            },
-        )
-        .expect("runs");
-        let elapsed = start.elapsed();
-        let text = String::from_utf8(out).expect("utf-8");
-        let rejected = text.lines().filter(|l| l.contains("\"rejected\"")).count();
-        let summary: serde_json::Value =
-            serde_json::from_str(text.lines().last().expect("summary")).expect("json");
-        let used = summary["gpu_seconds_used"].as_f64().unwrap_or(0.0);
-        let lost = summary["gpu_seconds_lost_to_preemption"]
-            .as_f64()
-            .unwrap_or(0.0);
-        let preemptions: u64 = summary["shares"]
-            .as_object()
-            .map(|m| m.values().filter_map(|s| s["preemptions"].as_u64()).sum())
-            .unwrap_or(0);
-        println!(
-            "{name}: {:.1} s, {rejected} rejected, {preemptions} preemptions, worst job preempted {} times, \
-             {lost:.0} GPU-s lost to preemption ({:.1} % of {used:.0} GPU-s used), \
-             {} started and preempted at the same instant, utilisation {:.3}",
-            elapsed.as_secs_f64(),
-            summary["max_preemptions_of_one_job"],
-            if used > 0.0 { 100.0 * lost / used } else { 0.0 },
-            summary["started_and_preempted_same_instant"],
-            summary["utilisation"].as_f64().unwrap_or(0.0),
-        );
+    let variants: [(&str, EnvFields); 4] = [
+        ("all rules", vec![]),
+        ("spreadSeconds 0", vec![(SPREAD, 0)]),
+        ("reserveAfterSeconds 0", vec![(RESERVE, 0)]),
+        ("both off", vec![(SPREAD, 0), (RESERVE, 0)]),
+    ];
+    println!(
+        "| trace | rules | lost % | goodput | worst job | p95 preempted | larger p50 / p95 / max (d) | within p50 / p95 / max (d) | replay |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (base, priorities) in [("philly-8", false), ("philly-8-prio-inshare", true)] {
+        for (i, (label, env)) in variants.iter().enumerate() {
+            let name = format!("{base}-{i}");
+            let path = write_variant(&dir, &name, priorities, env);
+            let sc = Scenario::load(&path).expect("scenario loads");
+            let start = Instant::now();
+            let mut out = Vec::new();
+            run(
+                &sc,
+                &mut out,
+                Options {
+                    summary: true,
+                    keep_lines: false,
+                },
+            )
+            .expect("runs");
+            let elapsed = start.elapsed();
+            let text = String::from_utf8(out).expect("utf-8");
+            let s: serde_json::Value =
+                serde_json::from_str(text.lines().last().expect("summary")).expect("json");
+            // Preemptions per preempted job, from the decision lines.
+            let mut per_job: HashMap<&str, u64> = HashMap::new();
+            for l in text
+                .lines()
+                .filter(|l| l.contains("\"event\":\"preempted\""))
+            {
+                if let Some(job) = l
+                    .split("\"job\":\"")
+                    .nth(1)
+                    .and_then(|r| r.split('"').next())
+                {
+                    *per_job.entry(job).or_default() += 1;
+                }
+            }
+            let mut counts: Vec<u64> = per_job.into_values().collect();
+            counts.sort_unstable();
+            let p95 = counts
+                .get(((counts.len() as f64 * 0.95).ceil() as usize).saturating_sub(1))
+                .copied()
+                .unwrap_or(0);
+            let days = |w: &serde_json::Value, k: &str| w[k].as_f64().unwrap_or(0.0) / 86400.0;
+            let class = |k: &str| {
+                let w = &s[k];
+                format!(
+                    "{:.1} / {:.1} / {:.1} ({} jobs)",
+                    days(w, "p50"),
+                    days(w, "p95"),
+                    days(w, "max"),
+                    w["jobs"]
+                )
+            };
+            println!(
+                "| {base} | {label} | {:.2} | {:.3} | {} | {p95} | {} | {} | {:.2} s |",
+                s["gpu_seconds_lost_to_preemption_pct"]
+                    .as_f64()
+                    .unwrap_or(0.0),
+                s["goodput"].as_f64().unwrap_or(0.0),
+                s["max_preemptions_of_one_job"],
+                class("waits_larger_than_guarantee"),
+                class("waits_within_guarantee"),
+                elapsed.as_secs_f64(),
+            );
+        }
     }
     if std::env::var_os("SHAREQ_BENCH_OUT").is_some() {
         println!("scenarios kept in {}", dir.display());

@@ -6,9 +6,14 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use shareq::tui::filter::Filter;
-use shareq::tui::{draw, fixtures, input};
+use shareq::tui::{draw, input};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+// The console's sample snapshots: test data, shared with the integration tests.
+#[path = "../tests/it/fixtures.rs"]
+#[allow(dead_code)]
+mod fixtures;
 
 const QUEUED: usize = 100_000;
 

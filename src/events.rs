@@ -56,23 +56,9 @@ impl EventLine {
     }
 }
 
-/// The name of an event, as the replay's `event` field says it.
-pub fn event_name(ev: &Event) -> &'static str {
-    match ev {
-        Event::Submitted { .. } => "submitted",
-        Event::Rejected { .. } => "rejected",
-        Event::Started { .. } => "started",
-        Event::Preempted { .. } => "preempted",
-        Event::Requeued { .. } => "requeued",
-        Event::Failed { .. } => "failed",
-        Event::Cancelled { .. } => "cancelled",
-        Event::TimedOut { .. } => "timed_out",
-        Event::Reprioritized { .. } => "reprioritized",
-        Event::Succeeded { .. } => "succeeded",
-        Event::ConfigApplied => "config_applied",
-        Event::ConfigRejected { .. } => "config_rejected",
-    }
-}
+/// The name of an event, as the replay's `event` field says it (the replay's line
+/// format owns it).
+pub use crate::replay::event_name;
 
 /// Every event name, for `--on` and the docs.
 pub const EVENT_NAMES: &[&str] = &[

@@ -1,6 +1,7 @@
 //! The `shareq` command line: parse arguments and dispatch to the library.
 
 use clap::{CommandFactory, Parser, Subcommand};
+use shareq::cli::CliError;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -126,25 +127,140 @@ fn visible_command() -> clap::Command {
         .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
 }
 
+/// The console's options written before a subcommand (`shareq --state S jobs`): `--state`
+/// goes to the subcommand's own, `tui` takes them all, and whatever the subcommand does not
+/// take is refused — never ignored in silence.
+fn carry_global(global: &shareq::cli::ConsoleArgs, command: &mut Command) -> Result<(), String> {
+    let sub = subcommand_name(command);
+    if let Command::Tui(own) = command {
+        let conflict =
+            |a: &Option<PathBuf>, b: &Option<PathBuf>| a.is_some() && b.is_some() && a != b;
+        if conflict(&global.state, &own.state) || conflict(&global.config, &own.config) {
+            return Err("two different directories given for one option, before and after `tui`: give it once".into());
+        }
+        own.state = own.state.take().or_else(|| global.state.clone());
+        own.config = own.config.take().or_else(|| global.config.clone());
+        own.theme = own.theme.take().or_else(|| global.theme.clone());
+        own.metrics = own.metrics.take().or_else(|| global.metrics.clone());
+        own.no_mouse |= global.no_mouse;
+        return Ok(());
+    }
+    let others = [
+        ("--config", global.config.is_some()),
+        ("--theme", global.theme.is_some()),
+        ("--no-mouse", global.no_mouse),
+        ("--metrics", global.metrics.is_some()),
+    ];
+    if let Some((flag, _)) = others.iter().find(|(_, given)| *given) {
+        return Err(format!(
+            "{flag} before `{sub}` is an option of the console, which `{sub}` does not use: \
+             write the subcommand's own options after it (`shareq {sub} --help`)"
+        ));
+    }
+    let Some(global_state) = &global.state else {
+        return Ok(());
+    };
+    let Some(slot) = state_slot(command) else {
+        return Err(format!(
+            "`{sub}` does not use a state directory, so --state {} would be ignored: leave it out",
+            global_state.display()
+        ));
+    };
+    match slot {
+        Some(own) if own != global_state => Err(format!(
+            "two state directories given: {} (before `{sub}`) and {} (after it): give one",
+            global_state.display(),
+            own.display()
+        )),
+        _ => {
+            *slot = Some(global_state.clone());
+            Ok(())
+        }
+    }
+}
+
+/// The subcommand's own `--state`, where it has one.
+fn state_slot(command: &mut Command) -> Option<&mut Option<PathBuf>> {
+    Some(match command {
+        Command::Tui(a) => &mut a.state,
+        Command::Whatif(a) => &mut a.state,
+        Command::ExportTrace(a) => &mut a.state,
+        Command::Serve(a) => &mut a.state,
+        Command::Submit(a) => &mut a.state,
+        Command::Cancel(a) => &mut a.state,
+        Command::Priority(a) => &mut a.state,
+        Command::Jobs(a) => &mut a.state,
+        Command::Status(a) => &mut a.state,
+        Command::Log(a) => &mut a.state,
+        Command::Reload(a) => &mut a.state,
+        Command::Audit(a) => &mut a.state,
+        Command::History(a) => &mut a.state,
+        Command::Events(a) => &mut a.state,
+        Command::Report(a) => &mut a.state,
+        Command::Gpus { state, .. } => state,
+        Command::Demo(_)
+        | Command::Replay { .. }
+        | Command::Check { .. }
+        | Command::SlurmConf { .. }
+        | Command::Supervise { .. }
+        | Command::Completions { .. }
+        | Command::Man { .. } => return None,
+    })
+}
+
+/// The subcommand's name as the user writes it.
+fn subcommand_name(command: &Command) -> String {
+    let name = match command {
+        Command::Tui(_) => "tui",
+        Command::Demo(_) => "demo",
+        Command::Replay { .. } => "replay",
+        Command::Check { .. } => "check",
+        Command::Whatif(_) => "whatif",
+        Command::ExportTrace(_) => "export-trace",
+        Command::Serve(_) => "serve",
+        Command::Submit(_) => "submit",
+        Command::Cancel(_) => "cancel",
+        Command::Priority(_) => "priority",
+        Command::Jobs(_) => "jobs",
+        Command::Status(_) => "status",
+        Command::Log(_) => "log",
+        Command::Reload(_) => "reload",
+        Command::Audit(_) => "audit",
+        Command::History(_) => "history",
+        Command::Events(_) => "events",
+        Command::Report(_) => "report",
+        Command::Gpus { .. } => "gpus",
+        Command::SlurmConf { .. } => "slurm-conf",
+        Command::Supervise { .. } => "__supervise",
+        Command::Completions { .. } => "completions",
+        Command::Man { .. } => "man",
+    };
+    name.to_string()
+}
+
 fn main() -> ExitCode {
     // The supervisor starts once per attempt: skip building the whole CLI for it.
     let mut args = std::env::args_os();
     if args.nth(1).is_some_and(|a| a == "__supervise")
         && let (Some(spec), None) = (args.next(), args.next())
     {
-        return shareq::cli::supervise(std::path::Path::new(&spec));
+        return shareq::cli::exit_code(shareq::cli::supervise(std::path::Path::new(&spec)));
     }
     let cli = Cli::parse();
-    let Some(command) = cli.command else {
-        return shareq::cli::tui(&cli.console);
+    let Some(mut command) = cli.command else {
+        return shareq::cli::exit_code(shareq::cli::tui(&cli.console));
     };
+    if let Err(e) = carry_global(&cli.console, &mut command) {
+        eprintln!("shareq: {e}");
+        return ExitCode::from(2);
+    }
     if !matches!(
         command,
         Command::Tui(_) | Command::Demo(_) | Command::Serve(_) | Command::Supervise { .. }
     ) {
         shareq::cli::end_quietly_on_closed_pipe();
     }
-    match command {
+    let result: Result<(), CliError> = match command {
         Command::Tui(a) => shareq::cli::tui(&a),
         Command::Demo(a) => shareq::cli::demo(&a),
         Command::Replay {
@@ -180,21 +296,17 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut cmd, "shareq", &mut out);
             use std::io::Write as _;
             let _ = std::io::stdout().write_all(&out);
-            ExitCode::SUCCESS
+            Ok(())
         }
         Command::Man { dir: Some(dir) } => {
             let written = std::fs::create_dir_all(&dir)
                 .and_then(|()| clap_mangen::generate_to(Cli::command(), &dir));
-            match written {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!(
-                        "shareq man: cannot write the pages in {}: {e}",
-                        dir.display()
-                    );
-                    ExitCode::from(1)
-                }
-            }
+            written.map_err(|e| {
+                CliError::failed(format!(
+                    "shareq man: cannot write the pages in {}: {e}",
+                    dir.display()
+                ))
+            })
         }
         Command::Man { dir: None } => {
             let mut out = Vec::new();
@@ -205,13 +317,11 @@ fn main() -> ExitCode {
                     use std::io::Write as _;
                     // A closed pipe (`shareq man | head`) is not an error worth a message.
                     let _ = std::io::stdout().write_all(&out);
-                    ExitCode::SUCCESS
+                    Ok(())
                 }
-                Err(e) => {
-                    eprintln!("shareq man: {e}");
-                    ExitCode::from(1)
-                }
+                Err(e) => Err(CliError::failed(format!("shareq man: {e}"))),
             }
         }
-    }
+    };
+    shareq::cli::exit_code(result)
 }

@@ -37,6 +37,15 @@ pub fn visible(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// The same for text of several lines (a list of config errors): the newlines between
+/// them stay newlines, everything else unsafe is made visible.
+pub fn visible_lines(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c != '\n' && is_unsafe(c)) {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(s.split('\n').map(visible).collect::<Vec<_>>().join("\n"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::visible;
@@ -55,5 +64,14 @@ mod tests {
             visible("train-ü 日本"),
             std::borrow::Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn lines_keep_their_newlines_and_nothing_else() {
+        assert_eq!(super::visible_lines("a\nb"), "a\nb");
+        assert_eq!(
+            super::visible_lines("bad `x\x1b[2J`\nnext"),
+            "bad `x\\x1b[2J`\nnext"
+        );
     }
 }

@@ -12,6 +12,7 @@
 //! them); skips with a message otherwise. Slurm's start latency is 0.5–1.3 s: waits allow
 //! for it.
 
+#[path = "it/common.rs"]
 mod common;
 
 use common::{Server, wait_for};

@@ -53,9 +53,34 @@ pub fn with_priorities(csv: &str) -> String {
 }
 
 pub fn write_scenario(dir: &Path, name: &str, priorities: bool) -> PathBuf {
+    write_variant(dir, name, priorities, &[])
+}
+
+/// [`write_scenario`] with fields of the ServiceEnvironment set (a path of keys, value):
+/// e.g. `(&["preemption", "spreadSeconds"], 0)` to measure a rule against its absence.
+pub fn write_variant(dir: &Path, name: &str, priorities: bool, env: &[(&[&str], u64)]) -> PathBuf {
     let text = std::fs::read_to_string(data("philly.yaml")).expect("scenario");
     let mut doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
     scale(&mut doc, 8, priorities);
+    if let Some(configs) = doc.get_mut("config").and_then(|c| c.as_sequence_mut()) {
+        for c in configs.iter_mut() {
+            if c.get("kind").and_then(|k| k.as_str()) != Some("ServiceEnvironment") {
+                continue;
+            }
+            for (path, value) in env {
+                let mut at = &mut *c;
+                for key in &path[..path.len() - 1] {
+                    let m = at.as_mapping_mut().expect("a mapping");
+                    at = m
+                        .entry((*key).into())
+                        .or_insert_with(|| serde_yaml::Mapping::new().into());
+                }
+                if let Some(m) = at.as_mapping_mut() {
+                    m.insert(path[path.len() - 1].into(), (*value).into());
+                }
+            }
+        }
+    }
     let csv = std::fs::read_to_string(data("philly.csv")).expect("trace");
     let trace = format!("{name}.csv");
     let csv = if priorities {

@@ -1,10 +1,10 @@
 //! `shareq reload` and `shareq audit`: what only admins may do (SPEC §9).
 
+use super::error::CliError;
 use super::request;
 use crate::server::Request;
-use crate::visible::visible;
+use crate::visible::{visible, visible_lines};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct ReloadArgs {
@@ -26,40 +26,38 @@ pub struct AuditArgs {
 
 /// Re-read the config directory now. Exit 0 when applied, 1 when refused as invalid,
 /// 3 when not allowed.
-pub fn reload(args: &ReloadArgs) -> ExitCode {
+pub fn reload(args: &ReloadArgs) -> Result<(), CliError> {
     match request(args.state.as_deref(), &Request::Reload) {
         Ok(r) if r.ok => {
             println!("config re-read and applied");
-            ExitCode::SUCCESS
+            Ok(())
         }
-        Ok(r) => {
-            eprintln!(
+        Ok(r) => Err(CliError::refused(
+            &r,
+            format!(
                 "shareq reload: {}",
-                visible(r.error.as_deref().unwrap_or_default())
-            );
-            super::refused(&r)
-        }
-        Err(e) => {
-            eprintln!("shareq reload: {e}");
-            ExitCode::from(1)
-        }
+                visible_lines(r.error.as_deref().unwrap_or_default())
+            ),
+        )),
+        Err(e) => Err(CliError::failed(format!("shareq reload: {e}"))),
     }
 }
 
 /// Every accepted action, newest first: when, who, what.
-pub fn audit(args: &AuditArgs) -> ExitCode {
+pub fn audit(args: &AuditArgs) -> Result<(), CliError> {
     let r = match request(args.state.as_deref(), &Request::Audit { limit: args.limit }) {
         Ok(r) if r.ok => r,
         Ok(r) => {
-            eprintln!(
-                "shareq audit: {}",
-                visible(r.error.as_deref().unwrap_or_default())
-            );
-            return super::refused(&r);
+            return Err(CliError::refused(
+                &r,
+                format!(
+                    "shareq audit: {}",
+                    visible(r.error.as_deref().unwrap_or_default())
+                ),
+            ));
         }
         Err(e) => {
-            eprintln!("shareq audit: {e}");
-            return ExitCode::from(1);
+            return Err(CliError::failed(format!("shareq audit: {e}")));
         }
     };
     let rows = r.audit.unwrap_or_default();
@@ -67,12 +65,9 @@ pub fn audit(args: &AuditArgs) -> ExitCode {
         return match serde_json::to_string_pretty(&rows) {
             Ok(s) => {
                 println!("{s}");
-                ExitCode::SUCCESS
+                Ok(())
             }
-            Err(e) => {
-                eprintln!("shareq audit: {e}");
-                ExitCode::from(1)
-            }
+            Err(e) => Err(CliError::failed(format!("shareq audit: {e}"))),
         };
     }
     println!(
@@ -95,5 +90,5 @@ pub fn audit(args: &AuditArgs) -> ExitCode {
     if rows.is_empty() {
         println!("(no actions recorded yet)");
     }
-    ExitCode::SUCCESS
+    Ok(())
 }

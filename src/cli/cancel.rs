@@ -2,6 +2,7 @@
 //! running jobs, by id or by the filters of `jobs` (listed first and confirmed, unless
 //! `--yes`).
 
+use super::error::{CliError, ExitKind};
 use super::jobs::{FilterArgs, JobFilter};
 use super::request;
 use crate::model::JobId;
@@ -9,7 +10,6 @@ use crate::server::Request;
 use crate::visible::visible;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct CancelArgs {
@@ -25,20 +25,18 @@ pub struct CancelArgs {
 }
 
 /// The queued and running jobs the filters match, listed and confirmed.
-fn matching(args: &CancelArgs) -> Result<Vec<JobId>, ExitCode> {
-    let filter = JobFilter::from_args(&args.filter).map_err(|e| {
-        eprintln!("shareq cancel: {e}");
-        ExitCode::from(2)
-    })?;
+fn matching(args: &CancelArgs) -> Result<Vec<JobId>, CliError> {
+    let filter = JobFilter::from_args(&args.filter)
+        .map_err(|e| CliError::usage(format!("shareq cancel: {e}")))?;
     let jobs = match request(args.state.as_deref(), &Request::jobs(false)) {
         Ok(r) if r.ok => r.jobs.unwrap_or_default(),
         Ok(r) => {
             eprintln!("shareq cancel: {}", r.error.unwrap_or_default());
-            return Err(ExitCode::from(1));
+            return Err(CliError::printed(ExitKind::Failed));
         }
         Err(e) => {
             eprintln!("shareq cancel: {e}");
-            return Err(ExitCode::from(1));
+            return Err(CliError::printed(ExitKind::Failed));
         }
     };
     let hits: Vec<_> = jobs
@@ -68,7 +66,7 @@ fn matching(args: &CancelArgs) -> Result<Vec<JobId>, ExitCode> {
                 "shareq cancel: {} job(s) match; pass --yes to cancel them without a terminal to ask on",
                 hits.len()
             );
-            return Err(ExitCode::from(2));
+            return Err(CliError::printed(ExitKind::Usage));
         }
         print!("cancel these {} job(s)? [y/N] ", hits.len());
         let _ = std::io::stdout().flush();
@@ -84,33 +82,32 @@ fn matching(args: &CancelArgs) -> Result<Vec<JobId>, ExitCode> {
 
 /// Exit 0 when every id was known, 1 otherwise, 2 for a bad filter or an unconfirmed
 /// filter without a terminal, 3 when not allowed (nothing cancelled).
-pub fn cancel(args: &CancelArgs) -> ExitCode {
+pub fn cancel(args: &CancelArgs) -> Result<(), CliError> {
     let ids: Vec<JobId> = if args.ids.is_empty() {
         if args.filter.is_empty() {
-            eprintln!(
-                "shareq cancel: say which jobs: ids, or filters (--share, --user, --status, --name)"
-            );
-            return ExitCode::from(2);
+            return Err(CliError::usage(
+                "shareq cancel: say which jobs: ids, or filters (--share, --user, --status, --name)",
+            ));
         }
-        match matching(args) {
-            Ok(ids) if ids.is_empty() => return ExitCode::SUCCESS,
-            Ok(ids) => ids,
-            Err(code) => return code,
+        match matching(args)? {
+            ids if ids.is_empty() => return Ok(()),
+            ids => ids,
         }
     } else if !args.filter.is_empty() {
-        eprintln!("shareq cancel: give ids or filters, not both");
-        return ExitCode::from(2);
+        return Err(CliError::usage(
+            "shareq cancel: give ids or filters, not both",
+        ));
     } else {
         args.ids.iter().map(|&i| JobId(i)).collect()
     };
     match request(args.state.as_deref(), &Request::Cancel { ids }) {
-        Ok(r) if r.not_allowed => {
-            eprintln!(
+        Ok(r) if r.not_allowed => Err(CliError::refused(
+            &r,
+            format!(
                 "shareq cancel: {}",
                 crate::visible::visible(r.error.as_deref().unwrap_or_default())
-            );
-            super::refused(&r)
-        }
+            ),
+        )),
         Ok(r) => {
             for o in r.cancelled.unwrap_or_default() {
                 match (o.error, o.cancelled) {
@@ -120,14 +117,11 @@ pub fn cancel(args: &CancelArgs) -> ExitCode {
                 }
             }
             if r.ok {
-                ExitCode::SUCCESS
+                Ok(())
             } else {
-                ExitCode::from(1)
+                Err(CliError::printed(ExitKind::Failed))
             }
         }
-        Err(e) => {
-            eprintln!("shareq cancel: {e}");
-            ExitCode::from(1)
-        }
+        Err(e) => Err(CliError::failed(format!("shareq cancel: {e}"))),
     }
 }

@@ -2,6 +2,7 @@
 //! what it would apply; with `--against`, what applying it now would do to the jobs of a
 //! state directory (`forecast::dry_run` on the state its database holds).
 
+use super::error::{CliError, ExitKind};
 use crate::config::{
     ConfigError, ConfigUpdate, LoadedConfig, ValidConfig, Watcher, borrow_cap_text, changes,
     load_dir, min_runtime_notes, one_line, units, warnings,
@@ -9,7 +10,6 @@ use crate::config::{
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
-use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Pads columns to their widest cell; the first row is the header.
@@ -142,7 +142,8 @@ pub fn report(dir: &Path, loaded: &LoadedConfig) -> String {
 fn errors_text(errors: &[ConfigError]) -> String {
     let mut out = String::new();
     for e in errors {
-        let _ = writeln!(out, "  {e}");
+        // An error may quote what the file says (SPEC §9, terminal safety).
+        let _ = writeln!(out, "  {}", crate::visible::visible(&e.to_string()));
     }
     out
 }
@@ -206,7 +207,7 @@ impl WatchLog {
 
 /// Exit 0 and a summary when `dir` is valid, 1 with every error when not. With `watch`,
 /// keep printing one line per change until interrupted.
-pub fn check(dir: &Path, watch: bool, against: Option<&Path>) -> ExitCode {
+pub fn check(dir: &Path, watch: bool, against: Option<&Path>) -> Result<(), CliError> {
     if watch {
         let mut log = WatchLog::default();
         let on_update = Box::new(move |u: ConfigUpdate| {
@@ -217,17 +218,20 @@ pub fn check(dir: &Path, watch: bool, against: Option<&Path>) -> ExitCode {
             Ok(_watcher) => loop {
                 std::thread::park();
             },
-            Err(e) => {
-                eprintln!("shareq check: {e}");
-                ExitCode::from(2)
-            }
+            Err(e) => Err(CliError::usage(format!("shareq check: {e}"))),
         };
     }
     match load_dir(dir) {
         Ok(loaded) => {
             print!("{}", report(dir, &loaded));
+            if loaded.config.executor() == crate::model::Executor::Local {
+                println!(
+                    "\non this machine: {}",
+                    crate::exec::cgroup::Containment::describe()
+                );
+            }
             match against {
-                None => ExitCode::SUCCESS,
+                None => Ok(()),
                 Some(state) => dry_run(&loaded, state),
             }
         }
@@ -239,18 +243,20 @@ pub fn check(dir: &Path, watch: bool, against: Option<&Path>) -> ExitCode {
                 if errors.len() == 1 { "" } else { "s" },
                 errors_text(&errors)
             );
-            ExitCode::from(1)
+            Err(CliError::printed(ExitKind::Failed))
         }
     }
 }
 
 /// The `--against STATE` section: what applying `loaded` would do to the jobs now.
-fn dry_run(loaded: &LoadedConfig, state: &Path) -> ExitCode {
+fn dry_run(loaded: &LoadedConfig, state: &Path) -> Result<(), CliError> {
     let (sched, now) = match super::whatif::live_state(state) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("shareq check --against {}: {e}", state.display());
-            return ExitCode::from(1);
+            return Err(CliError::failed(format!(
+                "shareq check --against {}: {e}",
+                state.display()
+            )));
         }
     };
     let cap = super::whatif::capacity(&loaded.config);
@@ -260,5 +266,5 @@ fn dry_run(loaded: &LoadedConfig, state: &Path) -> ExitCode {
         state.display()
     );
     print!("{}", d.text());
-    ExitCode::SUCCESS
+    Ok(())
 }

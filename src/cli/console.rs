@@ -2,13 +2,13 @@
 //! the console on top (the control socket listens too, so the CLI and other consoles work
 //! beside it), or the console attached to the scheduler that already runs there.
 
+use super::error::{CliError, ExitKind};
 use crate::exec::StateDir;
 use crate::server::boot::{self, BootError, BootOptions};
 use crate::server::remote;
 use crate::tui::bridge::{Exit, NoticeFeed, forward};
 use crate::tui::{Action, ConsoleOptions, LogSource, demo, run_console};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use tokio::sync::mpsc;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -74,23 +74,15 @@ pub fn default_config_dir() -> Option<PathBuf> {
 /// already answers on the state directory is attached to, config or not; without
 /// `--state`, `$SHAREQ_STATE` or `--config`, that includes the system scheduler on
 /// `/var/lib/shareq` when the user runs none of their own (docs/DEPLOY.md).
-pub fn tui(args: &ConsoleArgs) -> ExitCode {
-    if let Err(code) = theme_usable(args.theme.as_deref()) {
-        return code;
-    }
+pub fn tui(args: &ConsoleArgs) -> Result<(), CliError> {
+    theme_usable(args.theme.as_deref())?;
     let state = if args.config.is_some() {
         StateDir::resolve(args.state.as_deref()).map_err(|e| e.to_string())
     } else {
         super::serve::client_state(args.state.as_deref(), |k| std::env::var_os(k), answers)
             .map_err(|e| e.to_string())
     };
-    let state = match state {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("shareq: {e}");
-            return ExitCode::from(1);
-        }
-    };
+    let state = state.map_err(|e| CliError::failed(format!("shareq: {e}")))?;
     let opts = console_options(args.theme.clone(), args.no_mouse, &state);
     if answers(&state.socket()) {
         return session(None, state, opts, None, args.metrics.clone());
@@ -98,12 +90,13 @@ pub fn tui(args: &ConsoleArgs) -> ExitCode {
     let config = match args.config.clone().or_else(default_config_dir) {
         Some(c) => c,
         None => {
-            eprintln!("shareq: no config directory: pass --config DIR, or try `shareq demo`");
-            return ExitCode::from(2);
+            return Err(CliError::usage(
+                "shareq: no config directory: pass --config DIR, or try `shareq demo`",
+            ));
         }
     };
     if !config.is_dir() {
-        eprintln!(
+        return Err(CliError::usage(format!(
             "shareq: no config directory at {}, and no scheduler answers on {}.\n\
              To look around first:        shareq demo\n\
              To use your own config:      shareq tui --config DIR   (see sample-configs/ and docs/CONFIG.md)\n\
@@ -111,20 +104,20 @@ pub fn tui(args: &ConsoleArgs) -> ExitCode {
             config.display(),
             state.root().display(),
             super::serve::SYSTEM_STATE
-        );
-        return ExitCode::from(2);
+        )));
     }
     session(Some(&config), state, opts, None, args.metrics.clone())
 }
 
 /// A `--theme` that cannot be used is refused before the console takes the screen, with
 /// the whole reason (the header would have to cut it). Exit 2, as for bad arguments.
-fn theme_usable(theme: Option<&str>) -> Result<(), ExitCode> {
+fn theme_usable(theme: Option<&str>) -> Result<(), CliError> {
     match crate::tui::theme::Theme::resolve(theme, false) {
         (_, Some(why)) => {
             let why = why.strip_suffix("; using dark").unwrap_or(&why);
-            eprintln!("shareq: {why} (see docs/CONSOLE.md, Themes)");
-            Err(ExitCode::from(2))
+            Err(CliError::usage(format!(
+                "shareq: {why} (see docs/CONSOLE.md, Themes)"
+            )))
         }
         (_, None) => Ok(()),
     }
@@ -137,20 +130,17 @@ fn answers(socket: &Path) -> bool {
 
 /// `shareq demo`: a fresh state directory, the AWS example (or `--config`) on fake GPUs,
 /// and a load generator.
-pub fn demo(args: &DemoArgs) -> ExitCode {
-    if let Err(code) = theme_usable(args.theme.as_deref()) {
-        return code;
-    }
+pub fn demo(args: &DemoArgs) -> Result<(), CliError> {
+    theme_usable(args.theme.as_deref())?;
     // Private and unpredictable (SPEC §9): mkdtemp, mode 0700.
     let template = std::env::temp_dir().join("shareq-demo-XXXXXX");
     let root = match nix::unistd::mkdtemp(&template) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!(
+            return Err(CliError::failed(format!(
                 "shareq demo: cannot create a temporary directory in {}: {e}",
                 std::env::temp_dir().display()
-            );
-            return ExitCode::from(1);
+            )));
         }
     };
     let state = StateDir::new(root.join("state"));
@@ -164,11 +154,10 @@ pub fn demo(args: &DemoArgs) -> ExitCode {
                     .try_for_each(|(name, text)| std::fs::write(dir.join(name), text))
             });
             if let Err(e) = written {
-                eprintln!(
+                return Err(CliError::failed(format!(
                     "shareq demo: cannot write the demo config in {}: {e}",
                     dir.display()
-                );
-                return ExitCode::from(1);
+                )));
             }
             dir
         }
@@ -187,7 +176,7 @@ pub fn demo(args: &DemoArgs) -> ExitCode {
     };
     let code = session(Some(&config), state.clone(), opts, Some(load), None);
     // The demo leaves nothing behind but jobs the operator chose to detach.
-    if attempts_left_running(&state) {
+    if crate::exec::runfiles::attempts_left_running(state.root()) {
         let _ = std::fs::remove_dir_all(root.join("config"));
         eprintln!(
             "shareq demo: jobs still run detached; their state stays in {}",
@@ -197,21 +186,6 @@ pub fn demo(args: &DemoArgs) -> ExitCode {
         let _ = std::fs::remove_dir_all(&root);
     }
     code
-}
-
-/// Has some attempt recorded its supervisor but no exit status yet?
-fn attempts_left_running(state: &StateDir) -> bool {
-    let Ok(jobs) = std::fs::read_dir(state.root().join("runs")) else {
-        return false;
-    };
-    jobs.flatten().any(|j| {
-        std::fs::read_dir(j.path()).is_ok_and(|files| {
-            files.flatten().any(|f| {
-                let p = f.path();
-                p.extension().is_some_and(|e| e == "pid") && !p.with_extension("exit").exists()
-            })
-        })
-    })
 }
 
 fn console_options(theme: Option<String>, no_mouse: bool, state: &StateDir) -> ConsoleOptions {
@@ -232,16 +206,15 @@ fn session(
     mut opts: ConsoleOptions,
     demo: Option<demo::Demo>,
     metrics: Option<String>,
-) -> ExitCode {
+) -> Result<(), CliError> {
     // A scheduler answers there already (maybe root's, in a directory this user may not
     // write): attach without touching its files.
     let running = answers(&state.socket());
     if !running && let Err(e) = state.create() {
-        eprintln!(
+        return Err(CliError::failed(format!(
             "shareq: cannot create the state directory {}: {e}",
             state.root().display()
-        );
-        return ExitCode::from(1);
+        )));
     }
     let _guard = if running {
         None
@@ -254,8 +227,9 @@ fn session(
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("shareq: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
+            return Err(CliError::failed(format!(
+                "shareq: cannot start the async runtime: {e}"
+            )));
         }
     };
     rt.block_on(async move {
@@ -293,12 +267,9 @@ fn session(
                         (None, s, i)
                     }
                     Err(e) => {
-                        eprintln!(
-                            "shareq: another scheduler holds {} (pid {}) but its socket does not answer: {e}",
+                        return Err(CliError::failed(format!("shareq: another scheduler holds {} (pid {}) but its socket does not answer: {e}",
                             state.root().display(),
-                            pid.map_or("unknown".to_string(), |p| p.to_string())
-                        );
-                        return ExitCode::from(1);
+                            pid.map_or("unknown".to_string(), |p| p.to_string()))));
                     }
                 },
                 Err(BootError::Config { dir, errors }) => {
@@ -306,11 +277,10 @@ fn session(
                     for e in errors {
                         eprintln!("  {e}");
                     }
-                    return ExitCode::from(2);
+                    return Err(CliError::printed(ExitKind::Usage));
                 }
                 Err(e) => {
-                    eprintln!("shareq: {e}");
-                    return ExitCode::from(1);
+                    return Err(CliError::failed(format!("shareq: {e}")));
                 }
             };
         opts.attached = local.is_none();
@@ -341,10 +311,9 @@ fn session(
             handle.shutdown(matches!(exit, Exit::Quit { stop_jobs: true })).await;
         }
         match console {
-            Ok(()) => ExitCode::SUCCESS,
+            Ok(()) => Ok(()),
             Err(e) => {
-                eprintln!("shareq: {e:#}");
-                ExitCode::from(1)
+                Err(CliError::failed(format!("shareq: {e:#}")))
             }
         }
     })
@@ -356,7 +325,7 @@ const DEMO_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_secs(5)
 /// Who is at the keyboard, for `CANCELLED: by <user>`: from the user database, never
 /// from the environment.
 fn current_user() -> String {
-    crate::server::auth::Caller::current().name
+    crate::access::Caller::current().name
 }
 
 /// Log to `<state>/shareq.log` only: the terminal belongs to the console.

@@ -2,12 +2,12 @@
 //! scheduler's decisions as they happen (see `crate::events`), from its database for the
 //! past and live after that; optionally each matching line handed to a command.
 
+use super::error::CliError;
 use crate::events::{EVENT_NAMES, EventLine};
 use crate::server::{Client, Request};
 use crate::visible::visible;
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct EventsArgs {
@@ -43,15 +43,14 @@ pub struct EventsArgs {
 
 /// Exit 0 after the past (without --follow), 1 when the scheduler cannot be reached or
 /// (with --follow) closed the stream, 2 on a bad argument.
-pub fn events(args: &EventsArgs) -> ExitCode {
+pub fn events(args: &EventsArgs) -> Result<(), CliError> {
     for e in &args.on {
         if !EVENT_NAMES.contains(&e.as_str()) {
-            eprintln!(
+            return Err(CliError::usage(format!(
                 "shareq events: --on {}: no such event; events are {}",
                 visible(e),
                 EVENT_NAMES.join(", ")
-            );
-            return ExitCode::from(2);
+            )));
         }
     }
     let now = crate::exec::now_ms();
@@ -59,8 +58,7 @@ pub fn events(args: &EventsArgs) -> ExitCode {
         Some(t) => match crate::report::parse_time(t, now) {
             Ok(ms) => ms,
             Err(e) => {
-                eprintln!("shareq events: --since: {e}");
-                return ExitCode::from(2);
+                return Err(CliError::usage(format!("shareq events: --since: {e}")));
             }
         },
         None if args.after.is_some() => 0,
@@ -73,8 +71,7 @@ pub fn events(args: &EventsArgs) -> ExitCode {
     {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("shareq events: {e}");
-            return ExitCode::from(1);
+            return Err(CliError::failed(format!("shareq events: {e}")));
         }
     };
     let req = Request::Events {
@@ -83,8 +80,7 @@ pub fn events(args: &EventsArgs) -> ExitCode {
         follow: args.follow,
     };
     if let Err(e) = client.send(&req) {
-        eprintln!("shareq events: {e}");
-        return ExitCode::from(1);
+        return Err(CliError::failed(format!("shareq events: {e}")));
     }
     let stdout = std::io::stdout();
     loop {
@@ -92,13 +88,13 @@ pub fn events(args: &EventsArgs) -> ExitCode {
             Ok(Some(l)) => l,
             Ok(None) if args.follow => {
                 // A follower outlives the stream only when the scheduler went away.
-                eprintln!("shareq events: the scheduler closed the stream (did it stop?)");
-                return ExitCode::from(1);
+                return Err(CliError::failed(
+                    "shareq events: the scheduler closed the stream (did it stop?)",
+                ));
             }
-            Ok(None) => return ExitCode::SUCCESS,
+            Ok(None) => return Ok(()),
             Err(e) => {
-                eprintln!("shareq events: {e}");
-                return ExitCode::from(1);
+                return Err(CliError::failed(format!("shareq events: {e}")));
             }
         };
         let ev: EventLine = match serde_json::from_str(&line) {
@@ -109,8 +105,10 @@ pub fn events(args: &EventsArgs) -> ExitCode {
                     .ok()
                     .and_then(|r| r.error)
                     .unwrap_or(line);
-                eprintln!("shareq events: {}", visible(&msg));
-                return ExitCode::from(1);
+                return Err(CliError::failed(format!(
+                    "shareq events: {}",
+                    visible(&msg)
+                )));
             }
         };
         if !args.on.is_empty() && !args.on.contains(&ev.event) {
@@ -123,7 +121,7 @@ pub fn events(args: &EventsArgs) -> ExitCode {
         let text = if args.json { ev.json() } else { human(&ev) };
         let mut out = stdout.lock();
         if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
-            return ExitCode::SUCCESS;
+            return Ok(());
         }
     }
 }

@@ -2,25 +2,22 @@
 //! none were), and which unit each would serve; and `shareq slurm-conf`: what a Slurm
 //! cluster needs so that shareq can pin the GPUs of its nodes.
 
+use super::error::{CliError, ExitKind};
 use crate::config::load_dir;
 use crate::exec::{Discovery, Method};
 use std::path::Path;
-use std::process::ExitCode;
 
 /// `shareq slurm-conf --config DIR`: what the Slurm admin adds for the Slurm executor.
-pub fn slurm_conf(dir: &Path) -> ExitCode {
+pub fn slurm_conf(dir: &Path) -> Result<(), CliError> {
     match load_dir(dir) {
         Ok(loaded) if loaded.config.has_nodes() => {
             print!("{}", crate::exec::slurm::slurm_conf(&loaded.config));
-            ExitCode::SUCCESS
+            Ok(())
         }
-        Ok(_) => {
-            eprintln!(
-                "shareq slurm-conf: {} lists no `nodes`: the Slurm executor needs them (docs/CONFIG.md, Nodes)",
-                dir.display()
-            );
-            ExitCode::from(2)
-        }
+        Ok(_) => Err(CliError::usage(format!(
+            "shareq slurm-conf: {} lists no `nodes`: the Slurm executor needs them (docs/CONFIG.md, Nodes)",
+            dir.display()
+        ))),
         Err(errors) => {
             eprintln!(
                 "shareq slurm-conf: the config in {} is not valid:",
@@ -29,15 +26,15 @@ pub fn slurm_conf(dir: &Path) -> ExitCode {
             for e in errors {
                 eprintln!("  {e}");
             }
-            ExitCode::from(2)
+            Err(CliError::printed(ExitKind::Usage))
         }
     }
 }
 
-pub fn gpus(config: Option<&Path>, state: Option<&Path>) -> ExitCode {
-    let code = discovered(config);
+pub fn gpus(config: Option<&Path>, state: Option<&Path>) -> Result<(), CliError> {
+    let done = discovered(config);
     scheduler_view(state);
-    code
+    done
 }
 
 /// What the scheduler answering on `state` hands out, device by device: the job on
@@ -85,7 +82,7 @@ fn scheduler_view(state: Option<&Path>) {
     }
 }
 
-fn discovered(config: Option<&Path>) -> ExitCode {
+fn discovered(config: Option<&Path>) -> Result<(), CliError> {
     let d = Discovery::run();
     match d.method {
         Method::None => println!("No GPU found."),
@@ -105,6 +102,10 @@ fn discovered(config: Option<&Path>) -> ExitCode {
         println!("Units with `devices: auto` or a list of indices get no GPU here;");
         println!("`devices: {{fake: N}}` gives N simulated devices on any machine.");
     }
+    println!(
+        "Containment: {}",
+        crate::exec::cgroup::Containment::describe()
+    );
     if let Some(dir) = config {
         match load_dir(dir) {
             Ok(loaded) => {
@@ -133,9 +134,9 @@ fn discovered(config: Option<&Path>) -> ExitCode {
                 for e in errors {
                     eprintln!("  {e}");
                 }
-                return ExitCode::from(2);
+                return Err(CliError::printed(ExitKind::Usage));
             }
         }
     }
-    ExitCode::SUCCESS
+    Ok(())
 }

@@ -5,13 +5,13 @@
 //! With `--json`, the bucketed history itself (`store::usage::UsageHistory`). When no
 //! scheduler runs, the database is read directly.
 
+use super::error::CliError;
 use crate::exec::now_ms;
 use crate::server::Request;
 use crate::store::usage::{self, UsageHistory, Window};
 use crate::tui::history::{self, HistoryState};
 use crate::tui::text::{duration_short, pad};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct HistoryArgs {
@@ -32,7 +32,7 @@ fn parse_window(s: &str) -> Result<Window, String> {
     Window::parse(s).ok_or_else(|| format!("`{s}`: give hour, day or week"))
 }
 
-pub fn history(args: &HistoryArgs) -> ExitCode {
+pub fn history(args: &HistoryArgs) -> Result<(), CliError> {
     let req = Request::History {
         window: args.window,
     };
@@ -40,27 +40,21 @@ pub fn history(args: &HistoryArgs) -> ExitCode {
         usage::read_file(&state.join(crate::store::DB_FILE), args.window, now_ms())
             .map_err(|e| e.to_string())
     };
-    let h: UsageHistory = match super::ask_or_read(
+    let h: UsageHistory = super::ask_or_read(
         "history",
         args.state.as_deref(),
         &req,
         "history",
         |r| r.history,
         read,
-    ) {
-        Ok(h) => h,
-        Err(code) => return code,
-    };
+    )?;
     if args.json {
         return match serde_json::to_string_pretty(&h) {
             Ok(s) => {
                 println!("{s}");
-                ExitCode::SUCCESS
+                Ok(())
             }
-            Err(e) => {
-                eprintln!("shareq history: {e}");
-                ExitCode::from(1)
-            }
+            Err(e) => Err(CliError::failed(format!("shareq history: {e}"))),
         };
     }
     if h.is_empty() {
@@ -71,7 +65,7 @@ pub fn history(args: &HistoryArgs) -> ExitCode {
             duration_short(h.interval_ms()),
             usage::KEEP_DAYS
         );
-        return ExitCode::SUCCESS;
+        return Ok(());
     }
     let up: u32 = h.samples.iter().filter(|&&n| n > 0).count() as u32;
     println!(
@@ -97,5 +91,5 @@ pub fn history(args: &HistoryArgs) -> ExitCode {
          instant's count",
         bucket
     );
-    ExitCode::SUCCESS
+    Ok(())
 }

@@ -5,6 +5,7 @@
 //! instant between the two (they imply `--all`, and so does a `--status` of an ended
 //! state). Below 140 columns the table drops COMMAND and fits each row to the width.
 
+use super::error::CliError;
 use crate::exec::now_ms;
 use crate::model::JobState;
 use crate::server::input::Span;
@@ -13,7 +14,6 @@ use crate::snapshot::JobView;
 use crate::store::Store;
 use crate::visible::visible;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use unicode_width::UnicodeWidthStr;
 
 #[derive(Debug, clap::Args)]
@@ -148,12 +148,11 @@ impl JobFilter {
     }
 }
 
-pub fn jobs(args: &JobsArgs) -> ExitCode {
+pub fn jobs(args: &JobsArgs) -> Result<(), CliError> {
     let filter = match JobFilter::from_args(&args.filter) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("shareq jobs: {e}");
-            return ExitCode::from(2);
+            return Err(CliError::usage(format!("shareq jobs: {e}")));
         }
     };
     let now = now_ms();
@@ -166,8 +165,7 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
     let span = match (parse("--since", &args.since), parse("--until", &args.until)) {
         (Ok(since), Ok(until)) => Span { since, until },
         (Err(e), _) | (_, Err(e)) => {
-            eprintln!("shareq jobs: {e}");
-            return ExitCode::from(2);
+            return Err(CliError::usage(format!("shareq jobs: {e}")));
         }
     };
     // A status filter on ended jobs lists them without --all.
@@ -178,27 +176,23 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
         until: span.until,
     };
     let read = |state: &std::path::Path| from_database(state, all, span);
-    let mut j = match super::ask_or_read(
+    let mut j = super::ask_or_read(
         "jobs",
         args.state.as_deref(),
         &req,
         "job list",
         |r| r.jobs,
         read,
-    ) {
-        Ok(j) => j,
-        Err(code) => return code,
-    };
+    )?;
     filter.apply(&mut j);
     if args.json {
         match serde_json::to_string_pretty(&j) {
             Ok(s) => println!("{s}"),
             Err(e) => {
-                eprintln!("shareq jobs: {e}");
-                return ExitCode::from(1);
+                return Err(CliError::failed(format!("shareq jobs: {e}")));
             }
         }
-        return ExitCode::SUCCESS;
+        return Ok(());
     }
     let table = Table::for_terminal();
     table.header();
@@ -234,7 +228,7 @@ pub fn jobs(args: &JobsArgs) -> ExitCode {
     if j.running.is_empty() && j.queue.is_empty() && j.finished.is_empty() {
         println!("(no jobs)");
     }
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 /// The text table: all columns when the terminal is wide (or output goes to a file or a
@@ -330,7 +324,13 @@ impl Table {
             return;
         }
         let name: String = visible(&v.name).chars().take(20).collect();
-        let command = crate::tui::text::pad(&v.command, 24);
+        // Another user's command is not shown (SPEC §9): the scheduler sends it empty.
+        let shown = if v.command.is_empty() {
+            "(not yours)"
+        } else {
+            v.command.as_str()
+        };
+        let command = crate::tui::text::pad(shown, 24);
         println!(
             "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {:<11} {}  {}",
             v.id.0,

@@ -1,12 +1,16 @@
-//! `shareq log ID [--attempt N] [--follow]`: print a job's output log.
+//! `shareq log ID [--attempt N] [--follow] [--raw]`: print a job's output log. The
+//! scheduler serves it (logs belong to the scheduler, SPEC §7); the files are read
+//! directly only when no scheduler runs. The output goes out as it is to the job's owner,
+//! into a pipe, or with `--raw`; shown to anyone else on a terminal, its control
+//! characters are made visible (SPEC §9).
 
+use super::error::CliError;
 use super::request;
 use crate::exec::StateDir;
 use crate::model::JobId;
 use crate::server::Request;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -18,51 +22,74 @@ pub struct LogArgs {
     /// Keep printing new output until the job has finished.
     #[arg(long, short)]
     pub follow: bool,
+    /// Print the output as it is, control characters and all, even to a terminal and
+    /// for someone else's job.
+    #[arg(long)]
+    pub raw: bool,
     #[arg(long)]
     pub state: Option<PathBuf>,
 }
 
-pub fn log(args: &LogArgs) -> ExitCode {
+/// Does the output go out as it is? To its owner, into a pipe or a file, or with `--raw`.
+fn as_is(raw: bool, owner: Option<u32>) -> bool {
+    use std::io::IsTerminal;
+    raw || !std::io::stdout().is_terminal()
+        || owner.is_some_and(|o| o == nix::unistd::geteuid().as_raw())
+}
+
+/// Write a piece of output, made visible unless it goes out as it is.
+fn emit(out: &mut impl Write, bytes: &[u8], as_is: bool) -> std::io::Result<()> {
+    if as_is {
+        out.write_all(bytes)?;
+    } else {
+        // Line by line, so that newlines stay newlines.
+        let text = String::from_utf8_lossy(bytes);
+        for (i, line) in text.split('\n').enumerate() {
+            if i > 0 {
+                out.write_all(b"\n")?;
+            }
+            out.write_all(crate::visible::visible(line).as_bytes())?;
+        }
+    }
+    out.flush()
+}
+
+pub fn log(args: &LogArgs) -> Result<(), CliError> {
     let state = match super::serve::state_dir(args.state.as_deref()) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("shareq log: {e}");
-            return ExitCode::from(1);
+            return Err(CliError::failed(format!("shareq log: {e}")));
         }
     };
     let job = JobId(args.id);
-    // Logs belong to their job's submitter (SPEC §9): whoever cannot read the files asks
-    // the scheduler, which answers the owner and admins.
-    if std::fs::read_dir(state.job_logs(job))
-        .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
-    {
-        return via_scheduler(args, &state, job);
+    // The scheduler answers the owner and admins; without one, whoever can read the files.
+    if let Some(done) = via_scheduler(args, &state, job) {
+        return done;
     }
+    let as_is = as_is(args.raw, None);
     let mut attempt = match args.attempt.or_else(|| state.latest_attempt(job)) {
         Some(a) => a,
         None if args.follow => 0,
         None => {
-            eprintln!(
+            return Err(CliError::failed(format!(
                 "shareq log: job {job} has no log in {} (it has not started yet, or the id is wrong)",
                 state.root().display()
-            );
-            return ExitCode::from(1);
+            )));
         }
     };
     let mut pos = 0u64;
     let stdout = std::io::stdout();
     loop {
         if attempt > 0 {
-            pos = match copy_from(&state, job, attempt, pos, &mut stdout.lock()) {
+            pos = match copy_from(&state, job, attempt, pos, &mut stdout.lock(), as_is) {
                 Ok(p) => p,
                 Err(e) => {
-                    eprintln!("shareq log: {e}");
-                    return ExitCode::from(1);
+                    return Err(CliError::failed(format!("shareq log: {e}")));
                 }
             };
         }
         if !args.follow {
-            return ExitCode::SUCCESS;
+            return Ok(());
         }
         let ended =
             attempt > 0 && crate::exec::runfiles::exit_path(state.root(), job, attempt).exists();
@@ -77,8 +104,8 @@ pub fn log(args: &LogArgs) -> ExitCode {
                 _ => {}
             }
             if ended && job_finished(&state, job) {
-                let _ = copy_from(&state, job, attempt, pos, &mut stdout.lock());
-                return ExitCode::SUCCESS;
+                let _ = copy_from(&state, job, attempt, pos, &mut stdout.lock(), as_is);
+                return Ok(());
             }
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -101,6 +128,7 @@ fn copy_from(
     attempt: u32,
     pos: u64,
     out: &mut impl Write,
+    as_is: bool,
 ) -> std::io::Result<u64> {
     let path = state.attempt_log(job, attempt);
     let mut f = match std::fs::File::open(&path) {
@@ -111,17 +139,17 @@ fn copy_from(
     f.seek(SeekFrom::Start(pos))?;
     let mut buf = Vec::new();
     f.read_to_end(&mut buf)?;
-    out.write_all(&buf)?;
-    out.flush()?;
+    emit(out, &buf, as_is)?;
     Ok(pos + buf.len() as u64)
 }
 
-/// `shareq log` through the control socket, for logs this user cannot open.
-fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> ExitCode {
+/// `shareq log` through the control socket; `None` when no scheduler runs there.
+fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> Option<Result<(), CliError>> {
     let mut attempt = args.attempt;
     let mut offset = 0u64;
     let stdout = std::io::stdout();
-    loop {
+    let mut first = true;
+    Some(loop {
         let req = Request::Log {
             id: job,
             attempt,
@@ -131,33 +159,47 @@ fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> ExitCode {
             Ok(r) if r.ok => match r.log {
                 Some(c) => c,
                 None => {
-                    eprintln!("shareq log: the scheduler sent no log");
-                    return ExitCode::from(1);
+                    break Err(CliError::failed("shareq log: the scheduler sent no log"));
                 }
             },
+            // Followed before its first attempt began: wait for it while the job is queued.
+            Ok(r) if first && args.follow && !r.not_allowed && !job_finished(state, job) => {
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
             Ok(r) => {
-                eprintln!(
-                    "shareq log: {}",
-                    crate::visible::visible(r.error.as_deref().unwrap_or_default())
-                );
-                return super::refused(&r);
+                break Err(CliError::refused(
+                    &r,
+                    format!(
+                        "shareq log: {}",
+                        crate::visible::visible(r.error.as_deref().unwrap_or_default())
+                    ),
+                ));
+            }
+            Err(e)
+                if first
+                    && matches!(
+                        e.downcast_ref::<crate::server::ClientError>(),
+                        Some(crate::server::ClientError::NotRunning { .. })
+                    ) =>
+            {
+                return None;
             }
             Err(e) => {
-                eprintln!("shareq log: {e}");
-                return ExitCode::from(1);
+                break Err(CliError::failed(format!("shareq log: {e}")));
             }
         };
+        first = false;
         attempt = Some(chunk.attempt);
-        let mut out = stdout.lock();
-        let _ = out.write_all(chunk.data.as_bytes());
-        let _ = out.flush();
+        let as_is = as_is(args.raw, chunk.owner_uid);
+        let _ = emit(&mut stdout.lock(), chunk.data.as_bytes(), as_is);
         let more = chunk.next > offset;
         offset = chunk.next;
         if more {
             continue;
         }
         if !args.follow || (chunk.ended && job_finished(state, job)) {
-            return ExitCode::SUCCESS;
+            break Ok(());
         }
         if chunk.ended && args.attempt.is_none() {
             // A newer attempt may have begun: ask for the latest next time.
@@ -179,5 +221,5 @@ fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> ExitCode {
             }
         }
         std::thread::sleep(Duration::from_millis(200));
-    }
+    })
 }

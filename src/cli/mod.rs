@@ -4,6 +4,7 @@ mod admin;
 mod cancel;
 pub mod check;
 mod console;
+pub mod error;
 mod events;
 mod gpus;
 mod history;
@@ -22,6 +23,7 @@ mod when;
 pub use admin::{AuditArgs, ReloadArgs, audit, reload};
 pub use cancel::{CancelArgs, cancel};
 pub use console::{ConsoleArgs, DemoArgs, default_config_dir, demo, tui};
+pub use error::{CliError, ExitKind, exit_code};
 pub use events::{EventsArgs, events};
 pub use gpus::{gpus, slurm_conf};
 pub use history::{HistoryArgs, history};
@@ -61,7 +63,7 @@ pub(crate) fn request(state: Option<&Path>, req: &Request) -> anyhow::Result<Res
 
 /// Ask the scheduler of the state directory for `what` (`pick` takes it from the
 /// answer); when no scheduler runs there, read it from its database with `offline`
-/// (read-only) and say so on stderr. `Err`: the exit code, the reason already printed.
+/// (read-only) and say so on stderr.
 pub(crate) fn ask_or_read<T>(
     cmd: &str,
     state: Option<&Path>,
@@ -69,21 +71,18 @@ pub(crate) fn ask_or_read<T>(
     what: &str,
     pick: impl FnOnce(Response) -> Option<T>,
     offline: impl FnOnce(&Path) -> Result<T, String>,
-) -> Result<T, std::process::ExitCode> {
+) -> Result<T, CliError> {
     use crate::server::ClientError;
-    let fail = || std::process::ExitCode::from(1);
     match request(state, req) {
-        Ok(r) if r.ok => pick(r).ok_or_else(|| {
-            eprintln!("shareq {cmd}: the scheduler sent no {what}");
-            fail()
-        }),
-        Ok(r) => {
-            eprintln!(
+        Ok(r) if r.ok => pick(r)
+            .ok_or_else(|| CliError::failed(format!("shareq {cmd}: the scheduler sent no {what}"))),
+        Ok(r) => Err(CliError::refused(
+            &r,
+            format!(
                 "shareq {cmd}: {}",
-                crate::visible::visible(r.error.as_deref().unwrap_or_default())
-            );
-            Err(refused(&r))
-        }
+                crate::visible::visible_lines(r.error.as_deref().unwrap_or_default())
+            ),
+        )),
         Err(e) => match e.downcast_ref::<ClientError>() {
             Some(ClientError::NotRunning { state, .. }) => match offline(Path::new(state)) {
                 Ok(v) => {
@@ -94,25 +93,11 @@ pub(crate) fn ask_or_read<T>(
                     );
                     Ok(v)
                 }
-                Err(db) => {
-                    eprintln!("shareq {cmd}: {e}\n(and the database cannot be read: {db})");
-                    Err(fail())
-                }
+                Err(db) => Err(CliError::failed(format!(
+                    "shareq {cmd}: {e}\n(and the database cannot be read: {db})"
+                ))),
             },
-            _ => {
-                eprintln!("shareq {cmd}: {e}");
-                Err(fail())
-            }
+            _ => Err(CliError::failed(format!("shareq {cmd}: {e}"))),
         },
-    }
-}
-
-/// The exit code of a refused request: [`crate::server::EXIT_NOT_ALLOWED`] when the rules
-/// of SPEC §9 refused it, 1 otherwise.
-pub(crate) fn refused(r: &Response) -> std::process::ExitCode {
-    if r.not_allowed {
-        std::process::ExitCode::from(crate::server::EXIT_NOT_ALLOWED)
-    } else {
-        std::process::ExitCode::from(1)
     }
 }

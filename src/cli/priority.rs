@@ -1,10 +1,10 @@
 //! `shareq priority ID P`: change a job's schedulingPriority.
 
+use super::error::CliError;
 use super::request;
 use crate::model::JobId;
 use crate::server::Request;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct PriorityArgs {
@@ -15,7 +15,7 @@ pub struct PriorityArgs {
     pub state: Option<PathBuf>,
 }
 
-pub fn priority(args: &PriorityArgs) -> ExitCode {
+pub fn priority(args: &PriorityArgs) -> Result<(), CliError> {
     let req = Request::Priority {
         id: JobId(args.id),
         priority: args.priority,
@@ -27,18 +27,15 @@ pub fn priority(args: &PriorityArgs) -> ExitCode {
             } else {
                 println!("{}: priority {}", args.id, args.priority);
             }
-            ExitCode::SUCCESS
+            Ok(())
         }
-        Ok(r) => {
-            eprintln!(
+        Ok(r) => Err(CliError::refused(
+            &r,
+            format!(
                 "shareq priority: {}",
                 crate::visible::visible(r.error.as_deref().unwrap_or_default())
-            );
-            super::refused(&r)
-        }
-        Err(e) => {
-            eprintln!("shareq priority: {e}");
-            ExitCode::from(1)
-        }
+            ),
+        )),
+        Err(e) => Err(CliError::failed(format!("shareq priority: {e}"))),
     }
 }

@@ -1,18 +1,17 @@
 //! `shareq replay SCENARIO [--check] [--summary]`.
 
+use super::error::{CliError, ExitKind};
 use crate::replay::{Options, Scenario, check, run};
 use std::io::Write;
 use std::path::Path;
-use std::process::ExitCode;
 
 /// Exit 0 when the scenario ran (and its expectations hold with `--check`), 1 when a
 /// check failed, 2 when the scenario cannot be read.
-pub fn replay(path: &Path, with_check: bool, summary: bool) -> ExitCode {
+pub fn replay(path: &Path, with_check: bool, summary: bool) -> Result<(), CliError> {
     let sc = match Scenario::load(path) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("shareq replay: {e}");
-            return ExitCode::from(2);
+            return Err(CliError::usage(format!("shareq replay: {e}")));
         }
     };
     let stdout = std::io::stdout();
@@ -23,26 +22,26 @@ pub fn replay(path: &Path, with_check: bool, summary: bool) -> ExitCode {
     };
     let outcome = match run(&sc, &mut out, opts) {
         Ok(o) => o,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
         Err(e) => {
-            eprintln!("shareq replay: cannot write output: {e}");
-            return ExitCode::from(2);
+            return Err(CliError::usage(format!(
+                "shareq replay: cannot write output: {e}"
+            )));
         }
     };
     let _ = out.flush();
     if with_check {
         let Some(expect) = &sc.expect else {
-            eprintln!(
+            return Err(CliError::usage(format!(
                 "shareq replay --check: {} has no `expect:` to check",
                 sc.file
-            );
-            return ExitCode::from(2);
+            )));
         };
         let report = check(expect, &outcome.lines);
         eprint!("{}: {}", sc.file, report.text);
         if !report.ok {
-            return ExitCode::from(1);
+            return Err(CliError::printed(ExitKind::Failed));
         }
     }
-    ExitCode::SUCCESS
+    Ok(())
 }

@@ -2,13 +2,13 @@
 //! per user, for admins) over a window of the history, in GPU-hours (the JSON keeps the
 //! replay summary's GPU-seconds and field names).
 
+use super::error::CliError;
 use super::request;
 use crate::replay::GroupSummary;
 use crate::report::{Report, parse_time};
 use crate::server::Request;
 use crate::visible::visible;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
@@ -33,17 +33,15 @@ pub struct ReportArgs {
 }
 
 /// Exit 0 with the report, 1 when it cannot be read, 2 on a bad time, 3 when not allowed.
-pub fn report(args: &ReportArgs) -> ExitCode {
+pub fn report(args: &ReportArgs) -> Result<(), CliError> {
     let now = crate::exec::now_ms();
     let (since, until) = match (parse_time(&args.since, now), parse_time(&args.until, now)) {
         (Ok(s), Ok(u)) => (s, u),
         (Err(e), _) => {
-            eprintln!("shareq report: --since: {e}");
-            return ExitCode::from(2);
+            return Err(CliError::usage(format!("shareq report: --since: {e}")));
         }
         (_, Err(e)) => {
-            eprintln!("shareq report: --until: {e}");
-            return ExitCode::from(2);
+            return Err(CliError::usage(format!("shareq report: --until: {e}")));
         }
     };
     let req = Request::Report {
@@ -54,31 +52,30 @@ pub fn report(args: &ReportArgs) -> ExitCode {
     let r = match request(args.state.as_deref(), &req) {
         Ok(r) if r.ok => r,
         Ok(r) => {
-            eprintln!(
-                "shareq report: {}",
-                visible(r.error.as_deref().unwrap_or_default())
-            );
-            return super::refused(&r);
+            return Err(CliError::refused(
+                &r,
+                format!(
+                    "shareq report: {}",
+                    visible(r.error.as_deref().unwrap_or_default())
+                ),
+            ));
         }
         Err(e) => {
-            eprintln!("shareq report: {e}");
-            return ExitCode::from(1);
+            return Err(CliError::failed(format!("shareq report: {e}")));
         }
     };
     let Some(rep) = r.report else {
-        eprintln!("shareq report: the scheduler sent no report");
-        return ExitCode::from(1);
+        return Err(CliError::failed(
+            "shareq report: the scheduler sent no report",
+        ));
     };
     if args.json {
         return match serde_json::to_string_pretty(&rep) {
             Ok(s) => {
                 println!("{s}");
-                ExitCode::SUCCESS
+                Ok(())
             }
-            Err(e) => {
-                eprintln!("shareq report: {e}");
-                ExitCode::from(1)
-            }
+            Err(e) => Err(CliError::failed(format!("shareq report: {e}"))),
         };
     }
     if args.csv {
@@ -86,7 +83,7 @@ pub fn report(args: &ReportArgs) -> ExitCode {
     } else {
         print!("{}", table(&rep));
     }
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 fn hours(gpu_seconds: f64) -> f64 {

@@ -1,10 +1,10 @@
 //! `shareq serve --config DIR [--state DIR] [--stop-jobs-on-exit]`: the headless
 //! scheduler.
 
+use super::error::{CliError, ExitKind};
 use crate::exec::StateDir;
 use crate::server::boot::{self, BootError, BootOptions};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -39,20 +39,18 @@ pub struct ServeArgs {
 }
 
 /// Exit 0 after a clean shutdown, 1 when it cannot start, 2 on an invalid config.
-pub fn serve(args: &ServeArgs) -> ExitCode {
+pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
     let state = match StateDir::resolve(args.state.as_deref()) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("shareq serve: {e}");
-            return ExitCode::from(1);
+            return Err(CliError::failed(format!("shareq serve: {e}")));
         }
     };
     if let Err(e) = state.create() {
-        eprintln!(
+        return Err(CliError::failed(format!(
             "shareq serve: cannot create the state directory {}: {e}",
             state.root().display()
-        );
-        return ExitCode::from(1);
+        )));
     }
     let _guard = init_tracing(&state);
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -61,8 +59,9 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("shareq serve: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
+            return Err(CliError::failed(format!(
+                "shareq serve: cannot start the async runtime: {e}"
+            )));
         }
     };
     let mut opts = BootOptions::new(state.clone(), args.config.clone());
@@ -80,12 +79,10 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         let handle = match boot::start(opts).await {
             Ok(h) => h,
             Err(e @ BootError::Config { .. }) => {
-                eprintln!("shareq serve: {e}");
-                return ExitCode::from(2);
+                return Err(CliError::usage(format!("shareq serve: {e}")));
             }
             Err(e) => {
-                eprintln!("shareq serve: {e}");
-                return ExitCode::from(1);
+                return Err(CliError::failed(format!("shareq serve: {e}")));
             }
         };
         // SIGHUP (`systemctl reload`, `kill -HUP`): re-read the config now, as `shareq
@@ -105,11 +102,11 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
             // connections write them before the process ends.
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             handle.shutdown(false).await;
-            return ExitCode::from(1);
+            return Err(CliError::printed(ExitKind::Failed));
         }
         tracing::info!(stop_jobs, "shutting down");
         handle.shutdown(stop_jobs).await;
-        ExitCode::SUCCESS
+        Ok(())
     })
 }
 
@@ -224,7 +221,7 @@ pub(crate) fn client_state(
     let explicit = flag.is_some() || env("SHAREQ_STATE").is_some_and(|v| !v.is_empty());
     let own = StateDir::resolve_with(flag, &env);
     if explicit {
-        return own.map_err(anyhow::Error::msg);
+        return Ok(own?);
     }
     if let Ok(own) = &own
         && exists(&own.socket())
@@ -235,7 +232,7 @@ pub(crate) fn client_state(
     if exists(&system.socket()) {
         return Ok(system);
     }
-    own.map_err(anyhow::Error::msg)
+    Ok(own?)
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
 //! `shareq status [--json]`: shares, capacity, lending and the config state.
 
+use super::error::CliError;
 use super::request;
 use crate::server::{Request, Response};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
@@ -13,7 +13,7 @@ pub struct StatusArgs {
     pub state: Option<PathBuf>,
 }
 
-pub fn status(args: &StatusArgs) -> ExitCode {
+pub fn status(args: &StatusArgs) -> Result<(), CliError> {
     let s = match request(args.state.as_deref(), &Request::Status) {
         Ok(Response {
             ok: true,
@@ -21,31 +21,31 @@ pub fn status(args: &StatusArgs) -> ExitCode {
             ..
         }) => s,
         Ok(r) => {
-            eprintln!(
+            return Err(CliError::failed(format!(
                 "shareq status: {}",
                 crate::visible::visible(r.error.as_deref().unwrap_or_default())
-            );
-            return ExitCode::from(1);
+            )));
         }
         Err(e) => {
-            eprintln!("shareq status: {e}");
-            return ExitCode::from(1);
+            return Err(CliError::failed(format!("shareq status: {e}")));
         }
     };
     if args.json {
         match serde_json::to_string_pretty(&s) {
             Ok(t) => println!("{t}"),
             Err(e) => {
-                eprintln!("shareq status: {e}");
-                return ExitCode::from(1);
+                return Err(CliError::failed(format!("shareq status: {e}")));
             }
         }
-        return ExitCode::SUCCESS;
+        return Ok(());
     }
     println!(
         "environment {}  ({} running, {} queued)",
         s.env_name, s.running, s.queued
     );
+    if let Some(why) = &s.paused {
+        println!("PAUSED: {}", crate::visible::visible(why));
+    }
     match (&s.config.error, s.config.applied_at) {
         (Some(e), _) => println!("config: last edit REJECTED, previous config in force:\n  {e}"),
         (None, Some(_)) => match &s.config.effects {
@@ -128,5 +128,5 @@ pub fn status(args: &StatusArgs) -> ExitCode {
             e.lender.as_deref().unwrap_or("the unassigned pool")
         );
     }
-    ExitCode::SUCCESS
+    Ok(())
 }

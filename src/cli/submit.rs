@@ -2,12 +2,12 @@
 //! `--predict`, say what it would do now (the real scheduler on a copy of the live state,
 //! SPEC §11) and submit nothing.
 
+use super::error::CliError;
 use super::request;
 use crate::model::{Command, JobSpec, RetryStrategy};
 use crate::server::Request;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct SubmitArgs {
@@ -43,6 +43,11 @@ pub struct SubmitArgs {
     pub cwd: Option<PathBuf>,
     #[arg(long)]
     pub state: Option<PathBuf>,
+    /// Make the submit idempotent: a submit with a token you already used gets the job
+    /// the first one made, never a second (default: a fresh random token, which the CLI
+    /// reuses only for its own retries). Tokens are per user.
+    #[arg(long, value_name = "TOKEN")]
+    pub client_token: Option<String>,
     /// Submit nothing: print what the job would do now (start, borrow, preempt, wait, or
     /// be rejected) and its estimated start, as the scheduler decides on a copy of its
     /// state. `--json` prints the prediction as JSON.
@@ -95,7 +100,7 @@ impl SubmitArgs {
             preemption_retries_before_termination: self.preemption_retries,
             retry_strategy: self.attempts.map(|attempts| RetryStrategy { attempts }),
             timeout_seconds: self.timeout,
-            client_token: Some(client_token()),
+            client_token: Some(self.client_token.clone().unwrap_or_else(client_token)),
             submitter: None,
         })
     }
@@ -136,6 +141,14 @@ fn submit_with_retries(
             Err(e) => e.downcast_ref::<ClientError>(),
             Ok(_) => None,
         };
+        if let Some(ClientError::Timeout { .. }) = err {
+            // Sent, and no answer in time: asking again would wait as long again.
+            anyhow::bail!(
+                "{}; the job may have been queued: look with `shareq jobs --all` before \
+                 submitting again",
+                err.map(ToString::to_string).unwrap_or_default()
+            );
+        }
         let io = matches!(err, Some(ClientError::Io { .. }));
         let down = matches!(err, Some(ClientError::NotRunning { .. }));
         if tries < SUBMIT_TRIES && (io || (lost && down)) {
@@ -164,12 +177,11 @@ fn submit_with_retries(
     }
 }
 
-pub fn submit(args: &SubmitArgs) -> ExitCode {
+pub fn submit(args: &SubmitArgs) -> Result<(), CliError> {
     let spec = match args.spec() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("shareq submit: {e}");
-            return ExitCode::from(2);
+            return Err(CliError::usage(format!("shareq submit: {e}")));
         }
     };
     if args.predict {
@@ -180,25 +192,22 @@ pub fn submit(args: &SubmitArgs) -> ExitCode {
             if let Some(id) = r.id {
                 println!("{id}");
             }
-            ExitCode::SUCCESS
+            Ok(())
         }
-        Ok(r) => {
-            eprintln!(
+        Ok(r) => Err(CliError::refused(
+            &r,
+            format!(
                 "shareq submit: rejected: {}",
                 crate::visible::visible(r.error.as_deref().unwrap_or("no reason given"))
-            );
-            super::refused(&r)
-        }
-        Err(e) => {
-            eprintln!("shareq submit: {e}");
-            ExitCode::from(1)
-        }
+            ),
+        )),
+        Err(e) => Err(CliError::failed(format!("shareq submit: {e}"))),
     }
 }
 
 /// `--predict`: ask, print, submit nothing. Exit 0 whatever the verdict (1 when the
 /// scheduler cannot be asked).
-fn predict(args: &SubmitArgs, spec: JobSpec) -> ExitCode {
+fn predict(args: &SubmitArgs, spec: JobSpec) -> Result<(), CliError> {
     let p = match request(args.state.as_deref(), &Request::Predict { job: spec }) {
         Ok(crate::server::Response {
             ok: true,
@@ -206,27 +215,27 @@ fn predict(args: &SubmitArgs, spec: JobSpec) -> ExitCode {
             ..
         }) => p,
         Ok(r) => {
-            eprintln!("shareq submit --predict: {}", r.error.unwrap_or_default());
-            return ExitCode::from(1);
+            return Err(CliError::failed(format!(
+                "shareq submit --predict: {}",
+                r.error.unwrap_or_default()
+            )));
         }
         Err(e) => {
-            eprintln!("shareq submit --predict: {e}");
-            return ExitCode::from(1);
+            return Err(CliError::failed(format!("shareq submit --predict: {e}")));
         }
     };
     if args.json {
         match serde_json::to_string_pretty(&p) {
             Ok(s) => println!("{s}"),
             Err(e) => {
-                eprintln!("shareq submit --predict: {e}");
-                return ExitCode::from(1);
+                return Err(CliError::failed(format!("shareq submit --predict: {e}")));
             }
         }
-        return ExitCode::SUCCESS;
+        return Ok(());
     }
     println!("{}: {}", p.verdict.label(), crate::visible::visible(&p.why));
     if let Some(e) = p.estimate() {
         println!("start (estimate): {}", e.label(p.at));
     }
-    ExitCode::SUCCESS
+    Ok(())
 }

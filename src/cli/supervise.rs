@@ -1,16 +1,13 @@
 //! `shareq __supervise SPEC`: the hidden mode that runs one attempt of a job.
 
+use super::error::CliError;
 use crate::exec::supervisor::supervise as run;
 use std::path::Path;
-use std::process::ExitCode;
 
 /// Exit 0 once the exit status is recorded; 1 when it could not be.
-pub fn supervise(spec: &Path) -> ExitCode {
+pub fn supervise(spec: &Path) -> Result<(), CliError> {
     match run(spec) {
-        Ok(_) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("shareq supervisor: {e}");
-            ExitCode::from(1)
-        }
+        Ok(_) => Ok(()),
+        Err(e) => Err(CliError::failed(format!("shareq supervisor: {e}"))),
     }
 }

@@ -6,6 +6,7 @@
 //!
 //! All read the database read-only, so they work whether or not a scheduler runs on it.
 
+use super::error::{CliError, ExitKind};
 use crate::config::{LoadedConfig, load_dir};
 use crate::exec::gpus::needs_discovery;
 use crate::exec::{Discovery, now_ms};
@@ -14,7 +15,6 @@ use crate::replay::history::{HistoryTrace, what_if};
 use crate::sched::Sched;
 use crate::store::Store;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct WhatifArgs {
@@ -208,10 +208,9 @@ fn in_force(store: &Store, over: Option<&Path>, trace: &HistoryTrace) -> Result<
     })
 }
 
-pub fn whatif(args: &WhatifArgs) -> ExitCode {
-    let fail = |e: String, code: u8| {
-        eprintln!("shareq whatif: {e}");
-        ExitCode::from(code)
+pub fn whatif(args: &WhatifArgs) -> Result<(), CliError> {
+    let fail = |e: String, exit: ExitKind| {
+        Err(CliError::failed(format!("shareq whatif: {e}")).with_exit(exit))
     };
     let proposed = match load_dir(&args.config) {
         Ok(l) => l,
@@ -223,21 +222,21 @@ pub fn whatif(args: &WhatifArgs) -> ExitCode {
                     args.config.display(),
                     list.join("\n  ")
                 ),
-                2,
+                ExitKind::Usage,
             );
         }
     };
     let (_, store) = match open(args.state.as_deref()) {
         Ok(s) => s,
-        Err(e) => return fail(e, 1),
+        Err(e) => return fail(e, ExitKind::Failed),
     };
     let trace = match window(&store, &args.since) {
         Ok(t) => t,
-        Err(e) => return fail(e, 2),
+        Err(e) => return fail(e, ExitKind::Usage),
     };
     let current = match in_force(&store, args.current.as_deref(), &trace) {
         Ok(c) => c,
-        Err(e) => return fail(e, 1),
+        Err(e) => return fail(e, ExitKind::Failed),
     };
     let w = what_if(
         &trace,
@@ -248,9 +247,9 @@ pub fn whatif(args: &WhatifArgs) -> ExitCode {
     if args.json {
         match serde_json::to_string_pretty(&w) {
             Ok(s) => println!("{s}"),
-            Err(e) => return fail(e.to_string(), 1),
+            Err(e) => return fail(e.to_string(), ExitKind::Failed),
         }
-        return ExitCode::SUCCESS;
+        return Ok(());
     }
     println!(
         "what if: the last {} of history, replayed under {} (current) and {} (proposed)",
@@ -259,39 +258,41 @@ pub fn whatif(args: &WhatifArgs) -> ExitCode {
         args.config.display()
     );
     print!("{}", w.text());
-    ExitCode::SUCCESS
+    Ok(())
 }
 
-pub fn export_trace(args: &ExportTraceArgs) -> ExitCode {
-    let fail = |e: String, code: u8| {
-        eprintln!("shareq export-trace: {e}");
-        ExitCode::from(code)
+pub fn export_trace(args: &ExportTraceArgs) -> Result<(), CliError> {
+    let fail = |e: String, exit: ExitKind| {
+        Err(CliError::failed(format!("shareq export-trace: {e}")).with_exit(exit))
     };
     let (_, store) = match open(args.state.as_deref()) {
         Ok(s) => s,
-        Err(e) => return fail(e, 1),
+        Err(e) => return fail(e, ExitKind::Failed),
     };
     let trace = match window(&store, &args.since) {
         Ok(t) => t,
-        Err(e) => return fail(e, 2),
+        Err(e) => return fail(e, ExitKind::Usage),
     };
     let Some(out) = &args.out else {
         print!("{}", trace.to_csv());
-        return ExitCode::SUCCESS;
+        return Ok(());
     };
     let (cfg_dir, _) = match config_in_force(&store, args.config.as_deref()) {
         Ok(c) => c,
-        Err(e) => return fail(e, 1),
+        Err(e) => return fail(e, ExitKind::Failed),
     };
     let scenario = match scenario_text(&cfg_dir, &trace, &args.since) {
         Ok(s) => s,
-        Err(e) => return fail(e, 1),
+        Err(e) => return fail(e, ExitKind::Failed),
     };
     let written = std::fs::create_dir_all(out)
         .and_then(|()| std::fs::write(out.join("trace.csv"), trace.to_csv()))
         .and_then(|()| std::fs::write(out.join("scenario.yaml"), scenario));
     if let Err(e) = written {
-        return fail(format!("cannot write {}: {e}", out.display()), 1);
+        return fail(
+            format!("cannot write {}: {e}", out.display()),
+            ExitKind::Failed,
+        );
     }
     eprintln!(
         "{} jobs written to {} ({} never started and are left out); replay with: shareq replay {} --summary",
@@ -300,7 +301,7 @@ pub fn export_trace(args: &ExportTraceArgs) -> ExitCode {
         trace.never_started,
         out.join("scenario.yaml").display()
     );
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 /// A scenario holding the config directory's documents and pointing at `trace.csv`.

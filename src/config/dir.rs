@@ -45,11 +45,27 @@ pub fn is_config_file(path: &Path) -> bool {
     )
 }
 
-/// Lists the config files under `dir` into `out`, and keeps in `newest` the latest
+/// A config entry found in the directory: a regular file to read, or a `*.yaml` /
+/// `*.yml` entry that cannot be read as one (SPEC §5: an error naming the file, never
+/// skipped — skipping `shares.yaml` would apply a config without its shares).
+enum Found {
+    File(PathBuf),
+    Unreadable(PathBuf, String),
+}
+
+impl Found {
+    fn path(&self) -> &Path {
+        match self {
+            Found::File(p) | Found::Unreadable(p, _) => p,
+        }
+    }
+}
+
+/// Lists the config entries under `dir` into `out`, and keeps in `newest` the latest
 /// modification time of the directories walked (a create, delete or rename changes it).
 fn collect(
     dir: &Path,
-    out: &mut Vec<PathBuf>,
+    out: &mut Vec<Found>,
     newest: &mut Option<SystemTime>,
 ) -> std::io::Result<()> {
     let modified = std::fs::metadata(dir)?.modified().ok();
@@ -72,19 +88,43 @@ fn collect(
             collect(&path, out, newest)?;
         } else if is_config_file(&path) {
             // Only regular files (a symlink to one is fine): reading a FIFO would block
-            // for ever, `/dev/zero` would never end. Skipped, and said so.
+            // for ever, `/dev/zero` would never end.
             match std::fs::metadata(&path) {
-                Ok(m) if m.is_file() => out.push(path),
-                Ok(m) => tracing::warn!(
-                    file = %path.display(),
-                    "skipped: not a regular file ({}); config files must be plain files",
-                    file_kind(&m)
-                ),
-                Err(_) => {} // a dangling symlink, or gone meanwhile
+                Ok(m) if m.is_file() => out.push(Found::File(path)),
+                Ok(m) => {
+                    let why = format!(
+                        "cannot read: {}; config files must be plain files",
+                        file_kind(&m)
+                    );
+                    out.push(Found::Unreadable(path, why));
+                }
+                Err(e) => {
+                    // Gone meanwhile (the entry itself no longer exists): an editor's
+                    // rename. Otherwise a symlink that leads nowhere or to itself.
+                    if std::fs::symlink_metadata(&path).is_err() {
+                        continue;
+                    }
+                    out.push(Found::Unreadable(path, symlink_problem(&e)));
+                }
             }
         }
     }
     Ok(())
+}
+
+/// Why a symlink in the config directory cannot be followed.
+fn symlink_problem(e: &std::io::Error) -> String {
+    if e.raw_os_error() == Some(nix::libc::ELOOP) {
+        "cannot read: a symlink that loops (it leads back to itself); point it at a real \
+         file or remove it"
+            .to_string()
+    } else if e.kind() == std::io::ErrorKind::NotFound {
+        "cannot read: a dangling symlink (its target does not exist); point it at a real \
+         file or remove it"
+            .to_string()
+    } else {
+        format!("cannot read: {e}")
+    }
 }
 
 fn file_kind(m: &std::fs::Metadata) -> &'static str {
@@ -178,20 +218,37 @@ impl DirSnapshot {
             ))
             .at(Some(&dir.display().to_string()), None, None));
         }
-        let mut paths = Vec::new();
+        let mut found = Vec::new();
         let mut newest = None;
-        collect(dir, &mut paths, &mut newest).map_err(|e| {
+        collect(dir, &mut found, &mut newest).map_err(|e| {
             ConfigError::new(format!("cannot read config directory: {e}")).at(
                 Some(&dir.display().to_string()),
                 None,
                 None,
             )
         })?;
-        paths.sort();
+        found.sort_by(|a, b| a.path().cmp(b.path()));
         let mut stable = true;
-        let mut files = Vec::with_capacity(paths.len());
+        let mut files = Vec::with_capacity(found.len());
         let mut hasher = Fnv::default();
-        for path in paths {
+        for entry in found {
+            let path = match entry {
+                Found::File(path) => path,
+                Found::Unreadable(path, why) => {
+                    let rel = path.strip_prefix(dir).unwrap_or(&path);
+                    hasher.write(rel.to_string_lossy().as_bytes());
+                    hasher.write(&[0]);
+                    hasher.write(why.as_bytes());
+                    hasher.write(&[0]);
+                    let text = Err(ConfigError::new(why).at(
+                        Some(&path.display().to_string()),
+                        None,
+                        None,
+                    ));
+                    files.push(FileText { path, text });
+                    continue;
+                }
+            };
             let before = stamp(&path);
             let text = match read_capped(&path) {
                 Ok(bytes) => {

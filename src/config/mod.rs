@@ -1,9 +1,11 @@
-//! Turning YAML into a validated configuration: parsing documents with positions
-//! (`parse`), checking a set of documents as one unit (`validate`), loading a whole
-//! directory (`dir`), watching it for changes (`watch`), summarising it (`summary`),
-//! and checking the users and groups it names against this machine (`people`).
+//! Turning YAML into a validated configuration: telling a document's kind (`document`),
+//! parsing documents with positions (`parse`), checking a set of documents as one unit
+//! (`validate`), loading a whole directory (`dir`), watching it for changes (`watch`),
+//! summarising it (`summary`), and checking the users and groups it names against this
+//! machine (`people`).
 
 mod dir;
+mod document;
 mod error;
 mod locate;
 mod parse;
@@ -15,6 +17,7 @@ mod validate;
 mod watch;
 
 pub use dir::{DirSnapshot, FileText, LoadedConfig, is_config_file, load_dir};
+pub use document::{DOCUMENT_KINDS, Document};
 pub use error::{ConfigError, ConfigErrors};
 pub use locate::locate;
 pub use parse::{

@@ -1,10 +1,10 @@
 //! Parsing YAML text (one or several `---` documents) into `Document`s that remember where
 //! they came from, so that later errors can point at the file, line and column.
 
+use super::Document;
 use super::error::ConfigError;
 use super::locate::{document_lines, locate};
 use super::schema::check_document;
-use crate::model::Document;
 use serde::Deserialize;
 
 /// Where a document came from.

@@ -3,8 +3,8 @@
 //! reported at once, each unknown name with a did-you-mean. Serde then only turns a
 //! tree that passed into the typed documents; cross-field rules live in `validate`.
 
+use super::DOCUMENT_KINDS;
 use super::suggest::{did_you_mean, hint};
-use crate::model::DOCUMENT_KINDS;
 use serde_yaml::Value;
 
 pub enum Shape {
@@ -62,8 +62,12 @@ pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
     ),
     opt(
         "preemption",
-        Shape::Map(&[opt("gracePeriodSeconds", Shape::Count)]),
+        Shape::Map(&[
+            opt("gracePeriodSeconds", Shape::Count),
+            opt("spreadSeconds", Shape::Count),
+        ]),
     ),
+    opt("reserveAfterSeconds", Shape::Count),
     opt("admins", Shape::List(&Shape::Text)),
     opt("controlSocket", Shape::Map(&[opt("group", Shape::Text)])),
     opt("metrics", Shape::Map(&[req("listen", Shape::Text)])),
@@ -87,6 +91,13 @@ pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
         Shape::Map(&[
             opt("maxMiBPerAttempt", Shape::Count),
             opt("minFreeMiB", Shape::Count),
+        ]),
+    ),
+    opt(
+        "limits",
+        Shape::Map(&[
+            opt("maxQueuedJobsPerUser", Shape::Count),
+            opt("maxConnectionsPerUser", Shape::Count),
         ]),
     ),
 ]);
@@ -365,7 +376,8 @@ pub fn check_document(v: &Value) -> Vec<ShapeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Document, QuotaShare, ServiceEnvironment};
+    use crate::config::Document;
+    use crate::model::{QuotaShare, ServiceEnvironment};
 
     fn keys(v: &Value, path: &str, out: &mut Vec<String>) {
         match v {

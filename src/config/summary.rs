@@ -267,6 +267,14 @@ fn env_terms(cfg: &ValidConfig) -> Vec<(String, String)> {
         "gracePeriodSeconds".into(),
         cfg.env.preemption.grace_period_seconds.to_string(),
     ));
+    out.push((
+        "spreadSeconds".into(),
+        cfg.env.preemption.spread_seconds.to_string(),
+    ));
+    out.push((
+        "reserveAfterSeconds".into(),
+        cfg.env.reserve_after_seconds.to_string(),
+    ));
     out
 }
 

@@ -2,11 +2,12 @@
 //! share names, ranges, strategy rules, declared units, member syntax. Every error is
 //! reported, placed on the offending field when the document's text is known.
 
+use super::Document;
 use super::error::ConfigError;
 use super::parse::{Origin, SourcedDocument, at_field};
 use super::suggest::hint;
 pub use crate::model::ValidConfig;
-use crate::model::{Devices, Document, Executor, QuotaShare, ServiceEnvironment, Strategy};
+use crate::model::{Devices, Executor, QuotaShare, ServiceEnvironment, Strategy};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `[A-Za-z0-9_-]{1,128}`
@@ -198,6 +199,20 @@ fn check_env(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment) -> BTreeSe
                 m.listen
             ),
         );
+    }
+    if let Some(l) = &env.limits {
+        for (field, v) in [
+            ("limits.maxQueuedJobsPerUser", l.max_queued_jobs_per_user),
+            ("limits.maxConnectionsPerUser", l.max_connections_per_user),
+        ] {
+            if v < 1 {
+                cx.err(
+                    origin,
+                    field,
+                    "must be at least 1, not 0 (remove it for the default)",
+                );
+            }
+        }
     }
     if let Some(g) = env.control_socket.as_ref().and_then(|c| c.group.as_deref())
         && (g.starts_with('@') || !valid_principal(g))

@@ -87,11 +87,7 @@ impl Supervisor {
             Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
             Err(_) => 255,
         };
-        ExitStatus {
-            code: if code == 0 { 255 } else { code },
-            signal: None,
-            finished_at: super::now_ms(),
-        }
+        ExitStatus::ended_now(if code == 0 { 255 } else { code })
     }
 }
 

@@ -70,6 +70,28 @@ pub fn exit_path(state: &Path, job: JobId, attempt: u32) -> PathBuf {
     job_dir(state, job).join(format!("{attempt}.exit"))
 }
 
+/// Has some attempt (of any database) recorded its supervisor but no exit status yet?
+pub fn attempts_left_running(state: &Path) -> bool {
+    let Ok(jobs) = std::fs::read_dir(runs_dir(state)) else {
+        return false;
+    };
+    jobs.flatten().any(|j| {
+        let name = j.file_name();
+        let Some(job) = name.to_str().and_then(|n| n.parse().ok()).map(JobId) else {
+            return false;
+        };
+        std::fs::read_dir(j.path()).is_ok_and(|files| {
+            files.flatten().any(|f| {
+                let name = f.file_name();
+                name.to_str()
+                    .and_then(|n| n.strip_suffix(".pid"))
+                    .and_then(|a| a.parse::<u32>().ok())
+                    .is_some_and(|attempt| !exit_path(state, job, attempt).exists())
+            })
+        })
+    })
+}
+
 /// Everything the supervisor needs to run one attempt of a job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchSpec {
@@ -101,6 +123,16 @@ pub struct LaunchSpec {
     /// Who the command runs as when the supervisor is root (SPEC §9): the submitter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitter: Option<crate::model::Submitter>,
+    /// The job's `timeoutSeconds`: the supervisor enforces it on its own clock (SPEC §7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+    /// The capacity unit of `devices` (it names the attempt's cgroup).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub unit: String,
+    /// The attempt's cgroup, one directory per hierarchy: the supervisor enters each
+    /// before it starts the command (SPEC §7, containment). Empty: not contained.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cgroup: Vec<PathBuf>,
 }
 
 fn default_log_cap() -> u64 {
@@ -153,7 +185,7 @@ pub fn write_spec(spec: &LaunchSpec) -> io::Result<PathBuf> {
 }
 
 /// How an attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ExitStatus {
     /// The exit code; `128 + signal` when a signal ended it; 127 when it could not start.
     pub code: i32,
@@ -161,6 +193,26 @@ pub struct ExitStatus {
     pub signal: Option<i32>,
     /// When every process of the attempt was gone (ms since the epoch).
     pub finished_at: i64,
+    /// How long the attempt ran, from its command's start until every process of it was
+    /// gone, on the supervisor's monotonic clock (SPEC §7): a scheduler that was stopped
+    /// or slow meanwhile does not stretch it. Absent when no supervisor measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ran_ms: Option<u64>,
+    /// The supervisor stopped the attempt at its `timeoutSeconds`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+}
+
+impl ExitStatus {
+    /// An attempt that ended now with `code`, nothing measured (it did not start, or its
+    /// supervisor vanished).
+    pub fn ended_now(code: i32) -> ExitStatus {
+        ExitStatus {
+            code,
+            finished_at: now_ms(),
+            ..ExitStatus::default()
+        }
+    }
 }
 
 /// What `<attempt>.exit` holds: the status and the database it belongs to.
@@ -389,6 +441,9 @@ mod tests {
             log_cap: 1,
             free_reserve: 1,
             submitter: None,
+            timeout_seconds: None,
+            unit: String::new(),
+            cgroup: Vec::new(),
         };
         let e = spec.job_env();
         assert_eq!(e["CUDA_VISIBLE_DEVICES"], "0,2");
@@ -404,8 +459,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let st = ExitStatus {
             code: 3,
-            signal: None,
             finished_at: 9,
+            ..ExitStatus::default()
         };
         write_exit(dir.path(), JobId(5), 1, "00ff", st).unwrap();
         assert_eq!(read_exit(dir.path(), JobId(5), 1, &owner()), Some(st));

@@ -165,9 +165,8 @@ mod tests {
             legacy_below: 1,
         };
         let s = ExitStatus {
-            code: 0,
-            signal: None,
             finished_at: 1,
+            ..ExitStatus::default()
         };
         runfiles::write_exit(st, JobId(2), 1, "aaaa", s).unwrap(); // ours
         runfiles::write_exit(st, JobId(3), 1, "bbbb", s).unwrap(); // another db's

@@ -52,20 +52,44 @@ pub struct Submit<'a> {
 /// find its controller keeps looking for about a minute).
 const COMMAND_LIMIT: Duration = Duration::from_secs(15);
 
-fn run(cmd: &mut Command) -> Result<String, String> {
+/// Why a Slurm command gave no usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum SlurmError {
+    #[error("cannot run {cmd}: {source}")]
+    Spawn { cmd: String, source: std::io::Error },
+    #[error("{cmd} did not answer within {secs} s")]
+    Timeout { cmd: String, secs: u64 },
+    #[error("{cmd} failed ({status}): {stderr}")]
+    Failed {
+        cmd: String,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+    /// Its output is not what shareq reads (`what`: the command).
+    #[error("{what}: unreadable: {why}")]
+    Unreadable { what: &'static str, why: String },
+    #[error("sbatch printed `{0}`, not a job id")]
+    NoJobId(String),
+}
+
+fn run(cmd: &mut Command) -> Result<String, SlurmError> {
     let what = format!("{cmd:?}");
+    let spawn = |source| SlurmError::Spawn {
+        cmd: what.clone(),
+        source,
+    };
     let child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {what}: {e}"))?;
+        .map_err(spawn)?;
     let pid = child.id();
     // Its output is read while it runs (a large `squeue --json` fills a pipe).
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || drop(tx.send(child.wait_with_output())));
     let out = match rx.recv_timeout(COMMAND_LIMIT) {
-        Ok(r) => r.map_err(|e| format!("cannot run {what}: {e}"))?,
+        Ok(r) => r.map_err(spawn)?,
         Err(_) => {
             if let Ok(p) = i32::try_from(pid) {
                 let _ = nix::sys::signal::kill(
@@ -73,25 +97,25 @@ fn run(cmd: &mut Command) -> Result<String, String> {
                     nix::sys::signal::Signal::SIGKILL,
                 );
             }
-            return Err(format!(
-                "{what} did not answer within {} s",
-                COMMAND_LIMIT.as_secs()
-            ));
+            return Err(SlurmError::Timeout {
+                cmd: what,
+                secs: COMMAND_LIMIT.as_secs(),
+            });
         }
     };
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(format!(
-            "{what} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        Err(SlurmError::Failed {
+            cmd: what,
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
     }
 }
 
 /// Submit one attempt; returns the Slurm job id. Blocking (tens of milliseconds).
-pub fn sbatch(s: &Submit) -> Result<u64, String> {
+pub fn sbatch(s: &Submit) -> Result<u64, SlurmError> {
     let wrap = format!(
         "exec {} {} {}",
         shell_quote(&s.exe.to_string_lossy()),
@@ -110,13 +134,13 @@ pub fn sbatch(s: &Submit) -> Result<u64, String> {
         .arg(format!("--wrap={wrap}")))?;
     let id = out.trim().split(';').next().unwrap_or_default();
     id.parse()
-        .map_err(|_| format!("sbatch printed `{}`, not a job id", out.trim()))
+        .map_err(|_| SlurmError::NoJobId(out.trim().to_string()))
 }
 
 /// Ask Slurm to deliver `signal` to the batch script (and only it: `--full` is needed to
 /// reach a batch script at all, `--batch` keeps it from the job's steps). `None`: cancel
 /// the job outright (the backstop after the grace period).
-pub fn scancel(id: u64, signal: Option<&str>) -> Result<(), String> {
+pub fn scancel(id: u64, signal: Option<&str>) -> Result<(), SlurmError> {
     let mut cmd = Command::new("scancel");
     if let Some(sig) = signal {
         cmd.arg("--full").arg(format!("--signal={sig}"));
@@ -213,14 +237,16 @@ fn state_text(v: &serde_json::Value) -> String {
 }
 
 /// shareq's jobs in `partition` (`squeue --json`).
-pub fn squeue(partition: &str) -> Result<Vec<SlurmJob>, String> {
+pub fn squeue(partition: &str) -> Result<Vec<SlurmJob>, SlurmError> {
     let out = run(Command::new("squeue").arg("--json"))?;
     parse_squeue(&out, partition)
 }
 
-pub fn parse_squeue(json: &str, partition: &str) -> Result<Vec<SlurmJob>, String> {
-    let q: SqueueJson =
-        serde_json::from_str(json).map_err(|e| format!("squeue --json: unreadable: {e}"))?;
+pub fn parse_squeue(json: &str, partition: &str) -> Result<Vec<SlurmJob>, SlurmError> {
+    let q: SqueueJson = serde_json::from_str(json).map_err(|e| SlurmError::Unreadable {
+        what: "squeue --json",
+        why: e.to_string(),
+    })?;
     Ok(q.jobs
         .into_iter()
         .filter(|j| j.partition == partition && parse_job_name(&j.name).is_some())
@@ -252,14 +278,16 @@ struct SinfoNode {
 }
 
 /// The nodes of `partition` (`sinfo --json`).
-pub fn sinfo(partition: &str) -> Result<Vec<SlurmNode>, String> {
+pub fn sinfo(partition: &str) -> Result<Vec<SlurmNode>, SlurmError> {
     let out = run(Command::new("sinfo").arg("--json"))?;
     parse_sinfo(&out, partition)
 }
 
-pub fn parse_sinfo(json: &str, partition: &str) -> Result<Vec<SlurmNode>, String> {
-    let q: SinfoJson =
-        serde_json::from_str(json).map_err(|e| format!("sinfo --json: unreadable: {e}"))?;
+pub fn parse_sinfo(json: &str, partition: &str) -> Result<Vec<SlurmNode>, SlurmError> {
+    let q: SinfoJson = serde_json::from_str(json).map_err(|e| SlurmError::Unreadable {
+        what: "sinfo --json",
+        why: e.to_string(),
+    })?;
     Ok(q.nodes
         .into_iter()
         .filter(|n| n.partitions.is_empty() || n.partitions.iter().any(|p| p == partition))

@@ -10,6 +10,11 @@ pub struct StateDir {
     root: PathBuf,
 }
 
+/// Neither `--state`, `$SHAREQ_STATE`, `$XDG_STATE_HOME` nor `$HOME` says where the state is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no state directory: pass --state DIR or set SHAREQ_STATE")]
+pub struct NoStateDir;
+
 impl StateDir {
     pub fn new(root: impl Into<PathBuf>) -> StateDir {
         StateDir { root: root.into() }
@@ -17,7 +22,7 @@ impl StateDir {
 
     /// `--state`, else `$SHAREQ_STATE`, else `$XDG_STATE_HOME/shareq`, else
     /// `~/.local/state/shareq`.
-    pub fn resolve(flag: Option<&Path>) -> Result<StateDir, String> {
+    pub fn resolve(flag: Option<&Path>) -> Result<StateDir, NoStateDir> {
         StateDir::resolve_with(flag, |k| std::env::var_os(k))
     }
 
@@ -25,7 +30,7 @@ impl StateDir {
     pub fn resolve_with(
         flag: Option<&Path>,
         env: impl Fn(&str) -> Option<std::ffi::OsString>,
-    ) -> Result<StateDir, String> {
+    ) -> Result<StateDir, NoStateDir> {
         if let Some(p) = flag {
             return Ok(StateDir::new(p));
         }
@@ -41,7 +46,7 @@ impl StateDir {
                 PathBuf::from(home).join(".local/state/shareq"),
             ));
         }
-        Err("no state directory: pass --state DIR or set SHAREQ_STATE".to_string())
+        Err(NoStateDir)
     }
 
     pub fn root(&self) -> &Path {
@@ -52,6 +57,12 @@ impl StateDir {
     /// this user, as `state_perms::prepare` says (0711 under root, for the socket).
     pub fn create(&self) -> std::io::Result<()> {
         super::state_perms::prepare(&self.root, nix::unistd::geteuid().is_root())
+    }
+
+    /// Free bytes for unprivileged writers on the state filesystem.
+    pub fn free_bytes(&self) -> Option<u64> {
+        let s = nix::sys::statvfs::statvfs(&self.root).ok()?;
+        Some((s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64))
     }
 
     pub fn socket(&self) -> PathBuf {

@@ -1,16 +1,18 @@
 //! The state directory's permissions (SPEC §9): it belongs to the scheduler's user and is
 //! never writable by group or others; everything in it is private (0600/0700) except the
-//! socket and each job's log folder, which belongs to the job's submitter; and nothing in
-//! it is followed through a symbolic link.
+//! socket; and nothing in it is followed through a symbolic link. Job logs too belong to
+//! the scheduler (SPEC §7): the supervisor writes them from the job's output pipe, so a
+//! job cannot create or grow files on the state filesystem; their owners read them
+//! through the scheduler (`shareq log`).
 //!
 //! [`prepare`] checks (and tightens) the directory, its `logs/` and `runs/` folders and the
 //! files a scheduler opens by name, before anything is opened. [`open_job_log`] is how the
 //! supervisor opens an attempt's log: relative to a directory handle, `O_NOFOLLOW` at
-//! every step, handed to the submitter.
+//! every step, owned by the scheduler's user.
 
 use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::{Mode, fchmod, fstat, mkdirat};
-use nix::unistd::{Gid, Uid, fchown};
+use nix::unistd::{Uid, fchown};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -65,6 +67,45 @@ fn check_owned(path: &Path, meta: &std::fs::Metadata, what: &str) -> io::Result<
     Ok(())
 }
 
+/// The directories above the state directory (SPEC §8, as sshd checks the path to a key):
+/// each must belong to root or to the scheduler's user and be writable by nobody else —
+/// or else be sticky and root's, like `/tmp`, where nobody may rename another's entry. A
+/// user who could write one of them could swap the state directory for one of their own.
+fn check_parents(root: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
+    let real = std::fs::canonicalize(root)?;
+    let me = nix::unistd::geteuid().as_raw();
+    for dir in real.ancestors().skip(1) {
+        let m = std::fs::metadata(dir)?;
+        let mode = m.mode() & 0o7777;
+        let sticky = mode & 0o1000 != 0;
+        let owner_ok = m.uid() == 0 || m.uid() == me;
+        let writable_by_others = mode & 0o022 != 0;
+        if !owner_ok {
+            return Err(refuse(format!(
+                "the state directory {} lies inside {}, which belongs to {} (uid {}): that user \
+                 could replace the state directory; put it in a directory of root's or of {}",
+                root.display(),
+                dir.display(),
+                user_name(m.uid()),
+                m.uid(),
+                user_name(me)
+            )));
+        }
+        if writable_by_others && !(sticky && m.uid() == 0) {
+            return Err(refuse(format!(
+                "the state directory {} lies inside {}, which group or others may write (mode \
+                 {mode:04o}): another user could replace the state directory; run `chmod go-w \
+                 {}` or move the state directory",
+                root.display(),
+                dir.display(),
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// `lstat` that refuses a symbolic link.
 fn no_link(path: &Path, what: &str) -> io::Result<Option<std::fs::Metadata>> {
     match std::fs::symlink_metadata(path) {
@@ -111,8 +152,9 @@ pub fn prepare(root: &Path, shared: bool) -> io::Result<()> {
         return Err(refuse(format!("{} is not a directory", root.display())));
     }
     check_owned(root, &meta, "state directory")?;
+    check_parents(root)?;
     set_mode(root, &meta, dir_mode)?;
-    for (name, mode) in [("logs", dir_mode), ("runs", 0o700)] {
+    for (name, mode) in [("logs", 0o700), ("runs", 0o700)] {
         let path = root.join(name);
         match no_link(&path, "state folder")? {
             Some(m) if !m.is_dir() => {
@@ -170,14 +212,15 @@ fn libc_nofollow() -> i32 {
 }
 
 /// Open (create, append) `logs_root/<job>/<file>` for the supervisor: no link followed at
-/// any step, the job's folder (0700) and file (0600) handed to `owner` when the
-/// supervisor runs as root. A folder or file that exists but belongs to someone else than
-/// the owner (or us) is refused.
+/// any step, the job's folder (0700) and file (0600) owned by the scheduler's user. A
+/// folder or file that exists and belongs to `earlier_owner` (a state directory from when
+/// logs belonged to the submitter) is taken back; one that belongs to anyone else is
+/// refused.
 pub fn open_job_log(
     logs_root: &Path,
     job: &str,
     file: &str,
-    owner: Option<(Uid, Gid)>,
+    earlier_owner: Option<Uid>,
 ) -> io::Result<File> {
     let dir_flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_RDONLY;
     let logs: OwnedFd = nix::fcntl::open(logs_root, dir_flags, Mode::empty())?;
@@ -199,17 +242,18 @@ pub fn open_job_log(
     let dir = openat(logs.as_fd(), job, dir_flags, Mode::empty())
         .map_err(|e| linked(e, &format!("the log folder {job}")))?;
     let me = nix::unistd::geteuid();
-    let trusted = |uid: u32| uid == me.as_raw() || owner.is_some_and(|(u, _)| u.as_raw() == uid);
+    let my_gid = nix::unistd::getegid();
+    let trusted = |uid: u32| uid == me.as_raw() || earlier_owner.is_some_and(|u| u.as_raw() == uid);
     let st = fstat(dir.as_fd())?;
     if !trusted(st.st_uid) {
         return Err(refuse(format!(
-            "the log folder {}/{job} belongs to uid {}, not to the job's submitter",
+            "the log folder {}/{job} belongs to uid {}, not to the scheduler",
             logs_root.display(),
             st.st_uid
         )));
     }
-    if let Some((uid, gid)) = owner {
-        fchown(dir.as_fd(), Some(uid), Some(gid))?;
+    if st.st_uid != me.as_raw() {
+        fchown(dir.as_fd(), Some(me), Some(my_gid))?;
     }
     fchmod(dir.as_fd(), Mode::from_bits_truncate(0o700))?;
     let fd = openat(
@@ -228,9 +272,10 @@ pub fn open_job_log(
             st.st_uid
         )));
     }
-    if let Some((uid, gid)) = owner {
-        fchown(fd.as_fd(), Some(uid), Some(gid))?;
+    if st.st_uid != me.as_raw() {
+        fchown(fd.as_fd(), Some(me), Some(my_gid))?;
     }
+    fchmod(fd.as_fd(), Mode::from_bits_truncate(0o600))?;
     Ok(File::from(fd))
 }
 
@@ -247,6 +292,30 @@ mod tests {
         let e = prepare(&root, false).unwrap_err().to_string();
         assert!(e.contains("writable by group or others (mode 0775)"), "{e}");
         assert!(e.contains("chmod go-w"), "{e}");
+    }
+
+    #[test]
+    fn a_state_directory_below_a_directory_others_may_write_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = prepare(&open.join("state"), false).unwrap_err().to_string();
+        assert!(
+            e.contains("which group or others may write (mode 0777)"),
+            "{e}"
+        );
+        // Sticky but not root's (anyone's /tmp-like folder) is refused too; under root's
+        // sticky /tmp itself (where tempdir lives) it is fine.
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let sticky_mine = prepare(&open.join("state2"), false);
+        if nix::unistd::geteuid().is_root() {
+            assert!(sticky_mine.is_ok(), "{sticky_mine:?}");
+        } else {
+            assert!(sticky_mine.is_err());
+        }
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        prepare(&open.join("state3"), false).unwrap();
     }
 
     #[test]
@@ -287,7 +356,7 @@ mod tests {
                 mode("runs"),
                 mode("shareq.db")
             ],
-            [0o711, 0o711, 0o700, 0o700, 0o600]
+            [0o711, 0o700, 0o700, 0o700, 0o600]
         );
     }
 

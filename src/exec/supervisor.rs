@@ -96,6 +96,24 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             path: spec_path.display().to_string(),
             source,
         })?;
+    // Into the attempt's cgroup first (SPEC §7): everything started from here on belongs
+    // to it, whatever session it makes. A group that cannot be entered runs nothing.
+    if let Err(e) = super::cgroup::enter_self(&spec.cgroup) {
+        let status = ExitStatus::ended_now(126);
+        let owner = RunAs::for_submitter(spec.submitter.as_ref()).ok().flatten();
+        if let Ok(file) = open_log(&spec, owner.as_ref()) {
+            let mut l = LogSink::from_file(file, spec.log_cap, spec.free_reserve);
+            l.note(&format!("not started: {e}"));
+        }
+        let _ = runfiles::claim_pid(&spec.pid_path(), std::process::id(), &spec.db);
+        runfiles::write_exit(&spec.state, spec.job, spec.attempt, &spec.db, status).map_err(
+            |source| SupervisorError::Exit {
+                path: spec.exit_path().display().to_string(),
+                source,
+            },
+        )?;
+        return Ok(status);
+    }
     // Record ourselves (pid and start time) before the command can run, so that a
     // scheduler restarted meanwhile adopts this attempt instead of running it again; and
     // give up if it already declared the attempt lost (see `store::recovery`).
@@ -118,11 +136,7 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
         }
         Err(e) => {
             // Not recorded, so not adoptable: do not run the command; report it failed.
-            let status = ExitStatus {
-                code: 126,
-                signal: None,
-                finished_at: now_ms(),
-            };
+            let status = ExitStatus::ended_now(126);
             let owner = RunAs::for_submitter(spec.submitter.as_ref()).ok().flatten();
             if let Ok(file) = open_log(&spec, owner.as_ref()) {
                 let mut l = LogSink::from_file(file, spec.log_cap, spec.free_reserve);
@@ -157,6 +171,9 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
         )),
         None => spawn(&spec, out_w, run_as.as_ref()),
     };
+    // The attempt's clock (SPEC §7): run time and timeout on the monotonic clock, here,
+    // whatever the scheduler is doing meanwhile.
+    let began = Instant::now();
     let status = match spawned {
         Ok(child) => {
             // Tell the runtime the command runs (it may be gone: ignore errors).
@@ -164,12 +181,24 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             let _ = writeln!(out, "started {}", child.id());
             let _ = out.flush();
             let output = Output::new(out_r, &mut log);
-            wait_all(
+            let deadline = spec
+                .timeout_seconds
+                .map(|secs| began + Duration::from_secs(secs));
+            let mut status = wait_all(
                 Pid::from_raw(child.id() as i32),
                 spec.grace_seconds,
+                deadline,
                 &sfd,
                 output,
-            )
+            );
+            status.ran_ms = Some(u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX));
+            if status.timed_out {
+                log.note(&format!(
+                    "timed out: stopped after its timeoutSeconds ({} s)",
+                    spec.timeout_seconds.unwrap_or_default()
+                ));
+            }
+            status
         }
         Err(e) => {
             // What the command's start wrote before it failed (a privilege drop says why).
@@ -180,11 +209,7 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             } else {
                 126
             };
-            ExitStatus {
-                code,
-                signal: None,
-                finished_at: now_ms(),
-            }
+            ExitStatus::ended_now(code)
         }
     };
     write_exit(status)?;
@@ -192,7 +217,8 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
 }
 
 /// The attempt's log, `<state>/logs/<job>/<attempt>.log`, opened without following links
-/// and owned by the user the command runs as.
+/// and owned by the scheduler's user (the supervisor keeps its privileges; the command
+/// writes only into the pipe).
 fn open_log(spec: &LaunchSpec, run_as: Option<&RunAs>) -> std::io::Result<std::fs::File> {
     let bad = || std::io::Error::other(format!("bad log path {}", spec.log.display()));
     let file = spec.log.file_name().ok_or_else(bad)?;
@@ -203,7 +229,7 @@ fn open_log(spec: &LaunchSpec, run_as: Option<&RunAs>) -> std::io::Result<std::f
         logs,
         &job.to_string_lossy(),
         &file.to_string_lossy(),
-        run_as.map(|r| (r.uid, r.gid)),
+        run_as.map(|r| r.uid),
     )
 }
 
@@ -338,10 +364,18 @@ impl<'a> Output<'a> {
 }
 
 /// Reap until the command and every process it left behind are gone, copying their
-/// output into the log meanwhile.
-fn wait_all(child: Pid, grace: u32, sfd: &SignalFd, mut out: Output) -> ExitStatus {
+/// output into the log meanwhile. At `deadline` (the job's timeout) the attempt is
+/// stopped as a preemption would stop it: SIGTERM, then SIGKILL after the grace period.
+fn wait_all(
+    child: Pid,
+    grace: u32,
+    deadline: Option<Instant>,
+    sfd: &SignalFd,
+    mut out: Output,
+) -> ExitStatus {
     let mut main: Option<(i32, Option<i32>)> = None;
     let mut kill_at: Option<Instant> = None;
+    let mut timed_out = false;
     loop {
         loop {
             match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
@@ -362,6 +396,8 @@ fn wait_all(child: Pid, grace: u32, sfd: &SignalFd, mut out: Output) -> ExitStat
                             code,
                             signal,
                             finished_at: now_ms(),
+                            ran_ms: None,
+                            timed_out,
                         };
                     }
                     break;
@@ -372,7 +408,15 @@ fn wait_all(child: Pid, grace: u32, sfd: &SignalFd, mut out: Output) -> ExitStat
             // The command ended by itself but left processes behind.
             kill_at = Some(leftovers_term(child, grace));
         }
-        let timeout = match kill_at {
+        if main.is_none() && !timed_out && deadline.is_some_and(|d| Instant::now() >= d) {
+            timed_out = true;
+            kill_at = Some(leftovers_term(child, grace));
+        }
+        let wake = match (kill_at, deadline.filter(|_| !timed_out)) {
+            (Some(k), Some(d)) => Some(k.min(d)),
+            (k, d) => k.or(d),
+        };
+        let timeout = match wake {
             Some(t) => {
                 let left = t.saturating_duration_since(Instant::now());
                 PollTimeout::try_from(left.as_millis().min(60_000) as i32)

@@ -3,9 +3,17 @@
 //! A GPU that NVML reports lost (or needing a reset) is reported once through `lost`
 //! (`exec::device_health`), and its jobs are preempted with `DEVICE_LOST`.
 
-use crate::snapshot::Telemetry;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::time::Duration;
+
+/// GPU telemetry for one device, where NVML answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Telemetry {
+    pub util: u32,
+    pub mem_used: u64,
+    pub mem_total: u64,
+}
 
 /// Samples keyed by (unit, device index), as `Snapshot::build` wants them.
 pub type Samples = HashMap<(String, u32), Telemetry>;

@@ -57,11 +57,13 @@ impl Estimate {
         }
     }
 
-    /// For tables (ms instants): `~in 12m05s` (an estimate, hence the tilde), `~now`,
-    /// `>7d`, or `?` before the first forecast.
+    /// For tables (ms instants): `~in 12m05s` (an estimate, hence the tilde), `overdue`
+    /// (the estimate has passed and the job is still queued: it could not start then; the
+    /// next forecast estimates it again, SPEC §11), `>7d`, or `?` before the first
+    /// forecast.
     pub fn label(self, now: Time) -> String {
         match self {
-            Estimate::At(t) if t <= now => "~now".to_string(),
+            Estimate::At(t) if t <= now => "overdue".to_string(),
             Estimate::At(t) => format!("~in {}", crate::duration::human(t - now)),
             Estimate::NotWithin(end) => format!(">{}", crate::duration::short(end - now)),
             Estimate::NotYet => "?".to_string(),

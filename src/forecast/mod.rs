@@ -58,16 +58,30 @@ pub fn run(
     forward(f, observe).0
 }
 
-/// How long an attempt of `j` runs in the forecast, in ticks: its `timeoutSeconds`, else
-/// its share's typical runtime (for a running job: given how long it has run already).
+/// How long an attempt of `j` runs in the forecast, in ticks from its start (SPEC §11):
+/// the earlier of its `timeoutSeconds` and its typical remaining time (the median over its
+/// share's past attempts that ran at least as long as it has so far, of their run time,
+/// minus what it has run). With no history that applies, the timeout; with neither, a
+/// running job that outlived every sample is expected to end now and a queued one has
+/// no known end.
 fn attempt_ticks(j: &Job, now: Time, tps: i64, names: &[String], r: &Runtimes) -> Option<i64> {
-    if let Some(t) = j.spec.timeout_seconds {
-        return Some(i64::try_from(t).unwrap_or(i64::MAX / 4).saturating_mul(tps));
-    }
+    let timeout = j
+        .spec
+        .timeout_seconds
+        .map(|t| i64::try_from(t).unwrap_or(i64::MAX / 4).saturating_mul(tps));
     let elapsed_ms = j
         .started_at()
         .map_or(0, |t0| (now - t0).max(0) * 1000 / tps);
     let share = names.get(j.share).map_or("", String::as_str);
-    r.expected_total(share, elapsed_ms)
-        .map(|ms| ms * tps / 1000)
+    let typical = r
+        .typical_total(share, elapsed_ms)
+        .map(|ms| ms.saturating_mul(tps) / 1000);
+    match (timeout, typical) {
+        (Some(t), Some(d)) => Some(t.min(d)),
+        (Some(t), None) => Some(t),
+        (None, Some(d)) => Some(d),
+        // Outlived every sample of a history: expected to end now.
+        (None, None) if !r.is_empty() => Some(elapsed_ms.saturating_mul(tps) / 1000),
+        (None, None) => None,
+    }
 }

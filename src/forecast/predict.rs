@@ -77,7 +77,7 @@ pub fn predict(mut sched: Sched, spec: JobSpec, now: Time, runtimes: &Runtimes) 
     let id = match sched.submit(spec, now) {
         Ok(id) => id,
         Err(r) => {
-            out.why = r.0;
+            out.why = r.to_string();
             return out;
         }
     };

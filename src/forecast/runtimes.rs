@@ -33,22 +33,16 @@ impl Runtimes {
         r
     }
 
-    /// Read from a state directory's database (read-only). An unreadable one gives none.
-    pub fn from_state(state: &std::path::Path) -> Runtimes {
-        match crate::store::Store::open_read_only(state)
-            .and_then(|s| s.attempt_runtimes(LEARNED_FROM))
-        {
-            Ok(samples) => Runtimes::from_samples(samples),
-            Err(e) => {
-                tracing::debug!("no typical runtimes: {e}");
-                Runtimes::default()
-            }
-        }
-    }
-
     /// The share's typical runtime (ms), if the history knows one.
     pub fn typical(&self, share: &str) -> Option<i64> {
         median_from(self.samples(share), 0)
+    }
+
+    /// How long an attempt of `share` that has run `elapsed` ms runs in all (ms): the
+    /// median of the share's attempts that ran at least as long (its typical remaining
+    /// time is this minus `elapsed`); `None` when no attempt of the history ran that long.
+    pub fn typical_total(&self, share: &str, elapsed: i64) -> Option<i64> {
+        median_from(self.samples(share), elapsed).map(|m| m.max(elapsed))
     }
 
     /// How long an attempt of `share` that has run `elapsed` ms runs in all (ms).

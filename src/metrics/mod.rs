@@ -227,6 +227,7 @@ mod tests {
             used: 0,
             guaranteed: 1,
             devices: vec![],
+            reservation: None,
         }];
         let (_tx, rx) = watch::channel(Arc::new(snap));
         let m = Metrics::new();
@@ -266,6 +267,7 @@ mod tests {
             usable: 2,
             used: 1,
             guaranteed: 2,
+            reservation: None,
             devices: vec![dev(0, Some(87), Some((1024, 143_771))), dev(1, None, None)],
         }];
         let (_tx, rx) = watch::channel(Arc::new(snap));

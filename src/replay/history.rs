@@ -12,9 +12,26 @@
 use super::scenario::{Action, Scenario, SimSubmit, TimedAction};
 use super::sim::{Options, run};
 use crate::model::ValidConfig;
-use crate::store::TraceJob;
 use serde::Serialize;
 use std::collections::BTreeMap;
+
+/// One real submission of the window, as a replay trace needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceJob {
+    pub id: u64,
+    pub name: String,
+    pub share: String,
+    pub unit: String,
+    pub quantity: u32,
+    pub priority: u32,
+    /// ms since the epoch.
+    pub submitted: crate::sched::Time,
+    /// How long its last attempt ran (ms): to its end, or until `now` while it runs.
+    /// `None`: it never started.
+    pub ran_ms: Option<i64>,
+    /// Its last attempt is still running (`ran_ms` is a lower bound).
+    pub running: bool,
+}
 
 /// One submit of the trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,7 +201,7 @@ pub fn figures_over(
         .into_iter()
         .map(|(at, c)| TimedAction {
             at,
-            action: Action::Config(Ok(c)),
+            action: Action::Config(Box::new(Ok(c))),
             line: None,
         })
         .collect();

@@ -9,7 +9,9 @@ mod summary;
 
 pub use check::{CheckReport, check};
 pub use scenario::{Action, Expect, Scenario, ScenarioError, SimSubmit, TimedAction, load_trace};
-pub use sim::{Forward, Observation, Options, Outcome, format_event, forward, run, run_observed};
+pub use sim::{
+    Forward, Observation, Options, Outcome, event_name, format_event, forward, run, run_observed,
+};
 pub use summary::{
     Fact, FactKind, GroupSummary, LaneFigures, Standing, Stats, Summary, UnitFigures,
 };

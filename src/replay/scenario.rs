@@ -1,8 +1,9 @@
 //! Reading a replay scenario (SPEC §6): the YAML file, its inline config, its events and
 //! an optional CSV trace, with errors that name the file, the line and what is wrong.
 
+use crate::config::Document;
 use crate::config::{ConfigError, SourcedDocument, ValidConfig, validate};
-use crate::model::{Document, JobSpec, MAX_PRIORITY, RetryStrategy};
+use crate::model::{JobSpec, MAX_PRIORITY, RetryStrategy};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -96,7 +97,8 @@ pub enum Action {
     Submit(Box<SimSubmit>),
     Cancel(String),
     Update(SimUpdate),
-    Config(Result<ValidConfig, String>),
+    /// Boxed: a whole config is large beside the other actions.
+    Config(Box<Result<ValidConfig, String>>),
     /// A node goes down (SPEC §10): its jobs are preempted with DEVICE_LOST and its
     /// devices leave `usable` until a config event installs it again.
     NodeDown(String),
@@ -307,7 +309,9 @@ impl Scenario {
                 }
             } else {
                 let docs = ev.config.unwrap_or_default();
-                Action::Config(validate(sourced(docs)).map_err(|errs| config_errors(&errs)))
+                Action::Config(Box::new(
+                    validate(sourced(docs)).map_err(|errs| config_errors(&errs)),
+                ))
             };
             events.push(TimedAction {
                 at: ev.at,

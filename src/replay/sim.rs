@@ -209,16 +209,21 @@ impl<'a, W: Write> Sim<'a, W> {
     ) -> io::Result<bool> {
         let (mut ti, mut ei) = (0usize, 0usize);
         let mut instants = 0u64;
+        let mut last: Option<i64> = None;
         loop {
             // A timer made stale by what happened earlier makes no instant (SPEC §6).
             self.drop_stale_timers();
             let next_timer = self.timers.peek().map(|Reverse(t)| t.0);
             let next_trace = trace.get(ti).map(|a| a.at);
             let next_event = events.get(ei).map(|a| a.at);
+            // The instants the scheduler asks for itself (a lapse's retry), read off its
+            // state after the last pass: one made stale since makes none.
+            let next_wake = last.and_then(|t| self.sched.next_wakeup(t));
             let Some(t) = [
                 next_timer,
                 next_trace,
                 next_event,
+                next_wake,
                 self.first_instant.take(),
             ]
             .into_iter()
@@ -230,6 +235,7 @@ impl<'a, W: Write> Sim<'a, W> {
                 return Ok(false);
             }
             instants += 1;
+            last = Some(t);
             if let Some(st) = &mut self.stats {
                 st.advance(&self.sched, t);
             }
@@ -332,11 +338,13 @@ impl<'a, W: Write> Sim<'a, W> {
                     let _ = self.sched.set_priority(id, u.scheduling_priority, t);
                 }
             }
-            Action::Config(Ok(cfg)) => {
-                let cap = UnitCapacity::simulated(cfg);
-                self.sched.apply_config(cfg, &cap, t);
-            }
-            Action::Config(Err(e)) => self.sched.config_rejected(e.clone(), t),
+            Action::Config(c) => match c.as_ref() {
+                Ok(cfg) => {
+                    let cap = UnitCapacity::simulated(cfg);
+                    self.sched.apply_config(cfg, &cap, t);
+                }
+                Err(e) => self.sched.config_rejected(e.clone(), t),
+            },
             Action::NodeDown(node) => self.sched.node_lost(node, t),
             Action::NodeDrain(node) => self.sched.node_drained(node, true, t),
         }
@@ -444,6 +452,24 @@ fn num(out: &mut String, key: &str, value: impl std::fmt::Display) {
     let _ = write!(out, ",\"{key}\":{value}");
 }
 
+/// The name of an event, as the replay's `event` field says it.
+pub fn event_name(ev: &Event) -> &'static str {
+    match ev {
+        Event::Submitted { .. } => "submitted",
+        Event::Rejected { .. } => "rejected",
+        Event::Started { .. } => "started",
+        Event::Preempted { .. } => "preempted",
+        Event::Requeued { .. } => "requeued",
+        Event::Failed { .. } => "failed",
+        Event::Cancelled { .. } => "cancelled",
+        Event::TimedOut { .. } => "timed_out",
+        Event::Reprioritized { .. } => "reprioritized",
+        Event::Succeeded { .. } => "succeeded",
+        Event::ConfigApplied => "config_applied",
+        Event::ConfigRejected { .. } => "config_rejected",
+    }
+}
+
 /// One output line, with the field names and order of SPEC §6 (`t`: the replay's
 /// seconds, or the live stream's epoch seconds with milliseconds).
 pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &mut String) {
@@ -451,7 +477,7 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
     let name = |id: &JobId| sched.job(*id).map_or("?", |j| j.name());
     let share = |id: &JobId| sched.job(*id).map_or("?", |j| sched.share_name(j.share));
     let _ = write!(out, "{{\"t\":{t}");
-    field(out, "event", crate::events::event_name(ev));
+    field(out, "event", event_name(ev));
     match ev {
         Event::Submitted { job } => {
             field(out, "job", name(job));

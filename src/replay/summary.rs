@@ -195,6 +195,31 @@ pub struct Stats {
     larger_than_any_node: u64,
     /// Some standing had `nodes`.
     nodes: bool,
+    /// First-start waits of jobs larger than their share's guarantee, and of jobs within
+    /// it (replay only: the class is read off the scheduler at the first start).
+    waits_larger: Vec<i64>,
+    waits_within: Vec<i64>,
+}
+
+/// The first-start waits of one class of jobs, in seconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct WaitFigures {
+    pub jobs: u64,
+    pub p50: f64,
+    pub p95: f64,
+    pub max: f64,
+}
+
+impl WaitFigures {
+    fn of(mut waits: Vec<i64>, per_second: f64) -> WaitFigures {
+        waits.sort_unstable();
+        WaitFigures {
+            jobs: waits.len() as u64,
+            p50: percentile(&waits, 0.50) as f64 / per_second,
+            p95: percentile(&waits, 0.95) as f64 / per_second,
+            max: waits.last().copied().unwrap_or(0) as f64 / per_second,
+        }
+    }
 }
 
 /// One share's (or user's) figures, in seconds.
@@ -238,6 +263,18 @@ pub struct Summary {
     pub jobs_rejected_larger_than_any_node: Option<u64>,
     pub shares: BTreeMap<String, GroupSummary>,
     pub users: BTreeMap<String, GroupSummary>,
+    /// Useful GPU time (used minus lost to preemption) ÷ usable GPUs × span.
+    #[serde(default)]
+    pub goodput: f64,
+    /// GPU-seconds lost to preemption, in percent of the GPU-seconds used.
+    #[serde(default)]
+    pub gpu_seconds_lost_to_preemption_pct: f64,
+    /// First-start waits of jobs larger than their share's guarantee (they can only
+    /// borrow) and of jobs within it.
+    #[serde(default)]
+    pub waits_larger_than_guarantee: WaitFigures,
+    #[serde(default)]
+    pub waits_within_guarantee: WaitFigures,
 }
 
 impl Stats {
@@ -259,6 +296,8 @@ impl Stats {
             fragmented_idle: 0.0,
             larger_than_any_node: 0,
             nodes: false,
+            waits_larger: Vec::new(),
+            waits_within: Vec::new(),
         }
     }
 
@@ -312,6 +351,19 @@ impl Stats {
             return;
         };
         let Some(j) = sched.job(id) else { return };
+        if let FactKind::Started { quantity } = kind
+            && !self.started_once.contains(&id.0)
+        {
+            let wait = t - j.submitted;
+            let limit = sched
+                .share_stats_for(j.share, j.unit)
+                .map_or(0, |(_, limit)| limit);
+            if quantity > limit {
+                self.waits_larger.push(wait);
+            } else {
+                self.waits_within.push(wait);
+            }
+        }
         let user = j.spec.submitter.as_ref().map(|s| s.name.as_str());
         self.note(
             Fact {
@@ -497,7 +549,27 @@ impl Stats {
         } else {
             0.0
         };
+        let goodput = if self.capacity > 0.0 {
+            (self.used - lost).max(0.0) / self.capacity
+        } else {
+            0.0
+        };
+        let lost_pct = if self.used > 0.0 {
+            100.0 * lost / self.used
+        } else {
+            0.0
+        };
         Summary {
+            goodput,
+            gpu_seconds_lost_to_preemption_pct: lost_pct,
+            waits_larger_than_guarantee: WaitFigures::of(
+                std::mem::take(&mut self.waits_larger),
+                per_second,
+            ),
+            waits_within_guarantee: WaitFigures::of(
+                std::mem::take(&mut self.waits_within),
+                per_second,
+            ),
             first,
             last: self.last,
             span,
@@ -551,8 +623,11 @@ impl Stats {
             ),
             _ => String::new(),
         };
+        // Appended after the fields that were there before, so that readers of the old
+        // line find theirs in place.
+        let waits = |w: &WaitFigures| serde_json::json!({"jobs": w.jobs, "p50": w.p50, "p95": w.p95, "max": w.max});
         format!(
-            "{{\"t\":{},\"event\":\"summary\",\"span\":{},\"gpu_seconds_used\":{},\"utilisation\":{},\"max_preemptions_of_one_job\":{},\"gpu_seconds_lost_to_preemption\":{},\"started_and_preempted_same_instant\":{}{nodes},\"shares\":{}}}",
+            "{{\"t\":{},\"event\":\"summary\",\"span\":{},\"gpu_seconds_used\":{},\"utilisation\":{},\"max_preemptions_of_one_job\":{},\"gpu_seconds_lost_to_preemption\":{},\"started_and_preempted_same_instant\":{}{nodes},\"shares\":{},\"goodput\":{},\"gpu_seconds_lost_to_preemption_pct\":{},\"waits_larger_than_guarantee\":{},\"waits_within_guarantee\":{}}}",
             s.last,
             s.span,
             s.gpu_seconds_used,
@@ -560,7 +635,11 @@ impl Stats {
             s.max_preemptions_of_one_job,
             s.gpu_seconds_lost_to_preemption,
             s.started_and_preempted_same_instant,
-            serde_json::Value::Object(shares)
+            serde_json::Value::Object(shares),
+            s.goodput,
+            s.gpu_seconds_lost_to_preemption_pct,
+            waits(&s.waits_larger_than_guarantee),
+            waits(&s.waits_within_guarantee),
         )
     }
 }

@@ -24,8 +24,8 @@
 //! # Ok(()) }
 //! ```
 
+use super::front::socket::{self, SocketError};
 use super::runtime::{Durable, RuntimeHandle, RuntimeOptions, WatcherGuard, retain_days};
-use super::socket::{self, SocketError};
 use crate::config::{ConfigError, Watcher, load_dir};
 use crate::exec::gpus::needs_discovery;
 use crate::exec::{Discovery, StateDir, now_ms};
@@ -49,7 +49,7 @@ pub struct BootOptions {
     pub listen: bool,
     pub durability: Durability,
     /// The control socket's connection cap and idle timeout.
-    pub socket_limits: super::conn_limits::SocketLimits,
+    pub socket_limits: super::front::conn_limits::SocketLimits,
     /// Serve Prometheus metrics on this ADDR:PORT (`None`: the environment's
     /// `metrics.listen`, if any).
     pub metrics: Option<String>,
@@ -69,7 +69,7 @@ impl BootOptions {
             durability: Durability::Full,
             socket_limits: Default::default(),
             metrics: None,
-            sample_every: super::usage::DEFAULT_EVERY,
+            sample_every: super::runtime::usage::DEFAULT_EVERY,
         }
     }
 }
@@ -114,62 +114,12 @@ impl From<StoreError> for BootError {
     }
 }
 
-/// A config the executors cannot carry out (several nodes on the local executor) is
-/// refused at start and on reload, with the reason on its line.
-pub(crate) fn executor_unavailable(loaded: &crate::config::LoadedConfig) -> Option<ConfigError> {
-    let nodes = loaded.config.env.nodes.as_ref().map_or(1, Vec::len);
-    match loaded.config.executor() {
-        crate::model::Executor::Local if nodes > 1 => Some(
-            ConfigError::new(format!(
-                "nodes: {nodes} nodes, and the local executor runs jobs on this machine only: list one node, or use `executor: {{kind: slurm, partition: ...}}` (`replay` and `check` accept several nodes without an executor)"
-            ))
-            .field("nodes"),
-        ),
-        crate::model::Executor::Local => None,
-        crate::model::Executor::Slurm(_) => None,
-    }
-}
-
-/// With the Slurm executor: Slurm must answer and have the partition, and every node of
-/// the config must be in it, before anything is started.
-fn slurm_unreachable(loaded: &crate::config::LoadedConfig) -> Option<ConfigError> {
-    let crate::model::Executor::Slurm(s) = loaded.config.executor() else {
-        return None;
-    };
-    let why = match crate::exec::slurm::sinfo(&s.partition) {
-        Err(e) => format!("executor: Slurm does not answer: {e}"),
-        Ok(nodes) => {
-            let missing: Vec<String> = loaded
-                .config
-                .nodes()
-                .into_iter()
-                .map(|(n, _)| n)
-                .filter(|n| !nodes.iter().any(|x| &x.name == n))
-                .collect();
-            if missing.is_empty() {
-                return None;
-            }
-            format!(
-                "executor: partition `{}` has no node {} (it has: {})",
-                s.partition,
-                missing.join(", "),
-                nodes
-                    .iter()
-                    .map(|n| n.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        }
-    };
-    Some(ConfigError::new(why).field("executor"))
-}
-
 /// Start a durable scheduler on `opts.state` (must run inside a tokio runtime).
 pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     let t0 = Instant::now();
     let root = opts.state.root().to_path_buf();
     // Checked before anything in it is opened (SPEC §9).
-    let fds = super::conn_limits::raise_fd_limit();
+    let fds = super::front::conn_limits::raise_fd_limit();
     tracing::debug!(open_files = fds, "open-file limit");
     opts.state.create().map_err(|source| {
         BootError::Store(StoreError::StateDir {
@@ -190,7 +140,9 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     {
         tracing::warn!("config {}: {w}", opts.config_dir.display());
     }
-    if let Some(e) = executor_unavailable(&loaded).or_else(|| slurm_unreachable(&loaded)) {
+    if let Some(e) = crate::exec::backend::unavailable(&loaded)
+        .or_else(|| crate::exec::backend::unreachable(&loaded))
+    {
         return Err(BootError::Config {
             dir: opts.config_dir.clone(),
             errors: vec![e],
@@ -217,24 +169,13 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     if recovered.config.as_ref().map(|c| c.hash.as_str()) != Some(loaded.hash.as_str()) {
         store.record_config(&loaded.hash, &source, loaded.documents().as_deref(), now)?;
     }
-    let plan = match loaded.config.executor() {
-        crate::model::Executor::Local => recovery::plan(&root, &recovered),
-        crate::model::Executor::Slurm(s) => {
-            // Without Slurm's view nothing can be said about what runs: do not guess.
-            let jobs = crate::exec::slurm::squeue(&s.partition).map_err(|e| BootError::Config {
-                dir: opts.config_dir.clone(),
-                errors: vec![
-                    ConfigError::new(format!("executor: Slurm's queue cannot be read: {e}"))
-                        .field("executor"),
-                ],
-            })?;
-            let live = |job: crate::model::JobId, attempt: u32| {
-                let name = crate::exec::slurm::job_name(job, attempt);
-                jobs.iter().any(|j| j.name == name && j.is_live())
-            };
-            recovery::plan_with(&root, &recovered, Some(&live))
+    let live = crate::exec::backend::live_attempts(&loaded.config.executor()).map_err(|e| {
+        BootError::Config {
+            dir: opts.config_dir.clone(),
+            errors: vec![e],
         }
-    };
+    })?;
+    let plan = recovery::plan_with(&root, &recovered, live.as_deref());
     let events = plan.apply(&mut store, &mut sched, now)?;
     tracing::info!(
         jobs = recovered.jobs.len(),
@@ -259,7 +200,8 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         .as_ref()
         .and_then(|c| c.group.clone());
     // Before the socket answers: a directory deleted from then on is seen as deleted.
-    let watched = super::state_watch::identify(root.clone(), root.join(crate::store::DB_FILE));
+    let watched =
+        super::runtime::state_watch::identify(root.clone(), root.join(crate::store::DB_FILE));
     let listener = if opts.listen {
         if group.is_some() {
             // The group must reach the socket: enter the directory, not list it.
@@ -286,11 +228,11 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         ),
         None => None,
     };
-    let audit = match super::audit::Audit::start(&root.join(crate::store::DB_FILE)) {
+    let audit = match super::runtime::audit::Audit::start(&root.join(crate::store::DB_FILE)) {
         Ok(a) => a,
         Err(e) => {
             tracing::warn!("no audit trail: {e}");
-            super::audit::Audit::off()
+            super::runtime::audit::Audit::off()
         }
     };
     let durable = Durable {
@@ -311,11 +253,17 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         supervisor_exe: exe,
         discovery,
     };
-    let mut handle = RuntimeHandle::start_with(ropts, loaded, Some(durable));
-    super::state_watch::start(watched, handle.inputs.clone());
+    let mut handle = RuntimeHandle::start_with(ropts, loaded, Some(durable), None);
+    super::runtime::state_watch::start(watched, handle.inputs.clone());
     if let Some(listener) = listener {
-        let guard = super::guard::Guard::new(opts.state.clone(), audit.clone());
-        handle.serve_socket(listener, opts.state.socket(), guard, opts.socket_limits);
+        let guard = super::front::guard::Guard::new(opts.state.clone(), audit.clone());
+        socket::serve_runtime(
+            &mut handle,
+            listener,
+            opts.state.socket(),
+            guard,
+            opts.socket_limits,
+        );
         tracing::info!(socket = %opts.state.socket().display(), "scheduler listening");
     }
     handle.audit = audit;
@@ -327,7 +275,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
             handle.metrics.clone(),
         )));
     }
-    if let Err(e) = super::usage::start(
+    if let Err(e) = super::runtime::usage::start(
         &root.join(crate::store::DB_FILE),
         handle.snapshots.clone(),
         opts.sample_every,

@@ -34,30 +34,35 @@
 //! # }
 //! ```
 
-pub mod audit;
-pub mod auth;
-pub mod boot;
-mod carry;
-pub mod client;
-pub mod conn_limits;
-pub mod events;
-mod forecasts;
-pub mod guard;
-pub mod input;
-pub mod protocol;
-pub mod remote;
-pub mod runtime;
-mod slurm_exec;
-pub mod socket;
-mod state_watch;
-mod timers;
-mod tokens;
-mod turn;
-pub mod usage;
+//! Three rooms and the door that starts them:
+//!
+//! - [`runtime`]: the runtime task that owns the core, and what it runs beside it
+//!   (timers, carrying decisions out through `exec::backend`, forecasts, the event feed,
+//!   the audit writer, the utilisation sampler, the state-directory watch);
+//! - [`front`]: the control socket — who asks (`access`), what is allowed (`guard`), the
+//!   wire protocol, connection limits;
+//! - [`client`]: the other end of the socket (`Client`, and `remote::attach` for a
+//!   console on a scheduler that runs elsewhere);
+//! - [`boot`]: starts a durable scheduler (it alone knows all three rooms).
+//!
+//! Imports go one way: `boot` → `client` → `front` → `runtime`.
 
-pub use auth::{Access, Caller, Denied, EXIT_NOT_ALLOWED};
+pub mod boot;
+pub mod client;
+pub mod front;
+pub mod runtime;
+
+// The paths these modules had before the rooms.
+pub use crate::access as auth;
+pub use client::remote;
+pub use front::{api, conn_limits, guard, protocol, socket};
+pub use runtime::{audit, events, input, usage};
+
+pub use crate::access::{Access, Caller, Denied, EXIT_NOT_ALLOWED};
 pub use boot::{BootError, BootOptions};
 pub use client::{Client, ClientError};
 pub use input::{CancelOutcome, ConfigUpdate, Input};
-pub use protocol::{JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
+pub use protocol::{
+    API_VERSION, ErrorCode, Hello, JobsAnswer, MAX_LINE, Request, Response, StatusAnswer,
+};
 pub use runtime::{RuntimeHandle, RuntimeOptions};

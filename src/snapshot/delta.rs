@@ -94,10 +94,61 @@ pub struct Delta {
     pub queue: Vec<Change>,
     /// Who may do what (SPEC §9); small, so always sent.
     #[serde(default)]
-    pub access: Arc<crate::server::auth::Access>,
+    pub access: Arc<crate::access::Access>,
     /// Only when a new forecast came.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimates: Option<Arc<crate::forecast::Estimates>>,
+    /// Why scheduling is paused, while it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<String>,
+    /// Jobs not contained or GPUs not isolated, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<String>,
+}
+
+impl Update {
+    /// The update as `viewer` may see it (SPEC §9: others' commands hidden).
+    pub fn for_viewer(self, viewer: super::Viewer) -> Update {
+        if viewer.admin {
+            return self;
+        }
+        match self {
+            Update::Full(mut snap) => {
+                let views: Vec<JobView> =
+                    snap.queue.iter().cloned().map(|j| viewer.view(j)).collect();
+                snap.queue = super::JobList::from_views(views);
+                snap.running = std::mem::take(&mut snap.running)
+                    .into_iter()
+                    .map(|j| viewer.view(j))
+                    .collect();
+                snap.finished = Arc::new(
+                    snap.finished
+                        .iter()
+                        .cloned()
+                        .map(|j| viewer.view(j))
+                        .collect(),
+                );
+                Update::Full(snap)
+            }
+            Update::Delta(mut d) => {
+                d.queue = std::mem::take(&mut d.queue)
+                    .into_iter()
+                    .map(|c| match c {
+                        Change::Upsert(v) => Change::Upsert(viewer.view_arc(v)),
+                        other => other,
+                    })
+                    .collect();
+                d.running = std::mem::take(&mut d.running)
+                    .into_iter()
+                    .map(|j| viewer.view(j))
+                    .collect();
+                d.finished = d
+                    .finished
+                    .map(|f| Arc::new(f.iter().cloned().map(|j| viewer.view(j)).collect()));
+                Update::Delta(d)
+            }
+        }
+    }
 }
 
 impl Snapshot {
@@ -126,6 +177,8 @@ impl Snapshot {
                 access: self.access.clone(),
                 estimates: (!Arc::ptr_eq(&self.estimates, &b.estimates))
                     .then(|| self.estimates.clone()),
+                paused: self.paused.clone(),
+                containment: self.containment.clone(),
             })
         });
         match delta {
@@ -168,6 +221,8 @@ impl Snapshot {
             self.preemptions = p;
         }
         self.grace_period_seconds = d.grace_period_seconds;
+        self.paused = d.paused;
+        self.containment = d.containment;
         self.access = d.access;
         if let Some(e) = d.estimates {
             self.estimates = e;

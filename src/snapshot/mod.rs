@@ -4,9 +4,9 @@
 //! `Arc<Snapshot>`; consecutive snapshots share every queue chunk that did not change,
 //! and subscribers get [`Delta`]s. Readers never touch the live scheduler.
 
+use crate::access::Access;
 use crate::model::{JobId, JobState, Strategy, Submitter};
 use crate::sched::{LendEdge, Phase, QKey, Sched, StopCause, Time};
-use crate::server::auth::Access;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -103,6 +103,22 @@ pub struct UnitView {
     /// Σ maxCapacity of the shares.
     pub guaranteed: u64,
     pub devices: Vec<DeviceView>,
+    /// The unit's reservation for a big job (SPEC §3), if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<ReservationView>,
+}
+
+/// A unit's reservation: no other job borrows the unit (with `nodes`: on `node`) until
+/// `job` starts (SPEC §3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReservationView {
+    pub job: JobId,
+    pub job_name: String,
+    pub share: String,
+    /// When it was taken (the scheduler's instant: milliseconds since the epoch live).
+    pub since: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 impl UnitView {
@@ -212,13 +228,8 @@ pub struct PreemptionRecord {
     pub by_user: Option<String>,
 }
 
-/// GPU telemetry for one device, where NVML answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Telemetry {
-    pub util: u32,
-    pub mem_used: u64,
-    pub mem_total: u64,
-}
+/// GPU telemetry for one device (sampled by `exec::telemetry`).
+pub use crate::exec::telemetry::Telemetry;
 
 /// Why the queued jobs of one reason group wait: every RUNNABLE, not nominated job of
 /// one (share, unit, quantity) waits for the same reason, except those behind the lane's
@@ -279,6 +290,50 @@ pub struct Snapshot {
     /// socket's peer credentials (set by `server::remote`, never sent).
     #[serde(skip)]
     pub served_by: Option<ServedBy>,
+    /// Why scheduling is paused (its decisions cannot be written, SPEC §8), while it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<String>,
+    /// Jobs not contained or GPUs not isolated, and why (SPEC §7); `None` when they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<String>,
+}
+
+/// Who reads a picture (SPEC §9): every job's id, name, share, user, state, reason,
+/// devices and times are for everyone; a job's command only for its owner and admins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Viewer {
+    pub uid: u32,
+    pub admin: bool,
+}
+
+impl Viewer {
+    /// Someone who may see everything (the scheduler's own console).
+    pub const ADMIN: Viewer = Viewer {
+        uid: 0,
+        admin: true,
+    };
+
+    /// May this viewer see the job's command?
+    pub fn sees_command(&self, j: &JobView) -> bool {
+        self.admin || j.submitter.as_ref().is_some_and(|s| s.uid == self.uid)
+    }
+
+    /// The job as this viewer may see it: the command hidden (empty) when not theirs.
+    pub fn view(&self, mut j: JobView) -> JobView {
+        if !self.sees_command(&j) {
+            j.command = String::new();
+        }
+        j
+    }
+
+    /// The same for a shared row: copied only when something is hidden.
+    pub fn view_arc(&self, j: Arc<JobView>) -> Arc<JobView> {
+        if self.sees_command(&j) || j.command.is_empty() {
+            j
+        } else {
+            Arc::new(self.view((*j).clone()))
+        }
+    }
 }
 
 /// The process an attached console shows the picture of.
@@ -311,6 +366,8 @@ impl Snapshot {
             changes: ChangeLog::default(),
             link_down_since: None,
             served_by: None,
+            paused: None,
+            containment: None,
         }
     }
 
@@ -443,12 +500,23 @@ impl Snapshot {
                         }
                     })
                     .collect();
+                let reservation = sched.reservation_of(&name).and_then(|r| {
+                    let j = sched.job(r.job)?;
+                    Some(ReservationView {
+                        job: r.job,
+                        job_name: j.name().to_string(),
+                        share: sched.share_name(j.share).to_string(),
+                        since: r.since,
+                        node: r.node.map(|n| sched.node_name(n).to_string()),
+                    })
+                });
                 UnitView {
                     name,
                     usable,
                     used,
                     guaranteed,
                     devices,
+                    reservation,
                 }
             })
             .collect();

@@ -303,6 +303,8 @@ impl Picture {
             estimates: self.estimates.clone(),
             link_down_since: None,
             served_by: None,
+            paused: None,
+            containment: None,
             // The rules are the runtime's: it sets them (`Runtime::publish`).
             access: Arc::default(),
         }

@@ -129,8 +129,12 @@ impl Store {
         // Attempts of jobs that no longer hold GPUs are over (a cancelled job's exit, for
         // one, is reported by no event).
         for &id in &touched {
-            if !sched.job(id).is_some_and(Job::is_holding) {
-                close_attempt(&tx, id, now).map_err(err)?;
+            match sched.job(id) {
+                Some(j) if j.is_holding() => {}
+                // Ended at the time the core has for it (its supervisor's clock, SPEC
+                // §7), which may be before this batch.
+                j => close_attempt(&tx, id, j.and_then(|j| j.finished_at).unwrap_or(now))
+                    .map_err(err)?,
             }
         }
         let (lines, standing) =

@@ -3,26 +3,9 @@
 //! `shareq export-trace`).
 
 use super::{Store, StoreError};
+pub use crate::replay::history::TraceJob;
 use crate::sched::Time;
 use rusqlite::params;
-
-/// One real submission of the window, as a replay trace needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TraceJob {
-    pub id: u64,
-    pub name: String,
-    pub share: String,
-    pub unit: String,
-    pub quantity: u32,
-    pub priority: u32,
-    /// ms since the epoch.
-    pub submitted: Time,
-    /// How long its last attempt ran (ms): to its end, or until `now` while it runs.
-    /// `None`: it never started.
-    pub ran_ms: Option<i64>,
-    /// Its last attempt is still running (`ran_ms` is a lower bound).
-    pub running: bool,
-}
 
 impl Store {
     /// Run times (ms) of the latest `limit` attempts that ended by themselves (succeeded or

@@ -1,6 +1,6 @@
 //! The console's state: the snapshot on show, focus, selections, filter and sort, the open
 //! overlay, and the screen areas of the last frame (for mouse clicks). Keys change it in
-//! `input`; `draw` only reads it (plus scroll offsets it settles).
+//! `input`; `draw::settle` settles the scroll windows, and `draw::render` only reads it.
 
 use super::filter::{Filter, RowOrder, Sort};
 use super::logs::LogSource;

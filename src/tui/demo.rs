@@ -220,6 +220,13 @@ pub async fn run_demo(actions: mpsc::Sender<Action>, demo: Demo) -> anyhow::Resu
 mod tests {
     use super::*;
 
+    /// The AWS example's config directory (sample-configs/aws-example) as one text.
+    const AWS_EXAMPLE: &str = concat!(
+        include_str!("../../sample-configs/aws-example/environment.yaml"),
+        "\n---\n",
+        include_str!("../../sample-configs/aws-example/shares.yaml")
+    );
+
     #[test]
     fn same_seed_same_jobs_other_seed_other_mix() {
         let a: Vec<DemoStep> = Demo::new(7).take(40).collect();
@@ -306,7 +313,7 @@ state: DISABLED
         }
         // The AWS example's shares keep the scripted opening.
         let aws = crate::config::validate(
-            crate::config::parse_documents(crate::tui::fixtures::AWS_CONFIG, None).expect("parses"),
+            crate::config::parse_documents(AWS_EXAMPLE, None).expect("parses"),
         )
         .expect("valid");
         assert_eq!(

@@ -1,13 +1,17 @@
 //! Lays the panes out for the terminal's size (80×24 up to 240×70 and beyond) and draws
-//! them, then the overlay of the current mode on top.
+//! them, then the overlay of the current mode on top. Two steps: [`settle`] decides what
+//! scrolls (each list pane's window) and records where the panes are; [`render`] draws
+//! from `&App` alone.
 
-use super::app::{App, Mode, Pane};
-use super::panes::{footer, gpus, header, lending, preemptions, queue, running, shares};
+use super::app::{App, Mode, Pane, PaneArea};
+use super::panes::{
+    footer, gpus, header, header_rows, lending, preemptions, queue, running, shares, window,
+};
 use super::popups::{config_errors, confirm, details, help, history, log, submit};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
-use ratatui::widgets::Paragraph;
+use ratatui::widgets::{Block, Paragraph};
 
 /// Smallest screen the layout is meant for; below it a notice is shown instead.
 pub const MIN_W: u16 = 60;
@@ -109,10 +113,53 @@ pub fn layout(area: Rect, app: &App) -> Areas {
     }
 }
 
-/// Draw one frame.
+/// Lay out and draw one frame: [`settle`], then [`render`].
 pub fn draw(f: &mut Frame, app: &mut App) {
+    settle(app, f.area());
+    render(f, app);
+}
+
+/// Is the screen too small for the layout (a notice is drawn instead)?
+fn too_small(area: Rect) -> bool {
+    area.width < MIN_W || area.height < MIN_H
+}
+
+/// The layout step, before drawing: each list pane's window (its first row, from its
+/// selection, its height and the last frame's window) and its place on screen, for the
+/// mouse and for paging. Drawing then only reads the `App`.
+pub fn settle(app: &mut App, area: Rect) {
+    if too_small(area) {
+        return;
+    }
+    let a = layout(area, app);
+    for (pane, area) in [
+        (Pane::Shares, a.shares),
+        (Pane::Gpus, a.gpus),
+        (Pane::Queue, a.queue),
+        (Pane::Running, a.running),
+        (Pane::Preemptions, a.preemptions),
+    ] {
+        let inner = Block::bordered().inner(area);
+        let header = header_rows(pane);
+        if header > 0 && inner.height == 0 {
+            continue; // the pane draws its border only: it keeps its last window
+        }
+        let rows = inner.height.saturating_sub(header);
+        let offset = window(app, pane, rows);
+        app.offset[pane.index()] = offset;
+        app.areas[pane.index()] = PaneArea {
+            area,
+            body_top: inner.y + header,
+            offset,
+            rows,
+        };
+    }
+}
+
+/// Draw one frame of a settled `App`.
+pub fn render(f: &mut Frame, app: &App) {
     let area = f.area();
-    if area.width < MIN_W || area.height < MIN_H {
+    if too_small(area) {
         let msg = format!(
             "shareq needs at least {MIN_W}×{MIN_H} (this is {}×{}); q quits",
             area.width, area.height

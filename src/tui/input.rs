@@ -5,6 +5,7 @@ use super::action::Action;
 use super::app::{App, LineInput, Mode, PENDING_PRIORITY_MS, Pane, PendingPriority};
 use super::draw::pane_at;
 use super::filter::Filter;
+use super::keymap::{UiAction, action_for};
 use super::popups::submit::{FormOutcome, SubmitForm};
 use super::text::duration_short;
 use crate::model::{JobState, MAX_PRIORITY};
@@ -345,6 +346,7 @@ fn open_log(app: &mut App, j: &crate::snapshot::JobView) {
     };
 }
 
+/// The main screen: the key's [`UiAction`] from the one key table (`keymap`).
 fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
     let page = app.areas[app.focus.index()].rows.max(1) as isize;
     let job = app.selected_job().cloned();
@@ -352,25 +354,26 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
         app.say("no job selected here: pick one in Queue or Running", true);
         None
     };
-    match key.code {
-        KeyCode::Char('q') => return quit(app),
-        KeyCode::Char('?') => app.mode = Mode::Help,
-        KeyCode::Char('e') => {
+    let action = action_for(key)?;
+    match action {
+        UiAction::Quit => return quit(app),
+        UiAction::Help => app.mode = Mode::Help,
+        UiAction::ConfigErrors => {
             if app.snap.config.error.is_some() {
                 app.mode = Mode::ConfigErrors { scroll: 0 };
             } else {
                 app.say("the config in force was applied without errors", false);
             }
         }
-        KeyCode::Tab => focus_step(app, 1),
-        KeyCode::BackTab => focus_step(app, -1),
-        KeyCode::Char('j') | KeyCode::Down => move_sel(app, 1),
-        KeyCode::Char('k') | KeyCode::Up => move_sel(app, -1),
-        KeyCode::Char('g') | KeyCode::Home => move_sel(app, isize::MIN / 2),
-        KeyCode::Char('G') | KeyCode::End => move_sel(app, isize::MAX / 2),
-        KeyCode::PageDown => move_sel(app, page),
-        KeyCode::PageUp => move_sel(app, -page),
-        KeyCode::Enter => match (app.focus, job) {
+        UiAction::NextPane => focus_step(app, 1),
+        UiAction::PrevPane => focus_step(app, -1),
+        UiAction::Down => move_sel(app, 1),
+        UiAction::Up => move_sel(app, -1),
+        UiAction::First => move_sel(app, isize::MIN / 2),
+        UiAction::Last => move_sel(app, isize::MAX / 2),
+        UiAction::PageDown => move_sel(app, page),
+        UiAction::PageUp => move_sel(app, -page),
+        UiAction::Open => match (app.focus, job) {
             (Pane::Shares, _) => {
                 if let Some(name) = app.snap.shares.get(app.selected()).map(|s| s.name.clone()) {
                     set_filter(app, &format!("share:{name}"));
@@ -384,8 +387,12 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
             (_, Some(j)) => app.mode = Mode::Details(Box::new(app.snap.resolved(&j))),
             (_, None) => return nothing(app),
         },
-        KeyCode::Esc if !app.filter.is_empty() => set_filter(app, ""),
-        KeyCode::Char('s') => {
+        UiAction::ClearFilter => {
+            if !app.filter.is_empty() {
+                set_filter(app, "")
+            }
+        }
+        UiAction::Submit => {
             let share = match (app.focus, &job) {
                 (Pane::Shares, _) => app.snap.shares.get(app.selected()).map(|s| s.name.clone()),
                 (_, Some(j)) => Some(j.share.clone()),
@@ -401,15 +408,15 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
             .unwrap_or_default();
             app.mode = Mode::Submit(Box::new(SubmitForm::new(&share)));
         }
-        KeyCode::Char('c') => match job {
+        UiAction::Cancel => match job {
             Some(j) => return ask_cancel(app, &j),
             None => return nothing(app),
         },
-        KeyCode::Char('p') => match job {
+        UiAction::Priority => match job {
             Some(j) => ask_priority(app, &j),
             None => return nothing(app),
         },
-        KeyCode::Char(c @ ('+' | '=' | '-')) => {
+        step @ (UiAction::PriorityUp | UiAction::PriorityDown) => {
             let Some(j) = job else { return nothing(app) };
             if !app.may(JobAction::Priority, &j) {
                 return None;
@@ -421,7 +428,7 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
                 .get(&j.id)
                 .filter(|p| app.now - p.at < PENDING_PRIORITY_MS)
                 .map_or(j.priority, |p| p.priority);
-            let p = if c == '-' {
+            let p = if step == UiAction::PriorityDown {
                 base.saturating_sub(1)
             } else {
                 (base + 1).min(MAX_PRIORITY)
@@ -440,35 +447,34 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
             app.say(format!("priority of job {} {} → {p}", j.id, j.name), false);
             return Some(Action::SetPriority(j.id, p));
         }
-        KeyCode::Char('/') => {
+        UiAction::Filter => {
             let before = app.filter.raw().to_string();
             app.mode = Mode::Filter {
                 input: LineInput::new(&before),
                 before,
             };
         }
-        KeyCode::Char('o') => {
+        UiAction::Sort => {
             app.sort = app.sort.next();
             app.rebuild_rows();
             app.sel[Pane::Queue.index()] = 0;
             app.say(format!("queue sorted by {}", app.sort.label()), false);
         }
-        KeyCode::Char('l') => match job {
+        UiAction::Log => match job {
             Some(j) => open_log(app, &j),
             None => return nothing(app),
         },
-        KeyCode::Char('h') => {
+        UiAction::History => {
             app.mode = Mode::History;
             return Some(app.history.ask(app.history.window, app.now));
         }
-        KeyCode::Char('r') => {
+        UiAction::Reload => {
             if !app.may_reload() {
                 return None;
             }
             app.say("re-reading the config…", false);
             return Some(Action::Reload);
         }
-        _ => {}
     }
     None
 }

@@ -2,15 +2,16 @@
 //! into [`Action`]s on an `mpsc` channel. It never touches scheduler state.
 //!
 //! - [`action`]: what the console asks of the runtime.
-//! - [`app`]: console state; [`input`]: keys and mouse → state and actions.
+//! - [`app`]: console state; [`input`]: keys and mouse → state and actions, the main
+//!   screen's keys through [`keymap`], the one key table the `?` help is written from.
 //! - [`draw`]: layout; [`panes`]: one file per pane; [`popups`]: overlays.
 //! - [`theme`]: colour themes; [`filter`]: `/` and `o`; [`logs`]: the `l` log tail;
 //!   [`history`]: the `h` view's state and figures; [`terminal`]: raw mode and its
 //!   restoration. The submit form's prediction comes from the runtime
 //!   (`crate::forecast::predict`, the real scheduler on a copy).
 //! - [`bridge`]: actions → runtime inputs, answers → footer notices.
-//! - [`demo`]: the load generator behind `shareq demo`; [`fixtures`]: sample snapshots
-//!   built with the real scheduler, for tests, benches and screen captures.
+//! - [`demo`]: the load generator behind `shareq demo` (the console's sample snapshots for
+//!   tests and benches are test data: `tests/it/fixtures.rs`).
 
 pub mod action;
 pub mod app;
@@ -18,9 +19,9 @@ pub mod bridge;
 pub mod demo;
 pub mod draw;
 pub mod filter;
-pub mod fixtures;
 pub mod history;
 pub mod input;
+pub mod keymap;
 pub mod logs;
 pub mod panes;
 pub mod popups;

@@ -25,7 +25,7 @@ fn telemetry(util: Option<u32>, used: Option<u64>, total: Option<u64>) -> String
     }
 }
 
-pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
+pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let used: u32 = app.snap.units.iter().map(|u| u.used).sum();
     let usable: u32 = app.snap.units.iter().map(|u| u.usable).sum();
     let nodes = app
@@ -44,7 +44,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
     let inner = blk.inner(area);
     f.render_widget(blk, area);
     let rows = inner.height;
-    let off = window(app, Pane::Gpus, area, inner.y, rows);
+    let off = window(app, Pane::Gpus, rows);
     let w = inner.width as usize;
     let multi_unit = app.snap.units.len() > 1;
     let multi_node = app.snap.units.iter().any(|u| u.by_node().len() > 1);

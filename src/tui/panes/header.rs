@@ -1,5 +1,6 @@
-//! Header: environment, the scheduler an attached console shows, capacity totals, config state (applied at …, or the last error
-//! with file:line in red), oversubscription and theme warnings, and the clock.
+//! Header: environment, the scheduler an attached console shows, capacity totals, config
+//! state (applied at …, or the last error with file:line in red), oversubscription,
+//! containment and theme warnings, a paused scheduler, and the clock.
 
 use crate::tui::app::App;
 use crate::tui::text::{clock, fit};
@@ -41,6 +42,14 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         ));
         spans.push(sep());
     }
+    // A scheduler that cannot write its decisions says so next (SPEC §8).
+    if let Some(why) = &s.paused {
+        spans.push(Span::styled(
+            format!("⏸ {}", crate::visible::visible(why)),
+            t.error_style().add_modifier(Modifier::BOLD),
+        ));
+        spans.push(sep());
+    }
     spans.push(Span::styled(
         env.to_string(),
         t.text().add_modifier(Modifier::BOLD),
@@ -71,7 +80,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         },
         t.text(),
     );
-    let over: Vec<String> = s
+    let mut over: Vec<String> = s
         .units
         .iter()
         .filter(|u| u.oversubscribed())
@@ -82,6 +91,29 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             )
         })
         .collect();
+    // A unit reserved for a big job (SPEC §3): its borrowers wait until the job starts.
+    let reserved: Vec<String> = s
+        .units
+        .iter()
+        .filter_map(|u| {
+            let r = u.reservation.as_ref()?;
+            let on = r
+                .node
+                .as_ref()
+                .map(|n| format!(" on {n}"))
+                .unwrap_or_default();
+            Some(format!(
+                "{}{on} reserved for job {} ({}) since {}",
+                u.name,
+                r.job,
+                r.share,
+                clock(r.since, tz)
+            ))
+        })
+        .collect();
+    if !reserved.is_empty() {
+        over.push(reserved.join("; "));
+    }
     let over = (!over.is_empty())
         .then(|| Span::styled(over.join("; "), t.warn_style().add_modifier(Modifier::BOLD)));
     let config = match (&s.config.error, s.config.applied_at) {
@@ -134,6 +166,17 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     for part in order {
         spans.push(sep());
         spans.push(part);
+    }
+    // Jobs not contained or GPUs not isolated (SPEC §7): short here; `shareq gpus` and
+    // the log say why.
+    if let Some(w) = &s.containment {
+        let short = if w.starts_with("jobs are not contained") {
+            "⚠ jobs are not contained"
+        } else {
+            "⚠ GPUs are not isolated"
+        };
+        spans.push(sep());
+        spans.push(Span::styled(short, t.warn_style()));
     }
     if let Some(w) = &app.theme_warning {
         spans.push(sep());

@@ -10,8 +10,7 @@ pub mod queue;
 pub mod running;
 pub mod shares;
 
-use super::app::{App, Pane, PaneArea};
-use ratatui::layout::Rect;
+use super::app::{App, Pane};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType};
@@ -34,9 +33,11 @@ pub fn block<'a>(app: &App, pane: Pane, title: Line<'a>) -> Block<'a> {
         .title(title.style(title_style))
 }
 
-/// Keep the selection of `pane` inside a window of `rows` rows; returns the first row
-/// to show and records the window for mouse clicks.
-pub fn window(app: &mut App, pane: Pane, area: Rect, body_top: u16, rows: u16) -> usize {
+/// The first row `pane` shows in a window of `rows` rows: the last frame's first row,
+/// moved just enough to keep the selection in view. Pure: `draw::settle` stores it (and
+/// the pane's place for mouse clicks) before the frame is drawn, and drawing reads it
+/// again here, which gives the same row.
+pub fn window(app: &App, pane: Pane, rows: u16) -> usize {
     let i = pane.index();
     let n = app.len(pane);
     let rows_us = rows.max(1) as usize;
@@ -48,15 +49,15 @@ pub fn window(app: &mut App, pane: Pane, area: Rect, body_top: u16, rows: u16) -
     if sel >= off + rows_us {
         off = sel + 1 - rows_us;
     }
-    off = off.min(n.saturating_sub(rows_us));
-    app.offset[i] = off;
-    app.areas[i] = PaneArea {
-        area,
-        body_top,
-        offset: off,
-        rows,
-    };
-    off
+    off.min(n.saturating_sub(rows_us))
+}
+
+/// Header lines above a list pane's rows (inside its border): its column titles.
+pub fn header_rows(pane: Pane) -> u16 {
+    match pane {
+        Pane::Shares | Pane::Queue | Pane::Running => 1,
+        Pane::Gpus | Pane::Preemptions => 0,
+    }
 }
 
 /// The style of a list row: selected rows are highlighted only in the focused pane.

@@ -79,7 +79,7 @@ fn spans(app: &App, p: &PreemptionRecord, fresh: bool, narrow: bool) -> Vec<Span
     out
 }
 
-pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
+pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let n = app.snap.preemptions.len();
     let blk = block(
         app,
@@ -89,7 +89,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
     let inner = blk.inner(area);
     f.render_widget(blk, area);
     let rows = inner.height;
-    let off = window(app, Pane::Preemptions, area, inner.y, rows);
+    let off = window(app, Pane::Preemptions, rows);
     let t = &app.theme;
     let w = inner.width as usize;
     let mut lines = Vec::new();

@@ -12,7 +12,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
+pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let n = app.queue_rows.len();
     let total = app.snap.queue.len();
     let count = if n == total {
@@ -60,7 +60,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
         "why",
     );
     let rows = inner.height.saturating_sub(1);
-    let off = window(app, Pane::Queue, area, inner.y + 1, rows);
+    let off = window(app, Pane::Queue, rows);
     let t = &app.theme;
     let mut lines = Vec::with_capacity(rows as usize + 1);
     lines.push(header_line(app, head));
@@ -112,11 +112,12 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
     f.render_widget(Paragraph::new(lines), inner);
 }
 
-/// A queued job's estimated start, short: `~3m12s`, `~now`, `>7d`, `?`.
+/// A queued job's estimated start, short: `~3m12s`, `overdue` (the estimate has passed and
+/// the job could not start), `>7d`, `?`.
 fn estimate(app: &App, id: crate::model::JobId) -> String {
     use crate::forecast::Estimate;
     match app.snap.estimate(id) {
-        Estimate::At(t) if t <= app.now => "~now".to_string(),
+        Estimate::At(t) if t <= app.now => "overdue".to_string(),
         Estimate::At(t) => format!("~{}", duration(t - app.now)),
         e => e.label(app.now),
     }

@@ -29,7 +29,7 @@ pub fn stopping_text(j: &JobView, now: i64, grace_s: u32) -> Option<String> {
     })
 }
 
-pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
+pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let n = app.running_rows.len();
     let mut title = format!(" Running ({n}) ");
     if app.focus == Pane::Running {
@@ -59,7 +59,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
         "state",
     );
     let rows = inner.height.saturating_sub(1);
-    let off = window(app, Pane::Running, area, inner.y + 1, rows);
+    let off = window(app, Pane::Running, rows);
     let t = &app.theme;
     let mut lines = vec![header_line(app, head)];
     for i in off..(off + rows as usize).min(n) {

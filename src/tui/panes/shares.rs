@@ -90,7 +90,7 @@ fn bar_words(parts: [u32; 4]) -> String {
         .join(", ")
 }
 
-pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
+pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let title = Line::from(format!(
         " Shares ─ {GLYPH_OWN} own {GLYPH_BORROWED} borrowed {GLYPH_LENT} lent {GLYPH_IDLE} idle "
     ));
@@ -157,7 +157,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &mut App) {
     );
     let mut lines = vec![header_line(app, head)];
     let rows = inner.height.saturating_sub(1);
-    let off = window(app, Pane::Shares, area, inner.y + 1, rows);
+    let off = window(app, Pane::Shares, rows);
     let t = &app.theme;
     for (i, s) in app
         .snap

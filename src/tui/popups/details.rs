@@ -83,7 +83,8 @@ pub fn render(f: &mut Frame, area: Rect, j: &JobView, now: i64, tz: i32, theme: 
     lines.extend(row(
         "command",
         if j.command.is_empty() {
-            "-".to_string()
+            // Another user's command is not sent to this console (SPEC §9).
+            "(shown to its owner and admins only)".to_string()
         } else {
             j.command.clone()
         },

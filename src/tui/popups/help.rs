@@ -1,6 +1,9 @@
-//! The `?` overlay: every key, grouped, so nothing has to be remembered.
+//! The `?` overlay: every key, grouped, so nothing has to be remembered. The lines come
+//! from the console's one key table (`tui::keymap`), so the help shows what the keys do;
+//! the `/` filter's syntax follows as its own group (kept in `filter::KEYS`).
 
 use super::{centered, frame_block};
+use crate::tui::keymap;
 use crate::tui::text::fit;
 use crate::tui::theme::Theme;
 use ratatui::Frame;
@@ -8,36 +11,6 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
-
-/// (key, what it does); an empty key starts a group.
-pub const KEYS: &[(&str, &str)] = &[
-    ("", "Moving"),
-    ("tab/S-tab", "next / previous pane"),
-    ("j k ↓ ↑", "select row"),
-    ("g / G", "first / last row"),
-    ("PgDn/PgUp", "page down / up"),
-    ("enter", "details / share's jobs"),
-    ("click", "select pane and row"),
-    ("", "Jobs"),
-    ("s", "submit a job"),
-    ("c", "cancel job (asks y/n)"),
-    ("p", "set job priority"),
-    ("+ / -", "priority up / down by 1"),
-    ("l", "job's log tail"),
-    ("", "View"),
-    ("h", "GPU use history (1/2/3)"),
-    ("/", "filter jobs (see below)"),
-    ("o", "cycle queue sort order"),
-    ("r", "re-read the config now"),
-    ("e", "the rejected config's errors"),
-    ("?", "this help"),
-    ("q/ctrl-c", "quit / detach / stop"),
-    ("", "Shares bar"),
-    ("■", "own, within limit"),
-    ("▤", "borrowed (over limit)"),
-    ("░", "idle, lent out"),
-    ("·", "idle guarantee"),
-];
 
 fn lines<'a>(
     keys: &'a [(&'a str, &'a str)],
@@ -65,9 +38,9 @@ fn lines<'a>(
         .collect()
 }
 
-/// The keys, then the `/` filter's syntax as its own group (kept in `filter::KEYS`).
+/// The keys, then the `/` filter's syntax as its own group.
 fn entries() -> Vec<(&'static str, &'static str)> {
-    let mut all = KEYS.to_vec();
+    let mut all: Vec<(&str, &str)> = keymap::help_lines().collect();
     all.push(("", "Filter syntax (/)"));
     all.extend_from_slice(crate::tui::filter::KEYS);
     all
@@ -75,19 +48,23 @@ fn entries() -> Vec<(&'static str, &'static str)> {
 
 /// One column when it fits the height, else two (groups kept whole).
 pub fn render(f: &mut Frame, area: Rect, theme: &Theme) {
-    let all = entries();
-    let one_column = area.height as usize >= all.len() + 2;
-    let split = all
+    let keys = entries();
+    let keys = &keys[..];
+    let one_column = area.height as usize >= keys.len() + 2;
+    let split = keys
         .iter()
         .enumerate()
-        .filter(|(i, (k, _))| k.is_empty() && *i >= all.len() / 2)
+        .filter(|(i, (k, _))| k.is_empty() && *i >= keys.len() / 2)
         .map(|(i, _)| i)
         .next()
-        .unwrap_or(all.len());
+        .unwrap_or(keys.len());
     let (w, h) = if one_column {
-        (56, all.len() as u16 + 2)
+        (56, keys.len() as u16 + 2)
     } else {
-        (area.width.min(100), split.max(all.len() - split) as u16 + 2)
+        (
+            area.width.min(100),
+            split.max(keys.len() - split) as u16 + 2,
+        )
     };
     let r = centered(area, w, h);
     f.render_widget(Clear, r);
@@ -96,7 +73,7 @@ pub fn render(f: &mut Frame, area: Rect, theme: &Theme) {
     f.render_widget(block, r);
     if one_column {
         f.render_widget(
-            Paragraph::new(lines(&all, 12, inner.width as usize, theme)),
+            Paragraph::new(lines(keys, 12, inner.width as usize, theme)),
             inner,
         );
         return;
@@ -104,11 +81,11 @@ pub fn render(f: &mut Frame, area: Rect, theme: &Theme) {
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(inner);
     f.render_widget(
-        Paragraph::new(lines(&all[..split], 10, left.width as usize, theme)),
+        Paragraph::new(lines(&keys[..split], 10, left.width as usize, theme)),
         left,
     );
     f.render_widget(
-        Paragraph::new(lines(&all[split..], 10, right.width as usize, theme)),
+        Paragraph::new(lines(&keys[split..], 10, right.width as usize, theme)),
         right,
     );
 }

@@ -1,0 +1,528 @@
+"""The client: one JSON request per line on ``<state>/shareq.sock``, one JSON answer per
+line (docs/API.md). The kernel tells the scheduler who is calling (peer credentials):
+nothing in a request names a user, so a client acts exactly as its process's user may.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import socket
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+
+from .errors import NotRunning, ProtocolError, ShareqError, from_answer
+
+#: The protocol version this client speaks.
+API_VERSION = 1
+
+#: The states of a job that has ended.
+FINISHED = ("SUCCEEDED", "FAILED")
+
+#: How often a submit whose answer was lost is sent (with the same client token), as the
+#: CLI does.
+SUBMIT_TRIES = 4
+
+_ALL_STATES = ("RUNNABLE", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED")
+_STATE_WORDS = {
+    "queued": ("RUNNABLE",),
+    "running": ("SCHEDULED", "STARTING", "RUNNING"),
+    "finished": FINISHED,
+}
+
+Strings = Union[str, Iterable[str]]
+When = Union[datetime, float, int, None]
+
+
+def default_state_dir(env: Optional[Mapping[str, str]] = None) -> str:
+    """The state directory the CLI uses without ``--state``: ``$SHAREQ_STATE``, else
+    ``$XDG_STATE_HOME/shareq``, else ``~/.local/state/shareq`` (empty variables count as
+    unset). Raises :class:`ShareqError` when none can be found."""
+    env = os.environ if env is None else env
+
+    def var(k: str) -> Optional[str]:
+        v = env.get(k)
+        return v if v else None
+
+    s = var("SHAREQ_STATE")
+    if s:
+        return s
+    x = var("XDG_STATE_HOME")
+    if x:
+        return os.path.join(x, "shareq")
+    h = var("HOME")
+    if h:
+        return os.path.join(h, ".local/state/shareq")
+    raise ShareqError("no state directory: pass state=DIR or set SHAREQ_STATE")
+
+
+def _time(ms: Optional[int]) -> Optional[datetime]:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
+
+
+def _ms(t: When) -> Optional[int]:
+    if t is None:
+        return None
+    if isinstance(t, datetime):
+        if t.tzinfo is None:
+            t = t.astimezone()
+        return int(t.timestamp() * 1000)
+    return int(float(t) * 1000)
+
+
+def _strings(v: Optional[Strings]) -> List[str]:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [p for p in v.split(",") if p]
+    return list(v)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job as the scheduler shows it (a ``JobView`` of docs/API.md). Times are
+    timezone-aware UTC datetimes; ``raw`` is the object as the scheduler sent it."""
+
+    id: int
+    name: str
+    share: str
+    unit: str
+    #: GPUs (``quantity``).
+    gpus: int
+    priority: int
+    #: ``RUNNABLE``, ``SCHEDULED``, ``STARTING``, ``RUNNING``, ``SUCCEEDED`` or ``FAILED``.
+    state: str
+    #: Why it waits (queued), what it does, or why it failed.
+    reason: str
+    devices: List[int]
+    node: Optional[str]
+    #: The submitter's user name (``None`` only for jobs stored before shareq knew).
+    user: Optional[str]
+    uid: Optional[int]
+    submitted: datetime
+    started: Optional[datetime]
+    finished: Optional[datetime]
+    #: Queued jobs: the forecast's estimated start, when there is one.
+    estimated_start: Optional[datetime]
+    estimate_note: Optional[str]
+    attempts: int
+    preempted_count: int
+    command: str
+    on_borrowed: bool
+    #: Being stopped: (why, since when).
+    stopping: Optional[tuple]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def done(self) -> bool:
+        """Has the job ended (SUCCEEDED or FAILED)?"""
+        return self.state in FINISHED
+
+    @classmethod
+    def from_view(cls, v: Dict[str, Any]) -> "Job":
+        """A Job from the protocol's ``JobView`` object."""
+        sub = v.get("submitter") or {}
+        stopping = v.get("stopping")
+        return cls(
+            id=int(v["id"]),
+            name=v["name"],
+            share=v["share"],
+            unit=v["unit"],
+            gpus=int(v["quantity"]),
+            priority=int(v["priority"]),
+            state=v["state"],
+            reason=v.get("reason") or "",
+            devices=list(v.get("devices") or []),
+            node=v.get("node"),
+            user=sub.get("name"),
+            uid=sub.get("uid"),
+            submitted=_time(v["submitted"]),  # type: ignore[arg-type]
+            started=_time(v.get("started")),
+            finished=_time(v.get("finished")),
+            estimated_start=_time(v.get("estimatedStart")),
+            estimate_note=v.get("estimateNote"),
+            attempts=int(v.get("attempts", 0)),
+            preempted_count=int(v.get("preempted_count", 0)),
+            command=v.get("command") or "",
+            on_borrowed=bool(v.get("on_borrowed")),
+            stopping=(stopping[0], _time(stopping[1])) if stopping else None,
+            raw=v,
+        )
+
+
+class Client:
+    """A client of the scheduler on one state directory.
+
+    ``state``: the state directory (default: as the CLI finds it, see
+    :func:`default_state_dir`). ``timeout``: seconds one request may take (``None``: no
+    limit). Each call opens its own connection, so one Client may be shared by threads.
+    """
+
+    def __init__(self, state: Optional[str] = None, timeout: Optional[float] = 60.0) -> None:
+        self.state = os.fspath(state) if state is not None else default_state_dir()
+        self.socket_path = os.path.join(self.state, "shareq.sock")
+        self.timeout = timeout
+
+    def __repr__(self) -> str:
+        return f"shareq.Client(state={self.state!r})"
+
+    # -- the wire -------------------------------------------------------------------
+
+    def _connect(self, timeout: Optional[float]) -> socket.socket:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        try:
+            s.connect(self.socket_path)
+        except (FileNotFoundError, ConnectionRefusedError) as e:
+            s.close()
+            raise NotRunning(
+                f"no scheduler is listening on {self.socket_path}\n"
+                f"start one with: shareq serve --config DIR --state {self.state}"
+            ) from e
+        except OSError as e:
+            s.close()
+            raise ProtocolError(f"cannot connect to {self.socket_path}: {e}") from e
+        return s
+
+    def _receive(self, reader: Any) -> bytes:
+        """Read one answer line (a seam for tests that drop the connection)."""
+        return reader.readline()
+
+    def _call(self, request: Dict[str, Any]) -> Dict[str, Any]:
+        """Send one request on a new connection and return its ``ok`` answer; an error
+        answer is raised as the exception of its ``code``."""
+        line = json.dumps(request, separators=(",", ":")).encode() + b"\n"
+        s = self._connect(self.timeout)
+        try:
+            with s, s.makefile("rb") as reader:
+                try:
+                    s.sendall(line)
+                except BrokenPipeError:
+                    pass  # refused before it was read whole (too large): its answer waits
+                answer = self._receive(reader)
+        except OSError as e:
+            raise ProtocolError(f"talking to the scheduler on {self.socket_path}: {e}") from e
+        if not answer:
+            raise ProtocolError(
+                f"talking to the scheduler on {self.socket_path}: "
+                "the scheduler closed the connection"
+            )
+        try:
+            a = json.loads(answer)
+        except ValueError as e:
+            raise ProtocolError(f"the scheduler sent an answer that is not valid: {e}") from e
+        if not isinstance(a, dict):
+            raise ProtocolError("the scheduler sent an answer that is not an object")
+        if not a.get("ok"):
+            raise from_answer(a)
+        return a
+
+    # -- the calls ------------------------------------------------------------------
+
+    def hello(self) -> Dict[str, Any]:
+        """The scheduler's protocol versions and release, and who it takes this caller
+        for: ``{"api": 1, "apis": [1], "version": "...", "user": "alice", "uid": 1000,
+        "admin": False}``. Raises :class:`~shareq.UnsupportedApi` when it does not speak
+        this client's version."""
+        return self._call({"op": "hello", "api": API_VERSION})["hello"]
+
+    @staticmethod
+    def _spec(
+        share: str,
+        command: Union[str, Sequence[str]],
+        gpus: int,
+        name: Optional[str],
+        priority: int,
+        env: Optional[Mapping[str, str]],
+        timeout: Optional[float],
+        unit: Optional[str],
+        cwd: Optional[str],
+        attempts: Optional[int],
+        preemption_retries: Optional[int],
+        client_token: Optional[str],
+    ) -> Dict[str, Any]:
+        if isinstance(command, str):
+            cmd: Union[str, List[str]] = command
+            first = command
+        else:
+            cmd = [str(a) for a in command]
+            if not cmd:
+                raise ValueError("command is empty")
+            first = cmd[0]
+        if name is None:
+            word = (first.split() or ["job"])[0]
+            name = word.rsplit("/", 1)[-1][:128]
+        spec: Dict[str, Any] = {
+            "jobName": name,
+            "quotaShareName": share,
+            "quantity": int(gpus),
+            "schedulingPriority": int(priority),
+            "command": cmd,
+            "workingDirectory": os.fspath(cwd) if cwd is not None else os.getcwd(),
+            "clientToken": client_token or secrets.token_hex(16),
+        }
+        if unit is not None:
+            spec["capacityUnit"] = unit
+        if env:
+            for k, v in env.items():
+                if not isinstance(k, str) or not isinstance(v, str):
+                    raise TypeError(f"env: {k!r}={v!r}: names and values must be str")
+            spec["env"] = dict(env)
+        if timeout is not None:
+            spec["timeoutSeconds"] = int(math.ceil(timeout))
+        if attempts is not None:
+            spec["retryStrategy"] = {"attempts": int(attempts)}
+        if preemption_retries is not None:
+            spec["preemptionRetriesBeforeTermination"] = int(preemption_retries)
+        return spec
+
+    def submit(
+        self,
+        share: str,
+        command: Union[str, Sequence[str]],
+        gpus: int = 1,
+        name: Optional[str] = None,
+        priority: int = 0,
+        env: Optional[Mapping[str, str]] = None,
+        timeout: Optional[float] = None,
+        unit: Optional[str] = None,
+        cwd: Optional[str] = None,
+        attempts: Optional[int] = None,
+        preemption_retries: Optional[int] = None,
+        client_token: Optional[str] = None,
+    ) -> Job:
+        """Queue a job and return it (as the scheduler shows it right after).
+
+        ``command``: a list runs as argv, a string with ``sh -c``. ``gpus``: GPUs of
+        ``unit`` (default: the environment's only unit). ``priority``: 0..9999, higher
+        first. ``timeout``: seconds per attempt. ``cwd``: the working directory (default:
+        this process's). ``attempts``: tries for non-zero exits (1..10).
+        ``preemption_retries``: preemptions allowed before the job fails. ``name``:
+        default the command's first word.
+
+        Every submit carries a client token (``client_token``, default 128 random bits):
+        when the answer is lost (the connection broke after the request went out) it is
+        sent again with the same token, up to 4 times as the CLI does, and the scheduler
+        answers with the job the first request made: a retry never queues a second job.
+
+        Raises :class:`~shareq.Rejected` (``.reason``), :class:`~shareq.NotAllowed`,
+        :class:`~shareq.LimitExceeded`, :class:`~shareq.NotRunning`.
+        """
+        spec = self._spec(
+            share, command, gpus, name, priority, env, timeout, unit, cwd, attempts,
+            preemption_retries, client_token,
+        )
+        answer = self._submit_with_retries({"op": "submit", "job": spec})
+        return self.job(int(answer["id"]))
+
+    def _submit_with_retries(self, request: Dict[str, Any]) -> Dict[str, Any]:
+        tries = 0
+        lost = False
+        while True:
+            tries += 1
+            try:
+                return self._call(request)
+            except ProtocolError as e:
+                lost = True
+                failure: ShareqError = e
+            except NotRunning as e:
+                if not lost or e.code is not None:
+                    raise  # nothing was sent, or the scheduler answered
+                failure = e
+            if tries >= SUBMIT_TRIES:
+                raise ShareqError(
+                    "the answer to this submit was lost and the scheduler did not answer "
+                    "again in time: the job may have been queued; look with "
+                    "`shareq jobs --all` (or retry with the same client_token="
+                    f"{request['job']['clientToken']!r})"
+                ) from failure
+            time.sleep(0.2 * (2**tries))
+
+    def predict(
+        self,
+        share: str,
+        command: Union[str, Sequence[str]],
+        gpus: int = 1,
+        name: Optional[str] = None,
+        priority: int = 0,
+        env: Optional[Mapping[str, str]] = None,
+        timeout: Optional[float] = None,
+        unit: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """What the job would do if submitted now (start, borrow, preempt, wait or be
+        rejected) and its estimated start, decided by the real scheduler on a copy of its
+        state; nothing is submitted (``shareq submit --predict --json``)."""
+        spec = self._spec(
+            share, command, gpus, name, priority, env, timeout, unit, None, None, None, None
+        )
+        return self._call({"op": "predict", "job": spec})["prediction"]
+
+    def job(self, id: int) -> Job:
+        """One job by id, queued, running or finished. Raises :class:`~shareq.NotFound`."""
+        return Job.from_view(self._call({"op": "job", "id": int(id)})["job"])
+
+    def wait(self, id: int, timeout: Optional[float] = None, poll: float = 0.5) -> Job:
+        """Wait until the job has ended and return it (its ``state`` is SUCCEEDED or
+        FAILED). Raises :class:`TimeoutError` after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = min(0.05, poll)
+        while True:
+            j = self.job(id)
+            if j.done:
+                return j
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(
+                        f"job {id} has not ended after {timeout} s (it is {j.state}: {j.reason})"
+                    )
+                pause = min(pause, left)
+            time.sleep(pause)
+            pause = min(pause * 2, poll)
+
+    def jobs_answer(
+        self, all: bool = False, since: When = None, until: When = None
+    ) -> Dict[str, Any]:
+        """The ``jobs`` answer as the scheduler sends it: ``queue``, ``running``,
+        ``finished`` (with ``all``), ``preemptions`` (the same object as
+        ``shareq jobs --json``). ``since``/``until`` (datetimes or epoch seconds) keep the
+        jobs queued or running at some instant between them, and imply ``all``."""
+        ranged = since is not None or until is not None
+        req: Dict[str, Any] = {"op": "jobs", "all": bool(all or ranged)}
+        if since is not None:
+            req["since"] = _ms(since)
+        if until is not None:
+            req["until"] = _ms(until)
+        return self._call(req)["jobs"]
+
+    def jobs(
+        self,
+        share: Optional[Strings] = None,
+        user: Optional[Strings] = None,
+        status: Optional[Strings] = None,
+        name: Optional[str] = None,
+        all: Optional[bool] = None,
+    ) -> List[Job]:
+        """Jobs that match every filter given, running first, then the queue in
+        scheduling order, then finished ones newest first (as ``shareq jobs`` lists them).
+
+        ``share``, ``user``: one name, a comma-separated list or a list. ``status``: job
+        states (``RUNNABLE``, ``RUNNING``, ...) or ``queued``, ``running``
+        (SCHEDULED/STARTING/RUNNING), ``finished``, case-insensitive. ``name``: text the
+        job's name contains. ``all``: include finished jobs (default: only when
+        ``status`` asks for a finished state).
+        """
+        states: List[str] = []
+        for s in _strings(status):
+            word = s.lower()
+            if word in _STATE_WORDS:
+                states.extend(_STATE_WORDS[word])
+            elif s.upper() in _ALL_STATES:
+                states.append(s.upper())
+            else:
+                raise ValueError(
+                    f"status {s!r}: not a job state (one of {', '.join(_ALL_STATES)}, "
+                    "or queued, running, finished)"
+                )
+        if all is None:
+            all = any(s in FINISHED for s in states)
+        shares, users = _strings(share), _strings(user)
+        a = self.jobs_answer(all=all)
+        out = []
+        for v in a["running"] + a["queue"] + a["finished"]:
+            if shares and v["share"] not in shares:
+                continue
+            if users and (v.get("submitter") or {}).get("name") not in users:
+                continue
+            if states and v["state"] not in states:
+                continue
+            if name is not None and name not in v["name"]:
+                continue
+            out.append(Job.from_view(v))
+        return out
+
+    def set_priority(self, id: int, priority: int) -> bool:
+        """Change a job's priority (0..9999); ``False`` when it had already ended.
+        Raises :class:`~shareq.NotAllowed` for another user's job (unless an admin),
+        :class:`~shareq.NotFound`, :class:`~shareq.BadRequest` out of range."""
+        a = self._call({"op": "priority", "id": int(id), "priority": int(priority)})
+        return bool(a.get("changed"))
+
+    def cancel(self, id: int) -> bool:
+        """Cancel a job: ``True`` when it was cancelled now, ``False`` when it had already
+        ended or was being cancelled. Raises :class:`~shareq.NotAllowed` for another
+        user's job (unless an admin), :class:`~shareq.NotFound`."""
+        a = self._call({"op": "cancel", "ids": [int(id)]})
+        return any(o.get("cancelled") for o in a.get("cancelled") or [])
+
+    def status(self) -> Dict[str, Any]:
+        """The environment, its units and shares, lending, and the queue's size (the
+        ``status`` answer, as ``shareq status --json`` shows it)."""
+        return self._call({"op": "status"})["status"]
+
+    def log(self, id: int, attempt: Optional[int] = None) -> str:
+        """A job's output log so far (of ``attempt``, default the latest), as text with
+        invalid UTF-8 replaced. The scheduler serves it to the job's owner and admins.
+        Raises :class:`~shareq.NotFound` when the job has no log yet."""
+        parts: List[str] = []
+        offset = 0
+        while True:
+            req: Dict[str, Any] = {"op": "log", "id": int(id), "offset": offset}
+            if attempt is not None:
+                req["attempt"] = attempt
+            chunk = self._call(req)["log"]
+            attempt = chunk["attempt"]
+            parts.append(chunk["data"])
+            if chunk["next"] <= offset:
+                return "".join(parts)
+            offset = chunk["next"]
+
+    def events(
+        self, follow: bool = True, since: When = None, after: Optional[int] = None
+    ) -> Iterator[Dict[str, Any]]:
+        """The scheduler's decisions, one dict per line, the same objects as
+        ``shareq events --json`` prints (``event``, ``at``, ``job``, ``share``, ``user``,
+        ..., and ``seq``): the stored ones from ``since`` (datetime or epoch seconds;
+        default: now with ``follow``, else a day back) or after sequence number
+        ``after``, then with ``follow`` the live ones as they are made, until the
+        generator is closed. A followed stream that the scheduler ends (it stopped or
+        restarted) raises :class:`~shareq.NotRunning`, whose message gives the
+        ``after=`` to resume from without missing or repeating a line."""
+        now = time.time()
+        if since is not None:
+            since_ms = _ms(since)
+        elif after is not None:
+            since_ms = 0
+        elif follow:
+            since_ms = int(now * 1000)
+        else:
+            since_ms = int((now - 86400) * 1000)
+        req = {"op": "events", "after": int(after or 0), "since": since_ms, "follow": follow}
+        s = self._connect(self.timeout)
+        try:
+            s.settimeout(None if follow else self.timeout)
+            s.sendall(json.dumps(req).encode() + b"\n")
+            last = after or 0
+            with s.makefile("rb") as reader:
+                for line in reader:
+                    v = json.loads(line)
+                    if "line" not in v:
+                        raise from_answer(v)
+                    ev = json.loads(v["line"])
+                    ev["seq"] = last = v["seq"]
+                    yield ev
+        except OSError as e:
+            raise ProtocolError(f"reading the event stream of {self.socket_path}: {e}") from e
+        finally:
+            s.close()
+        if follow:
+            raise NotRunning(
+                f"the scheduler on {self.state} closed the event stream (it stopped or "
+                f"restarted); resume with events(after={last})"
+            )

@@ -1,0 +1,418 @@
+//! The configuration documents of SPEC §1: `ServiceEnvironment` and `QuotaShare`, as serde
+//! types with the exact (AWS Batch style, camelCase) field names.
+//!
+//! These types only describe what a document *says*; which type a YAML document is (its
+//! `kind`) is read in shareq's `config::document`, and whether a set of documents makes a
+//! valid configuration is decided in `config::validate`.
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The machine's inventory: which GPUs exist and how many the scheduler may hand out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceEnvironment {
+    pub name: String,
+    pub capacity_limits: Vec<EnvCapacityLimit>,
+    #[serde(default)]
+    pub preemption: PreemptionSettings,
+    /// A job larger than its guarantee that has been first in its share's queue for its
+    /// unit this long takes the unit's reservation (SPEC §3); 0 = never.
+    #[serde(default = "default_reserve_after")]
+    pub reserve_after_seconds: u32,
+    /// Unix users (or `@groups`) who may do anything through the control socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admins: Option<Vec<String>>,
+    /// How long finished jobs are kept in the history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistorySettings>,
+    /// How much output an attempt may write, and the free space the logs leave (SPEC §7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs: Option<LogLimits>,
+    /// Who may connect to the control socket (SPEC §9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_socket: Option<ControlSocket>,
+    /// `metrics: {listen: "127.0.0.1:9400"}`: serve Prometheus metrics there (read at
+    /// start; `serve --metrics` overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<MetricsSettings>,
+    /// The machines (SPEC §10); absent = one implicit node with `capacityLimits[].devices`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<NodeSpec>>,
+    /// What carries the decisions out; absent = the local executor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<Executor>,
+    /// What one user may hold of the scheduler (SPEC §9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<UserLimits>,
+}
+
+/// Per-user limits of the control socket (SPEC §9): no user can take the scheduler from
+/// the others. Root and admins are exempt from the connection cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UserLimits {
+    #[serde(default = "default_max_queued")]
+    pub max_queued_jobs_per_user: u64,
+    #[serde(default = "default_max_connections")]
+    pub max_connections_per_user: u64,
+}
+
+impl Default for UserLimits {
+    fn default() -> Self {
+        UserLimits {
+            max_queued_jobs_per_user: default_max_queued(),
+            max_connections_per_user: default_max_connections(),
+        }
+    }
+}
+
+fn default_max_queued() -> u64 {
+    10_000
+}
+
+fn default_max_connections() -> u64 {
+    64
+}
+
+/// Where the scheduler serves `/metrics`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MetricsSettings {
+    /// ADDR:PORT, e.g. `127.0.0.1:9400` or `0.0.0.0:9400`.
+    pub listen: String,
+}
+
+/// One machine of `nodes:`: its name and, per unit, which GPUs it has.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeSpec {
+    pub name: String,
+    /// Per capacity unit: `auto | [indices] | {fake: N}`. Listed in the order written.
+    pub devices: NodeDevices,
+}
+
+/// A node's devices per unit, in the order the file lists the units (a unit written twice
+/// is kept twice, so that validation can say so).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeDevices(pub Vec<(String, Devices)>);
+
+impl NodeDevices {
+    pub fn get(&self, unit: &str) -> Option<&Devices> {
+        self.0.iter().find(|(u, _)| u == unit).map(|(_, d)| d)
+    }
+}
+
+impl Serialize for NodeDevices {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (u, d) in &self.0 {
+            m.serialize_entry(u, d)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for NodeDevices {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = NodeDevices;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a map from capacity unit to `auto`, [indices] or {fake: N}")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<NodeDevices, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, Devices>()? {
+                    out.push((k, v));
+                }
+                Ok(NodeDevices(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// `executor:`: which engine runs the jobs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Executor {
+    /// Processes on this machine (one node).
+    Local,
+    /// Batch jobs on a Slurm partition that shareq alone schedules.
+    Slurm(SlurmExecutor),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SlurmExecutor {
+    /// The partition shareq alone schedules (required; checked by validation so that
+    /// its absence is reported on the `executor` line).
+    #[serde(default)]
+    pub partition: String,
+}
+
+/// `controlSocket: {group: G}`: only group G may connect (socket mode 0660).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ControlSocket {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnvCapacityLimit {
+    pub capacity_unit: String,
+    pub max_capacity: u32,
+    /// Absent = `auto`; must be absent when the environment lists `nodes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<Devices>,
+}
+
+impl EnvCapacityLimit {
+    /// The devices written here (`auto` when absent).
+    pub fn device_spec(&self) -> &Devices {
+        self.devices.as_ref().unwrap_or(&Devices::Auto)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreemptionSettings {
+    #[serde(default = "default_grace")]
+    pub grace_period_seconds: u32,
+    /// Each past preemption counts as this much run time in the victim order (SPEC §4.1).
+    #[serde(default = "default_spread")]
+    pub spread_seconds: u32,
+}
+
+fn default_grace() -> u32 {
+    30
+}
+
+fn default_spread() -> u32 {
+    3600
+}
+
+fn default_reserve_after() -> u32 {
+    86400
+}
+
+impl Default for PreemptionSettings {
+    fn default() -> Self {
+        PreemptionSettings {
+            grace_period_seconds: default_grace(),
+            spread_seconds: default_spread(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HistorySettings {
+    #[serde(default = "default_retain_days")]
+    pub retain_days: u32,
+}
+
+fn default_retain_days() -> u32 {
+    30
+}
+
+/// `logs:` of the service environment: each attempt's log is cut at `maxMiBPerAttempt`,
+/// and no log is written while the state filesystem has less than `minFreeMiB` free (so
+/// the database always has room to write).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogLimits {
+    #[serde(rename = "maxMiBPerAttempt", default = "default_log_cap_mib")]
+    pub max_mib_per_attempt: u32,
+    #[serde(rename = "minFreeMiB", default = "default_min_free_mib")]
+    pub min_free_mib: u32,
+}
+
+fn default_log_cap_mib() -> u32 {
+    1024
+}
+
+fn default_min_free_mib() -> u32 {
+    256
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        LogLimits {
+            max_mib_per_attempt: default_log_cap_mib(),
+            min_free_mib: default_min_free_mib(),
+        }
+    }
+}
+
+impl LogLimits {
+    pub fn cap_bytes(&self) -> u64 {
+        u64::from(self.max_mib_per_attempt) << 20
+    }
+
+    pub fn reserve_bytes(&self) -> u64 {
+        u64::from(self.min_free_mib) << 20
+    }
+}
+
+/// Which GPUs back a capacity unit.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Devices {
+    /// Discover through NVML / nvidia-smi.
+    #[default]
+    Auto,
+    /// These GPU indices.
+    Indices(Vec<u32>),
+    /// N simulated devices.
+    Fake(u32),
+}
+
+impl Serialize for Devices {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            Devices::Auto => s.serialize_str("auto"),
+            Devices::Indices(v) => v.serialize(s),
+            Devices::Fake(n) => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("fake", n)?;
+                m.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Devices {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Devices;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("`auto`, a list of GPU indices such as [0, 1], or {fake: N}")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Devices, E> {
+                if v == "auto" {
+                    Ok(Devices::Auto)
+                } else {
+                    Err(E::custom(format!(
+                        "devices: expected `auto`, a list of GPU indices or {{fake: N}}, found `{v}`"
+                    )))
+                }
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Devices, A::Error> {
+                let mut out = Vec::new();
+                while let Some(i) = seq.next_element::<u32>()? {
+                    out.push(i);
+                }
+                Ok(Devices::Indices(out))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Devices, A::Error> {
+                let mut fake = None;
+                while let Some(k) = map.next_key::<String>()? {
+                    if k == "fake" {
+                        fake = Some(map.next_value::<u32>()?);
+                    } else {
+                        return Err(de::Error::unknown_field(&k, &["fake"]));
+                    }
+                }
+                fake.map(Devices::Fake)
+                    .ok_or_else(|| de::Error::missing_field("fake"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A team's or project's slice of the machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QuotaShare {
+    pub quota_share_name: String,
+    pub capacity_limits: Vec<ShareCapacityLimit>,
+    pub resource_sharing_configuration: ResourceSharingConfiguration,
+    #[serde(default)]
+    pub preemption_configuration: PreemptionConfiguration,
+    #[serde(default)]
+    pub state: ShareState,
+    /// Unix users / `@groups` who may submit; absent = everyone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShareCapacityLimit {
+    pub capacity_unit: String,
+    pub max_capacity: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourceSharingConfiguration {
+    pub strategy: Strategy,
+    /// Percent of maxCapacity that may be borrowed per unit; -1 = unlimited. Only valid
+    /// with LEND_AND_BORROW; `None` when not written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_limit: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Strategy {
+    Reserve,
+    Lend,
+    LendAndBorrow,
+}
+
+impl Strategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Reserve => "RESERVE",
+            Strategy::Lend => "LEND",
+            Strategy::LendAndBorrow => "LEND_AND_BORROW",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreemptionConfiguration {
+    #[serde(default)]
+    pub in_share_preemption: Toggle,
+    /// A running job of the share is no preemption candidate (either kind) until its
+    /// current attempt has run this long (SPEC §11). 0 = no protection.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub min_runtime_seconds: u32,
+}
+
+/// `ENABLED` / `DISABLED`, as AWS spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Toggle {
+    Enabled,
+    #[default]
+    Disabled,
+}
+
+impl Toggle {
+    pub fn is_enabled(self) -> bool {
+        self == Toggle::Enabled
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ShareState {
+    #[default]
+    Enabled,
+    Disabled,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}

@@ -1,0 +1,404 @@
+//! Accounting (SPEC §1.3 and the derived quantities of §3): `waiting`, `held_back` and
+//! `available` (with the oversubscribed forms), nomination terms, `max(s,u)`, and the index
+//! upkeep every change of a job's place goes through, which keeps those quantities
+//! incremental.
+
+use super::state::{NodeIx, Phase, QKey, ShareIx, StopCause, UnitIx, VictimRef};
+use super::{Sched, Time};
+use crate::model::{JobId, Strategy};
+
+/// The nominations' claims, taken once per sweep step (they do not change between two
+/// decisions): Σ nomination terms per unit, and what is set aside on each node for the
+/// nominations tied to it (SPEC §10).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Noms {
+    pub unit: Vec<i64>,
+    /// (unit, node, Σ terms of the nominations tied to that node); few entries.
+    pub aside: Vec<(UnitIx, NodeIx, i64)>,
+}
+
+impl Noms {
+    pub fn aside(&self, u: UnitIx, n: NodeIx) -> i64 {
+        self.aside
+            .iter()
+            .filter(|a| a.0 == u && a.1 == n)
+            .map(|a| a.2)
+            .sum()
+    }
+}
+
+impl std::ops::Index<UnitIx> for Noms {
+    type Output = i64;
+    fn index(&self, u: UnitIx) -> &i64 {
+        self.unit.get(u).unwrap_or(&0)
+    }
+}
+
+/// Victims of one share taken so far in a preemption search: the GPUs they free, and the
+/// (quantity, queue key) of each, back in the queue (their submission time is kept).
+#[derive(Debug, Clone)]
+pub(crate) struct Gone {
+    pub share: ShareIx,
+    pub gpus: u32,
+    pub requeued: Vec<(u32, QKey)>,
+}
+
+impl Gone {
+    /// What the victims of share `r` free and put back in the queue (nothing if none).
+    pub fn of(gone: &[Gone], r: ShareIx) -> (u32, &[(u32, QKey)]) {
+        gone.iter()
+            .find(|g| g.share == r)
+            .map_or((0, &[][..]), |g| (g.gpus, g.requeued.as_slice()))
+    }
+}
+
+impl Sched {
+    /// Recompute a lane's share of its unit's `held_back` total (SPEC §3).
+    pub(crate) fn refresh_lane(&mut self, s: ShareIx, u: UnitIx) {
+        let share = &self.shares[s];
+        let lane = &share.lanes[u];
+        let idle = lane.idle();
+        let term = if !share.present {
+            0
+        } else if share.strategy == Strategy::Reserve {
+            idle
+        } else {
+            let threshold = self.waiting_threshold(u, idle);
+            (lane.waiting_upto(threshold).min(u64::from(idle))) as u32
+        };
+        let old = lane.hb_term;
+        self.shares[s].lanes[u].hb_term = term;
+        let unit = &mut self.units[u];
+        unit.hb_total = unit.hb_total + u64::from(term) - u64::from(old);
+    }
+
+    /// GPUs still held by nominated job k's victims for k's preemption: a victim that
+    /// released them (and was requeued, and may have started again) no longer counts.
+    pub(crate) fn held_by_victims(&self, victims: &[VictimRef]) -> u32 {
+        victims
+            .iter()
+            .filter_map(|v| self.job(v.job).map(|j| j.releasing_for(*v)))
+            .sum()
+    }
+
+    /// How many of a nomination's victims are still releasing GPUs for it.
+    pub(crate) fn victims_releasing(&self, victims: &[VictimRef]) -> usize {
+        victims
+            .iter()
+            .filter(|v| self.job(v.job).is_some_and(|j| j.releasing_for(**v) > 0))
+            .count()
+    }
+
+    /// `max(0, quantity(k) − GPUs still held by k's releasing victims)` for nominated k.
+    pub(crate) fn nomination_term(&self, k: JobId) -> i64 {
+        let Some(job) = self.job(k) else { return 0 };
+        let Some(nom) = job.nomination() else {
+            return 0;
+        };
+        (i64::from(job.quantity) - i64::from(self.held_by_victims(&nom.victims))).max(0)
+    }
+
+    /// What nominated job k sets aside on its node N(k) (SPEC §10): `max(0, quantity(k) −
+    /// GPUs still held there by k's releasing victims)`. Its victims are all on N(k) unless
+    /// it was nominated by a cross-node count reclaim; those elsewhere hand nothing over
+    /// on N(k).
+    pub(crate) fn nomination_aside(&self, k: JobId) -> i64 {
+        let Some(job) = self.job(k) else { return 0 };
+        let Some(nom) = job.nomination() else {
+            return 0;
+        };
+        let held: u32 = nom
+            .victims
+            .iter()
+            .filter_map(|v| self.job(v.job).map(|j| (j, v)))
+            .filter(|(j, _)| j.node() == Some(nom.node))
+            .map(|(j, v)| j.releasing_for(*v))
+            .sum();
+        (i64::from(job.quantity) - i64::from(held)).max(0)
+    }
+
+    /// Σ nomination terms per unit and per node. Computed once per sweep step: between
+    /// two decisions it does not change.
+    pub(crate) fn nominated_totals(&self) -> Noms {
+        let mut noms = Noms {
+            unit: vec![0; self.units.len()],
+            aside: Vec::new(),
+        };
+        for u in 0..self.units.len() {
+            self.add_unit_noms(u, &mut noms);
+        }
+        noms
+    }
+
+    /// [`Sched::nominated_totals`] for one unit only (the others read 0).
+    pub(crate) fn unit_noms(&self, u: UnitIx) -> Noms {
+        let mut noms = Noms {
+            unit: vec![0; self.units.len()],
+            aside: Vec::new(),
+        };
+        self.add_unit_noms(u, &mut noms);
+        noms
+    }
+
+    fn add_unit_noms(&self, u: UnitIx, noms: &mut Noms) {
+        for &k in &self.units[u].nominated {
+            noms.unit[u] += self.nomination_term(k);
+            if let Some(n) = self.job(k).and_then(|j| j.nomination()).map(|nom| nom.node) {
+                let term = self.nomination_aside(k);
+                match noms.aside.iter_mut().find(|a| a.0 == u && a.1 == n) {
+                    Some(a) => a.2 += term,
+                    None => noms.aside.push((u, n, term)),
+                }
+            }
+        }
+    }
+
+    /// `held_back(u, s)`: idle guarantees of other shares that they keep for their queues.
+    pub(crate) fn held_back(&self, s: ShareIx, u: UnitIx) -> i64 {
+        self.units[u].hb_total as i64 - i64::from(self.shares[s].lanes[u].hb_term)
+    }
+
+    /// `held_back(u, s)` where a guaranteed start of the job with key `key` is judged
+    /// (step 1, mode A). On an oversubscribed unit (SPEC §3) the other shares, RESERVE
+    /// included, hold back only for their waiting jobs that are ahead of this one and could
+    /// start now, so overlapping guarantees are served in global order.
+    pub(crate) fn held_back_guaranteed(&self, s: ShareIx, u: UnitIx, key: QKey) -> i64 {
+        let unit = &self.units[u];
+        if !unit.oversubscribed() {
+            return self.held_back(s, u);
+        }
+        self.oversubscribed_held_back(s, u, unit.free(), unit.room_max, Some(key), &[])
+    }
+
+    /// `held_back(u, s)` where a borrowed start is judged (step 2). On an oversubscribed
+    /// unit, RESERVE shares keep their whole idle guarantee, other shares only what their
+    /// waiting jobs that could start now ask for (SPEC §3).
+    pub(crate) fn held_back_borrowing(&self, s: ShareIx, u: UnitIx) -> i64 {
+        let unit = &self.units[u];
+        if !unit.oversubscribed() {
+            return self.held_back(s, u);
+        }
+        self.oversubscribed_held_back(s, u, unit.free(), unit.room_max, None, &[])
+    }
+
+    /// `held_back(u, s)` on an oversubscribed unit with `free` GPUs free, at most `room` on
+    /// one node (with `nodes`), and the victims `gone` (of a preemption being weighed)
+    /// gone and back in the queue. With `ahead_of`
+    /// (a guaranteed start of that job): every other share's waiting jobs ahead of it that
+    /// could start now; without (a borrowed start): RESERVE shares' whole idle guarantee,
+    /// other shares' waiting jobs that could start now (SPEC §3).
+    pub(crate) fn oversubscribed_held_back(
+        &self,
+        s: ShareIx,
+        u: UnitIx,
+        free: i64,
+        room: u32,
+        ahead_of: Option<QKey>,
+        gone: &[Gone],
+    ) -> i64 {
+        let free = free.max(0).min(i64::from(u32::MAX)) as u32;
+        let mut total = 0i64;
+        for (r, sh) in self.shares.iter().enumerate() {
+            if r == s || !sh.present {
+                continue;
+            }
+            let lane = &sh.lanes[u];
+            let (gpus, requeued) = Gone::of(gone, r);
+            let idle = lane.limit.saturating_sub(lane.usage - gpus);
+            let threshold = self.waiting_threshold_given(idle.min(free), room);
+            let back = |ahead: Option<QKey>| -> u64 {
+                requeued
+                    .iter()
+                    .filter(|&&(q, k)| q <= threshold && ahead.is_none_or(|a| k < a))
+                    .map(|&(q, _)| u64::from(q))
+                    .sum()
+            };
+            let term = match ahead_of {
+                Some(key) => {
+                    u64::from(lane.waiting_ahead_upto(threshold, key, idle)) + back(Some(key))
+                }
+                None if sh.strategy == Strategy::Reserve => u64::from(idle),
+                None => lane.waiting_upto(threshold) + back(None),
+            };
+            total += term.min(u64::from(idle)) as i64;
+        }
+        total
+    }
+
+    /// `available(s, u)` with a given `held_back`, for a job of share s, given the unit's
+    /// nomination totals `noms`; `job` is the job itself when it is nominated (its own
+    /// reserve is not subtracted).
+    pub(crate) fn available_given(
+        &self,
+        u: UnitIx,
+        job: Option<JobId>,
+        noms: &Noms,
+        held_back: i64,
+    ) -> i64 {
+        let own = job.map_or(0, |k| {
+            if self.job(k).is_some_and(|j| j.is_nominated() && j.unit == u) {
+                self.nomination_term(k)
+            } else {
+                0
+            }
+        });
+        self.units[u].free() - held_back - (noms[u] - own)
+    }
+
+    /// `available(s, u)` for a guaranteed start of the job with key `key` (step 1).
+    pub(crate) fn available_guaranteed(
+        &self,
+        s: ShareIx,
+        u: UnitIx,
+        key: QKey,
+        job: Option<JobId>,
+        noms: &Noms,
+    ) -> i64 {
+        self.available_given(u, job, noms, self.held_back_guaranteed(s, u, key))
+    }
+
+    /// `available(s, u)` for a borrowed start (step 2).
+    pub(crate) fn available_borrowing(
+        &self,
+        s: ShareIx,
+        u: UnitIx,
+        job: Option<JobId>,
+        noms: &Noms,
+    ) -> i64 {
+        self.available_given(u, job, noms, self.held_back_borrowing(s, u))
+    }
+
+    /// `max(s,u)`: the most a job of s may ever ask for on u (SPEC §2).
+    pub(crate) fn max_request(&self, s: ShareIx, u: UnitIx) -> i64 {
+        let lane = &self.shares[s].lanes[u];
+        let own = match lane.cap {
+            None => i64::MAX,
+            Some(c) => i64::from(lane.limit) + i64::from(c),
+        };
+        let reserved: i64 = self
+            .shares
+            .iter()
+            .enumerate()
+            .filter(|(r, sh)| *r != s && sh.present && sh.strategy == Strategy::Reserve)
+            .map(|(_, sh)| i64::from(sh.lanes[u].limit))
+            .sum();
+        own.min(i64::from(self.units[u].usable) - reserved)
+    }
+
+    // ---- index upkeep: every change of a job's place goes through these ----
+
+    pub(crate) fn index_pending(&mut self, id: JobId) {
+        let Some(j) = self.job(id) else { return };
+        let (s, u, q, key, nominated) = (j.share, j.unit, j.quantity, j.qkey(), j.is_nominated());
+        let share = &mut self.shares[s];
+        share.lanes[u].pending.insert(key);
+        if nominated {
+            share.lanes[u].nominated.insert(key);
+            self.units[u].nominated.push(id);
+        } else {
+            share.lanes[u].by_qty.entry(q).or_default().insert(key);
+        }
+        *share.levels.entry(key.priority()).or_default() += 1;
+        self.refresh_lane(s, u);
+        if nominated {
+            self.refresh_room(u);
+        }
+    }
+
+    pub(crate) fn unindex_pending(&mut self, id: JobId) {
+        let Some(j) = self.job(id) else { return };
+        let (s, u, q, key) = (j.share, j.unit, j.quantity, j.qkey());
+        let share = &mut self.shares[s];
+        let lane = &mut share.lanes[u];
+        lane.pending.remove(&key);
+        if let Some(set) = lane.by_qty.get_mut(&q) {
+            set.remove(&key);
+            if set.is_empty() {
+                lane.by_qty.remove(&q);
+            }
+        }
+        let was_nominated = lane.nominated.remove(&key);
+        if was_nominated {
+            self.units[u].nominated.retain(|&k| k != id);
+        }
+        if let Some(c) = share.levels.get_mut(&key.priority()) {
+            *c -= 1;
+            if *c == 0 {
+                share.levels.remove(&key.priority());
+            }
+        }
+        self.refresh_lane(s, u);
+        if was_nominated {
+            self.refresh_room(u);
+        }
+    }
+
+    /// Take a job's GPUs into account (it starts, or is restored holding them).
+    pub(crate) fn index_holding(&mut self, id: JobId) {
+        let Some(j) = self.job(id) else { return };
+        let (s, u, q, vkey, stopping) =
+            (j.share, j.unit, j.quantity, self.vkey(j), j.is_stopping());
+        let (node, devs) = (j.node().unwrap_or(0), j.devices().to_vec());
+        let lane = &mut self.shares[s].lanes[u];
+        lane.usage += q;
+        if stopping {
+            lane.releasing += q;
+            lane.stopping += 1;
+        } else if let Some(k) = vkey {
+            lane.running.insert(k);
+        }
+        let unit = &mut self.units[u];
+        unit.used += q;
+        unit.take(node, &devs);
+        self.refresh_lane(s, u);
+        self.refresh_room(u);
+    }
+
+    /// Give a job's GPUs back (it ended, or its processes are gone after a stop).
+    pub(crate) fn unindex_holding(&mut self, id: JobId) {
+        let Some(j) = self.job(id) else { return };
+        let (s, u, q, vkey, stopping) =
+            (j.share, j.unit, j.quantity, self.vkey(j), j.is_stopping());
+        let (node, devs) = (j.node().unwrap_or(0), j.devices().to_vec());
+        let lane = &mut self.shares[s].lanes[u];
+        lane.usage -= q;
+        if stopping {
+            lane.releasing -= q;
+            lane.stopping -= 1;
+        } else if let Some(k) = vkey {
+            lane.running.remove(&k);
+        }
+        let unit = &mut self.units[u];
+        unit.used -= q;
+        unit.give(node, &devs);
+        self.refresh_lane(s, u);
+        self.refresh_room(u);
+    }
+
+    /// Mark a holding job as being stopped: it stops being a victim candidate. A job that
+    /// is already being stopped (a cancel during a preemption) keeps the instant its stop
+    /// began and its stop delay: the stop is the same, only its cause changes.
+    pub(crate) fn mark_stopping(&mut self, id: JobId, cause: StopCause, now: Time) {
+        let Some(j) = self.job(id) else { return };
+        let (s, u, q, vkey) = (j.share, j.unit, j.quantity, self.vkey(j));
+        let was_stopping = j.is_stopping();
+        let delay = j.stop_after.min(self.grace);
+        if let Some(job) = self.job_mut(id)
+            && let Phase::Holding { stopping, .. } = &mut job.phase
+        {
+            let since = stopping.map_or(now, |(_, since)| since);
+            *stopping = Some((cause, since));
+            if !was_stopping {
+                job.stop_delay = Some(delay);
+            }
+        }
+        if !was_stopping {
+            let lane = &mut self.shares[s].lanes[u];
+            if let Some(k) = vkey {
+                lane.running.remove(&k);
+            }
+            lane.releasing += q;
+            lane.stopping += 1;
+        }
+    }
+}

@@ -1,0 +1,447 @@
+//! The inputs of the state machine (submit, cancel, priority, exits, releases, timeouts)
+//! and the state transitions they share: start, stop, release, requeue, finish.
+
+use super::rejection::Rejection;
+use super::state::{FailReason, Job, NodeIx, Phase, PreemptReason, StopCause};
+use super::{Event, Sched, Time};
+use crate::model::{JobId, JobSpec, JobState, MAX_PRIORITY};
+
+impl Sched {
+    /// Accept or reject a submission (SPEC §2). Accepted jobs are RUNNABLE until a pass.
+    pub fn submit(&mut self, spec: JobSpec, now: Time) -> Result<JobId, Rejection> {
+        self.submit_with_stop(spec, 0, now)
+    }
+
+    /// `submit`, with the replay's `stopAfter` (seconds the job takes to exit on SIGTERM).
+    pub fn submit_with_stop(
+        &mut self,
+        spec: JobSpec,
+        stop_after: u32,
+        now: Time,
+    ) -> Result<JobId, Rejection> {
+        self.now = now;
+        match self.check_submission(&spec) {
+            Err(error) => {
+                self.emit(Event::Rejected {
+                    name: spec.job_name.clone(),
+                    share: spec.quota_share_name.clone(),
+                    error: error.to_string(),
+                });
+                Err(error)
+            }
+            Ok((share, unit)) => {
+                let id = self.alloc_id();
+                let job = Job {
+                    id,
+                    share,
+                    unit,
+                    quantity: spec.quantity,
+                    priority: spec.scheduling_priority,
+                    submitted: now,
+                    state: JobState::Runnable,
+                    phase: Phase::Pending { nominated: None },
+                    preempted_count: 0,
+                    failed_attempts: 0,
+                    attempts_started: 0,
+                    fail_reason: None,
+                    lapsed_at: None,
+                    stop_after,
+                    stop_delay: None,
+                    finished_at: None,
+                    spec: spec.into(),
+                };
+                self.insert_job(job);
+                self.index_pending(id);
+                self.emit(Event::Submitted { job: id });
+                Ok(id)
+            }
+        }
+    }
+
+    /// Would this submission be accepted? Returns the share and unit indexes.
+    pub(crate) fn check_submission(&self, spec: &JobSpec) -> Result<(usize, usize), Rejection> {
+        let name = &spec.quota_share_name;
+        let Some(&s) = self.share_ix.get(name).filter(|&&s| self.shares[s].present) else {
+            return Err(Rejection::UnknownShare {
+                share: name.clone(),
+                known: self.share_names().map(str::to_string).collect(),
+            });
+        };
+        let share = &self.shares[s];
+        if !share.enabled {
+            return Err(Rejection::ShareDisabled {
+                share: name.clone(),
+            });
+        }
+        if spec.job_name.is_empty() || spec.job_name.chars().count() > 128 {
+            return Err(Rejection::JobName);
+        }
+        if spec.quantity < 1 {
+            return Err(Rejection::Quantity);
+        }
+        if spec.scheduling_priority > MAX_PRIORITY {
+            return Err(Rejection::Priority {
+                priority: spec.scheduling_priority,
+                max: MAX_PRIORITY,
+            });
+        }
+        if let Some(r) = &spec.retry_strategy
+            && !(1..=10).contains(&r.attempts)
+        {
+            return Err(Rejection::RetryAttempts {
+                attempts: r.attempts,
+            });
+        }
+        let units: Vec<usize> = (0..self.units.len())
+            .filter(|&u| self.units[u].present)
+            .collect();
+        let u = match &spec.capacity_unit {
+            Some(unit) => match self.unit_ix.get(unit).filter(|&&u| self.units[u].present) {
+                Some(&u) => u,
+                None => {
+                    return Err(Rejection::UnknownUnit {
+                        unit: unit.clone(),
+                        units: self.unit_names().map(str::to_string).collect(),
+                    });
+                }
+            },
+            None if units.len() == 1 => units[0],
+            None => {
+                return Err(Rejection::UnitRequired {
+                    units: self.unit_names().map(str::to_string).collect(),
+                });
+            }
+        };
+        let lane = &share.lanes[u];
+        if lane.limit == 0 {
+            return Err(Rejection::NoLimit {
+                share: name.clone(),
+                unit: self.units[u].name.clone(),
+            });
+        }
+        let max = self.max_request(s, u);
+        if i64::from(spec.quantity) > max {
+            return Err(Rejection::LimitExceeded {
+                quantity: spec.quantity,
+                share: name.clone(),
+                max,
+            });
+        }
+        if let Some(why) = self.larger_than_any_node(u, spec.quantity) {
+            return Err(Rejection::LargerThanAnyNode(why));
+        }
+        Ok((s, u))
+    }
+
+    /// Cancel a job (SPEC §4.4 item 5). Returns false when it was already finished.
+    pub fn cancel(&mut self, id: JobId, by: &str, now: Time) -> bool {
+        self.now = now;
+        let Some(job) = self.job(id) else {
+            return false;
+        };
+        if job.state.is_finished() || matches!(job.stop_cause(), Some(StopCause::Cancel)) {
+            return false;
+        }
+        let reason = FailReason::Cancelled(by.to_string());
+        match &job.phase {
+            Phase::Pending { .. } => {
+                self.unindex_pending(id);
+                self.finish(id, JobState::Failed, Some(reason), now);
+                self.emit(Event::Cancelled {
+                    job: id,
+                    stop: false,
+                });
+            }
+            Phase::Holding { stopping, .. } => {
+                let already = stopping.is_some();
+                self.mark_stopping(id, StopCause::Cancel, now);
+                if let Some(j) = self.job_mut(id) {
+                    j.fail_reason = Some(reason);
+                }
+                self.emit(Event::Cancelled {
+                    job: id,
+                    stop: !already,
+                });
+                if !already && self.releases_at_once(id) {
+                    self.gpus_released(id, now);
+                }
+            }
+            Phase::Done => return false,
+        }
+        true
+    }
+
+    /// Change a job's priority. Returns false when it was already finished.
+    pub fn set_priority(&mut self, id: JobId, priority: u32, now: Time) -> Result<bool, String> {
+        self.set_priority_by(id, priority, None, now)
+    }
+
+    /// [`Sched::set_priority`] on behalf of user `by` (named in the `reprioritized` event).
+    pub fn set_priority_by(
+        &mut self,
+        id: JobId,
+        priority: u32,
+        by: Option<&str>,
+        now: Time,
+    ) -> Result<bool, String> {
+        self.now = now;
+        if priority > MAX_PRIORITY {
+            return Err(format!(
+                "priority {priority} is out of range 0..{MAX_PRIORITY}"
+            ));
+        }
+        let Some(job) = self.job(id) else {
+            return Err(format!("no job {id}"));
+        };
+        if job.state.is_finished() || matches!(job.stop_cause(), Some(StopCause::Cancel)) {
+            return Ok(false);
+        }
+        match job.phase {
+            Phase::Pending { .. } => {
+                self.unindex_pending(id);
+                if let Some(j) = self.job_mut(id) {
+                    j.priority = priority;
+                }
+                self.index_pending(id);
+            }
+            Phase::Holding { .. } => {
+                let (s, u, old) = (job.share, job.unit, self.vkey(job));
+                let stopping = job.is_stopping();
+                if let Some(j) = self.job_mut(id) {
+                    j.priority = priority;
+                }
+                if !stopping {
+                    let new = self.job(id).and_then(|j| self.vkey(j));
+                    let lane = &mut self.shares[s].lanes[u];
+                    if let Some(k) = old {
+                        lane.running.remove(&k);
+                    }
+                    if let Some(k) = new {
+                        lane.running.insert(k);
+                    }
+                }
+            }
+            Phase::Done => return Ok(false),
+        }
+        self.emit(Event::Reprioritized {
+            job: id,
+            priority,
+            by: by.map(str::to_string),
+        });
+        Ok(true)
+    }
+
+    /// The job's command ended by itself with `code`.
+    pub fn job_exited(&mut self, id: JobId, code: i32, now: Time) {
+        self.now = now;
+        let Some(job) = self.job(id) else { return };
+        if !job.is_holding() {
+            return;
+        }
+        match job.stop_cause() {
+            Some(StopCause::Cancel) => {
+                self.release(id, now);
+                self.finish(id, JobState::Failed, None, now);
+            }
+            Some(StopCause::Timeout) => {
+                self.release(id, now);
+                self.attempt_failed(id, FailReason::Timeout, now);
+            }
+            _ => {
+                self.release(id, now);
+                if code == 0 {
+                    self.finish(id, JobState::Succeeded, None, now);
+                    self.emit(Event::Succeeded { job: id });
+                } else {
+                    self.attempt_failed(id, FailReason::NonZeroExit(code), now);
+                }
+            }
+        }
+    }
+
+    /// Every process of a stopped job is gone: its GPUs are free again (SPEC §4.4 item 3).
+    pub fn gpus_released(&mut self, id: JobId, now: Time) {
+        self.now = now;
+        let Some(job) = self.job(id) else { return };
+        let Some(cause) = job.stop_cause() else {
+            return;
+        };
+        self.release(id, now);
+        match cause {
+            StopCause::Preempt { .. } => {
+                let limit = self
+                    .job(id)
+                    .and_then(|j| j.spec.preemption_retries_before_termination);
+                let count = {
+                    let Some(j) = self.job_mut(id) else { return };
+                    j.preempted_count += 1;
+                    j.preempted_count
+                };
+                if limit.is_some_and(|l| count > l) {
+                    let reason = FailReason::PreemptionRetriesExhausted;
+                    self.finish(id, JobState::Failed, Some(reason.clone()), now);
+                    self.emit(Event::Failed { job: id, reason });
+                } else {
+                    self.requeue(id);
+                }
+            }
+            StopCause::Cancel => self.finish(id, JobState::Failed, None, now),
+            StopCause::Timeout => self.attempt_failed(id, FailReason::Timeout, now),
+        }
+    }
+
+    /// A running job passed its `timeoutSeconds`: stop it (the attempt fails on release).
+    pub fn timeout(&mut self, id: JobId, now: Time) {
+        self.now = now;
+        let Some(job) = self.job(id) else { return };
+        if !job.is_holding() || job.is_stopping() {
+            return;
+        }
+        self.mark_stopping(id, StopCause::Timeout, now);
+        self.emit(Event::TimedOut { job: id });
+    }
+
+    /// The live runtime reports progress: SCHEDULED → STARTING → RUNNING.
+    pub fn set_running_state(&mut self, id: JobId, state: JobState) {
+        if let Some(j) = self.job_mut(id)
+            && j.is_holding()
+            && matches!(
+                state,
+                JobState::Scheduled | JobState::Starting | JobState::Running
+            )
+        {
+            j.state = state;
+        }
+    }
+
+    // ---- transitions ----
+
+    pub(crate) fn start(&mut self, id: JobId, now: Time) {
+        self.start_except(id, now, None);
+    }
+
+    /// Start a job on the best fit among the nodes other than `except` (a borrowed start
+    /// while that node is reserved for a big job, SPEC §3).
+    pub(crate) fn start_except(&mut self, id: JobId, now: Time, except: Option<NodeIx>) {
+        let Some(job) = self.job(id) else { return };
+        let (s, u, q) = (job.share, job.unit, job.quantity);
+        let before = self.shares[s].lanes[u].borrowed();
+        // Placement is judged before the job leaves the queue: a nominated job keeps its
+        // own reserve on its node until then (SPEC §10).
+        let noms = self.unit_noms(u);
+        let node = self
+            .best_fit_except(u, q, &noms, Some(id), except)
+            .unwrap_or(0);
+        self.unindex_pending(id);
+        let devices = self.lowest_free(u, node, q);
+        self.start_seq += 1;
+        let seq = self.start_seq;
+        let simulated = self.simulated;
+        if let Some(j) = self.job_mut(id) {
+            j.phase = Phase::Holding {
+                node,
+                devices: devices.clone(),
+                start_seq: seq,
+                started_at: now,
+                stopping: None,
+            };
+            j.state = if simulated {
+                JobState::Running
+            } else {
+                JobState::Scheduled
+            };
+            j.attempts_started += 1;
+        }
+        self.index_holding(id);
+        let after = self.shares[s].lanes[u].borrowed();
+        let node = self.multi_node.then(|| self.node_name(node).to_string());
+        self.emit(Event::Started {
+            job: id,
+            node,
+            devices,
+            borrowed: after - before,
+        });
+    }
+
+    /// Begin stopping one holding job because of a preemption.
+    pub(crate) fn preempt_one(
+        &mut self,
+        id: JobId,
+        by: Option<JobId>,
+        reason: PreemptReason,
+        now: Time,
+    ) {
+        self.mark_stopping(id, StopCause::Preempt { by, reason }, now);
+        self.emit(Event::Preempted {
+            job: id,
+            by,
+            reason,
+        });
+        if self.releases_at_once(id) {
+            self.gpus_released(id, now);
+        }
+    }
+
+    /// In a simulation, a victim with a zero stop delay is gone at once.
+    pub(crate) fn releases_at_once(&self, id: JobId) -> bool {
+        self.simulated
+            && self
+                .job(id)
+                .is_some_and(|j| j.stop_after.min(self.grace) == 0)
+    }
+
+    /// The replay's stop delay for a job: min(stopAfter, gracePeriodSeconds), as it was
+    /// when the job's current stop began (SPEC §6), or as it would be for a stop now.
+    pub fn stop_delay(&self, id: JobId) -> u32 {
+        self.job(id).map_or(0, |j| match j.stop_delay {
+            Some(d) if j.is_stopping() => d,
+            _ => j.stop_after.min(self.grace),
+        })
+    }
+
+    /// The instant a stopping job's stop releases its GPUs in a simulation.
+    pub fn release_instant(&self, id: JobId) -> Option<Time> {
+        let j = self.job(id)?;
+        Some(j.stopping_since()? + i64::from(self.stop_delay(id)))
+    }
+
+    fn release(&mut self, id: JobId, now: Time) {
+        self.unindex_holding(id);
+        if let Some(j) = self.job_mut(id) {
+            j.phase = Phase::Done;
+            j.finished_at = Some(now);
+        }
+    }
+
+    fn requeue(&mut self, id: JobId) {
+        if let Some(j) = self.job_mut(id) {
+            j.phase = Phase::Pending { nominated: None };
+            j.state = JobState::Runnable;
+            j.finished_at = None;
+        }
+        self.index_pending(id);
+        self.emit(Event::Requeued { job: id });
+    }
+
+    fn attempt_failed(&mut self, id: JobId, reason: FailReason, now: Time) {
+        let Some(j) = self.job_mut(id) else { return };
+        j.failed_attempts += 1;
+        if j.failed_attempts < j.spec.attempts() {
+            self.requeue(id);
+        } else {
+            self.finish(id, JobState::Failed, Some(reason.clone()), now);
+            self.emit(Event::Failed { job: id, reason });
+        }
+    }
+
+    fn finish(&mut self, id: JobId, state: JobState, reason: Option<FailReason>, now: Time) {
+        if let Some(j) = self.job_mut(id) {
+            j.phase = Phase::Done;
+            j.state = state;
+            if reason.is_some() {
+                j.fail_reason = reason;
+            }
+            j.finished_at = Some(now);
+        }
+    }
+}

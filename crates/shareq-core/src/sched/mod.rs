@@ -1,0 +1,314 @@
+//! The pure scheduling core (SPEC §1.3-§4): a deterministic state machine with no clock,
+//! no I/O and no threads.
+//!
+//! Inputs go in through methods (`submit`, `cancel`, `set_priority`, `apply_config`,
+//! `job_exited`, `gpus_released`, `device_lost`, `timeout`), and `pass` runs one
+//! scheduling pass. Every decision is appended to an outbox of [`Event`]s that the caller
+//! drains with [`Sched::take_events`]. `shareq replay` drives it on simulated seconds;
+//! the live runtime on wall-clock milliseconds. The time unit is the caller's: the core
+//! only compares instants.
+//!
+//! The state is kept incrementally: per share and unit a [`state::Lane`] holds the queue
+//! in scheduling order, the queue by quantity and the running jobs in victim order, and
+//! each unit keeps the totals that `available` needs. A pass therefore touches a handful
+//! of index entries per decision instead of rescanning every job.
+
+mod accounting;
+mod event;
+mod inputs;
+mod install;
+mod pass;
+mod place;
+mod preempt;
+mod reasons;
+mod rejection;
+mod report;
+mod reserve;
+mod restore;
+pub mod state;
+mod wake;
+
+pub use crate::model::UnitCapacity;
+pub use event::Event;
+pub use rejection::{LargerThanAnyNode, Rejection, is_larger_than_any_node};
+pub use report::{LendEdge, ShareUnitStats};
+pub use reserve::Reservation;
+pub use restore::{RestoredHolding, RestoredJob};
+pub use state::{FailReason, Job, Phase, PreemptReason, QKey, StopCause};
+
+use crate::model::{JobId, ValidConfig};
+use state::{NodeIx, NodeState, ShareIx, ShareState, UnitIx, UnitState};
+use std::collections::HashMap;
+
+/// An instant, in the driver's unit (seconds in replay, milliseconds live).
+pub type Time = i64;
+
+/// The scheduler.
+#[derive(Debug, Clone)]
+pub struct Sched {
+    /// Slab of jobs: index = id - 1. Forgotten jobs leave `None`.
+    jobs: Vec<Option<state::Job>>,
+    units: Vec<UnitState>,
+    unit_ix: HashMap<String, UnitIx>,
+    /// Nodes by stable index (SPEC §10); one implicit node without `nodes`.
+    nodes: Vec<NodeState>,
+    node_ix: HashMap<String, NodeIx>,
+    /// The config lists `nodes`: placement and `waiting` are judged per node, and the
+    /// events say which node a job started on.
+    multi_node: bool,
+    shares: Vec<ShareState>,
+    share_ix: HashMap<String, ShareIx>,
+    /// Share indexes in name order (lent attribution and stable output).
+    share_order: Vec<ShareIx>,
+    next_id: u64,
+    start_seq: u64,
+    grace: u32,
+    /// `preemption.spreadSeconds` in the driver's instants (SPEC §4.1): the victim order's
+    /// credit per past preemption.
+    spread: Time,
+    /// `reserveAfterSeconds` in the driver's instants (SPEC §3); 0 = never.
+    reserve_after: Time,
+    /// Some share has a minimum runtime (else no candidate is ever protected: the victim
+    /// walk skips the per-candidate check).
+    protections: bool,
+    /// The driver's time unit: instants per second (1 in replay, 1000 live), so that
+    /// `minRuntimeSeconds` can be compared with instants.
+    ticks_per_second: i64,
+    /// Simulated victims with a zero stop delay release their GPUs inside the pass.
+    simulated: bool,
+    /// Local time minus UTC, in seconds, for the times of day reasons name (live only).
+    utc_offset_secs: i32,
+    env_name: String,
+    events: Vec<Event>,
+    now: Time,
+    /// Lapse retries (SPEC §3): (instant, job id, attempts started at the lapse), one
+    /// second after each lapse.
+    retries: std::collections::BTreeSet<(Time, u64, u32)>,
+}
+
+impl Sched {
+    /// A scheduler for `config`, with the devices each unit has.
+    /// How far local time is from UTC (seconds), so that a reason naming a time of day
+    /// (`reserved … since 14:02`) reads as the operator's clock does. The core reads no
+    /// clock or time zone itself.
+    pub fn set_utc_offset(&mut self, secs: i32) {
+        self.utc_offset_secs = secs;
+    }
+
+    pub fn new(config: &ValidConfig, capacity: &[UnitCapacity], simulated: bool) -> Sched {
+        let mut s = Sched {
+            jobs: Vec::new(),
+            units: Vec::new(),
+            unit_ix: HashMap::new(),
+            nodes: Vec::new(),
+            node_ix: HashMap::new(),
+            multi_node: false,
+            shares: Vec::new(),
+            share_ix: HashMap::new(),
+            share_order: Vec::new(),
+            next_id: 1,
+            start_seq: 0,
+            grace: 30,
+            spread: 3600,
+            reserve_after: 86400,
+            ticks_per_second: if simulated { 1 } else { 1000 },
+            protections: false,
+            simulated,
+            utc_offset_secs: 0,
+            env_name: String::new(),
+            events: Vec::new(),
+            now: 0,
+            retries: Default::default(),
+        };
+        s.install_config(config, capacity, 0);
+        s
+    }
+
+    /// Drain the decisions and reports made since the last call.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// The decisions made since the last `take_events`, without draining them.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    pub fn job(&self, id: JobId) -> Option<&state::Job> {
+        let ix = usize::try_from(id.0.checked_sub(1)?).ok()?;
+        self.jobs.get(ix)?.as_ref()
+    }
+
+    pub(crate) fn job_mut(&mut self, id: JobId) -> Option<&mut state::Job> {
+        let ix = usize::try_from(id.0.checked_sub(1)?).ok()?;
+        self.jobs.get_mut(ix)?.as_mut()
+    }
+
+    /// Every job the scheduler still remembers, in id order.
+    pub fn jobs(&self) -> impl Iterator<Item = &state::Job> {
+        self.jobs.iter().flatten()
+    }
+
+    /// Drop a finished job from memory (the store keeps the history).
+    pub fn forget(&mut self, id: JobId) {
+        if self.job(id).is_some_and(|j| j.state.is_finished())
+            && let Some(ix) = id.0.checked_sub(1)
+            && let Some(slot) = self.jobs.get_mut(ix as usize)
+        {
+            *slot = None;
+        }
+    }
+
+    /// The id the next accepted submission gets.
+    pub fn next_job_id(&self) -> JobId {
+        JobId(self.next_id)
+    }
+
+    /// Ids below `id` are never handed out again (recovery continues the sequence).
+    pub fn reserve_ids_below(&mut self, id: JobId) {
+        self.next_id = self.next_id.max(id.0);
+    }
+
+    pub fn grace_period_seconds(&self) -> u32 {
+        self.grace
+    }
+
+    /// The instant until which a running job is protected by its share's minimum runtime
+    /// (SPEC §11), if it is; `None` for jobs not holding GPUs, being stopped, or of a share
+    /// without one.
+    pub fn protected_until(&self, id: JobId) -> Option<Time> {
+        let j = self.job(id)?;
+        let min = self.shares[j.share].min_runtime;
+        if min == 0 || j.is_stopping() {
+            return None;
+        }
+        Some(j.started_at()? + i64::from(min) * self.ticks_per_second)
+    }
+
+    /// Is a running job still protected at the current instant?
+    pub(crate) fn is_protected(&self, id: JobId) -> bool {
+        self.protections
+            && self
+                .protected_until(id)
+                .is_some_and(|until| until > self.now)
+    }
+
+    /// The earliest end of a minimum-runtime protection after `now`: the live runtime runs
+    /// a pass then (SPEC §11: the end of a protection makes an instant).
+    /// Costs the running jobs of the shares that have a minimum runtime, not the queue.
+    pub fn next_protection_end(&self, now: Time) -> Option<Time> {
+        if !self.protections {
+            return None;
+        }
+        self.shares
+            .iter()
+            .filter(|s| s.min_runtime > 0)
+            .flat_map(|s| s.lanes.iter().flat_map(|l| l.running.iter()))
+            .filter_map(|k| self.protected_until(JobId(k.id)))
+            .filter(|&t| t > now)
+            .min()
+    }
+
+    /// Instants per second of the driver's clock.
+    pub fn ticks_per_second(&self) -> i64 {
+        self.ticks_per_second
+    }
+
+    pub fn env_name(&self) -> &str {
+        &self.env_name
+    }
+
+    pub fn share_name(&self, s: ShareIx) -> &str {
+        &self.shares[s].name
+    }
+
+    /// A share's name by index, if the index exists.
+    pub fn share_name_checked(&self, s: ShareIx) -> Option<&str> {
+        self.shares.get(s).map(|sh| sh.name.as_str())
+    }
+
+    pub fn unit_name(&self, u: UnitIx) -> &str {
+        &self.units[u].name
+    }
+
+    /// A node's name by index.
+    pub fn node_name(&self, n: NodeIx) -> &str {
+        self.nodes.get(n).map_or("?", |x| x.name.as_str())
+    }
+
+    /// The config lists `nodes` (SPEC §10).
+    pub fn has_nodes(&self) -> bool {
+        self.multi_node
+    }
+
+    /// Names of the nodes in the applied config, in listing order.
+    pub fn node_names(&self) -> impl Iterator<Item = &str> {
+        self.nodes
+            .iter()
+            .filter(|n| n.present)
+            .map(|n| n.name.as_str())
+    }
+
+    /// Names of the shares in the applied config, in name order.
+    pub fn share_names(&self) -> impl Iterator<Item = &str> {
+        self.share_order
+            .iter()
+            .filter(|&&s| self.shares[s].present)
+            .map(|&s| self.shares[s].name.as_str())
+    }
+
+    /// Names of the units in the applied config.
+    pub fn unit_names(&self) -> impl Iterator<Item = &str> {
+        self.units
+            .iter()
+            .filter(|u| u.present)
+            .map(|u| u.name.as_str())
+    }
+
+    /// RUNNABLE jobs in global scheduling order (priority, submission, id).
+    pub fn queue(&self) -> Vec<JobId> {
+        let mut keys: Vec<state::QKey> = self
+            .shares
+            .iter()
+            .flat_map(|s| s.lanes.iter())
+            .flat_map(|l| l.pending.iter().copied())
+            .collect();
+        keys.sort_unstable();
+        keys.into_iter().map(|k| k.job()).collect()
+    }
+
+    /// Number of RUNNABLE jobs.
+    pub fn queue_len(&self) -> usize {
+        self.shares
+            .iter()
+            .flat_map(|s| s.lanes.iter())
+            .map(|l| l.pending.len())
+            .sum()
+    }
+
+    pub(crate) fn alloc_id(&mut self) -> JobId {
+        let id = JobId(self.next_id);
+        self.next_id += 1;
+        id
+    }
+
+    pub(crate) fn insert_job(&mut self, job: state::Job) {
+        let ix = (job.id.0 - 1) as usize;
+        if self.jobs.len() <= ix {
+            self.jobs.resize_with(ix + 1, || None);
+        }
+        self.jobs[ix] = Some(job);
+    }
+
+    /// A job's place in the victim order under the applied `spreadSeconds`.
+    pub(crate) fn vkey(&self, j: &state::Job) -> Option<state::VKey> {
+        j.vkey(self.spread)
+    }
+
+    fn emit(&mut self, e: Event) {
+        self.events.push(e);
+    }
+}
+
+#[cfg(test)]
+mod tests;

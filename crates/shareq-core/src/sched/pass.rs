@@ -1,0 +1,511 @@
+//! One scheduling pass (SPEC §3): guaranteed starts, borrowed starts, preemption and
+//! nomination lapse, looped exactly as the spec orders them.
+//!
+//! A sweep visits jobs in a fixed order and evaluates each on the state left by the
+//! decisions before it. Between two starts the state does not change, so the sweep is
+//! implemented as "find the first job after the cursor that can start now": the lanes'
+//! by-quantity indexes answer that with a few range queries, without visiting the jobs
+//! that would fail.
+
+use super::accounting::Noms;
+use super::state::{QKey, ShareIx, UnitIx};
+use super::{Sched, Time};
+use crate::model::JobId;
+use std::collections::BTreeMap;
+use std::ops::Bound::{self, Excluded, Included, Unbounded};
+
+/// A (submission, id) pair: the FIFO key of step 2.
+type Fifo = (Time, u64);
+
+impl Sched {
+    /// Run one scheduling pass at `now`. Decisions go to the outbox.
+    pub fn pass(&mut self, now: Time) {
+        self.now = now;
+        self.prune_retries(now);
+        // Every round starts, preempts or lapses something, so a pass ends (SPEC §3); the
+        // bound only guards the live scheduler against a bug turning into a hang.
+        let bound = 64 * (self.jobs.len() as u64 + 16);
+        let mut rounds = 0u64;
+        loop {
+            rounds += 1;
+            debug_assert!(rounds <= bound, "a scheduling pass did not terminate");
+            if rounds > bound {
+                break;
+            }
+            self.refresh_reservations(now);
+            if self.step1(now) || self.step2(now) || self.step3(now) {
+                continue;
+            }
+            if self.lapse(now) {
+                continue;
+            }
+            break;
+        }
+    }
+
+    /// The first non-nominated job of lane (s,u) after `from` (and before the lane's
+    /// block) whose quantity lies in `qty`.
+    fn first_in_lane(
+        &self,
+        s: ShareIx,
+        u: UnitIx,
+        qty: (Bound<u32>, Bound<u32>),
+        from: Bound<QKey>,
+    ) -> Option<QKey> {
+        let lane = &self.shares[s].lanes[u];
+        let block = lane.block();
+        let mut best: Option<QKey> = None;
+        for (_, set) in lane.by_qty.range(qty) {
+            if let Some(&k) = set.range((from, Unbounded)).next()
+                && block.is_none_or(|b| k < b)
+                && best.is_none_or(|b| k < b)
+            {
+                best = Some(k);
+            }
+        }
+        best
+    }
+
+    /// Step 1, one sweep (repeated here while it starts jobs, which is what "go to 1"
+    /// does when the sweep started something). Returns whether anything started.
+    fn step1(&mut self, now: Time) -> bool {
+        let mut started = false;
+        let mut cursor: Bound<QKey> = Unbounded;
+        loop {
+            let noms = self.nominated_totals();
+            let mut best: Option<QKey> = None;
+            for s in 0..self.shares.len() {
+                if !self.shares[s].present {
+                    continue;
+                }
+                for u in 0..self.units.len() {
+                    let lane = &self.shares[s].lanes[u];
+                    if lane.pending.is_empty() || self.units[u].free() <= 0 {
+                        continue;
+                    }
+                    let room = i64::from(lane.limit) - i64::from(lane.usage);
+                    if room <= 0 {
+                        continue;
+                    }
+                    if let Some(k) = self.step1_candidate(s, u, room, cursor, &noms)
+                        && best.is_none_or(|b| k < b)
+                    {
+                        best = Some(k);
+                    }
+                    // The lane's first nominated job may start too, with its own reserve.
+                    if let Some(k) = self.shares[s].lanes[u].block()
+                        && after(cursor, k)
+                        && best.is_none_or(|b| k < b)
+                        && let Some(j) = self.job(k.job())
+                        && i64::from(j.quantity)
+                            <= room.min(self.available_guaranteed(s, u, k, Some(j.id), &noms))
+                        && self.best_fit(u, j.quantity, &noms, Some(j.id)).is_some()
+                    {
+                        best = Some(k);
+                    }
+                }
+            }
+            let Some(k) = best else { break };
+            self.start(k.job(), now);
+            started = true;
+            cursor = Excluded(k);
+        }
+        started
+    }
+
+    /// The first non-nominated job of lane (s,u) after `cursor` that step 1 can start now.
+    ///
+    /// Off an oversubscribed unit `available` is the same for every job of the lane, so one
+    /// range query per quantity finds it. On an oversubscribed unit `held_back` counts only
+    /// the other shares' waiting jobs ahead of the job judged, so `available` can only fall
+    /// along the lane: each job found above the bound lowers the bound below its own
+    /// quantity, and the search goes on from there (at most `room` rounds).
+    fn step1_candidate(
+        &self,
+        s: ShareIx,
+        u: UnitIx,
+        room: i64,
+        cursor: Bound<QKey>,
+        noms: &Noms,
+    ) -> Option<QKey> {
+        // No job larger than what one node has room for can start (SPEC §10); without
+        // `nodes` the one node always has room for what the counts allow.
+        let room = room.min(i64::from(self.room_max(u, noms)));
+        if !self.units[u].oversubscribed() {
+            let bound = room.min(self.available_given(u, None, noms, self.held_back(s, u)));
+            if bound < 1 {
+                return None;
+            }
+            return self.first_in_lane(s, u, (Included(1), Included(bound as u32)), cursor);
+        }
+        // held_back ≥ 0, so free − nominations bounds `available` for every job.
+        let mut bound = room.min(self.available_given(u, None, noms, 0));
+        let mut from = cursor;
+        while bound >= 1 {
+            let k = self.first_in_lane(s, u, (Included(1), Included(bound as u32)), from)?;
+            let q = self.job(k.job()).map_or(u32::MAX, |j| j.quantity);
+            let avail = self.available_guaranteed(s, u, k, None, noms);
+            if i64::from(q) <= avail {
+                return Some(k);
+            }
+            bound = room.min(avail);
+            from = Excluded(k);
+        }
+        None
+    }
+
+    /// Step 2, one sweep: borrowed starts, FIFO between LEND_AND_BORROW shares.
+    ///
+    /// The merge "share whose next untried job was submitted earliest goes next" visits a
+    /// share's jobs in blocks: a job is reached at the running maximum `K` of the FIFO keys
+    /// of its share's jobs up to it. So the visiting order is (K, queue order), and the
+    /// next job to start is the candidate with the smallest K.
+    fn step2(&mut self, now: Time) -> bool {
+        let shares: Vec<ShareIx> = (0..self.shares.len())
+            .filter(|&s| self.shares[s].borrows())
+            .filter(|&s| self.shares[s].lanes.iter().any(|l| !l.pending.is_empty()))
+            .collect();
+        if shares.is_empty() {
+            return false;
+        }
+        // Membership is fixed when the step begins: jobs that would exceed the limit.
+        let room0: Vec<Vec<i64>> = shares
+            .iter()
+            .map(|&s| {
+                self.shares[s]
+                    .lanes
+                    .iter()
+                    .map(|l| i64::from(l.limit) - i64::from(l.usage))
+                    .collect()
+            })
+            .collect();
+        let mut lo: Vec<Bound<QKey>> = vec![Unbounded; shares.len()];
+        let mut levels: Vec<Levels> = Vec::new();
+        let mut started = false;
+        loop {
+            let noms = self.nominated_totals();
+            let mut cands: Vec<(usize, QKey)> = Vec::new();
+            for (i, &s) in shares.iter().enumerate() {
+                if let Some(k) = self.step2_candidate(s, &room0[i], lo[i], &noms) {
+                    cands.push((i, k));
+                }
+            }
+            if cands.is_empty() {
+                break;
+            }
+            // The level maxima describe the set as it stood when the step began: take
+            // them before the first start removes anything from the indexes.
+            if levels.is_empty() {
+                levels = (0..shares.len())
+                    .map(|i| self.levels(shares[i], &room0[i]))
+                    .collect();
+            }
+            let mut best: Option<(Fifo, usize, QKey)> = None;
+            for (i, k) in cands {
+                let kk = levels[i].k_of(&k);
+                if best.is_none_or(|(b, _, _)| kk < b) {
+                    best = Some((kk, i, k));
+                }
+            }
+            let Some((kstar, chosen, key)) = best else {
+                break;
+            };
+            for i in 0..shares.len() {
+                if i == chosen {
+                    lo[i] = Excluded(key);
+                } else {
+                    lo[i] = max_bound(lo[i], levels[i].boundary(kstar));
+                }
+            }
+            let except = self
+                .job(key.job())
+                .and_then(|j| self.reserved_node_of(j.unit, j.id));
+            self.start_except(key.job(), now, except);
+            started = true;
+        }
+        started
+    }
+
+    /// The first job of share s at or after `from` in the step-2 set that can start now.
+    fn step2_candidate(
+        &self,
+        s: ShareIx,
+        room0: &[i64],
+        from: Bound<QKey>,
+        noms: &Noms,
+    ) -> Option<QKey> {
+        let share = &self.shares[s];
+        let mut best: Option<QKey> = None;
+        for (u, lane) in share.lanes.iter().enumerate() {
+            if lane.pending.is_empty() || self.units[u].free() <= 0 {
+                continue;
+            }
+            let member_min = (room0[u].max(0) + 1) as u32;
+            let avail = self.available_borrowing(s, u, None, noms);
+            let cap_room = lane.cap.map_or(i64::MAX, |cap| {
+                i64::from(lane.limit) + i64::from(cap) - i64::from(lane.usage)
+            });
+            let upper = avail.min(i64::from(self.room_max(u, noms))).min(cap_room);
+            let mut found = None;
+            if upper >= i64::from(member_min) {
+                let qty = (Included(member_min), Included(upper as u32));
+                found = self.first_in_lane(s, u, qty, from);
+            }
+            // While u is reserved for a big job (SPEC §3), no other job borrows it; with
+            // `nodes`, the others borrow only on the other nodes.
+            if let Some(r) = self.units[u].reservation
+                && found.is_some_and(|k| k.job() != r.job)
+            {
+                found = None;
+                if let Some(rn) = r.node {
+                    let upper = avail
+                        .min(i64::from(self.room_max_except(u, noms, Some(rn))))
+                        .min(cap_room);
+                    if upper >= i64::from(member_min) {
+                        let qty = (Included(member_min), Included(upper as u32));
+                        found = self.first_in_lane(s, u, qty, from);
+                    }
+                }
+            }
+            if let Some(k) = found
+                && best.is_none_or(|b| k < b)
+            {
+                best = Some(k);
+            }
+        }
+        // Each lane's first nominated job, if it is in the set and can start with its own
+        // reserve.
+        for (u, lane) in share.lanes.iter().enumerate() {
+            if let Some(k) = lane.block()
+                && after(from, k)
+                && best.is_none_or(|b| k < b)
+                && let Some(j) = self.job(k.job())
+            {
+                let q = i64::from(j.quantity);
+                let fits_cap = lane.cap.is_none_or(|c| {
+                    i64::from(lane.usage) + q - i64::from(lane.limit) <= i64::from(c)
+                });
+                let node = j.nomination().map(|nom| nom.node);
+                if q > room0[u]
+                    && q <= self.available_borrowing(s, u, Some(j.id), noms)
+                    && fits_cap
+                    && self.borrow_allowed(u, Some(j.id), node.filter(|_| self.multi_node))
+                    && self.best_fit(u, j.quantity, noms, Some(j.id)).is_some()
+                {
+                    best = Some(k);
+                }
+            }
+        }
+        best
+    }
+
+    /// The per-priority-level maxima of share s's step-2 set, for computing K.
+    fn levels(&self, s: ShareIx, room0: &[i64]) -> Levels {
+        let share = &self.shares[s];
+        let mut last: BTreeMap<u32, Fifo> = BTreeMap::new(); // keyed by inv_prio
+        for &prio in share.levels.keys() {
+            let inv = QKey::new(prio, 0, JobId(0)).inv_prio;
+            let range = (
+                Included(QKey {
+                    inv_prio: inv,
+                    submitted: Time::MIN,
+                    id: 0,
+                }),
+                Included(QKey {
+                    inv_prio: inv,
+                    submitted: Time::MAX,
+                    id: u64::MAX,
+                }),
+            );
+            let mut m: Option<Fifo> = None;
+            for (u, lane) in share.lanes.iter().enumerate() {
+                let member_min = (room0[u].max(0) + 1) as u32;
+                for (_, set) in lane.by_qty.range(member_min..) {
+                    if let Some(k) = set.range(range).next_back() {
+                        m = m.max(Some(k.fifo()));
+                    }
+                }
+            }
+            for (u, lane) in share.lanes.iter().enumerate() {
+                for k in lane.nominated.range(range) {
+                    if let Some(j) = self.job(k.job())
+                        && i64::from(j.quantity) > room0[u]
+                    {
+                        m = m.max(Some(k.fifo()));
+                    }
+                }
+            }
+            if let Some(m) = m {
+                last.insert(inv, m);
+            }
+        }
+        let mut out = Vec::with_capacity(last.len());
+        let mut above: Option<Fifo> = None;
+        for (inv, m) in last {
+            out.push(Level {
+                inv_prio: inv,
+                above,
+                last: m,
+            });
+            above = above.max(Some(m));
+        }
+        Levels(out)
+    }
+
+    /// Step 3: the first pending job (global order) for which a victim set exists gets it.
+    fn step3(&mut self, now: Time) -> bool {
+        // Within one lane and quantity, a job with a higher priority has every victim
+        // set a lower one has, so only the first eligible job of each (lane, quantity)
+        // needs to be tried.
+        let mut reps: Vec<(QKey, ShareIx, UnitIx)> = Vec::new();
+        for s in 0..self.shares.len() {
+            let share = &self.shares[s];
+            if !share.present {
+                continue;
+            }
+            for (u, lane) in share.lanes.iter().enumerate() {
+                if lane.pending.is_empty() || lane.limit == 0 {
+                    continue;
+                }
+                let block = lane.block();
+                let modea = lane.usage < lane.limit;
+                let in_share_room = share.in_share && !lane.running.is_empty();
+                if !modea && !in_share_room {
+                    continue;
+                }
+                for (_, set) in lane.by_qty.range(1..=lane.limit) {
+                    for &k in set {
+                        if block.is_some_and(|b| k > b) {
+                            break;
+                        }
+                        let lapsed = self.job(k.job()).is_some_and(|j| j.lapsed_at == Some(now));
+                        if !lapsed {
+                            reps.push((k, s, u));
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        reps.sort_unstable_by_key(|r| r.0);
+        if reps.is_empty() {
+            return false;
+        }
+        let noms = self.nominated_totals();
+        for (k, s, u) in reps {
+            if let Some(found) = self.find_victims(k.job(), s, u, &noms, true) {
+                self.apply_preemption(k.job(), found, now);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Step 4: nominations none of whose victims is still releasing GPUs for them, and
+    /// that did not start, lapse. A victim that released its GPUs (and was requeued, and
+    /// may even have started again) no longer counts (SPEC §3).
+    fn lapse(&mut self, now: Time) -> bool {
+        let mut lapsed = Vec::new();
+        for unit in &self.units {
+            for &k in &unit.nominated {
+                let Some(job) = self.job(k) else { continue };
+                if let Some(nom) = job.nomination()
+                    && self.victims_releasing(&nom.victims) == 0
+                {
+                    lapsed.push(k);
+                }
+            }
+        }
+        for &id in &lapsed {
+            self.unindex_pending(id);
+            if let Some(j) = self.job_mut(id) {
+                j.phase = super::state::Phase::Pending { nominated: None };
+                j.lapsed_at = Some(now);
+            }
+            self.index_pending(id);
+            self.note_lapse(id, now);
+        }
+        !lapsed.is_empty()
+    }
+}
+
+/// Is `k` strictly after the cursor?
+fn after(cursor: Bound<QKey>, k: QKey) -> bool {
+    match cursor {
+        Unbounded => true,
+        Excluded(c) => k > c,
+        Included(c) => k >= c,
+    }
+}
+
+/// The later of two lower bounds.
+fn max_bound(a: Bound<QKey>, b: Bound<QKey>) -> Bound<QKey> {
+    match (a, b) {
+        (Unbounded, x) | (x, Unbounded) => x,
+        (Excluded(x), Included(y)) if y > x => Included(y),
+        (Excluded(x), Included(_)) => Excluded(x),
+        (Included(x), Excluded(y)) if x > y => Included(x),
+        (Included(_), Excluded(y)) => Excluded(y),
+        (Excluded(x), Excluded(y)) => Excluded(x.max(y)),
+        (Included(x), Included(y)) => Included(x.max(y)),
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Level {
+    inv_prio: u32,
+    /// The largest FIFO key of the set's jobs at higher priorities.
+    above: Option<Fifo>,
+    /// The largest FIFO key of the set's jobs at this priority.
+    last: Fifo,
+}
+
+/// A share's step-2 set summarised by priority level (highest first).
+#[derive(Debug, Clone)]
+struct Levels(Vec<Level>);
+
+impl Levels {
+    /// K of a job: the running maximum of FIFO keys up to it in its share's order.
+    fn k_of(&self, k: &QKey) -> Fifo {
+        let above = self
+            .0
+            .iter()
+            .find(|l| l.inv_prio == k.inv_prio)
+            .and_then(|l| l.above)
+            .or_else(|| {
+                self.0
+                    .iter()
+                    .filter(|l| l.inv_prio < k.inv_prio)
+                    .map(|l| l.last)
+                    .max()
+            });
+        above.map_or(k.fifo(), |a| a.max(k.fifo()))
+    }
+
+    /// The first position whose K is at least `kstar`: everything before it has been
+    /// visited once the merge reaches `kstar`.
+    fn boundary(&self, kstar: Fifo) -> Bound<QKey> {
+        for l in &self.0 {
+            if l.above.is_some_and(|a| a >= kstar) {
+                return Included(QKey {
+                    inv_prio: l.inv_prio,
+                    submitted: Time::MIN,
+                    id: 0,
+                });
+            }
+            if l.last >= kstar {
+                return Included(QKey {
+                    inv_prio: l.inv_prio,
+                    submitted: kstar.0,
+                    id: kstar.1,
+                });
+            }
+        }
+        // Every job of this share comes before kstar.
+        Excluded(QKey {
+            inv_prio: u32::MAX,
+            submitted: Time::MAX,
+            id: u64::MAX,
+        })
+    }
+}

@@ -1,0 +1,197 @@
+//! Placement on nodes (SPEC §10): a job's GPUs are all on one node; the node is the best
+//! fit (fewest free devices that fit, ties to the node listed first), its devices the
+//! lowest free indices. Free devices set aside for a nomination on its node fit no other
+//! job. Without `nodes` there is one implicit node and these rules change nothing.
+
+use super::Sched;
+use super::accounting::Noms;
+use super::state::{NodeIx, UnitIx};
+use crate::model::JobId;
+
+impl Sched {
+    /// Free devices of unit u on node n that are not set aside for nominations there. A
+    /// nominated job tied to n (`own`) does not count its own reserve against itself.
+    pub(crate) fn node_room(&self, u: UnitIx, n: NodeIx, noms: &Noms, own: Option<JobId>) -> i64 {
+        let free = self.units[u]
+            .slots
+            .get(n)
+            .map_or(0, |s| s.free.len() as i64);
+        let own_term = own
+            .and_then(|k| self.job(k))
+            .and_then(|j| j.nomination().filter(|nom| nom.node == n).map(|_| j.id))
+            .map_or(0, |k| self.nomination_aside(k));
+        free - (noms.aside(u, n) - own_term)
+    }
+
+    /// The node job `job` (or any non-nominated job of `q` devices, when `job` is `None`)
+    /// would start on now: a nominated job only on its nomination's node; otherwise the
+    /// fitting node with the least room, ties to the node listed first. Costs
+    /// O(log nodes + nominated nodes).
+    pub(crate) fn best_fit(
+        &self,
+        u: UnitIx,
+        q: u32,
+        noms: &Noms,
+        job: Option<JobId>,
+    ) -> Option<NodeIx> {
+        self.best_fit_except(u, q, noms, job, None)
+    }
+
+    /// [`Sched::best_fit`] on the nodes other than `except` (a borrowed start while that
+    /// node is reserved for a big job, SPEC §3).
+    pub(crate) fn best_fit_except(
+        &self,
+        u: UnitIx,
+        q: u32,
+        noms: &Noms,
+        job: Option<JobId>,
+        except: Option<NodeIx>,
+    ) -> Option<NodeIx> {
+        if let Some(nom) = job.and_then(|k| self.job(k)).and_then(|j| j.nomination()) {
+            let n = nom.node;
+            return (self.node_room(u, n, noms, job) >= i64::from(q) && except != Some(n))
+                .then_some(n);
+        }
+        let unit = &self.units[u];
+        // (room, listing order, node): the best entry without a set-aside ...
+        let plain = unit
+            .by_free
+            .range((q, 0, 0)..)
+            .find(|&&(_, _, n)| noms.aside(u, n) == 0 && except != Some(n))
+            .map(|&(f, o, n)| (i64::from(f), o, n));
+        // ... against the nodes where something is set aside.
+        let aside = noms
+            .aside
+            .iter()
+            .filter(|a| a.0 == u && except != Some(a.1))
+            .filter_map(|&(_, n, _)| {
+                let room = self.node_room(u, n, noms, None);
+                let order = unit.slots.get(n)?.order;
+                (room >= i64::from(q)).then_some((room, order, n))
+            })
+            .min();
+        match (plain, aside) {
+            (Some(a), Some(b)) => Some(a.min(b).2),
+            (a, b) => a.or(b).map(|x| x.2),
+        }
+    }
+
+    /// The most a non-nominated job of unit u can get on one node now.
+    pub(crate) fn room_max(&self, u: UnitIx, noms: &Noms) -> u32 {
+        self.room_max_except(u, noms, None)
+    }
+
+    /// [`Sched::room_max`] on the nodes other than `except`.
+    pub(crate) fn room_max_except(&self, u: UnitIx, noms: &Noms, except: Option<NodeIx>) -> u32 {
+        let unit = &self.units[u];
+        let plain = unit
+            .by_free
+            .iter()
+            .rev()
+            .find(|&&(_, _, n)| noms.aside(u, n) == 0 && except != Some(n))
+            .map_or(0, |&(f, _, _)| i64::from(f));
+        let aside = noms
+            .aside
+            .iter()
+            .filter(|a| a.0 == u && except != Some(a.1))
+            .map(|&(_, n, _)| self.node_room(u, n, noms, None))
+            .max()
+            .unwrap_or(0);
+        plain.max(aside).clamp(0, i64::from(u32::MAX)) as u32
+    }
+
+    /// With `nodes`: recompute unit u's `room_max` after a change of its free devices or
+    /// nominations, and the lanes' `held_back` terms when it moved (SPEC §10: `waiting`
+    /// counts only jobs some node has room for).
+    pub(crate) fn refresh_room(&mut self, u: UnitIx) {
+        if !self.multi_node {
+            return;
+        }
+        let m = self.units[u].most_free_on_a_node();
+        if m != self.units[u].room_max {
+            self.units[u].room_max = m;
+            for s in 0..self.shares.len() {
+                self.refresh_lane(s, u);
+            }
+        }
+    }
+
+    /// The threshold up to which a lane's waiting jobs count: its idle guarantee, and
+    /// with `nodes` no more than one node has room for.
+    pub(crate) fn waiting_threshold(&self, u: UnitIx, idle: u32) -> u32 {
+        self.waiting_threshold_given(idle, self.units[u].room_max)
+    }
+
+    /// [`Sched::waiting_threshold`] when one node has room for `room` at most (with the
+    /// victims of a preemption being weighed gone).
+    pub(crate) fn waiting_threshold_given(&self, idle: u32, room: u32) -> u32 {
+        if self.multi_node {
+            idle.min(room)
+        } else {
+            idle
+        }
+    }
+
+    /// Free devices of unit u on node n, set-aside ones included.
+    pub(crate) fn node_free(&self, u: UnitIx, n: NodeIx) -> i64 {
+        self.units[u]
+            .slots
+            .get(n)
+            .map_or(0, |s| if s.drained { 0 } else { s.free.len() as i64 })
+    }
+
+    /// The lowest `q` free devices of unit u on node n.
+    pub(crate) fn lowest_free(&self, u: UnitIx, n: NodeIx, q: u32) -> Vec<u32> {
+        self.units[u].slots.get(n).map_or_else(Vec::new, |s| {
+            s.free.iter().take(q as usize).copied().collect()
+        })
+    }
+
+    /// With `nodes`: the free GPUs of unit u if some job waits `FRAGMENTED` there (its
+    /// share's counts would let it start but no node has room for it), else 0. For the
+    /// replay's summary: GPU time idle because of fragmentation. A lane counts when a job
+    /// of a size between the most one node has room for and what its counts allow waits
+    /// in it (on an oversubscribed unit, the counts without the ordering rule).
+    pub fn fragmented_idle(&self, u: UnitIx) -> u32 {
+        if !self.multi_node || u >= self.units.len() {
+            return 0;
+        }
+        let noms = self.nominated_totals();
+        let room_max = self.room_max(u, &noms);
+        let free = self.units[u].free();
+        for (s, share) in self.shares.iter().enumerate() {
+            let lane = &share.lanes[u];
+            if !share.present || lane.by_qty.is_empty() {
+                continue;
+            }
+            let room = i64::from(lane.limit) - i64::from(lane.usage);
+            let within = room.min(self.available_given(u, None, &noms, self.held_back(s, u)));
+            let mut upper = within;
+            if share.borrows() {
+                let mut b = self.available_borrowing(s, u, None, &noms);
+                if let Some(cap) = lane.cap {
+                    b = b.min(i64::from(lane.limit) + i64::from(cap) - i64::from(lane.usage));
+                }
+                upper = upper.max(b);
+            }
+            let lo = i64::from(room_max) + 1;
+            if upper < lo {
+                continue;
+            }
+            let block = lane.block();
+            let waits = lane
+                .by_qty
+                .range(lo as u32..=upper as u32)
+                .any(|(_, set)| set.first().is_some_and(|k| block.is_none_or(|b| *k < b)));
+            if waits {
+                return free.clamp(0, i64::from(u32::MAX)) as u32;
+            }
+        }
+        0
+    }
+
+    /// Unit indexes of the applied config's units.
+    pub fn unit_indexes(&self) -> impl Iterator<Item = UnitIx> + '_ {
+        (0..self.units.len()).filter(|&u| self.units[u].present)
+    }
+}

@@ -1,0 +1,160 @@
+//! Reservation for big jobs (SPEC §3): a job larger than its share's guarantee that has
+//! been the first pending job of its unit in its share's queue for `reserveAfterSeconds`
+//! takes the unit's reservation (one per unit; the earliest qualifying job, ties in global
+//! order). While a unit is reserved, step 2 starts no other job of it (with `nodes`: none
+//! on the reserved node, chosen when the reservation is taken). Steps 1 and 3 go on.
+//!
+//! The state behind it is small: per lane, its first pending job and since when it has
+//! been first (judged at every round of the pass loop), and per unit the reservation.
+
+use super::state::{NodeIx, ShareIx, UnitIx};
+use super::{Sched, Time};
+use crate::model::JobId;
+
+/// A unit's reservation: the job holding it, when it was taken, and with `nodes` the
+/// node it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reservation {
+    pub job: JobId,
+    pub since: Time,
+    pub node: Option<NodeIx>,
+}
+
+impl Sched {
+    /// Would the first pending job of lane (s,u) qualify for a reservation once it has
+    /// been first long enough: it asks for more than its share's guarantee, its share may
+    /// borrow, and its request can be met at all (no `..._LIMIT_EXCEEDED`, not larger than
+    /// every node)? Returns its id and the instant it qualifies.
+    fn reservation_candidate(&self, s: ShareIx, u: UnitIx) -> Option<(JobId, Time)> {
+        if self.reserve_after <= 0 {
+            return None;
+        }
+        let share = &self.shares[s];
+        let lane = share.lanes.get(u)?;
+        let (key, since) = lane.head?;
+        let job = self.job(key.job())?;
+        let n = job.quantity;
+        let ok = share.borrows()
+            && lane.listed
+            && self.units[u].present
+            && !job.is_nominated()
+            && n > lane.limit
+            && i64::from(n) <= self.max_request(s, u)
+            && self.larger_than_any_node(u, n).is_none();
+        ok.then_some((job.id, since + self.reserve_after))
+    }
+
+    /// Judge the reservations at a round of the pass loop (SPEC §3): record each lane's
+    /// first pending job, end the reservations whose job stopped qualifying, and give each
+    /// free unit to the earliest qualifying job (ties in global order).
+    pub(crate) fn refresh_reservations(&mut self, now: Time) {
+        for s in 0..self.shares.len() {
+            for u in 0..self.shares[s].lanes.len() {
+                let lane = &mut self.shares[s].lanes[u];
+                let first = lane.pending.first().copied();
+                if lane.head.map(|h| h.0) != first {
+                    lane.head = first.map(|k| (k, now));
+                }
+            }
+        }
+        for u in 0..self.units.len() {
+            if let Some(r) = self.units[u].reservation {
+                let still = self.job(r.job).is_some_and(|j| {
+                    self.reservation_candidate(j.share, u)
+                        .is_some_and(|(k, at)| k == r.job && at <= now)
+                });
+                if !still {
+                    self.units[u].reservation = None;
+                }
+            }
+            if self.units[u].reservation.is_some() || self.reserve_after <= 0 {
+                continue;
+            }
+            let best = (0..self.shares.len())
+                .filter_map(|s| self.reservation_candidate(s, u))
+                .filter(|&(_, at)| at <= now)
+                .filter_map(|(id, at)| Some((at, self.job(id)?.qkey(), id)))
+                .min();
+            if let Some((_, _, id)) = best {
+                let n = self.job(id).map_or(0, |j| j.quantity);
+                let node = if self.multi_node {
+                    match self.reserved_node(u, n) {
+                        Some(node) => Some(node),
+                        None => continue, // no healthy node can ever hold it now
+                    }
+                } else {
+                    None
+                };
+                self.units[u].reservation = Some(Reservation {
+                    job: id,
+                    since: now,
+                    node,
+                });
+            }
+        }
+    }
+
+    /// With `nodes`: among the nodes with at least `n` healthy devices of unit u that take
+    /// new jobs, the one with the most free devices, ties to the node listed first.
+    fn reserved_node(&self, u: UnitIx, n: u32) -> Option<NodeIx> {
+        self.units[u]
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.drained && s.devices.len() as u32 >= n)
+            .map(|(ix, s)| (std::cmp::Reverse(s.free.len()), s.order, ix))
+            .min()
+            .map(|x| x.2)
+    }
+
+    /// The reservation of the unit named `unit`, if it has one.
+    pub fn reservation_of(&self, unit: &str) -> Option<Reservation> {
+        self.reservation(*self.unit_ix.get(unit)?)
+    }
+
+    /// The reservation of unit u, if it has one.
+    pub fn reservation(&self, u: UnitIx) -> Option<Reservation> {
+        self.units.get(u)?.reservation
+    }
+
+    /// The next instant after `now` at which a lane's first job qualifies for a
+    /// reservation (SPEC §3: that moment makes an instant).
+    pub(crate) fn next_reservation_moment(&self, now: Time) -> Option<Time> {
+        if self.reserve_after <= 0 {
+            return None;
+        }
+        (0..self.shares.len())
+            .flat_map(|s| (0..self.units.len()).map(move |u| (s, u)))
+            .filter_map(|(s, u)| self.reservation_candidate(s, u))
+            .map(|(_, at)| at)
+            .filter(|&at| at > now)
+            .min()
+    }
+
+    /// Step 2 and mode B under a reservation: may a borrowed start of `job` (None: any job
+    /// but the reserving one) of unit u go on node `node` (None: without `nodes`)? While u
+    /// is reserved, only the reserving job may, except on the other nodes.
+    pub(crate) fn borrow_allowed(
+        &self,
+        u: UnitIx,
+        job: Option<JobId>,
+        node: Option<NodeIx>,
+    ) -> bool {
+        match self.units[u].reservation {
+            None => true,
+            Some(r) if job == Some(r.job) => true,
+            Some(r) => match (r.node, node) {
+                (Some(rn), Some(n)) => rn != n,
+                _ => false,
+            },
+        }
+    }
+
+    /// The node that borrowed starts of jobs other than the reserving one must avoid.
+    pub(crate) fn reserved_node_of(&self, u: UnitIx, job: JobId) -> Option<NodeIx> {
+        self.units[u]
+            .reservation
+            .filter(|r| r.job != job)
+            .and_then(|r| r.node)
+    }
+}

@@ -1,0 +1,552 @@
+//! The scheduler's state: jobs, per-unit capacity, per-share lanes and the ordered indexes
+//! that let a pass find the next startable job without rescanning the queue.
+
+use super::Time;
+use crate::model::{JobId, JobSpec, JobState, MAX_PRIORITY, Strategy};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+
+pub type ShareIx = usize;
+pub type UnitIx = usize;
+/// A node's index: its place in the config's `nodes` list (SPEC §10), stable across
+/// reloads by name.
+pub type NodeIx = usize;
+
+/// Global scheduling order: priority descending, then submission time, then job id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QKey {
+    pub inv_prio: u32,
+    pub submitted: Time,
+    pub id: u64,
+}
+
+impl QKey {
+    pub fn new(priority: u32, submitted: Time, id: JobId) -> QKey {
+        QKey {
+            inv_prio: MAX_PRIORITY - priority.min(MAX_PRIORITY),
+            submitted,
+            id: id.0,
+        }
+    }
+    pub fn priority(&self) -> u32 {
+        MAX_PRIORITY - self.inv_prio
+    }
+    /// The FIFO key used between shares in step 2.
+    pub fn fifo(&self) -> (Time, u64) {
+        (self.submitted, self.id)
+    }
+    pub fn job(&self) -> JobId {
+        JobId(self.id)
+    }
+}
+
+/// Victim-candidate order (SPEC §4.1): lowest priority first, then the latest *effective
+/// start* first (the current attempt's start minus `spreadSeconds` per preemption so far:
+/// the attempt that loses the least work goes first, and a job preempted again and again
+/// is spared as if it had run longer), then the later start (by start sequence) first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VKey {
+    pub prio: u32,
+    pub effective: Reverse<Time>,
+    pub started: Reverse<u64>,
+    pub id: u64,
+}
+
+/// Why a job holding GPUs is being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopCause {
+    Preempt {
+        by: Option<JobId>,
+        reason: PreemptReason,
+    },
+    Cancel,
+    Timeout,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PreemptReason {
+    CrossShareReclaim,
+    InSharePriority,
+    DeviceLost,
+}
+
+impl PreemptReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PreemptReason::CrossShareReclaim => "CROSS_SHARE_RECLAIM",
+            PreemptReason::InSharePriority => "IN_SHARE_PRIORITY",
+            PreemptReason::DeviceLost => "DEVICE_LOST",
+        }
+    }
+}
+
+/// A victim of a nomination: the job and the attempt that was stopped for it. A victim
+/// counts as "still releasing GPUs for this preemption" (SPEC §3) only while that same
+/// attempt is being stopped: once it has released its GPUs (and maybe started again) it
+/// no longer does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VictimRef {
+    pub job: JobId,
+    pub attempt: u32,
+}
+
+/// A nominated job's claim (SPEC §4.4, §10): the victims it waits for and the node they
+/// run on, where it will start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nomination {
+    pub victims: Vec<VictimRef>,
+    pub node: NodeIx,
+}
+
+/// Where a job is in its life, from the scheduler's point of view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// RUNNABLE. `nominated` holds the victims it is waiting for (SPEC §4.4).
+    Pending { nominated: Option<Nomination> },
+    /// SCHEDULED / STARTING / RUNNING: holds `devices` of `node` until they are released.
+    Holding {
+        node: NodeIx,
+        devices: Vec<u32>,
+        start_seq: u64,
+        started_at: Time,
+        stopping: Option<(StopCause, Time)>,
+    },
+    /// SUCCEEDED or FAILED.
+    Done,
+}
+
+/// Why a job ended in FAILED.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FailReason {
+    PreemptionRetriesExhausted,
+    NonZeroExit(i32),
+    Timeout,
+    Cancelled(String),
+}
+
+impl FailReason {
+    pub fn code(&self) -> &'static str {
+        match self {
+            FailReason::PreemptionRetriesExhausted => "PREEMPTION_RETRIES_EXHAUSTED",
+            FailReason::NonZeroExit(_) => "NON_ZERO_EXIT",
+            FailReason::Timeout => "TIMEOUT",
+            FailReason::Cancelled(_) => "CANCELLED",
+        }
+    }
+}
+
+impl std::fmt::Display for FailReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            FailReason::NonZeroExit(c) => write!(f, "NON_ZERO_EXIT (exit code {c})"),
+            FailReason::Cancelled(by) => write!(f, "CANCELLED: by {by}"),
+            other => f.write_str(other.code()),
+        }
+    }
+}
+
+/// One job, as the scheduler sees it.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub id: JobId,
+    /// Shared, so that a copy of the scheduler (forecasts, dry runs) does not copy every
+    /// job's command and environment.
+    pub spec: std::sync::Arc<JobSpec>,
+    pub share: ShareIx,
+    pub unit: UnitIx,
+    pub quantity: u32,
+    pub priority: u32,
+    pub submitted: Time,
+    pub state: JobState,
+    pub phase: Phase,
+    /// Times the job was preempted (its GPUs released after a preemption).
+    pub preempted_count: u32,
+    /// Attempts that ended in a non-zero exit (or a timeout).
+    pub failed_attempts: u32,
+    /// Attempts started so far.
+    pub attempts_started: u32,
+    pub fail_reason: Option<FailReason>,
+    /// The instant its last nomination lapsed: it may not preempt again at that instant.
+    pub lapsed_at: Option<Time>,
+    /// Replay only: seconds the job takes to exit after SIGTERM.
+    pub stop_after: u32,
+    /// Replay only: the stop delay fixed when the current stop began (SPEC §6: a reload
+    /// that changes `gracePeriodSeconds` affects only stops that begin later).
+    pub stop_delay: Option<u32>,
+    pub finished_at: Option<Time>,
+}
+
+impl Job {
+    pub fn qkey(&self) -> QKey {
+        QKey::new(self.priority, self.submitted, self.id)
+    }
+
+    /// The job's place in the victim order (SPEC §4.1), with `spread` = `spreadSeconds`
+    /// in the driver's instants; `None` unless it holds GPUs.
+    pub fn vkey(&self, spread: Time) -> Option<VKey> {
+        match &self.phase {
+            Phase::Holding {
+                start_seq,
+                started_at,
+                ..
+            } => Some(VKey {
+                prio: self.priority,
+                effective: Reverse(
+                    started_at
+                        .saturating_sub(spread.saturating_mul(i64::from(self.preempted_count))),
+                ),
+                started: Reverse(*start_seq),
+                id: self.id.0,
+            }),
+            _ => None,
+        }
+    }
+
+    pub fn is_pending(&self) -> bool {
+        matches!(self.phase, Phase::Pending { .. })
+    }
+
+    pub fn is_nominated(&self) -> bool {
+        matches!(self.phase, Phase::Pending { nominated: Some(_) })
+    }
+
+    pub fn is_holding(&self) -> bool {
+        matches!(self.phase, Phase::Holding { .. })
+    }
+
+    /// Holding GPUs and being stopped (preempted, cancelled or timed out).
+    pub fn is_stopping(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Holding {
+                stopping: Some(_),
+                ..
+            }
+        )
+    }
+
+    pub fn stop_cause(&self) -> Option<StopCause> {
+        match &self.phase {
+            Phase::Holding {
+                stopping: Some((c, _)),
+                ..
+            } => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// When the stop began, for a job being stopped.
+    pub fn stopping_since(&self) -> Option<Time> {
+        match &self.phase {
+            Phase::Holding {
+                stopping: Some((_, since)),
+                ..
+            } => Some(*since),
+            _ => None,
+        }
+    }
+
+    pub fn devices(&self) -> &[u32] {
+        match &self.phase {
+            Phase::Holding { devices, .. } => devices,
+            _ => &[],
+        }
+    }
+
+    /// The node whose devices the job holds.
+    pub fn node(&self) -> Option<NodeIx> {
+        match &self.phase {
+            Phase::Holding { node, .. } => Some(*node),
+            _ => None,
+        }
+    }
+
+    /// The nomination of a nominated job.
+    pub fn nomination(&self) -> Option<&Nomination> {
+        match &self.phase {
+            Phase::Pending { nominated } => nominated.as_ref(),
+            _ => None,
+        }
+    }
+
+    pub fn started_at(&self) -> Option<Time> {
+        match &self.phase {
+            Phase::Holding { started_at, .. } => Some(*started_at),
+            _ => None,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.spec.job_name
+    }
+
+    /// GPUs this job still holds for the stop of `victim.attempt`: its quantity while that
+    /// very attempt is being stopped, 0 once it released them (or ended, or restarted).
+    pub fn releasing_for(&self, victim: VictimRef) -> u32 {
+        if self.id == victim.job && self.is_stopping() && self.attempts_started == victim.attempt {
+            self.quantity
+        } else {
+            0
+        }
+    }
+}
+
+/// A share's standing on one unit, with the indexes the passes need.
+#[derive(Debug, Clone, Default)]
+pub struct Lane {
+    pub limit: u32,
+    /// The share lists this unit in its `capacityLimits` (SPEC §1.2: for a unit it does not
+    /// list, limit and borrow cap are 0).
+    pub listed: bool,
+    /// Borrow cap in GPUs; `None` = unlimited. 0 for shares that never borrow.
+    pub cap: Option<u32>,
+    /// GPUs held by the share's jobs on this unit (stopping jobs included).
+    pub usage: u32,
+    /// The part of `usage` held by jobs being stopped.
+    pub releasing: u32,
+    /// How many jobs are being stopped.
+    pub stopping: u32,
+    /// RUNNABLE jobs, in scheduling order.
+    pub pending: BTreeSet<QKey>,
+    /// RUNNABLE, not nominated jobs by quantity: the startable candidates and `waiting`.
+    pub by_qty: BTreeMap<u32, BTreeSet<QKey>>,
+    /// Jobs holding GPUs and not being stopped: the victim candidates.
+    pub running: BTreeSet<VKey>,
+    /// This lane's contribution to its unit's `held_back` total.
+    pub hb_term: u32,
+    /// Keys of this lane's nominated jobs: the first one blocks the lane's jobs behind it
+    /// (a nomination holds back only its own share's jobs of the same unit, SPEC §3).
+    pub nominated: BTreeSet<QKey>,
+    /// The lane's first pending job and since when it has been first (SPEC §3: a big
+    /// job first this long takes its unit's reservation).
+    pub head: Option<(QKey, Time)>,
+}
+
+impl Lane {
+    pub fn idle(&self) -> u32 {
+        self.limit.saturating_sub(self.usage)
+    }
+
+    pub fn borrowed(&self) -> u32 {
+        self.usage.saturating_sub(self.limit)
+    }
+
+    /// Σ quantity of RUNNABLE, not nominated jobs with quantity ≤ `threshold`.
+    pub fn waiting_upto(&self, threshold: u32) -> u64 {
+        self.by_qty
+            .range(..=threshold)
+            .map(|(q, s)| u64::from(*q) * s.len() as u64)
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.usage == 0 && self.pending.is_empty()
+    }
+
+    /// The first nominated job's key: the lane's jobs after it may not start.
+    pub fn block(&self) -> Option<QKey> {
+        self.nominated.first().copied()
+    }
+
+    /// `min(cap, waiting_ahead)`: GPUs asked for by RUNNABLE, not nominated jobs of
+    /// quantity ≤ `threshold` that come before `before` in global order, counted up to
+    /// `cap` (the oversubscribed rule of SPEC §3 needs no more than the idle guarantee).
+    pub fn waiting_ahead_upto(&self, threshold: u32, before: QKey, cap: u32) -> u32 {
+        let mut sum = 0u64;
+        for (q, set) in self.by_qty.range(..=threshold) {
+            for _ in set.range(..before) {
+                sum += u64::from(*q);
+                if sum >= u64::from(cap) {
+                    return cap;
+                }
+            }
+        }
+        sum as u32
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ShareState {
+    pub name: String,
+    /// In the applied config (a removed share keeps its jobs, with limit 0).
+    pub present: bool,
+    pub enabled: bool,
+    pub strategy: Strategy,
+    pub in_share: bool,
+    /// Percent; -1 = unlimited (only meaningful for LEND_AND_BORROW).
+    pub borrow_limit: i64,
+    /// `minRuntimeSeconds` (SPEC §11): running jobs are no preemption candidates until
+    /// their current attempt has run this long.
+    pub min_runtime: u32,
+    /// One lane per unit index.
+    pub lanes: Vec<Lane>,
+    /// Pending jobs per priority level (all units): step 2's merge needs the levels.
+    pub levels: BTreeMap<u32, u32>,
+}
+
+impl ShareState {
+    pub fn borrows(&self) -> bool {
+        self.present && self.strategy == Strategy::LendAndBorrow
+    }
+}
+
+/// One node of the environment.
+#[derive(Debug, Clone)]
+pub struct NodeState {
+    pub name: String,
+    /// In the applied config.
+    pub present: bool,
+}
+
+/// One unit's devices on one node.
+#[derive(Debug, Clone, Default)]
+pub struct Slot {
+    /// The node's place in the config's `nodes` list: best-fit ties go to the first.
+    pub order: usize,
+    /// Devices the config gives this unit on this node (healthy or not).
+    pub configured: u32,
+    /// Healthy device indices, sorted.
+    pub devices: Vec<u32>,
+    /// Devices of `devices` that no job holds.
+    pub free: BTreeSet<u32>,
+    /// The node is drained (SPEC §10): it takes no new job, and each device leaves
+    /// `devices` (and so `usable`) when its job releases it; they wait in `parked`.
+    pub drained: bool,
+    pub parked: Vec<u32>,
+}
+
+#[derive(Debug, Clone)]
+pub struct UnitState {
+    pub name: String,
+    pub present: bool,
+    pub max_capacity: u32,
+    /// Per node (by node index): this unit's devices there.
+    pub slots: Vec<Slot>,
+    /// (free devices, node) of every node with a healthy device of this unit: best fit
+    /// is the first entry with enough free devices (SPEC §10).
+    pub by_free: BTreeSet<(u32, usize, NodeIx)>,
+    /// The most devices of this unit the config gives one node: larger jobs never fit.
+    pub largest: u32,
+    /// With `nodes`: the most free devices of this unit on one node, devices set aside for
+    /// nominations included (they are room for waiting work). `waiting` counts only jobs
+    /// up to this (SPEC §10). Kept with the lanes' `hb_term`s, which depend on it; it
+    /// depends on the free devices only, so every change goes through `refresh_room`.
+    pub room_max: u32,
+    /// min(maxCapacity, healthy devices).
+    pub usable: u32,
+    /// Σ usage over shares.
+    pub used: u32,
+    /// Σ hb_term over the lanes of this unit.
+    pub hb_total: u64,
+    /// Nominated jobs of this unit.
+    pub nominated: Vec<JobId>,
+    /// Σ limit over the present shares.
+    pub guaranteed: u64,
+    /// The unit's reservation for a big job (SPEC §3).
+    pub reservation: Option<super::reserve::Reservation>,
+}
+
+impl UnitState {
+    /// A unit not (yet) in the applied config: no devices, nothing usable.
+    pub fn new(name: &str) -> UnitState {
+        UnitState {
+            name: name.to_string(),
+            present: false,
+            max_capacity: 0,
+            slots: Vec::new(),
+            by_free: BTreeSet::new(),
+            largest: 0,
+            room_max: 0,
+            usable: 0,
+            used: 0,
+            hb_total: 0,
+            nominated: Vec::new(),
+            guaranteed: 0,
+            reservation: None,
+        }
+    }
+
+    pub fn free(&self) -> i64 {
+        i64::from(self.usable) - i64::from(self.used)
+    }
+
+    /// Σ limit(·,u) > usable(u): guarantees overlap (SPEC §1.2, §3).
+    pub fn oversubscribed(&self) -> bool {
+        self.guaranteed > u64::from(self.usable)
+    }
+
+    /// Healthy devices on all nodes.
+    pub fn healthy(&self) -> u32 {
+        self.slots.iter().map(|s| s.devices.len() as u32).sum()
+    }
+
+    /// The most free devices on one node that takes new jobs.
+    pub fn most_free_on_a_node(&self) -> u32 {
+        self.by_free.last().map_or(0, |x| x.0)
+    }
+
+    /// Free devices on all nodes.
+    pub fn free_devices(&self) -> u32 {
+        self.slots.iter().map(|s| s.free.len() as u32).sum()
+    }
+
+    /// Is device `d` of node `n` healthy?
+    pub fn has_device(&self, n: NodeIx, d: u32) -> bool {
+        self.slots
+            .get(n)
+            .is_some_and(|s| s.devices.binary_search(&d).is_ok())
+    }
+
+    /// Take devices of node `n` (a job starts or is restored on them).
+    pub fn take(&mut self, n: NodeIx, devices: &[u32]) {
+        let Some(slot) = self.slots.get_mut(n) else {
+            return;
+        };
+        let before = slot.free.len() as u32;
+        for d in devices {
+            slot.free.remove(d);
+        }
+        let (after, order) = (slot.free.len() as u32, slot.order);
+        if before != after && self.by_free.remove(&(before, order, n)) {
+            self.by_free.insert((after, order, n));
+        }
+    }
+
+    /// Give devices of node `n` back (those still healthy).
+    pub fn give(&mut self, n: NodeIx, devices: &[u32]) {
+        let Some(slot) = self.slots.get_mut(n) else {
+            return;
+        };
+        let before = slot.free.len() as u32;
+        let drained = slot.drained;
+        for &d in devices {
+            if drained {
+                if let Ok(i) = slot.devices.binary_search(&d) {
+                    slot.devices.remove(i);
+                    slot.parked.push(d);
+                }
+            } else if slot.devices.binary_search(&d).is_ok() {
+                slot.free.insert(d);
+            }
+        }
+        let (after, order) = (slot.free.len() as u32, slot.order);
+        if before != after && self.by_free.remove(&(before, order, n)) {
+            self.by_free.insert((after, order, n));
+        }
+        if drained {
+            self.usable = self.max_capacity.min(self.healthy());
+        }
+    }
+
+    /// Rebuild the by-free-count index from the slots.
+    pub fn reindex(&mut self) {
+        self.by_free = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.devices.is_empty() && !s.drained)
+            .map(|(n, s)| (s.free.len() as u32, s.order, n))
+            .collect();
+    }
+}

@@ -1,0 +1,228 @@
+//! The executor boundary (SPEC §10): what carries attempts out. The runtime talks to one
+//! [`Backend`] — launch an attempt on a node with devices, signal it, adopt it after a
+//! restart, let it look at what runs — and every backend answers with the same
+//! [`Report`]s (accepted, running, ended with a code, node down, node drained). Which
+//! backend runs is chosen here, in [`choose`], and nowhere else; what a config's executor
+//! cannot carry out is said beside that choice ([`unavailable`], [`unreachable`]).
+//!
+//! Backend-neutral work (the attempt table, TERM → grace → KILL, timeouts, the preemption
+//! log) is the runtime's (`server::carry`); a backend keeps only its own per-attempt data.
+//! A third executor is a new file with an `impl Backend` and a line in [`choose`].
+
+use super::proc::Stop;
+use super::runfiles::Owner;
+use super::{LaunchSpec, StateDir};
+use crate::config::{ConfigError, LoadedConfig};
+use crate::model::{Executor, JobId};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// What a backend saw of an attempt or a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Report {
+    /// The attempt was taken on (a supervisor exists, or Slurm has its batch job): it is
+    /// STARTING, its command not yet running.
+    Accepted { job: JobId, attempt: u32 },
+    /// The attempt's command runs.
+    Running { job: JobId, attempt: u32 },
+    /// The attempt ended with this status (code 255: its supervisor vanished, 127: it
+    /// could not be started); with the run time its supervisor measured, and whether it
+    /// stopped the attempt at its timeout (SPEC §7).
+    Ended {
+        job: JobId,
+        attempt: u32,
+        status: super::ExitStatus,
+    },
+    /// The node went down: nothing on it runs any more (its attempts are reported
+    /// `Ended` right after).
+    NodeDown { node: String },
+    /// Whether the node takes new jobs (its running ones go on).
+    NodeDrained { node: String, drained: bool },
+    /// Something outside this scheduler holds the device (a live attempt of an earlier
+    /// scheduler's, SPEC §8): it is never handed out by this one.
+    DeviceHeld {
+        unit: String,
+        device: u32,
+        why: String,
+    },
+}
+
+/// Where a backend sends its reports (the runtime's input channel). `send` is false once
+/// the runtime is gone.
+#[derive(Clone)]
+pub struct Reports(Arc<dyn Fn(Report) -> bool + Send + Sync>);
+
+impl Reports {
+    pub fn new(f: impl Fn(Report) -> bool + Send + Sync + 'static) -> Reports {
+        Reports(Arc::new(f))
+    }
+
+    pub fn send(&self, r: Report) -> bool {
+        (self.0)(r)
+    }
+}
+
+impl std::fmt::Debug for Reports {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("Reports")
+    }
+}
+
+/// What carries attempts out. Every call is made on the runtime task and returns at once;
+/// slow work (starting a process, `sbatch`, reading `/proc`) runs off it and comes back
+/// as [`Report`]s. A report for an attempt the runtime no longer runs is ignored there.
+pub trait Backend: Send {
+    /// Start an attempt on `node` with the spec's devices: `Accepted`, then `Running`,
+    /// then `Ended` (or only `Ended` with 127 when it cannot be started).
+    fn launch(&mut self, spec: LaunchSpec, node: &str);
+    /// Deliver a stop (SIGTERM or SIGKILL) to an attempt, now or as soon as it can be
+    /// reached (its supervisor started, its batch job known).
+    fn signal(&mut self, job: JobId, attempt: u32, how: Stop);
+    /// Watch an attempt whose supervisor outlived the previous scheduler (SPEC §8); `pid`
+    /// is the one its pid file names, `node` where the core placed it.
+    fn adopt(&mut self, job: JobId, attempt: u32, pid: u32, node: Option<&str>);
+    /// The runtime took the attempt's end: forget it.
+    fn forget(&mut self, job: JobId, attempt: u32);
+    /// How often [`Backend::poll`] wants to run now (`None`: nothing to look at).
+    fn poll_every(&self) -> Option<Duration>;
+    /// Look at what runs (adopted supervisors, the batch system), off the runtime task.
+    fn poll(&mut self);
+    /// What the console header must say about this backend (jobs not contained, GPUs not
+    /// isolated, SPEC §7), if anything.
+    fn warning(&self) -> Option<String> {
+        None
+    }
+}
+
+/// What every backend is built from.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub state: StateDir,
+    /// The `shareq` binary that runs supervisors.
+    pub exe: PathBuf,
+    /// The database whose run files these are.
+    pub owner: Owner,
+    pub reports: Reports,
+}
+
+/// The one place that picks the backend of a config's executor.
+pub fn choose(executor: &Executor, ctx: Context) -> Box<dyn Backend> {
+    match executor {
+        Executor::Local => Box::new(super::local::Local::new(ctx)),
+        Executor::Slurm(s) => Box::new(super::slurm_exec::Slurm::new(ctx, s.partition.clone())),
+    }
+}
+
+/// Whether the executor runs attempts on this machine, so that GPU discovery here answers
+/// for its node (Slurm's nodes are other machines: their GPUs are the ones the config
+/// lists).
+pub fn runs_here(executor: &Executor) -> bool {
+    match executor {
+        Executor::Local => true,
+        Executor::Slurm(_) => false,
+    }
+}
+
+/// A config the executors cannot carry out (several nodes on the local executor) is
+/// refused at start and on reload, with the reason on its line.
+pub fn unavailable(loaded: &LoadedConfig) -> Option<ConfigError> {
+    let nodes = loaded.config.env.nodes.as_ref().map_or(1, Vec::len);
+    match loaded.config.executor() {
+        Executor::Local if nodes > 1 => Some(
+            ConfigError::new(format!(
+                "nodes: {nodes} nodes, and the local executor runs jobs on this machine only: list one node, or use `executor: {{kind: slurm, partition: ...}}` (`replay` and `check` accept several nodes without an executor)"
+            ))
+            .field("nodes"),
+        ),
+        Executor::Local => None,
+        Executor::Slurm(_) => None,
+    }
+}
+
+/// With the Slurm executor: Slurm must answer and have the partition, and every node of
+/// the config must be in it, before anything is started.
+pub fn unreachable(loaded: &LoadedConfig) -> Option<ConfigError> {
+    let Executor::Slurm(s) = loaded.config.executor() else {
+        return None;
+    };
+    let why = match super::slurm::sinfo(&s.partition) {
+        Err(e) => format!("executor: Slurm does not answer: {e}"),
+        Ok(nodes) => {
+            let missing: Vec<String> = loaded
+                .config
+                .nodes()
+                .into_iter()
+                .map(|(n, _)| n)
+                .filter(|n| !nodes.iter().any(|x| &x.name == n))
+                .collect();
+            if missing.is_empty() {
+                return None;
+            }
+            format!(
+                "executor: partition `{}` has no node {} (it has: {})",
+                s.partition,
+                missing.join(", "),
+                nodes
+                    .iter()
+                    .map(|n| n.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    };
+    Some(ConfigError::new(why).field("executor"))
+}
+
+/// Which attempts run, after a restart, as the executor sees it: `None` for the local
+/// executor (recovery looks at this machine's processes); for Slurm, whether its queue
+/// still has the attempt's batch job (found by name). Without Slurm's view nothing can be
+/// said about what runs: an error, and the scheduler does not start (no guessing).
+pub type LiveAttempts = Box<dyn Fn(JobId, u32) -> bool>;
+
+pub fn live_attempts(executor: &Executor) -> Result<Option<LiveAttempts>, ConfigError> {
+    match executor {
+        Executor::Local => Ok(None),
+        Executor::Slurm(s) => {
+            let jobs = super::slurm::squeue(&s.partition).map_err(|e| {
+                ConfigError::new(format!("executor: Slurm's queue cannot be read: {e}"))
+                    .field("executor")
+            })?;
+            Ok(Some(Box::new(move |job, attempt| {
+                let name = super::slurm::job_name(job, attempt);
+                jobs.iter().any(|j| j.name == name && j.is_live())
+            })))
+        }
+    }
+}
+
+/// A backend's per-attempt data, shared between the runtime task and the work it runs
+/// off that task (a started supervisor's pid, a batch job's id).
+#[derive(Debug)]
+pub(crate) struct Shared<T>(Arc<Mutex<T>>);
+
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        Shared(self.0.clone())
+    }
+}
+
+impl<T> Shared<T> {
+    pub(crate) fn new(t: T) -> Shared<T> {
+        Shared(Arc::new(Mutex::new(t)))
+    }
+
+    /// Held only for in-memory work; a panic while holding it leaves plain data behind.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// An attempt that ended before it could run (127, like a command that cannot start).
+pub(crate) fn not_started(reports: &Reports, job: JobId, attempt: u32) {
+    reports.send(Report::Ended {
+        job,
+        attempt,
+        status: super::ExitStatus::ended_now(127),
+    });
+}

@@ -1,0 +1,581 @@
+//! Containment (SPEC §7): each attempt runs in a cgroup of its own, so that every process
+//! of it is found whatever it did (`setsid`, a double fork, a new session). Ending an
+//! attempt kills the whole cgroup, and its GPUs are released only once the cgroup is
+//! empty. Where a devices controller is usable (cgroup v1 `devices`), an attempt may open
+//! only its own GPUs' device files.
+//!
+//! Which hierarchies: the unified (v2) one where it is usable — a directory we may create
+//! groups in, with `cgroup.kill` — else the v1 `freezer` one (freeze, kill every member,
+//! thaw), with v1 `pids` beside it when present. Device isolation uses the v1 `devices`
+//! hierarchy (a v2 device program needs BPF, which this build does not load).
+//!
+//! Where: below the scheduler's own cgroup in each hierarchy (root's, or a delegated
+//! subtree such as a systemd unit with `Delegate=yes`), in `shareq-<place>-<database>/`:
+//! place names the state directory and database its database, so two schedulers never
+//! share groups, and a scheduler on a recreated state directory (same place, another
+//! database) recognises an earlier one's live attempts. An attempt's group is
+//! `j<job>a<attempt>@<unit>+<i>+<j>…`: its name says which devices it holds, so what an
+//! earlier scheduler left running can be read back from the names alone.
+//!
+//! Fake GPUs are isolated as real ones would be: GPU `i` is the character device of
+//! NVIDIA's major number 195, minor `i` (`/dev/nvidia<i>`). A test makes such nodes with
+//! `mknod` in a scratch directory: opening another attempt's node fails with EPERM, one's
+//! own with ENXIO (no driver).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// NVIDIA's character-device major number (`/dev/nvidia<i>` is minor `i`; the control
+/// devices use the top minors, 254 `nvidia-modeset` and 255 `nvidiactl`).
+pub const NVIDIA_MAJOR: u32 = 195;
+/// The minors of GPUs: `/dev/nvidia0` … `/dev/nvidia253`.
+const GPU_MINORS: u32 = 254;
+
+/// How attempts are killed as a whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kill {
+    /// cgroup v2: `cgroup.kill`.
+    Unified,
+    /// cgroup v1: `freezer.state` FROZEN, SIGKILL every member, THAWED.
+    Freezer,
+}
+
+/// Where the scheduler may make attempt groups, and how well they contain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cgroups {
+    kill: Kill,
+    /// The base directory (the scheduler's `shareq-<scope>`) in the killing hierarchy.
+    base: PathBuf,
+    /// The same in v1 `pids`, when mounted: counted with the freezer's.
+    pids: Option<PathBuf>,
+    /// The same in v1 `devices`, when usable: device isolation.
+    devices: Option<PathBuf>,
+    /// Why devices are not isolated, when they are not.
+    no_isolation: Option<String>,
+}
+
+/// What this machine allows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Containment {
+    Contained(Cgroups),
+    /// Jobs run as before (their session is what is killed); the reason says why.
+    NotContained(String),
+}
+
+impl Containment {
+    /// Find usable hierarchies for the scheduler of `scope` (`<place>-<database>`, see
+    /// [`scope`]). Nothing is created yet but the base directories.
+    pub fn detect(scope: &str) -> Containment {
+        detect_in(
+            Path::new("/sys/fs/cgroup"),
+            Path::new("/proc/self/cgroup"),
+            scope,
+        )
+    }
+
+    /// What a scheduler started by this user here would get, read without making
+    /// anything (for `shareq gpus` and `check`): one line.
+    pub fn describe() -> String {
+        describe_in(
+            Path::new("/sys/fs/cgroup"),
+            nix::unistd::geteuid().is_root(),
+        )
+    }
+
+    pub fn cgroups(&self) -> Option<&Cgroups> {
+        match self {
+            Containment::Contained(c) => Some(c),
+            Containment::NotContained(_) => None,
+        }
+    }
+
+    /// One line for `shareq gpus`, `check` and the console header when something is
+    /// missing: `None` when jobs are contained and GPUs isolated.
+    pub fn warning(&self) -> Option<String> {
+        match self {
+            Containment::NotContained(why) => Some(format!(
+                "jobs are not contained ({why}); GPUs are not isolated: CUDA_VISIBLE_DEVICES is advisory"
+            )),
+            Containment::Contained(c) => c.no_isolation.as_ref().map(|why| {
+                format!("GPUs are not isolated ({why}): CUDA_VISIBLE_DEVICES is advisory")
+            }),
+        }
+    }
+}
+
+fn describe_in(root: &Path, is_root: bool) -> String {
+    let cgroup = |p: PathBuf| p.join("cgroup.procs").exists();
+    let unified = [root.to_path_buf(), root.join("unified")]
+        .into_iter()
+        .find(|m| m.join("cgroup.controllers").exists());
+    let kill = match (is_root, unified, cgroup(root.join("freezer"))) {
+        (false, _, _) => None,
+        (true, Some(_), _) => Some("cgroup v2"),
+        (true, None, true) => Some("cgroup v1 freezer"),
+        (true, None, false) => None,
+    };
+    let Some(kill) = kill else {
+        let why = if is_root {
+            "no usable cgroup hierarchy (neither v2 nor v1 freezer)"
+        } else {
+            "a scheduler run by this user may not manage cgroups: run it as root, or in a delegated cgroup"
+        };
+        return format!(
+            "jobs are not contained ({why}); GPUs are not isolated: CUDA_VISIBLE_DEVICES is advisory"
+        );
+    };
+    if cgroup(root.join("devices")) {
+        format!(
+            "jobs are contained ({kill}, one cgroup per attempt); GPUs are isolated (cgroup v1 devices)"
+        )
+    } else {
+        format!(
+            "jobs are contained ({kill}, one cgroup per attempt); GPUs are not isolated (no cgroup v1 devices controller): CUDA_VISIBLE_DEVICES is advisory"
+        )
+    }
+}
+
+/// The scope of a scheduler's groups: a hash of its state directory's path and the first
+/// characters of its database identity.
+pub fn scope(state: &Path, db: &str) -> String {
+    let path = std::fs::canonicalize(state).unwrap_or_else(|_| state.to_path_buf());
+    // FNV-1a: stable across runs and builds.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in path.as_os_str().as_encoded_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let db: String = db
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(16)
+        .collect();
+    format!("{:08x}-{db}", h as u32)
+}
+
+fn detect_in(root: &Path, self_cgroup: &Path, scope: &str) -> Containment {
+    let own = std::fs::read_to_string(self_cgroup).unwrap_or_default();
+    // `hierarchy-id:controllers:path` per line; v2 is `0::path`.
+    let own_path = |want: &str| -> Option<String> {
+        own.lines().find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let hit = if want.is_empty() {
+                ctrls.is_empty()
+            } else {
+                ctrls.split(',').any(|c| c == want)
+            };
+            hit.then(|| path.trim_start_matches('/').to_string())
+        })
+    };
+    let dir_name = format!("shareq-{scope}");
+    // Our base directory in a hierarchy mounted at `mount`, made if need be, when the
+    // mount is a cgroup hierarchy and a group made there has `marker` (a controller's
+    // file: so the controller is really there).
+    let usable = |mount: PathBuf, rel: Option<String>, marker: &str| -> Option<PathBuf> {
+        if !mount.join("cgroup.procs").exists() {
+            return None;
+        }
+        let base = mount.join(rel?).join(&dir_name);
+        std::fs::create_dir_all(&base).ok()?;
+        if base.join(marker).exists() {
+            Some(base)
+        } else {
+            let _ = std::fs::remove_dir(&base);
+            None
+        }
+    };
+    // The unified hierarchy: pure v2 at the root, or the hybrid one at `unified`.
+    let unified = [root.to_path_buf(), root.join("unified")]
+        .into_iter()
+        .find(|m| m.join("cgroup.controllers").exists());
+    let mut kill = None;
+    if let Some(m) = unified
+        && let Some(base) = usable(m, own_path(""), "cgroup.kill")
+    {
+        kill = Some((Kill::Unified, base));
+    }
+    if kill.is_none()
+        && let Some(base) = usable(root.join("freezer"), own_path("freezer"), "freezer.state")
+    {
+        kill = Some((Kill::Freezer, base));
+    }
+    let Some((kill, base)) = kill else {
+        let why = if nix::unistd::geteuid().is_root() {
+            "no usable cgroup hierarchy (neither v2 with cgroup.kill nor v1 freezer)"
+        } else {
+            "the scheduler may not manage cgroups: run it as root, or in a delegated cgroup"
+        };
+        return Containment::NotContained(why.to_string());
+    };
+    let pids = usable(root.join("pids"), own_path("pids"), "pids.max");
+    let devices = usable(root.join("devices"), own_path("devices"), "devices.deny");
+    let no_isolation = devices.is_none().then(|| {
+        "no usable devices controller (cgroup v1 `devices`; a v2 device program is not supported)"
+            .to_string()
+    });
+    Containment::Contained(Cgroups {
+        kill,
+        base,
+        pids,
+        devices,
+        no_isolation,
+    })
+}
+
+/// One attempt's group, in every hierarchy used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptGroup {
+    kill: Kill,
+    /// The group in the killing hierarchy (membership is read here).
+    main: PathBuf,
+    /// The same group in the other hierarchies (pids, devices).
+    others: Vec<PathBuf>,
+    devices: Option<PathBuf>,
+}
+
+/// The name of an attempt's group: job, attempt and the devices it holds.
+pub fn group_name(job: u64, attempt: u32, unit: &str, devices: &[u32]) -> String {
+    let mut name = format!("j{job}a{attempt}@{unit}");
+    for d in devices {
+        name.push('+');
+        name.push_str(&d.to_string());
+    }
+    name
+}
+
+/// What an earlier scheduler's group says it holds: (unit, devices).
+pub fn parse_group_name(name: &str) -> Option<(String, Vec<u32>)> {
+    let (_, rest) = name.split_once('@')?;
+    let mut parts = rest.split('+');
+    let unit = parts.next()?.to_string();
+    let devices = parts
+        .map(|d| d.parse().ok())
+        .collect::<Option<Vec<u32>>>()?;
+    Some((unit, devices))
+}
+
+impl Cgroups {
+    /// The group of one attempt (not created yet).
+    pub fn attempt(&self, name: &str) -> AttemptGroup {
+        let others: Vec<PathBuf> = self
+            .pids
+            .iter()
+            .chain(self.devices.iter())
+            .map(|b| b.join(name))
+            .collect();
+        AttemptGroup {
+            kill: self.kill.clone(),
+            main: self.base.join(name),
+            others,
+            devices: self.devices.as_ref().map(|b| b.join(name)),
+        }
+    }
+
+    /// Every attempt group below this scheduler's base, by name.
+    pub fn attempts(&self) -> Vec<(String, AttemptGroup)> {
+        list_dirs(&self.base)
+            .into_iter()
+            .map(|n| {
+                let g = self.attempt(&n);
+                (n, g)
+            })
+            .collect()
+    }
+
+    /// Devices held by live attempts of other schedulers' groups beside ours (a state
+    /// directory recreated under a running attempt of the one before, SPEC §8).
+    pub fn foreign_held(&self) -> Vec<(String, u32)> {
+        let Some(parent) = self.base.parent() else {
+            return Vec::new();
+        };
+        let Some(ours) = self.base.file_name().and_then(|n| n.to_str()) else {
+            return Vec::new();
+        };
+        // `shareq-<place>-<database>`: the same state directory, another database.
+        let Some((place, _)) = ours.rsplit_once('-') else {
+            return Vec::new();
+        };
+        let mut held = Vec::new();
+        for scope in list_dirs(parent) {
+            if !scope.starts_with(&format!("{place}-")) || scope == ours {
+                continue;
+            }
+            for name in list_dirs(&parent.join(&scope)) {
+                let dir = parent.join(&scope).join(&name);
+                if members(&dir).is_empty() {
+                    continue;
+                }
+                if let Some((unit, devices)) = parse_group_name(&name) {
+                    held.extend(devices.into_iter().map(|d| (unit.clone(), d)));
+                }
+            }
+        }
+        held
+    }
+
+    /// The group of attempt `attempt` of `job`, found by its name's prefix (a restarted
+    /// scheduler adopting it knows no more).
+    pub fn find(&self, job: u64, attempt: u32) -> Option<AttemptGroup> {
+        let prefix = format!("j{job}a{attempt}@");
+        list_dirs(&self.base)
+            .into_iter()
+            .find(|n| n.starts_with(&prefix))
+            .map(|n| self.attempt(&n))
+    }
+
+    /// Remove the base directories when no attempt group is left in them.
+    pub fn tidy(&self) {
+        for b in std::iter::once(&self.base)
+            .chain(&self.pids)
+            .chain(&self.devices)
+        {
+            let _ = std::fs::remove_dir(b);
+        }
+    }
+
+    /// Is device isolation in force?
+    pub fn isolates(&self) -> bool {
+        self.devices.is_some()
+    }
+}
+
+fn list_dirs(dir: &Path) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    out.sort();
+    out
+}
+
+/// The pids in a group (`cgroup.procs`).
+fn members(dir: &Path) -> Vec<i32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+impl AttemptGroup {
+    /// Make the group in every hierarchy; with device isolation, deny every GPU minor of
+    /// NVIDIA's major but `allowed` (the control devices stay open).
+    pub fn create(&self, allowed: &[u32]) -> io::Result<()> {
+        for dir in std::iter::once(&self.main).chain(&self.others) {
+            match std::fs::create_dir(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(dev) = &self.devices {
+            let mut rules = String::new();
+            for minor in (0..GPU_MINORS).filter(|m| !allowed.contains(m)) {
+                rules.clear();
+                rules.push_str(&format!("c {NVIDIA_MAJOR}:{minor} rwm"));
+                std::fs::write(dev.join("devices.deny"), rules.as_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The group's directory in every hierarchy (what the supervisor enters).
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        std::iter::once(&self.main)
+            .chain(&self.others)
+            .cloned()
+            .collect()
+    }
+
+    /// Put process `pid` (the supervisor, before it starts the command) in the group.
+    pub fn enter(&self, pid: u32) -> io::Result<()> {
+        for dir in std::iter::once(&self.main).chain(&self.others) {
+            std::fs::write(dir.join("cgroup.procs"), pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// The group's processes.
+    pub fn members(&self) -> Vec<i32> {
+        members(&self.main)
+    }
+
+    /// Does the group exist (a restart finds its attempts again by their groups)?
+    pub fn exists(&self) -> bool {
+        self.main.is_dir()
+    }
+
+    /// Kill every process of the group (whatever session it is in); returns how many
+    /// were left to kill.
+    pub fn kill(&self) -> usize {
+        let left = self.members();
+        if left.is_empty() {
+            return 0;
+        }
+        match self.kill {
+            Kill::Unified => {
+                let _ = std::fs::write(self.main.join("cgroup.kill"), "1");
+            }
+            Kill::Freezer => {
+                // Frozen, nobody can fork a new member while the others are killed.
+                let state = self.main.join("freezer.state");
+                let _ = std::fs::write(&state, "FROZEN");
+                for pid in self.members() {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                let _ = std::fs::write(&state, "THAWED");
+            }
+        }
+        left.len()
+    }
+
+    /// Remove the (empty) group from every hierarchy.
+    pub fn remove(&self) {
+        for dir in std::iter::once(&self.main).chain(&self.others) {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// Put this process in the attempt's group (`dirs` from the launch spec): the supervisor
+/// does this first, so that the command and everything it starts belong to the group.
+pub fn enter_self(dirs: &[PathBuf]) -> io::Result<()> {
+    let me = std::process::id().to_string();
+    for dir in dirs {
+        std::fs::write(dir.join("cgroup.procs"), &me).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot enter the cgroup {}: {e}", dir.display()),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Kill what is left in a group until it is empty (its GPUs are released only then),
+/// then remove it. Blocking; warns now and then while something survives SIGKILL.
+pub fn drain(group: &AttemptGroup) {
+    let mut rounds = 0u32;
+    while group.kill() > 0 {
+        rounds += 1;
+        if rounds.is_multiple_of(200) {
+            tracing::warn!(
+                group = %group.main.display(),
+                left = group.members().len(),
+                "processes of an ended attempt still run after SIGKILL; its GPUs stay allocated"
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    group.remove();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_name_says_what_it_holds() {
+        let n = group_name(12, 3, "a100", &[0, 5]);
+        assert_eq!(n, "j12a3@a100+0+5");
+        assert_eq!(parse_group_name(&n), Some(("a100".into(), vec![0, 5])));
+        assert_eq!(parse_group_name("j1a1@gpu"), Some(("gpu".into(), vec![])));
+        assert_eq!(parse_group_name("junk"), None);
+        assert_eq!(parse_group_name("j1a1@gpu+x"), None);
+    }
+
+    #[test]
+    fn the_description_says_what_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(describe_in(dir.path(), true).starts_with("jobs are not contained (no usable"));
+        assert!(describe_in(dir.path(), false).contains("run it as root"));
+        std::fs::create_dir_all(dir.path().join("unified")).unwrap();
+        std::fs::write(dir.path().join("unified/cgroup.controllers"), "").unwrap();
+        let d = describe_in(dir.path(), true);
+        assert!(
+            d.contains("contained (cgroup v2") && d.contains("GPUs are not isolated"),
+            "{d}"
+        );
+        std::fs::create_dir_all(dir.path().join("devices")).unwrap();
+        std::fs::write(dir.path().join("devices/cgroup.procs"), "").unwrap();
+        assert!(describe_in(dir.path(), true).contains("GPUs are isolated"));
+    }
+
+    #[test]
+    fn without_any_hierarchy_jobs_are_not_contained_and_it_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = detect_in(dir.path(), &dir.path().join("none"), "t");
+        assert!(matches!(c, Containment::NotContained(_)), "{c:?}");
+        assert!(c.warning().unwrap().contains("jobs are not contained"));
+    }
+
+    /// On this machine, as root: an attempt group holds a process that escaped into a
+    /// new session, kills it, and denies another GPU's device.
+    #[test]
+    fn a_group_kills_what_left_its_session_and_denies_other_gpus() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: managing cgroups needs root");
+            return;
+        }
+        let scope = format!("unit{}", std::process::id());
+        let c = Containment::detect(&scope);
+        let Some(cg) = c.cgroups() else {
+            eprintln!("skipped: {c:?}");
+            return;
+        };
+        let g = cg.attempt(&group_name(1, 1, "gpu", &[0]));
+        g.create(&[0]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("setsid")
+            .args(["sleep", "300"])
+            .spawn()
+            .unwrap();
+        g.enter(child.id()).unwrap();
+        assert_eq!(g.members(), vec![child.id() as i32]);
+        if cg.isolates() {
+            use std::os::unix::fs::FileTypeExt;
+            let n1 = dir.path().join("nvidia1");
+            let mk = std::process::Command::new("mknod")
+                .arg(&n1)
+                .args(["c", "195", "1"])
+                .status()
+                .unwrap();
+            assert!(mk.success());
+            assert!(std::fs::metadata(&n1).unwrap().file_type().is_char_device());
+            // From inside the group: EPERM on another GPU.
+            let probe = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "echo $$ > {}/cgroup.procs; echo $$ > {}/cgroup.procs; exec cat {}",
+                    g.main.display(),
+                    g.devices.as_ref().unwrap().display(),
+                    n1.display()
+                ))
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&probe.stderr);
+            assert!(err.contains("Operation not permitted"), "{err}");
+        }
+        assert!(g.kill() >= 1);
+        let t = std::time::Instant::now();
+        while !g.members().is_empty() {
+            assert!(t.elapsed() < std::time::Duration::from_secs(5));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = child.wait();
+        g.remove();
+        assert!(!g.exists());
+        let _ = std::fs::remove_dir(&cg.base);
+        for b in cg.pids.iter().chain(cg.devices.iter()) {
+            let _ = std::fs::remove_dir(b);
+        }
+    }
+}

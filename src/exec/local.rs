@@ -1,0 +1,255 @@
+//! The local executor: each attempt is a supervisor process on this machine
+//! (`shareq __supervise`, [`super::proc::launch`]), signalled by pid; an adopted one is
+//! watched through its run files. Containment of an attempt (cgroups) belongs here: it is
+//! set up in `Local::launch`'s blocking step, beside the supervisor's start, and released
+//! with the attempt in `forget`.
+
+use super::LaunchSpec;
+use super::backend::{Backend, Context, Report, Reports, Shared, not_started};
+use super::cgroup::{self, AttemptGroup, Containment, group_name};
+use super::proc::{self, Stop};
+use super::runfiles::{self, SupervisorStatus};
+use crate::model::JobId;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// How often an adopted attempt's run files are looked at.
+const ADOPTED_POLL: Duration = Duration::from_millis(200);
+
+/// What the local executor knows of one attempt.
+#[derive(Debug, Default)]
+struct LocalAttempt {
+    /// Known once the supervisor is started (off the runtime task).
+    pid: Option<i32>,
+    /// The strongest stop asked for so far; sent as soon as the pid is known.
+    stop: Option<Stop>,
+    /// Its supervisor is not our child: its end is seen by looking at its run files.
+    adopted: bool,
+    /// A look at its run files is under way.
+    probing: bool,
+    /// Its end was reported.
+    ended: bool,
+}
+
+pub struct Local {
+    ctx: Context,
+    attempts: Shared<HashMap<(JobId, u32), LocalAttempt>>,
+    /// Cgroups per attempt, where this machine allows them (SPEC §7).
+    containment: std::sync::Arc<Containment>,
+}
+
+impl Local {
+    pub fn new(ctx: Context) -> Local {
+        // The scope names this database, so that another scheduler's groups (one on a
+        // recreated state directory) are told apart from ours.
+        let scope = cgroup::scope(ctx.state.root(), &ctx.owner.db);
+        // What earlier schedulers of this state directory left empty goes first.
+        if let Some(cg) = Containment::detect(&scope).cgroups() {
+            cg.tidy();
+        }
+        let containment = Containment::detect(&scope);
+        match containment.warning() {
+            Some(w) => tracing::warn!("{w}"),
+            None => tracing::info!("each attempt runs in a cgroup of its own; GPUs are isolated"),
+        }
+        if let Some(cg) = containment.cgroups() {
+            // A live attempt of an earlier scheduler holds these: never handed out.
+            for (unit, device) in cg.foreign_held() {
+                ctx.reports.send(Report::DeviceHeld {
+                    unit,
+                    device,
+                    why: "a live attempt of an earlier scheduler (its state directory was \
+                          recreated) still holds it"
+                        .to_string(),
+                });
+            }
+        }
+        Local {
+            ctx,
+            attempts: Shared::new(HashMap::new()),
+            containment: std::sync::Arc::new(containment),
+        }
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        if let Some(cg) = self.containment.cgroups() {
+            cg.tidy();
+        }
+    }
+}
+
+/// Make an attempt's group (blocking) and name it in its launch spec; `None` when not
+/// contained.
+fn contain(
+    containment: &Containment,
+    spec: &mut LaunchSpec,
+) -> std::io::Result<Option<AttemptGroup>> {
+    let Some(cg) = containment.cgroups() else {
+        return Ok(None);
+    };
+    let name = group_name(spec.job.0, spec.attempt, &spec.unit, &spec.devices);
+    let group = cg.attempt(&name);
+    group.create(&spec.devices)?;
+    spec.cgroup = group.dirs();
+    Ok(Some(group))
+}
+
+/// An attempt is over only once its group is empty (its GPUs are released then): kill
+/// what is left, off the async workers.
+async fn release(group: Option<AttemptGroup>) {
+    if let Some(g) = group {
+        let _ = tokio::task::spawn_blocking(move || cgroup::drain(&g)).await;
+    }
+}
+
+impl Backend for Local {
+    /// The supervisor is started off the runtime task (starting a process blocks its
+    /// parent until the child has exec'd, ~ms).
+    fn launch(&mut self, spec: LaunchSpec, _node: &str) {
+        let (job, attempt) = (spec.job, spec.attempt);
+        self.attempts
+            .lock()
+            .insert((job, attempt), LocalAttempt::default());
+        let reports = self.ctx.reports.clone();
+        let attempts = self.attempts.clone();
+        let (exe, owner) = (self.ctx.exe.clone(), self.ctx.owner.clone());
+        let containment = self.containment.clone();
+        tokio::spawn(async move {
+            let state = spec.state.clone();
+            let mut spec = spec;
+            let launched = tokio::task::spawn_blocking(move || {
+                let group = contain(&containment, &mut spec)?;
+                proc::launch(&exe, &spec).map(|sup| (sup, group))
+            })
+            .await;
+            let (sup, group) = match launched {
+                Ok(Ok(started)) => started,
+                Ok(Err(e)) => {
+                    tracing::error!(job = %job, attempt, "cannot start a supervisor: {e}");
+                    return not_started(&reports, job, attempt);
+                }
+                Err(e) => {
+                    tracing::error!(job = %job, attempt, "supervisor start task failed: {e}");
+                    return not_started(&reports, job, attempt);
+                }
+            };
+            if let Some(a) = attempts.lock().get_mut(&(job, attempt)) {
+                a.pid = Some(sup.pid);
+                if let Some(how) = a.stop {
+                    proc::signal(sup.pid, how);
+                }
+            }
+            reports.send(Report::Accepted { job, attempt });
+            let status = sup
+                .wait(&state, job, attempt, &owner, || {
+                    reports.send(Report::Running { job, attempt });
+                })
+                .await;
+            release(group).await;
+            reports.send(Report::Ended {
+                job,
+                attempt,
+                status,
+            });
+        });
+    }
+
+    fn signal(&mut self, job: JobId, attempt: u32, how: Stop) {
+        if let Some(a) = self.attempts.lock().get_mut(&(job, attempt)) {
+            a.stop = Some(how);
+            if let Some(pid) = a.pid {
+                proc::signal(pid, how);
+            }
+        }
+    }
+
+    fn adopt(&mut self, job: JobId, attempt: u32, pid: u32, _node: Option<&str>) {
+        let pid = i32::try_from(pid).ok().filter(|&p| p > 0);
+        let a = LocalAttempt {
+            pid,
+            adopted: true,
+            ..LocalAttempt::default()
+        };
+        self.attempts.lock().insert((job, attempt), a);
+    }
+
+    fn forget(&mut self, job: JobId, attempt: u32) {
+        self.attempts.lock().remove(&(job, attempt));
+    }
+
+    fn warning(&self) -> Option<String> {
+        self.containment.warning()
+    }
+
+    fn poll_every(&self) -> Option<Duration> {
+        let watching = self.attempts.lock().values().any(|a| a.adopted && !a.ended);
+        watching.then_some(ADOPTED_POLL)
+    }
+
+    /// Look at each adopted attempt's run files (on the blocking pool: it reads `/proc`).
+    /// A supervisor gone without an exit status (killed from outside) is reported only
+    /// once nothing of its attempt's session runs (SPEC §7).
+    fn poll(&mut self) {
+        let due: Vec<(JobId, u32)> = {
+            let mut attempts = self.attempts.lock();
+            attempts
+                .iter_mut()
+                .filter(|(_, a)| a.adopted && !a.ended && !a.probing)
+                .map(|(&k, a)| {
+                    a.probing = true;
+                    k
+                })
+                .collect()
+        };
+        for (job, attempt) in due {
+            let group = self
+                .containment
+                .cgroups()
+                .and_then(|cg| cg.find(job.0, attempt));
+            probe(&self.ctx, self.attempts.clone(), job, attempt, group);
+        }
+    }
+}
+
+fn probe(
+    ctx: &Context,
+    attempts: Shared<HashMap<(JobId, u32), LocalAttempt>>,
+    job: JobId,
+    attempt: u32,
+    group: Option<AttemptGroup>,
+) {
+    let (root, owner) = (ctx.state.root().to_path_buf(), ctx.owner.clone());
+    let reports: Reports = ctx.reports.clone();
+    tokio::spawn(async move {
+        let status =
+            tokio::task::spawn_blocking(move || runfiles::probe(&root, job, attempt, &owner))
+                .await
+                .unwrap_or(SupervisorStatus::Alive { pid: 0 });
+        let ended = match status {
+            SupervisorStatus::Alive { .. } => None,
+            SupervisorStatus::Exited(status) => Some(status),
+            SupervisorStatus::Vanished { session } => {
+                if let Some(sid) = session {
+                    tracing::warn!(job = %job, attempt, "adopted supervisor died without an exit status: killing what is left of its attempt");
+                    proc::clear_session(sid).await;
+                }
+                Some(crate::exec::ExitStatus::ended_now(255))
+            }
+        };
+        if let Some(a) = attempts.lock().get_mut(&(job, attempt)) {
+            a.probing = false;
+            a.ended = ended.is_some();
+        }
+        if let Some(status) = ended {
+            // An adopted attempt found again by its group: over once the group is empty.
+            release(group).await;
+            reports.send(Report::Ended {
+                job,
+                attempt,
+                status,
+            });
+        }
+    });
+}

@@ -1,0 +1,288 @@
+//! The control socket's language: one JSON request per line, one JSON answer per line.
+
+use crate::model::{JobId, JobSpec};
+use crate::sched::LendEdge;
+use crate::server::runtime::input::CancelOutcome;
+use crate::snapshot::{ConfigStatus, JobView, PreemptionRecord, ShareView, UnitView};
+use serde::{Deserialize, Serialize};
+
+/// The longest request line accepted (1 MiB).
+pub const MAX_LINE: usize = 1 << 20;
+
+/// The version of this protocol (docs/API.md): additive changes keep it, a breaking one
+/// bumps it, and the server keeps serving the previous one for a release.
+pub const API_VERSION: u32 = 1;
+
+/// The versions this server speaks (`hello` answers with them).
+pub const API_VERSIONS: &[u32] = &[1];
+
+/// A request, e.g. `{"op":"submit","job":{"jobName":"a","quotaShareName":"qs1",...}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Which protocol versions the server speaks, and who the caller is (from its peer
+    /// credentials). With `api`, the version the client speaks: one the server does not
+    /// speak is refused with `unsupported_api`.
+    Hello {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        api: Option<u32>,
+    },
+    Submit {
+        job: JobSpec,
+    },
+    Cancel {
+        ids: Vec<JobId>,
+    },
+    Priority {
+        id: JobId,
+        priority: u32,
+    },
+    /// Queue and running jobs; with `all`, finished ones too. `since`/`until` (ms since
+    /// the epoch) keep only the jobs queued or running at some instant between them.
+    Jobs {
+        #[serde(default)]
+        all: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until: Option<i64>,
+    },
+    /// The utilisation history of the last hour, day or week (`store::usage`).
+    History {
+        #[serde(default)]
+        window: crate::store::usage::Window,
+    },
+    Status,
+    Reload,
+    /// One job, queued, running or finished (from the history when the scheduler no
+    /// longer has it in view); `not_found` for an id it does not know.
+    Job {
+        id: JobId,
+    },
+    /// Part of a job's output log, from byte `offset` of attempt `attempt` (default: the
+    /// latest). For callers who cannot read the file themselves (admins who are not
+    /// root); the owner and admins only.
+    Log {
+        id: JobId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attempt: Option<u32>,
+        #[serde(default)]
+        offset: u64,
+    },
+    /// The newest `limit` entries of the audit trail (admins only).
+    Audit {
+        #[serde(default = "audit_limit")]
+        limit: usize,
+    },
+    /// Switch the connection to streaming: from then on the scheduler writes one JSON
+    /// [`crate::snapshot::Update`] per line: `{"full":{...snapshot}}` first, then after
+    /// each change (at most every [`SUBSCRIBE_EVERY_MS`] ms) `{"delta":{...}}` with what
+    /// changed since the version sent before (the whole picture again when the client
+    /// fell too far behind), until either side closes.
+    Subscribe,
+    /// What this job would do if submitted now (SPEC §11), decided by the real scheduler
+    /// on a copy of the live state; nothing is submitted.
+    Predict {
+        job: JobSpec,
+    },
+    /// Switch the connection to the decision stream (`shareq events`): the stored lines
+    /// after sequence number `after` and at or after `since` (ms), one JSON
+    /// [`crate::events::EventLine`] per line, then with `follow` the live ones until either
+    /// side closes; without `follow` the scheduler closes after the past. Anyone may read
+    /// it (SPEC §9: it holds nothing a `jobs` listing does not show).
+    Events {
+        #[serde(default)]
+        after: u64,
+        #[serde(default)]
+        since: i64,
+        #[serde(default)]
+        follow: bool,
+    },
+    /// Usage figures over [since, until] (ms) from the history (`shareq report`). Per-user
+    /// figures: `users: true` asks for them (admins only); absent, they come when the
+    /// caller is an admin.
+    Report {
+        since: i64,
+        until: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        users: Option<bool>,
+    },
+}
+
+impl Request {
+    /// `jobs` without a time window.
+    pub fn jobs(all: bool) -> Request {
+        Request::Jobs {
+            all,
+            since: None,
+            until: None,
+        }
+    }
+}
+
+fn audit_limit() -> usize {
+    100
+}
+
+/// The most log bytes one `log` answer carries.
+pub const LOG_CHUNK: usize = 256 * 1024;
+
+/// A piece of a job's log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogChunk {
+    pub attempt: u32,
+    /// Where `data` starts and where the next request should continue.
+    pub offset: u64,
+    pub next: u64,
+    /// The bytes, as UTF-8 with invalid sequences replaced.
+    pub data: String,
+    /// The attempt has ended (its exit status is written).
+    pub ended: bool,
+    /// The uid of the job's submitter, where known: the CLI prints the output as it is
+    /// only to its owner (SPEC §9, terminal safety).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_uid: Option<u32>,
+}
+
+/// The shortest interval between two snapshots streamed to a subscriber.
+pub const SUBSCRIBE_EVERY_MS: u64 = 50;
+
+/// Jobs as `shareq jobs` shows them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobsAnswer {
+    /// RUNNABLE jobs in scheduling order, each with its reason.
+    pub queue: Vec<JobView>,
+    /// Jobs holding GPUs.
+    pub running: Vec<JobView>,
+    /// Finished jobs (only with `all`), newest first.
+    pub finished: Vec<JobView>,
+    /// The preemption log, newest first.
+    pub preemptions: Vec<PreemptionRecord>,
+}
+
+/// What `shareq status` shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusAnswer {
+    pub env_name: String,
+    pub config: ConfigStatus,
+    pub units: Vec<UnitView>,
+    pub shares: Vec<ShareView>,
+    pub lending: Vec<LendEdge>,
+    pub grace_period_seconds: u32,
+    pub queued: usize,
+    pub running: usize,
+    /// Why scheduling is paused (its decisions cannot be written), while it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<String>,
+}
+
+/// What kind of error an answer carries: the machine-readable half of an error, stable
+/// across releases of one API version (docs/API.md), beside the human `error` message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The rules of SPEC §9 refuse this caller this action (the message names the rule).
+    NotAllowed,
+    /// The scheduler refused the submission (SPEC §2) or the config (`reload`).
+    Rejected,
+    /// A per-caller limit of SPEC §9: request size, connections.
+    Limit,
+    /// No such job (or it has no log yet).
+    NotFound,
+    /// The scheduler is stopping and did not carry the request out.
+    ShuttingDown,
+    /// The request cannot be read or an argument is out of range.
+    BadRequest,
+    /// The scheduler cannot answer this now (a history it cannot read, no database).
+    Unavailable,
+    /// `hello` named an API version this server does not speak.
+    UnsupportedApi,
+}
+
+/// The answer to `hello`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The version this connection speaks (the server's newest unless `hello` named one).
+    pub api: u32,
+    /// Every version the server speaks.
+    pub apis: Vec<u32>,
+    /// The shareq release.
+    pub version: String,
+    /// The caller, as the kernel's peer credentials and the user database say.
+    pub user: String,
+    pub uid: u32,
+    /// Is the caller an admin (SPEC §9)?
+    pub admin: bool,
+}
+
+/// An answer: `{"ok":true,...}` or `{"ok":false,"error":"...","code":"..."}`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Response {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Set with every error: what kind it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<ErrorCode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hello: Option<Hello>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<JobId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<Vec<CancelOutcome>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<JobsAnswer>,
+    /// The answer to `job`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobView>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<StatusAnswer>,
+    /// Set when the request was refused as not allowed (SPEC §9): the CLI exits with
+    /// [`crate::access::EXIT_NOT_ALLOWED`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_allowed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogChunk>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<Vec<crate::server::runtime::audit::AuditEntry>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<crate::forecast::Prediction>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<crate::report::Report>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<crate::store::usage::UsageHistory>,
+}
+
+impl Response {
+    pub fn ok() -> Response {
+        Response {
+            ok: true,
+            ..Response::default()
+        }
+    }
+
+    /// A refusal (see [`crate::access::Denied`]).
+    pub fn denied(d: crate::access::Denied) -> Response {
+        Response {
+            not_allowed: true,
+            ..Response::error(ErrorCode::NotAllowed, d.0)
+        }
+    }
+
+    /// An error of kind `code`, with its message for people.
+    pub fn error(code: ErrorCode, msg: impl Into<String>) -> Response {
+        Response {
+            ok: false,
+            error: Some(msg.into()),
+            code: Some(code),
+            ..Response::default()
+        }
+    }
+
+    /// The scheduler is stopping: the request was not carried out.
+    pub fn shutting_down() -> Response {
+        Response::error(ErrorCode::ShuttingDown, "the scheduler is shutting down")
+    }
+}

@@ -1,0 +1,701 @@
+//! The control socket `<state>/shareq.sock`: accept connections, read size-limited JSON
+//! lines, answer from the latest snapshot or through the runtime.
+
+use super::guard::Guard;
+use super::protocol::{ErrorCode, JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
+use crate::access::Caller;
+use crate::exec::StateDir;
+use crate::server::runtime::input::{CancelOutcome, Input, Span};
+use crate::snapshot::{Snapshot, Update, Viewer};
+use std::future::Future;
+use std::os::unix::fs::PermissionsExt;
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot, watch};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("a scheduler is already listening on {0}")]
+    AlreadyRunning(String),
+    #[error("cannot listen on {path}: {source}")]
+    Bind {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// Bind the socket, with the mode SPEC §9 gives it (see `guard::socket_mode`). A stale
+/// socket file left by a dead scheduler is replaced; a live one is an error.
+pub fn bind(state: &StateDir, group: Option<&str>) -> Result<UnixListener, SocketError> {
+    let path = state.socket();
+    let shown = path.display().to_string();
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(&path).is_ok() {
+            return Err(SocketError::AlreadyRunning(shown));
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+    let bind_err = |source| SocketError::Bind {
+        path: shown.clone(),
+        source,
+    };
+    let listener = UnixListener::bind(&path).map_err(bind_err)?;
+    let (mode, gid) = super::guard::socket_mode(group).map_err(bind_err)?;
+    if let Some(gid) = gid {
+        nix::unistd::chown(&path, None, Some(gid)).map_err(|e| bind_err(e.into()))?;
+    }
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).map_err(bind_err)?;
+    Ok(listener)
+}
+
+/// Accept connections until the listener fails; each gets its own task, up to the cap
+/// of `limits` (see `conn_limits`): one over it is told so and closed.
+pub async fn serve(
+    listener: UnixListener,
+    inputs: mpsc::UnboundedSender<Input>,
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    guard: Guard,
+    limits: super::conn_limits::SocketLimits,
+) {
+    let cap = limits.cap();
+    let permits = Arc::new(tokio::sync::Semaphore::new(cap));
+    let per_user = super::conn_limits::PerUser::default();
+    loop {
+        match listener.accept().await {
+            Ok((mut stream, _)) => {
+                // The global cap keeps descriptors for the scheduler's own work; one
+                // user cannot reach it alone (the per-user cap, in `connection`).
+                let Ok(permit) = permits.clone().try_acquire_owned() else {
+                    tracing::debug!(cap, "control connection refused: too many");
+                    tokio::spawn(async move {
+                        let answer = super::conn_limits::refusal(cap);
+                        let write = stream.write_all(&answer);
+                        let _ =
+                            tokio::time::timeout(std::time::Duration::from_secs(1), write).await;
+                    });
+                    continue;
+                };
+                let inputs = inputs.clone();
+                let snapshots = snapshots.clone();
+                let guard = guard.clone();
+                let per_user = per_user.clone();
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let idle = limits.idle;
+                    if let Err(e) =
+                        connection(stream, inputs, snapshots, guard, idle, per_user).await
+                    {
+                        tracing::debug!("control connection ended: {e}");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!("control socket accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// How many requests of one connection may wait for their answers at once.
+const PIPELINE_DEPTH: usize = 1024;
+
+/// An answer on its way: the request was handed to the runtime when it was read.
+type Pending = Pin<Box<dyn Future<Output = Response> + Send>>;
+
+/// What the reading half hands the writing half, in request order.
+enum Outgoing {
+    Answer(Pending),
+    /// The client asked to subscribe: after the answers before it, stream the picture as
+    /// this viewer may see it.
+    Subscribe(Viewer),
+    /// The client asked for the decision stream: after the answers before it, stream it.
+    Events(
+        crate::server::runtime::events::Ask,
+        std::path::PathBuf,
+        crate::server::runtime::events::EventFeed,
+    ),
+}
+
+/// One connection. Requests may be pipelined: each is handed to the runtime as soon as
+/// it is read (so the runtime sees them in order and records concurrent submits in one
+/// commit), and the answers are written in request order.
+async fn connection(
+    mut stream: UnixStream,
+    inputs: mpsc::UnboundedSender<Input>,
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    guard: Guard,
+    idle: std::time::Duration,
+    per_user: super::conn_limits::PerUser,
+) -> std::io::Result<()> {
+    // Who is calling, from the kernel; never from the request.
+    let cred = stream.peer_cred()?;
+    let (uid, gid) = (cred.uid(), cred.gid());
+    let caller = tokio::task::spawn_blocking(move || Caller::lookup(uid, gid))
+        .await
+        .map_err(std::io::Error::other)?;
+    // One user's connections are capped (`limits.maxConnectionsPerUser`); admins are not.
+    let access = snapshots.borrow().access.clone();
+    let _slot = if access.is_admin(&caller) {
+        None
+    } else {
+        let most = access.limits.max_connections_per_user;
+        match per_user.take(caller.uid, most) {
+            Some(slot) => Some(slot),
+            None => {
+                let answer = super::conn_limits::user_refusal(&caller.name, most);
+                let write = stream.write_all(&answer);
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), write).await;
+                return Ok(());
+            }
+        }
+    };
+    let (r, w) = stream.into_split();
+    let (tx, rx) = mpsc::channel(PIPELINE_DEPTH);
+    let reading = read_requests(
+        BufReader::new(r),
+        caller,
+        guard,
+        inputs,
+        snapshots.clone(),
+        tx,
+        idle,
+    );
+    let writing = write_answers(w, rx, snapshots);
+    let (read, write) = tokio::join!(reading, writing);
+    read.and(write)
+}
+
+async fn read_requests(
+    mut r: BufReader<tokio::net::unix::OwnedReadHalf>,
+    caller: Caller,
+    guard: Guard,
+    inputs: mpsc::UnboundedSender<Input>,
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    out: mpsc::Sender<Outgoing>,
+    idle: std::time::Duration,
+) -> std::io::Result<()> {
+    loop {
+        let mut line = Vec::new();
+        let mut limited = (&mut r).take(MAX_LINE as u64 + 1);
+        let read = limited.read_until(b'\n', &mut line);
+        let Ok(n) = tokio::time::timeout(idle, read).await else {
+            return Ok(()); // idle for too long: closed, its descriptor is free again
+        };
+        let n = n?;
+        if n == 0 {
+            return Ok(());
+        }
+        if line.len() > MAX_LINE {
+            let e = Response::error(
+                ErrorCode::Limit,
+                format!(
+                    "request too large: a request line may hold at most {MAX_LINE} bytes (1 MiB)"
+                ),
+            );
+            // The rest of the oversized line cannot be told from a next request.
+            let _ = out.send(Outgoing::Answer(ready(e))).await;
+            return Ok(());
+        }
+        // Parsed once: a stream request switches the connection, any other is admitted.
+        let next = match parse(&line) {
+            Err(e) => Outgoing::Answer(ready(Response::error(ErrorCode::BadRequest, e))),
+            Ok(Request::Subscribe) => Outgoing::Subscribe(viewer_of(&caller, &snapshots)),
+            Ok(Request::Events {
+                after,
+                since,
+                follow,
+            }) => Outgoing::Events(
+                crate::server::runtime::events::Ask {
+                    after,
+                    since,
+                    follow,
+                },
+                guard.state_root(),
+                guard.feed.clone(),
+            ),
+            Ok(req) => Outgoing::Answer(admit(req, &caller, &guard, &inputs, &snapshots).await),
+        };
+        let subscribe = matches!(next, Outgoing::Subscribe(_) | Outgoing::Events(..));
+        if out.send(next).await.is_err() || subscribe {
+            return Ok(()); // the writer is gone, or the connection now streams
+        }
+    }
+}
+
+async fn write_answers(
+    mut w: tokio::net::unix::OwnedWriteHalf,
+    mut answers: mpsc::Receiver<Outgoing>,
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+) -> std::io::Result<()> {
+    while let Some(next) = answers.recv().await {
+        let answer = match next {
+            Outgoing::Answer(pending) => pending.await,
+            Outgoing::Subscribe(viewer) => return stream_updates(w, snapshots, viewer).await,
+            Outgoing::Events(ask, root, feed) => {
+                return crate::server::runtime::events::stream(w, root, feed, ask).await;
+            }
+        };
+        let out = if answer.jobs.is_some() {
+            // A long job list: write it out off the async workers.
+            tokio::task::spawn_blocking(move || answer_bytes(&answer))
+                .await
+                .map_err(std::io::Error::other)?
+        } else {
+            answer_bytes(&answer)
+        };
+        w.write_all(&out).await?;
+    }
+    Ok(())
+}
+
+fn answer_bytes(answer: &Response) -> Vec<u8> {
+    let mut out = serde_json::to_vec(answer).unwrap_or_else(|_| b"{\"ok\":false}".to_vec());
+    out.push(b'\n');
+    out
+}
+
+/// Write the whole picture, then after each change (throttled) what changed since the
+/// version sent last; the whole picture again only if the change log no longer reaches
+/// back that far.
+async fn stream_updates(
+    mut w: tokio::net::unix::OwnedWriteHalf,
+    mut snapshots: watch::Receiver<Arc<Snapshot>>,
+    viewer: Viewer,
+) -> std::io::Result<()> {
+    let every = std::time::Duration::from_millis(super::protocol::SUBSCRIBE_EVERY_MS);
+    let mut sent: Option<Arc<Snapshot>> = None;
+    loop {
+        let snap = snapshots.borrow_and_update().clone();
+        let update = snap.update_since(sent.as_deref());
+        let out = match &update {
+            // The whole queue: serialise it off the async workers.
+            Update::Full(_) => {
+                tokio::task::spawn_blocking(move || update_bytes(&update.for_viewer(viewer)))
+                    .await
+                    .map_err(std::io::Error::other)??
+            }
+            Update::Delta(_) => update_bytes(&update.for_viewer(viewer))?,
+        };
+        w.write_all(&out).await?;
+        sent = Some(snap);
+        tokio::time::sleep(every).await;
+        if snapshots.changed().await.is_err() {
+            return Ok(()); // the runtime ended
+        }
+    }
+}
+
+fn update_bytes(update: &Update) -> std::io::Result<Vec<u8>> {
+    let mut out = serde_json::to_vec(update).map_err(std::io::Error::other)?;
+    out.push(b'\n');
+    Ok(out)
+}
+
+fn ready(r: Response) -> Pending {
+    Box::pin(std::future::ready(r))
+}
+
+fn gone() -> Response {
+    Response::shutting_down()
+}
+
+/// One request line, or what is wrong with it.
+fn parse(line: &[u8]) -> Result<Request, String> {
+    let text = trim_line(line);
+    if text.is_empty() {
+        return Err("empty request: send one JSON object per line".to_string());
+    }
+    serde_json::from_slice(text).map_err(|e| format!("malformed request: {e}"))
+}
+
+/// Check a request against the rules (SPEC §9: a refused request changes nothing and is
+/// answered at once); hand what is allowed to the runtime, and record it in the audit
+/// trail once accepted. Only a non-admin's request about a job waits here (for the
+/// picture to include the job), which keeps the connection's requests in order.
+async fn admit(
+    mut req: Request,
+    caller: &Caller,
+    guard: &Guard,
+    inputs: &mpsc::UnboundedSender<Input>,
+    snapshots: &watch::Receiver<Arc<Snapshot>>,
+) -> Pending {
+    if let Err(refused) = guard.admit(&mut req, caller, inputs, snapshots).await {
+        return ready(refused);
+    }
+    let audited = matches!(
+        req,
+        Request::Submit { .. }
+            | Request::Cancel { .. }
+            | Request::Priority { .. }
+            | Request::Reload
+    );
+    if !audited {
+        return dispatch(req, caller, guard, inputs, snapshots);
+    }
+    let pending = dispatch(req.clone(), caller, guard, inputs, snapshots);
+    let (guard, caller) = (guard.clone(), caller.clone());
+    Box::pin(async move {
+        let answer = pending.await;
+        guard.record(&req, &caller, &answer);
+        answer
+    })
+}
+
+/// Send the runtime an input that carries a reply channel, now; the returned future waits
+/// for the reply and turns it into the answer (a runtime gone meanwhile: "shutting down").
+fn ask<T: Send + 'static>(
+    inputs: &mpsc::UnboundedSender<Input>,
+    input: impl FnOnce(oneshot::Sender<T>) -> Input,
+    answer: impl FnOnce(T) -> Response + Send + 'static,
+) -> Pending {
+    ask_then(inputs, input, |t| std::future::ready(answer(t)))
+}
+
+/// [`ask`] with an answer that takes its time (reads a snapshot, asks again).
+fn ask_then<T: Send + 'static, F: Future<Output = Response> + Send + 'static>(
+    inputs: &mpsc::UnboundedSender<Input>,
+    input: impl FnOnce(oneshot::Sender<T>) -> Input,
+    answer: impl FnOnce(T) -> F + Send + 'static,
+) -> Pending {
+    let (tx, rx) = oneshot::channel();
+    if inputs.send(input(tx)).is_err() {
+        return ready(gone());
+    }
+    Box::pin(async move {
+        match rx.await {
+            Ok(t) => answer(t).await,
+            Err(_) => gone(),
+        }
+    })
+}
+
+/// A reply that is the runtime's answer or why it refused, with the code the refusal gets.
+fn or_refused<T>(
+    code: impl FnOnce(&str) -> ErrorCode,
+    ok: impl FnOnce(T) -> Response,
+) -> impl FnOnce(Result<T, String>) -> Response {
+    move |r| match r {
+        Ok(t) => ok(t),
+        Err(e) => Response::error(code(&e), e),
+    }
+}
+
+/// The code of a refused submit: the scheduler stopped or paused (`shutting_down`,
+/// `unavailable`), a per-user or size limit or the full state filesystem (`limit`), else
+/// the submission itself (`rejected`). The runtime's refusals name their limit (SPEC §9),
+/// which is what is read here.
+fn submit_code(guard: &Guard, paused: bool, msg: &str) -> ErrorCode {
+    if let Some(stopped) = guard.stopped() {
+        return stopped;
+    }
+    if paused || msg.starts_with("scheduling is paused") {
+        return ErrorCode::Unavailable;
+    }
+    let limits = ["(limits.", "(limit: command + env)", "below the reserve of"];
+    if limits.iter().any(|l| msg.contains(l)) {
+        ErrorCode::Limit
+    } else {
+        ErrorCode::Rejected
+    }
+}
+
+/// Hand a request to the runtime now; the returned future waits for its answer.
+fn dispatch(
+    req: Request,
+    caller: &Caller,
+    guard: &Guard,
+    inputs: &mpsc::UnboundedSender<Input>,
+    snapshots: &watch::Receiver<Arc<Snapshot>>,
+) -> Pending {
+    match req {
+        Request::Submit { job } => {
+            let (read_at, metrics) = (std::time::Instant::now(), guard.metrics.clone());
+            let input = |tx| Input::Submit {
+                spec: job,
+                reply: Some(tx),
+            };
+            let (stopped, snapshots) = (guard.clone(), snapshots.clone());
+            ask(inputs, input, move |r: Result<_, String>| {
+                metrics.submit_took(read_at.elapsed());
+                let paused = snapshots.borrow().paused.is_some();
+                let code = move |e: &str| submit_code(&stopped, paused, e);
+                or_refused(code, |id| Response {
+                    id: Some(id),
+                    ..Response::ok()
+                })(r)
+            })
+        }
+        Request::Cancel { ids } => {
+            if ids.is_empty() {
+                return ready(Response::error(
+                    ErrorCode::BadRequest,
+                    "cancel: no job id given",
+                ));
+            }
+            let by = caller.name.clone();
+            let input = |tx| Input::Cancel {
+                ids,
+                by,
+                reply: Some(tx),
+            };
+            let stopped = guard.clone();
+            ask(inputs, input, move |outcomes: Vec<CancelOutcome>| {
+                let errors: Vec<String> = outcomes.iter().filter_map(|o| o.error.clone()).collect();
+                // An id the runtime could not cancel was never handed out, unless the
+                // scheduler stopped before it could record the cancel.
+                let code = stopped.stopped().unwrap_or(ErrorCode::NotFound);
+                Response {
+                    ok: errors.is_empty(),
+                    error: (!errors.is_empty()).then(|| errors.join("; ")),
+                    code: (!errors.is_empty()).then_some(code),
+                    cancelled: Some(outcomes),
+                    ..Response::default()
+                }
+            })
+        }
+        Request::Priority { id, priority } => {
+            let input = |tx| Input::SetPriority {
+                id,
+                priority,
+                by: caller.name.clone(),
+                reply: Some(tx),
+            };
+            let stopped = guard.clone();
+            // Out of range, or an id never handed out (or not recorded).
+            let code = move |_: &str| {
+                if priority > crate::model::MAX_PRIORITY {
+                    ErrorCode::BadRequest
+                } else {
+                    stopped.stopped().unwrap_or(ErrorCode::NotFound)
+                }
+            };
+            let answer = or_refused(code, |changed| Response {
+                changed: Some(changed),
+                ..Response::ok()
+            });
+            ask(inputs, input, answer)
+        }
+        Request::Reload => {
+            let input = |tx| Input::Reload { reply: Some(tx) };
+            let stopped = guard.clone();
+            ask(inputs, input, move |r: Result<(), String>| match r {
+                Ok(()) => Response::ok(),
+                Err(e) => Response::error(
+                    stopped.stopped().unwrap_or(ErrorCode::Rejected),
+                    format!("config rejected:\n{e}"),
+                ),
+            })
+        }
+        Request::History { window } => {
+            let input = |tx| Input::History { window, reply: tx };
+            let answer = or_refused(
+                |_| ErrorCode::Unavailable,
+                |h| Response {
+                    history: Some(h),
+                    ..Response::ok()
+                },
+            );
+            ask(inputs, input, answer)
+        }
+        Request::Predict { job } => {
+            let input = |tx| Input::Predict {
+                spec: job,
+                reply: tx,
+            };
+            ask(inputs, input, |p| Response {
+                prediction: Some(p),
+                ..Response::ok()
+            })
+        }
+        // Read-your-writes: the snapshot read for the answer must include everything
+        // sent before, so a `Sync` is queued behind it now.
+        Request::Jobs { all, since, until } => {
+            let (inputs2, snapshots) = (inputs.clone(), snapshots.clone());
+            let span = Span { since, until };
+            let viewer = viewer_of(caller, &snapshots);
+            after_sync(inputs, async move {
+                jobs(all, span, viewer, &inputs2, &snapshots).await
+            })
+        }
+        Request::Status => {
+            let snapshots = snapshots.clone();
+            after_sync(inputs, async move { status(&snapshots.borrow()) })
+        }
+        Request::Report {
+            since,
+            until,
+            users,
+        } => {
+            let guard = guard.clone();
+            Box::pin(async move { guard.report(since, until, users == Some(true)).await })
+        }
+        Request::Log {
+            id,
+            attempt,
+            offset,
+        } => {
+            let (guard, snapshots) = (guard.clone(), snapshots.clone());
+            Box::pin(async move { guard.log(id, attempt, offset, &snapshots).await })
+        }
+        Request::Audit { limit } => {
+            let guard = guard.clone();
+            Box::pin(async move { guard.audit(limit).await })
+        }
+        Request::Subscribe | Request::Events { .. } => ready(Response::error(
+            ErrorCode::BadRequest,
+            "subscribe: send it as the first request",
+        )),
+        Request::Hello { api } => {
+            let admin = snapshots.borrow().access.is_admin(caller);
+            ready(super::api::hello(api, caller, admin))
+        }
+        Request::Job { id } => {
+            let (snapshots, root) = (snapshots.clone(), guard.state_root());
+            let viewer = viewer_of(caller, &snapshots);
+            after_sync(inputs, async move {
+                let snap = snapshots.borrow().clone();
+                super::api::job(id, &snap, root, viewer).await
+            })
+        }
+    }
+}
+
+/// Queue a `Sync` now; answer with `then` once the runtime has published everything sent
+/// before it.
+fn after_sync(
+    inputs: &mpsc::UnboundedSender<Input>,
+    then: impl Future<Output = Response> + Send + 'static,
+) -> Pending {
+    ask_then(inputs, |reply| Input::Sync { reply }, |()| then)
+}
+
+fn status(s: &Snapshot) -> Response {
+    Response {
+        status: Some(StatusAnswer {
+            env_name: s.env_name.clone(),
+            config: s.config.clone(),
+            units: s.units.clone(),
+            shares: s.shares.clone(),
+            lending: s.lending.clone(),
+            grace_period_seconds: s.grace_period_seconds,
+            queued: s.queue.len(),
+            running: s.running.len(),
+            paused: s.paused.clone(),
+        }),
+        ..Response::ok()
+    }
+}
+
+/// The `jobs` answer: the live jobs from the latest snapshot, with `all` the finished
+/// ones the runtime reads from its history.
+async fn jobs(
+    all: bool,
+    span: Span,
+    viewer: Viewer,
+    inputs: &mpsc::UnboundedSender<Input>,
+    snapshots: &watch::Receiver<Arc<Snapshot>>,
+) -> Response {
+    let snap = snapshots.borrow().clone();
+    let finished = if all {
+        let (tx, rx) = oneshot::channel();
+        if inputs.send(Input::AllJobs { span, reply: tx }).is_err() {
+            return gone();
+        }
+        match rx.await {
+            Ok(mut v) => {
+                v.retain(|j| j.state.is_finished());
+                v.sort_by_key(|j| std::cmp::Reverse((j.finished, j.id)));
+                v
+            }
+            Err(_) => return gone(),
+        }
+    } else {
+        Vec::new()
+    };
+    // Writing out 100,000 rows takes a while: not on an async worker.
+    let answer =
+        tokio::task::spawn_blocking(move || jobs_answer(&snap, finished, span, viewer)).await;
+    match answer {
+        Ok(jobs) => Response {
+            jobs: Some(jobs),
+            ..Response::ok()
+        },
+        Err(e) => Response::error(ErrorCode::Unavailable, format!("cannot list the jobs: {e}")),
+    }
+}
+
+/// The `jobs` answer from a snapshot and the finished jobs read for `--all`. A job that
+/// finished between the snapshot and the history read is listed once, as finished (the
+/// newer word).
+fn jobs_answer(
+    snap: &Snapshot,
+    finished: Vec<crate::snapshot::JobView>,
+    span: Span,
+    viewer: Viewer,
+) -> JobsAnswer {
+    let done: std::collections::HashSet<_> = finished.iter().map(|j| j.id).collect();
+    let live = |j: &&crate::snapshot::JobView| !done.contains(&j.id) && span.contains(j);
+    JobsAnswer {
+        queue: snap
+            .queue
+            .iter()
+            .filter(live)
+            .map(|j| viewer.view(snap.queued_row(j)))
+            .collect(),
+        running: snap
+            .running
+            .iter()
+            .filter(live)
+            .map(|j| viewer.view(j.clone()))
+            .collect(),
+        finished: finished.into_iter().map(|j| viewer.view(j)).collect(),
+        preemptions: snap.preemptions.to_vec(),
+    }
+}
+
+/// Who the caller is to the picture (SPEC §9): an admin sees every command.
+fn viewer_of(caller: &Caller, snapshots: &watch::Receiver<Arc<Snapshot>>) -> Viewer {
+    Viewer {
+        uid: caller.uid,
+        admin: snapshots.borrow().access.is_admin(caller),
+    }
+}
+
+fn trim_line(line: &[u8]) -> &[u8] {
+    let mut t = line;
+    while let Some((last, rest)) = t.split_last() {
+        if last.is_ascii_whitespace() {
+            t = rest;
+        } else {
+            break;
+        }
+    }
+    t
+}
+
+/// Serve the control socket from `handle`'s runtime until it shuts down (the accept loop
+/// and the socket file go with the handle).
+pub(crate) fn serve_runtime(
+    handle: &mut crate::server::runtime::RuntimeHandle,
+    listener: tokio::net::UnixListener,
+    path: std::path::PathBuf,
+    guard: Guard,
+    limits: super::conn_limits::SocketLimits,
+) {
+    let guard = guard.observing(
+        handle.events.clone(),
+        handle.metrics.clone(),
+        handle.fatal.clone(),
+    );
+    let task = tokio::spawn(serve(
+        listener,
+        handle.inputs.clone(),
+        handle.snapshots.clone(),
+        guard,
+        limits,
+    ));
+    handle.attach_server(task, path);
+}

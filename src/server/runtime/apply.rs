@@ -1,0 +1,293 @@
+//! Applying the inputs that change the scheduler: submits, cancels, priorities, reloads
+//! and new configs (a config this runtime cannot carry out is refused like an invalid one).
+
+use super::*;
+
+impl Runtime {
+    /// Apply one input.
+    pub(super) fn handle(
+        &mut self,
+        input: Input,
+        now: i64,
+        deferred: &mut Vec<Deferred>,
+    ) -> Outcome {
+        match input {
+            Input::Submit { spec, reply } => {
+                let result = self.submit(spec, now);
+                match &result {
+                    Ok(id) => tracing::info!(job = %id, "submit accepted"),
+                    Err(why) => tracing::info!("submit refused: {why}"),
+                }
+                if let Ok(id) = result {
+                    self.picture.touch(id);
+                }
+                if let Some(tx) = reply {
+                    deferred.push(Deferred::Submit(tx, result));
+                }
+                Outcome::Reschedule
+            }
+            Input::Cancel { ids, by, reply } => {
+                let outcomes: Vec<CancelOutcome> = ids
+                    .into_iter()
+                    .map(|id| self.cancel(id, &by, now))
+                    .collect();
+                if let Some(tx) = reply {
+                    deferred.push(Deferred::Cancel(tx, outcomes));
+                }
+                Outcome::Reschedule
+            }
+            Input::SetPriority {
+                id,
+                priority,
+                by,
+                reply,
+            } => {
+                let r = if self.sched.job(id).is_none() && self.existed(id) {
+                    Ok(false)
+                } else {
+                    self.sched.set_priority_by(id, priority, Some(&by), now)
+                };
+                match &r {
+                    Ok(true) => tracing::info!(job = %id, priority, by = %by, "priority set"),
+                    Ok(false) => {
+                        tracing::info!(job = %id, priority, "priority unchanged (job ended)")
+                    }
+                    Err(why) => tracing::info!(job = %id, priority, "priority refused: {why}"),
+                }
+                self.picture.touch(id);
+                if let Some(tx) = reply {
+                    deferred.push(Deferred::Priority(tx, r));
+                }
+                Outcome::Reschedule
+            }
+            Input::Config(update) => {
+                self.apply_config(update, now);
+                Outcome::Reschedule
+            }
+            Input::Reload { reply } => {
+                // Reading and validating the directory can take long (a huge or odd file):
+                // never on this task. The result comes back as `Reloaded`.
+                let (dir, tx) = (self.opts.config_dir.clone(), self.inputs.clone());
+                tokio::spawn(async move {
+                    let loaded = tokio::task::spawn_blocking(move || load_dir(&dir).map(Box::new))
+                        .await
+                        .unwrap_or_else(|e| {
+                            Err(vec![crate::config::ConfigError::new(format!(
+                                "reading the config failed: {e}"
+                            ))])
+                        });
+                    let report = ExecKind::Reloaded { loaded, reply };
+                    let _ = tx.send(Input::Exec(ExecReport(report)));
+                });
+                Outcome::Nothing
+            }
+            Input::Exec(ExecReport(ExecKind::StateLost(why))) => {
+                self.halted = Some(why);
+                Outcome::Nothing
+            }
+            Input::Exec(ExecReport(ExecKind::Reloaded { loaded, reply })) => {
+                // A config this build cannot carry out is refused like an invalid one.
+                let loaded = loaded.and_then(|l| match self.executor_refusal(&l) {
+                    Some(e) => Err(vec![e]),
+                    None => Ok(l),
+                });
+                let result = match loaded {
+                    Ok(loaded) => {
+                        self.apply_config(ConfigUpdate::Applied(loaded), now);
+                        Ok(())
+                    }
+                    Err(errors) => {
+                        let text = errors_text(&errors);
+                        self.apply_config(ConfigUpdate::Rejected(errors), now);
+                        Err(text)
+                    }
+                };
+                if let Some(tx) = reply {
+                    deferred.push(Deferred::Reload(tx, result));
+                }
+                Outcome::Reschedule
+            }
+            Input::Exec(ExecReport(kind)) => self.exec_report(kind, now),
+            Input::Predict { spec, reply } => {
+                self.predictions.push((spec, reply));
+                Outcome::Nothing
+            }
+            Input::AllJobs { .. }
+            | Input::History { .. }
+            | Input::Shutdown { .. }
+            | Input::Sync { .. } => Outcome::Nothing,
+        }
+    }
+
+    fn cancel(&mut self, id: JobId, by: &str, now: i64) -> CancelOutcome {
+        if self.sched.job(id).is_none() {
+            // Finished and archived: nothing to do; never handed out: an error.
+            let error = (!self.existed(id)).then(|| format!("no job {id}"));
+            return CancelOutcome {
+                id,
+                cancelled: false,
+                error,
+            };
+        }
+        let cancelled = self.sched.cancel(id, by, now);
+        self.maybe_done.push(id);
+        self.picture.touch(id);
+        tracing::info!(job = %id, by = %by, cancelled, "cancel");
+        CancelOutcome {
+            id,
+            cancelled,
+            error: None,
+        }
+    }
+
+    /// Was this id ever handed out? (Finished jobs leave the scheduler's tables.)
+    fn existed(&self, id: JobId) -> bool {
+        id.0 >= 1 && id < self.sched.next_job_id()
+    }
+
+    fn submit(&mut self, spec: JobSpec, now: i64) -> Result<JobId, String> {
+        match &spec.command {
+            None => return Err("command is required".to_string()),
+            Some(Command::Argv(v)) if v.is_empty() => {
+                return Err("command is empty".to_string());
+            }
+            Some(Command::Shell(s)) if s.trim().is_empty() => {
+                return Err("command is empty".to_string());
+            }
+            _ => {}
+        }
+        if let Some(dir) = &spec.working_directory
+            && !std::path::Path::new(dir).is_dir()
+        {
+            return Err(format!("workingDirectory `{dir}` is not a directory"));
+        }
+        super::check_job_size(&spec)?;
+        // A full state filesystem stops nothing (SPEC §8): below the reserve, new jobs wait
+        // outside, running ones go on.
+        let reserve = self.exec.log_limits.reserve_bytes();
+        if let Some(free) = self.exec.state.free_bytes()
+            && free < reserve
+        {
+            return Err(format!(
+                "the state filesystem has {} MiB free, below the reserve of {} MiB \
+                 (logs.minFreeMiB): no new jobs until space is freed there",
+                free >> 20,
+                reserve >> 20
+            ));
+        }
+        let mut spec = spec;
+        if let Some(t) = &spec.client_token {
+            super::tokens::ClientTokens::check(t)?;
+            // Scoped to the caller (SPEC §9): another user's token is a different token.
+            spec.client_token = Some(super::tokens::scoped(t, spec.submitter.as_deref()));
+        }
+        let token = spec.client_token.clone();
+        if let Some(t) = &token
+            && let Some(id) = self
+                .tokens
+                .lookup(t, self.persist.as_ref().map(|p| &p.store))
+        {
+            tracing::info!(job = %id, "submit retried with the same client token");
+            return Ok(id);
+        }
+        // One user's jobs not yet ended are capped (SPEC §9).
+        if let Some(sub) = spec.submitter.clone() {
+            let most = self.access.limits.max_queued_jobs_per_user;
+            let has = self.per_user.get(&sub.uid).copied().unwrap_or(0);
+            if has >= most {
+                return Err(format!(
+                    "{} has {has} jobs queued or running, the most one user may have \
+                     (limits.maxQueuedJobsPerUser = {most}): wait for some to end",
+                    sub.name
+                ));
+            }
+        }
+        let uid = spec.submitter.as_ref().map(|s| s.uid);
+        let id = self.sched.submit(spec, now).map_err(|r| r.to_string())?;
+        if let Some(uid) = uid {
+            *self.per_user.entry(uid).or_default() += 1;
+        }
+        if let Some(t) = token {
+            self.tokens.remember(t, id);
+        }
+        Ok(id)
+    }
+
+    /// Why a new config cannot be applied by this running scheduler: an executor it
+    /// cannot carry out, or a different executor than the one it started with.
+    fn executor_refusal(&self, loaded: &LoadedConfig) -> Option<crate::config::ConfigError> {
+        if let Some(e) = crate::exec::backend::unavailable(loaded) {
+            return Some(e);
+        }
+        (loaded.config.executor() != self.executor).then(|| {
+            crate::config::ConfigError::new(
+                "executor: changing the executor (or its partition) takes a restart of `shareq serve`; the running one stays",
+            )
+            .field("executor")
+        })
+    }
+
+    pub(super) fn apply_config(&mut self, update: ConfigUpdate, now: i64) {
+        let update = match update {
+            ConfigUpdate::Applied(loaded) => match self.executor_refusal(&loaded) {
+                Some(e) => ConfigUpdate::Rejected(vec![e]),
+                None => ConfigUpdate::Applied(loaded),
+            },
+            other => other,
+        };
+        match update {
+            ConfigUpdate::Applied(loaded) => {
+                let (mut capacity, warnings) = self.opts.discovery.capacity(&loaded.config);
+                for w in &warnings {
+                    tracing::warn!("{w}");
+                }
+                for c in &mut capacity {
+                    c.devices
+                        .retain(|d| !self.lost_devices.contains_key(&(c.unit.clone(), *d)));
+                }
+                // What the change does to the jobs, worked out on a copy of the state before
+                // it, off this task (the console shows it with the config's status).
+                let before = self.sched.clone();
+                self.sched.apply_config(&loaded.config, &capacity, now);
+                self.config.effects = None;
+                self::forecasts::config_effects(
+                    before,
+                    &loaded,
+                    capacity.clone(),
+                    now,
+                    &self.inputs.clone(),
+                );
+                self.exec.log_limits = loaded.config.env.logs.unwrap_or_default();
+                self.access = Arc::new(crate::access::Access::new(&loaded.config));
+                self.picture.touch_all();
+                if let Some(p) = &mut self.persist {
+                    p.retain_days = retain_days(&loaded);
+                    if p.config_hash.as_deref() != Some(loaded.hash.as_str()) {
+                        let source = self.opts.config_dir.display().to_string();
+                        let recorded = off_the_async_workers(|| {
+                            let docs = loaded.documents();
+                            p.store
+                                .record_config(&loaded.hash, &source, docs.as_deref(), now)
+                        });
+                        match recorded {
+                            Ok(()) => p.config_hash = Some(loaded.hash.clone()),
+                            Err(e) => tracing::warn!("cannot record the applied config: {e}"),
+                        }
+                    }
+                }
+                self.config.applied_at = Some(now);
+                self.config.hash = Some(loaded.hash);
+                self.config.error = None;
+                self.config.error_at = None;
+                tracing::info!("config applied");
+            }
+            ConfigUpdate::Rejected(errors) => {
+                let text = errors_text(&errors);
+                tracing::warn!("config rejected, the previous one stays in force: {text}");
+                self.sched.config_rejected(text.clone(), now);
+                self.config.error = Some(text);
+                self.config.error_at = Some(now);
+            }
+        }
+    }
+}

@@ -1,0 +1,352 @@
+//! Carrying the scheduler's decisions out, whatever the backend: launch each start
+//! through the `exec::backend::Backend` in force, stop attempts (SIGTERM, grace, SIGKILL)
+//! for preemptions, cancels and timeouts, arm their timers in the runtime's timer set,
+//! keep the attempt table and the preemption log.
+
+use super::timers::{Timer, Timers};
+use crate::exec::backend::Backend;
+use crate::exec::proc::Stop;
+use crate::exec::runfiles::Owner;
+use crate::exec::{LaunchSpec, StateDir};
+use crate::model::{Command, JobId, LogLimits};
+use crate::sched::{Event, Sched};
+use crate::snapshot::PreemptionRecord;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How many preemption records are kept in memory (newest first).
+const PREEMPTION_LOG_LEN: usize = 1000;
+
+/// One attempt that has not ended yet, as far as the runtime knows; what its backend
+/// knows of it (a pid, a batch job) is the backend's own.
+#[derive(Debug)]
+struct Attempt {
+    attempt: u32,
+    /// The strongest stop asked for so far (the backend delivers it once it can).
+    stop: Option<Stop>,
+}
+
+/// The attempt table and the stop path, in front of the backend that carries attempts out
+/// (`exec::backend`).
+pub(crate) struct Carry {
+    pub(super) state: StateDir,
+    backend: Box<dyn Backend>,
+    running: HashMap<JobId, Attempt>,
+    preemptions: VecDeque<PreemptionRecord>,
+    /// The log changed since [`Carry::take_preemption_log`] last read it.
+    preemptions_changed: bool,
+    stopped_all: bool,
+    /// The database whose run files these are, recorded in each attempt's spec.
+    owner: Owner,
+    /// `logs:` of the config in force, for the next starts.
+    pub(crate) log_limits: LogLimits,
+}
+
+impl Carry {
+    pub(crate) fn new(state: StateDir, owner: Owner, backend: Box<dyn Backend>) -> Self {
+        Carry {
+            state,
+            backend,
+            running: HashMap::new(),
+            preemptions: VecDeque::new(),
+            preemptions_changed: true,
+            stopped_all: false,
+            owner,
+            log_limits: LogLimits::default(),
+        }
+    }
+
+    /// The identity of a runtime without a store, for its run files.
+    pub(crate) fn memory_owner() -> Owner {
+        Owner {
+            db: format!("memory-{}-{}", std::process::id(), crate::exec::now_ms()),
+            legacy_below: 0,
+        }
+    }
+
+    /// What the backend says the console header must show (SPEC §7), if anything.
+    pub(crate) fn warning(&self) -> Option<String> {
+        self.backend.warning()
+    }
+
+    pub(crate) fn running_count(&self) -> usize {
+        self.running.len()
+    }
+
+    pub(crate) fn is_current(&self, job: JobId, attempt: u32) -> bool {
+        self.running.get(&job).is_some_and(|a| a.attempt == attempt)
+    }
+
+    /// The attempt ended: forget it and its timers. False for a stale report.
+    pub(crate) fn finished(&mut self, timers: &mut Timers, job: JobId, attempt: u32) -> bool {
+        if self.is_current(job, attempt) {
+            self.running.remove(&job);
+            self.backend.forget(job, attempt);
+            timers.cancel_attempt(job, attempt);
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(crate) fn kill_if_current(&mut self, job: JobId, attempt: u32) {
+        if let Some(a) = self.running.get_mut(&job).filter(|a| a.attempt == attempt) {
+            tracing::info!(job = %job, attempt, "grace period over: SIGKILL");
+            a.stop = Some(Stop::Kill);
+            self.backend.signal(job, attempt, Stop::Kill);
+        }
+    }
+
+    /// Keep the backend's look armed while it wants one.
+    pub(crate) fn watch(&self, timers: &mut Timers) {
+        if let Some(every) = self.backend.poll_every()
+            && !timers.is_set(Timer::Watch)
+        {
+            timers.set(Timer::Watch, every);
+        }
+    }
+
+    /// The backend's look is due.
+    pub(crate) fn look(&mut self, timers: &mut Timers) {
+        self.backend.poll();
+        self.watch(timers);
+    }
+
+    /// Seed the preemption log with what the store remembers (newest first).
+    pub(crate) fn seed_preemptions(&mut self, records: Vec<PreemptionRecord>) {
+        self.preemptions = records.into_iter().take(PREEMPTION_LOG_LEN).collect();
+        self.preemptions_changed = true;
+    }
+
+    /// Watch an attempt whose supervisor outlived the previous scheduler (SPEC §8): its
+    /// backend reports its end; its timeout is armed again for the time left; a stop
+    /// that was under way is resumed.
+    pub(crate) fn adopt(
+        &mut self,
+        sched: &Sched,
+        timers: &mut Timers,
+        job: JobId,
+        attempt: u32,
+        pid: u32,
+        now: i64,
+    ) {
+        if i32::try_from(pid).is_err() {
+            return;
+        }
+        tracing::info!(job = %job, attempt, pid, "adopted a running attempt");
+        self.running.insert(
+            job,
+            Attempt {
+                attempt,
+                stop: None,
+            },
+        );
+        let j = sched.job(job);
+        let node = j.and_then(|j| j.node()).map(|n| sched.node_name(n));
+        self.backend.adopt(job, attempt, pid, node);
+        self.watch(timers);
+        let Some(j) = j else { return };
+        if j.is_stopping() {
+            self.stop(timers, job, sched.grace_period_seconds());
+        } else if let Some(secs) = j.spec.timeout_seconds {
+            let started = j.started_at().unwrap_or(now);
+            let backstop = timeout_backstop(secs, sched);
+            let left_ms = i64::try_from(backstop.as_millis())
+                .unwrap_or(i64::MAX / 2)
+                .saturating_sub(now - started)
+                .max(0);
+            let left = Duration::from_millis(left_ms as u64);
+            timers.set(Timer::Timeout { job, attempt }, left);
+        }
+    }
+
+    /// The preemption log, newest first, when it changed since the last call.
+    pub(crate) fn take_preemption_log(&mut self) -> Option<Arc<Vec<PreemptionRecord>>> {
+        if !std::mem::take(&mut self.preemptions_changed) {
+            return None;
+        }
+        Some(Arc::new(self.preemptions.iter().cloned().collect()))
+    }
+
+    /// Stop every running attempt (once). Returns true the first time.
+    pub(crate) fn stop_all_once(&mut self, timers: &mut Timers, grace: u32) -> bool {
+        if self.stopped_all {
+            return false;
+        }
+        self.stopped_all = true;
+        let jobs: Vec<JobId> = self.running.keys().copied().collect();
+        for job in jobs {
+            self.stop(timers, job, grace);
+        }
+        true
+    }
+
+    /// Carry out one batch of decisions, in the order they were made.
+    pub(crate) fn carry_out(
+        &mut self,
+        sched: &Sched,
+        timers: &mut Timers,
+        events: Vec<Event>,
+        now: i64,
+    ) {
+        let grace = sched.grace_period_seconds();
+        for e in events {
+            match e {
+                Event::Started { job, devices, .. } => self.start(sched, timers, job, devices),
+                Event::Preempted { job, by, reason } => {
+                    self.record_preemption(sched, job, by, reason.as_str(), now);
+                    match by {
+                        Some(b) => {
+                            tracing::info!(job = %job, by = %b, reason = reason.as_str(), "preempted")
+                        }
+                        None => tracing::info!(job = %job, reason = reason.as_str(), "preempted"),
+                    }
+                    self.stop(timers, job, grace);
+                }
+                Event::Cancelled { job, stop } => {
+                    tracing::info!(job = %job, stop, "cancelled");
+                    if stop {
+                        self.stop(timers, job, grace);
+                    }
+                }
+                Event::TimedOut { job } => {
+                    tracing::info!(job = %job, "timed out");
+                    self.stop(timers, job, grace);
+                }
+                Event::Requeued { job } => {
+                    tracing::info!(job = %job, "requeued");
+                    self.set_outcome(job, "requeued".to_string());
+                }
+                Event::Failed { job, reason } => {
+                    tracing::info!(job = %job, reason = %reason, "failed");
+                    self.set_outcome(job, format!("failed ({})", reason.code()));
+                }
+                Event::Succeeded { job } => tracing::info!(job = %job, "succeeded"),
+                Event::Submitted { job } => tracing::debug!(job = %job, "queued"),
+                Event::Rejected { name, error, .. } => {
+                    tracing::info!(name = %name, error = %error, "rejected")
+                }
+                Event::Reprioritized { job, priority, .. } => {
+                    tracing::info!(job = %job, priority, "reprioritized")
+                }
+                Event::ConfigApplied | Event::ConfigRejected { .. } => {}
+            }
+        }
+    }
+
+    fn start(&mut self, sched: &Sched, timers: &mut Timers, job: JobId, devices: Vec<u32>) {
+        let Some(j) = sched.job(job) else { return };
+        let attempt = j.attempts_started;
+        let spec = LaunchSpec {
+            job,
+            attempt,
+            name: j.name().to_string(),
+            share: sched.share_name(j.share).to_string(),
+            preempted_count: j.preempted_count,
+            devices: devices.clone(),
+            command: j.spec.command.clone().unwrap_or(Command::Argv(Vec::new())),
+            env: j.spec.env.clone(),
+            working_directory: j.spec.working_directory.clone(),
+            log: self.state.attempt_log(job, attempt),
+            state: self.state.root().to_path_buf(),
+            db: self.owner.db.clone(),
+            grace_seconds: sched.grace_period_seconds(),
+            log_cap: self.log_limits.cap_bytes(),
+            free_reserve: self.log_limits.reserve_bytes(),
+            submitter: j.spec.submitter.as_deref().cloned(),
+            timeout_seconds: j.spec.timeout_seconds,
+            unit: sched.unit_name(j.unit).to_string(),
+            cgroup: Vec::new(),
+        };
+        let node = j.node().map(|n| sched.node_name(n).to_string());
+        let on = crate::snapshot::devices_text(node.as_deref(), &devices);
+        tracing::info!(job = %job, attempt, devices = %on, "started");
+        self.running.insert(
+            job,
+            Attempt {
+                attempt,
+                stop: None,
+            },
+        );
+        self.backend
+            .launch(spec, node.as_deref().unwrap_or_default());
+        if let Some(secs) = j.spec.timeout_seconds {
+            // The supervisor enforces the timeout on its own clock (SPEC §7); this is the
+            // backstop for one that cannot (it stops answering, say).
+            timers.set(
+                Timer::Timeout { job, attempt },
+                timeout_backstop(secs, sched),
+            );
+        }
+        self.watch(timers);
+    }
+
+    /// SIGTERM now, SIGKILL when the grace period is over (if it is still running).
+    fn stop(&mut self, timers: &mut Timers, job: JobId, grace: u32) {
+        let Some(a) = self.running.get_mut(&job) else {
+            return;
+        };
+        if a.stop.is_some() {
+            return;
+        }
+        let how = if grace == 0 { Stop::Kill } else { Stop::Term };
+        a.stop = Some(how);
+        self.backend.signal(job, a.attempt, how);
+        if how == Stop::Kill {
+            return;
+        }
+        let attempt = a.attempt;
+        timers.set(
+            Timer::Grace { job, attempt },
+            Duration::from_secs(u64::from(grace)),
+        );
+    }
+
+    fn record_preemption(
+        &mut self,
+        sched: &Sched,
+        job: JobId,
+        by: Option<JobId>,
+        reason: &str,
+        now: i64,
+    ) {
+        let Some(v) = sched.job(job) else { return };
+        let by_job = by.and_then(|b| sched.job(b));
+        self.preemptions.push_front(PreemptionRecord {
+            at: now,
+            victim: job,
+            victim_name: v.name().to_string(),
+            victim_share: sched.share_name(v.share).to_string(),
+            by,
+            by_name: by_job.map(|b| b.name().to_string()),
+            by_share: by_job.map(|b| sched.share_name(b.share).to_string()),
+            reason: reason.to_string(),
+            gpus: v.quantity,
+            ran_for: v.started_at().map_or(0, |s| now - s),
+            outcome: None,
+            victim_user: v.spec.submitter.as_ref().map(|s| s.name.clone()),
+            by_user: by_job.and_then(|b| b.spec.submitter.as_ref().map(|s| s.name.clone())),
+        });
+        self.preemptions.truncate(PREEMPTION_LOG_LEN);
+        self.preemptions_changed = true;
+    }
+
+    fn set_outcome(&mut self, job: JobId, outcome: String) {
+        if let Some(r) = self
+            .preemptions
+            .iter_mut()
+            .find(|r| r.victim == job && r.outcome.is_none())
+        {
+            r.outcome = Some(outcome);
+            self.preemptions_changed = true;
+        }
+    }
+}
+
+/// When the runtime stops an attempt that is still running past its timeout: the
+/// supervisor stops it at `timeoutSeconds` itself, so only one that could not (it hangs)
+/// gets here, a grace period and 10 s later.
+fn timeout_backstop(secs: u64, sched: &Sched) -> Duration {
+    Duration::from_secs(secs.saturating_add(u64::from(sched.grace_period_seconds()) + 10))
+}

@@ -1,0 +1,256 @@
+//! The runtime's forecasts, off the runtime task (SPEC §11): start estimates of the queue,
+//! recomputed in the background at most every few seconds, and the submit form's
+//! predictions. The runtime task only clones its scheduler. Estimates run on a thread of
+//! their own at the lowest CPU priority (nice 19: a forecast of a long queue may take a
+//! core for a second or more, and must never slow the scheduler or the jobs' starts); their
+//! result comes back as an input (`ExecKind::Estimated`). Predictions, which someone waits
+//! for, run on the blocking pool and go straight to whoever asked.
+
+use super::input::{ExecKind, ExecReport, Input};
+use crate::forecast::{self, Estimates, Prediction, Runtimes};
+use crate::model::JobSpec;
+use crate::sched::{Sched, Time};
+use crate::snapshot::JobView;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+
+/// The shortest interval between two estimates of the queue.
+pub(crate) const ESTIMATE_EVERY: Duration = Duration::from_secs(5);
+/// A forecast may use at most a tenth of one core: the next waits 10 × its duration.
+const MAX_CPU_SHARE: u32 = 10;
+/// Copying the scheduler holds up the runtime task: at most 0.5 % of its time.
+const MAX_RUNTIME_SHARE: u32 = 200;
+/// Estimates wait for the scheduler to be this quiet (no pass)...
+const QUIET: Duration = Duration::from_secs(1);
+/// ...unless the latest estimate started this long ago: copying a long queue and running
+/// it forward is best done between bursts of work (measured: docs/PERFORMANCE.md).
+const MAX_STALE: Duration = Duration::from_secs(30);
+/// How often the typical runtimes are read again from the history.
+const RUNTIMES_EVERY: Duration = Duration::from_secs(60);
+
+/// What the runtime keeps for its forecasts.
+pub(crate) struct Forecasts {
+    /// The state directory whose history gives typical runtimes (`None`: memory only,
+    /// the runtime's own finished jobs do).
+    state: Option<PathBuf>,
+    runtimes: Arc<Runtimes>,
+    runtimes_read: Option<Instant>,
+    in_flight: bool,
+    /// The published estimates are not empty (so an empty queue clears them once).
+    shown: bool,
+    /// How long the last one took (ms), and its copy on the runtime task.
+    took_ms: u64,
+    clone_ms: u64,
+    /// Background estimates are turned off (`SHAREQ_ESTIMATES=off`).
+    off: bool,
+    /// The last pass of the runtime, and the start of the latest estimate.
+    last_busy: Option<Instant>,
+    last_started: Instant,
+    /// The latest timer found the scheduler busy and put the estimate off.
+    deferred: bool,
+    /// The estimate thread (started with the first estimate).
+    worker: Option<std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>>,
+}
+
+impl std::fmt::Debug for Forecasts {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.debug_struct("Forecasts")
+            .field("in_flight", &self.in_flight)
+            .field("took_ms", &self.took_ms)
+            .finish()
+    }
+}
+
+/// A thread at the lowest CPU priority that runs the estimates one after the other.
+fn low_priority_worker() -> Option<std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>> {
+    let (tx, rx) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
+    std::thread::Builder::new()
+        .name("shareq-forecast".to_string())
+        .spawn(move || {
+            let tid = nix::unistd::gettid().as_raw();
+            // SAFETY: setpriority only reads its integer arguments; on Linux a thread id
+            // with PRIO_PROCESS sets that thread's nice value.
+            let r = unsafe { nix::libc::setpriority(nix::libc::PRIO_PROCESS, tid as u32, 19) };
+            if r != 0 {
+                tracing::debug!(
+                    "forecast thread keeps its priority: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+            for job in rx {
+                job();
+            }
+        })
+        .map_err(|e| tracing::warn!("no forecast thread: {e}"))
+        .ok()?;
+    Some(tx)
+}
+
+impl Forecasts {
+    pub(crate) fn new(state: Option<PathBuf>) -> Forecasts {
+        // `SHAREQ_ESTIMATES=off` turns the background estimates off (to measure what they
+        // cost; predictions and dry runs still work).
+        let off = std::env::var("SHAREQ_ESTIMATES").is_ok_and(|v| v == "off");
+        Forecasts {
+            off,
+            last_busy: None,
+            last_started: Instant::now(),
+            deferred: false,
+            state,
+            runtimes: Arc::default(),
+            runtimes_read: None,
+            in_flight: false,
+            shown: false,
+            took_ms: 0,
+            clone_ms: 0,
+            worker: None,
+        }
+    }
+
+    /// The runtime ran a pass: estimates wait for a quiet second.
+    pub(crate) fn busy(&mut self) {
+        self.last_busy = Some(Instant::now());
+    }
+
+    /// When the next estimate may start.
+    pub(crate) fn next_after(&self) -> Duration {
+        if self.deferred {
+            return QUIET;
+        }
+        ESTIMATE_EVERY
+            .max(Duration::from_millis(self.took_ms) * MAX_CPU_SHARE)
+            .max(Duration::from_millis(self.clone_ms) * MAX_RUNTIME_SHARE)
+    }
+
+    /// The estimate timer fired: start one on a copy of `sched` unless one runs already
+    /// or there is nothing to estimate.
+    pub(crate) fn start_estimate(
+        &mut self,
+        sched: &Sched,
+        now: Time,
+        finished: &std::collections::VecDeque<JobView>,
+        tx: &mpsc::UnboundedSender<Input>,
+    ) {
+        self.deferred = false;
+        if self.off || self.in_flight || (sched.queue_len() == 0 && !self.shown) {
+            return;
+        }
+        if self.last_busy.is_some_and(|t| t.elapsed() < QUIET)
+            && self.last_started.elapsed() < MAX_STALE
+        {
+            self.deferred = true;
+            return;
+        }
+        self.last_started = Instant::now();
+        self.in_flight = true;
+        let t0 = Instant::now();
+        let copy = sched.clone();
+        let clone_ms = t0.elapsed().as_millis() as u64;
+        let refresh = self
+            .runtimes_read
+            .is_none_or(|t| t.elapsed() >= RUNTIMES_EVERY);
+        if refresh && self.state.is_none() {
+            self.runtimes = Arc::new(from_finished(finished));
+            self.runtimes_read = Some(Instant::now());
+        }
+        let state = self.state.clone().filter(|_| refresh);
+        let runtimes = self.runtimes.clone();
+        let tx = tx.clone();
+        if self.worker.is_none() {
+            self.worker = low_priority_worker();
+        }
+        let Some(worker) = &self.worker else {
+            self.in_flight = false;
+            return;
+        };
+        let job = Box::new(move || {
+            let learned = state.map(|s| Arc::new(learned_runtimes(&s)));
+            let r = learned.as_ref().unwrap_or(&runtimes);
+            let mut est = forecast::estimate(copy, now, r);
+            est.took_ms += clone_ms;
+            est.clone_ms = clone_ms;
+            let report = ExecKind::Estimated {
+                estimates: Arc::new(est),
+                runtimes: learned,
+            };
+            let _ = tx.send(Input::Exec(ExecReport(report)));
+        });
+        if worker.send(job).is_err() {
+            self.worker = None;
+            self.in_flight = false;
+        }
+    }
+
+    /// An estimate came back: the runtime publishes it.
+    pub(crate) fn estimated(&mut self, est: &Estimates, runtimes: Option<Arc<Runtimes>>) {
+        self.in_flight = false;
+        self.shown = !est.starts.is_empty();
+        self.took_ms = est.took_ms;
+        self.clone_ms = est.clone_ms;
+        if let Some(r) = runtimes {
+            self.runtimes = r;
+            self.runtimes_read = Some(Instant::now());
+        }
+    }
+
+    /// Predict a submission on a copy of `sched`; the answer goes to `reply`.
+    pub(crate) fn predict(
+        &self,
+        sched: &Sched,
+        spec: JobSpec,
+        now: Time,
+        reply: oneshot::Sender<Prediction>,
+    ) {
+        let copy = sched.clone();
+        let runtimes = self.runtimes.clone();
+        tokio::task::spawn_blocking(move || {
+            let _ = reply.send(forecast::predict(copy, spec, now, &runtimes));
+        });
+    }
+}
+
+/// Typical runtimes from the finished jobs a runtime without a store remembers.
+fn from_finished(finished: &std::collections::VecDeque<JobView>) -> Runtimes {
+    Runtimes::from_samples(
+        finished
+            .iter()
+            .filter(|j| j.state == crate::model::JobState::Succeeded)
+            .filter_map(|j| Some((j.share.clone(), j.finished? - j.started?))),
+    )
+}
+
+/// Work out what applying `loaded` to `before` (a copy of the state before it) does, on
+/// the blocking pool; the answer comes back as `ExecKind::ConfigEffects`.
+pub(crate) fn config_effects(
+    before: Sched,
+    loaded: &crate::config::LoadedConfig,
+    capacity: Vec<crate::model::UnitCapacity>,
+    now: Time,
+    tx: &mpsc::UnboundedSender<Input>,
+) {
+    let (config, hash, tx) = (loaded.config.clone(), loaded.hash.clone(), tx.clone());
+    tokio::task::spawn_blocking(move || {
+        let d = forecast::dry_run(before, &config, &capacity, now);
+        let report = ExecKind::ConfigEffects {
+            hash,
+            dry_run: Box::new(d),
+        };
+        let _ = tx.send(Input::Exec(ExecReport(report)));
+    });
+}
+
+/// Typical runtimes from a state directory's database (read-only), for the forecast. An
+/// unreadable one gives none.
+fn learned_runtimes(state: &std::path::Path) -> Runtimes {
+    match crate::store::Store::open_read_only(state)
+        .and_then(|s| s.attempt_runtimes(crate::forecast::runtimes::LEARNED_FROM))
+    {
+        Ok(samples) => Runtimes::from_samples(samples),
+        Err(e) => {
+            tracing::debug!("no typical runtimes: {e}");
+            Runtimes::default()
+        }
+    }
+}

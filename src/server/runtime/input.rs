@@ -1,0 +1,129 @@
+//! What the runtime task receives on its channel: actions from the socket, the console
+//! and the config source, and reports from the processes it runs.
+
+/// A new config, or a refused edit, from the directory watcher or a reload.
+pub use crate::config::ConfigUpdate;
+use crate::exec::telemetry::Samples;
+use crate::model::{JobId, JobSpec};
+use crate::snapshot::JobView;
+use tokio::sync::oneshot;
+
+/// What became of one id in a cancel request.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CancelOutcome {
+    pub id: JobId,
+    /// Was it cancelled now (false: finished or already cancelled: nothing to do)?
+    pub cancelled: bool,
+    /// Set when the id is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A time window of `jobs --all --since/--until` (ms since the epoch, both ends
+/// included): a job is in it when it was queued or running at some instant of it, i.e.
+/// it was submitted by `until` and had not finished before `since`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Span {
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+}
+
+impl Span {
+    pub fn contains(&self, j: &JobView) -> bool {
+        self.until.is_none_or(|u| j.submitted <= u)
+            && self.since.is_none_or(|s| j.finished.is_none_or(|f| f >= s))
+    }
+}
+
+/// Where an answer goes. `None` when the sender does not wait for one.
+pub type Reply<T> = Option<oneshot::Sender<T>>;
+
+/// One input of the runtime.
+#[derive(Debug)]
+pub enum Input {
+    /// Submit a job; answers with its id or why it was refused.
+    Submit {
+        spec: JobSpec,
+        reply: Reply<Result<JobId, String>>,
+    },
+    /// Cancel jobs on behalf of user `by`.
+    Cancel {
+        ids: Vec<JobId>,
+        by: String,
+        reply: Reply<Vec<CancelOutcome>>,
+    },
+    /// Change a job's priority on behalf of user `by`; `Ok(false)` when it had already
+    /// finished.
+    SetPriority {
+        id: JobId,
+        priority: u32,
+        by: String,
+        reply: Reply<Result<bool, String>>,
+    },
+    /// A new config from the watcher.
+    Config(ConfigUpdate),
+    /// Re-read the config directory now; answers with the errors when refused.
+    Reload { reply: Reply<Result<(), String>> },
+    /// Publish a snapshot now if anything changed, then answer: afterwards the
+    /// snapshot receiver shows every input sent before this one. (Without it, snapshots
+    /// follow changes within ~20 ms.)
+    Sync { reply: oneshot::Sender<()> },
+    /// What this submission would do now, decided by the real scheduler on a copy of the
+    /// live state (the console's submit form).
+    Predict {
+        spec: JobSpec,
+        reply: oneshot::Sender<crate::forecast::Prediction>,
+    },
+    /// Every job the runtime remembers, finished ones included (those in `span` only).
+    AllJobs {
+        span: Span,
+        reply: oneshot::Sender<Vec<JobView>>,
+    },
+    /// The utilisation history of a window (`store::usage`), read off the runtime task;
+    /// an error when the scheduler keeps no database or it cannot be read.
+    History {
+        window: crate::store::usage::Window,
+        reply: oneshot::Sender<Result<crate::store::usage::UsageHistory, String>>,
+    },
+    /// Stop scheduling and end the runtime; with `stop_jobs`, stop every running job
+    /// first (SIGTERM, grace, SIGKILL) and wait until they are gone.
+    Shutdown { stop_jobs: bool, reply: Reply<()> },
+    /// Reports from the processes and timers of the runtime itself.
+    Exec(ExecReport),
+}
+
+/// A report from a supervisor or the telemetry (only the runtime creates these).
+#[derive(Debug)]
+pub struct ExecReport(pub(crate) ExecKind);
+
+#[derive(Debug)]
+pub(crate) enum ExecKind {
+    /// What the executor saw of an attempt or a node (`exec::backend`).
+    Attempt(crate::exec::backend::Report),
+    Telemetry(Samples),
+    /// The config directory, read and validated off the runtime task (`Input::Reload`).
+    Reloaded {
+        loaded: Result<Box<crate::config::LoadedConfig>, Vec<crate::config::ConfigError>>,
+        reply: Reply<Result<(), String>>,
+    },
+    /// The state directory was deleted or replaced (`server::state_watch`): stop.
+    StateLost(String),
+    /// A forecast of the queue's starts, made off the runtime task (`server::forecasts`),
+    /// with the typical runtimes it read from the history, if it read them.
+    Estimated {
+        estimates: std::sync::Arc<crate::forecast::Estimates>,
+        runtimes: Option<std::sync::Arc<crate::forecast::Runtimes>>,
+    },
+    /// What applying the config with this hash did to the jobs (`forecast::dry_run` on
+    /// the state before it), worked out off the runtime task.
+    ConfigEffects {
+        hash: String,
+        dry_run: Box<crate::forecast::DryRun>,
+    },
+    /// Telemetry saw a GPU vanish or fail (unit, device index, what it saw).
+    DeviceLost {
+        unit: String,
+        device: u32,
+        why: String,
+    },
+}

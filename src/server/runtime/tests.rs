@@ -1,0 +1,256 @@
+//! The runtime on the scripted backend (`exec::scripted`): the whole path from a submit
+//! through the pass, the write of decisions, carrying them out and the reports that come
+//! back — with no supervisor or process. What a real executor does with a launch is
+//! tested with it (`tests/runtime_jobs.rs`, `tests/slurm_executor.rs`).
+
+use super::input::Input;
+use super::{RuntimeHandle, RuntimeOptions};
+use crate::config::{LoadedConfig, load_dir};
+use crate::exec::backend::Report;
+use crate::exec::proc::Stop;
+use crate::exec::scripted::Script;
+use crate::exec::{Discovery, StateDir};
+use crate::model::{Command, JobId, JobSpec, JobState};
+use crate::snapshot::JobView;
+use std::time::{Duration, Instant};
+
+struct Rig {
+    handle: RuntimeHandle,
+    script: Script,
+    _dir: tempfile::TempDir,
+}
+
+const SHARES: &str = "kind: QuotaShare\nquotaShareName: a\ncapacityLimits:\n  - {capacityUnit: gpu, maxCapacity: 1}\nresourceSharingConfiguration: {strategy: LEND_AND_BORROW}\n---\nkind: QuotaShare\nquotaShareName: b\ncapacityLimits:\n  - {capacityUnit: gpu, maxCapacity: 1}\nresourceSharingConfiguration: {strategy: LEND_AND_BORROW}\n";
+
+fn one_node(grace: u32) -> String {
+    format!(
+        "kind: ServiceEnvironment\nname: t\ncapacityLimits:\n  - {{capacityUnit: gpu, maxCapacity: 2, devices: {{fake: 2}}}}\npreemption: {{gracePeriodSeconds: {grace}}}\n---\n{SHARES}"
+    )
+}
+
+const TWO_NODES: &str = "kind: ServiceEnvironment\nname: t\ncapacityLimits:\n  - {capacityUnit: gpu, maxCapacity: 2}\nnodes:\n  - {name: n1, devices: {gpu: {fake: 1}}}\n  - {name: n2, devices: {gpu: {fake: 1}}}\n---\n";
+
+fn loaded(dir: &std::path::Path, yaml: &str) -> LoadedConfig {
+    let cfg = dir.join("config");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(cfg.join("c.yaml"), yaml).unwrap();
+    load_dir(&cfg).unwrap_or_else(|e| panic!("config: {e:?}"))
+}
+
+impl Rig {
+    fn start(yaml: &str) -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let loaded = loaded(dir.path(), yaml);
+        let opts = RuntimeOptions {
+            state: StateDir::new(dir.path().join("state")),
+            config_dir: dir.path().join("config"),
+            supervisor_exe: "/nonexistent/shareq".into(),
+            discovery: Discovery::skipped(),
+        };
+        let script = Script::new();
+        let handle = RuntimeHandle::start_on(opts, loaded, script.backend());
+        Rig {
+            handle,
+            script,
+            _dir: dir,
+        }
+    }
+
+    async fn sync(&self) {
+        let (reply, done) = tokio::sync::oneshot::channel();
+        self.handle.inputs.send(Input::Sync { reply }).unwrap();
+        done.await.unwrap();
+    }
+
+    async fn submit(&self, share: &str, gpus: u32, timeout: Option<u64>) -> JobId {
+        let mut spec = JobSpec::new("j", share, gpus, 0);
+        spec.command = Some(Command::Argv(vec!["true".into()]));
+        spec.timeout_seconds = timeout;
+        let (reply, id) = tokio::sync::oneshot::channel();
+        let input = Input::Submit {
+            spec,
+            reply: Some(reply),
+        };
+        self.handle.inputs.send(input).unwrap();
+        let id = id.await.unwrap().unwrap();
+        self.sync().await;
+        id
+    }
+
+    async fn report(&self, r: Report) {
+        assert!(self.script.report(r));
+        self.sync().await;
+    }
+
+    fn job(&self, id: JobId) -> JobView {
+        let snap = self.handle.snapshots.borrow().clone();
+        snap.running
+            .iter()
+            .cloned()
+            .chain(snap.queue_views())
+            .chain(snap.finished.iter().cloned())
+            .find(|j| j.id == id)
+            .unwrap_or_else(|| panic!("no job {id}"))
+    }
+
+    fn state(&self, id: JobId) -> JobState {
+        self.job(id).state
+    }
+
+    /// Wait (syncing) until `cond` holds, at most `secs`.
+    async fn wait(&self, secs: u64, what: &str, cond: impl Fn(&Rig) -> bool) {
+        let until = Instant::now() + Duration::from_secs(secs);
+        while !cond(self) {
+            assert!(Instant::now() < until, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            self.sync().await;
+        }
+    }
+
+    async fn ended(&self, job: JobId, attempt: u32, code: i32) {
+        let status = crate::exec::ExitStatus::ended_now(code);
+        self.report(Report::Ended {
+            job,
+            attempt,
+            status,
+        })
+        .await;
+    }
+
+    async fn drained(&self, node: &str, drained: bool) {
+        let node = node.to_string();
+        self.report(Report::NodeDrained { node, drained }).await;
+    }
+
+    /// The attempt ran: accepted, then its command runs.
+    async fn run(&self, job: JobId, attempt: u32) {
+        self.report(Report::Accepted { job, attempt }).await;
+        assert_eq!(self.state(job), JobState::Starting);
+        self.report(Report::Running { job, attempt }).await;
+        assert_eq!(self.state(job), JobState::Running);
+    }
+}
+
+#[tokio::test]
+async fn a_start_goes_to_the_backend_and_its_reports_move_the_job_on() {
+    let rig = Rig::start(&one_node(1));
+    let id = rig.submit("a", 2, None).await;
+    let launches = rig.script.launches();
+    assert_eq!(launches.len(), 1, "{launches:?}");
+    assert_eq!((launches[0].job, launches[0].attempt), (id, 1));
+    assert_eq!(launches[0].devices, vec![0, 1]);
+    assert_eq!(rig.state(id), JobState::Scheduled);
+    rig.run(id, 1).await;
+    // A report of another attempt is stale: nothing happens.
+    rig.ended(id, 2, 1).await;
+    assert_eq!(rig.state(id), JobState::Running);
+    rig.ended(id, 1, 0).await;
+    assert_eq!(rig.state(id), JobState::Succeeded);
+    assert_eq!(rig.script.forgotten(), vec![(id, 1)]);
+    assert!(rig.script.signals().is_empty());
+    rig.handle.shutdown(false).await;
+}
+
+#[tokio::test]
+async fn a_reclaim_signals_term_then_kill_after_the_grace_period() {
+    let rig = Rig::start(&one_node(1));
+    let borrower = rig.submit("a", 2, None).await;
+    rig.run(borrower, 1).await;
+    let owner = rig.submit("b", 1, None).await;
+    // b reclaims its GPU: SIGTERM now, SIGKILL once the grace period is over.
+    assert_eq!(rig.script.signals(), vec![(borrower, 1, Stop::Term)]);
+    let t0 = Instant::now();
+    rig.wait(5, "SIGKILL", |r| r.script.signals().len() == 2)
+        .await;
+    assert!(
+        t0.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(rig.script.signals()[1], (borrower, 1, Stop::Kill));
+    assert_eq!(rig.script.launches().len(), 1, "b waits for the release");
+    rig.ended(borrower, 1, 137).await;
+    // The borrower is requeued (a preemption is no failure), b starts.
+    let launches = rig.script.launches();
+    assert_eq!(launches.last().map(|l| l.job), Some(owner), "{launches:?}");
+    assert_eq!(rig.job(borrower).preempted_count, 1);
+    let snap = rig.handle.snapshots.borrow().clone();
+    assert_eq!(snap.preemptions.len(), 1);
+    assert_eq!(snap.preemptions[0].victim, borrower);
+    assert_eq!(snap.preemptions[0].by, Some(owner));
+    assert_eq!(snap.preemptions[0].outcome.as_deref(), Some("requeued"));
+    rig.handle.shutdown(false).await;
+}
+
+#[tokio::test]
+async fn a_timeout_its_supervisor_enforced_fails_the_job_as_a_timeout() {
+    let rig = Rig::start(&one_node(5));
+    let id = rig.submit("a", 1, Some(1)).await;
+    rig.run(id, 1).await;
+    // The supervisor stops the attempt at its timeout itself (SPEC §7) and says so; the
+    // runtime's own timer is only a backstop, long after.
+    let status = crate::exec::ExitStatus {
+        timed_out: true,
+        ran_ms: Some(1_000),
+        ..crate::exec::ExitStatus::ended_now(143)
+    };
+    rig.report(Report::Ended {
+        job: id,
+        attempt: 1,
+        status,
+    })
+    .await;
+    assert!(
+        rig.script.signals().is_empty(),
+        "{:?}",
+        rig.script.signals()
+    );
+    let j = rig.job(id);
+    assert_eq!(j.state, JobState::Failed);
+    assert_eq!(&*j.reason, "TIMEOUT");
+    rig.handle.shutdown(false).await;
+}
+
+#[tokio::test]
+async fn node_reports_go_to_the_core_drained_nodes_take_nothing_lost_ones_preempt() {
+    let rig = Rig::start(&format!("{TWO_NODES}{SHARES}"));
+    // A drained node takes no new job; back in service, it does.
+    rig.drained("n1", true).await;
+    let on_n2 = rig.submit("a", 1, None).await;
+    let waits = rig.submit("b", 1, None).await;
+    let launches = rig.script.launches();
+    assert_eq!(
+        launches.len(),
+        1,
+        "nothing starts on a drained node: {launches:?}"
+    );
+    assert_eq!((launches[0].job, launches[0].node.as_str()), (on_n2, "n2"));
+    assert_eq!(rig.state(waits), JobState::Runnable);
+    rig.drained("n1", false).await;
+    let launches = rig.script.launches();
+    assert_eq!(launches.len(), 2, "{launches:?}");
+    assert_eq!((launches[1].job, launches[1].node.as_str()), (waits, "n1"));
+    rig.run(on_n2, 1).await;
+    rig.run(waits, 1).await;
+    // n1 goes down: its job is preempted (DEVICE_LOST); once the executor says its
+    // attempt ended it waits for room, and runs again on n2 when that is free.
+    rig.report(Report::NodeDown { node: "n1".into() }).await;
+    rig.ended(waits, 1, 255).await;
+    assert_eq!(rig.job(waits).preempted_count, 1);
+    assert_eq!(rig.state(waits), JobState::Runnable);
+    let snap = rig.handle.snapshots.borrow().clone();
+    assert_eq!(snap.preemptions[0].victim, waits);
+    assert_eq!(snap.preemptions[0].reason, "DEVICE_LOST");
+    rig.ended(on_n2, 1, 0).await;
+    let launches = rig.script.launches();
+    assert_eq!(launches.len(), 3, "{launches:?}");
+    assert_eq!(
+        (
+            launches[2].job,
+            launches[2].attempt,
+            launches[2].node.as_str()
+        ),
+        (waits, 2, "n2")
+    );
+    rig.handle.shutdown(false).await;
+}

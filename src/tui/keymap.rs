@@ -1,0 +1,322 @@
+//! The console's keys: one table from which the main screen's key handling
+//! (`input::on_key`) finds a [`UiAction`] and from which the `?` help is written, so a key
+//! cannot be bound without being shown, or shown without being bound.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+/// What a key asks of the console on the main screen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UiAction {
+    NextPane,
+    PrevPane,
+    Down,
+    Up,
+    First,
+    Last,
+    PageDown,
+    PageUp,
+    /// Details of the selected job, or the selected share's jobs.
+    Open,
+    Submit,
+    Cancel,
+    Priority,
+    PriorityUp,
+    PriorityDown,
+    Log,
+    History,
+    Filter,
+    /// Esc with a filter set.
+    ClearFilter,
+    Sort,
+    Reload,
+    ConfigErrors,
+    Help,
+    Quit,
+}
+
+/// One key: its code, and whether Ctrl is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    pub code: KeyCode,
+    pub ctrl: bool,
+}
+
+const fn key(code: KeyCode) -> Key {
+    Key { code, ctrl: false }
+}
+
+const fn ch(c: char) -> Key {
+    key(KeyCode::Char(c))
+}
+
+/// A line of the help and what it binds.
+#[derive(Debug, Clone, Copy)]
+pub enum Row {
+    /// A group's title.
+    Group(&'static str),
+    /// Keys: `label` is how the help writes them (each key of `shown` appears in it),
+    /// `what` says what they do. `aliases` do the same as a shown key without being
+    /// written out (Home for `g`, `=` for `+`, Esc clears the filter that `/` set).
+    Keys {
+        label: &'static str,
+        what: &'static str,
+        shown: &'static [(Key, UiAction)],
+        aliases: &'static [(Key, UiAction)],
+    },
+    /// A line of the help that no key binds (the mouse, the shares bar's legend).
+    Note(&'static str, &'static str),
+}
+
+const fn keys(
+    label: &'static str,
+    what: &'static str,
+    shown: &'static [(Key, UiAction)],
+    aliases: &'static [(Key, UiAction)],
+) -> Row {
+    Row::Keys {
+        label,
+        what,
+        shown,
+        aliases,
+    }
+}
+
+use UiAction as A;
+
+/// The main screen's keys in the order the help shows them.
+pub const TABLE: &[Row] = &[
+    Row::Group("Moving"),
+    keys(
+        "tab/S-tab",
+        "next / previous pane",
+        &[
+            (key(KeyCode::Tab), A::NextPane),
+            (key(KeyCode::BackTab), A::PrevPane),
+        ],
+        &[],
+    ),
+    keys(
+        "j k ↓ ↑",
+        "select row",
+        &[
+            (ch('j'), A::Down),
+            (ch('k'), A::Up),
+            (key(KeyCode::Down), A::Down),
+            (key(KeyCode::Up), A::Up),
+        ],
+        &[],
+    ),
+    keys(
+        "g / G",
+        "first / last row",
+        &[(ch('g'), A::First), (ch('G'), A::Last)],
+        &[(key(KeyCode::Home), A::First), (key(KeyCode::End), A::Last)],
+    ),
+    keys(
+        "PgDn/PgUp",
+        "page down / up",
+        &[
+            (key(KeyCode::PageDown), A::PageDown),
+            (key(KeyCode::PageUp), A::PageUp),
+        ],
+        &[],
+    ),
+    keys(
+        "enter",
+        "details / share's jobs",
+        &[(key(KeyCode::Enter), A::Open)],
+        &[],
+    ),
+    Row::Note("click", "select pane and row"),
+    Row::Group("Jobs"),
+    keys("s", "submit a job", &[(ch('s'), A::Submit)], &[]),
+    keys("c", "cancel job (asks y/n)", &[(ch('c'), A::Cancel)], &[]),
+    keys("p", "set job priority", &[(ch('p'), A::Priority)], &[]),
+    keys(
+        "+ / -",
+        "priority up / down by 1",
+        &[(ch('+'), A::PriorityUp), (ch('-'), A::PriorityDown)],
+        &[(ch('='), A::PriorityUp)],
+    ),
+    keys("l", "job's log tail", &[(ch('l'), A::Log)], &[]),
+    Row::Group("View"),
+    keys(
+        "h",
+        "GPU use history (1/2/3)",
+        &[(ch('h'), A::History)],
+        &[],
+    ),
+    keys(
+        "/",
+        "filter jobs (see below)",
+        &[(ch('/'), A::Filter)],
+        &[(key(KeyCode::Esc), A::ClearFilter)],
+    ),
+    keys("o", "cycle queue sort order", &[(ch('o'), A::Sort)], &[]),
+    keys("r", "re-read the config now", &[(ch('r'), A::Reload)], &[]),
+    keys(
+        "e",
+        "the rejected config's errors",
+        &[(ch('e'), A::ConfigErrors)],
+        &[],
+    ),
+    keys("?", "this help", &[(ch('?'), A::Help)], &[]),
+    keys(
+        "q/ctrl-c",
+        "quit / detach / stop",
+        &[
+            (ch('q'), A::Quit),
+            (
+                Key {
+                    code: KeyCode::Char('c'),
+                    ctrl: true,
+                },
+                A::Quit,
+            ),
+        ],
+        &[],
+    ),
+    Row::Group("Shares bar"),
+    Row::Note("■", "own, within limit"),
+    Row::Note("▤", "borrowed (over limit)"),
+    Row::Note("░", "idle, lent out"),
+    Row::Note("·", "idle guarantee"),
+];
+
+/// The action a key asks for on the main screen, if any. A Ctrl chord the table does not
+/// bind does what the key alone does.
+pub fn action_for(ev: KeyEvent) -> Option<UiAction> {
+    let ctrl = ev.modifiers.contains(KeyModifiers::CONTROL);
+    let find = |pressed: Key| {
+        TABLE.iter().find_map(|row| match row {
+            Row::Keys { shown, aliases, .. } => shown
+                .iter()
+                .chain(aliases.iter())
+                .find(|(k, _)| *k == pressed)
+                .map(|(_, a)| *a),
+            _ => None,
+        })
+    };
+    find(Key {
+        code: ev.code,
+        ctrl,
+    })
+    .or_else(|| ctrl.then(|| find(key(ev.code))).flatten())
+}
+
+/// The help's lines as (keys, what they do); an empty first part starts a group.
+pub fn help_lines() -> impl Iterator<Item = (&'static str, &'static str)> {
+    TABLE.iter().map(|row| match *row {
+        Row::Group(title) => ("", title),
+        Row::Keys { label, what, .. } => (label, what),
+        Row::Note(k, what) => (k, what),
+    })
+}
+
+/// How the help writes a key.
+pub fn spelling(k: Key) -> String {
+    let base = match k.code {
+        KeyCode::Tab => "tab".to_string(),
+        KeyCode::BackTab => "S-tab".to_string(),
+        KeyCode::Down => "↓".to_string(),
+        KeyCode::Up => "↑".to_string(),
+        KeyCode::PageDown => "PgDn".to_string(),
+        KeyCode::PageUp => "PgUp".to_string(),
+        KeyCode::Enter => "enter".to_string(),
+        KeyCode::Esc => "esc".to_string(),
+        KeyCode::Home => "home".to_string(),
+        KeyCode::End => "end".to_string(),
+        KeyCode::Char(c) => c.to_string(),
+        other => format!("{other:?}"),
+    };
+    if k.ctrl { format!("ctrl-{base}") } else { base }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bindings() -> Vec<(&'static str, Key, UiAction, bool)> {
+        let mut out = Vec::new();
+        for row in TABLE {
+            if let Row::Keys {
+                label,
+                shown,
+                aliases,
+                ..
+            } = row
+            {
+                out.extend(shown.iter().map(|&(k, a)| (*label, k, a, true)));
+                out.extend(aliases.iter().map(|&(k, a)| (*label, k, a, false)));
+            }
+        }
+        out
+    }
+
+    /// The keys a help label writes: `g / G`, `j k ↓ ↑`, `tab/S-tab`, `/`.
+    fn label_words(label: &str) -> Vec<&str> {
+        if label.contains(' ') {
+            label.split(' ').filter(|w| *w != "/").collect()
+        } else if label == "/" {
+            vec![label]
+        } else {
+            label.split('/').collect()
+        }
+    }
+
+    /// Every shown key is written in its help line, and every word of a help line's keys
+    /// is a key it binds: the help and the bindings cannot drift apart.
+    #[test]
+    fn the_help_shows_exactly_the_keys_it_binds() {
+        for row in TABLE {
+            let Row::Keys { label, shown, .. } = row else {
+                continue;
+            };
+            let spelled: Vec<String> = shown.iter().map(|&(k, _)| spelling(k)).collect();
+            let words = label_words(label);
+            for s in &spelled {
+                assert!(
+                    words.contains(&s.as_str()),
+                    "{s} is bound but `{label}` does not show it"
+                );
+            }
+            for w in &words {
+                assert!(
+                    spelled.iter().any(|s| s == w),
+                    "`{label}` shows {w}, which binds nothing"
+                );
+            }
+        }
+    }
+
+    /// One key, one meaning: no key appears twice in the table, and every binding is the
+    /// one `action_for` finds.
+    #[test]
+    fn each_key_is_bound_once() {
+        let all = bindings();
+        for (i, (label, k, a, _)) in all.iter().enumerate() {
+            assert!(
+                all[i + 1..].iter().all(|(_, other, _, _)| other != k),
+                "{} is bound twice (first in `{label}`)",
+                spelling(*k)
+            );
+            let ev = KeyEvent::new(
+                k.code,
+                if k.ctrl {
+                    KeyModifiers::CONTROL
+                } else {
+                    KeyModifiers::NONE
+                },
+            );
+            assert_eq!(action_for(ev), Some(*a), "{}", spelling(*k));
+        }
+    }
+
+    #[test]
+    fn the_help_reads_as_the_table() {
+        let lines: Vec<_> = help_lines().collect();
+        assert_eq!(lines.first(), Some(&("", "Moving")));
+        assert!(lines.contains(&("q/ctrl-c", "quit / detach / stop")));
+        assert_eq!(lines.len(), TABLE.len());
+    }
+}

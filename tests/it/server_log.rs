@@ -1,0 +1,87 @@
+//! `shareq serve`'s log reads as words (issue 25 item 10): no Rust debug forms
+//! (`Ok(JobId(2))`, `Some(7)`), no raw epoch milliseconds, and SIGHUP re-reads the config
+//! with a line saying so (the scheduler keeps running).
+
+use crate::common;
+
+use common::{Server, config, share};
+use std::time::{Duration, Instant};
+
+#[test]
+fn the_log_speaks_words_and_sighup_rereads_the_config() {
+    let shares = format!(
+        "{}---\n{}",
+        share("alpha", 1, "LEND_AND_BORROW", true),
+        share("beta", 1, "LEND", false)
+    );
+    let mut s = Server::start(&config(2, 1, &shares));
+    let a = s.submit(&["--share", "alpha"], &["sleep", "300"]);
+    s.wait_state(a, "RUNNING", 20);
+    let refused = s.cli(&["submit", "--share", "nosuch", "--", "true"]);
+    assert!(!refused.status.success());
+    assert!(s.cli(&["priority", &a.to_string(), "7"]).status.success());
+    let pid = s.child().expect("serve runs").id() as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .unwrap();
+    let t = Instant::now();
+    while !s.stderr().contains("SIGHUP: config re-read") {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no SIGHUP line:\n{}",
+            s.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(s.cli(&["cancel", &a.to_string()]).status.success());
+    s.wait_state(a, "FAILED", 20);
+    assert!(
+        s.child().unwrap().try_wait().unwrap().is_none(),
+        "SIGHUP does not stop the scheduler"
+    );
+    // The decision stream says who cancelled.
+    let events = s.cli(&["events", "--json", "--since", "1h"]);
+    let events = String::from_utf8_lossy(&events.stdout);
+    let me = common::me();
+    let cancelled = events
+        .lines()
+        .find(|l| l.contains("\"event\":\"cancelled\""))
+        .unwrap_or_else(|| panic!("no cancelled line:\n{events}"));
+    assert!(
+        cancelled.contains(&format!("\"cancelled_by\":\"{}\"", me)),
+        "{cancelled}"
+    );
+    let reprioritized = events
+        .lines()
+        .find(|l| l.contains("\"event\":\"reprioritized\""))
+        .unwrap_or_else(|| panic!("no reprioritized line:\n{events}"));
+    assert!(
+        reprioritized.contains(&format!("\"reprioritized_by\":\"{me}\"")),
+        "{reprioritized}"
+    );
+    let log = s.stderr();
+    for want in [
+        &format!("job={a}") as &str,
+        "submit accepted",
+        "submit refused: ",
+        &format!("priority set job={a} priority=7 by={me}"),
+        "SIGHUP: re-reading the config in ",
+        "devices=local:[0]",
+    ] {
+        assert!(log.contains(want), "{want:?} missing:\n{log}");
+    }
+    assert!(
+        !log.contains('\u{1b}'),
+        "no colour codes off a terminal:\n{log}"
+    );
+    for debug_form in ["Ok(", "Err(", "Some(", "None", "JobId("] {
+        assert!(!log.contains(debug_form), "{debug_form:?} in:\n{log}");
+    }
+    // No raw epoch milliseconds (13 digits from 2001 on) anywhere.
+    let raw_ms = log
+        .split(|c: char| !c.is_ascii_digit())
+        .find(|w| w.len() == 13 && w.starts_with('1'));
+    assert!(raw_ms.is_none(), "{raw_ms:?} in:\n{log}");
+}

@@ -1,0 +1,85 @@
+//! The demo's first minute, replayed on the real scheduler: a newcomer must see
+//! borrowing, a cross-share reclaim and an in-share preemption.
+
+use crate::fixtures::AWS_CONFIG;
+use shareq::config::{parse_documents, validate};
+use shareq::replay::{self, Action, Options, Scenario, SimSubmit, TimedAction};
+use shareq::tui::demo::Demo;
+
+fn first_minute(seed: u64) -> Vec<serde_json::Value> {
+    let config = validate(parse_documents(AWS_CONFIG, Some("aws")).unwrap()).unwrap();
+    let events = Demo::new(seed)
+        .take_while(|s| s.at.as_secs() <= 60)
+        .map(|s| TimedAction {
+            at: s.at.as_secs() as i64,
+            action: Action::Submit(Box::new(SimSubmit {
+                job_name: s.spec.job_name.clone(),
+                quota_share_name: s.spec.quota_share_name.clone(),
+                capacity_unit: None,
+                quantity: s.spec.quantity,
+                scheduling_priority: s.spec.scheduling_priority,
+                duration: Some(i64::from(s.sleep_s)),
+                exit_code: 0,
+                stop_after: 0,
+                preemption_retries_before_termination: None,
+                retry_strategy: None,
+                timeout_seconds: None,
+                command: None,
+                env: None,
+                working_directory: None,
+            })),
+            line: None,
+        })
+        .collect();
+    let sc = Scenario {
+        file: "demo".into(),
+        description: None,
+        config,
+        events,
+        trace: Vec::new(),
+        until: Some(60),
+        expect: None,
+    };
+    let out = replay::run(
+        &sc,
+        &mut std::io::sink(),
+        Options {
+            summary: false,
+            keep_lines: true,
+        },
+    )
+    .unwrap();
+    out.lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn within_a_minute_the_demo_shows_lending_a_reclaim_and_an_in_share_preemption() {
+    for seed in [1, 42, 2026] {
+        let ev = first_minute(seed);
+        let borrowed = ev
+            .iter()
+            .any(|e| e["event"] == "started" && e["borrowed"].as_u64().unwrap_or(0) > 0);
+        let preempted = |reason: &str| {
+            ev.iter()
+                .any(|e| e["event"] == "preempted" && e["reason"] == reason)
+        };
+        assert!(borrowed, "seed {seed}: nobody borrowed");
+        assert!(preempted("CROSS_SHARE_RECLAIM"), "seed {seed}: no reclaim");
+        assert!(
+            preempted("IN_SHARE_PRIORITY"),
+            "seed {seed}: no in-share preemption"
+        );
+        let first_in_share = ev
+            .iter()
+            .find(|e| e["reason"] == "IN_SHARE_PRIORITY")
+            .and_then(|e| e["t"].as_i64())
+            .unwrap();
+        assert!(
+            first_in_share <= 30,
+            "seed {seed}: in-share preemption at {first_in_share}s"
+        );
+    }
+}

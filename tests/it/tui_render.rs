@@ -1,0 +1,454 @@
+//! Screen snapshots of the console: every pane and every overlay at 80×24 and 160×48,
+//! rendered on ratatui's TestBackend at the fixtures' fixed clock.
+
+use crate::fixtures::{self, NOW};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Frame;
+use shareq::model::JobId;
+use shareq::store::usage::{UsageHistory, Window};
+use shareq::tui::app::{App, Mode, Pane};
+use shareq::tui::input::on_key;
+use shareq::tui::panes;
+
+const SIZES: [(u16, u16); 2] = [(80, 24), (160, 48)];
+
+fn key(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+}
+
+fn code(c: KeyCode) -> KeyEvent {
+    KeyEvent::new(c, KeyModifiers::NONE)
+}
+
+/// The snapshots keep the names and place they had when this file was a test crate of its
+/// own (`tests/snapshots/tui_render__<name>.snap`), so that moving the file re-creates none.
+fn assert_screen(name: &str, text: &str) {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path("../snapshots");
+    settings.set_prepend_module_to_snapshot(false);
+    settings.bind(|| insta::assert_snapshot!(format!("tui_render__{name}"), text));
+}
+
+fn check(name: &str, mut make: impl FnMut() -> App) {
+    for (w, h) in SIZES {
+        let mut app = make();
+        let text = fixtures::render_text(&mut app, w, h);
+        assert_screen(&format!("{name}_{w}x{h}"), &text);
+    }
+}
+
+fn check_pane(name: &str, draw: fn(&mut Frame, &mut App)) {
+    for (w, h) in SIZES {
+        let mut app = fixtures::app(fixtures::lab());
+        let text = fixtures::render_with(w, h, |f| draw(f, &mut app));
+        assert_screen(&format!("pane_{name}_{w}x{h}"), &text);
+    }
+}
+
+#[test]
+fn main_screens() {
+    check("main_aws", || fixtures::app(fixtures::aws()));
+    check("main_lab", || fixtures::app(fixtures::lab()));
+    check("main_lab_nodes", || fixtures::app(fixtures::lab_nodes()));
+}
+
+#[test]
+fn a_removed_and_a_disabled_share_and_an_oversubscribed_unit_are_marked() {
+    check("main_reloaded", || fixtures::app(fixtures::reloaded()));
+}
+
+#[test]
+fn every_pane_alone() {
+    check_pane("header", |f, a| panes::header::render(f, f.area(), a));
+    check_pane("footer", |f, a| panes::footer::render(f, f.area(), a));
+    check_pane("shares", |f, a| panes::shares::render(f, f.area(), a));
+    check_pane("lending", |f, a| panes::lending::render(f, f.area(), a));
+    check_pane("gpus", |f, a| panes::gpus::render(f, f.area(), a));
+    check_pane("queue", |f, a| panes::queue::render(f, f.area(), a));
+    check_pane("running", |f, a| panes::running::render(f, f.area(), a));
+    check_pane("preemptions", |f, a| {
+        panes::preemptions::render(f, f.area(), a)
+    });
+}
+
+fn lab_with(keys: &[KeyEvent]) -> App {
+    let mut app = fixtures::app(fixtures::lab());
+    for k in keys {
+        on_key(&mut app, *k);
+    }
+    // The submit form's question, answered as the runtime would: the real scheduler on a
+    // copy of the lab's state.
+    if let Some(shareq::tui::Action::Predict { key, spec }) =
+        shareq::tui::input::prediction_request(&mut app)
+    {
+        let d = fixtures::lab_driver();
+        let r = fixtures::lab_runtimes();
+        app.prediction = Some((key, shareq::forecast::predict(d.sched, *spec, NOW, &r)));
+    }
+    app
+}
+
+#[test]
+fn overlays() {
+    check("help", || lab_with(&[key('?')]));
+    check("submit_empty", || lab_with(&[key('s')]));
+    check("submit_borrow", || {
+        let mut keys = vec![
+            key('s'),
+            code(KeyCode::Tab),
+            code(KeyCode::Tab),
+            code(KeyCode::Tab),
+        ];
+        keys.extend("sweep-21".chars().map(key));
+        keys.push(code(KeyCode::Tab));
+        keys.extend("python sweep.py --lr 3e-4".chars().map(key));
+        lab_with(&keys)
+    });
+    check("cancel_confirm", || lab_with(&[key('c')]));
+    check("priority_prompt", || {
+        lab_with(&[key('p'), code(KeyCode::Backspace), key('5')])
+    });
+    check("quit_dialog", || lab_with(&[key('q')]));
+    check("details", || lab_with(&[code(KeyCode::Enter)]));
+    check("filter_typing", || {
+        let mut keys = vec![key('/')];
+        keys.extend("share:infra".chars().map(key));
+        lab_with(&keys)
+    });
+    check("sorted_by_wait", || lab_with(&[key('o')]));
+    check("log_missing", || lab_with(&[key('l')]));
+    check("log_tail", || {
+        let mut app = fixtures::app(fixtures::lab());
+        app.log_lines = (1..=60)
+            .map(|i| format!("epoch {i}: loss {:.3}", 2.0 / i as f64))
+            .collect();
+        app.mode = Mode::Log {
+            job: JobId(4),
+            name: "sweep-16".into(),
+            scroll_back: 0,
+        };
+        app
+    });
+}
+
+#[test]
+fn config_error_and_theme_warning_in_header() {
+    check("config_error", || {
+        let mut snap = fixtures::lab();
+        // As the watcher reports it: full paths, several errors, one per line.
+        snap.config.error = Some(format!(
+            "{dir}/shares/vision.yaml:7:5: borrowLimit is only valid with LEND_AND_BORROW\n\
+             {dir}/shares/nlp.yaml:3:1: capacityLimits[0].maxCapacity: expected a whole number",
+            dir = snap.config.source
+        ));
+        snap.config.error_at = Some(NOW - 5_000);
+        snap.units[0].guaranteed = 12;
+        let mut app = fixtures::app(snap);
+        app.theme_warning = Some("theme x.yaml: line 2: unknown field `acent`; using dark".into());
+        app
+    });
+}
+
+#[test]
+fn e_opens_every_error_of_the_rejected_config() {
+    check("config_errors_popup", || {
+        let mut snap = fixtures::lab();
+        snap.config.error = Some(format!(
+            "{dir}/shares/vision.yaml:7:5: borrowLimit is only valid with LEND_AND_BORROW\n\
+             {dir}/shares/nlp.yaml:3:1: capacityLimits[0].maxCapacity: expected a whole number, \
+             found `two` (write a number of GPUs, e.g. 2)",
+            dir = snap.config.source
+        ));
+        let mut app = fixtures::app(snap);
+        on_key(&mut app, key('e'));
+        app
+    });
+}
+
+#[test]
+fn the_quit_dialog_of_an_attached_console() {
+    check("quit_attached", || {
+        let mut app = fixtures::app(fixtures::lab());
+        app.attached = true;
+        on_key(&mut app, key('q'));
+        app
+    });
+}
+
+#[test]
+fn an_attached_console_says_it_is_reconnecting() {
+    check("reconnecting", || {
+        let mut snap = fixtures::lab();
+        snap.link_down_since = Some(NOW - 7_000);
+        fixtures::app(snap)
+    });
+}
+
+#[test]
+fn an_attached_console_names_its_scheduler_in_the_header() {
+    check("attached_header", || {
+        let mut snap = fixtures::lab();
+        snap.served_by = Some(shareq::snapshot::ServedBy {
+            pid: 4121,
+            since: Some(NOW - 3_600_000),
+        });
+        let mut app = fixtures::app(snap);
+        app.attached = true;
+        app
+    });
+}
+
+#[test]
+fn the_filter_finds_people_and_names_an_unknown_key() {
+    check("filter_user", || {
+        let mut keys = vec![key('/')];
+        keys.extend("!user:vera".chars().map(key));
+        keys.push(code(KeyCode::Enter));
+        lab_with(&keys)
+    });
+    check("filter_unknown_key", || {
+        let mut keys = vec![key('/')];
+        keys.extend("owner:bob".chars().map(key));
+        lab_with(&keys)
+    });
+}
+
+/// A long command and reason continue under themselves, not under the labels.
+#[test]
+fn details_wrap_long_values_under_themselves() {
+    for (w, h) in SIZES {
+        let app = fixtures::app(fixtures::lab());
+        let mut job = app.snap.running[0].clone();
+        job.command = "python train.py --data /datasets/imagenet/train --epochs 90 \
+                       --lr 0.1 --batch-size 256 --workers 16 --checkpoint-dir /scratch/ckpt"
+            .into();
+        job.reason = "running on borrowed capacity: nlp lends 1 GPU and may reclaim it \
+                      when its own jobs queue (CROSS_SHARE_RECLAIM after the grace period)"
+            .into();
+        let text = fixtures::render_with(w, h, |f| {
+            shareq::tui::popups::details::render(f, f.area(), &job, NOW, 0, &app.theme)
+        });
+        insta::assert_snapshot!(format!("details_long_{w}x{h}"), text);
+    }
+}
+
+/// A lost GPU stays in the GPUs pane, marked, with since when.
+#[test]
+fn a_lost_gpu_is_shown_lost() {
+    check("gpu_lost", || {
+        let mut snap = fixtures::lab();
+        let u = &mut snap.units[0];
+        u.usable -= 1;
+        u.devices.retain(|d| d.index != 7);
+        u.devices.push(shareq::snapshot::DeviceView::lost(
+            "local",
+            7,
+            NOW - 125_000,
+        ));
+        fixtures::app(snap)
+    });
+}
+
+#[test]
+fn running_pane_focused_and_scrolled() {
+    check("running_focused", || {
+        let mut app = fixtures::app(fixtures::lab());
+        app.focus = Pane::Running;
+        app.sel[Pane::Running.index()] = 4;
+        app
+    });
+}
+
+#[test]
+fn hundred_thousand_queued() {
+    check("queue_100k", || {
+        let mut app = fixtures::app(fixtures::with_queue_len(&fixtures::lab(), 100_000));
+        on_key(&mut app, key('G'));
+        app
+    });
+}
+
+#[test]
+fn empty_and_tiny() {
+    check("empty", || {
+        fixtures::app(shareq::snapshot::Snapshot::empty())
+    });
+    let mut app = fixtures::app(fixtures::lab());
+    let text = fixtures::render_text(&mut app, 50, 12);
+    assert!(text.contains("needs at least 60×16"), "{text}");
+}
+
+/// The text captures in `assets/` are the screens the fixtures render today
+/// (`UPDATE_ASSETS=1 cargo test --test it tui_render` rewrites them).
+#[test]
+fn asset_captures_are_current() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");
+    for (file, snap, w, h) in [
+        ("console-lab-160x48.txt", fixtures::lab(), 160, 48),
+        ("console-aws-80x24.txt", fixtures::aws(), 80, 24),
+    ] {
+        let text = fixtures::render_text(&mut fixtures::app(snap), w, h);
+        let path = dir.join(file);
+        if std::env::var_os("UPDATE_ASSETS").is_some() {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &text).unwrap();
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(on_disk, text, "{file} is stale: rerun with UPDATE_ASSETS=1");
+    }
+}
+
+/// The layout holds from 80×24 to 240×70 (and degrades without panicking down to the
+/// minimum): every pane gets room, the queue keeps rows, nothing overlaps the footer.
+#[test]
+fn layout_holds_across_sizes() {
+    for snap in [
+        fixtures::aws(),
+        fixtures::lab(),
+        fixtures::with_queue_len(&fixtures::lab(), 500),
+    ] {
+        for w in (60..=240).step_by(20) {
+            for h in (16..=70).step_by(6) {
+                let mut app = fixtures::app(snap.clone());
+                let text = fixtures::render_text(&mut app, w, h);
+                assert!(text.starts_with(" shareq"), "{w}x{h}: no header\n{text}");
+                if w >= 80 && h >= 24 {
+                    for p in Pane::ALL {
+                        let a = app.areas[p.index()].area;
+                        assert!(
+                            a.height >= 3 && a.width >= 20,
+                            "{w}x{h}: {p:?} squeezed to {a:?}"
+                        );
+                        assert!(a.y + a.height < h, "{w}x{h}: {p:?} covers the footer");
+                    }
+                    assert!(
+                        app.areas[Pane::Queue.index()].rows >= 3,
+                        "{w}x{h}: queue too short"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A share keeps one colour everywhere (bar, GPU cell, queue row), and a fresh preemption
+/// is marked only for a few seconds.
+#[test]
+fn share_colours_are_consistent_and_fresh_marks_fade() {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    let mut app = fixtures::app(fixtures::lab());
+    let vision = app.theme.share("vision");
+    let mut term = Terminal::new(TestBackend::new(160, 48)).unwrap();
+    term.draw(|f| shareq::tui::draw::draw(f, &mut app)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let fg_of = |needle: &str, x0: u16| {
+        (0..48u16).find_map(|y| {
+            let row: String = (x0..160)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect();
+            row.find(needle)
+                .map(|i| buf[(x0 + row[..i].chars().count() as u16, y)].fg)
+        })
+    };
+    let gpus_x = app.areas[Pane::Gpus.index()].area.x;
+    let queue = app.areas[Pane::Queue.index()].area;
+    assert_eq!(fg_of("vision", 0), Some(vision), "Shares row");
+    assert_eq!(fg_of("vision", gpus_x), Some(vision), "GPU cell");
+    let qrow = queue.y + 2;
+    let qline: String = (0..160)
+        .map(|x| buf[(x, qrow)].symbol().to_string())
+        .collect();
+    let at = qline.find("vision").unwrap();
+    assert_eq!(
+        buf[(qline[..at].chars().count() as u16, qrow)].fg,
+        vision,
+        "Queue row"
+    );
+
+    let fresh = fixtures::render_text(&mut app, 160, 48);
+    assert!(fresh.contains("● "), "a preemption 2 s old is marked");
+    app.now += 10_000;
+    let later = fixtures::render_text(&mut app, 160, 48);
+    assert!(!later.contains("● "), "and the mark is gone 10 s later");
+}
+
+/// NO_COLOR: every cell uses the terminal's colours, and the bar still reads by glyph.
+#[test]
+fn no_color_renders_without_colours() {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use ratatui::style::Color;
+    let mut app = fixtures::app(fixtures::lab());
+    app.theme = shareq::tui::Theme::monochrome();
+    let mut term = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    term.draw(|f| shareq::tui::draw::draw(f, &mut app)).unwrap();
+    let buf = term.backend().buffer();
+    assert!(
+        buf.content()
+            .iter()
+            .all(|c| c.fg == Color::Reset && c.bg == Color::Reset)
+    );
+    let text = fixtures::render_text(&mut app, 120, 40);
+    assert!(text.contains("■■") && text.contains("▤") && text.contains("░"));
+}
+
+fn history_app(window: Window, data: Option<Result<UsageHistory, String>>) -> App {
+    let mut app = fixtures::app(fixtures::lab());
+    on_key(&mut app, key('h'));
+    if window != Window::Hour {
+        on_key(&mut app, key(if window == Window::Day { '2' } else { '3' }));
+    }
+    app.history.data = data;
+    app
+}
+
+#[test]
+fn history_view() {
+    for w in Window::ALL {
+        check(&format!("history_{}", w.label()), || {
+            history_app(w, Some(Ok(fixtures::history(w))))
+        });
+    }
+    check("history_one_share", || {
+        let mut app = history_app(Window::Hour, Some(Ok(fixtures::history(Window::Hour))));
+        // k steps back from "every share" to the last one.
+        on_key(&mut app, key('k'));
+        assert_eq!(app.history.share.as_deref(), Some("vision"));
+        app
+    });
+    check("history_empty", || {
+        let mut h = fixtures::history(Window::Hour);
+        h.samples.iter_mut().for_each(|n| *n = 0);
+        h.series.clear();
+        history_app(Window::Hour, Some(Ok(h)))
+    });
+    check("history_loading", || history_app(Window::Day, None));
+    check("history_unavailable", || {
+        history_app(
+            Window::Hour,
+            Some(Err(
+                "this scheduler keeps no database, so no utilisation history".into(),
+            )),
+        )
+    });
+}
+
+#[test]
+fn a_paused_scheduler_and_jobs_not_contained_are_said_in_the_header() {
+    check("main_paused", || {
+        let mut snap = fixtures::lab();
+        snap.paused = Some(
+            "scheduling is paused: the scheduler cannot write its decisions to the database \
+             (database or disk is full); nothing starts or is preempted, and it resumes by \
+             itself once a write succeeds"
+                .into(),
+        );
+        snap.containment = Some(
+            "jobs are not contained (the scheduler may not manage cgroups: run it as root, or \
+             in a delegated cgroup); GPUs are not isolated: CUDA_VISIBLE_DEVICES is advisory"
+                .into(),
+        );
+        fixtures::app(snap)
+    });
+}
