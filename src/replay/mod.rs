@@ -13,5 +13,5 @@ pub use sim::{
     Forward, Observation, Options, Outcome, event_name, format_event, forward, run, run_observed,
 };
 pub use summary::{
-    Fact, FactKind, GroupSummary, LaneFigures, Standing, Stats, Summary, UnitFigures,
+    Fact, FactKind, GroupSummary, LaneFigures, Standing, Stats, Summary, UnitFigures, WaitFigures,
 };

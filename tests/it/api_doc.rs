@@ -290,6 +290,8 @@ fn every_type_and_its_fields_are_documented() {
         ("StatusAnswer", fields::<server::StatusAnswer>()),
         ("ConfigStatus", fields::<snapshot::ConfigStatus>()),
         ("UnitView", fields::<snapshot::UnitView>()),
+        ("ReservationView", fields::<snapshot::ReservationView>()),
+        ("WaitFigures", fields::<shareq::replay::WaitFigures>()),
         ("DeviceView", fields::<snapshot::DeviceView>()),
         ("ShareView", fields::<snapshot::ShareView>()),
         ("LendEdge", fields::<sched::LendEdge>()),
