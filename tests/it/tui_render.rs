@@ -228,7 +228,7 @@ fn details_wrap_long_values_under_themselves() {
         let text = fixtures::render_with(w, h, |f| {
             shareq::tui::popups::details::render(f, f.area(), &job, NOW, 0, &app.theme)
         });
-        insta::assert_snapshot!(format!("details_long_{w}x{h}"), text);
+        assert_screen(&format!("details_long_{w}x{h}"), &text);
     }
 }
 
