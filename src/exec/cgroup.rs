@@ -176,7 +176,15 @@ fn detect_in(root: &Path, self_cgroup: &Path, scope: &str) -> Containment {
         if !mount.join("cgroup.procs").exists() {
             return None;
         }
-        let base = mount.join(rel?).join(&dir_name);
+        let own = mount.join(rel?);
+        // Moving a supervisor from our group into one below needs write access to our
+        // group's `cgroup.procs` (the common ancestor's): without it nothing could enter.
+        let movable =
+            nix::unistd::access(&own.join("cgroup.procs"), nix::unistd::AccessFlags::W_OK).is_ok();
+        if !movable {
+            return None;
+        }
+        let base = own.join(&dir_name);
         std::fs::create_dir_all(&base).ok()?;
         if base.join(marker).exists() {
             Some(base)
