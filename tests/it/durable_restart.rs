@@ -452,3 +452,51 @@ fn history_older_than_retain_days_is_pruned_at_start() {
     // Ids are never reused, even those of pruned jobs.
     assert_eq!(submit(&state, "next", "true"), 3);
 }
+
+#[test]
+fn a_paused_scheduler_asked_to_stop_stops_and_its_held_decision_leaves_no_trace() {
+    let (_dir, cfg, state, err) = setup(1);
+    let _cleanup = Cleanup(state.clone());
+    let mut serve = Serve::start(&state, &cfg, &err);
+    let db = rusqlite::Connection::open(state.join("shareq.db")).unwrap();
+    db.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let held = Command::new(BIN)
+        .args(["submit", "--state"])
+        .arg(&state)
+        .args(["--share", "team", "--name", "held", "--", "true"])
+        .env("SHAREQ_TIMEOUT", "3")
+        .output()
+        .unwrap();
+    assert!(!held.status.success());
+    let status = cli(&state, &["status"]);
+    assert!(String::from_utf8_lossy(&status.stdout).contains("PAUSED"));
+    // SIGTERM while paused: it ends, carrying nothing of the held batch out.
+    let child = serve.child.as_mut().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let t = Instant::now();
+    let code = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code();
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "a paused serve did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(code, Some(0));
+    assert!(!state.join("runs/1").exists(), "the held job was started");
+    db.execute_batch("ROLLBACK").unwrap();
+    drop(db);
+    serve.child = None;
+    let _serve = Serve::start(&state, &cfg, &err);
+    let out = cli(&state, &["jobs", "--all", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for list in ["running", "queue", "finished"] {
+        assert!(v[list].as_array().unwrap().is_empty(), "{v}");
+    }
+}

@@ -451,6 +451,15 @@ struct Paused {
     backlog: Vec<Work>,
 }
 
+/// What a turn leaves the runtime's loop to do.
+enum Next {
+    Go,
+    /// The shutdown is complete.
+    Done,
+    /// The state directory is gone: stop at once.
+    Halted,
+}
+
 /// How often a paused scheduler tries its write again.
 const PAUSED_RETRY: Duration = Duration::from_secs(1);
 
@@ -471,35 +480,46 @@ impl Runtime {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Input>) {
         while let Some(batch) = self.next_batch(&mut rx).await {
             let now = now_ms();
-            if self.paused.is_some() {
-                if self.while_paused(batch, now) {
-                    break;
-                }
-                continue;
-            }
-            let mut turn = Turn::default();
-            for work in batch {
-                self.take_in(work, now, &mut turn);
-            }
-            if let Some(why) = self.halted.take() {
-                // Nothing of this batch is carried out or stored: another scheduler may
-                // own these GPUs now (SPEC §8).
-                self.fail(why, turn);
-                return;
-            }
-            self.stop_jobs_if_shutting_down();
-            let events = self.schedule(&turn, now);
-            // Write-ahead: the batch's decisions (and the facts that led to them) are
-            // stored in one transaction before anything is carried out or answered.
-            if let Err(why) = self.record(now, &events) {
-                self.pause(why.to_string(), now, events, turn);
-                continue;
-            }
-            if self.carry_out(now, events, turn) {
-                break;
+            let next = if self.paused.is_some() {
+                self.while_paused(batch, now)
+            } else {
+                self.turn(batch, now)
+            };
+            match next {
+                Next::Go => {}
+                Next::Done => break,
+                // Nothing of the batch is carried out or stored (SPEC §8).
+                Next::Halted => return,
             }
         }
         self.end();
+    }
+
+    /// One turn: take the batch in, run the pass it needs, store its decisions, carry
+    /// them out. A decision that cannot be stored pauses scheduling instead.
+    fn turn(&mut self, batch: Vec<Work>, now: i64) -> Next {
+        let mut turn = Turn::default();
+        for work in batch {
+            self.take_in(work, now, &mut turn);
+        }
+        if let Some(why) = self.halted.take() {
+            // Another scheduler may own these GPUs now (SPEC §8).
+            self.fail(why, turn);
+            return Next::Halted;
+        }
+        self.stop_jobs_if_shutting_down();
+        let events = self.schedule(&turn, now);
+        // Write-ahead: the batch's decisions (and the facts that led to them) are
+        // stored in one transaction before anything is carried out or answered.
+        if let Err(why) = self.record(now, &events) {
+            self.pause(why.to_string(), now, events, turn);
+            return Next::Go;
+        }
+        if self.carry_out(now, events, turn) {
+            Next::Done
+        } else {
+            Next::Go
+        }
     }
 
     /// Carry out a recorded batch's decisions and answer who waits for them; true when
@@ -541,11 +561,12 @@ impl Runtime {
     }
 
     /// While paused: answer who only reads, refuse submits, keep the rest for later, and
-    /// try the write again. On success carry out the held batch, then the backlog.
-    /// True when the shutdown is complete.
-    fn while_paused(&mut self, batch: Vec<Work>, now: i64) -> bool {
+    /// try the write again. On success carry out the held batch, then the backlog. A lost
+    /// state directory halts at once; a shutdown ends the loop without the held batch
+    /// (nothing of it was stored: a restart recovers, jobs go on under their supervisors).
+    fn while_paused(&mut self, batch: Vec<Work>, now: i64) -> Next {
         let Some(mut paused) = self.paused.take() else {
-            return false;
+            return Next::Go;
         };
         for work in batch {
             match work {
@@ -553,6 +574,19 @@ impl Runtime {
                 Work::Input(Input::Submit {
                     reply: Some(reply), ..
                 }) => drop(reply.send(Err(paused.why.clone()))),
+                Work::Input(Input::Exec(ExecReport(ExecKind::StateLost(why)))) => {
+                    self.fail(why, paused.turn);
+                    return Next::Halted;
+                }
+                Work::Input(Input::Shutdown { reply, .. }) => {
+                    paused.turn.refuse("the scheduler is shutting down");
+                    let s = self.shutdown.get_or_insert(Shutdown {
+                        stop_jobs: false,
+                        replies: Vec::new(),
+                    });
+                    s.replies.extend(reply);
+                    return Next::Done;
+                }
                 Work::Timer(Timer::Flush) => {}
                 other => paused.backlog.push(other),
             }
@@ -561,7 +595,7 @@ impl Runtime {
             tracing::warn!("still cannot write the decisions: {e}");
             self.paused = Some(paused);
             self.timers.set(Timer::Flush, PAUSED_RETRY);
-            return false;
+            return Next::Go;
         }
         tracing::info!("the database takes writes again: scheduling resumes");
         let Paused {
@@ -572,23 +606,13 @@ impl Runtime {
         } = paused;
         self.dirty = true;
         if self.carry_out(now, events, turn) {
-            return true;
+            return Next::Done;
         }
         if backlog.is_empty() {
             self.publish(now);
-            return false;
+            return Next::Go;
         }
-        let mut turn = Turn::default();
-        for work in backlog {
-            self.take_in(work, now, &mut turn);
-        }
-        self.stop_jobs_if_shutting_down();
-        let events = self.schedule(&turn, now);
-        if let Err(why) = self.record(now, &events) {
-            self.pause(why.to_string(), now, events, turn);
-            return false;
-        }
-        self.carry_out(now, events, turn)
+        self.turn(backlog, now)
     }
 
     /// Wait for an input or a timer, then take whatever else is already waiting.
