@@ -280,17 +280,6 @@ impl Cgroups {
         }
     }
 
-    /// Every attempt group below this scheduler's base, by name.
-    pub fn attempts(&self) -> Vec<(String, AttemptGroup)> {
-        list_dirs(&self.base)
-            .into_iter()
-            .map(|n| {
-                let g = self.attempt(&n);
-                (n, g)
-            })
-            .collect()
-    }
-
     /// Devices held by live attempts of other schedulers' groups beside ours (a state
     /// directory recreated under a running attempt of the one before, SPEC §8).
     pub fn foreign_held(&self) -> Vec<(String, u32)> {
@@ -374,8 +363,8 @@ impl AttemptGroup {
     /// Make the group in every hierarchy; with device isolation, deny every GPU minor of
     /// NVIDIA's major but `allowed` (the control devices stay open).
     pub fn create(&self, allowed: &[u32]) -> io::Result<()> {
-        for dir in std::iter::once(&self.main).chain(&self.others) {
-            match std::fs::create_dir(dir) {
+        for dir in self.dirs() {
+            match std::fs::create_dir(&dir) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(e),
@@ -402,7 +391,7 @@ impl AttemptGroup {
 
     /// Put process `pid` (the supervisor, before it starts the command) in the group.
     pub fn enter(&self, pid: u32) -> io::Result<()> {
-        for dir in std::iter::once(&self.main).chain(&self.others) {
+        for dir in self.dirs() {
             std::fs::write(dir.join("cgroup.procs"), pid.to_string())?;
         }
         Ok(())
@@ -447,7 +436,7 @@ impl AttemptGroup {
 
     /// Remove the (empty) group from every hierarchy.
     pub fn remove(&self) {
-        for dir in std::iter::once(&self.main).chain(&self.others) {
+        for dir in self.dirs() {
             let _ = std::fs::remove_dir(dir);
         }
     }

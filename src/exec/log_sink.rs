@@ -116,8 +116,17 @@ fn mib(bytes: u64) -> String {
 
 /// Free bytes for unprivileged writers on the filesystem of `file`.
 pub fn free_bytes(file: &File) -> Option<u64> {
-    let s = nix::sys::statvfs::fstatvfs(file).ok()?;
-    Some((s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64))
+    nix::sys::statvfs::fstatvfs(file)
+        .ok()
+        .map(|s| available(&s))
+}
+
+/// What a filesystem has free for unprivileged writers (the reserve is judged on this,
+/// for logs and for submits alike).
+// The counts are `fsblkcnt_t` / `c_ulong`: u64 here, narrower on other targets.
+#[allow(clippy::unnecessary_cast)]
+pub fn available(s: &nix::sys::statvfs::Statvfs) -> u64 {
+    (s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64)
 }
 
 #[cfg(test)]

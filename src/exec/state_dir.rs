@@ -61,8 +61,9 @@ impl StateDir {
 
     /// Free bytes for unprivileged writers on the state filesystem.
     pub fn free_bytes(&self) -> Option<u64> {
-        let s = nix::sys::statvfs::statvfs(&self.root).ok()?;
-        Some((s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64))
+        nix::sys::statvfs::statvfs(&self.root)
+            .ok()
+            .map(|s| super::log_sink::available(&s))
     }
 
     pub fn socket(&self) -> PathBuf {

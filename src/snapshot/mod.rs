@@ -307,12 +307,6 @@ pub struct Viewer {
 }
 
 impl Viewer {
-    /// Someone who may see everything (the scheduler's own console).
-    pub const ADMIN: Viewer = Viewer {
-        uid: 0,
-        admin: true,
-    };
-
     /// May this viewer see the job's command?
     pub fn sees_command(&self, j: &JobView) -> bool {
         self.admin || j.submitter.as_ref().is_some_and(|s| s.uid == self.uid)
