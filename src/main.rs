@@ -1,6 +1,6 @@
 //! The `shareq` command line: parse arguments and dispatch to the library.
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use shareq::cli::CliError;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -130,8 +130,11 @@ fn visible_command() -> clap::Command {
 /// The console's options written before a subcommand (`shareq --state S jobs`): `--state`
 /// goes to the subcommand's own, `tui` takes them all, and whatever the subcommand does not
 /// take is refused — never ignored in silence.
-fn carry_global(global: &shareq::cli::ConsoleArgs, command: &mut Command) -> Result<(), String> {
-    let sub = subcommand_name(command);
+fn carry_global(
+    global: &shareq::cli::ConsoleArgs,
+    sub: &str,
+    command: &mut Command,
+) -> Result<(), String> {
     if let Command::Tui(own) = command {
         let conflict =
             |a: &Option<PathBuf>, b: &Option<PathBuf>| a.is_some() && b.is_some() && a != b;
@@ -208,36 +211,6 @@ fn state_slot(command: &mut Command) -> Option<&mut Option<PathBuf>> {
     })
 }
 
-/// The subcommand's name as the user writes it.
-fn subcommand_name(command: &Command) -> String {
-    let name = match command {
-        Command::Tui(_) => "tui",
-        Command::Demo(_) => "demo",
-        Command::Replay { .. } => "replay",
-        Command::Check { .. } => "check",
-        Command::Whatif(_) => "whatif",
-        Command::ExportTrace(_) => "export-trace",
-        Command::Serve(_) => "serve",
-        Command::Submit(_) => "submit",
-        Command::Cancel(_) => "cancel",
-        Command::Priority(_) => "priority",
-        Command::Jobs(_) => "jobs",
-        Command::Status(_) => "status",
-        Command::Log(_) => "log",
-        Command::Reload(_) => "reload",
-        Command::Audit(_) => "audit",
-        Command::History(_) => "history",
-        Command::Events(_) => "events",
-        Command::Report(_) => "report",
-        Command::Gpus { .. } => "gpus",
-        Command::SlurmConf { .. } => "slurm-conf",
-        Command::Supervise { .. } => "__supervise",
-        Command::Completions { .. } => "completions",
-        Command::Man { .. } => "man",
-    };
-    name.to_string()
-}
-
 fn main() -> ExitCode {
     // The supervisor starts once per attempt: skip building the whole CLI for it.
     let mut args = std::env::args_os();
@@ -246,11 +219,14 @@ fn main() -> ExitCode {
     {
         return shareq::cli::exit_code(shareq::cli::supervise(std::path::Path::new(&spec)));
     }
-    let cli = Cli::parse();
+    // Parsed in two steps to keep the subcommand's name as written (for carry_global).
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let Some(mut command) = cli.command else {
         return shareq::cli::exit_code(shareq::cli::tui(&cli.console));
     };
-    if let Err(e) = carry_global(&cli.console, &mut command) {
+    let sub = matches.subcommand_name().unwrap_or_default();
+    if let Err(e) = carry_global(&cli.console, sub, &mut command) {
         eprintln!("shareq: {e}");
         return ExitCode::from(2);
     }
