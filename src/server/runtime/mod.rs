@@ -891,30 +891,6 @@ impl Runtime {
     }
 }
 
-/// The most a job's command and environment may take together (SPEC §9, limits).
-pub(crate) const MAX_JOB_BYTES: usize = 64 << 10;
-
-/// A job's command plus environment within [`MAX_JOB_BYTES`]: every byte of it is kept
-/// in the database and handed to its supervisor.
-fn check_job_size(spec: &JobSpec) -> Result<(), String> {
-    let command = match &spec.command {
-        Some(Command::Argv(v)) => v.iter().map(|a| a.len() + 1).sum(),
-        Some(Command::Shell(s)) => s.len(),
-        None => 0,
-    };
-    let env: usize = spec.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
-    let total = command + env;
-    if total > MAX_JOB_BYTES {
-        return Err(format!(
-            "the job's command and environment take {} KiB, more than the {} KiB a job may \
-             carry (limit: command + env); pass large data in a file",
-            total.div_ceil(1024),
-            MAX_JOB_BYTES >> 10
-        ));
-    }
-    Ok(())
-}
-
 impl Runtime {
     /// When an attempt ended, on its supervisor's clock (SPEC §7): its start plus the run
     /// time the supervisor measured — so a scheduler that was stopped meanwhile does not
