@@ -336,6 +336,9 @@ fn a_decision_that_cannot_be_stored_pauses_scheduling_until_a_write_succeeds() {
     let (_dir, cfg, state, err) = setup(1);
     let _cleanup = Cleanup(state.clone());
     let mut serve = Serve::start(&state, &cfg, &err);
+    // Everything of the start is stored first (a `jobs` answer waits for the turns before
+    // it), so that the submit below is the batch the lock holds back, not the config's.
+    assert!(cli(&state, &["jobs"]).status.success());
     // Another process holds the database's write lock longer than the scheduler waits.
     let db = rusqlite::Connection::open(state.join("shareq.db")).unwrap();
     db.execute_batch("BEGIN EXCLUSIVE").unwrap();
@@ -458,6 +461,8 @@ fn a_paused_scheduler_asked_to_stop_stops_and_its_held_decision_leaves_no_trace(
     let (_dir, cfg, state, err) = setup(1);
     let _cleanup = Cleanup(state.clone());
     let mut serve = Serve::start(&state, &cfg, &err);
+    // The start's batches are stored before the lock (see the test above).
+    assert!(cli(&state, &["jobs"]).status.success());
     let db = rusqlite::Connection::open(state.join("shareq.db")).unwrap();
     db.execute_batch("BEGIN EXCLUSIVE").unwrap();
     let held = Command::new(BIN)

@@ -642,6 +642,7 @@ fn a_submit_while_scheduling_is_paused_is_unavailable_not_rejected() {
         r#"
 import json, os, socket, sqlite3, time, shareq
 c = shareq.Client()
+c.jobs()   # the start's batches are stored before the lock (the answer waits for them)
 # Another process holds the database's write lock longer than the scheduler waits: the
 # first submit's decision cannot be written, and scheduling pauses (SPEC §8).
 db = sqlite3.connect(os.path.join(c.state, "shareq.db"), isolation_level=None)
