@@ -239,10 +239,11 @@ pub use crate::exec::telemetry::Telemetry;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupReason {
     pub reason: Arc<str>,
-    /// (priority, submitted, id) of the lane's first nominated job, and the reason of the
-    /// group's jobs after it in scheduling order.
+    /// (priority, effective submission, submitted, id) of the lane's first nominated job,
+    /// as the group's jobs' order sees it (its key moved back by their fair-share penalty,
+    /// SPEC §12), and the reason of the group's jobs after it in scheduling order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blocked: Option<((u32, i64, JobId), Arc<str>)>,
+    pub blocked: Option<((u32, i64, i64, JobId), Arc<str>)>,
 }
 
 /// Reason groups by id.
@@ -376,7 +377,15 @@ impl Snapshot {
             return &j.reason;
         };
         match &g.blocked {
-            Some(((p, s, id), why)) if list::key_of(j) > QKey::new(*p, *s, *id) => why,
+            Some(((p, eff, s, id), why))
+                if list::key_of(j)
+                    > QKey {
+                        eff: *eff,
+                        ..QKey::new(*p, *s, *id)
+                    } =>
+            {
+                why
+            }
             _ => &g.reason,
         }
     }

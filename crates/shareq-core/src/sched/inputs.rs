@@ -31,6 +31,7 @@ impl Sched {
             }
             Ok((share, unit)) => {
                 let id = self.alloc_id();
+                let user = self.shares[share].users.ix_of(Self::user_name(&spec));
                 let job = Job {
                     id,
                     share,
@@ -45,6 +46,8 @@ impl Sched {
                     attempts_started: 0,
                     fail_reason: None,
                     lapsed_at: None,
+                    user,
+                    bucket: 0,
                     stop_after,
                     stop_delay: None,
                     finished_at: None,
@@ -353,6 +356,7 @@ impl Sched {
             j.attempts_started += 1;
         }
         self.index_holding(id);
+        self.usage_started(id, now);
         let after = self.shares[s].lanes[u].borrowed();
         let node = self.multi_node.then(|| self.node_name(node).to_string());
         self.emit(Event::Started {
@@ -406,6 +410,7 @@ impl Sched {
     }
 
     fn release(&mut self, id: JobId, now: Time) {
+        self.usage_released(id, now);
         self.unindex_holding(id);
         if let Some(j) = self.job_mut(id) {
             j.phase = Phase::Done;

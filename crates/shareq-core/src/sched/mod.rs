@@ -15,11 +15,13 @@
 
 mod accounting;
 mod event;
+mod fair;
 mod inputs;
 mod install;
 mod pass;
 mod place;
 mod preempt;
+pub mod queue;
 mod reasons;
 mod rejection;
 mod report;
@@ -30,6 +32,7 @@ mod wake;
 
 pub use crate::model::UnitCapacity;
 pub use event::Event;
+pub use fair::{SavedUsage, UserStanding};
 pub use rejection::{LargerThanAnyNode, Rejection, is_larger_than_any_node};
 pub use report::{LendEdge, ShareUnitStats};
 pub use reserve::Reservation;
@@ -265,13 +268,14 @@ impl Sched {
             .map(|u| u.name.as_str())
     }
 
-    /// RUNNABLE jobs in global scheduling order (priority, submission, id).
+    /// RUNNABLE jobs in global scheduling order (priority, effective submission,
+    /// submission, id), as of the last pass.
     pub fn queue(&self) -> Vec<JobId> {
         let mut keys: Vec<state::QKey> = self
             .shares
             .iter()
             .flat_map(|s| s.lanes.iter())
-            .flat_map(|l| l.pending.iter().copied())
+            .flat_map(|l| l.queue.keys())
             .collect();
         keys.sort_unstable();
         keys.into_iter().map(|k| k.job()).collect()
@@ -282,7 +286,7 @@ impl Sched {
         self.shares
             .iter()
             .flat_map(|s| s.lanes.iter())
-            .map(|l| l.pending.len())
+            .map(|l| l.queue.len())
             .sum()
     }
 
