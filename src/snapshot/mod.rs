@@ -57,6 +57,12 @@ pub struct ShareView {
     pub queued: usize,
     /// Submission time of the oldest queued job (ms since the epoch).
     pub oldest_queued: Option<i64>,
+    /// The share orders its queue by fair share among its users (SPEC §12).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fair_share: bool,
+    /// `userLimit`: GPUs of each unit one user's jobs may hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_limit: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -200,6 +206,22 @@ pub struct JobView {
         skip_serializing_if = "Option::is_none"
     )]
     pub estimate_note: Option<String>,
+    /// Queued jobs of a fair-share share in a `jobs` answer (SPEC §12): the delay the
+    /// submitter's recent usage adds to the job's submission time, whole seconds.
+    #[serde(
+        rename = "fairShareDelaySeconds",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub fair_share_delay_seconds: Option<i64>,
+    /// With `fairShareDelaySeconds`: the submitter's decayed usage of the share, whole
+    /// GPU-seconds.
+    #[serde(
+        rename = "userUsageGpuSeconds",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub user_usage_gpu_seconds: Option<i64>,
     /// Its command as one line (an argv list shell-quoted, see `Command::line`).
     #[serde(default)]
     pub command: String,
@@ -297,6 +319,10 @@ pub struct Snapshot {
     /// Jobs not contained or GPUs not isolated, and why (SPEC §7); `None` when they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<String>,
+    /// Every share's users' decayed usage and, with `fairShare`, the delay it adds
+    /// (SPEC §12), as of `at`.
+    #[serde(default)]
+    pub users: Arc<Vec<crate::sched::UserStanding>>,
 }
 
 /// Who reads a picture (SPEC §9): every job's id, name, share, user, state, reason,
@@ -363,6 +389,7 @@ impl Snapshot {
             served_by: None,
             paused: None,
             containment: None,
+            users: Arc::default(),
         }
     }
 
@@ -388,6 +415,33 @@ impl Snapshot {
             }
             _ => &g.reason,
         }
+    }
+
+    /// The standing of a job's submitter in its share, when the share has `fairShare`
+    /// (SPEC §12); a user with no usage left stands at zero.
+    pub fn fair_standing(&self, j: &JobView) -> Option<crate::sched::UserStanding> {
+        let fair = self
+            .shares
+            .iter()
+            .any(|s| s.name == j.share && s.fair_share);
+        if !fair {
+            return None;
+        }
+        let user = j.submitter.as_ref().map_or("user", |s| s.name.as_str());
+        let found = self
+            .users
+            .iter()
+            .find(|u| u.share == j.share && u.user == user);
+        Some(found.cloned().unwrap_or_else(|| crate::sched::UserStanding {
+            share: j.share.clone(),
+            user: user.to_string(),
+            fair: true,
+            usage_gpu_seconds: 0.0,
+            at: self.at,
+            weight: 1.0,
+            delay_seconds: 0.0,
+            holding: 0,
+        }))
     }
 
     /// A view with its reason written out (for answers that leave the process).
@@ -418,6 +472,10 @@ impl Snapshot {
         };
         v.estimated_start = start;
         v.estimate_note = Some(note);
+        if let Some(u) = self.fair_standing(j) {
+            v.fair_share_delay_seconds = Some(u.delay_seconds.round() as i64);
+            v.user_usage_gpu_seconds = Some(u.usage_gpu_seconds.round() as i64);
+        }
         v
     }
 
@@ -463,6 +521,8 @@ impl Snapshot {
             .share_stats()
             .into_iter()
             .map(|s| ShareView {
+                fair_share: sched.fair_share_policy(&s.share).is_some(),
+                user_limit: sched.user_limit(&s.share),
                 oldest_queued: oldest.get(&(s.share.clone(), s.unit.clone())).copied(),
                 name: s.share,
                 unit: s.unit,
@@ -565,6 +625,8 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         submitter: j.spec.submitter.clone(),
         estimated_start: None,
         estimate_note: None,
+        fair_share_delay_seconds: None,
+        user_usage_gpu_seconds: None,
         command: j
             .spec
             .command

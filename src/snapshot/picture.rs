@@ -308,6 +308,7 @@ impl Picture {
             served_by: None,
             paused: None,
             containment: None,
+            users: Arc::new(sched.user_standings(at)),
             // The rules are the runtime's: it sets them (`Runtime::publish`).
             access: Arc::default(),
         }

@@ -126,6 +126,8 @@ impl JobRecord {
             submitter: self.submitter.clone(),
             estimated_start: None,
             estimate_note: None,
+            fair_share_delay_seconds: None,
+            user_usage_gpu_seconds: None,
             command: self.command.clone(),
         }
     }

@@ -174,6 +174,17 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE configs ADD COLUMN documents TEXT;
     ",
+    // 8: each user's decayed usage of each share (SPEC §12), written by
+    // `store::user_usage`: the figure as of `at`, decayed on read.
+    "
+    CREATE TABLE user_usage (
+        share TEXT    NOT NULL,
+        user  TEXT    NOT NULL,
+        usage REAL    NOT NULL,              -- GPU-seconds, decayed to `at`
+        at    INTEGER NOT NULL,              -- ms since the epoch
+        PRIMARY KEY (share, user)
+    ) WITHOUT ROWID;
+    ",
 ];
 
 /// The schema version this code writes.

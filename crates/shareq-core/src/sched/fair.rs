@@ -161,20 +161,29 @@ impl Users {
     }
 }
 
-/// One user's standing in a fair-share share, for the console, `jobs` and reports.
-#[derive(Debug, Clone, PartialEq)]
+/// One user's standing in one share, for the console, `jobs`, reports, metrics and the
+/// store.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct UserStanding {
+    pub share: String,
     pub user: String,
-    /// Decayed usage, GPU-seconds.
+    /// The share has `fairShare`: the usage orders its queue.
+    pub fair: bool,
+    /// Decayed usage, GPU-seconds, at `at`.
     pub usage_gpu_seconds: f64,
+    /// The instant the figures are for, in the driver's unit.
+    pub at: Time,
+    /// The user's weight (1 without `fairShare`).
     pub weight: f64,
-    /// The delay the usage adds to the user's jobs' submission time, seconds.
+    /// The delay the usage adds to the user's jobs' submission time, seconds (0 without
+    /// `fairShare`).
     pub delay_seconds: f64,
     /// GPUs the user's jobs hold in the share now.
     pub holding: u32,
 }
 
-/// A share's users' decayed usage as of an instant, as the store keeps it.
+/// A share's user's decayed usage as of an instant, as the store keeps it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SavedUsage {
     pub share: String,
@@ -383,40 +392,43 @@ impl Sched {
         })
     }
 
-    /// The standing of a job's user in its fair-share share; `None` for other shares.
-    pub fn user_standing(&self, id: JobId) -> Option<UserStanding> {
-        let j = self.job(id)?;
-        self.share_user_standing(j.share, j.user)
-    }
-
-    fn share_user_standing(&self, s: ShareIx, u: u32) -> Option<UserStanding> {
-        let share = &self.shares[s];
-        share.users.policy.as_ref()?;
+    /// Every user's standing in every share at `now` (users with no usage left and
+    /// holding nothing are left out), by share name then heaviest first: O(users).
+    pub fn user_standings(&self, now: Time) -> Vec<UserStanding> {
         let tps = self.ticks_per_second as f64;
-        let usage = share.users.usage(u, self.now);
-        let weight = share.users.weight(u);
-        Some(UserStanding {
-            user: share.users.name(u).to_string(),
-            usage_gpu_seconds: usage / tps,
-            weight,
-            delay_seconds: usage / (weight * self.share_size(s)) / tps,
-            holding: share.users.list.get(u as usize).map_or(0, |x| x.rate),
-        })
-    }
-
-    /// Every user's standing in fair-share share `name` (by name), heaviest first.
-    pub fn fair_share_users(&self, name: &str) -> Vec<UserStanding> {
-        let Some(&s) = self.share_ix.get(name) else {
-            return Vec::new();
-        };
-        let mut out: Vec<UserStanding> = (0..self.shares[s].users.len() as u32)
-            .filter_map(|u| self.share_user_standing(s, u))
-            .collect();
-        out.sort_by(|a, b| {
-            b.usage_gpu_seconds
-                .total_cmp(&a.usage_gpu_seconds)
-                .then_with(|| a.user.cmp(&b.user))
-        });
+        let mut out = Vec::new();
+        for &s in &self.share_order {
+            let share = &self.shares[s];
+            let fair = share.users.policy.is_some();
+            let first = out.len();
+            for u in 0..share.users.len() as u32 {
+                let usage = share.users.usage(u, now);
+                let holding = share.users.list.get(u as usize).map_or(0, |x| x.rate);
+                if usage <= 1e-9 && holding == 0 {
+                    continue;
+                }
+                let weight = share.users.weight(u);
+                out.push(UserStanding {
+                    share: share.name.clone(),
+                    user: share.users.name(u).to_string(),
+                    fair,
+                    usage_gpu_seconds: usage / tps,
+                    at: now,
+                    weight,
+                    delay_seconds: if fair {
+                        usage / (weight * self.share_size(s)) / tps
+                    } else {
+                        0.0
+                    },
+                    holding,
+                });
+            }
+            out[first..].sort_by(|a, b| {
+                b.usage_gpu_seconds
+                    .total_cmp(&a.usage_gpu_seconds)
+                    .then_with(|| a.user.cmp(&b.user))
+            });
+        }
         out
     }
 
@@ -426,28 +438,13 @@ impl Sched {
         self.shares[s].users.policy.as_ref()
     }
 
-    /// Every user's decayed usage of every share at `now`, for the store (users with no
-    /// usage left are skipped).
-    pub fn saved_usage(&self, now: Time) -> Vec<SavedUsage> {
-        let tps = self.ticks_per_second as f64;
-        let mut out = Vec::new();
-        for share in &self.shares {
-            for u in 0..share.users.len() as u32 {
-                let v = share.users.usage(u, now) / tps;
-                if v > 1e-9 {
-                    out.push(SavedUsage {
-                        share: share.name.clone(),
-                        user: share.users.name(u).to_string(),
-                        usage_gpu_seconds: v,
-                        at: now,
-                    });
-                }
-            }
-        }
-        out
+    /// The `userLimit` of share `name`, if it has one.
+    pub fn user_limit(&self, name: &str) -> Option<u32> {
+        let &s = self.share_ix.get(name)?;
+        self.shares[s].users.user_limit
     }
 
-    /// Bring back usage saved by [`Sched::saved_usage`] after a restart, once the jobs are
+    /// Bring back usage saved from [`Sched::user_standings`] after a restart, once the jobs are
     /// restored: each user's figure decays from its instant, and the jobs still holding
     /// GPUs count from then on (what they held before it is in the figure).
     pub fn restore_usage(&mut self, saved: &[SavedUsage], now: Time) {
