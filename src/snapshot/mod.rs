@@ -444,6 +444,66 @@ impl Snapshot {
         }))
     }
 
+    /// Why fair share puts a queued job where it is (SPEC §12), in words: its user's
+    /// standing, and the oldest job of the share at its priority it goes ahead of, if
+    /// one (`bob has used vision 3× less than alice lately`). `None` outside fair-share
+    /// shares. Walks the queue: for one job's details, not for every row.
+    pub fn fair_share_note(&self, j: &JobView) -> Option<String> {
+        let me = self.fair_standing(j)?;
+        let h = |gpu_s: f64| format!("{:.1} GPU-h", gpu_s / 3600.0);
+        let mut note = format!(
+            "{} has used {} {} lately (weight {}): their jobs count as submitted {} later",
+            me.user,
+            me.share,
+            h(me.usage_gpu_seconds),
+            me.weight,
+            crate::duration::human((me.delay_seconds * 1000.0) as i64)
+        );
+        let eff = |v: &JobView, d: f64| v.submitted as f64 + d * 1000.0;
+        let mine = eff(j, me.delay_seconds);
+        let passed = self
+            .queue
+            .iter()
+            .filter(|o| {
+                o.share == j.share
+                    && o.priority == j.priority
+                    && o.submitted < j.submitted
+                    && o.submitter.as_ref().map(|s| &s.name) != j.submitter.as_ref().map(|s| &s.name)
+            })
+            .filter_map(|o| {
+                let st = self.fair_standing(o)?;
+                (eff(o, st.delay_seconds) > mine).then_some((o, st))
+            })
+            .min_by_key(|(o, _)| (o.submitted, o.id));
+        if let Some((o, st)) = passed {
+            let per = |u: &crate::sched::UserStanding| u.usage_gpu_seconds / u.weight.max(1e-9);
+            let why = if per(&me) <= 1e-9 {
+                format!(
+                    "{} has not used {} lately, {} has ({})",
+                    me.user,
+                    me.share,
+                    st.user,
+                    h(st.usage_gpu_seconds)
+                )
+            } else {
+                format!(
+                    "{} has used {} {:.1}× less than {} lately",
+                    me.user,
+                    me.share,
+                    per(&st) / per(&me),
+                    st.user
+                )
+            };
+            note.push_str(&format!(
+                "; ahead of job {} ({}, submitted {} earlier): {why}",
+                o.id,
+                st.user,
+                crate::duration::human(j.submitted - o.submitted)
+            ));
+        }
+        Some(note)
+    }
+
     /// A view with its reason written out (for answers that leave the process).
     pub fn resolved(&self, j: &JobView) -> JobView {
         let mut v = j.clone();
