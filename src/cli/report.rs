@@ -144,7 +144,13 @@ pub fn fair_share_table(users: &[crate::sched::UserStanding]) -> String {
         let weights: f64 = of.iter().map(|u| u.weight).sum();
         let usage: f64 = of.iter().map(|u| u.usage_gpu_seconds).sum();
         for u in of {
-            let pct = |a: f64, b: f64| if b > 0.0 { format!("{:.0}%", 100.0 * a / b) } else { "-".into() };
+            let pct = |a: f64, b: f64| {
+                if b > 0.0 {
+                    format!("{:.0}%", 100.0 * a / b)
+                } else {
+                    "-".into()
+                }
+            };
             out.push_str(&format!(
                 "{:<16} {:<12} {:>10} {:>6} {:>8} {:>7} {:>9}\n",
                 visible(share),

@@ -253,6 +253,9 @@ pub struct PreemptionRecord {
 /// GPU telemetry for one device (sampled by `exec::telemetry`).
 pub use crate::exec::telemetry::Telemetry;
 
+/// (priority, effective submission, submitted, id): a queue key as a reason group sees it.
+pub type BlockKey = (u32, i64, i64, JobId);
+
 /// Why the queued jobs of one reason group wait: every RUNNABLE, not nominated job of
 /// one (share, unit, quantity) waits for the same reason, except those behind the lane's
 /// first nominated job (SPEC §4.4), which wait for `blocked`. A queued row names its group in
@@ -265,7 +268,7 @@ pub struct GroupReason {
     /// as the group's jobs' order sees it (its key moved back by their fair-share penalty,
     /// SPEC §12), and the reason of the group's jobs after it in scheduling order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blocked: Option<((u32, i64, i64, JobId), Arc<str>)>,
+    pub blocked: Option<(BlockKey, Arc<str>)>,
 }
 
 /// Reason groups by id.
@@ -432,16 +435,20 @@ impl Snapshot {
             .users
             .iter()
             .find(|u| u.share == j.share && u.user == user);
-        Some(found.cloned().unwrap_or_else(|| crate::sched::UserStanding {
-            share: j.share.clone(),
-            user: user.to_string(),
-            fair: true,
-            usage_gpu_seconds: 0.0,
-            at: self.at,
-            weight: 1.0,
-            delay_seconds: 0.0,
-            holding: 0,
-        }))
+        Some(
+            found
+                .cloned()
+                .unwrap_or_else(|| crate::sched::UserStanding {
+                    share: j.share.clone(),
+                    user: user.to_string(),
+                    fair: true,
+                    usage_gpu_seconds: 0.0,
+                    at: self.at,
+                    weight: 1.0,
+                    delay_seconds: 0.0,
+                    holding: 0,
+                }),
+        )
     }
 
     /// Why fair share puts a queued job where it is (SPEC §12), in words: its user's
@@ -468,7 +475,8 @@ impl Snapshot {
                 o.share == j.share
                     && o.priority == j.priority
                     && o.submitted < j.submitted
-                    && o.submitter.as_ref().map(|s| &s.name) != j.submitter.as_ref().map(|s| &s.name)
+                    && o.submitter.as_ref().map(|s| &s.name)
+                        != j.submitter.as_ref().map(|s| &s.name)
             })
             .filter_map(|o| {
                 let st = self.fair_standing(o)?;

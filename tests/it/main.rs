@@ -18,6 +18,7 @@ mod deploy_doc;
 mod durable_attach;
 mod durable_crash;
 mod durable_restart;
+mod fair_share_live;
 mod faults_db;
 mod faults_jobs;
 mod faults_server;
