@@ -399,6 +399,7 @@ pub fn load_trace(path: &Path) -> Result<Vec<TimedAction>, ScenarioError> {
         "jobName",
         "schedulingPriority",
         "capacityUnit",
+        "user",
     ];
     let mut col: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, h) in headers.iter().enumerate() {

@@ -240,9 +240,7 @@ impl Sched {
                 share.users.list[u].pen = p;
             }
             for lane in &mut share.lanes {
-                for (&b, bucket) in lane.queue.buckets.iter_mut() {
-                    bucket.pen = pens.get(b as usize).copied().unwrap_or(0);
-                }
+                lane.queue.set_pens(&pens);
             }
         }
     }

@@ -173,48 +173,65 @@ impl Sched {
             })
             .collect();
         let mut lo: Vec<Bound<QKey>> = vec![Unbounded; shares.len()];
-        let mut levels: Vec<Levels> = Vec::new();
+        // Each share's level maxima, taken when first needed (jobs started before are in
+        // `gone`, which every use of them takes into account).
+        let mut levels: Vec<Option<Levels>> = vec![None; shares.len()];
         // The largest FIFO key each share's started jobs had: they left the indexes, but
         // they were ahead of everything still to be visited there.
         let mut gone: Vec<Option<Fifo>> = vec![None; shares.len()];
+        // The latest job started from another share, whose K the share's cursor has not
+        // been moved past yet: K only grows from one start to the next, so the latest
+        // alone counts, and it is worked out only when the share next has a candidate
+        // (a share with none needs no cursor), so that one borrowing share costs no K.
+        let mut behind: Vec<Option<Chosen>> = vec![None; shares.len()];
         let mut started = false;
         loop {
             let noms = self.nominated_totals();
             let mut cands: Vec<(usize, QKey)> = Vec::new();
             for (i, &s) in shares.iter().enumerate() {
-                if let Some(k) = self.step2_candidate(s, &room0[i], lo[i], &noms) {
-                    cands.push((i, k));
-                }
-            }
-            if cands.is_empty() {
-                break;
-            }
-            // The level maxima describe the set as it stood when the step began: take
-            // them before the first start removes anything from the indexes.
-            if levels.is_empty() {
-                levels = (0..shares.len())
-                    .map(|i| self.levels(shares[i], &room0[i]))
-                    .collect();
-            }
-            let mut best: Option<(Fifo, usize, QKey)> = None;
-            for (i, k) in cands {
-                let kk = self.k_of(shares[i], &levels[i], &room0[i], gone[i], &k);
-                if best.is_none_or(|(b, _, _)| kk < b) {
-                    best = Some((kk, i, k));
-                }
-            }
-            let Some((kstar, chosen, key)) = best else {
-                break;
-            };
-            for i in 0..shares.len() {
-                if i == chosen {
-                    lo[i] = Excluded(key);
-                    gone[i] = gone[i].max(Some(key.fifo()));
-                } else {
-                    let b = self.boundary(shares[i], &levels[i], &room0[i], gone[i], kstar);
+                let Some(mut k) = self.step2_candidate(s, &room0[i], lo[i], &noms) else {
+                    continue;
+                };
+                if let Some(c) = behind[i].take() {
+                    let kstar = self.k_of_chosen(&c, &shares, &room0, &mut levels);
+                    let lv = levels[i].get_or_insert_with(|| self.levels(s, &room0[i]));
+                    let b = self.boundary(s, lv, &room0[i], gone[i], kstar);
                     lo[i] = max_bound(lo[i], b);
+                    match self.step2_candidate(s, &room0[i], lo[i], &noms) {
+                        Some(k2) => k = k2,
+                        None => continue,
+                    }
+                }
+                cands.push((i, k));
+            }
+            let (chosen, key) = match cands.as_slice() {
+                [] => break,
+                [(i, k)] => (*i, *k),
+                _ => {
+                    let mut best: Option<(Fifo, usize, QKey)> = None;
+                    for &(i, k) in &cands {
+                        let lv = levels[i].get_or_insert_with(|| self.levels(shares[i], &room0[i]));
+                        let kk = self.k_of(shares[i], lv, &room0[i], gone[i], &k);
+                        if best.is_none_or(|(b, _, _)| kk < b) {
+                            best = Some((kk, i, k));
+                        }
+                    }
+                    let Some((_, i, k)) = best else { break };
+                    (i, k)
+                }
+            };
+            let c = Chosen {
+                share: chosen,
+                key,
+                gone: gone[chosen],
+            };
+            for (i, b) in behind.iter_mut().enumerate() {
+                if i != chosen {
+                    *b = Some(c);
                 }
             }
+            lo[chosen] = Excluded(key);
+            gone[chosen] = gone[chosen].max(Some(key.fifo()));
             let except = self
                 .job(key.job())
                 .and_then(|j| self.reserved_node_of(j.unit, j.id));
@@ -222,6 +239,21 @@ impl Sched {
             started = true;
         }
         started
+    }
+
+    /// K of a job started in this step, worked out later: its share's jobs up to it are
+    /// still queued but for those started before it (`c.gone`); those started after it
+    /// come after it in its share's order.
+    fn k_of_chosen(
+        &self,
+        c: &Chosen,
+        shares: &[ShareIx],
+        room0: &[Vec<i64>],
+        levels: &mut [Option<Levels>],
+    ) -> Fifo {
+        let s = shares[c.share];
+        let lv = levels[c.share].get_or_insert_with(|| self.levels(s, &room0[c.share]));
+        self.k_of(s, lv, &room0[c.share], c.gone, &c.key)
     }
 
     /// The first job of share s at or after `from` in the step-2 set that can start now.
@@ -496,6 +528,15 @@ fn max_bound(a: Bound<QKey>, b: Bound<QKey>) -> Bound<QKey> {
         (Excluded(x), Excluded(y)) => Excluded(x.max(y)),
         (Included(x), Included(y)) => Included(x.max(y)),
     }
+}
+
+/// A job started in step 2: its share (index into the step's shares), its key, and the
+/// largest FIFO key of its share's jobs started before it in the step.
+#[derive(Debug, Clone, Copy)]
+struct Chosen {
+    share: usize,
+    key: QKey,
+    gone: Option<Fifo>,
 }
 
 #[derive(Debug, Clone)]

@@ -46,10 +46,15 @@ fn unshift(b: Bound<QKey>, pen: i64) -> Bound<QKey> {
 /// The RUNNABLE jobs of one share on one unit.
 #[derive(Debug, Clone, Default)]
 pub struct Queue {
-    pub buckets: BTreeMap<u32, Bucket>,
+    buckets: BTreeMap<u32, Bucket>,
     len: usize,
     /// Base key → bucket, of each nominated job.
     nominated: BTreeMap<QKey, u32>,
+    /// Non-nominated jobs per quantity over all buckets: `waiting` without a `userLimit`.
+    totals: BTreeMap<u32, usize>,
+    /// The first job in the share's order (shifted key), kept as jobs come and go and
+    /// penalties move: the reservation's head is judged at every round of a pass.
+    head: Option<QKey>,
     /// `userLimit`: GPUs of this unit one user's jobs may hold; `None` = no cap.
     pub user_limit: Option<u32>,
 }
@@ -86,10 +91,14 @@ impl Queue {
         if bucket.pending.insert(key) {
             self.len += 1;
         }
+        let shifted = key.shift(bucket.pen);
         if nominated {
             self.nominated.insert(key, b);
-        } else {
-            bucket.by_qty.entry(q).or_default().insert(key);
+        } else if bucket.by_qty.entry(q).or_default().insert(key) {
+            *self.totals.entry(q).or_default() += 1;
+        }
+        if self.head.is_none_or(|h| shifted < h) {
+            self.head = Some(shifted);
         }
     }
 
@@ -102,14 +111,25 @@ impl Queue {
         if bucket.pending.remove(&key) {
             self.len -= 1;
         }
+        let shifted = key.shift(bucket.pen);
         if let Some(set) = bucket.by_qty.get_mut(&q) {
-            set.remove(&key);
+            if set.remove(&key)
+                && let Some(c) = self.totals.get_mut(&q)
+            {
+                *c -= 1;
+                if *c == 0 {
+                    self.totals.remove(&q);
+                }
+            }
             if set.is_empty() {
                 bucket.by_qty.remove(&q);
             }
         }
         if bucket.is_unused() {
             self.buckets.remove(&b);
+        }
+        if self.head == Some(shifted) {
+            self.head = self.scan_first();
         }
         was_nominated
     }
@@ -130,11 +150,13 @@ impl Queue {
         }
     }
 
-    /// Set bucket `b`'s penalty (a pass re-evaluates every user's).
-    pub fn set_pen(&mut self, b: u32, pen: i64) {
-        if let Some(bucket) = self.buckets.get_mut(&b) {
-            bucket.pen = pen;
+    /// Set every bucket's penalty from `pen` (by bucket; a pass re-evaluates every
+    /// user's).
+    pub fn set_pens(&mut self, pen: &[i64]) {
+        for (&b, bucket) in self.buckets.iter_mut() {
+            bucket.pen = pen.get(b as usize).copied().unwrap_or(0);
         }
+        self.head = self.scan_first();
     }
 
     /// What bucket `b`'s user holds here.
@@ -144,6 +166,10 @@ impl Queue {
 
     /// The first RUNNABLE job (nominated ones included), in the share's order.
     pub fn first(&self) -> Option<QKey> {
+        self.head
+    }
+
+    fn scan_first(&self) -> Option<QKey> {
         self.buckets
             .values()
             .filter_map(|b| b.pending.first().map(|k| k.shift(b.pen)))
@@ -211,6 +237,13 @@ impl Queue {
     /// Σ quantity of RUNNABLE, not nominated jobs with quantity ≤ `threshold` that their
     /// user's `userLimit` lets start (SPEC §3 `waiting`, §12).
     pub fn waiting_upto(&self, threshold: u32) -> u64 {
+        if self.user_limit.is_none() {
+            return self
+                .totals
+                .range(..=threshold)
+                .map(|(q, n)| u64::from(*q) * *n as u64)
+                .sum();
+        }
         self.buckets
             .values()
             .map(|b| {
@@ -239,35 +272,36 @@ impl Queue {
         sum as u32
     }
 
-    /// For each bucket and quantity up to `max_q`, the first job before `block` that
-    /// `skip` does not rule out: the step-3 representatives (within one bucket and
-    /// quantity, an earlier job has every victim set a later one has).
+    /// For each quantity up to `max_q`, the first job (over all buckets) before `block`
+    /// that `skip` does not rule out and its user's `userLimit` lets start: the step-3
+    /// representatives (of one lane and quantity, the job first in the share's order has
+    /// every victim set a later one has).
     pub fn firsts_per_qty(
         &self,
         max_q: u32,
         block: Option<QKey>,
         skip: impl Fn(QKey) -> bool,
     ) -> Vec<QKey> {
-        let mut out = Vec::new();
+        let mut best: BTreeMap<u32, QKey> = BTreeMap::new();
         for b in self.buckets.values() {
             let hi = max_q.min(self.cap_of(b));
             if hi < 1 {
                 continue;
             }
-            for (_, set) in b.by_qty.range(1..=hi) {
+            for (&q, set) in b.by_qty.range(1..=hi) {
                 for &k in set {
                     let k = k.shift(b.pen);
-                    if block.is_some_and(|x| k > x) {
+                    if block.is_some_and(|x| k > x) || best.get(&q).is_some_and(|x| k > *x) {
                         break;
                     }
                     if !skip(k) {
-                        out.push(k);
+                        best.insert(q, k);
                         break;
                     }
                 }
             }
         }
-        out
+        best.into_values().collect()
     }
 
     /// The largest FIFO key (submission, id) among the jobs of quantity ≥ `min_q` at
