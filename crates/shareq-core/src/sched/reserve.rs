@@ -40,7 +40,9 @@ impl Sched {
             && !job.is_nominated()
             && n > lane.limit
             && i64::from(n) <= self.max_request(s, u)
-            && self.larger_than_any_node(u, n).is_none();
+            && self.larger_than_any_node(u, n).is_none()
+            // Waiting for its own user's jobs (SPEC §12), not for borrowers.
+            && self.user_limit_reason(job).is_none();
         ok.then_some((job.id, since + self.reserve_after))
     }
 
