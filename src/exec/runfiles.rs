@@ -133,6 +133,11 @@ pub struct LaunchSpec {
     /// before it starts the command (SPEC §7, containment). Empty: not contained.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cgroup: Vec<PathBuf>,
+    /// Set when the supervisor may not write the state directory (Slurm runs it as the
+    /// job's submitter): it reports through this channel instead, and the scheduler
+    /// writes its run files and log (`exec::report`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<super::report::ReportTo>,
 }
 
 fn default_log_cap() -> u64 {
@@ -174,6 +179,17 @@ impl LaunchSpec {
     pub fn exit_path(&self) -> PathBuf {
         exit_path(&self.state, self.job, self.attempt)
     }
+}
+
+/// The launch spec of an attempt, as the runtime wrote it.
+pub fn read_spec(state: &Path, job: JobId, attempt: u32) -> Option<LaunchSpec> {
+    let text = super::state_perms::open_nofollow(&spec_path(state, job, attempt))
+        .and_then(|mut f| {
+            let mut v = Vec::new();
+            io::Read::read_to_end(&mut f, &mut v).map(|_| v)
+        })
+        .ok()?;
+    serde_json::from_slice(&text).ok()
 }
 
 /// Write the launch spec of an attempt; returns its path.
@@ -295,7 +311,12 @@ pub fn read_pid(state: &Path, job: JobId, attempt: u32, owner: &Owner) -> Option
 /// already (a restarted scheduler declared the attempt lost, or the attempt was claimed):
 /// then the supervisor must not run the command.
 pub fn claim_pid(path: &Path, pid: u32, db: &str) -> io::Result<bool> {
-    let start = session::start_time(pid)?;
+    claim_pid_started(path, pid, session::start_time(pid)?, db)
+}
+
+/// [`claim_pid`] for a supervisor on another machine, whose start time it sent (the
+/// report channel, `exec::report`).
+pub fn claim_pid_started(path: &Path, pid: u32, start: u64, db: &str) -> io::Result<bool> {
     let rec = PidRecord {
         pid,
         start,
@@ -444,6 +465,7 @@ mod tests {
             timeout_seconds: None,
             unit: String::new(),
             cgroup: Vec::new(),
+            report: None,
         };
         let e = spec.job_env();
         assert_eq!(e["CUDA_VISIBLE_DEVICES"], "0,2");
