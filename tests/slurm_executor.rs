@@ -6,7 +6,9 @@
 //! shareq chose (checked against `squeue --json`); a job that ignores SIGTERM is killed at
 //! the grace period; `kill -9` of serve and a restart adopt the running Slurm jobs; a
 //! drained node takes no new job while its job runs on; a node taken down has its job
-//! preempted with DEVICE_LOST.
+//! preempted with DEVICE_LOST; a real user's job (`useradd`, removed at the end) is that
+//! user's in `squeue` and `sacct`, writes nothing into the state directory, and its
+//! output reaches `shareq log` through the scheduler (the report channel).
 //!
 //! Needs root and Debian's slurmctld, slurmd, slurm-client and munge (`.ci/run` installs
 //! them); skips with a message otherwise. Slurm's start latency is 0.5–1.3 s: waits allow
@@ -399,6 +401,8 @@ fn the_aws_example_runs_on_slurm_with_every_quota_rule() {
     let out = s.cli(&["cancel", &k.to_string()]);
     assert!(out.status.success());
     wait_for(20, "k's Slurm job to go", || c.live(k, 1).is_none());
+    // Its supervisor reported its end to the new scheduler (a new connection, same port).
+    wait_for(10, "k's exit status", || s.exit_code(k, 1).is_some());
 
     // A drained node takes no new job; its running job goes on.
     let node_of_j2 = s.job(j2)["node"].as_str().unwrap().to_string();
