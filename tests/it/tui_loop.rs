@@ -173,9 +173,9 @@ struct HangingUp {
 }
 
 /// TestBackend never fails.
-fn ok<T>(r: Result<T, std::convert::Infallible>) -> T {
+fn ok<T>(r: Result<T, std::convert::Infallible>) -> std::io::Result<T> {
     match r {
-        Ok(t) => t,
+        Ok(t) => Ok(t),
         Err(e) => match e {},
     }
 }
@@ -196,7 +196,7 @@ impl ratatui::backend::Backend for HangingUp {
         I: Iterator<Item = (u16, u16, &'a ratatui::buffer::Cell)>,
     {
         self.check()?;
-        Ok(ok(self.inner.draw(content)))
+        ok(self.inner.draw(content))
     }
     fn hide_cursor(&mut self) -> std::io::Result<()> {
         self.check()
@@ -205,28 +205,28 @@ impl ratatui::backend::Backend for HangingUp {
         self.check()
     }
     fn get_cursor_position(&mut self) -> std::io::Result<ratatui::layout::Position> {
-        Ok(ok(self.inner.get_cursor_position()))
+        ok(self.inner.get_cursor_position())
     }
     fn set_cursor_position<P: Into<ratatui::layout::Position>>(
         &mut self,
         p: P,
     ) -> std::io::Result<()> {
         self.check()?;
-        Ok(ok(self.inner.set_cursor_position(p)))
+        ok(self.inner.set_cursor_position(p))
     }
     fn clear(&mut self) -> std::io::Result<()> {
         self.check()?;
-        Ok(ok(self.inner.clear()))
+        ok(self.inner.clear())
     }
     fn clear_region(&mut self, t: ratatui::backend::ClearType) -> std::io::Result<()> {
         self.check()?;
-        Ok(ok(self.inner.clear_region(t)))
+        ok(self.inner.clear_region(t))
     }
     fn size(&self) -> std::io::Result<ratatui::layout::Size> {
-        Ok(ok(self.inner.size()))
+        ok(self.inner.size())
     }
     fn window_size(&mut self) -> std::io::Result<ratatui::backend::WindowSize> {
-        Ok(ok(self.inner.window_size()))
+        ok(self.inner.window_size())
     }
     fn flush(&mut self) -> std::io::Result<()> {
         self.check()
