@@ -83,7 +83,14 @@ impl Reporter {
     /// it lost (the command must not run then).
     pub fn started(&self, pid: u32, start: u64) -> io::Result<bool> {
         let body = serde_json::to_vec(&Started { pid, start }).map_err(io::Error::other)?;
-        Ok(self.ask(Kind::Started, body)? != LOST)
+        match self.ask(Kind::Started, body)? {
+            OK => Ok(true),
+            LOST => Ok(false),
+            other => Err(io::Error::other(format!(
+                "the scheduler refused the claim ({})",
+                other as char
+            ))),
+        }
     }
 
     /// Hand over the exit status; returns once the scheduler has written it.

@@ -137,6 +137,7 @@ fn serve(mut stream: TcpStream, root: &Path, owner: &Owner) -> io::Result<()> {
         spec,
         root: root.to_path_buf(),
         log: None,
+        unwritable: false,
     };
     while let Some((kind, body)) = read_frame(&mut stream)? {
         let answer = match kind {
@@ -147,11 +148,15 @@ fn serve(mut stream: TcpStream, root: &Path, owner: &Owner) -> io::Result<()> {
                 attempt_files.started(s)?
             }
             Kind::Log => {
-                attempt_files.log()?.write(&body);
+                if let Some(log) = attempt_files.log() {
+                    log.write(&body);
+                }
                 continue;
             }
             Kind::Note => {
-                attempt_files.log()?.note(&String::from_utf8_lossy(&body));
+                if let Some(log) = attempt_files.log() {
+                    log.note(&String::from_utf8_lossy(&body));
+                }
                 continue;
             }
             Kind::Exit => {
@@ -173,6 +178,9 @@ struct Files {
     spec: LaunchSpec,
     root: PathBuf,
     log: Option<LogSink>,
+    /// The log cannot be opened (a link planted where it should be, say): its output is
+    /// dropped, and the reason was logged once.
+    unwritable: bool,
 }
 
 impl Files {
@@ -190,17 +198,29 @@ impl Files {
     }
 
     /// The attempt's log, opened on first use (appending: a reconnect goes on where the
-    /// last connection stopped, and the cap counts what is there).
-    fn log(&mut self) -> io::Result<&mut LogSink> {
-        if self.log.is_none() {
-            let file = crate::exec::supervisor::open_log(&self.spec, None)?;
-            self.log = Some(LogSink::from_file(
-                file,
-                self.spec.log_cap,
-                self.spec.free_reserve,
-            ));
+    /// last connection stopped, and the cap counts what is there); `None` when it cannot
+    /// be opened.
+    fn log(&mut self) -> Option<&mut LogSink> {
+        if self.log.is_none() && !self.unwritable {
+            match crate::exec::supervisor::open_log(&self.spec, None) {
+                Ok(file) => {
+                    self.log = Some(LogSink::from_file(
+                        file,
+                        self.spec.log_cap,
+                        self.spec.free_reserve,
+                    ))
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        job = %self.spec.job,
+                        attempt = self.spec.attempt,
+                        "the attempt's output is dropped: cannot open its log: {e}"
+                    );
+                    self.unwritable = true;
+                }
+            }
         }
-        Ok(self.log.as_mut().expect("opened above"))
+        self.log.as_mut()
     }
 
     fn exited(&mut self, status: ExitStatus) -> io::Result<()> {
