@@ -3,7 +3,8 @@
 //! supplementary groups, `HOME`, `USER`, `LOGNAME` and `SHELL` from the user database, a
 //! clean environment, and enters its working directory as that user. Privileges are
 //! dropped in the child between fork and exec, and the drop is checked: a command that
-//! could get root back is never executed.
+//! could get root back is never executed. A supervisor that runs as the submitter already
+//! (Slurm's `--uid`) gives the command the same clean environment, without a drop.
 
 use crate::model::Submitter;
 use nix::unistd::{Gid, Uid, User};
