@@ -88,6 +88,24 @@ fn a_supervisor_reports_and_the_relay_writes_its_run_files_and_capped_log() {
     assert!(log.starts_with("out-1\nerr\n"), "{log}");
     assert!(log.contains("log cut here after 64 bytes"), "{log}");
 
+    // Output faster than the channel is held back, not dropped, while the scheduler is
+    // there: every byte of 256 MiB (32 times the supervisor's queue) reaches the log.
+    let mut flood = spec(&state, 3, "head -c 268435456 /dev/zero");
+    flood.log_cap = 1 << 30;
+    flood.report = Some(relay.report_to().unwrap());
+    runfiles::write_spec(&flood).unwrap();
+    let t = std::time::Instant::now();
+    assert!(supervise(&flood).status.success());
+    let took = t.elapsed();
+    let len = std::fs::metadata(state.attempt_log(JobId(1), 3))
+        .unwrap()
+        .len();
+    assert_eq!(len, 256 << 20, "every byte arrives");
+    eprintln!(
+        "256 MiB through the report channel in {:.2} s",
+        took.as_secs_f64()
+    );
+
     // The same spec with another token: refused, nothing written for it.
     let mut forged = spec(&state, 2, "echo forged");
     forged.report = Some(relay.report_to().unwrap());

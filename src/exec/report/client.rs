@@ -2,16 +2,18 @@
 //! scheduler's relay and sends what the supervisor records, in order, so that the
 //! supervisor's own loop (signals, the job's pipe) never waits on the network. A lost
 //! connection is made again (a restarted scheduler listens on the same port) and the
-//! claim is repeated on it; each message is tried for [`GIVE_UP`]. Output that piles up
-//! while the scheduler cannot be reached is kept up to [`QUEUE_LIMIT`] bytes; what is
-//! dropped beyond that is said in the log once the output flows again.
+//! claim is repeated on it; each message is tried for [`GIVE_UP`]. While connected, output
+//! waits for room in a queue of [`QUEUE_LIMIT`] bytes (the job is held back no longer than
+//! the scheduler takes to write); while the scheduler cannot be reached, what does not fit
+//! is dropped, and that is said in the log once the output flows again (the job never
+//! stalls for a scheduler that is away).
 
 use super::{BEAT_EVERY, Hello, Kind, LOST, OK, ReportTo, Started, write_frame};
 use crate::exec::ExitStatus;
 use std::io::{self, Read};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -34,6 +36,8 @@ struct Msg {
 pub struct Reporter {
     tx: mpsc::Sender<Msg>,
     queued: Arc<AtomicU64>,
+    /// The sending thread holds a connection now.
+    up: Arc<AtomicBool>,
     dropped: u64,
 }
 
@@ -48,12 +52,14 @@ impl Reporter {
             token: to.token.clone(),
         })
         .map_err(io::Error::other)?;
+        let up = Arc::new(AtomicBool::new(false));
         let mut link = Link {
             to,
             hello,
             conn: None,
             claim: None,
             refused: false,
+            up: up.clone(),
         };
         let q = queued.clone();
         std::thread::Builder::new()
@@ -62,6 +68,7 @@ impl Reporter {
         Ok(Reporter {
             tx,
             queued,
+            up,
             dropped: 0,
         })
     }
@@ -118,7 +125,11 @@ impl crate::exec::log_sink::LogOut for Reporter {
     fn write(&mut self, buf: &[u8]) {
         for piece in buf.chunks(PIECE) {
             let len = piece.len() as u64;
-            if self.queued.load(Ordering::SeqCst) + len > QUEUE_LIMIT {
+            let full = || self.queued.load(Ordering::SeqCst) + len > QUEUE_LIMIT;
+            while full() && self.up.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if full() {
                 self.dropped += len;
                 continue;
             }
@@ -148,6 +159,8 @@ struct Link {
     claim: Option<Vec<u8>>,
     /// The scheduler refused this attempt: nothing more is sent.
     refused: bool,
+    /// Shared with the [`Reporter`]: a connection is held.
+    up: Arc<AtomicBool>,
 }
 
 impl Link {
@@ -191,13 +204,21 @@ impl Link {
             });
             match sent {
                 Ok(a) => return Ok(a),
-                Err(e) if Instant::now() >= until => return Err(e),
+                Err(e) if Instant::now() >= until => {
+                    self.drop_conn();
+                    return Err(e);
+                }
                 Err(_) => {
-                    self.conn = None;
+                    self.drop_conn();
                     std::thread::sleep(Duration::from_secs(1));
                 }
             }
         }
+    }
+
+    fn drop_conn(&mut self) {
+        self.conn = None;
+        self.up.store(false, Ordering::SeqCst);
     }
 
     fn connected(&mut self) -> io::Result<&mut TcpStream> {
@@ -216,6 +237,7 @@ impl Link {
                 answer(&mut c)?;
             }
             self.conn = Some(c);
+            self.up.store(true, Ordering::SeqCst);
         }
         Ok(self.conn.as_mut().expect("connected above"))
     }
