@@ -1,8 +1,8 @@
 //! The report channel (`exec::report`) between a real supervisor process (`shareq
 //! __supervise -`, the spec on its standard input, as a Slurm batch script runs it) and
 //! the relay that writes its run files and log: what the supervisor reports lands in the
-//! state directory as the run-file protocol says; a wrong token is refused and nothing is
-//! written for it.
+//! state directory as the run-file protocol says; output faster than the channel arrives
+//! whole; a wrong token is refused and nothing is written for it.
 
 use shareq::exec::StateDir;
 use shareq::exec::report::relay::Relay;
