@@ -251,7 +251,10 @@ fn connect(to: &ReportTo) -> io::Result<TcpStream> {
     for addr in (to.host.as_str(), to.port).to_socket_addrs()? {
         match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
             Ok(c) => {
+                // A scheduler that stops reading is one that is away: the connection is
+                // made again, and output is dropped meanwhile rather than held back.
                 c.set_read_timeout(Some(Duration::from_secs(30)))?;
+                c.set_write_timeout(Some(Duration::from_secs(30)))?;
                 c.set_nodelay(true)?;
                 return Ok(c);
             }
