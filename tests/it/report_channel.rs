@@ -84,6 +84,8 @@ fn a_supervisor_reports_and_the_relay_writes_its_run_files_and_capped_log() {
     assert!(exit.ran_ms.is_some());
     let pid = runfiles::read_pid(state.root(), JobId(1), 1, &owner).expect("a pid file");
     assert!(pid.pid > 0);
+    // Recorded as a remote supervisor's: nothing on this machine is taken for it.
+    assert!(pid.remote && !pid.is_alive(), "{pid:?}");
     let log = std::fs::read_to_string(state.attempt_log(JobId(1), 1)).unwrap();
     assert!(log.starts_with("out-1\nerr\n"), "{log}");
     assert!(log.contains("log cut here after 64 bytes"), "{log}");

@@ -188,7 +188,7 @@ impl Files {
     /// reconnect is answered the same). [`LOST`]: a restarted scheduler declared it lost.
     fn started(&mut self, s: Started) -> io::Result<u8> {
         let path = self.spec.pid_path();
-        if runfiles::claim_pid_started(&path, s.pid, s.start, &self.spec.db)? {
+        if runfiles::claim_pid_remote(&path, s.pid, s.start, &self.spec.db)? {
             return Ok(OK);
         }
         let same = runfiles::read_pid_record(&path).is_some_and(|r| {
