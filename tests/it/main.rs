@@ -29,6 +29,7 @@ mod multi_user;
 mod observability;
 mod python_client;
 mod replay_cli;
+mod report_channel;
 mod report_history;
 mod runtime_config;
 mod runtime_jobs;
