@@ -67,6 +67,17 @@ impl Watcher {
         dir: PathBuf,
         on_update: Box<dyn FnMut(ConfigUpdate) + Send>,
     ) -> Result<Watcher, ConfigError> {
+        Watcher::start_from(dir, on_update, None)
+    }
+
+    /// [`Watcher::start`] for a caller that already applied the directory's valid state
+    /// with content hash `applied` (the scheduler at boot): the first read delivers only
+    /// what changed since, so the same config is not applied (and recorded) twice.
+    pub fn start_from(
+        dir: PathBuf,
+        on_update: Box<dyn FnMut(ConfigUpdate) + Send>,
+        applied: Option<String>,
+    ) -> Result<Watcher, ConfigError> {
         let (tx, rx) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::channel();
         let events = tx.clone();
@@ -80,7 +91,14 @@ impl Watcher {
                         return;
                     }
                 };
-                w.reload(true);
+                let force = applied.is_none();
+                if let Some(hash) = applied {
+                    w.last = Some(Delivered {
+                        hash: Some(hash),
+                        valid: true,
+                    });
+                }
+                w.reload(force);
                 let _ = ready_tx.send(Ok(()));
                 w.run(&rx);
             })

@@ -253,6 +253,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         supervisor_exe: exe,
         discovery,
     };
+    let applied_hash = loaded.hash.clone();
     let mut handle = RuntimeHandle::start_with(ropts, loaded, Some(durable), None);
     super::runtime::state_watch::start(watched, handle.inputs.clone());
     if let Some(listener) = listener {
@@ -285,7 +286,12 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     if opts.watch_config {
         // Edits of the config directory apply live; a watcher that cannot start leaves
         // the config as loaded (and `reload` over the socket still works).
-        match Watcher::start(opts.config_dir.clone(), handle.config_sink()) {
+        // The config as loaded is applied already: the watcher delivers what changes.
+        match Watcher::start_from(
+            opts.config_dir.clone(),
+            handle.config_sink(),
+            Some(applied_hash),
+        ) {
             Ok(w) => handle.watcher = Some(WatcherGuard(w)),
             Err(e) => tracing::warn!("config changes will not be picked up: {e}"),
         }

@@ -400,7 +400,11 @@ fn a_decision_that_cannot_be_stored_pauses_scheduling_until_a_write_succeeds() {
             assert!(!out.stdout.windows(7).any(|w| w == b"refused"), "{v}");
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(30), "never resumed: {v}");
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "never resumed: {v}\nserve's log:\n{}",
+            std::fs::read_to_string(&err).unwrap_or_default()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let status = cli(&state, &["status"]);
