@@ -254,7 +254,14 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         discovery,
     };
     let applied_hash = loaded.hash.clone();
+    let first = opts.watch_config.then(|| loaded.clone());
     let mut handle = RuntimeHandle::start_with(ropts, loaded, Some(durable), None);
+    // With a watcher, the config in force is delivered as its first update (a
+    // `config_applied` decision, the reload counter), as the watcher delivers every later
+    // one; sent before the socket opens, so that every request comes after it.
+    if let Some(first) = first {
+        (handle.config_sink())(crate::config::ConfigUpdate::Applied(Box::new(first)));
+    }
     super::runtime::state_watch::start(watched, handle.inputs.clone());
     if let Some(listener) = listener {
         let guard = super::front::guard::Guard::new(opts.state.clone(), audit.clone());
@@ -286,7 +293,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     if opts.watch_config {
         // Edits of the config directory apply live; a watcher that cannot start leaves
         // the config as loaded (and `reload` over the socket still works).
-        // The config as loaded is applied already: the watcher delivers what changes.
+        // The config as loaded was delivered above: the watcher delivers what changes.
         match Watcher::start_from(
             opts.config_dir.clone(),
             handle.config_sink(),
