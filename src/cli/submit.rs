@@ -4,7 +4,9 @@
 
 use super::error::CliError;
 use super::request;
-use crate::model::{Command, JobSpec, RetryStrategy};
+use crate::model::{
+    ArrayProperties, Command, Dependency, DependencyType, JobRef, JobSpec, RetryStrategy,
+};
 use crate::server::Request;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -53,6 +55,16 @@ pub struct SubmitArgs {
     /// state. `--json` prints the prediction as JSON.
     #[arg(long)]
     pub predict: bool,
+    /// Wait for these jobs to succeed first (SPEC §13): `12,14` (a job, or all of an
+    /// array), `12:3` (an array's child), `N_TO_N:12` (with `--array`: child i after child
+    /// i of array 12), `SEQUENTIAL` (with `--array`: each child after the one before).
+    /// Until then the job is PENDING; if one fails, so does this one.
+    #[arg(long, value_name = "ID[,ID...]", value_delimiter = ',')]
+    pub after: Vec<String>,
+    /// Submit an array of N jobs (2..10000), children PARENT:0 .. PARENT:N-1, each with
+    /// `SHAREQ_ARRAY_INDEX` (and `AWS_BATCH_JOB_ARRAY_INDEX`) in its environment.
+    #[arg(long, value_name = "N")]
+    pub array: Option<u32>,
     /// With `--predict`: JSON output.
     #[arg(long, requires = "predict")]
     pub json: bool,
@@ -102,8 +114,35 @@ impl SubmitArgs {
             timeout_seconds: self.timeout,
             client_token: Some(self.client_token.clone().unwrap_or_else(client_token)),
             submitter: None,
+            depends_on: self
+                .after
+                .iter()
+                .map(|a| parse_after(a))
+                .collect::<Result<_, _>>()?,
+            array_properties: self.array.map(|size| ArrayProperties { size }),
         })
     }
+}
+
+/// One `--after` entry: `12`, `12:3`, `N_TO_N:12` or `SEQUENTIAL` (SPEC §13).
+pub fn parse_after(a: &str) -> Result<Dependency, String> {
+    let a = a.trim();
+    let err = |e: String| format!("--after `{a}`: {e}");
+    if a.eq_ignore_ascii_case("SEQUENTIAL") {
+        return Ok(Dependency {
+            job_id: None,
+            kind: Some(DependencyType::Sequential),
+        });
+    }
+    if let Some((kind, id)) = a.split_once(':')
+        && kind.eq_ignore_ascii_case("N_TO_N")
+    {
+        return Ok(Dependency {
+            job_id: Some(id.parse::<JobRef>().map_err(err)?),
+            kind: Some(DependencyType::NToN),
+        });
+    }
+    Ok(Dependency::on(a.parse::<JobRef>().map_err(err)?))
 }
 
 /// A token for one submission (SPEC §8): 128 random bits from the kernel, in hex.

@@ -134,6 +134,8 @@ impl HistoryTrace {
                     command: None,
                     env: None,
                     working_directory: None,
+                    depends_on: Vec::new(),
+                    array_properties: None,
                 })),
                 line: None,
             })

@@ -61,6 +61,21 @@ pub struct SimSubmit {
     pub env: Option<BTreeMap<String, String>>,
     #[serde(default)]
     pub working_directory: Option<String>,
+    /// SPEC §13: the jobs (by jobName) it waits for.
+    #[serde(default)]
+    pub depends_on: Vec<SimDependency>,
+    #[serde(default)]
+    pub array_properties: Option<crate::model::ArrayProperties>,
+}
+
+/// One `dependsOn` entry of a scenario: a job by its name, or `{type: SEQUENTIAL}`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SimDependency {
+    #[serde(default)]
+    pub job_name: Option<String>,
+    #[serde(default, rename = "type")]
+    pub kind: Option<crate::model::DependencyType>,
 }
 
 fn one() -> u32 {
@@ -80,6 +95,7 @@ impl SimSubmit {
         spec.retry_strategy = self.retry_strategy.clone();
         // Replay itself ignores it (SPEC §6); a forecast run on a copy reads it.
         spec.timeout_seconds = self.timeout_seconds;
+        spec.array_properties = self.array_properties;
         spec
     }
 }
@@ -498,6 +514,8 @@ pub fn load_trace(path: &Path) -> Result<Vec<TimedAction>, ScenarioError> {
                 command: None,
                 env: None,
                 working_directory: None,
+                depends_on: Vec::new(),
+                array_properties: None,
             })),
         });
     }

@@ -80,7 +80,8 @@ impl Picture {
                 | Event::Cancelled { job, .. }
                 | Event::TimedOut { job }
                 | Event::Reprioritized { job, .. }
-                | Event::Succeeded { job } => self.touch(*job),
+                | Event::Succeeded { job }
+                | Event::Released { job } => self.touch(*job),
                 Event::Preempted { job, by, .. } => {
                     self.touch(*job);
                     if let Some(by) = by {

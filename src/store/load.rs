@@ -33,7 +33,33 @@ impl Store {
             max_job_id: self.max_job_id()?,
             config: self.last_config()?,
             owner: self.identity()?,
+            succeeded: self.ids("SELECT id FROM jobs WHERE state = 'SUCCEEDED'")?,
+            arrays: self.arrays()?,
         })
+    }
+
+    fn ids(&self, sql: &str) -> Result<Vec<JobId>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let ids = stmt
+            .query_map([], |r| r.get::<_, i64>(0))
+            .and_then(|rows| rows.map(|r| r.map(|i| JobId(i as u64))).collect())
+            .map_err(|e| self.err(e))?;
+        Ok(ids)
+    }
+
+    /// Every array: (parent, size), in id order.
+    fn arrays(&self) -> Result<Vec<(JobId, u32)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id, array_size FROM jobs WHERE array_size IS NOT NULL ORDER BY id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((JobId(r.get::<_, i64>(0)? as u64), r.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.err(e))?;
+        Ok(rows)
     }
 
     /// Jobs queued or holding GPUs, in id order.
@@ -46,7 +72,11 @@ impl Store {
                     started_at, devices,
                     (SELECT attempt FROM attempts WHERE job = jobs.id AND ended_at IS NULL
                      ORDER BY attempt DESC LIMIT 1),
-                    fail_reason, node
+                    fail_reason, node, depends_on, parent, array_index, array_size,
+                    CASE WHEN array_size IS NULL THEN 0 ELSE (SELECT count(*) FROM jobs c
+                        WHERE c.parent = jobs.id AND c.finished_at IS NULL) END,
+                    CASE WHEN array_size IS NULL THEN 0 ELSE (SELECT count(*) FROM jobs c
+                        WHERE c.parent = jobs.id AND c.state = 'FAILED') END
                  FROM jobs WHERE finished_at IS NULL ORDER BY id",
             )
             .map_err(|e| self.err(e))?;
@@ -91,6 +121,27 @@ impl Store {
             }
             _ => None,
         };
+        let deps: Option<String> = row.get(17).map_err(e)?;
+        let deps: Vec<u64> = match deps {
+            Some(t) => serde_json::from_str(&t).map_err(|x| bad(format!("depends_on: {x}")))?,
+            None => Vec::new(),
+        };
+        let deps = deps.into_iter().map(JobId).collect();
+        let parent: Option<i64> = row.get(18).map_err(e)?;
+        let index: Option<u32> = row.get(19).map_err(e)?;
+        let size: Option<u32> = row.get(20).map_err(e)?;
+        let array = match (parent, index, size) {
+            (Some(p), Some(index), _) => Some(crate::sched::ArrayLink::Child {
+                parent: JobId(p as u64),
+                index,
+            }),
+            (_, _, Some(size)) => Some(crate::sched::ArrayLink::Parent {
+                size,
+                left: row.get(21).map_err(e)?,
+                failed: row.get(22).map_err(e)?,
+            }),
+            _ => None,
+        };
         Ok(StoredJob {
             id: JobId(id as u64),
             spec,
@@ -103,6 +154,8 @@ impl Store {
             attempts_started: row.get(8).map_err(e)?,
             fail_reason: row.get(15).map_err(e)?,
             holding,
+            deps,
+            array,
         })
     }
 

@@ -22,6 +22,10 @@ pub struct StoredJob {
     pub fail_reason: Option<String>,
     /// Set when it held GPUs (SCHEDULED, STARTING or RUNNING).
     pub holding: Option<StoredHolding>,
+    /// The jobs it waits for, resolved (SPEC §13).
+    pub deps: Vec<JobId>,
+    /// Its place in an array (a parent's counts from its children's rows).
+    pub array: Option<crate::sched::ArrayLink>,
 }
 
 /// The attempt a job was running when the scheduler last wrote.
@@ -67,6 +71,8 @@ impl StoredJob {
                 .and_then(|r| r.strip_prefix("CANCELLED: by "))
                 .map(|by| FailReason::Cancelled(by.to_string())),
             holding,
+            deps: self.deps.clone(),
+            array: self.array,
         }
     }
 }
@@ -171,6 +177,10 @@ pub struct Recovered {
     pub config: Option<ConfigRecord>,
     /// The database's identity, whose run files are its own.
     pub owner: crate::exec::runfiles::Owner,
+    /// Every job that ended SUCCEEDED, and every array (parent, size): what dependencies
+    /// on ended jobs are judged by (SPEC §13).
+    pub succeeded: Vec<JobId>,
+    pub arrays: Vec<(JobId, u32)>,
 }
 
 // ---- text encodings ----
@@ -178,6 +188,7 @@ pub struct Recovered {
 pub(crate) fn state_from_str(s: &str) -> Option<JobState> {
     Some(match s {
         "SUBMITTED" => JobState::Submitted,
+        "PENDING" => JobState::Pending,
         "RUNNABLE" => JobState::Runnable,
         "SCHEDULED" => JobState::Scheduled,
         "STARTING" => JobState::Starting,

@@ -160,6 +160,8 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         failed_attempts: 0,
         attempts_started: 2,
         fail_reason: None,
+        deps: Vec::new(),
+        array: None,
         holding: Some(RestoredHolding {
             node: None,
             devices: vec![0],
@@ -180,6 +182,8 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
             failed_attempts: 0,
             attempts_started: 0,
             fail_reason: None,
+            deps: Vec::new(),
+            array: None,
             holding: None,
         };
         s.restore_job(r, 100).unwrap();
@@ -195,6 +199,8 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         failed_attempts: 0,
         attempts_started: 1,
         fail_reason: None,
+        deps: Vec::new(),
+        array: None,
         holding: Some(RestoredHolding {
             node: None,
             devices: vec![0],
