@@ -328,7 +328,8 @@ impl<'a, W: Write> Sim<'a, W> {
                                 let error = format!(
                                     "dependsOn: no job named `{n}` was accepted before this one"
                                 );
-                                self.sched.reject(&s.job_name, &s.quota_share_name, error, t);
+                                self.sched
+                                    .reject(&s.job_name, &s.quota_share_name, error, t);
                                 return self.flush(t);
                             }
                         },

@@ -253,6 +253,10 @@ mod tests {
             submitter: None,
             estimated_start: None,
             estimate_note: None,
+            parent: None,
+            array_index: None,
+            depends_on: Vec::new(),
+            array: None,
             command: String::new(),
         })
     }

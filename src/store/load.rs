@@ -20,7 +20,8 @@ const MS_PER_DAY: i64 = 86_400_000;
 const JOB_RECORD_COLUMNS: &str = "id, name, share, unit, quantity, priority, state, submitted,
     started_at, finished_at, devices, attempts_started, preempted_count, fail_reason,
     json_extract(spec, '$.submitter.name'), json_extract(spec, '$.submitter.uid'),
-    json_type(spec, '$.command'), json_extract(spec, '$.command')";
+    json_type(spec, '$.command'), json_extract(spec, '$.command'), parent, array_index,
+    array_size";
 
 impl Store {
     /// Everything a restarting runtime needs: jobs to queue or adopt (in id order), the
@@ -219,13 +220,46 @@ impl Store {
         }
     }
 
+    /// An array's children by state (SPEC §13).
+    fn child_counts(
+        &self,
+        parent: i64,
+    ) -> Result<std::collections::BTreeMap<JobState, u32>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT state, count(*) FROM jobs WHERE parent = ?1 GROUP BY state")
+            .map_err(|e| self.err(e))?;
+        let rows: Vec<(String, u32)> = stmt
+            .query_map([parent], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.err(e))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(s, n)| Some((state_from_str(&s)?, n)))
+            .collect())
+    }
+
     fn job_record(&self, row: &Row) -> Result<JobRecord, StoreError> {
         let e = |e| self.err(e);
         let id: i64 = row.get(0).map_err(e)?;
         let bad = |what: String| StoreError::bad_record(&self.path, format!("job {id}: {what}"));
         let state_text: String = row.get(6).map_err(e)?;
         let devices: Option<String> = row.get(10).map_err(e)?;
+        let size: Option<u32> = row.get(20).map_err(e)?;
+        let array = match size {
+            Some(size) => Some(crate::snapshot::ArrayView {
+                size,
+                counts: self.child_counts(id)?,
+            }),
+            None => None,
+        };
         Ok(JobRecord {
+            parent: row
+                .get::<_, Option<i64>>(18)
+                .map_err(e)?
+                .map(|p| JobId(p as u64)),
+            array_index: row.get(19).map_err(e)?,
+            array,
             id: JobId(id as u64),
             name: row.get(1).map_err(e)?,
             share: row.get(2).map_err(e)?,

@@ -99,6 +99,10 @@ pub struct JobRecord {
     pub submitter: Option<std::sync::Arc<crate::model::Submitter>>,
     /// The command as one line (`Command::line`).
     pub command: String,
+    /// An array child's parent and index; a parent's children (SPEC §13).
+    pub parent: Option<JobId>,
+    pub array_index: Option<u32>,
+    pub array: Option<crate::snapshot::ArrayView>,
 }
 
 impl JobRecord {
@@ -132,6 +136,10 @@ impl JobRecord {
             submitter: self.submitter.clone(),
             estimated_start: None,
             estimate_note: None,
+            parent: self.parent,
+            array_index: self.array_index,
+            depends_on: Vec::new(),
+            array: self.array.clone(),
             command: self.command.clone(),
         }
     }

@@ -154,6 +154,12 @@ pub struct JobsAnswer {
     pub queue: Vec<JobView>,
     /// Jobs holding GPUs.
     pub running: Vec<JobView>,
+    /// PENDING jobs (SPEC §13: waiting for their dependencies), in id order.
+    #[serde(default)]
+    pub pending: Vec<JobView>,
+    /// Array parents not yet settled, in id order, with their children's counts.
+    #[serde(default)]
+    pub arrays: Vec<JobView>,
     /// Finished jobs (only with `all`), newest first.
     pub finished: Vec<JobView>,
     /// The preemption log, newest first.

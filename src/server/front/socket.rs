@@ -651,6 +651,20 @@ fn jobs_answer(
             .filter(live)
             .map(|j| viewer.view(j.clone()))
             .collect(),
+        pending: snap
+            .linked
+            .pending
+            .iter()
+            .filter(|j| live(&&***j))
+            .map(|j| viewer.view((**j).clone()))
+            .collect(),
+        arrays: snap
+            .linked
+            .arrays
+            .iter()
+            .filter(|j| live(&&***j))
+            .map(|j| viewer.view((**j).clone()))
+            .collect(),
         finished: finished.into_iter().map(|j| viewer.view(j)).collect(),
         preemptions: snap.preemptions.to_vec(),
     }

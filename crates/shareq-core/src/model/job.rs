@@ -164,7 +164,8 @@ impl fmt::Display for JobRef {
 impl std::str::FromStr for JobRef {
     type Err = String;
     fn from_str(s: &str) -> Result<JobRef, String> {
-        let bad = || format!("`{s}` is not a job id (a number, or PARENT:INDEX for an array's child)");
+        let bad =
+            || format!("`{s}` is not a job id (a number, or PARENT:INDEX for an array's child)");
         let (job, index) = match s.trim().split_once(':') {
             None => (s.trim(), None),
             Some((p, i)) => (p, Some(i.parse::<u32>().map_err(|_| bad())?)),
@@ -253,7 +254,7 @@ impl JobSpec {
 }
 
 /// Job states, as in AWS Batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum JobState {
     Submitted,

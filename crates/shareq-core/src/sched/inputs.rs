@@ -439,7 +439,13 @@ impl Sched {
         }
     }
 
-    pub(crate) fn finish(&mut self, id: JobId, state: JobState, reason: Option<FailReason>, now: Time) {
+    pub(crate) fn finish(
+        &mut self,
+        id: JobId,
+        state: JobState,
+        reason: Option<FailReason>,
+        now: Time,
+    ) {
         if let Some(j) = self.job_mut(id) {
             j.phase = Phase::Done;
             j.state = state;

@@ -217,11 +217,9 @@ impl Sched {
                     plan.sequential = true;
                 }
                 (None, Some(DependencyType::Sequential)) => {
-                    return bad(
-                        "a SEQUENTIAL dependency without a jobId is for arrays \
+                    return bad("a SEQUENTIAL dependency without a jobId is for arrays \
                          (arrayProperties)"
-                            .into(),
-                    );
+                        .into());
                 }
                 (None, _) => return bad("a dependency needs a jobId".into()),
                 (Some(r), Some(DependencyType::NToN)) => {
@@ -427,7 +425,9 @@ impl Sched {
     }
 
     fn child_ended(&mut self, parent: JobId, failed: bool, now: Time) {
-        let Some(p) = self.job_mut(parent) else { return };
+        let Some(p) = self.job_mut(parent) else {
+            return;
+        };
         let Some(ArrayLink::Parent {
             size,
             left,
@@ -455,7 +455,10 @@ impl Sched {
                 .and_then(|j| j.fail_reason.clone())
                 .unwrap_or(FailReason::ChildrenFailed { failed, size });
             self.finish(parent, JobState::Failed, Some(reason.clone()), now);
-            self.emit(Event::Failed { job: parent, reason });
+            self.emit(Event::Failed {
+                job: parent,
+                reason,
+            });
         }
     }
 
@@ -490,9 +493,11 @@ impl Sched {
     /// The children of an array parent, by state. Costs the array's size.
     pub fn array_counts(&self, parent: JobId) -> ArrayCounts {
         let mut counts = [0; 8];
-        let Some(size) = self.job(parent).and_then(Job::array_size).or_else(|| {
-            self.arrays.get(&parent.0).copied()
-        }) else {
+        let Some(size) = self
+            .job(parent)
+            .and_then(Job::array_size)
+            .or_else(|| self.arrays.get(&parent.0).copied())
+        else {
             return counts;
         };
         for i in 0..size {
@@ -531,6 +536,11 @@ impl Sched {
             [init @ .., last] => format!("{} and {last}", init.join(", ")),
         };
         format!("waiting for job {list}")
+    }
+
+    /// The PENDING jobs that wait for `id`.
+    pub fn dependents_of(&self, id: JobId) -> &[JobId] {
+        self.dependents.get(&id.0).map_or(&[], Vec::as_slice)
     }
 
     /// The jobs `id` waits for, with where each stands (for the details popup).

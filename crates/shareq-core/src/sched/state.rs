@@ -139,9 +139,15 @@ pub enum FailReason {
     Cancelled(String),
     /// A job it depends on ended FAILED (SPEC §13): `label` is how that job is named
     /// (`12`, or `12:3` for an array's child).
-    DependencyFailed { job: JobId, label: String },
+    DependencyFailed {
+        job: JobId,
+        label: String,
+    },
     /// An array parent whose children ended with `failed` of `size` FAILED.
-    ChildrenFailed { failed: u32, size: u32 },
+    ChildrenFailed {
+        failed: u32,
+        size: u32,
+    },
 }
 
 impl FailReason {
@@ -166,7 +172,10 @@ impl std::fmt::Display for FailReason {
                 write!(f, "DEPENDENCY_FAILED: job {label} FAILED")
             }
             FailReason::ChildrenFailed { failed, size } => {
-                write!(f, "ARRAY_CHILDREN_FAILED: {failed} of {size} children failed")
+                write!(
+                    f,
+                    "ARRAY_CHILDREN_FAILED: {failed} of {size} children failed"
+                )
             }
             other => f.write_str(other.code()),
         }
