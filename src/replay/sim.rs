@@ -501,15 +501,19 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
     use std::fmt::Write as _;
     let name = |id: &JobId| sched.replay_name(*id);
     let share = |id: &JobId| sched.job(*id).map_or("?", |j| sched.share_name(j.share));
+    // An array parent's lines say its size (SPEC §13: `"array":N`).
+    let array_size = |out: &mut String, job: &JobId| {
+        if let Some(n) = sched.job(*job).and_then(|j| j.array_size()) {
+            num(out, "array", n);
+        }
+    };
     let _ = write!(out, "{{\"t\":{t}");
     field(out, "event", event_name(ev));
     match ev {
         Event::Submitted { job } => {
             field(out, "job", &name(job));
             field(out, "share", share(job));
-            if let Some(n) = sched.job(*job).and_then(|j| j.array_size()) {
-                num(out, "array", n);
-            }
+            array_size(out, job);
         }
         Event::Rejected { name, share, error } => {
             field(out, "job", name);
@@ -560,6 +564,7 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
         Event::Failed { job, reason } => {
             field(out, "job", &name(job));
             field(out, "reason", reason.code());
+            array_size(out, job);
             match reason {
                 crate::sched::FailReason::NonZeroExit(c) => num(out, "exitCode", c),
                 crate::sched::FailReason::DependencyFailed { job, .. } => {
@@ -580,6 +585,7 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
         }
         Event::Succeeded { job } | Event::Released { job } => {
             field(out, "job", &name(job));
+            array_size(out, job);
         }
         Event::ConfigApplied => {}
         Event::ConfigRejected { error } => {
