@@ -278,3 +278,28 @@ fn predict(args: &SubmitArgs, spec: JobSpec) -> Result<(), CliError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse_after;
+    use crate::model::{DependencyType, JobRef};
+
+    #[test]
+    fn after_reads_jobs_children_and_the_two_types() {
+        let d = parse_after("12").unwrap();
+        assert_eq!((d.job_id, d.kind), (Some(JobRef::job(12)), None));
+        let d = parse_after(" 12:3 ").unwrap();
+        assert_eq!(d.job_id.unwrap().to_string(), "12:3");
+        let d = parse_after("n_to_n:7").unwrap();
+        assert_eq!(
+            (d.job_id, d.kind),
+            (Some(JobRef::job(7)), Some(DependencyType::NToN))
+        );
+        let d = parse_after("SEQUENTIAL").unwrap();
+        assert_eq!((d.job_id, d.kind), (None, Some(DependencyType::Sequential)));
+        for bad in ["", "x", "0", "12:", "12:x", "N_TO_N:"] {
+            let e = parse_after(bad).unwrap_err();
+            assert!(e.contains("is not a job id"), "{bad}: {e}");
+        }
+    }
+}
