@@ -15,8 +15,11 @@ pub enum UiAction {
     Last,
     PageDown,
     PageUp,
-    /// Details of the selected job, or the selected share's jobs.
+    /// Details of the selected job, or the selected share's jobs; on an array's row,
+    /// fold or unfold it.
     Open,
+    /// Fold or unfold the selected array (SPEC §13).
+    Fold,
     Submit,
     Cancel,
     Priority,
@@ -123,8 +126,14 @@ pub const TABLE: &[Row] = &[
     ),
     keys(
         "enter",
-        "details / share's jobs",
+        "details / share's jobs / unfold",
         &[(key(KeyCode::Enter), A::Open)],
+        &[],
+    ),
+    keys(
+        "space",
+        "fold / unfold an array",
+        &[(ch(' '), A::Fold)],
         &[],
     ),
     Row::Note("click", "select pane and row"),
