@@ -203,7 +203,7 @@ impl App {
         let queue_rows = RowOrder::build(&snap, &snap.queue, &Filter::default(), Sort::Scheduling);
         let running_rows =
             RowOrder::build(&snap, &snap.running, &Filter::default(), Sort::Scheduling);
-        App {
+        let mut app = App {
             attached: false,
             pending_priority: Default::default(),
             id_width: id_width(&snap),
@@ -232,7 +232,10 @@ impl App {
             prediction: None,
             predict_asked: None,
             history: Default::default(),
-        }
+        };
+        // Arrays fold from the first picture on (SPEC §13).
+        app.rebuild_rows();
+        app
     }
 
     /// The history view's next refresh, when it is open and due.
