@@ -150,6 +150,16 @@ impl JobRef {
             index: None,
         }
     }
+
+    /// The id it names: an array's children follow their parent, child i of array P is
+    /// id P + 1 + i (SPEC §13; the one place that says so). Whether P is an array of more
+    /// than i children is for the scheduler to check.
+    pub fn id(self) -> JobId {
+        match self.index {
+            None => self.job,
+            Some(i) => JobId(self.job.0 + 1 + u64::from(i)),
+        }
+    }
 }
 
 impl fmt::Display for JobRef {

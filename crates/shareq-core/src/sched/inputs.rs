@@ -220,7 +220,7 @@ impl Sched {
                 }
                 let size = self.job(id).and_then(Job::array_size).unwrap_or(0);
                 for i in 0..size {
-                    let child = JobId(id.0 + 1 + u64::from(i));
+                    let child = super::links::child(id, i);
                     self.set_priority_by(child, priority, by, now)?;
                 }
             }

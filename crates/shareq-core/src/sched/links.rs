@@ -39,6 +39,15 @@ pub(crate) struct Plan {
     size: Option<u32>,
 }
 
+/// Child `i` of array `parent` (its id: see [`JobRef::id`]).
+pub fn child(parent: JobId, i: u32) -> JobId {
+    JobRef {
+        job: parent,
+        index: Some(i),
+    }
+    .id()
+}
+
 /// Counts of an array's children by state, in [`JobState::ALL`] order.
 pub type ArrayCounts = [u32; 8];
 
@@ -175,7 +184,7 @@ impl Sched {
             };
         };
         match self.arrays.get(&r.job.0) {
-            Some(&size) if index < size => Ok(JobId(r.job.0 + 1 + u64::from(index))),
+            Some(&size) if index < size => Ok(r.id()),
             Some(&size) => Err(format!(
                 "array {} has {size} children (0..{}), no child {index}",
                 r.job,
@@ -317,7 +326,7 @@ impl Sched {
             ));
             self.emit(Event::Submitted { job: id });
             let mut deps = plan.plain.clone();
-            deps.extend(plan.each.iter().map(|p| JobId(p.0 + 1 + u64::from(index))));
+            deps.extend(plan.each.iter().map(|p| child(*p, index)));
             if plan.sequential && index > 0 {
                 deps.push(JobId(id.0 - 1));
             }
@@ -485,7 +494,7 @@ impl Sched {
         }
         let mut any = false;
         for i in 0..size {
-            any |= self.cancel(JobId(parent.0 + 1 + u64::from(i)), by, now);
+            any |= self.cancel(child(parent, i), by, now);
         }
         any
     }
@@ -501,7 +510,7 @@ impl Sched {
             return counts;
         };
         for i in 0..size {
-            let id = JobId(parent.0 + 1 + u64::from(i));
+            let id = child(parent, i);
             let state = match self.job(id) {
                 Some(j) => j.state,
                 None if self.has_succeeded(id) => JobState::Succeeded,
