@@ -27,6 +27,7 @@ impl Store {
     /// Everything a restarting runtime needs: jobs to queue or adopt (in id order), the
     /// preemption log, recent history, the highest id handed out and the last config.
     pub fn load(&self) -> Result<Recovered, StoreError> {
+        let (succeeded, arrays) = self.link_history()?;
         Ok(Recovered {
             jobs: self.active_jobs()?,
             preemptions: self.preemptions(RECENT_PREEMPTIONS)?,
@@ -34,9 +35,18 @@ impl Store {
             max_job_id: self.max_job_id()?,
             config: self.last_config()?,
             owner: self.identity()?,
-            succeeded: self.ids("SELECT id FROM jobs WHERE state = 'SUCCEEDED'")?,
-            arrays: self.arrays()?,
+            succeeded,
+            arrays,
         })
+    }
+
+    /// What dependencies on ended jobs are judged by (SPEC §13): the jobs that ended
+    /// SUCCEEDED, and every array (parent, size), for `Sched::restore_history`.
+    pub fn link_history(&self) -> Result<(Vec<JobId>, Vec<(JobId, u32)>), StoreError> {
+        Ok((
+            self.ids("SELECT id FROM jobs WHERE state = 'SUCCEEDED'")?,
+            self.arrays()?,
+        ))
     }
 
     fn ids(&self, sql: &str) -> Result<Vec<JobId>, StoreError> {
