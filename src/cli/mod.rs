@@ -15,7 +15,7 @@ mod replay;
 mod report;
 mod serve;
 mod status;
-pub(crate) mod submit;
+mod submit;
 mod supervise;
 mod whatif;
 mod when;

@@ -4,9 +4,7 @@
 
 use super::error::CliError;
 use super::request;
-use crate::model::{
-    ArrayProperties, Command, Dependency, DependencyType, JobRef, JobSpec, RetryStrategy,
-};
+use crate::model::{ArrayProperties, Command, Dependency, JobSpec, RetryStrategy};
 use crate::server::Request;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -126,23 +124,7 @@ impl SubmitArgs {
 
 /// One `--after` entry: `12`, `12:3`, `N_TO_N:12` or `SEQUENTIAL` (SPEC §13).
 pub fn parse_after(a: &str) -> Result<Dependency, String> {
-    let a = a.trim();
-    let err = |e: String| format!("--after `{a}`: {e}");
-    if a.eq_ignore_ascii_case("SEQUENTIAL") {
-        return Ok(Dependency {
-            job_id: None,
-            kind: Some(DependencyType::Sequential),
-        });
-    }
-    if let Some((kind, id)) = a.split_once(':')
-        && kind.eq_ignore_ascii_case("N_TO_N")
-    {
-        return Ok(Dependency {
-            job_id: Some(id.parse::<JobRef>().map_err(err)?),
-            kind: Some(DependencyType::NToN),
-        });
-    }
-    Ok(Dependency::on(a.parse::<JobRef>().map_err(err)?))
+    Dependency::parse(a).map_err(|e| format!("--after {e}"))
 }
 
 /// A token for one submission (SPEC §8): 128 random bits from the kernel, in hex.

@@ -235,6 +235,7 @@ pub fn spelling(k: Key) -> String {
         KeyCode::Esc => "esc".to_string(),
         KeyCode::Home => "home".to_string(),
         KeyCode::End => "end".to_string(),
+        KeyCode::Char(' ') => "space".to_string(),
         KeyCode::Char(c) => c.to_string(),
         other => format!("{other:?}"),
     };

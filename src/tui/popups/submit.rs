@@ -164,14 +164,14 @@ impl SubmitForm {
     }
 
     /// The form's `dependsOn` and array size, read as `submit --after` and `--array` read
-    /// theirs (one parser serves both).
+    /// theirs (`Dependency::parse` serves both).
     fn links(&self) -> Result<(Vec<crate::model::Dependency>, Option<u32>), String> {
         let deps = self
             .after
             .text
             .split(',')
             .filter(|t| !t.trim().is_empty())
-            .map(crate::cli::submit::parse_after)
+            .map(|a| crate::model::Dependency::parse(a).map_err(|e| format!("after {e}")))
             .collect::<Result<Vec<_>, _>>()?;
         let size = match self.array.text.trim() {
             "" => None,

@@ -125,6 +125,27 @@ impl Dependency {
             kind: None,
         }
     }
+
+    /// A dependency as people write one (`submit --after`, the console's form): `12`,
+    /// `12:3` (an array's child), `N_TO_N:12` or `SEQUENTIAL`.
+    pub fn parse(text: &str) -> Result<Dependency, String> {
+        let a = text.trim();
+        if a.eq_ignore_ascii_case("SEQUENTIAL") {
+            return Ok(Dependency {
+                job_id: None,
+                kind: Some(DependencyType::Sequential),
+            });
+        }
+        if let Some((kind, id)) = a.split_once(':')
+            && kind.eq_ignore_ascii_case("N_TO_N")
+        {
+            return Ok(Dependency {
+                job_id: Some(id.parse::<JobRef>()?),
+                kind: Some(DependencyType::NToN),
+            });
+        }
+        Ok(Dependency::on(a.parse::<JobRef>()?))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
