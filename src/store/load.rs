@@ -17,6 +17,9 @@ pub const RECENT_HISTORY: usize = 200;
 
 const MS_PER_DAY: i64 = 86_400_000;
 
+/// The jobs that ended SUCCEEDED, and every array as (parent, size) (SPEC §13).
+pub type LinkHistory = (Vec<JobId>, Vec<(JobId, u32)>);
+
 const JOB_RECORD_COLUMNS: &str = "id, name, share, unit, quantity, priority, state, submitted,
     started_at, finished_at, devices, attempts_started, preempted_count, fail_reason,
     json_extract(spec, '$.submitter.name'), json_extract(spec, '$.submitter.uid'),
@@ -42,7 +45,7 @@ impl Store {
 
     /// What dependencies on ended jobs are judged by (SPEC §13): the jobs that ended
     /// SUCCEEDED, and every array (parent, size), for `Sched::restore_history`.
-    pub fn link_history(&self) -> Result<(Vec<JobId>, Vec<(JobId, u32)>), StoreError> {
+    pub fn link_history(&self) -> Result<LinkHistory, StoreError> {
         Ok((
             self.ids("SELECT id FROM jobs WHERE state = 'SUCCEEDED'")?,
             self.arrays()?,
