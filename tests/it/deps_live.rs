@@ -285,3 +285,33 @@ fn pending_jobs_stay_pending_over_a_restart_and_a_lost_release_is_not_lost() {
     let j = wait_job(&s, b, "SUCCEEDED", 30);
     assert_eq!(j["attempts"], 1, "{j}");
 }
+
+#[test]
+fn a_dependency_that_ends_while_the_scheduler_is_killed_releases_its_dependent_at_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("config.yaml"),
+        config(2, 2, &share("team", 2, "LEND_AND_BORROW", false)),
+    )
+    .unwrap();
+    let mut s = Server::start_dir(dir, cfg, &[]);
+    let a = s.submit(&["--share", "team", "--name", "a"], &["sleep 2"]);
+    let b = s.submit(
+        &["--share", "team", "--name", "b", "--after", &a.to_string()],
+        &["true"],
+    );
+    wait_job(&s, a, "RUNNING", 20);
+    // kill -9: a succeeds with no scheduler to see it, so b's release was never made.
+    let child = s.child().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_for(20, "a's exit file", || {
+        s.state.join(format!("runs/{a}/1.exit")).exists()
+    });
+    s.spawn(&[]);
+    wait_job(&s, a, "SUCCEEDED", 20);
+    let j = wait_job(&s, b, "SUCCEEDED", 30);
+    assert_eq!(j["attempts"], 1, "{j}");
+}
