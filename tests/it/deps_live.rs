@@ -186,6 +186,17 @@ fn each_child_sees_its_index_and_cancelling_the_parent_cancels_the_rest() {
     for i in 0..3u64 {
         let log = s.log(parent + 1 + i, 1);
         assert_eq!(log.trim(), format!("{i} {i}"), "child {i}");
+        // The CLI names a child PARENT:INDEX.
+        let out = s.cli(&["log", &format!("{parent}:{i}")]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("{i} {i}")
+        );
     }
     // 4 long children on 2 GPUs: 2 run, 2 queue; the counts say so; cancel ends them all.
     let long = s.submit(
