@@ -53,7 +53,7 @@ fn a_pipeline_waits_step_by_step_and_a_failed_step_fails_the_rest() {
     let d = dir.display().to_string();
     let prep = s.submit(
         &["--share", "team", "--name", "prep"],
-        &[&format!("sleep 1; echo data > {d}/prep.out")],
+        &[&format!("sleep 3; echo data > {d}/prep.out")],
     );
     let after_prep = prep.to_string();
     let train = s.submit(
@@ -88,6 +88,8 @@ fn a_pipeline_waits_step_by_step_and_a_failed_step_fails_the_rest() {
     );
     let text = String::from_utf8_lossy(&s.cli(&["jobs"]).stdout).to_string();
     assert!(text.contains("PENDING"), "{text}");
+    let text = String::from_utf8_lossy(&s.cli(&["status"]).stdout).to_string();
+    assert!(text.contains("(1 running, 0 queued, 2 pending)"), "{text}");
     // prep succeeds, train runs on its output and fails, eval fails without running.
     wait_job(&s, prep, "SUCCEEDED", 20);
     wait_job(&s, train, "FAILED", 20);

@@ -177,6 +177,9 @@ pub struct StatusAnswer {
     pub grace_period_seconds: u32,
     pub queued: usize,
     pub running: usize,
+    /// PENDING jobs: waiting for their dependencies (SPEC §13).
+    #[serde(default)]
+    pub pending: usize,
     /// Why scheduling is paused (its decisions cannot be written), while it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<String>,

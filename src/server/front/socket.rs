@@ -582,6 +582,7 @@ fn status(s: &Snapshot) -> Response {
             lending: s.lending.clone(),
             grace_period_seconds: s.grace_period_seconds,
             queued: s.queue.len(),
+            pending: s.linked.pending.len(),
             running: s.running.len(),
             paused: s.paused.clone(),
         }),
