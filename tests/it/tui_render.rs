@@ -495,4 +495,16 @@ fn an_array_folds_behind_its_parent_and_unfolds_with_space() {
     on_key(&mut open, key(' '));
     let text = fixtures::render_text(&mut open, 160, 48);
     assert!(!text.contains(" 1:11 "), "{text}");
+    // The PENDING job's details list what it waits for, with its state.
+    let mut app = arrays_app(false);
+    on_key(&mut app, key('j'));
+    on_key(&mut app, code(KeyCode::Enter));
+    let text = fixtures::render_text(&mut app, 160, 48);
+    assert!(text.contains("depends on  job 1 (RUNNING)"), "{text}");
+    assert!(text.contains("Job 14"), "{text}");
+    // Enter on the parent's row unfolds it, rather than opening details.
+    let mut app = arrays_app(false);
+    on_key(&mut app, code(KeyCode::Enter));
+    let text = fixtures::render_text(&mut app, 160, 48);
+    assert!(text.contains("▾ sweep") && text.contains("1:11"), "{text}");
 }
