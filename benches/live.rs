@@ -20,6 +20,9 @@
 //!    latency (one pass) with each queued, and `jobs` on each.
 //!
 //! Run: `cargo bench --bench live` (`QUEUED=N`, `SAMPLES=N`, `CHURN_SECS=N`, `ARRAY=N`).
+//! Fair share (SPEC §12): `LIVE_USERS=50` (as root) submits the queue as 50 real users
+//! made with `useradd` (removed afterwards), each through its own connection, and
+//! `LIVE_FAIR=1` gives the share `fairShare`; compare the two runs' figures.
 //! `cargo test --benches` runs a small version.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -63,7 +66,7 @@ struct Serve {
 }
 
 impl Serve {
-    fn start(root: &Path) -> Serve {
+    fn start(root: &Path, policy: &str) -> Serve {
         let cfg = root.join("config");
         std::fs::create_dir_all(&cfg).unwrap();
         std::fs::write(
@@ -79,6 +82,7 @@ kind: QuotaShare
 quotaShareName: a
 capacityLimits: [{{capacityUnit: gpu, maxCapacity: {GPUS}}}]
 resourceSharingConfiguration: {{strategy: LEND}}
+{policy}
 "
             ),
         )
@@ -268,6 +272,114 @@ fn timed(conn: &mut Conn, req: &str, n: usize) -> (Vec<f64>, usize) {
     (out, bytes)
 }
 
+/// Test users made with `useradd`, removed on drop.
+struct BenchUsers(Vec<String>);
+
+impl BenchUsers {
+    fn create(n: usize) -> BenchUsers {
+        let mut u = BenchUsers(Vec::new());
+        for k in 0..n {
+            let name = format!("sqb{}u{k}", std::process::id() % 100_000);
+            let ok = Command::new("useradd")
+                .args(["-M", "-N", "-s", "/bin/sh", "-d", "/nonexistent"])
+                .arg(&name)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "useradd {name} (LIVE_USERS needs root)");
+            u.0.push(name);
+        }
+        u
+    }
+}
+
+impl Drop for BenchUsers {
+    fn drop(&mut self) {
+        for u in &self.0 {
+            let _ = Command::new("pkill").args(["-KILL", "-u", u]).status();
+            let _ = Command::new("userdel")
+                .arg(u)
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// Pipes its standard input to the socket and `n` answers back, as the user it runs as.
+const RELAY: &str = r#"
+import socket, sys, threading
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+f = s.makefile('rwb')
+def w():
+    for line in sys.stdin.buffer:
+        f.write(line)
+    f.flush()
+t = threading.Thread(target=w); t.start()
+out = sys.stdout.buffer
+for _ in range(int(sys.argv[2])):
+    out.write(f.readline())
+out.flush()
+"#;
+
+/// Submit `n` queued jobs as `users` (round-robin, one connection each, pipelined
+/// through a relay run as the user); the rate of each tenth (by answers) and the ids.
+fn fill_as(serve: &Serve, n: usize, users: &[String]) -> (Vec<f64>, Vec<u64>) {
+    let sock = serve.state.join("shareq.sock");
+    let per = n / users.len();
+    let (tx, rx) = std::sync::mpsc::channel::<u64>();
+    let mut children = Vec::new();
+    for (k, u) in users.iter().enumerate() {
+        let mut child = Command::new("runuser")
+            .args(["-u", u, "--", "python3", "-c", RELAY])
+            .arg(&sock)
+            .arg(per.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("runuser python3");
+        let mut stdin = BufWriter::new(child.stdin.take().unwrap());
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for i in 0..per {
+                writeln!(
+                    stdin,
+                    r#"{{"op":"submit","job":{{"jobName":"queued-{k}-{i}","quotaShareName":"a","quantity":1,"command":"true"}}}}"#
+                )
+                .unwrap();
+            }
+            stdin.flush().unwrap();
+        });
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let line = line.unwrap();
+                let a: Value = serde_json::from_str(&line).unwrap();
+                let id = a["id"]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("refused: {line}"));
+                tx.send(id).unwrap();
+            }
+        });
+        children.push(child);
+    }
+    drop(tx);
+    let total = per * users.len();
+    let tenth = (total / 10).max(1);
+    let (mut rates, mut ids) = (Vec::new(), Vec::with_capacity(total));
+    let mut t = Instant::now();
+    for id in rx {
+        ids.push(id);
+        if ids.len() % tenth == 0 {
+            rates.push(tenth as f64 / t.elapsed().as_secs_f64());
+            t = Instant::now();
+        }
+    }
+    for mut c in children {
+        let _ = c.wait();
+    }
+    assert_eq!(ids.len(), total, "every submit answered");
+    (rates, ids)
+}
+
 /// Submit `n` queued jobs over one connection, pipelined; the rate of each tenth and the ids.
 fn fill(serve: &Serve, n: usize) -> (Vec<f64>, Vec<u64>) {
     let s = UnixStream::connect(serve.state.join("shareq.sock")).unwrap();
@@ -411,8 +523,21 @@ fn main() {
     let queued = env_num("QUEUED", if full { 100_000 } else { 1_000 });
     let samples = env_num("SAMPLES", if full { 15 } else { 3 });
     let churn_secs = env_num("CHURN_SECS", if full { 8 } else { 1 }) as f64;
+    let nusers = env_num("LIVE_USERS", 0);
+    let fair = env_num("LIVE_FAIR", 0) == 1;
+    let policy = if fair {
+        "fairShare: {halfLifeSeconds: 3600}"
+    } else {
+        ""
+    };
+    let users = (nusers > 0).then(|| BenchUsers::create(nusers));
     let root = tempfile::tempdir().unwrap();
-    let serve = Serve::start(root.path());
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // The test users reach the socket through it.
+        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    }
+    let serve = Serve::start(root.path(), policy);
     let mut conn = serve.connect();
     let fifo_dir = root.path().join("fifos");
     std::fs::create_dir_all(&fifo_dir).unwrap();
@@ -430,7 +555,15 @@ fn main() {
     });
     std::thread::sleep(Duration::from_millis(300));
 
-    println!("live server bench: {GPUS} fake GPUs busy, {queued} jobs to queue");
+    println!(
+        "live server bench: {GPUS} fake GPUs busy, {queued} jobs to queue{}{}",
+        if nusers > 0 {
+            format!(" as {nusers} users")
+        } else {
+            String::new()
+        },
+        if fair { ", share with fairShare" } else { "" }
+    );
     let empty = start_latency(&serve, &mut conn, &mut holders, samples);
     let (status_empty, _) = timed(&mut conn, r#"{"op":"status"}"#, 20);
     let (jobs_empty, _) = timed(&mut conn, r#"{"op":"jobs"}"#, 3);
@@ -438,7 +571,11 @@ fn main() {
 
     let cpu0 = serve.cpu_ticks();
     let t_fill = Instant::now();
-    let (rates, ids) = fill(&serve, queued);
+    let (rates, ids) = match &users {
+        Some(u) => fill_as(&serve, queued, &u.0),
+        None => fill(&serve, queued),
+    };
+    let queued = ids.len();
     let fill_secs = t_fill.elapsed().as_secs_f64();
     let fill_cpu = (serve.cpu_ticks() - cpu0) as f64 / 100.0;
     std::thread::sleep(Duration::from_millis(200));

@@ -2,9 +2,10 @@
 //! arrivals compressed 20× (b), one pass after a single submit in a large state (c), and
 //! growth with 4× the jobs (d), and the trace on the Philly cluster's shape, 352 nodes × 8
 //! GPUs (e: time, memory, growth, and the fragmentation figures beside the single pool's),
-//! and arrays (f, SPEC §13): in the large state, 10,000 queued single jobs against one
+//! and (f) the cost of fair share (SPEC §12): a GPU freed with 100,000 jobs of 50 users
+//! queued in one share, with and without `fairShare`, side by side; and (g) arrays (SPEC §13): in the large state, 10,000 queued single jobs against one
 //! 10,000-child array, and 10,000 PENDING jobs: the submit, and a pass after one submit.
-//! Prints figures; run with `cargo bench --bench sched`.
+//! Prints figures; run with `cargo bench --bench sched` (one part: `-- f`).
 
 use shareq::config::{parse_documents, validate};
 use shareq::model::JobSpec;
@@ -159,6 +160,69 @@ fn big_state(gpus: u32, pending: usize) -> Sched {
     s
 }
 
+/// One share `team` (LEND_AND_BORROW, limit 4) and a lender `other` (LEND, limit 4) on 8
+/// GPUs: `team` holds all 8 (1-GPU jobs), `pending` jobs of 50 users wait in it (sizes
+/// 1–3, priorities 0–9, the users round-robin in bursts). `policy` is added to `team`.
+fn fair_state(policy: &str, pending: usize) -> (Sched, Vec<shareq::model::JobId>) {
+    let y = format!(
+        "kind: ServiceEnvironment\nname: bench\ncapacityLimits: [{{capacityUnit: gpu, maxCapacity: 8, devices: {{fake: 8}}}}]\n\
+         ---\nkind: QuotaShare\nquotaShareName: team\ncapacityLimits: [{{capacityUnit: gpu, maxCapacity: 4}}]\n\
+         resourceSharingConfiguration: {{strategy: LEND_AND_BORROW}}\n{policy}\n\
+         ---\nkind: QuotaShare\nquotaShareName: other\ncapacityLimits: [{{capacityUnit: gpu, maxCapacity: 4}}]\n\
+         resourceSharingConfiguration: {{strategy: LEND}}\n"
+    );
+    let cfg = validate(parse_documents(&y, None).expect("parses")).expect("valid");
+    let mut s = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), false);
+    let by = |name: &str, user: usize, q: u32, prio: u32| {
+        let mut spec = JobSpec::new(name, "team", q, prio);
+        spec.submitter = Some(std::sync::Arc::new(shareq::model::Submitter {
+            name: format!("user{user:02}"),
+            uid: 1000 + user as u32,
+        }));
+        spec
+    };
+    let mut holders = Vec::new();
+    for k in 0..8 {
+        holders.push(
+            s.submit(by(&format!("h{k}"), k, 1, 9), k as i64)
+                .expect("ok"),
+        );
+    }
+    s.pass(8);
+    let mut now = 1_000i64;
+    for k in 0..pending {
+        now += 1;
+        let user = (k / 7) % 50;
+        let spec = by(&format!("p{k}"), user, 1 + (k as u32 % 3), (k % 10) as u32);
+        let _ = s.submit(spec, now);
+    }
+    s.pass(now);
+    s.take_events();
+    (s, holders)
+}
+
+/// A GPU freed (one holder ends) and the pass that follows, on a copy of `base` each time:
+/// median and p99, and the decisions of one.
+fn free_timings(
+    base: &Sched,
+    holders: &[shareq::model::JobId],
+    samples: usize,
+) -> (Duration, Duration, usize) {
+    let mut times = Vec::with_capacity(samples);
+    let mut decisions = 0;
+    for i in 0..samples {
+        let mut s = base.clone();
+        let t = 200_000 + i as i64;
+        let start = Instant::now();
+        s.job_exited(holders[i % holders.len()], 0, t);
+        s.pass(t);
+        times.push(start.elapsed());
+        decisions = s.take_events().len();
+    }
+    times.sort();
+    (times[samples / 2], times[samples * 99 / 100], decisions)
+}
+
 fn pass_timings(base: &Sched, spec: &JobSpec, samples: usize) -> (Duration, Duration, usize) {
     let mut times = Vec::with_capacity(samples);
     let mut decisions = 0;
@@ -292,12 +356,35 @@ fn main() {
         }
     }
     if want("f") {
+        let pending = 100_000;
+        let mut medians = Vec::new();
+        for (label, policy) in [
+            ("first come, first served", ""),
+            ("fairShare", "fairShare: {halfLifeSeconds: 3600}"),
+            (
+                "fairShare + userLimit 6",
+                "fairShare: {halfLifeSeconds: 3600}\nuserLimit: 6",
+            ),
+        ] {
+            let (base, holders) = fair_state(policy, pending);
+            let (m, p99, d) = free_timings(&base, &holders, 201);
+            medians.push(m.as_secs_f64());
+            println!(
+                "f. a GPU freed, {} queued of 50 users in one share, {label}: median {:.1} µs, p99 {:.1} µs ({d} decisions), {:.2}× the first",
+                base.queue_len(),
+                m.as_secs_f64() * 1e6,
+                p99.as_secs_f64() * 1e6,
+                m.as_secs_f64() / medians[0]
+            );
+        }
+    }
+    if want("g") {
         arrays();
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
-/// f: what an array costs the core against the same number of single jobs (SPEC §13).
+/// g: what an array costs the core against the same number of single jobs (SPEC §13).
 fn arrays() {
     use shareq::model::{ArrayProperties, Dependency, JobRef};
     const N: u32 = 10_000;
@@ -305,7 +392,7 @@ fn arrays() {
     let probe = JobSpec::new("probe", "s000", 1, 9);
     let (p50, p99, _) = pass_timings(&base, &probe, 21);
     println!(
-        "f. empty queue: a pass after one submit p50 {:.3} ms, p99 {:.3} ms",
+        "g. empty queue: a pass after one submit p50 {:.3} ms, p99 {:.3} ms",
         p50.as_secs_f64() * 1e3,
         p99.as_secs_f64() * 1e3
     );
@@ -353,14 +440,14 @@ fn arrays() {
             format!("submit {:.1} ms; ", d.as_secs_f64() * 1e3)
         });
         println!(
-            "f. {label}: {submit}a pass after one submit p50 {:.3} ms, p99 {:.3} ms",
+            "g. {label}: {submit}a pass after one submit p50 {:.3} ms, p99 {:.3} ms",
             p50.as_secs_f64() * 1e3,
             p99.as_secs_f64() * 1e3
         );
     }
     let counts = array.array_counts(parent);
     println!(
-        "f. the array's counts (O(children), for the parent's row): {}",
+        "g. the array's counts (O(children), for the parent's row): {}",
         shareq::sched::counts_text(&counts)
     );
 }

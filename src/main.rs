@@ -99,7 +99,8 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
-    /// Run one attempt of a job (used by the scheduler itself).
+    /// Run one attempt of a job (used by the scheduler itself; `-`: the launch spec on
+    /// standard input, as a Slurm batch script hands it over).
     #[command(name = "__supervise", hide = true)]
     Supervise { spec: PathBuf },
     /// Print a shell completion script: `shareq completions bash > /etc/bash_completion.d/shareq`.

@@ -16,6 +16,10 @@ pub struct Report {
     pub until: i64,
     /// Per-user figures were asked for and the caller is an admin.
     pub users_shown: bool,
+    /// With the per-user figures: each fair-share share's users' decayed usage against
+    /// their weight, now (SPEC §12).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fair_share: Vec<crate::sched::UserStanding>,
     #[serde(flatten)]
     pub summary: Summary,
 }

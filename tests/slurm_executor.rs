@@ -6,7 +6,9 @@
 //! shareq chose (checked against `squeue --json`); a job that ignores SIGTERM is killed at
 //! the grace period; `kill -9` of serve and a restart adopt the running Slurm jobs; a
 //! drained node takes no new job while its job runs on; a node taken down has its job
-//! preempted with DEVICE_LOST.
+//! preempted with DEVICE_LOST; a real user's job (`useradd`, removed at the end) is that
+//! user's in `squeue` and `sacct`, writes nothing into the state directory, and its
+//! output reaches `shareq log` through the scheduler (the report channel).
 //!
 //! Needs root and Debian's slurmctld, slurmd, slurm-client and munge (`.ci/run` installs
 //! them); skips with a message otherwise. Slurm's start latency is 0.5–1.3 s: waits allow
@@ -144,6 +146,172 @@ fn assert_pinned(c: &Cluster, s: &Server, id: u64) {
     assert_eq!(slurm_indices(&sj), devices, "GPUs of {id}");
 }
 
+/// A user made for the test (with a home, so that the job has a working directory),
+/// removed with its processes and home on drop, also when the test fails.
+struct Submitter {
+    name: String,
+}
+
+impl Submitter {
+    fn create() -> Submitter {
+        let name = format!("sqslurm{}", std::process::id() % 100_000);
+        let out = Command::new("useradd")
+            .args(["-m", "-N", "-s", "/bin/sh", &name])
+            .output()
+            .expect("useradd runs");
+        assert!(
+            out.status.success(),
+            "useradd {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Submitter { name }
+    }
+
+    fn uid(&self) -> u32 {
+        nix::unistd::User::from_name(&self.name)
+            .unwrap()
+            .expect("the test user exists")
+            .uid
+            .as_raw()
+    }
+
+    /// `shareq ARGS` as this user.
+    fn shareq(&self, args: &[&str]) -> std::process::Output {
+        Command::new("runuser")
+            .args(["-u", &self.name, "--", common::BIN])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("runuser runs")
+    }
+}
+
+impl Drop for Submitter {
+    fn drop(&mut self) {
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-u", &self.name])
+            .status();
+        let _ = Command::new("userdel")
+            .args(["-r", &self.name])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+/// Slurm's own accounting of finished jobs (`sacct --completion`, from the jobcomp log:
+/// the test cluster has no slurmdbd): the user of the batch job named `name`.
+fn accounted_user(name: &str) -> Option<String> {
+    let out = Command::new("sacct")
+        .args(["--completion", "-n", "-P", "-o", "JobName,User"])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('|'))
+        .find(|(n, _)| *n == name)
+        // The jobcomp log says `alice(1001)`.
+        .map(|(_, u)| u.split('(').next().unwrap_or(u).trim().to_string())
+}
+
+/// A job of a real user (SPEC §10, §7): its batch job is that user's in `squeue` and in
+/// Slurm's accounting, it runs as that user, it can write nothing into the state
+/// directory, and its output still reaches `shareq log` (written by the scheduler, cut at
+/// the log cap).
+fn a_users_job_is_theirs_in_slurm_and_writes_nothing_in_the_state_directory(
+    c: &Cluster,
+    s: &Server,
+) {
+    let user = Submitter::create();
+    // The user reaches the socket (the scheduler's state directory is 0711 under root).
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(s.dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let state = s.state.display().to_string();
+    let script = format!(
+        "echo uid=$(id -u) user=$USER home=$HOME; \
+         touch {state}/planted 2>/dev/null && echo WROTE-state || echo denied-state; \
+         mkdir {state}/logs/$SHAREQ_JOB_ID/mine 2>/dev/null && echo WROTE-logdir || echo denied-logdir; \
+         echo x >> {state}/logs/$SHAREQ_JOB_ID/1.log 2>/dev/null && echo WROTE-log || echo denied-log; \
+         echo x >> {state}/runs/$SHAREQ_JOB_ID/1.exit 2>/dev/null && echo WROTE-exit || echo denied-exit; \
+         head -c 3000000 /dev/zero | tr '\\0' a; echo; echo after-the-flood; exec sleep 600"
+    );
+    let t = Instant::now();
+    let out = user.shareq(&[
+        "submit", "--state", &state, "--share", "qs3", "--gpus", "1", "--", "sh", "-c", &script,
+    ]);
+    assert!(
+        out.status.success(),
+        "submit as {}: {}",
+        user.name,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: u64 = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find_map(|w| w.parse().ok())
+        .expect("a job id");
+    s.wait_state(id, "RUNNING", 30);
+    let running_after = t.elapsed();
+    let sj = c.live(id, 1).expect("its Slurm job");
+    assert_eq!(sj["user_name"], user.name.as_str(), "squeue: {sj}");
+    assert_eq!(sj["user_id"], user.uid(), "squeue: {sj}");
+    let log = || {
+        let out = user.shareq(&["log", "--state", &state, &id.to_string()]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    wait_for(20, "the user's job's log", || log().contains("denied-exit"));
+    let logged_after = t.elapsed();
+    let text = log();
+    assert!(
+        text.contains(&format!("uid={} user={}", user.uid(), user.name)),
+        "the job runs as its submitter, in their environment: {}",
+        &text[..text.len().min(400)]
+    );
+    for what in ["state", "logdir", "log", "exit"] {
+        assert!(
+            text.contains(&format!("denied-{what}")) && !text.contains(&format!("WROTE-{what}")),
+            "the job wrote into the state directory ({what}): {}",
+            &text[..text.len().min(400)]
+        );
+    }
+    // The flood is cut at the cap (1 MiB here), by the scheduler that writes the log.
+    wait_for(20, "the cut", || log().contains("log cut here"));
+    let size = std::fs::metadata(s.state.join(format!("logs/{id}/1.log")))
+        .unwrap()
+        .len();
+    assert!(size < (1 << 20) + 4096, "the log holds {size} bytes");
+    assert!(!log().contains("after-the-flood"));
+    // Nothing in the state directory belongs to the user.
+    let theirs = Command::new("find")
+        .arg(&s.state)
+        .args(["-user", &user.name])
+        .output()
+        .unwrap();
+    assert!(
+        theirs.stdout.is_empty(),
+        "files of the user in the state directory: {}",
+        String::from_utf8_lossy(&theirs.stdout)
+    );
+    // Ended, Slurm's accounting names the user too.
+    let out = user.shareq(&["cancel", "--state", &state, &id.to_string()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for(20, "the user's job to end", || {
+        s.state_of(id) != "RUNNING" && c.live(id, 1).is_none()
+    });
+    let name = format!("shareq-{id}-1");
+    wait_for(10, "sacct to list the job", || {
+        accounted_user(&name).is_some()
+    });
+    assert_eq!(accounted_user(&name).as_deref(), Some(user.name.as_str()));
+    eprintln!(
+        "user job: RUNNING {:.2} s after submit, its first lines in `shareq log` after {:.2} s",
+        running_after.as_secs_f64(),
+        logged_after.as_secs_f64()
+    );
+}
+
 fn config(grace: u32) -> String {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-configs/slurm-2nodes");
     let env = std::fs::read_to_string(dir.join("environment.yaml")).unwrap();
@@ -152,7 +320,7 @@ fn config(grace: u32) -> String {
         &format!("gracePeriodSeconds: {grace}"),
     );
     let shares = std::fs::read_to_string(dir.join("shares.yaml")).unwrap();
-    format!("{env}---\n{shares}")
+    format!("{env}logs: {{maxMiBPerAttempt: 1}}\n---\n{shares}")
 }
 
 #[test]
@@ -217,6 +385,8 @@ fn the_aws_example_runs_on_slurm_with_every_quota_rule() {
         "killed after {took:?} (grace 2 s)"
     );
 
+    a_users_job_is_theirs_in_slurm_and_writes_nothing_in_the_state_directory(&c, &s);
+
     // kill -9 of serve, and a restart: the running Slurm jobs are adopted, not restarted.
     if let Some(child) = s.child() {
         child.kill().unwrap();
@@ -231,6 +401,8 @@ fn the_aws_example_runs_on_slurm_with_every_quota_rule() {
     let out = s.cli(&["cancel", &k.to_string()]);
     assert!(out.status.success());
     wait_for(20, "k's Slurm job to go", || c.live(k, 1).is_none());
+    // Its supervisor reported its end to the new scheduler (a new connection, same port).
+    wait_for(10, "k's exit status", || s.exit_code(k, 1).is_some());
 
     // A drained node takes no new job; its running job goes on.
     let node_of_j2 = s.job(j2)["node"].as_str().unwrap().to_string();
@@ -269,14 +441,35 @@ fn the_aws_example_runs_on_slurm_with_every_quota_rule() {
         "reason=shareq-test",
     ]);
     wait_for(20, "j2 to lose its node", || s.state_of(j2) != "RUNNING");
-    // What ran there is orphaned with its slurmd gone: end it by hand, as a reboot would.
+    // What ran there is orphaned with its slurmd gone: end it by hand, as a reboot would
+    // (the pid file says `PID START DB`: the supervisor, whose SIGUSR1 kills its job, and
+    // whose parent is the batch job's slurmstepd).
     let run = s.state.join(format!("runs/{j2}/{attempt}.pid"));
     if let Some(p) = std::fs::read_to_string(&run)
         .ok()
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .and_then(|v| v["pid"].as_i64())
+        .and_then(|t| t.split_whitespace().next()?.parse::<u32>().ok())
+        .filter(|&p| p > 0)
     {
-        let _ = Command::new("kill").args(["-9", &format!("-{p}")]).status();
+        let stepd = std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .ok()
+            .and_then(|t| {
+                t.rsplit(')')
+                    .next()?
+                    .split_whitespace()
+                    .nth(1)?
+                    .parse::<u32>()
+                    .ok()
+            });
+        let _ = Command::new("kill")
+            .args(["-USR1", &p.to_string()])
+            .status();
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = Command::new("kill").args(["-9", &p.to_string()]).status();
+        if let Some(stepd) = stepd.filter(|&pp| pp > 1) {
+            let _ = Command::new("kill")
+                .args(["-9", &stepd.to_string()])
+                .status();
+        }
     }
     let st = s.cli(&["status", "--json"]);
     let st: Value = serde_json::from_slice(&st.stdout).unwrap();

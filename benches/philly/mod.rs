@@ -108,3 +108,69 @@ pub fn write_variant(dir: &Path, name: &str, priorities: bool, env: &[(&[&str], 
     std::fs::write(&path, serde_yaml::to_string(&doc).expect("yaml")).expect("write");
     path
 }
+
+/// Users per share in [`with_users`].
+pub const USERS_PER_SHARE: usize = 8;
+
+/// The trace with a `user` column: each job's submitter is one of [`USERS_PER_SHARE`]
+/// users of its share (`<share>/u0` … `u7`), drawn from a Zipf law (user k with weight
+/// 1/(k+1), so u0 submits about a third of a share's jobs and u7 a twentieth) by a fixed
+/// xorshift seed: the trace has no user column, and every run and build sees the same
+/// users.
+pub fn with_users(csv: &str) -> String {
+    let weights: Vec<f64> = (0..USERS_PER_SHARE).map(|k| 1.0 / (k + 1) as f64).collect();
+    let total: f64 = weights.iter().sum();
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut out = String::with_capacity(csv.len() + csv.len() / 4);
+    let mut share_col = 3;
+    for (i, line) in csv.lines().enumerate() {
+        out.push_str(line);
+        if i == 0 {
+            share_col = line
+                .split(',')
+                .position(|c| c == "quotaShareName")
+                .unwrap_or(3);
+            out.push_str(",user");
+        } else {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let mut x = (state >> 11) as f64 / (1u64 << 53) as f64 * total;
+            let mut k = 0;
+            while k + 1 < USERS_PER_SHARE && x >= weights[k] {
+                x -= weights[k];
+                k += 1;
+            }
+            let share = line.split(',').nth(share_col).unwrap_or("?");
+            out.push_str(&format!(",{share}/u{k}"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The Philly scenario at 1/8 with the users of [`with_users`], and with `fairShare`
+/// (`halfLifeSeconds`) on every share when given.
+pub fn write_with_users(dir: &Path, name: &str, half_life: Option<u64>) -> PathBuf {
+    let path = write_variant(dir, name, false, &[]);
+    let trace = dir.join(format!("{name}.csv"));
+    let csv = std::fs::read_to_string(&trace).expect("trace");
+    std::fs::write(&trace, with_users(&csv)).expect("write trace");
+    if let Some(h) = half_life {
+        let text = std::fs::read_to_string(&path).expect("scenario");
+        let mut doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
+        if let Some(configs) = doc.get_mut("config").and_then(|c| c.as_sequence_mut()) {
+            for c in configs.iter_mut() {
+                if c.get("kind").and_then(|k| k.as_str()) == Some("QuotaShare")
+                    && let Some(m) = c.as_mapping_mut()
+                {
+                    let mut fs = serde_yaml::Mapping::new();
+                    fs.insert("halfLifeSeconds".into(), h.into());
+                    m.insert("fairShare".into(), fs.into());
+                }
+            }
+        }
+        std::fs::write(&path, serde_yaml::to_string(&doc).expect("yaml")).expect("write");
+    }
+    path
+}

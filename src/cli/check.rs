@@ -89,6 +89,7 @@ pub fn report(dir: &Path, loaded: &LoadedConfig) -> String {
             "in-share preemption",
             "state",
             "members",
+            "users",
         ]
         .map(String::from)
         .to_vec(),
@@ -118,6 +119,7 @@ pub fn report(dir: &Path, loaded: &LoadedConfig) -> String {
                 Some(m) if m.is_empty() => "no one".into(),
                 Some(m) => m.join(" "),
             },
+            crate::config::user_policy_text(s),
         ]);
     }
     out.push_str(&table(&rows));

@@ -129,6 +129,47 @@ pub fn csv(rep: &Report) -> String {
     out
 }
 
+/// Usage against weight in each fair-share share (SPEC §12): a user's part of the share's
+/// decayed usage beside the part their weight entitles them to, and the delay it adds.
+pub fn fair_share_table(users: &[crate::sched::UserStanding]) -> String {
+    let mut out = format!(
+        "{:<16} {:<12} {:>10} {:>6} {:>8} {:>7} {:>9}\n",
+        "FAIR SHARE", "USER", "USAGE", "WEIGHT", "ENTITLED", "ACTUAL", "DELAY"
+    );
+    let mut shares: Vec<&str> = users.iter().map(|u| u.share.as_str()).collect();
+    shares.dedup();
+    for share in shares {
+        let of: Vec<&crate::sched::UserStanding> =
+            users.iter().filter(|u| u.share == share).collect();
+        let weights: f64 = of.iter().map(|u| u.weight).sum();
+        let usage: f64 = of.iter().map(|u| u.usage_gpu_seconds).sum();
+        for u in of {
+            let pct = |a: f64, b: f64| {
+                if b > 0.0 {
+                    format!("{:.0}%", 100.0 * a / b)
+                } else {
+                    "-".into()
+                }
+            };
+            out.push_str(&format!(
+                "{:<16} {:<12} {:>10} {:>6} {:>8} {:>7} {:>9}\n",
+                visible(share),
+                visible(&u.user),
+                format!("{:.1}h", hours(u.usage_gpu_seconds)),
+                u.weight,
+                pct(u.weight, weights),
+                pct(u.usage_gpu_seconds, usage),
+                format!(
+                    "+{}",
+                    crate::duration::short((u.delay_seconds * 1000.0) as i64)
+                ),
+            ));
+        }
+    }
+    out.push_str("USAGE = decayed GPU-hours; ENTITLED = the user's part of the weights of the share's users with usage; ACTUAL = their part of its usage.\n");
+    out
+}
+
 fn fmt_h(gpu_seconds: f64) -> String {
     format!("{:.4}", hours(gpu_seconds))
 }
@@ -199,6 +240,10 @@ pub fn table(rep: &Report) -> String {
         out.push_str(&format!("USER{}", &head[4..]));
         for (name, g) in &s.users {
             out.push_str(&row(name, g, false));
+        }
+        if !rep.fair_share.is_empty() {
+            out.push('\n');
+            out.push_str(&fair_share_table(&rep.fair_share));
         }
     }
     out.push_str("\nGPU-hours; WAIT = submission to first start; LOST = GPU-hours of preempted attempts (work restarts from zero).\n");

@@ -17,6 +17,8 @@ pub enum Shape {
     Count,
     /// A whole number (may be negative).
     Int,
+    /// Any number (a fraction allowed).
+    Number,
     /// `auto`, a list of GPU indices, or `{fake: N}`.
     Devices,
     /// A mapping from names the user chooses (capacity units) to values of a shape.
@@ -131,6 +133,14 @@ pub const QUOTA_SHARE: Shape = Shape::Map(&[
     ),
     opt("state", TOGGLE),
     opt("members", Shape::List(&Shape::Text)),
+    opt(
+        "fairShare",
+        Shape::Map(&[
+            opt("halfLifeSeconds", Shape::Count),
+            opt("weights", Shape::Keyed(&Shape::Number)),
+        ]),
+    ),
+    opt("userLimit", Shape::Count),
 ]);
 
 /// A problem found by the shape check: the field path (from the document root) and
@@ -267,6 +277,8 @@ fn walk(v: &Value, shape: &Shape, path: &str, out: &mut Vec<ShapeError>) {
         (Shape::Count, v) => expected(out, path, "a whole number >= 0", v),
         (Shape::Int, v) if v.as_i64().is_some() => {}
         (Shape::Int, v) => expected(out, path, "a whole number", v),
+        (Shape::Number, v) if v.as_f64().is_some() => {}
+        (Shape::Number, v) => expected(out, path, "a number", v),
         (Shape::Devices, v) => devices(v, path, out),
         (Shape::Keyed(item), Value::Mapping(m)) => {
             for (k, child) in m {
@@ -279,7 +291,13 @@ fn walk(v: &Value, shape: &Shape, path: &str, out: &mut Vec<ShapeError>) {
                 }
             }
         }
-        (Shape::Keyed(_), v) => expected(out, path, "a mapping from capacity unit to devices", v),
+        (Shape::Keyed(item), v) => {
+            let what = match item {
+                Shape::Number => "a mapping from user name to weight",
+                _ => "a mapping from capacity unit to devices",
+            };
+            expected(out, path, what, v)
+        }
     }
 }
 

@@ -223,6 +223,31 @@ pub fn one_line(cfg: &ValidConfig) -> String {
     )
 }
 
+/// How a share orders and caps its users (SPEC §12), in words: `fair share (half-life 7d;
+/// weights alice 2), userLimit 4`, or `first come, first served`.
+pub fn user_policy_text(s: &QuotaShare) -> String {
+    let mut parts = Vec::new();
+    match &s.fair_share {
+        Some(fs) => {
+            let mut t = format!(
+                "fair share (half-life {}",
+                crate::duration::short(i64::from(fs.half_life_seconds) * 1000)
+            );
+            if !fs.weights.is_empty() {
+                let w: Vec<String> = fs.weights.iter().map(|(u, w)| format!("{u} {w}")).collect();
+                t.push_str(&format!("; weights {}", w.join(", ")));
+            }
+            t.push(')');
+            parts.push(t);
+        }
+        None => parts.push("first come, first served".to_string()),
+    }
+    if let Some(l) = s.user_limit {
+        parts.push(format!("userLimit {l}"));
+    }
+    parts.join(", ")
+}
+
 /// A share's terms as `field → value`, for diffs.
 fn share_terms(s: &QuotaShare) -> Vec<(String, String)> {
     let rsc = &s.resource_sharing_configuration;
@@ -255,6 +280,7 @@ fn share_terms(s: &QuotaShare) -> Vec<(String, String)> {
             .as_ref()
             .map_or("everyone".into(), |m| format!("[{}]", m.join(", "))),
     ));
+    out.push(("users".into(), user_policy_text(s)));
     out
 }
 

@@ -469,4 +469,42 @@ fn check_share(cx: &mut Ctx, origin: &Origin, s: &QuotaShare, declared: Option<&
         _ => {}
     }
     check_principals(cx, origin, "members", s.members.as_deref());
+    if let Some(fs) = &s.fair_share {
+        if fs.half_life_seconds < 60 {
+            cx.err(
+                origin,
+                "fairShare.halfLifeSeconds",
+                format!(
+                    "share `{name}`: halfLifeSeconds is {}, must be at least 60",
+                    fs.half_life_seconds
+                ),
+            );
+        }
+        for (user, w) in &fs.weights {
+            let f = format!("fairShare.weights.{user}");
+            if user.starts_with('@') || !valid_principal(user) {
+                cx.err(
+                    origin,
+                    &f,
+                    format!(
+                        "share `{name}`: `{user}` is not a user name (letters, digits, _ - . ; not starting with -)"
+                    ),
+                );
+            }
+            if !(w.is_finite() && *w > 0.0) {
+                cx.err(
+                    origin,
+                    &f,
+                    format!("share `{name}`: {user}'s weight is {w}, must be a number > 0"),
+                );
+            }
+        }
+    }
+    if s.user_limit == Some(0) {
+        cx.err(
+            origin,
+            "userLimit",
+            format!("share `{name}`: userLimit is 0, must be at least 1 (remove it for no cap)"),
+        );
+    }
 }

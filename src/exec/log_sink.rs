@@ -11,6 +11,26 @@ use std::path::Path;
 /// How often (in bytes written) the free space is looked at.
 const CHECK_EVERY: u64 = 64 << 10;
 
+/// Where a supervisor puts the job's output and its own lines: a [`LogSink`] on the
+/// state filesystem, or the report channel (`exec::report::client`) when the scheduler
+/// writes the log.
+pub trait LogOut {
+    /// Job output, as it came (never fails: what cannot be kept is dropped, and said).
+    fn write(&mut self, buf: &[u8]);
+    /// A line of the supervisor's own.
+    fn note(&mut self, line: &str);
+}
+
+impl LogOut for LogSink {
+    fn write(&mut self, buf: &[u8]) {
+        LogSink::write(self, buf)
+    }
+
+    fn note(&mut self, line: &str) {
+        LogSink::note(self, line)
+    }
+}
+
 pub struct LogSink {
     file: File,
     written: u64,

@@ -11,6 +11,7 @@ pub mod local;
 pub mod log_sink;
 pub mod privdrop;
 pub mod proc;
+pub mod report;
 pub mod runfiles;
 pub mod runfiles_aside;
 pub mod scripted;

@@ -3,7 +3,8 @@
 //! supplementary groups, `HOME`, `USER`, `LOGNAME` and `SHELL` from the user database, a
 //! clean environment, and enters its working directory as that user. Privileges are
 //! dropped in the child between fork and exec, and the drop is checked: a command that
-//! could get root back is never executed.
+//! could get root back is never executed. A supervisor that runs as the submitter already
+//! (Slurm's `--uid`) gives the command the same clean environment, without a drop.
 
 use crate::model::Submitter;
 use nix::unistd::{Gid, Uid, User};
@@ -26,6 +27,9 @@ pub struct RunAs {
     groups: Vec<Gid>,
     home: PathBuf,
     shell: PathBuf,
+    /// Change uid and groups (false: this process runs as the user already, as under
+    /// Slurm's `--uid`; only the environment and the working directory are set).
+    switch: bool,
 }
 
 impl RunAs {
@@ -56,7 +60,26 @@ impl RunAs {
             groups,
             home: user.dir,
             shell: user.shell,
+            switch: true,
         }))
+    }
+
+    /// This process's own user: a job run without a privilege change, but with that
+    /// user's clean environment (a supervisor that Slurm started as the submitter).
+    pub fn current() -> Result<RunAs, String> {
+        let uid = nix::unistd::geteuid();
+        let user = User::from_uid(uid)
+            .map_err(|e| format!("cannot look up uid {uid}: {e}"))?
+            .ok_or_else(|| format!("uid {uid} is not in the user database"))?;
+        Ok(RunAs {
+            uid: user.uid,
+            gid: user.gid,
+            name: user.name,
+            groups: Vec::new(),
+            home: user.dir,
+            shell: user.shell,
+            switch: false,
+        })
     }
 
     /// Set up `cmd` to run as this user in `cwd` (default: the user's home): a clean
@@ -89,17 +112,20 @@ impl RunAs {
             dir.display()
         )
         .into_bytes();
-        let (uid, gid, groups) = (self.uid, self.gid, self.groups.clone());
+        let (uid, gid, groups, switch) = (self.uid, self.gid, self.groups.clone(), self.switch);
         // SAFETY: only async-signal-safe calls (setgroups, setgid, setuid, chdir, write) on memory prepared before the fork.
         unsafe {
             cmd.pre_exec(move || {
-                nix::unistd::setgroups(&groups)?;
-                nix::unistd::setgid(gid)?;
-                nix::unistd::setuid(uid)?;
-                // The drop must be final: getting root back must fail.
-                if nix::unistd::setuid(Uid::from_raw(0)).is_ok() || nix::unistd::geteuid().is_root()
-                {
-                    return Err(std::io::Error::other("privileges could be regained"));
+                if switch {
+                    nix::unistd::setgroups(&groups)?;
+                    nix::unistd::setgid(gid)?;
+                    nix::unistd::setuid(uid)?;
+                    // The drop must be final: getting root back must fail.
+                    if nix::unistd::setuid(Uid::from_raw(0)).is_ok()
+                        || nix::unistd::geteuid().is_root()
+                    {
+                        return Err(std::io::Error::other("privileges could be regained"));
+                    }
                 }
                 if let Err(e) = nix::unistd::chdir(cdir.as_c_str()) {
                     let stderr = std::os::fd::BorrowedFd::borrow_raw(2);

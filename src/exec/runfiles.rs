@@ -7,7 +7,9 @@
 //! - `<attempt>.json`: the [`LaunchSpec`] (JSON), written by the runtime before it starts
 //!   the supervisor.
 //! - `<attempt>.pid`: `PID STARTTIME DB\n`: the supervisor's pid, its start time (field 22
-//!   of `/proc/PID/stat`, clock ticks since boot) and the database identity. Created once,
+//!   of `/proc/PID/stat`, clock ticks since boot) and the database identity; `PID
+//!   STARTTIME DB remote\n` for a supervisor on another machine (a Slurm node), whose pid
+//!   names nothing here. Created once,
 //!   by a hard link, never overwritten: by the supervisor before it runs the command, or
 //!   as the tombstone `0 0 DB` by a restarted scheduler that declared the attempt lost
 //!   (then a late supervisor finds it taken and does not run the command). The pid is
@@ -133,6 +135,11 @@ pub struct LaunchSpec {
     /// before it starts the command (SPEC §7, containment). Empty: not contained.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cgroup: Vec<PathBuf>,
+    /// Set when the supervisor may not write the state directory (Slurm runs it as the
+    /// job's submitter): it reports through this channel instead, and the scheduler
+    /// writes its run files and log (`exec::report`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<super::report::ReportTo>,
 }
 
 fn default_log_cap() -> u64 {
@@ -174,6 +181,17 @@ impl LaunchSpec {
     pub fn exit_path(&self) -> PathBuf {
         exit_path(&self.state, self.job, self.attempt)
     }
+}
+
+/// The launch spec of an attempt, as the runtime wrote it.
+pub fn read_spec(state: &Path, job: JobId, attempt: u32) -> Option<LaunchSpec> {
+    let text = super::state_perms::open_nofollow(&spec_path(state, job, attempt))
+        .and_then(|mut f| {
+            let mut v = Vec::new();
+            io::Read::read_to_end(&mut f, &mut v).map(|_| v)
+        })
+        .ok()?;
+    serde_json::from_slice(&text).ok()
 }
 
 /// Write the launch spec of an attempt; returns its path.
@@ -256,12 +274,19 @@ pub struct PidRecord {
     pub pid: u32,
     pub start: u64,
     pub db: Option<String>,
+    /// The supervisor runs on another machine (a Slurm node): its pid and start time
+    /// name nothing here, and are never looked for, signalled or killed on this machine.
+    pub remote: bool,
 }
+
+/// The fourth word of a remote supervisor's pid record.
+const REMOTE: &str = "remote";
 
 impl PidRecord {
     fn line(&self) -> String {
+        let remote = if self.remote { " remote" } else { "" };
         match &self.db {
-            Some(db) => format!("{} {} {db}\n", self.pid, self.start),
+            Some(db) => format!("{} {} {db}{remote}\n", self.pid, self.start),
             None => format!("{} {}\n", self.pid, self.start),
         }
     }
@@ -271,13 +296,26 @@ impl PidRecord {
         let pid = parts.next()?.parse().ok()?;
         let start = parts.next()?.parse().ok()?;
         let db = parts.next().map(str::to_string);
-        Some(PidRecord { pid, start, db })
+        let remote = parts.next() == Some(REMOTE);
+        Some(PidRecord {
+            pid,
+            start,
+            db,
+            remote,
+        })
     }
 
-    /// Does this record name a process that still runs (same start time, not a zombie)?
+    /// Does this record name a process that still runs here (same start time, not a
+    /// zombie)? Never a remote one.
     pub fn is_alive(&self) -> bool {
         self.pid != 0
+            && !self.remote
             && ProcStat::read(self.pid).is_some_and(|s| s.start == self.start && s.is_live())
+    }
+
+    /// The session its attempt's processes carry on this machine, if any.
+    pub fn local_session(&self) -> Option<u32> {
+        Some(self.pid).filter(|&p| p != 0 && !self.remote)
     }
 }
 
@@ -295,11 +333,23 @@ pub fn read_pid(state: &Path, job: JobId, attempt: u32, owner: &Owner) -> Option
 /// already (a restarted scheduler declared the attempt lost, or the attempt was claimed):
 /// then the supervisor must not run the command.
 pub fn claim_pid(path: &Path, pid: u32, db: &str) -> io::Result<bool> {
-    let start = session::start_time(pid)?;
+    let rec = PidRecord {
+        pid,
+        start: session::start_time(pid)?,
+        db: Some(db.to_string()),
+        remote: false,
+    };
+    link_new(path, rec.line().as_bytes())
+}
+
+/// [`claim_pid`] for a supervisor on another machine, with the pid and start time it
+/// sent (the report channel, `exec::report`): recorded as remote.
+pub fn claim_pid_remote(path: &Path, pid: u32, start: u64, db: &str) -> io::Result<bool> {
     let rec = PidRecord {
         pid,
         start,
         db: Some(db.to_string()),
+        remote: true,
     };
     link_new(path, rec.line().as_bytes())
 }
@@ -312,6 +362,7 @@ pub fn claim_lost(state: &Path, job: JobId, attempt: u32, db: &str) -> io::Resul
         pid: 0,
         start: 0,
         db: Some(db.to_string()),
+        remote: false,
     };
     link_new(&pid_path(state, job, attempt), rec.line().as_bytes())
 }
@@ -341,7 +392,7 @@ pub fn probe(state: &Path, job: JobId, attempt: u32, owner: &Owner) -> Superviso
     match read_exit(state, job, attempt, owner) {
         Some(s) => SupervisorStatus::Exited(s),
         None => SupervisorStatus::Vanished {
-            session: pid.map(|p| p.pid).filter(|&p| p != 0),
+            session: pid.and_then(|p| p.local_session()),
         },
     }
 }
@@ -444,6 +495,7 @@ mod tests {
             timeout_seconds: None,
             unit: String::new(),
             cgroup: Vec::new(),
+            report: None,
         };
         let e = spec.job_env();
         assert_eq!(e["CUDA_VISIBLE_DEVICES"], "0,2");
@@ -509,10 +561,22 @@ mod tests {
             Some(PidRecord {
                 pid: 12,
                 start: 34,
-                db: Some("ab".into())
+                db: Some("ab".into()),
+                remote: false,
             })
         );
         assert_eq!(PidRecord::parse("12 34\n").unwrap().db, None);
         assert_eq!(PidRecord::parse("not a pid"), None);
+        // A remote supervisor's record never names a process here, even one that
+        // matches it (this one).
+        let me = std::process::id();
+        let start = session::start_time(me).unwrap();
+        let here = PidRecord::parse(&format!("{me} {start} ab\n")).unwrap();
+        assert!(here.is_alive());
+        assert_eq!(here.local_session(), Some(me));
+        let remote = PidRecord::parse(&format!("{me} {start} ab remote\n")).unwrap();
+        assert!(remote.remote && !remote.is_alive());
+        assert_eq!(remote.local_session(), None);
+        assert_eq!(PidRecord::parse(&remote.line()), Some(remote));
     }
 }

@@ -40,12 +40,14 @@ pub struct Submit<'a> {
     pub devices: &'a [u32],
     pub job: JobId,
     pub attempt: u32,
-    /// The shareq executable (the same path on every node) and the attempt's spec file
-    /// (on a filesystem every node sees).
+    /// The shareq executable (the same path on every node).
     pub exe: &'a Path,
-    pub spec: &'a Path,
-    /// Where Slurm writes the batch script's own output (the job's log is shareq's).
-    pub slurm_log: &'a Path,
+    /// The attempt's launch spec (JSON, one line), handed to the supervisor inside the
+    /// batch script: the supervisor reads nothing from the state directory.
+    pub spec: &'a [u8],
+    /// `--uid`/`--gid`: the batch job (and so the supervisor) runs as the submitter, and
+    /// Slurm's accounting shows them (SPEC §10); `None`: as the user `serve` runs as.
+    pub run_as: Option<(u32, u32)>,
 }
 
 /// How long a Slurm command may take before shareq gives up on it (a client that cannot
@@ -73,17 +75,34 @@ pub enum SlurmError {
 }
 
 fn run(cmd: &mut Command) -> Result<String, SlurmError> {
+    run_with(cmd, None)
+}
+
+/// Run a Slurm command with `input` on its standard input (none: /dev/null).
+fn run_with(cmd: &mut Command, input: Option<Vec<u8>>) -> Result<String, SlurmError> {
     let what = format!("{cmd:?}");
     let spawn = |source| SlurmError::Spawn {
         cmd: what.clone(),
         source,
     };
-    let child = cmd
-        .stdin(Stdio::null())
+    let stdin = if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
+    let mut child = cmd
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(spawn)?;
+    if let (Some(bytes), Some(mut pipe)) = (input, child.stdin.take()) {
+        // Written aside: a command that does not read it all must not block us.
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = pipe.write_all(&bytes);
+        });
+    }
     let pid = child.id();
     // Its output is read while it runs (a large `squeue --json` fills a pipe).
     let (tx, rx) = std::sync::mpsc::channel();
@@ -114,24 +133,44 @@ fn run(cmd: &mut Command) -> Result<String, SlurmError> {
     }
 }
 
-/// Submit one attempt; returns the Slurm job id. Blocking (tens of milliseconds).
-pub fn sbatch(s: &Submit) -> Result<u64, SlurmError> {
-    let wrap = format!(
-        "exec {} {} {}",
-        shell_quote(&s.exe.to_string_lossy()),
+/// The batch script of an attempt: the supervisor, with the launch spec on its standard
+/// input (a quoted here-document: nothing in it is expanded; the spec is one line of
+/// JSON, so it cannot hold the end marker's line).
+pub fn batch_script(exe: &Path, spec: &[u8]) -> Result<String, SlurmError> {
+    let spec = std::str::from_utf8(spec)
+        .ok()
+        .filter(|t| !t.contains('\n'))
+        .ok_or_else(|| SlurmError::Unreadable {
+            what: "the launch spec",
+            why: "not one line of UTF-8".to_string(),
+        })?;
+    Ok(format!(
+        "#!/bin/sh\nexec {} {} - <<'SHAREQ_SPEC_END'\n{spec}\nSHAREQ_SPEC_END\n",
+        shell_quote(&exe.to_string_lossy()),
         crate::exec::proc::SUPERVISE_SUBCOMMAND,
-        shell_quote(&s.spec.to_string_lossy())
-    );
-    let out = run(Command::new("sbatch")
-        .arg("--parsable")
+    ))
+}
+
+/// Submit one attempt; returns the Slurm job id. Blocking (tens of milliseconds). The
+/// batch job writes nothing through Slurm (`--output=/dev/null`: Slurm would open that
+/// file as the job's user) and takes none of `serve`'s environment (`--export=NONE`):
+/// the supervisor gives the command its user's environment.
+pub fn sbatch(s: &Submit) -> Result<u64, SlurmError> {
+    let script = batch_script(s.exe, s.spec)?;
+    let mut cmd = Command::new("sbatch");
+    cmd.arg("--parsable")
         .arg(format!("--partition={}", s.partition))
         .arg(format!("--nodelist={}", s.node))
         .arg(format!("--gres={}", gres(s.devices)))
         .arg(format!("--job-name={}", job_name(s.job, s.attempt)))
-        .arg(format!("--output={}", s.slurm_log.display()))
+        .arg("--output=/dev/null")
+        .arg("--export=NONE")
         .arg("--chdir=/")
-        .arg("--no-requeue")
-        .arg(format!("--wrap={wrap}")))?;
+        .arg("--no-requeue");
+    if let Some((uid, gid)) = s.run_as {
+        cmd.arg(format!("--uid={uid}")).arg(format!("--gid={gid}"));
+    }
+    let out = run_with(&mut cmd, Some(script.into_bytes()))?;
     let id = out.trim().split(';').next().unwrap_or_default();
     id.parse()
         .map_err(|_| SlurmError::NoJobId(out.trim().to_string()))
@@ -356,6 +395,19 @@ mod tests {
         assert_eq!(parse_job_name("train"), None);
         assert_eq!(parse_job_name("shareq-x-1"), None);
         assert_eq!(gres(&[1, 3]), "gpu:g1:1,gpu:g3:1");
+    }
+
+    #[test]
+    fn the_batch_script_hands_the_spec_over_untouched() {
+        let spec = br#"{"cmd":"echo '$HOME' `id` \"x\" SHAREQ_SPEC_END"}"#;
+        let script = batch_script(Path::new("/bin/cat"), spec).unwrap();
+        // `cat __supervise -`: complains about the first, copies its input for the second.
+        let out = Command::new("sh").arg("-c").arg(&script).output().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{}\n", String::from_utf8_lossy(spec))
+        );
+        assert!(batch_script(Path::new("/bin/cat"), b"two\nlines").is_err());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The Slurm executor (SPEC §10): an attempt is one batch job (`sbatch`, pinned to the
-//! node and GPUs shareq chose) that runs shareq's supervisor, so the run files and the
-//! stop path are the local executor's own. What differs is how an attempt is started
+//! node and GPUs shareq chose, submitted as the job's submitter when `serve` is root)
+//! that runs shareq's supervisor, so the stop path is the local executor's own; the
+//! supervisor runs as the submitter and reports over the report channel, whose relay
+//! here writes the same run files and log (`exec::report`). What differs is how an attempt is started
 //! and signalled (`scancel --full --signal=TERM`, a plain `scancel` as the backstop) and
 //! how its end is seen: one look every second at the run files, `squeue --json` and
 //! `sinfo --json`, off the runtime task. A job Slurm lost without an exit status is a
@@ -8,12 +10,14 @@
 
 use super::backend::{Backend, Context, Report, Shared, not_started};
 use super::proc::Stop;
+use super::report::relay::Relay;
 use super::runfiles::{self, Owner};
 use super::slurm::{self, SlurmError, SlurmJob, SlurmNode};
 use super::{ExitStatus, LaunchSpec};
 use crate::model::JobId;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often shareq looks at Slurm and the run files of its attempts.
@@ -58,16 +62,45 @@ pub struct Slurm {
     ctx: Context,
     partition: String,
     state: Shared<State>,
+    /// Where the supervisors report (they run as the submitter and may not write the
+    /// state directory, SPEC §7/§10), or why there is no such place.
+    relay: Arc<Result<Relay, String>>,
 }
 
 impl Slurm {
     pub fn new(ctx: Context, partition: String) -> Slurm {
+        let relay = Relay::start(ctx.state.root(), ctx.owner.clone()).map_err(|e| {
+            let why = format!("cannot listen for the supervisors' reports: {e}");
+            tracing::error!("{why}; no attempt can start on Slurm");
+            why
+        });
         Slurm {
             ctx,
             partition,
             state: Shared::new(State::default()),
+            relay: Arc::new(relay),
         }
     }
+}
+
+/// `--uid`/`--gid` of an attempt's batch job: its submitter's, when `serve` is root and
+/// the submitter is someone else (SPEC §10).
+fn batch_user(spec: &LaunchSpec) -> Result<Option<(u32, u32)>, String> {
+    let Some(s) = spec.submitter.as_ref() else {
+        return Ok(None);
+    };
+    if !nix::unistd::geteuid().is_root() || s.uid == 0 {
+        return Ok(None);
+    }
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(s.uid))
+        .map_err(|e| format!("cannot look up uid {} ({}): {e}", s.uid, s.name))?
+        .ok_or_else(|| {
+            format!(
+                "the job's submitter {} (uid {}) is not in the user database",
+                s.name, s.uid
+            )
+        })?;
+    Ok(Some((user.uid.as_raw(), user.gid.as_raw())))
 }
 
 /// Signal a batch job (TERM or KILL to the batch script through `--full`; a KILL is
@@ -102,21 +135,26 @@ impl Backend for Slurm {
             },
         );
         let exe = self.ctx.exe.clone();
-        let slurm_log = self
-            .ctx
-            .state
-            .attempt_log(job, attempt)
-            .with_extension("slurm");
-        if let Some(dir) = slurm_log.parent() {
-            // Slurm fails a job whose output file it cannot open.
-            let _ = std::fs::create_dir_all(dir);
-        }
         let (reports, state) = (self.ctx.reports.clone(), self.state.clone());
         let (partition, node) = (self.partition.clone(), node.to_string());
+        let relay = self.relay.clone();
         tokio::task::spawn_blocking(move || {
-            let submitted = runfiles::write_spec(&spec)
-                .map_err(|e| format!("cannot write the attempt's spec: {e}"))
-                .and_then(|path| {
+            let mut spec = spec;
+            let submitted = (*relay)
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|r| {
+                    r.report_to()
+                        .map_err(|e| format!("cannot make the attempt's token: {e}"))
+                })
+                .and_then(|to| {
+                    spec.report = Some(to);
+                    // The state directory's copy (root-private) is what the relay checks
+                    // the token against; the batch script carries the same spec.
+                    runfiles::write_spec(&spec)
+                        .map_err(|e| format!("cannot write the attempt's spec: {e}"))?;
+                    let json = serde_json::to_vec(&spec).map_err(|e| e.to_string())?;
+                    let run_as = batch_user(&spec)?;
                     slurm::sbatch(&slurm::Submit {
                         partition: &partition,
                         node: &node,
@@ -124,8 +162,8 @@ impl Backend for Slurm {
                         job,
                         attempt,
                         exe: &exe,
-                        spec: &path,
-                        slurm_log: &slurm_log,
+                        spec: &json,
+                        run_as,
                     })
                     .map_err(|e| e.to_string())
                 });

@@ -17,10 +17,14 @@
 //! output comes through a pipe into a [`LogSink`] (cap and free-space reserve).
 //!
 //! Its files are those of `exec::runfiles`: it reads the launch spec, claims the pid file
-//! and writes the exit record.
+//! and writes the exit record — or, started by Slurm as the job's submitter (who may not
+//! write the state directory), it reads the spec from standard input and hands the same
+//! records and the job's output to the scheduler over the report channel
+//! (`exec::report`), which writes them.
 
-use super::log_sink::LogSink;
+use super::log_sink::{LogOut, LogSink};
 use super::privdrop::RunAs;
+use super::report::client::Reporter;
 use super::runfiles::{self, ExitStatus, LaunchSpec, now_ms};
 use crate::model::Command as JobCommand;
 use nix::errno::Errno;
@@ -71,8 +75,72 @@ pub enum SupervisorError {
     },
 }
 
-/// Run the attempt described by the launch spec at `spec_path`; returns when every
-/// process of the attempt is gone and the exit status is written.
+/// Where the supervisor keeps what it records of its attempt (SPEC §7): the run files and
+/// the log in the state directory, or — run as the submitter inside a Slurm allocation,
+/// where it may not write there — the report channel, whose other end (the scheduler)
+/// writes them (`exec::report`).
+enum Records {
+    Files(Option<LogSink>),
+    Channel(Reporter),
+}
+
+impl Records {
+    /// Claim the attempt for this process before the command runs; false: a restarted
+    /// scheduler declared it lost.
+    fn claim(&mut self, spec: &LaunchSpec) -> std::io::Result<bool> {
+        let pid = std::process::id();
+        match self {
+            Records::Files(_) => runfiles::claim_pid(&spec.pid_path(), pid, &spec.db),
+            Records::Channel(r) => r.started(pid, super::session::start_time(pid)?),
+        }
+    }
+
+    /// The attempt's log (opened on first use; `run_as`: whom an earlier log may belong
+    /// to, see `open_log`).
+    fn log(
+        &mut self,
+        spec: &LaunchSpec,
+        run_as: Option<&RunAs>,
+    ) -> std::io::Result<&mut dyn LogOut> {
+        match self {
+            Records::Files(log) => {
+                if log.is_none() {
+                    let file = open_log(spec, run_as)?;
+                    *log = Some(LogSink::from_file(file, spec.log_cap, spec.free_reserve));
+                }
+                Ok(log.as_mut().expect("opened above"))
+            }
+            Records::Channel(r) => Ok(r),
+        }
+    }
+
+    fn note(&mut self, spec: &LaunchSpec, run_as: Option<&RunAs>, line: &str) {
+        if let Ok(l) = self.log(spec, run_as) {
+            l.note(line);
+        }
+    }
+
+    fn exit(&mut self, spec: &LaunchSpec, status: ExitStatus) -> Result<(), SupervisorError> {
+        match self {
+            Records::Files(_) => {
+                runfiles::write_exit(&spec.state, spec.job, spec.attempt, &spec.db, status).map_err(
+                    |source| SupervisorError::Exit {
+                        path: spec.exit_path().display().to_string(),
+                        source,
+                    },
+                )
+            }
+            Records::Channel(r) => r.exit(status).map_err(|source| SupervisorError::Exit {
+                path: "the scheduler's report channel".to_string(),
+                source,
+            }),
+        }
+    }
+}
+
+/// Run the attempt described by the launch spec at `spec_path` (`-`: on standard input,
+/// as a Slurm batch script hands it over); returns when every process of the attempt is
+/// gone and the exit status is recorded.
 pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
     // Block the signals we handle first of all, so that a stop sent right after the start is not lost: they are read
     // from a signalfd. The job's command gets an empty mask again (see `spawn`).
@@ -87,7 +155,13 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
         mask.add(s);
     }
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None)?;
-    let text = std::fs::read(spec_path).map_err(|source| SupervisorError::Spec {
+    let read = if spec_path == Path::new("-") {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut v).map(|_| v)
+    } else {
+        std::fs::read(spec_path)
+    };
+    let text = read.map_err(|source| SupervisorError::Spec {
         path: spec_path.display().to_string(),
         source,
     })?;
@@ -96,37 +170,29 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             path: spec_path.display().to_string(),
             source,
         })?;
+    let mut records = match spec.report.clone() {
+        Some(to) => Records::Channel(Reporter::start(to, spec.job.0, spec.attempt).map_err(
+            |source| SupervisorError::Log {
+                path: "the scheduler's report channel".to_string(),
+                source,
+            },
+        )?),
+        None => Records::Files(None),
+    };
     // Into the attempt's cgroup first (SPEC §7): everything started from here on belongs
     // to it, whatever session it makes. A group that cannot be entered runs nothing.
     if let Err(e) = super::cgroup::enter_self(&spec.cgroup) {
         let status = ExitStatus::ended_now(126);
         let owner = RunAs::for_submitter(spec.submitter.as_ref()).ok().flatten();
-        if let Ok(file) = open_log(&spec, owner.as_ref()) {
-            let mut l = LogSink::from_file(file, spec.log_cap, spec.free_reserve);
-            l.note(&format!("not started: {e}"));
-        }
-        let _ = runfiles::claim_pid(&spec.pid_path(), std::process::id(), &spec.db);
-        runfiles::write_exit(&spec.state, spec.job, spec.attempt, &spec.db, status).map_err(
-            |source| SupervisorError::Exit {
-                path: spec.exit_path().display().to_string(),
-                source,
-            },
-        )?;
+        records.note(&spec, owner.as_ref(), &format!("not started: {e}"));
+        let _ = records.claim(&spec);
+        records.exit(&spec, status)?;
         return Ok(status);
     }
     // Record ourselves (pid and start time) before the command can run, so that a
     // scheduler restarted meanwhile adopts this attempt instead of running it again; and
     // give up if it already declared the attempt lost (see `store::recovery`).
-    let pid_path = spec.pid_path();
-    let write_exit = |status: ExitStatus| {
-        runfiles::write_exit(&spec.state, spec.job, spec.attempt, &spec.db, status).map_err(
-            |source| SupervisorError::Exit {
-                path: spec.exit_path().display().to_string(),
-                source,
-            },
-        )
-    };
-    match runfiles::claim_pid(&pid_path, std::process::id(), &spec.db) {
+    match records.claim(&spec) {
         Ok(true) => {}
         Ok(false) => {
             return Err(SupervisorError::Lost {
@@ -138,14 +204,12 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             // Not recorded, so not adoptable: do not run the command; report it failed.
             let status = ExitStatus::ended_now(126);
             let owner = RunAs::for_submitter(spec.submitter.as_ref()).ok().flatten();
-            if let Ok(file) = open_log(&spec, owner.as_ref()) {
-                let mut l = LogSink::from_file(file, spec.log_cap, spec.free_reserve);
-                l.note(&format!(
-                    "cannot record the supervisor in {}: {e}",
-                    pid_path.display()
-                ));
-            }
-            write_exit(status)?;
+            let note = format!(
+                "cannot record the supervisor in {}: {e}",
+                spec.pid_path().display()
+            );
+            records.note(&spec, owner.as_ref(), &note);
+            records.exit(&spec, status)?;
             return Ok(status);
         }
     }
@@ -153,16 +217,23 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
     nix::sys::prctl::set_child_subreaper(true)?;
 
     // Whom the command runs as (SPEC §9); a submitter who cannot be found fails the
-    // attempt, with the reason in the log (kept by the scheduler's user then).
-    let (run_as, unknown) = match RunAs::for_submitter(spec.submitter.as_ref()) {
+    // attempt, with the reason in the log (kept by the scheduler's user then). Run as
+    // the submitter already (Slurm's `--uid`), the command gets that user's clean
+    // environment, as after a drop.
+    let found = match RunAs::for_submitter(spec.submitter.as_ref()) {
+        Ok(None) if matches!(records, Records::Channel(_)) => RunAs::current().map(Some),
+        other => other,
+    };
+    let (run_as, unknown) = match found {
         Ok(r) => (r, None),
         Err(why) => (None, Some(why)),
     };
-    let file = open_log(&spec, run_as.as_ref()).map_err(|source| SupervisorError::Log {
-        path: spec.log.display().to_string(),
-        source,
-    })?;
-    let mut log = LogSink::from_file(file, spec.log_cap, spec.free_reserve);
+    let log = records
+        .log(&spec, run_as.as_ref())
+        .map_err(|source| SupervisorError::Log {
+            path: spec.log.display().to_string(),
+            source,
+        })?;
     let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let spawned = match unknown {
         Some(why) => Err(std::io::Error::new(
@@ -180,7 +251,7 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             let mut out = std::io::stdout();
             let _ = writeln!(out, "started {}", child.id());
             let _ = out.flush();
-            let output = Output::new(out_r, &mut log);
+            let output = Output::new(out_r, &mut *log);
             let deadline = spec
                 .timeout_seconds
                 .map(|secs| began + Duration::from_secs(secs));
@@ -202,7 +273,7 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
         }
         Err(e) => {
             // What the command's start wrote before it failed (a privilege drop says why).
-            Output::new(out_r, &mut log).drain();
+            Output::new(out_r, &mut *log).drain();
             log.note(&format!("cannot start the job's command: {e}"));
             let code = if e.kind() == std::io::ErrorKind::NotFound {
                 127
@@ -212,14 +283,17 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             ExitStatus::ended_now(code)
         }
     };
-    write_exit(status)?;
+    records.exit(&spec, status)?;
     Ok(status)
 }
 
 /// The attempt's log, `<state>/logs/<job>/<attempt>.log`, opened without following links
-/// and owned by the scheduler's user (the supervisor keeps its privileges; the command
-/// writes only into the pipe).
-fn open_log(spec: &LaunchSpec, run_as: Option<&RunAs>) -> std::io::Result<std::fs::File> {
+/// and owned by the scheduler's user (the supervisor keeps its privileges, or the report
+/// channel's relay writes it; the command writes only into the pipe).
+pub(crate) fn open_log(
+    spec: &LaunchSpec,
+    run_as: Option<&RunAs>,
+) -> std::io::Result<std::fs::File> {
     let bad = || std::io::Error::other(format!("bad log path {}", spec.log.display()));
     let file = spec.log.file_name().ok_or_else(bad)?;
     let job_dir = spec.log.parent().ok_or_else(bad)?;
@@ -330,11 +404,11 @@ fn plain_words(s: &str) -> Option<Vec<&str>> {
 /// The read end of the job's output pipe, copied into the log as it comes.
 struct Output<'a> {
     pipe: Option<OwnedFd>,
-    log: &'a mut LogSink,
+    log: &'a mut dyn LogOut,
 }
 
 impl<'a> Output<'a> {
-    fn new(pipe: OwnedFd, log: &'a mut LogSink) -> Output<'a> {
+    fn new(pipe: OwnedFd, log: &'a mut dyn LogOut) -> Output<'a> {
         use nix::fcntl::{F_GETFL, F_SETFL, OFlag, fcntl};
         if let Ok(flags) = fcntl(&pipe, F_GETFL) {
             let _ = fcntl(

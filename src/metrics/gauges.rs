@@ -1,6 +1,7 @@
 //! The gauges, read from the latest published snapshot at scrape time: per share and unit
-//! (limit, usage, borrowed, lent, queued jobs and GPUs), per unit (usable, used) and per
-//! device (unit, node, index) where telemetry has real data (utilisation, memory).
+//! (limit, usage, borrowed, lent, queued jobs and GPUs), per unit (usable, used), per user
+//! of a fair-share share (decayed usage) and per device (unit, node, index) where
+//! telemetry has real data (utilisation, memory).
 
 use crate::snapshot::Snapshot;
 use prometheus_client::collector::Collector;
@@ -104,6 +105,24 @@ impl Collector for Gauges {
             "shareq_running_jobs",
             "Jobs of the share holding GPUs of the unit",
             &share_rows(&|s| s.running as f64),
+        )?;
+        // Fair-share shares only (SPEC §12): bounded by the users of those shares.
+        let user_rows: Rows = snap
+            .users
+            .iter()
+            .filter(|u| u.fair)
+            .map(|u| {
+                (
+                    vec![("share", u.share.clone()), ("user", u.user.clone())],
+                    u.usage_gpu_seconds,
+                )
+            })
+            .collect();
+        family(
+            &mut enc,
+            "shareq_user_usage_gpu_seconds",
+            "A user's decayed usage of a fair-share share, as of the scheduler's last change",
+            &user_rows,
         )?;
         let unit_rows = |f: &dyn Fn(&crate::snapshot::UnitView) -> f64| -> Rows {
             snap.units

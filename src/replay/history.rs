@@ -31,6 +31,8 @@ pub struct TraceJob {
     pub ran_ms: Option<i64>,
     /// Its last attempt is still running (`ran_ms` is a lower bound).
     pub running: bool,
+    /// The submitter (SPEC §12: fair share orders by it).
+    pub user: Option<String>,
 }
 
 /// One submit of the trace.
@@ -44,6 +46,7 @@ pub struct TraceRow {
     pub name: String,
     pub priority: u32,
     pub unit: String,
+    pub user: Option<String>,
 }
 
 /// The trace of a window of history.
@@ -80,6 +83,7 @@ impl HistoryTrace {
                 name: format!("{}-{}", j.id, j.name).chars().take(128).collect(),
                 priority: j.priority,
                 unit: j.unit.clone(),
+                user: j.user.clone(),
             });
         }
         t
@@ -97,6 +101,7 @@ impl HistoryTrace {
             "jobName",
             "schedulingPriority",
             "capacityUnit",
+            "user",
         ]);
         for r in &self.rows {
             let _ = w.write_record([
@@ -107,6 +112,7 @@ impl HistoryTrace {
                 r.name.clone(),
                 r.priority.to_string(),
                 r.unit.clone(),
+                r.user.clone().unwrap_or_default(),
             ]);
         }
         String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
@@ -134,6 +140,7 @@ impl HistoryTrace {
                     command: None,
                     env: None,
                     working_directory: None,
+                    user: r.user.clone(),
                     depends_on: Vec::new(),
                     array_properties: None,
                 })),

@@ -61,6 +61,9 @@ pub struct SimSubmit {
     pub env: Option<BTreeMap<String, String>>,
     #[serde(default)]
     pub working_directory: Option<String>,
+    /// The submitter (SPEC §12); absent: `user`, with no per-user figures.
+    #[serde(default)]
+    pub user: Option<String>,
     /// SPEC §13: the jobs (by jobName) it waits for.
     #[serde(default)]
     pub depends_on: Vec<SimDependency>,
@@ -95,6 +98,12 @@ impl SimSubmit {
         spec.retry_strategy = self.retry_strategy.clone();
         // Replay itself ignores it (SPEC §6); a forecast run on a copy reads it.
         spec.timeout_seconds = self.timeout_seconds;
+        spec.submitter = self.user.as_ref().map(|name| {
+            std::sync::Arc::new(crate::model::Submitter {
+                name: name.clone(),
+                uid: 0,
+            })
+        });
         spec.array_properties = self.array_properties;
         spec
     }
@@ -406,6 +415,7 @@ pub fn load_trace(path: &Path) -> Result<Vec<TimedAction>, ScenarioError> {
         "jobName",
         "schedulingPriority",
         "capacityUnit",
+        "user",
     ];
     let mut col: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, h) in headers.iter().enumerate() {
@@ -514,6 +524,7 @@ pub fn load_trace(path: &Path) -> Result<Vec<TimedAction>, ScenarioError> {
                 command: None,
                 env: None,
                 working_directory: None,
+                user: get("user").filter(|u| !u.is_empty()).map(str::to_string),
                 depends_on: Vec::new(),
                 array_properties: None,
             })),

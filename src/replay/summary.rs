@@ -630,8 +630,31 @@ impl Stats {
         // Appended after the fields that were there before, so that readers of the old
         // line find theirs in place.
         let waits = |w: &WaitFigures| serde_json::json!({"jobs": w.jobs, "p50": w.p50, "p95": w.p95, "max": w.max});
+        // Per user (SPEC §12), only when the submissions name users.
+        let users = if s.users.is_empty() {
+            String::new()
+        } else {
+            let users: serde_json::Map<String, serde_json::Value> = s
+                .users
+                .iter()
+                .map(|(name, g)| {
+                    (
+                        name.clone(),
+                        serde_json::json!({
+                            "gpu_seconds_used": g.gpu_seconds_used,
+                            "jobs_finished": g.jobs_finished,
+                            "mean_wait": g.mean_wait,
+                            "p50_wait": g.p50_wait as i64,
+                            "p95_wait": g.p95_wait as i64,
+                            "gpu_seconds_lost_to_preemption": g.gpu_seconds_lost_to_preemption,
+                        }),
+                    )
+                })
+                .collect();
+            format!(",\"users\":{}", serde_json::Value::Object(users))
+        };
         format!(
-            "{{\"t\":{},\"event\":\"summary\",\"span\":{},\"gpu_seconds_used\":{},\"utilisation\":{},\"max_preemptions_of_one_job\":{},\"gpu_seconds_lost_to_preemption\":{},\"started_and_preempted_same_instant\":{}{nodes},\"shares\":{},\"goodput\":{},\"gpu_seconds_lost_to_preemption_pct\":{},\"waits_larger_than_guarantee\":{},\"waits_within_guarantee\":{}}}",
+            "{{\"t\":{},\"event\":\"summary\",\"span\":{},\"gpu_seconds_used\":{},\"utilisation\":{},\"max_preemptions_of_one_job\":{},\"gpu_seconds_lost_to_preemption\":{},\"started_and_preempted_same_instant\":{}{nodes},\"shares\":{},\"goodput\":{},\"gpu_seconds_lost_to_preemption_pct\":{},\"waits_larger_than_guarantee\":{},\"waits_within_guarantee\":{}{users}}}",
             s.last,
             s.span,
             s.gpu_seconds_used,

@@ -107,6 +107,9 @@ pub struct Delta {
     /// Jobs not contained or GPUs not isolated, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<String>,
+    /// The users' standings (O(users); always sent).
+    #[serde(default)]
+    pub users: Arc<Vec<crate::sched::UserStanding>>,
 }
 
 impl Update {
@@ -185,6 +188,7 @@ impl Snapshot {
                     .then(|| self.estimates.clone()),
                 paused: self.paused.clone(),
                 containment: self.containment.clone(),
+                users: self.users.clone(),
             })
         });
         match delta {
@@ -232,6 +236,7 @@ impl Snapshot {
         self.grace_period_seconds = d.grace_period_seconds;
         self.paused = d.paused;
         self.containment = d.containment;
+        self.users = d.users;
         self.access = d.access;
         if let Some(e) = d.estimates {
             self.estimates = e;

@@ -57,6 +57,12 @@ pub struct ShareView {
     pub queued: usize,
     /// Submission time of the oldest queued job (ms since the epoch).
     pub oldest_queued: Option<i64>,
+    /// The share orders its queue by fair share among its users (SPEC §12).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fair_share: bool,
+    /// `userLimit`: GPUs of each unit one user's jobs may hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_limit: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -200,6 +206,22 @@ pub struct JobView {
         skip_serializing_if = "Option::is_none"
     )]
     pub estimate_note: Option<String>,
+    /// Queued jobs of a fair-share share in a `jobs` answer (SPEC §12): the delay the
+    /// submitter's recent usage adds to the job's submission time, whole seconds.
+    #[serde(
+        rename = "fairShareDelaySeconds",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub fair_share_delay_seconds: Option<i64>,
+    /// With `fairShareDelaySeconds`: the submitter's decayed usage of the share, whole
+    /// GPU-seconds.
+    #[serde(
+        rename = "userUsageGpuSeconds",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub user_usage_gpu_seconds: Option<i64>,
     /// Its command as one line (an argv list shell-quoted, see `Command::line`).
     #[serde(default)]
     pub command: String,
@@ -293,6 +315,9 @@ pub struct PreemptionRecord {
 /// GPU telemetry for one device (sampled by `exec::telemetry`).
 pub use crate::exec::telemetry::Telemetry;
 
+/// (priority, effective submission, submitted, id): a queue key as a reason group sees it.
+pub type BlockKey = (u32, i64, i64, JobId);
+
 /// Why the queued jobs of one reason group wait: every RUNNABLE, not nominated job of
 /// one (share, unit, quantity) waits for the same reason, except those behind the lane's
 /// first nominated job (SPEC §4.4), which wait for `blocked`. A queued row names its group in
@@ -301,10 +326,11 @@ pub use crate::exec::telemetry::Telemetry;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupReason {
     pub reason: Arc<str>,
-    /// (priority, submitted, id) of the lane's first nominated job, and the reason of the
-    /// group's jobs after it in scheduling order.
+    /// (priority, effective submission, submitted, id) of the lane's first nominated job,
+    /// as the group's jobs' order sees it (its key moved back by their fair-share penalty,
+    /// SPEC §12), and the reason of the group's jobs after it in scheduling order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blocked: Option<((u32, i64, JobId), Arc<str>)>,
+    pub blocked: Option<(BlockKey, Arc<str>)>,
 }
 
 /// Reason groups by id.
@@ -361,6 +387,10 @@ pub struct Snapshot {
     /// Jobs not contained or GPUs not isolated, and why (SPEC §7); `None` when they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<String>,
+    /// Every share's users' decayed usage and, with `fairShare`, the delay it adds
+    /// (SPEC §12), as of `at`.
+    #[serde(default)]
+    pub users: Arc<Vec<crate::sched::UserStanding>>,
 }
 
 impl Linked {
@@ -439,6 +469,7 @@ impl Snapshot {
             served_by: None,
             paused: None,
             containment: None,
+            users: Arc::default(),
         }
     }
 
@@ -453,9 +484,109 @@ impl Snapshot {
             return &j.reason;
         };
         match &g.blocked {
-            Some(((p, s, id), why)) if list::key_of(j) > QKey::new(*p, *s, *id) => why,
+            Some(((p, eff, s, id), why))
+                if list::key_of(j)
+                    > QKey {
+                        eff: *eff,
+                        ..QKey::new(*p, *s, *id)
+                    } =>
+            {
+                why
+            }
             _ => &g.reason,
         }
+    }
+
+    /// The standing of a job's submitter in its share, when the share has `fairShare`
+    /// (SPEC §12); a user with no usage left stands at zero.
+    pub fn fair_standing(&self, j: &JobView) -> Option<crate::sched::UserStanding> {
+        let fair = self
+            .shares
+            .iter()
+            .any(|s| s.name == j.share && s.fair_share);
+        if !fair {
+            return None;
+        }
+        let user = j.submitter.as_ref().map_or("user", |s| s.name.as_str());
+        let found = self
+            .users
+            .iter()
+            .find(|u| u.share == j.share && u.user == user);
+        Some(
+            found
+                .cloned()
+                .unwrap_or_else(|| crate::sched::UserStanding {
+                    share: j.share.clone(),
+                    user: user.to_string(),
+                    fair: true,
+                    usage_gpu_seconds: 0.0,
+                    at: self.at,
+                    weight: 1.0,
+                    delay_seconds: 0.0,
+                    holding: 0,
+                }),
+        )
+    }
+
+    /// Why fair share puts a queued job where it is (SPEC §12), in words: its user's
+    /// standing, and the oldest job of the share at its priority it goes ahead of, if
+    /// one (`bob has used vision 3× less than alice lately`). `None` outside fair-share
+    /// shares. Walks the queue: for one job's details, not for every row.
+    pub fn fair_share_note(&self, j: &JobView) -> Option<String> {
+        let me = self.fair_standing(j)?;
+        let h = |gpu_s: f64| format!("{:.1} GPU-h", gpu_s / 3600.0);
+        let mut note = format!(
+            "{} has used {} {} lately (weight {}): their jobs count as submitted {} later",
+            me.user,
+            me.share,
+            h(me.usage_gpu_seconds),
+            me.weight,
+            crate::duration::human((me.delay_seconds * 1000.0) as i64)
+        );
+        let eff = |v: &JobView, d: f64| v.submitted as f64 + d * 1000.0;
+        let mine = eff(j, me.delay_seconds);
+        let passed = self
+            .queue
+            .iter()
+            .filter(|o| {
+                o.share == j.share
+                    && o.priority == j.priority
+                    && o.submitted < j.submitted
+                    && o.submitter.as_ref().map(|s| &s.name)
+                        != j.submitter.as_ref().map(|s| &s.name)
+            })
+            .filter_map(|o| {
+                let st = self.fair_standing(o)?;
+                (eff(o, st.delay_seconds) > mine).then_some((o, st))
+            })
+            .min_by_key(|(o, _)| (o.submitted, o.id));
+        if let Some((o, st)) = passed {
+            let per = |u: &crate::sched::UserStanding| u.usage_gpu_seconds / u.weight.max(1e-9);
+            let why = if per(&me) <= 1e-9 {
+                format!(
+                    "{} has not used {} lately, {} has ({})",
+                    me.user,
+                    me.share,
+                    st.user,
+                    h(st.usage_gpu_seconds)
+                )
+            } else {
+                format!(
+                    "{} has used {} {:.1}× less than {} lately",
+                    me.user,
+                    me.share,
+                    per(&st) / per(&me),
+                    st.user
+                )
+            };
+            note.push_str(&format!(
+                "; ahead of job {} ({}, submitted {} earlier): {why}",
+                o.id,
+                st.user,
+                crate::duration::human(j.submitted - o.submitted)
+            ));
+        }
+        Some(note)
     }
 
     /// A view with its reason written out (for answers that leave the process).
@@ -486,6 +617,10 @@ impl Snapshot {
         };
         v.estimated_start = start;
         v.estimate_note = Some(note);
+        if let Some(u) = self.fair_standing(j) {
+            v.fair_share_delay_seconds = Some(u.delay_seconds.round() as i64);
+            v.user_usage_gpu_seconds = Some(u.usage_gpu_seconds.round() as i64);
+        }
         v
     }
 
@@ -531,6 +666,8 @@ impl Snapshot {
             .share_stats()
             .into_iter()
             .map(|s| ShareView {
+                fair_share: sched.fair_share_policy(&s.share).is_some(),
+                user_limit: sched.user_limit(&s.share),
                 oldest_queued: oldest.get(&(s.share.clone(), s.unit.clone())).copied(),
                 name: s.share,
                 unit: s.unit,
@@ -637,6 +774,8 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         submitter: j.spec.submitter.clone(),
         estimated_start: None,
         estimate_note: None,
+        fair_share_delay_seconds: None,
+        user_usage_gpu_seconds: None,
         command: j
             .spec
             .command

@@ -12,9 +12,11 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 type Lane = (usize, usize);
-/// Jobs of one lane and quantity that are neither nominated nor blocked wait for the
-/// same reason (and the blocked ones for another).
-type GroupKey = (usize, usize, u32);
+/// Jobs of one lane, quantity and lane bucket (one per user where the share orders or caps
+/// by user, SPEC §12) that are neither nominated nor blocked wait for the same reason (and
+/// the blocked ones for another). Members are kept by base key: one bucket's jobs all have
+/// the same fair-share penalty.
+type GroupKey = (usize, usize, u32, u32);
 
 /// Where a queued job sits in the picture.
 #[derive(Debug, Clone, Copy)]
@@ -183,8 +185,8 @@ impl Picture {
             return;
         };
         let lane = (j.share, j.unit);
-        let key = j.qkey();
-        let group = (!j.is_nominated()).then_some((j.share, j.unit, j.quantity));
+        let key = j.base_key();
+        let group = (!j.is_nominated()).then_some((j.share, j.unit, j.quantity, j.bucket));
         let mut view = match group {
             Some(_) => job_view(sched, j, Arc::from("")),
             None => {
@@ -258,8 +260,9 @@ impl Picture {
     /// Why each reason group waits, from one representative job each (O(groups)).
     fn reasons(&self, sched: &Sched) -> Reasons {
         let mut out = HashMap::with_capacity(self.groups.len());
-        for (&(s, u, _), g) in &self.groups {
-            let block = sched.lane_block(s, u);
+        for (&(s, u, _, bucket), g) in &self.groups {
+            let pen = sched.bucket_pen(s, bucket);
+            let block = sched.lane_block(s, u).map(|b| b.unshift(pen));
             let first = g.members.first().copied();
             let free = first.filter(|k| block.is_none_or(|b| *k < b));
             let reason = free.map_or_else(|| Arc::from(""), |k| Arc::from(sched.reason(k.job())));
@@ -267,7 +270,7 @@ impl Picture {
                 use std::ops::Bound::{Excluded, Unbounded};
                 let k = g.members.range((Excluded(b), Unbounded)).next()?;
                 Some((
-                    (b.priority(), b.submitted, b.job()),
+                    (b.priority(), b.eff, b.submitted, b.job()),
                     Arc::from(sched.reason(k.job())),
                 ))
             });
@@ -363,6 +366,7 @@ impl Picture {
             served_by: None,
             paused: None,
             containment: None,
+            users: Arc::new(sched.user_standings(at)),
             // The rules are the runtime's: it sets them (`Runtime::publish`).
             access: Arc::default(),
         }

@@ -21,6 +21,7 @@ mod rows;
 mod schema;
 mod trace;
 pub mod usage;
+pub mod user_usage;
 
 pub use error::{LockHolder, StoreError};
 pub use events::{HistoryWindow, StandingRow};

@@ -166,6 +166,9 @@ impl RecoveryPlan {
                 .restore_job(r.clone(), now)
                 .map_err(|e| StoreError::bad_record(store.path(), e))?;
         }
+        // Usage before the jobs' exits: an exit that came while nobody watched releases
+        // GPUs the restored figure counts up to its instant.
+        sched.restore_usage(&store.user_usage()?, now);
         for o in &self.observed {
             o.apply(sched, now);
         }

@@ -136,6 +136,8 @@ impl JobRecord {
             submitter: self.submitter.clone(),
             estimated_start: None,
             estimate_note: None,
+            fair_share_delay_seconds: None,
+            user_usage_gpu_seconds: None,
             parent: self.parent,
             array_index: self.array_index,
             depends_on: Vec::new(),

@@ -174,7 +174,18 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE configs ADD COLUMN documents TEXT;
     ",
-    // 8: dependencies and arrays (SPEC §13): an array child's parent and index, a
+    // 8: each user's decayed usage of each share (SPEC §12), written by
+    // `store::user_usage`: the figure as of `at`, decayed on read.
+    "
+    CREATE TABLE user_usage (
+        share TEXT    NOT NULL,
+        user  TEXT    NOT NULL,
+        usage REAL    NOT NULL,              -- GPU-seconds, decayed to `at`
+        at    INTEGER NOT NULL,              -- ms since the epoch
+        PRIMARY KEY (share, user)
+    ) WITHOUT ROWID;
+    ",
+    // 9: dependencies and arrays (SPEC §13): an array child's parent and index, a
     // parent's size, and the ids a job waits for (JSON array, resolved: an N_TO_N or
     // SEQUENTIAL partner is an id like any other). NULL for jobs stored before.
     "

@@ -32,7 +32,7 @@ impl Store {
             .conn
             .prepare_cached(
                 "SELECT j.id, j.name, j.share, j.unit, j.quantity, j.priority, j.submitted,
-                    a.started_at, a.ended_at
+                    a.started_at, a.ended_at, json_extract(j.spec, '$.submitter.name')
                  FROM jobs j
                  LEFT JOIN attempts a ON a.job = j.id AND a.attempt =
                     (SELECT max(attempt) FROM attempts WHERE job = j.id)
@@ -53,6 +53,7 @@ impl Store {
                     submitted: r.get(6)?,
                     ran_ms: started.map(|s| (ended.unwrap_or(now) - s).max(0)),
                     running: started.is_some() && ended.is_none(),
+                    user: r.get(9)?,
                 })
             })
             .map_err(|e| self.err(e))?;

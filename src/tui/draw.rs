@@ -202,7 +202,12 @@ pub fn render(f: &mut Frame, app: &App) {
             confirm::render_priority(f, area, &what, &input.text, ok, t)
         }
         Mode::Quit { running } => confirm::render_quit(f, area, *running, app.attached, t),
-        Mode::Details(j) => details::render(f, area, j, app.now, app.utc_offset_secs, t),
+        Mode::Details(j) => {
+            let fair = (j.state == crate::model::JobState::Runnable)
+                .then(|| app.snap.fair_share_note(j))
+                .flatten();
+            details::render(f, area, j, fair, app.now, app.utc_offset_secs, t)
+        }
         Mode::Log {
             job,
             name,

@@ -278,6 +278,8 @@ mod tests {
             submitter: None,
             estimated_start: None,
             estimate_note: None,
+            fair_share_delay_seconds: None,
+            user_usage_gpu_seconds: None,
             parent: None,
             array_index: None,
             depends_on: Vec::new(),

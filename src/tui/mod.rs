@@ -115,7 +115,8 @@ pub fn app_for(snap: Arc<Snapshot>, opts: &ConsoleOptions) -> App {
 ///
 /// Quitting sends [`Action::Quit`] or [`Action::Detach`] before returning; SIGTERM sends
 /// [`Action::Detach`] (running jobs are left to the runtime's own shutdown), and so does
-/// SIGHUP (the terminal closed), unless `stop_jobs_on_hangup` asks to stop every job.
+/// SIGHUP (the terminal closed), unless `stop_jobs_on_hangup` asks to stop every job; a
+/// write that fails because the terminal is gone counts as the hang-up ([`console_loop`]).
 pub async fn run_console(
     mut snapshots: watch::Receiver<Arc<Snapshot>>,
     actions: mpsc::Sender<Action>,
@@ -142,7 +143,7 @@ pub async fn run_console(
         }
     };
     let notices = opts.notices.take();
-    let result = drive(
+    let result = console_loop(
         &mut term,
         &mut app,
         &mut snapshots,
@@ -150,10 +151,57 @@ pub async fn run_console(
         EventStream::new(),
         shutdown,
         notices,
+        stop_on_hangup,
+        terminal::terminal_gone,
     )
     .await;
     drop(guard);
     result
+}
+
+/// [`drive`], then what a lost terminal asks for. A terminal that hangs up fails every
+/// write to it (EIO) from that instant, and SIGHUP arrives beside it: when a redraw comes
+/// first, the loop ends with that error before the signal is seen. Either is the hang-up:
+/// the failed write is taken as one (`on_lost` runs: the real terminal points output at
+/// /dev/null from then on; the console ends without an error), and with `stop_on_hangup` every job is stopped unless
+/// the operator chose otherwise first (the bridge acts on the first `Quit` or `Detach`
+/// only, so this `Quit` is read only when the console sent neither: a lost terminal, a
+/// console that failed, an input stream that ended).
+#[allow(clippy::too_many_arguments)]
+pub async fn console_loop<B, S>(
+    term: &mut ratatui::Terminal<B>,
+    app: &mut App,
+    snapshots: &mut watch::Receiver<Arc<Snapshot>>,
+    actions: &mpsc::Sender<Action>,
+    events: S,
+    shutdown: impl std::future::Future<Output = ()>,
+    notices: Option<mpsc::UnboundedReceiver<bridge::Feed>>,
+    stop_on_hangup: bool,
+    on_lost: impl FnOnce(),
+) -> anyhow::Result<()>
+where
+    B: ratatui::backend::Backend,
+    B::Error: Send + Sync + 'static,
+    S: futures::Stream<Item = std::io::Result<Event>> + Unpin,
+{
+    let mut result = drive(term, app, snapshots, actions, events, shutdown, notices).await;
+    if result.as_ref().is_err_and(terminal_lost) {
+        tracing::info!("the terminal hung up (a write to it failed)");
+        on_lost();
+        result = Ok(());
+    }
+    if stop_on_hangup {
+        let _ = actions.send(Action::Quit { stop_jobs: true }).await;
+    }
+    result
+}
+
+/// Did the console fail because its terminal is gone (EIO, what a hung-up tty answers)?
+fn terminal_lost(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.raw_os_error() == Some(nix::libc::EIO))
+    })
 }
 
 /// The console's loop on any backend and event source (the terminal in `run_console`;

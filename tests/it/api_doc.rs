@@ -241,6 +241,7 @@ fn report_fields(r: shareq::report::Report) {
         since: _,
         until: _,
         users_shown: _,
+        fair_share: _,
         summary: _,
     } = r;
 }
@@ -276,7 +277,7 @@ fn every_type_and_its_fields_are_documented() {
     use shareq::*;
     let docs = doc_tables();
     let mut report = fields::<replay::Summary>();
-    report.extend(set(&["since", "until", "users_shown"]));
+    report.extend(set(&["since", "until", "users_shown", "fair_share"]));
     let types: Vec<(&str, BTreeSet<String>)> = vec![
         ("JobSpec", fields::<model::JobSpec>()),
         ("RetryStrategy", fields::<model::RetryStrategy>()),
@@ -296,6 +297,7 @@ fn every_type_and_its_fields_are_documented() {
         ("UnitView", fields::<snapshot::UnitView>()),
         ("ReservationView", fields::<snapshot::ReservationView>()),
         ("WaitFigures", fields::<shareq::replay::WaitFigures>()),
+        ("UserStanding", fields::<sched::UserStanding>()),
         ("DeviceView", fields::<snapshot::DeviceView>()),
         ("ShareView", fields::<snapshot::ShareView>()),
         ("LendEdge", fields::<sched::LendEdge>()),

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 const BIN: &str = env!("CARGO_BIN_EXE_shareq");
 const NOT_ALLOWED: i32 = 3;
 
-fn skip_reason() -> Option<String> {
+pub(crate) fn skip_reason() -> Option<String> {
     if !nix::unistd::geteuid().is_root() {
         return Some("not running as root".into());
     }
@@ -47,7 +47,7 @@ macro_rules! root_only {
 }
 
 /// Test users and one group, removed on drop.
-struct Users {
+pub(crate) struct Users {
     prefix: String,
     users: Vec<String>,
     group: String,
@@ -57,7 +57,7 @@ static SEQ: AtomicU32 = AtomicU32::new(0);
 
 impl Users {
     /// `names` become `sqt<pid><n><name>`; those listed in `in_group` join the group.
-    fn create(names: &[&str], in_group: &[&str]) -> Users {
+    pub(crate) fn create(names: &[&str], in_group: &[&str]) -> Users {
         let prefix = format!(
             "sqt{}{}",
             std::process::id() % 100_000,
@@ -83,7 +83,7 @@ impl Users {
         u
     }
 
-    fn name(&self, n: &str) -> String {
+    pub(crate) fn name(&self, n: &str) -> String {
         format!("{}{n}", self.prefix)
     }
 
@@ -163,17 +163,17 @@ impl Drop for BinCopy {
 
 /// A directory every user may enter (not list), holding the config and the state
 /// directory; removed on drop.
-struct Lab {
+pub(crate) struct Lab {
     root: PathBuf,
     bin: PathBuf,
     _copy: Arc<BinCopy>,
     state: PathBuf,
     config: PathBuf,
-    serve: Option<Child>,
+    pub(crate) serve: Option<Child>,
 }
 
 impl Lab {
-    fn new() -> Lab {
+    pub(crate) fn new() -> Lab {
         let root = std::env::temp_dir().join(format!(
             "shareq-mu-{}-{}",
             std::process::id(),
@@ -195,15 +195,22 @@ impl Lab {
         }
     }
 
-    fn write_config(&self, yaml: &str) {
+    pub(crate) fn write_config(&self, yaml: &str) {
         std::fs::write(self.config.join("config.yaml"), yaml).unwrap();
     }
 
     /// `shareq serve` as root; returns its exit status and stderr when it does not start.
-    fn serve(&mut self) -> Result<(), String> {
+    pub(crate) fn serve(&mut self) -> Result<(), String> {
+        self.serve_with(&[])
+    }
+
+    /// `serve`, with more arguments.
+    pub(crate) fn serve_with(&mut self, extra: &[&str]) -> Result<(), String> {
         let err = self.root.join("serve.err");
         let child = Command::new(&self.bin)
-            .args(["serve", "--stop-jobs-on-exit", "--config"])
+            .args(["serve", "--stop-jobs-on-exit"])
+            .args(extra)
+            .arg("--config")
             .arg(&self.config)
             .arg("--state")
             .arg(&self.state)
@@ -234,7 +241,7 @@ impl Lab {
     }
 
     /// The CLI as `user` (`None`: root), in the lab directory.
-    fn cli_as(&self, user: Option<&str>, args: &[&str]) -> Output {
+    pub(crate) fn cli_as(&self, user: Option<&str>, args: &[&str]) -> Output {
         let mut cmd = match user {
             Some(u) => {
                 let mut c = Command::new("runuser");
@@ -254,14 +261,14 @@ impl Lab {
             .expect("run the shareq CLI")
     }
 
-    fn submit_as(&self, user: &str, share: &str, name: &str, cmd: &str) -> Output {
+    pub(crate) fn submit_as(&self, user: &str, share: &str, name: &str, cmd: &str) -> Output {
         self.cli_as(
             Some(user),
             &["submit", "--share", share, "--name", name, "--", cmd],
         )
     }
 
-    fn job(&self, id: u64) -> Value {
+    pub(crate) fn job(&self, id: u64) -> Value {
         let out = self.cli_as(None, &["jobs", "--all", "--json"]);
         assert!(out.status.success(), "{}", text(&out.stderr));
         let j: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -276,7 +283,7 @@ impl Lab {
         panic!("job {id} not listed: {j}");
     }
 
-    fn wait_state(&self, id: u64, states: &[&str]) -> Value {
+    pub(crate) fn wait_state(&self, id: u64, states: &[&str]) -> Value {
         let t = Instant::now();
         loop {
             let j = self.job(id);
@@ -339,11 +346,11 @@ impl Drop for Stopped {
     }
 }
 
-fn text(b: &[u8]) -> String {
+pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn id_of(out: &Output) -> u64 {
+pub(crate) fn id_of(out: &Output) -> u64 {
     assert!(out.status.success(), "submit failed: {}", text(&out.stderr));
     text(&out.stdout).trim().parse().unwrap()
 }

@@ -436,7 +436,15 @@ impl Checker {
 }
 
 fn scenario_strategy(with_reload: bool) -> impl Strategy<Value = String> {
-    prop::collection::vec(share_gen(), 1..5).prop_flat_map(move |shares| {
+    scenario_strategy_of(with_reload, 1..5)
+}
+
+/// [`scenario_strategy`] with a number of shares in `nshares`.
+fn scenario_strategy_of(
+    with_reload: bool,
+    nshares: std::ops::Range<usize>,
+) -> impl Strategy<Value = String> {
+    prop::collection::vec(share_gen(), nshares).prop_flat_map(move |shares| {
         let n = shares.len();
         (
             Just(shares),
@@ -683,4 +691,68 @@ fn check_run(text: &str, reload: bool) -> Result<(), TestCaseError> {
         }
     }
     Ok(())
+}
+
+/// `text` with `fairShare` (and `extra` fields) on every share, initial and reloaded
+/// (SPEC §12), and, with `users`, each job submitted by one of three users.
+fn with_fair_share(text: &str, extra: &str, users: bool) -> String {
+    let mut out = text.replace(
+        "kind: QuotaShare, ",
+        &format!("kind: QuotaShare, fairShare: {{halfLifeSeconds: 600}}{extra}, "),
+    );
+    if users {
+        let mut lines: Vec<String> = Vec::new();
+        for l in out.lines() {
+            match l.strip_prefix("  submit: {jobName: j") {
+                Some(rest) => {
+                    let n: u32 = rest
+                        .chars()
+                        .take_while(char::is_ascii_digit)
+                        .collect::<String>()
+                        .parse()
+                        .unwrap_or(0);
+                    lines.push(l.replacen(
+                        "  submit: {",
+                        &format!("  submit: {{user: u{}, ", n % 3),
+                        1,
+                    ));
+                }
+                None => lines.push(l.to_string()),
+            }
+        }
+        out = lines.join("\n");
+        out.push('\n');
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 150, ..ProptestConfig::default() })]
+
+    /// In a machine of one share used by one user, fair share moves every job by the same
+    /// penalty, and a userLimit no user can reach caps nothing: neither changes a decision
+    /// (SPEC §12). (With several shares it may: the global order of steps 1 and 3 takes
+    /// each share's own penalty.)
+    #[test]
+    fn fair_share_with_one_user_changes_no_decision(
+        text in prop_oneof![scenario_strategy_of(false, 1..2), scenario_strategy_of(true, 1..2)],
+    ) {
+        let plain = decisions(&text);
+        let fair = with_fair_share(&text, ", userLimit: 1000", false);
+        prop_assert!(fair.contains("fairShare"), "{}", fair);
+        prop_assert_eq!(plain, decisions(&fair), "\n{}", fair);
+    }
+
+    /// Fair share among three users keeps every invariant of the plain rules (SPEC §3, §4,
+    /// §12), and a no-op reload at any instant changes no decision.
+    #[test]
+    fn fair_share_among_users_keeps_the_invariants(
+        text in prop_oneof![scenario_strategy(false), churn_strategy()],
+        t in 0u32..120,
+    ) {
+        let fair = with_fair_share(&text, "", true);
+        check_run(&fair, false)?;
+        let reloaded = decisions(&with_noop_reload(&fair, t));
+        prop_assert_eq!(decisions(&fair), reloaded, "reload at {}\n{}", t, fair);
+    }
 }

@@ -27,6 +27,7 @@ fn first_minute(seed: u64) -> Vec<serde_json::Value> {
                 command: None,
                 env: None,
                 working_directory: None,
+                user: None,
                 depends_on: Vec::new(),
                 array_properties: None,
             })),

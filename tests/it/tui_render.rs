@@ -226,7 +226,7 @@ fn details_wrap_long_values_under_themselves() {
                       when its own jobs queue (CROSS_SHARE_RECLAIM after the grace period)"
             .into();
         let text = fixtures::render_with(w, h, |f| {
-            shareq::tui::popups::details::render(f, f.area(), &job, NOW, 0, &app.theme)
+            shareq::tui::popups::details::render(f, f.area(), &job, None, NOW, 0, &app.theme)
         });
         assert_screen(&format!("details_long_{w}x{h}"), &text);
     }

@@ -75,7 +75,13 @@ impl Guard {
 
     /// Usage figures over [since, until] from the history (the caller was admitted;
     /// `users`: with per-user figures).
-    pub async fn report(&self, since: i64, until: i64, users: bool) -> Response {
+    pub async fn report(
+        &self,
+        since: i64,
+        until: i64,
+        users: bool,
+        fair_share: Vec<crate::sched::UserStanding>,
+    ) -> Response {
         if until < since {
             return Response::error(
                 ErrorCode::BadRequest,
@@ -100,6 +106,7 @@ impl Guard {
                 since,
                 until,
                 users_shown: users,
+                fair_share: if users { fair_share } else { Vec::new() },
                 summary,
             })
         });

@@ -530,7 +530,15 @@ fn dispatch(
             users,
         } => {
             let guard = guard.clone();
-            Box::pin(async move { guard.report(since, until, users == Some(true)).await })
+            // Usage against weight in the fair-share shares (SPEC §12), as of now.
+            let fair: Vec<crate::sched::UserStanding> = snapshots
+                .borrow()
+                .users
+                .iter()
+                .filter(|u| u.fair)
+                .cloned()
+                .collect();
+            Box::pin(async move { guard.report(since, until, users == Some(true), fair).await })
         }
         Request::Log {
             id,

@@ -261,6 +261,7 @@ impl Carry {
             timeout_seconds: j.spec.timeout_seconds,
             unit: sched.unit_name(j.unit).to_string(),
             cgroup: Vec::new(),
+            report: None,
         };
         let node = j.node().map(|n| sched.node_name(n).to_string());
         let on = crate::snapshot::devices_text(node.as_deref(), &devices);

@@ -65,6 +65,10 @@ fn sample_loop(mut conn: Connection, rx: watch::Receiver<Arc<Snapshot>>, every: 
         if let Err(e) = usage::write(&mut conn, at, every_ms, &rows) {
             tracing::warn!("cannot record the utilisation sample: {e}");
         }
+        // The users' decayed usage, as of the snapshot (SPEC §12).
+        if let Err(e) = crate::store::user_usage::write(&mut conn, &snap.users) {
+            tracing::warn!("cannot record the users' usage: {e}");
+        }
         since = at;
         if pruned_at.is_none_or(|t| at - t >= PRUNE_EVERY_MS) {
             pruned_at = Some(at);

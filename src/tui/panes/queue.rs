@@ -45,7 +45,9 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let id_w = app.id_width;
     let name_w = if w >= 120 { 20 } else { 14 };
     let share_w = 8;
-    let user_w = USER_W;
+    // Fair-share shares (SPEC §12): the delay the user's usage adds, beside the user.
+    let fair = app.snap.shares.iter().any(|s| s.fair_share);
+    let user_w = if fair { USER_W + 7 } else { USER_W };
     let est_w = 9;
     let fixed =
         id_w + 1 + name_w + 1 + user_w + 1 + share_w + 1 + 4 + 1 + 4 + 1 + 7 + 1 + est_w + 2;
@@ -108,7 +110,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             Span::raw(" "),
             Span::styled(pad(&name, name_w), t.text()),
             Span::raw(" "),
-            Span::styled(pad(user(j), user_w), t.dimmed()),
+            Span::styled(pad(&user_cell(app, j, fair), user_w), t.dimmed()),
             Span::raw(" "),
             Span::styled(
                 pad(&j.share, share_w),
@@ -136,6 +138,19 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         lines.push(Line::styled(msg, t.dimmed()));
     }
     f.render_widget(Paragraph::new(lines), inner);
+}
+
+/// The user column: the submitter, and in a fair-share share the delay their usage adds
+/// to the job's submission time (`alice +12m`).
+fn user_cell(app: &App, j: &crate::snapshot::JobView, fair: bool) -> String {
+    match fair.then(|| app.snap.fair_standing(j)).flatten() {
+        Some(u) => format!(
+            "{} +{}",
+            user(j),
+            crate::duration::short((u.delay_seconds * 1000.0) as i64)
+        ),
+        None => user(j).to_string(),
+    }
 }
 
 /// A queued job's estimated start, short: `~3m12s`, `overdue` (the estimate has passed and

@@ -90,9 +90,18 @@ fn bar_words(parts: [u32; 4]) -> String {
         .join(", ")
 }
 
+/// Marks a share whose queue is ordered by fair share among its users (SPEC §12).
+const GLYPH_FAIR: &str = "⚖";
+
 pub fn render(f: &mut Frame, area: Rect, app: &App) {
+    let any_fair = app.snap.shares.iter().any(|s| s.fair_share);
+    let fair_legend = if any_fair {
+        format!(" {GLYPH_FAIR} fair share")
+    } else {
+        String::new()
+    };
     let title = Line::from(format!(
-        " Shares ─ {GLYPH_OWN} own {GLYPH_BORROWED} borrowed {GLYPH_LENT} lent {GLYPH_IDLE} idle "
+        " Shares ─ {GLYPH_OWN} own {GLYPH_BORROWED} borrowed {GLYPH_LENT} lent {GLYPH_IDLE} idle{fair_legend} "
     ));
     let blk = block(app, Pane::Shares, title);
     let inner = blk.inner(area);
@@ -106,7 +115,11 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         .snap
         .shares
         .iter()
-        .map(|s| s.name.chars().count() + if multi_unit { s.unit.len() + 1 } else { 0 })
+        .map(|s| {
+            s.name.chars().count()
+                + if multi_unit { s.unit.len() + 1 } else { 0 }
+                + if s.fair_share { 2 } else { 0 }
+        })
         .max()
         .unwrap_or(5)
         .clamp(5, 16);
@@ -168,11 +181,15 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         .take(rows as usize)
     {
         let colour = t.share(&s.name);
-        let label = if multi_unit {
+        let mut label = if multi_unit {
             format!("{}/{}", s.name, s.unit)
         } else {
             s.name.clone()
         };
+        if s.fair_share {
+            label.push(' ');
+            label.push_str(GLYPH_FAIR);
+        }
         let own = s.usage.min(s.limit);
         let parts = [own, s.borrowed, s.lent, s.idle.saturating_sub(s.lent)];
         let cells = if (scale_max as usize) * per_gpu <= bar_w {

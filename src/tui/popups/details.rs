@@ -42,7 +42,15 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     out
 }
 
-pub fn render(f: &mut Frame, area: Rect, j: &JobView, now: i64, tz: i32, theme: &Theme) {
+pub fn render(
+    f: &mut Frame,
+    area: Rect,
+    j: &JobView,
+    fair_share: Option<String>,
+    now: i64,
+    tz: i32,
+    theme: &Theme,
+) {
     // A long value (a command, a reason) continues under itself, not under the labels.
     let value_w = usize::from(WIDTH.min(area.width).saturating_sub(2)).saturating_sub(LABEL_W);
     let mut lines: Vec<Line> = Vec::new();
@@ -153,6 +161,9 @@ pub fn render(f: &mut Frame, area: Rect, j: &JobView, now: i64, tz: i32, theme: 
         ));
     }
     lines.extend(row("reason", j.reason.to_string()));
+    if let Some(note) = fair_share {
+        lines.extend(row("fair share", note));
+    }
     lines.push(Line::styled(
         " esc closes   c cancel   p priority   l log",
         theme.dimmed(),

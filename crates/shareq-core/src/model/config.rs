@@ -7,6 +7,7 @@
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// The machine's inventory: which GPUs exist and how many the scheduler may hand out.
@@ -342,6 +343,39 @@ pub struct QuotaShare {
     /// Unix users / `@groups` who may submit; absent = everyone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<Vec<String>>,
+    /// Fair share among the share's users (SPEC §12): whoever has used it least lately goes
+    /// first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_share: Option<FairShare>,
+    /// At most this many GPUs of each unit held by one user's jobs in the share (SPEC §12).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_limit: Option<u32>,
+}
+
+/// `fairShare` of a QuotaShare (SPEC §12).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FairShare {
+    /// Usage this old counts half.
+    #[serde(default = "default_half_life")]
+    pub half_life_seconds: u32,
+    /// A user's weight (default 1): a weight of 2 entitles to twice the share of others.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub weights: BTreeMap<String, f64>,
+}
+
+/// Seven days.
+pub const DEFAULT_HALF_LIFE_SECONDS: u32 = 604_800;
+
+fn default_half_life() -> u32 {
+    DEFAULT_HALF_LIFE_SECONDS
+}
+
+impl FairShare {
+    /// A user's weight: the configured one, else 1.
+    pub fn weight(&self, user: &str) -> f64 {
+        self.weights.get(user).copied().unwrap_or(1.0)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -289,16 +289,24 @@ impl Sched {
 
     pub(crate) fn index_pending(&mut self, id: JobId) {
         let Some(j) = self.job(id) else { return };
-        let (s, u, q, key, nominated) = (j.share, j.unit, j.quantity, j.qkey(), j.is_nominated());
+        let (s, u, q, key, nominated, user) = (
+            j.share,
+            j.unit,
+            j.quantity,
+            j.base_key(),
+            j.is_nominated(),
+            j.user,
+        );
         let share = &mut self.shares[s];
-        share.lanes[u].pending.insert(key);
+        let (b, pen) = (share.users.bucket(user), share.users.pen(user));
+        share.lanes[u].queue.insert(b, pen, key, q, nominated);
         if nominated {
-            share.lanes[u].nominated.insert(key);
             self.units[u].nominated.push(id);
-        } else {
-            share.lanes[u].by_qty.entry(q).or_default().insert(key);
         }
         *share.levels.entry(key.priority()).or_default() += 1;
+        if let Some(j) = self.job_mut(id) {
+            j.bucket = b;
+        }
         self.refresh_lane(s, u);
         if nominated {
             self.refresh_room(u);
@@ -307,17 +315,9 @@ impl Sched {
 
     pub(crate) fn unindex_pending(&mut self, id: JobId) {
         let Some(j) = self.job(id) else { return };
-        let (s, u, q, key) = (j.share, j.unit, j.quantity, j.qkey());
+        let (s, u, q, key, b) = (j.share, j.unit, j.quantity, j.base_key(), j.bucket);
         let share = &mut self.shares[s];
-        let lane = &mut share.lanes[u];
-        lane.pending.remove(&key);
-        if let Some(set) = lane.by_qty.get_mut(&q) {
-            set.remove(&key);
-            if set.is_empty() {
-                lane.by_qty.remove(&q);
-            }
-        }
-        let was_nominated = lane.nominated.remove(&key);
+        let was_nominated = share.lanes[u].queue.remove(b, key, q);
         if was_nominated {
             self.units[u].nominated.retain(|&k| k != id);
         }
@@ -339,7 +339,13 @@ impl Sched {
         let (s, u, q, vkey, stopping) =
             (j.share, j.unit, j.quantity, self.vkey(j), j.is_stopping());
         let (node, devs) = (j.node().unwrap_or(0), j.devices().to_vec());
+        let users = &self.shares[s].users;
+        let (b, pen) = (users.bucket(j.user), users.pen(j.user));
+        if let Some(j) = self.job_mut(id) {
+            j.bucket = b;
+        }
         let lane = &mut self.shares[s].lanes[u];
+        lane.queue.hold(b, pen, q, true);
         lane.usage += q;
         if stopping {
             lane.releasing += q;
@@ -359,8 +365,9 @@ impl Sched {
         let Some(j) = self.job(id) else { return };
         let (s, u, q, vkey, stopping) =
             (j.share, j.unit, j.quantity, self.vkey(j), j.is_stopping());
-        let (node, devs) = (j.node().unwrap_or(0), j.devices().to_vec());
+        let (node, devs, b) = (j.node().unwrap_or(0), j.devices().to_vec(), j.bucket);
         let lane = &mut self.shares[s].lanes[u];
+        lane.queue.hold(b, 0, q, false);
         lane.usage -= q;
         if stopping {
             lane.releasing -= q;

@@ -358,6 +358,7 @@ impl Sched {
             j.attempts_started += 1;
         }
         self.index_holding(id);
+        self.usage_started(id, now);
         let after = self.shares[s].lanes[u].borrowed();
         let node = self.multi_node.then(|| self.node_name(node).to_string());
         self.emit(Event::Started {
@@ -411,6 +412,7 @@ impl Sched {
     }
 
     fn release(&mut self, id: JobId, now: Time) {
+        self.usage_released(id, now);
         self.unindex_holding(id);
         if let Some(j) = self.job_mut(id) {
             j.phase = Phase::Done;

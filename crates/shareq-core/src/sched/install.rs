@@ -82,6 +82,7 @@ impl Sched {
                         min_runtime: 0,
                         lanes: vec![Lane::default(); nunits],
                         levels: Default::default(),
+                        users: Default::default(),
                     });
                     self.share_ix.insert(q.quota_share_name.clone(), ix);
                     ix
@@ -129,6 +130,11 @@ impl Sched {
                     _ => Some(0),
                 };
             }
+        }
+        for s in 0..self.shares.len() {
+            let name = self.shares[s].name.clone();
+            let q = config.shares.iter().find(|q| q.quota_share_name == name);
+            self.install_fair(s, q, now);
         }
         self.protections = self.shares.iter().any(|s| s.min_runtime > 0);
         let mut order: Vec<ShareIx> = (0..self.shares.len()).collect();

@@ -270,6 +270,8 @@ impl Sched {
         stop_after: u32,
         now: Time,
     ) -> JobId {
+        // One user for the parent and every child (SPEC §12: the submitter's).
+        let user = self.shares[share].users.ix_of(Self::user_name(&spec));
         let new = |id: JobId, spec: Arc<JobSpec>, array: Option<ArrayLink>| Job {
             id,
             share,
@@ -284,6 +286,8 @@ impl Sched {
             attempts_started: 0,
             fail_reason: None,
             lapsed_at: None,
+            user,
+            bucket: 0,
             stop_after,
             stop_delay: None,
             finished_at: None,

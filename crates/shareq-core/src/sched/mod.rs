@@ -15,12 +15,14 @@
 
 mod accounting;
 mod event;
+mod fair;
 mod inputs;
 mod install;
 mod links;
 mod pass;
 mod place;
 mod preempt;
+pub mod queue;
 mod reasons;
 mod rejection;
 mod report;
@@ -31,6 +33,7 @@ mod wake;
 
 pub use crate::model::UnitCapacity;
 pub use event::Event;
+pub use fair::{SavedUsage, UserStanding};
 pub use links::{ArrayCounts, DepStatus, array_state, counts_text};
 pub use rejection::{LargerThanAnyNode, Rejection, is_larger_than_any_node};
 pub use report::{LendEdge, ShareUnitStats};
@@ -281,13 +284,14 @@ impl Sched {
             .map(|u| u.name.as_str())
     }
 
-    /// RUNNABLE jobs in global scheduling order (priority, submission, id).
+    /// RUNNABLE jobs in global scheduling order (priority, effective submission,
+    /// submission, id), as of the last pass.
     pub fn queue(&self) -> Vec<JobId> {
         let mut keys: Vec<state::QKey> = self
             .shares
             .iter()
             .flat_map(|s| s.lanes.iter())
-            .flat_map(|l| l.pending.iter().copied())
+            .flat_map(|l| l.queue.keys())
             .collect();
         keys.sort_unstable();
         keys.into_iter().map(|k| k.job()).collect()
@@ -298,7 +302,7 @@ impl Sched {
         self.shares
             .iter()
             .flat_map(|s| s.lanes.iter())
-            .map(|l| l.pending.len())
+            .map(|l| l.queue.len())
             .sum()
     }
 

@@ -22,6 +22,7 @@ impl Sched {
     pub fn pass(&mut self, now: Time) {
         self.now = now;
         self.prune_retries(now);
+        self.refresh_penalties(now);
         // Every round starts, preempts or lapses something, so a pass ends (SPEC §3); the
         // bound only guards the live scheduler against a bug turning into a hang.
         let bound = 64 * (self.jobs.len() as u64 + 16);
@@ -53,17 +54,8 @@ impl Sched {
         from: Bound<QKey>,
     ) -> Option<QKey> {
         let lane = &self.shares[s].lanes[u];
-        let block = lane.block();
-        let mut best: Option<QKey> = None;
-        for (_, set) in lane.by_qty.range(qty) {
-            if let Some(&k) = set.range((from, Unbounded)).next()
-                && block.is_none_or(|b| k < b)
-                && best.is_none_or(|b| k < b)
-            {
-                best = Some(k);
-            }
-        }
-        best
+        let k = lane.queue.first_in(qty, from)?;
+        lane.block().is_none_or(|b| k < b).then_some(k)
     }
 
     /// Step 1, one sweep (repeated here while it starts jobs, which is what "go to 1"
@@ -80,7 +72,7 @@ impl Sched {
                 }
                 for u in 0..self.units.len() {
                     let lane = &self.shares[s].lanes[u];
-                    if lane.pending.is_empty() || self.units[u].free() <= 0 {
+                    if lane.queue.is_empty() || self.units[u].free() <= 0 {
                         continue;
                     }
                     let room = i64::from(lane.limit) - i64::from(lane.usage);
@@ -97,6 +89,7 @@ impl Sched {
                         && after(cursor, k)
                         && best.is_none_or(|b| k < b)
                         && let Some(j) = self.job(k.job())
+                        && self.user_limit_reason(j).is_none()
                         && i64::from(j.quantity)
                             <= room.min(self.available_guaranteed(s, u, k, Some(j.id), &noms))
                         && self.best_fit(u, j.quantity, &noms, Some(j.id)).is_some()
@@ -163,7 +156,7 @@ impl Sched {
     fn step2(&mut self, now: Time) -> bool {
         let shares: Vec<ShareIx> = (0..self.shares.len())
             .filter(|&s| self.shares[s].borrows())
-            .filter(|&s| self.shares[s].lanes.iter().any(|l| !l.pending.is_empty()))
+            .filter(|&s| self.shares[s].lanes.iter().any(|l| !l.queue.is_empty()))
             .collect();
         if shares.is_empty() {
             return false;
@@ -180,43 +173,65 @@ impl Sched {
             })
             .collect();
         let mut lo: Vec<Bound<QKey>> = vec![Unbounded; shares.len()];
-        let mut levels: Vec<Levels> = Vec::new();
+        // Each share's level maxima, taken when first needed (jobs started before are in
+        // `gone`, which every use of them takes into account).
+        let mut levels: Vec<Option<Levels>> = vec![None; shares.len()];
+        // The largest FIFO key each share's started jobs had: they left the indexes, but
+        // they were ahead of everything still to be visited there.
+        let mut gone: Vec<Option<Fifo>> = vec![None; shares.len()];
+        // The latest job started from another share, whose K the share's cursor has not
+        // been moved past yet: K only grows from one start to the next, so the latest
+        // alone counts, and it is worked out only when the share next has a candidate
+        // (a share with none needs no cursor), so that one borrowing share costs no K.
+        let mut behind: Vec<Option<Chosen>> = vec![None; shares.len()];
         let mut started = false;
         loop {
             let noms = self.nominated_totals();
             let mut cands: Vec<(usize, QKey)> = Vec::new();
             for (i, &s) in shares.iter().enumerate() {
-                if let Some(k) = self.step2_candidate(s, &room0[i], lo[i], &noms) {
-                    cands.push((i, k));
+                let Some(mut k) = self.step2_candidate(s, &room0[i], lo[i], &noms) else {
+                    continue;
+                };
+                if let Some(c) = behind[i].take() {
+                    let kstar = self.k_of_chosen(&c, &shares, &room0, &mut levels);
+                    let lv = levels[i].get_or_insert_with(|| self.levels(s, &room0[i]));
+                    let b = self.boundary(s, lv, &room0[i], gone[i], kstar);
+                    lo[i] = max_bound(lo[i], b);
+                    match self.step2_candidate(s, &room0[i], lo[i], &noms) {
+                        Some(k2) => k = k2,
+                        None => continue,
+                    }
                 }
+                cands.push((i, k));
             }
-            if cands.is_empty() {
-                break;
-            }
-            // The level maxima describe the set as it stood when the step began: take
-            // them before the first start removes anything from the indexes.
-            if levels.is_empty() {
-                levels = (0..shares.len())
-                    .map(|i| self.levels(shares[i], &room0[i]))
-                    .collect();
-            }
-            let mut best: Option<(Fifo, usize, QKey)> = None;
-            for (i, k) in cands {
-                let kk = levels[i].k_of(&k);
-                if best.is_none_or(|(b, _, _)| kk < b) {
-                    best = Some((kk, i, k));
+            let (chosen, key) = match cands.as_slice() {
+                [] => break,
+                [(i, k)] => (*i, *k),
+                _ => {
+                    let mut best: Option<(Fifo, usize, QKey)> = None;
+                    for &(i, k) in &cands {
+                        let lv = levels[i].get_or_insert_with(|| self.levels(shares[i], &room0[i]));
+                        let kk = self.k_of(shares[i], lv, &room0[i], gone[i], &k);
+                        if best.is_none_or(|(b, _, _)| kk < b) {
+                            best = Some((kk, i, k));
+                        }
+                    }
+                    let Some((_, i, k)) = best else { break };
+                    (i, k)
                 }
-            }
-            let Some((kstar, chosen, key)) = best else {
-                break;
             };
-            for i in 0..shares.len() {
-                if i == chosen {
-                    lo[i] = Excluded(key);
-                } else {
-                    lo[i] = max_bound(lo[i], levels[i].boundary(kstar));
+            let c = Chosen {
+                share: chosen,
+                key,
+                gone: gone[chosen],
+            };
+            for (i, b) in behind.iter_mut().enumerate() {
+                if i != chosen {
+                    *b = Some(c);
                 }
             }
+            lo[chosen] = Excluded(key);
+            gone[chosen] = gone[chosen].max(Some(key.fifo()));
             let except = self
                 .job(key.job())
                 .and_then(|j| self.reserved_node_of(j.unit, j.id));
@@ -224,6 +239,21 @@ impl Sched {
             started = true;
         }
         started
+    }
+
+    /// K of a job started in this step, worked out later: its share's jobs up to it are
+    /// still queued but for those started before it (`c.gone`); those started after it
+    /// come after it in its share's order.
+    fn k_of_chosen(
+        &self,
+        c: &Chosen,
+        shares: &[ShareIx],
+        room0: &[Vec<i64>],
+        levels: &mut [Option<Levels>],
+    ) -> Fifo {
+        let s = shares[c.share];
+        let lv = levels[c.share].get_or_insert_with(|| self.levels(s, &room0[c.share]));
+        self.k_of(s, lv, &room0[c.share], c.gone, &c.key)
     }
 
     /// The first job of share s at or after `from` in the step-2 set that can start now.
@@ -237,18 +267,18 @@ impl Sched {
         let share = &self.shares[s];
         let mut best: Option<QKey> = None;
         for (u, lane) in share.lanes.iter().enumerate() {
-            if lane.pending.is_empty() || self.units[u].free() <= 0 {
+            if lane.queue.is_empty() || self.units[u].free() <= 0 {
                 continue;
             }
-            let member_min = (room0[u].max(0) + 1) as u32;
+            let min_q = member_min(room0[u]);
             let avail = self.available_borrowing(s, u, None, noms);
             let cap_room = lane.cap.map_or(i64::MAX, |cap| {
                 i64::from(lane.limit) + i64::from(cap) - i64::from(lane.usage)
             });
             let upper = avail.min(i64::from(self.room_max(u, noms))).min(cap_room);
             let mut found = None;
-            if upper >= i64::from(member_min) {
-                let qty = (Included(member_min), Included(upper as u32));
+            if upper >= i64::from(min_q) {
+                let qty = (Included(min_q), Included(upper as u32));
                 found = self.first_in_lane(s, u, qty, from);
             }
             // While u is reserved for a big job (SPEC §3), no other job borrows it; with
@@ -261,8 +291,8 @@ impl Sched {
                     let upper = avail
                         .min(i64::from(self.room_max_except(u, noms, Some(rn))))
                         .min(cap_room);
-                    if upper >= i64::from(member_min) {
-                        let qty = (Included(member_min), Included(upper as u32));
+                    if upper >= i64::from(min_q) {
+                        let qty = (Included(min_q), Included(upper as u32));
                         found = self.first_in_lane(s, u, qty, from);
                     }
                 }
@@ -280,6 +310,7 @@ impl Sched {
                 && after(from, k)
                 && best.is_none_or(|b| k < b)
                 && let Some(j) = self.job(k.job())
+                && self.user_limit_reason(j).is_none()
             {
                 let q = i64::from(j.quantity);
                 let fits_cap = lane.cap.is_none_or(|c| {
@@ -305,35 +336,13 @@ impl Sched {
         let mut last: BTreeMap<u32, Fifo> = BTreeMap::new(); // keyed by inv_prio
         for &prio in share.levels.keys() {
             let inv = QKey::new(prio, 0, JobId(0)).inv_prio;
-            let range = (
-                Included(QKey {
-                    inv_prio: inv,
-                    submitted: Time::MIN,
-                    id: 0,
-                }),
-                Included(QKey {
-                    inv_prio: inv,
-                    submitted: Time::MAX,
-                    id: u64::MAX,
-                }),
-            );
             let mut m: Option<Fifo> = None;
             for (u, lane) in share.lanes.iter().enumerate() {
-                let member_min = (room0[u].max(0) + 1) as u32;
-                for (_, set) in lane.by_qty.range(member_min..) {
-                    if let Some(k) = set.range(range).next_back() {
-                        m = m.max(Some(k.fifo()));
-                    }
-                }
-            }
-            for (u, lane) in share.lanes.iter().enumerate() {
-                for k in lane.nominated.range(range) {
-                    if let Some(j) = self.job(k.job())
-                        && i64::from(j.quantity) > room0[u]
-                    {
-                        m = m.max(Some(k.fifo()));
-                    }
-                }
+                m = m.max(lane.queue.level_max(
+                    inv,
+                    member_min(room0[u]),
+                    self.nominated_member(room0[u]),
+                ));
             }
             if let Some(m) = m {
                 last.insert(inv, m);
@@ -352,6 +361,84 @@ impl Sched {
         Levels(out)
     }
 
+    /// Is a nominated job (base key) in the step-2 set of a lane whose room was `room0`?
+    fn nominated_member(&self, room0: i64) -> impl Fn(QKey) -> bool + '_ {
+        move |k: QKey| {
+            self.job(k.job())
+                .is_some_and(|j| i64::from(j.quantity) > room0)
+        }
+    }
+
+    /// K of a job of share s in the step-2 set: the running maximum of the FIFO keys up to
+    /// it in its share's order. Jobs at higher priority come from the levels taken when the
+    /// step began; at its own level, each bucket's last job up to it (a bucket's base order
+    /// is FIFO within a level); `gone`: the share's jobs started in this step.
+    fn k_of(
+        &self,
+        s: ShareIx,
+        levels: &Levels,
+        room0: &[i64],
+        gone: Option<Fifo>,
+        k: &QKey,
+    ) -> Fifo {
+        let above = levels.above(k.inv_prio);
+        let mut m = above.max(gone).max(Some(k.fifo()));
+        for (u, lane) in self.shares[s].lanes.iter().enumerate() {
+            m = m.max(lane.queue.level_max_upto(
+                *k,
+                member_min(room0[u]),
+                self.nominated_member(room0[u]),
+            ));
+        }
+        m.unwrap_or(k.fifo())
+    }
+
+    /// The first position of share s's step-2 set whose K is at least `kstar`: everything
+    /// before it has been visited once the merge reaches `kstar`.
+    fn boundary(
+        &self,
+        s: ShareIx,
+        levels: &Levels,
+        room0: &[i64],
+        gone: Option<Fifo>,
+        kstar: Fifo,
+    ) -> Bound<QKey> {
+        if gone.is_some_and(|g| g >= kstar) {
+            // Everything after the started jobs has K ≥ kstar.
+            return Unbounded;
+        }
+        for l in &levels.0 {
+            if l.above.is_some_and(|a| a >= kstar) {
+                return Included(QKey::level_bounds(l.inv_prio).0);
+            }
+            if l.last >= kstar {
+                let first = self.shares[s]
+                    .lanes
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(u, lane)| {
+                        lane.queue.level_first_from(
+                            l.inv_prio,
+                            kstar,
+                            member_min(room0[u]),
+                            self.nominated_member(room0[u]),
+                        )
+                    })
+                    .min();
+                if let Some(f) = first {
+                    return Included(f);
+                }
+            }
+        }
+        // Every job of this share comes before kstar.
+        Excluded(QKey {
+            inv_prio: u32::MAX,
+            eff: i64::MAX,
+            submitted: Time::MAX,
+            id: u64::MAX,
+        })
+    }
+
     /// Step 3: the first pending job (global order) for which a victim set exists gets it.
     fn step3(&mut self, now: Time) -> bool {
         // Within one lane and quantity, a job with a higher priority has every victim
@@ -364,7 +451,7 @@ impl Sched {
                 continue;
             }
             for (u, lane) in share.lanes.iter().enumerate() {
-                if lane.pending.is_empty() || lane.limit == 0 {
+                if lane.queue.is_empty() || lane.limit == 0 {
                     continue;
                 }
                 let block = lane.block();
@@ -373,17 +460,9 @@ impl Sched {
                 if !modea && !in_share_room {
                     continue;
                 }
-                for (_, set) in lane.by_qty.range(1..=lane.limit) {
-                    for &k in set {
-                        if block.is_some_and(|b| k > b) {
-                            break;
-                        }
-                        let lapsed = self.job(k.job()).is_some_and(|j| j.lapsed_at == Some(now));
-                        if !lapsed {
-                            reps.push((k, s, u));
-                            break;
-                        }
-                    }
+                let lapsed = |k: QKey| self.job(k.job()).is_some_and(|j| j.lapsed_at == Some(now));
+                for k in lane.queue.firsts_per_qty(lane.limit, block, lapsed) {
+                    reps.push((k, s, u));
                 }
             }
         }
@@ -451,6 +530,15 @@ fn max_bound(a: Bound<QKey>, b: Bound<QKey>) -> Bound<QKey> {
     }
 }
 
+/// A job started in step 2: its share (index into the step's shares), its key, and the
+/// largest FIFO key of its share's jobs started before it in the step.
+#[derive(Debug, Clone, Copy)]
+struct Chosen {
+    share: usize,
+    key: QKey,
+    gone: Option<Fifo>,
+}
+
 #[derive(Debug, Clone)]
 struct Level {
     inv_prio: u32,
@@ -465,47 +553,23 @@ struct Level {
 struct Levels(Vec<Level>);
 
 impl Levels {
-    /// K of a job: the running maximum of FIFO keys up to it in its share's order.
-    fn k_of(&self, k: &QKey) -> Fifo {
-        let above = self
-            .0
+    /// The largest FIFO key of the set's jobs at priorities above level `inv_prio`.
+    fn above(&self, inv_prio: u32) -> Option<Fifo> {
+        self.0
             .iter()
-            .find(|l| l.inv_prio == k.inv_prio)
+            .find(|l| l.inv_prio == inv_prio)
             .and_then(|l| l.above)
             .or_else(|| {
                 self.0
                     .iter()
-                    .filter(|l| l.inv_prio < k.inv_prio)
+                    .filter(|l| l.inv_prio < inv_prio)
                     .map(|l| l.last)
                     .max()
-            });
-        above.map_or(k.fifo(), |a| a.max(k.fifo()))
+            })
     }
+}
 
-    /// The first position whose K is at least `kstar`: everything before it has been
-    /// visited once the merge reaches `kstar`.
-    fn boundary(&self, kstar: Fifo) -> Bound<QKey> {
-        for l in &self.0 {
-            if l.above.is_some_and(|a| a >= kstar) {
-                return Included(QKey {
-                    inv_prio: l.inv_prio,
-                    submitted: Time::MIN,
-                    id: 0,
-                });
-            }
-            if l.last >= kstar {
-                return Included(QKey {
-                    inv_prio: l.inv_prio,
-                    submitted: kstar.0,
-                    id: kstar.1,
-                });
-            }
-        }
-        // Every job of this share comes before kstar.
-        Excluded(QKey {
-            inv_prio: u32::MAX,
-            submitted: Time::MAX,
-            id: u64::MAX,
-        })
-    }
+/// The smallest quantity in a lane's step-2 set: jobs that would exceed the limit.
+fn member_min(room0: i64) -> u32 {
+    (room0.max(0) + 1).min(i64::from(u32::MAX)) as u32
 }

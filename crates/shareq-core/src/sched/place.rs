@@ -161,7 +161,7 @@ impl Sched {
         let free = self.units[u].free();
         for (s, share) in self.shares.iter().enumerate() {
             let lane = &share.lanes[u];
-            if !share.present || lane.by_qty.is_empty() {
+            if !share.present || lane.queue.is_empty() {
                 continue;
             }
             let room = i64::from(lane.limit) - i64::from(lane.usage);
@@ -180,9 +180,15 @@ impl Sched {
             }
             let block = lane.block();
             let waits = lane
-                .by_qty
-                .range(lo as u32..=upper as u32)
-                .any(|(_, set)| set.first().is_some_and(|k| block.is_none_or(|b| *k < b)));
+                .queue
+                .first_in(
+                    (
+                        std::ops::Bound::Included(lo as u32),
+                        std::ops::Bound::Included(upper as u32),
+                    ),
+                    std::ops::Bound::Unbounded,
+                )
+                .is_some_and(|k| block.is_none_or(|b| k < b));
             if waits {
                 return free.clamp(0, i64::from(u32::MAX)) as u32;
             }

@@ -67,7 +67,7 @@ impl Sched {
             s,
             u,
             n,
-            key: job.qkey(),
+            key: self.qkey(job),
             nominated: noms[u],
             counts_only,
         };
@@ -428,7 +428,7 @@ impl Freed {
             Some(x) => x.1 += i64::from(vj.quantity),
             None => self.per_node.push((on, i64::from(vj.quantity))),
         }
-        let back = (vj.quantity, vj.qkey());
+        let back = (vj.quantity, sched.qkey(vj));
         match self.per_share.iter_mut().find(|x| x.share == vj.share) {
             Some(x) => {
                 x.gpus += vj.quantity;

@@ -195,8 +195,11 @@ impl Sched {
         if let Some(why) = self.larger_than_any_node(u, n) {
             return why.to_string();
         }
+        if let Some(why) = self.user_limit_reason(job) {
+            return why;
+        }
         if let Some(b) = lane.block()
-            && b < job.qkey()
+            && b < self.qkey(job)
         {
             return format!(
                 "behind job {} in {} ({}), which is taking GPUs back",
@@ -214,7 +217,7 @@ impl Sched {
         if self.multi_node {
             let within = lane.usage + n <= lane.limit;
             let counts = if within {
-                self.available_guaranteed(s, u, job.qkey(), None, &noms)
+                self.available_guaranteed(s, u, self.qkey(job), None, &noms)
             } else if share.strategy == Strategy::LendAndBorrow
                 && lane.cap.is_none_or(|c| lane.usage + n <= lane.limit + c)
             {
@@ -248,7 +251,7 @@ impl Sched {
                 );
             }
             let avail = self
-                .available_guaranteed(s, u, job.qkey(), None, &noms)
+                .available_guaranteed(s, u, self.qkey(job), None, &noms)
                 .max(0);
             if free >= i64::from(n) {
                 return format!(

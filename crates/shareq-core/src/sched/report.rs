@@ -67,7 +67,7 @@ impl Sched {
                     idle: lane.idle(),
                     lent: lent[s],
                     running: lane.running.len() + lane.stopping as usize,
-                    queued: lane.pending.len(),
+                    queued: lane.queue.len(),
                 });
             }
         }
@@ -150,7 +150,7 @@ impl Sched {
                 && !j.is_nominated()
                 && self.shares[j.share].lanes[j.unit]
                     .block()
-                    .is_some_and(|b| b < j.qkey())
+                    .is_some_and(|b| b < self.qkey(j))
         })
     }
 

@@ -32,7 +32,7 @@ impl Sched {
         let share = &self.shares[s];
         let lane = share.lanes.get(u)?;
         let (key, since) = lane.head?;
-        let job = self.job(key.job())?;
+        let job = self.job(key)?;
         let n = job.quantity;
         let ok = share.borrows()
             && lane.listed
@@ -40,7 +40,9 @@ impl Sched {
             && !job.is_nominated()
             && n > lane.limit
             && i64::from(n) <= self.max_request(s, u)
-            && self.larger_than_any_node(u, n).is_none();
+            && self.larger_than_any_node(u, n).is_none()
+            // Waiting for its own user's jobs (SPEC §12), not for borrowers.
+            && self.user_limit_reason(job).is_none();
         ok.then_some((job.id, since + self.reserve_after))
     }
 
@@ -51,7 +53,7 @@ impl Sched {
         for s in 0..self.shares.len() {
             for u in 0..self.shares[s].lanes.len() {
                 let lane = &mut self.shares[s].lanes[u];
-                let first = lane.pending.first().copied();
+                let first = lane.queue.first().map(|k| k.job());
                 if lane.head.map(|h| h.0) != first {
                     lane.head = first.map(|k| (k, now));
                 }
@@ -73,7 +75,7 @@ impl Sched {
             let best = (0..self.shares.len())
                 .filter_map(|s| self.reservation_candidate(s, u))
                 .filter(|&(_, at)| at <= now)
-                .filter_map(|(id, at)| Some((at, self.job(id)?.qkey(), id)))
+                .filter_map(|(id, at)| Some((at, self.qkey(self.job(id)?), id)))
                 .min();
             if let Some((_, _, id)) = best {
                 let n = self.job(id).map_or(0, |j| j.quantity);

@@ -78,6 +78,7 @@ impl Sched {
             }
         };
         let state = r.holding.as_ref().map_or(JobState::Runnable, |h| h.state);
+        let user = self.shares[s].users.ix_of(Self::user_name(&r.spec));
         let job = Job {
             id: r.id,
             share: s,
@@ -92,6 +93,8 @@ impl Sched {
             attempts_started: r.attempts_started,
             fail_reason: r.fail_reason,
             lapsed_at: None,
+            user,
+            bucket: 0,
             stop_after: 0,
             stop_delay: None,
             finished_at: None,
@@ -110,6 +113,7 @@ impl Sched {
         self.next_id = self.next_id.max(r.id.0 + 1);
         if holding {
             self.index_holding(r.id);
+            self.usage_restored(r.id, now);
         } else if parent {
             if let Some(j) = self.job_mut(r.id) {
                 j.phase = Phase::Parent;
@@ -190,6 +194,7 @@ impl Sched {
                 self.units.len()
             ],
             levels: Default::default(),
+            users: Default::default(),
         });
         self.share_ix.insert(name.to_string(), s);
         let mut order: Vec<usize> = (0..self.shares.len()).collect();

@@ -12,18 +12,31 @@ pub type UnitIx = usize;
 /// reloads by name.
 pub type NodeIx = usize;
 
-/// Global scheduling order: priority descending, then submission time, then job id.
+/// Global scheduling order: priority descending, then *effective* submission time (SPEC
+/// §12: the submission time plus the user's fair-share penalty, in thousandths of an
+/// instant; the submission time itself without `fairShare`), then submission time, then
+/// job id.
+///
+/// The lanes store each job's *base* key (no penalty); a key handed out by a lane is
+/// shifted by its user's current penalty ([`QKey::shift`]), and every comparison between
+/// keys is between shifted ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct QKey {
     pub inv_prio: u32,
+    pub eff: i64,
     pub submitted: Time,
     pub id: u64,
 }
+
+/// `QKey::eff` counts thousandths of an instant, so that a penalty of half a second still
+/// orders two jobs in replay.
+pub const EFF_SCALE: i64 = 1000;
 
 impl QKey {
     pub fn new(priority: u32, submitted: Time, id: JobId) -> QKey {
         QKey {
             inv_prio: MAX_PRIORITY - priority.min(MAX_PRIORITY),
+            eff: submitted.saturating_mul(EFF_SCALE),
             submitted,
             id: id.0,
         }
@@ -31,12 +44,43 @@ impl QKey {
     pub fn priority(&self) -> u32 {
         MAX_PRIORITY - self.inv_prio
     }
-    /// The FIFO key used between shares in step 2.
+    /// The FIFO key used between shares in step 2 (the plain submission time, SPEC §12).
     pub fn fifo(&self) -> (Time, u64) {
         (self.submitted, self.id)
     }
     pub fn job(&self) -> JobId {
         JobId(self.id)
+    }
+    /// The key moved later by a penalty (in `EFF_SCALE` units).
+    pub fn shift(self, pen: i64) -> QKey {
+        QKey {
+            eff: self.eff.saturating_add(pen),
+            ..self
+        }
+    }
+    /// The key moved earlier by a penalty: a shifted key back in its bucket's base order.
+    pub fn unshift(self, pen: i64) -> QKey {
+        QKey {
+            eff: self.eff.saturating_sub(pen),
+            ..self
+        }
+    }
+    /// The smallest and largest keys of a priority level.
+    pub fn level_bounds(inv_prio: u32) -> (QKey, QKey) {
+        (
+            QKey {
+                inv_prio,
+                eff: i64::MIN,
+                submitted: Time::MIN,
+                id: 0,
+            },
+            QKey {
+                inv_prio,
+                eff: i64::MAX,
+                submitted: Time::MAX,
+                id: u64::MAX,
+            },
+        )
     }
 }
 
@@ -205,6 +249,11 @@ pub struct Job {
     pub fail_reason: Option<FailReason>,
     /// The instant its last nomination lapsed: it may not preempt again at that instant.
     pub lapsed_at: Option<Time>,
+    /// The submitter's index among its share's users (SPEC §12).
+    pub user: u32,
+    /// The lane bucket the job is indexed in: `user` where the share orders or caps by
+    /// user, else 0.
+    pub bucket: u32,
     /// Replay only: seconds the job takes to exit after SIGTERM.
     pub stop_after: u32,
     /// Replay only: the stop delay fixed when the current stop began (SPEC §6: a reload
@@ -262,7 +311,8 @@ impl Job {
         matches!(self.phase, Phase::Parent)
     }
 
-    pub fn qkey(&self) -> QKey {
+    /// The job's key without any fair-share penalty: what the lanes store.
+    pub fn base_key(&self) -> QKey {
         QKey::new(self.priority, self.submitted, self.id)
     }
 
@@ -391,20 +441,15 @@ pub struct Lane {
     pub releasing: u32,
     /// How many jobs are being stopped.
     pub stopping: u32,
-    /// RUNNABLE jobs, in scheduling order.
-    pub pending: BTreeSet<QKey>,
-    /// RUNNABLE, not nominated jobs by quantity: the startable candidates and `waiting`.
-    pub by_qty: BTreeMap<u32, BTreeSet<QKey>>,
+    /// RUNNABLE jobs and what each user holds (see [`super::queue`]).
+    pub queue: super::queue::Queue,
     /// Jobs holding GPUs and not being stopped: the victim candidates.
     pub running: BTreeSet<VKey>,
     /// This lane's contribution to its unit's `held_back` total.
     pub hb_term: u32,
-    /// Keys of this lane's nominated jobs: the first one blocks the lane's jobs behind it
-    /// (a nomination holds back only its own share's jobs of the same unit, SPEC §3).
-    pub nominated: BTreeSet<QKey>,
     /// The lane's first pending job and since when it has been first (SPEC §3: a big
     /// job first this long takes its unit's reservation).
-    pub head: Option<(QKey, Time)>,
+    pub head: Option<(JobId, Time)>,
 }
 
 impl Lane {
@@ -416,37 +461,26 @@ impl Lane {
         self.usage.saturating_sub(self.limit)
     }
 
-    /// Σ quantity of RUNNABLE, not nominated jobs with quantity ≤ `threshold`.
-    pub fn waiting_upto(&self, threshold: u32) -> u64 {
-        self.by_qty
-            .range(..=threshold)
-            .map(|(q, s)| u64::from(*q) * s.len() as u64)
-            .sum()
-    }
-
     pub fn is_empty(&self) -> bool {
-        self.usage == 0 && self.pending.is_empty()
+        self.usage == 0 && self.queue.is_empty()
     }
 
     /// The first nominated job's key: the lane's jobs after it may not start.
     pub fn block(&self) -> Option<QKey> {
-        self.nominated.first().copied()
+        self.queue.block()
+    }
+
+    /// Σ quantity of RUNNABLE, not nominated jobs with quantity ≤ `threshold` that their
+    /// user's `userLimit` lets start.
+    pub fn waiting_upto(&self, threshold: u32) -> u64 {
+        self.queue.waiting_upto(threshold)
     }
 
     /// `min(cap, waiting_ahead)`: GPUs asked for by RUNNABLE, not nominated jobs of
     /// quantity ≤ `threshold` that come before `before` in global order, counted up to
     /// `cap` (the oversubscribed rule of SPEC §3 needs no more than the idle guarantee).
     pub fn waiting_ahead_upto(&self, threshold: u32, before: QKey, cap: u32) -> u32 {
-        let mut sum = 0u64;
-        for (q, set) in self.by_qty.range(..=threshold) {
-            for _ in set.range(..before) {
-                sum += u64::from(*q);
-                if sum >= u64::from(cap) {
-                    return cap;
-                }
-            }
-        }
-        sum as u32
+        self.queue.waiting_ahead_upto(threshold, before, cap)
     }
 }
 
@@ -465,6 +499,8 @@ pub struct ShareState {
     pub min_runtime: u32,
     /// One lane per unit index.
     pub lanes: Vec<Lane>,
+    /// The share's users, their decayed usage, and its fair-share policy (SPEC §12).
+    pub users: super::fair::Users,
     /// Pending jobs per priority level (all units): step 2's merge needs the levels.
     pub levels: BTreeMap<u32, u32>,
 }

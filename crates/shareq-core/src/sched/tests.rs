@@ -505,6 +505,68 @@ resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
     assert!(s.job(w1).unwrap().is_holding());
 }
 
+const FAIR: &str = "
+kind: ServiceEnvironment
+name: t
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 2, devices: {fake: 2}}]
+---
+kind: QuotaShare
+quotaShareName: v
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 2}]
+resourceSharingConfiguration: {strategy: RESERVE}
+fairShare: {halfLifeSeconds: 3600, weights: {alice: 2}}
+userLimit: 1
+";
+
+fn by(user: &str, name: &str) -> JobSpec {
+    let mut s = JobSpec::new(name, "v", 1, 0);
+    s.submitter = Some(std::sync::Arc::new(crate::model::Submitter {
+        name: user.into(),
+        uid: 1000,
+    }));
+    s
+}
+
+#[test]
+fn a_user_at_the_user_limit_waits_with_the_reason_and_the_standing_counts_usage() {
+    let mut s = sched(FAIR);
+    let a1 = s.submit(by("alice", "a1"), 0).unwrap();
+    let a2 = s.submit(by("alice", "a2"), 0).unwrap();
+    s.pass(0);
+    assert_eq!(s.job(a1).unwrap().state, JobState::Running);
+    assert_eq!(s.reason(a2), "alice holds 1/1 of v's gpu (userLimit)");
+    // Her job counts in no `waiting`: the share's idle GPU is not held back for it.
+    assert_eq!(stats(&s.share_stats(), "v").queued, 1);
+    s.job_exited(a1, 0, 1000);
+    s.pass(1000);
+    // 1000 GPU-s at a 3600 s half-life, weight 2, on a share of 2 GPUs.
+    let st = s.user_standings(1000);
+    let alice = st.iter().find(|u| u.user == "alice").unwrap();
+    let used = 3600.0 / std::f64::consts::LN_2 * (1.0 - (-1000.0f64 / 3600.0).exp2());
+    assert!((alice.usage_gpu_seconds - used).abs() < 1e-6, "{alice:?}");
+    assert!((alice.delay_seconds - used / 4.0).abs() < 1e-6, "{alice:?}");
+    assert_eq!(alice.weight, 2.0);
+    assert!(alice.fair);
+    assert_eq!(s.job(a2).unwrap().state, JobState::Running);
+}
+
+#[test]
+fn usage_restored_after_a_restart_decays_from_its_instant() {
+    let mut s = sched(FAIR);
+    s.restore_usage(
+        &[SavedUsage {
+            share: "v".into(),
+            user: "bob".into(),
+            usage_gpu_seconds: 1000.0,
+            at: 0,
+        }],
+        3600,
+    );
+    let st = s.user_standings(3600);
+    let bob = st.iter().find(|u| u.user == "bob").unwrap();
+    assert!((bob.usage_gpu_seconds - 500.0).abs() < 1e-6, "{bob:?}");
+}
+
 /// SPEC §13 on forgotten jobs: the live runtime drops ended jobs from the scheduler, and a
 /// dependency on one is still judged by how it ended; an unknown id, a missing child and
 /// too many dependencies are refused; `12:3` names child 3.

@@ -1,0 +1,135 @@
+//! The report channel (`exec::report`) between a real supervisor process (`shareq
+//! __supervise -`, the spec on its standard input, as a Slurm batch script runs it) and
+//! the relay that writes its run files and log: what the supervisor reports lands in the
+//! state directory as the run-file protocol says; output faster than the channel arrives
+//! whole; a wrong token is refused and nothing is written for it.
+
+use shareq::exec::StateDir;
+use shareq::exec::report::relay::Relay;
+use shareq::exec::runfiles::{self, LaunchSpec, Owner};
+use shareq::model::{Command as JobCommand, JobId};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn spec(state: &StateDir, attempt: u32, script: &str) -> LaunchSpec {
+    LaunchSpec {
+        job: JobId(1),
+        attempt,
+        name: "probe".into(),
+        share: "qs1".into(),
+        preempted_count: 0,
+        devices: vec![0],
+        command: JobCommand::Argv(vec!["sh".into(), "-c".into(), script.into()]),
+        env: Default::default(),
+        working_directory: None,
+        log: state.attempt_log(JobId(1), attempt),
+        state: state.root().to_path_buf(),
+        db: "db-report-test".into(),
+        grace_seconds: 1,
+        log_cap: 64,
+        free_reserve: 0,
+        submitter: None,
+        timeout_seconds: None,
+        unit: "gpu".into(),
+        cgroup: Vec::new(),
+        report: None,
+    }
+}
+
+/// Run a supervisor with `spec` on its standard input; its exit status.
+fn supervise(spec: &LaunchSpec) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shareq"))
+        .args(["__supervise", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let json = serde_json::to_vec(spec).unwrap();
+    child.stdin.take().unwrap().write_all(&json).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_supervisor_reports_and_the_relay_writes_its_run_files_and_capped_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::new(dir.path().join("state"));
+    state.create().unwrap();
+    let owner = Owner {
+        db: "db-report-test".into(),
+        legacy_below: 0,
+    };
+    let relay = Relay::start(state.root(), owner.clone()).unwrap();
+    let port = std::fs::read_to_string(state.root().join("report.port")).unwrap();
+    assert_eq!(
+        port.trim().parse::<u16>().ok(),
+        Some(relay.report_to().unwrap().port)
+    );
+
+    let mut good = spec(
+        &state,
+        1,
+        "echo out-$SHAREQ_JOB_ID; echo err >&2; head -c 500 /dev/zero | tr '\\0' a; exit 3",
+    );
+    good.report = Some(relay.report_to().unwrap());
+    runfiles::write_spec(&good).unwrap();
+    let out = supervise(&good);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let exit = runfiles::read_exit(state.root(), JobId(1), 1, &owner).expect("an exit file");
+    assert_eq!(exit.code, 3);
+    assert!(exit.ran_ms.is_some());
+    let pid = runfiles::read_pid(state.root(), JobId(1), 1, &owner).expect("a pid file");
+    assert!(pid.pid > 0);
+    // Recorded as a remote supervisor's: nothing on this machine is taken for it.
+    assert!(pid.remote && !pid.is_alive(), "{pid:?}");
+    let log = std::fs::read_to_string(state.attempt_log(JobId(1), 1)).unwrap();
+    assert!(log.starts_with("out-1\nerr\n"), "{log}");
+    assert!(log.contains("log cut here after 64 bytes"), "{log}");
+
+    // Output faster than the channel is held back, not dropped, while the scheduler is
+    // there: every byte of 256 MiB (32 times the supervisor's queue) reaches the log.
+    let mut flood = spec(&state, 3, "head -c 268435456 /dev/zero");
+    flood.log_cap = 1 << 30;
+    flood.report = Some(relay.report_to().unwrap());
+    runfiles::write_spec(&flood).unwrap();
+    let t = std::time::Instant::now();
+    assert!(supervise(&flood).status.success());
+    let took = t.elapsed();
+    let len = std::fs::metadata(state.attempt_log(JobId(1), 3))
+        .unwrap()
+        .len();
+    assert_eq!(len, 256 << 20, "every byte arrives");
+    eprintln!(
+        "256 MiB through the report channel in {:.2} s",
+        took.as_secs_f64()
+    );
+
+    // The same spec with another token: refused, nothing written for it.
+    let mut forged = spec(&state, 2, "echo forged");
+    forged.report = Some(relay.report_to().unwrap());
+    runfiles::write_spec(&forged).unwrap();
+    let mut claimed = forged.clone();
+    claimed.report.as_mut().unwrap().token = relay.report_to().unwrap().token;
+    let out = supervise(&claimed);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("refused"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(runfiles::read_exit(state.root(), JobId(1), 2, &owner).is_none());
+    assert!(runfiles::read_pid(state.root(), JobId(1), 2, &owner).is_none());
+    assert!(!state.attempt_log(JobId(1), 2).exists());
+
+    // An attempt with its exit written takes no second one.
+    let again = supervise(&good);
+    assert!(!again.status.success());
+    assert_eq!(
+        runfiles::read_exit(state.root(), JobId(1), 1, &owner).map(|e| e.code),
+        Some(3)
+    );
+}
