@@ -721,7 +721,7 @@ struct Queued {
 fn arrays(root: &Path, n: usize, samples: usize) {
     let run = |dir: &str, array: bool| -> Queued {
         let root = root.join(dir);
-        let serve = Serve::start(&root);
+        let serve = Serve::start(&root, "");
         let mut conn = serve.connect();
         let fifo_dir = root.join("fifos");
         std::fs::create_dir_all(&fifo_dir).unwrap();
