@@ -528,6 +528,55 @@ impl Snapshot {
         )
     }
 
+    /// Some share orders its queue by fair share (SPEC §12): the queue's stored order
+    /// (priority, submission) is then not the scheduling order, which
+    /// [`Snapshot::scheduling_order`] gives.
+    pub fn has_fair_share(&self) -> bool {
+        self.shares.iter().any(|s| s.fair_share)
+    }
+
+    /// Sort queued rows into the scheduling order (SPEC §3, §12): priority, then effective
+    /// submission time (the submission plus the user's fair-share delay, as of this
+    /// snapshot), then submission, then id. O(n log n): for answers and the console's
+    /// rows when some share has fair share (otherwise the stored order is it).
+    pub fn scheduling_order(&self, rows: &mut [&JobView]) {
+        if !self.has_fair_share() {
+            return;
+        }
+        let fair: std::collections::HashSet<&str> = self
+            .shares
+            .iter()
+            .filter(|s| s.fair_share)
+            .map(|s| s.name.as_str())
+            .collect();
+        let delay: HashMap<(&str, &str), i64> = self
+            .users
+            .iter()
+            .filter(|u| u.fair)
+            .map(|u| {
+                (
+                    (u.share.as_str(), u.user.as_str()),
+                    (u.delay_seconds * 1000.0) as i64,
+                )
+            })
+            .collect();
+        let key = |j: &JobView| {
+            let user = j.submitter.as_ref().map_or("user", |s| s.name.as_str());
+            let d = if fair.contains(j.share.as_str()) {
+                delay.get(&(j.share.as_str(), user)).copied().unwrap_or(0)
+            } else {
+                0
+            };
+            (
+                std::cmp::Reverse(j.priority),
+                j.submitted.saturating_add(d),
+                j.submitted,
+                j.id,
+            )
+        };
+        rows.sort_by_cached_key(|j| key(j));
+    }
+
     /// Why fair share puts a queued job where it is (SPEC §12), in words: its user's
     /// standing, and the oldest job of the share at its priority it goes ahead of, if
     /// one (`bob has used vision 3× less than alice lately`). `None` outside fair-share

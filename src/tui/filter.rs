@@ -1,8 +1,10 @@
 //! The `/` filter (free text, `user:` `share:` `state:` `node:` keys, `!` negation), the `o` sort orders, and the cached
 //! row order of a long job list so that a frame only touches the visible window.
 
+use crate::model::JobId;
 use crate::snapshot::list::JobRows;
 use crate::snapshot::{JobView, Snapshot};
+use std::collections::HashMap;
 
 /// The keys a `/` filter term may carry, with what each matches (shown in `?` help).
 pub const KEYS: &[(&str, &str)] = &[
@@ -189,7 +191,9 @@ impl RowOrder {
         filter: &Filter,
         sort: Sort,
     ) -> RowOrder {
-        if filter.is_empty() && sort == Sort::Scheduling {
+        // With fair share the stored order is not the scheduling order (SPEC §12).
+        let fair = sort == Sort::Scheduling && snap.has_fair_share();
+        if filter.is_empty() && sort == Sort::Scheduling && !fair {
             return RowOrder {
                 rows: None,
                 len: jobs.row_count(),
@@ -205,6 +209,19 @@ impl RowOrder {
         let jobs = &views;
         // Stable sorts: ties keep scheduling order.
         match sort {
+            Sort::Scheduling if fair => {
+                let mut shown: Vec<&JobView> = rows.iter().map(|&i| jobs[i as usize]).collect();
+                snap.scheduling_order(&mut shown);
+                let at: HashMap<JobId, u32> = views
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (v.id, i as u32))
+                    .collect();
+                rows = shown
+                    .iter()
+                    .filter_map(|v| at.get(&v.id).copied())
+                    .collect();
+            }
             Sort::Scheduling => {}
             Sort::LongestWait => rows.sort_by_key(|&i| jobs[i as usize].submitted),
             Sort::Priority => rows.sort_by_key(|&i| std::cmp::Reverse(jobs[i as usize].priority)),

@@ -121,6 +121,29 @@ impl Driver {
         id
     }
 
+    /// [`Driver::submit`] by another submitter than the share's usual one.
+    pub fn submit_by(
+        &mut self,
+        user: (&str, u32),
+        name: &str,
+        share: &str,
+        gpus: u32,
+        at: Time,
+    ) -> Option<JobId> {
+        let mut spec = JobSpec::new(name, share, gpus, 10);
+        spec.submitter = Some(std::sync::Arc::new(shareq::model::Submitter {
+            name: user.0.to_string(),
+            uid: user.1,
+        }));
+        spec.command = Some(shareq::model::Command::Argv(vec![
+            "python".into(),
+            "run.py".into(),
+        ]));
+        let id = self.sched.submit(spec, at).ok();
+        self.pass(at);
+        id
+    }
+
     /// A stopped job handed its GPUs back.
     pub fn released(&mut self, id: JobId, at: Time) {
         self.sched.gpus_released(id, at);
@@ -317,6 +340,19 @@ pub fn lab_runtimes() -> shareq::forecast::Runtimes {
         .into_iter()
         .flat_map(|(s, mins)| mins.map(|m| (s.to_string(), m * 60_000))),
     )
+}
+
+/// The lab with fair share in `vision` (SPEC §12): vera has used it for an hour, and vik
+/// queues a job last, which goes ahead of her queued sweeps.
+pub fn lab_fair() -> Snapshot {
+    let cfg = LAB_CONFIG.replace(
+        "resourceSharingConfiguration: {strategy: LEND_AND_BORROW, borrowLimit: 100}\npreemptionConfiguration: {inSharePreemption: ENABLED}",
+        "resourceSharingConfiguration: {strategy: LEND_AND_BORROW, borrowLimit: 100}\npreemptionConfiguration: {inSharePreemption: ENABLED}\nfairShare: {halfLifeSeconds: 86400}\nuserLimit: 4",
+    );
+    assert!(cfg.contains("fairShare"));
+    let mut d = lab_driver_on(&cfg);
+    d.submit_by(("vik", 1005), "vik-probe", "vision", 1, NOW - 60_000);
+    lab_snapshot(d)
 }
 
 /// The scheduler behind [`lab`] (for predictions made on a copy of it).

@@ -53,6 +53,39 @@ fn main_screens() {
 }
 
 #[test]
+fn a_fair_share_share_is_marked_and_its_queue_shows_each_users_delay() {
+    check("main_lab_fair", || fixtures::app(fixtures::lab_fair()));
+    // The details of the light user's job say whose older job it goes ahead of, and why.
+    let snap = fixtures::lab_fair();
+    let vik = snap
+        .queue
+        .iter()
+        .find(|j| j.name == "vik-probe")
+        .expect("vik's job is queued")
+        .clone();
+    let note = snap.fair_share_note(&vik).expect("a fair-share note");
+    assert!(
+        note.contains("vik has not used vision lately, vera has"),
+        "{note}"
+    );
+    assert!(note.contains("ahead of job"), "{note}");
+    let mut app = fixtures::app(snap);
+    let text = fixtures::render_with(100, 40, |f| {
+        shareq::tui::popups::details::render(
+            f,
+            f.area(),
+            &vik,
+            Some(note.clone()),
+            fixtures::NOW,
+            0,
+            &app.theme,
+        )
+    });
+    let _ = &mut app;
+    assert_screen("details_fair_share_100x40", &text);
+}
+
+#[test]
 fn a_removed_and_a_disabled_share_and_an_oversubscribed_unit_are_marked() {
     check("main_reloaded", || fixtures::app(fixtures::reloaded()));
 }

@@ -647,11 +647,12 @@ fn jobs_answer(
 ) -> JobsAnswer {
     let done: std::collections::HashSet<_> = finished.iter().map(|j| j.id).collect();
     let live = |j: &&crate::snapshot::JobView| !done.contains(&j.id) && span.contains(j);
+    let mut queue: Vec<&crate::snapshot::JobView> = snap.queue.iter().filter(live).collect();
+    // With fair share the stored order is not the scheduling order (SPEC §12).
+    snap.scheduling_order(&mut queue);
     JobsAnswer {
-        queue: snap
-            .queue
-            .iter()
-            .filter(live)
+        queue: queue
+            .into_iter()
             .map(|j| viewer.view(snap.queued_row(j)))
             .collect(),
         running: snap
