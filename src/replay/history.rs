@@ -90,7 +90,7 @@ impl HistoryTrace {
     }
 
     /// The trace as SPEC §6's CSV (`at,duration,quantity,quotaShareName,jobName,
-    /// schedulingPriority,capacityUnit`).
+    /// schedulingPriority,capacityUnit,user`; the submitter, which fair share orders by).
     pub fn to_csv(&self) -> String {
         let mut w = csv::Writer::from_writer(Vec::new());
         let _ = w.write_record([

@@ -506,3 +506,61 @@ fn a_follower_says_so_when_the_scheduler_stops() {
     };
     assert_eq!(status.code(), Some(1));
 }
+
+/// Fair share (SPEC §12) where operators look: the user's decayed usage as a metric of
+/// the fair-share share only, and `report --users` setting it against the weight.
+#[test]
+fn a_fair_share_shares_usage_is_a_metric_and_in_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    let me = common::me();
+    std::fs::write(
+        config.join("c.yaml"),
+        format!(
+            "{}---\n{}fairShare: {{halfLifeSeconds: 3600, weights: {{{me}: 2}}}}\n---\n{}",
+            "kind: ServiceEnvironment\nname: t\ncapacityLimits: [{capacityUnit: gpu, maxCapacity: 2, devices: {fake: 2}}]\n",
+            common::share("team", 1, "LEND", false),
+            common::share("plain", 1, "LEND", false),
+        ),
+    )
+    .unwrap();
+    let s = Server::start_dir(
+        dir,
+        config,
+        &["--stop-jobs-on-exit", "--metrics", "127.0.0.1:0"],
+    );
+    let addr = metrics_addr(&s);
+    let a = s.submit(&["--share", "team"], &["sleep", "1"]);
+    let b = s.submit(&["--share", "plain"], &["sleep", "1"]);
+    s.wait_state(a, "SUCCEEDED", 30);
+    s.wait_state(b, "SUCCEEDED", 30);
+    let m = fresh_scrape(&s, &addr);
+    let used = value(
+        &m,
+        "shareq_user_usage_gpu_seconds",
+        &[("share", "team"), ("user", &me)],
+    )
+    .expect("the fair-share share's user has a series");
+    assert!((0.5..5.0).contains(&used), "usage {used}");
+    assert_eq!(
+        value(
+            &m,
+            "shareq_user_usage_gpu_seconds",
+            &[("share", "plain"), ("user", &me)]
+        ),
+        None,
+        "no series for a share without fairShare"
+    );
+    let out = s.cli(&["report", "--users"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("team") && l.contains(&me))
+        .unwrap_or_else(|| panic!("no fair-share row for {me}:\n{text}"));
+    let cells: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(cells[3], "2", "weight in {line}");
+    assert_eq!(cells[4], "100%", "entitled in {line}");
+    assert!(text.contains("FAIR SHARE"), "{text}");
+}

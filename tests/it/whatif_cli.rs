@@ -46,11 +46,13 @@ fn whatif_replays_the_real_history_under_both_configs() {
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(
         lines[0],
-        "at,duration,quantity,quotaShareName,jobName,schedulingPriority,capacityUnit"
+        "at,duration,quantity,quotaShareName,jobName,schedulingPriority,capacityUnit,user"
     );
+    let me = crate::common::me();
     assert_eq!(lines.len(), 5, "{csv}");
     for (l, id) in lines[1..].iter().zip(&ids) {
-        assert!(l.ends_with(&format!(",1,a,{id}-sleep,0,gpu")), "{csv}");
+        // The submitter too: fair share orders by it (SPEC §12).
+        assert!(l.ends_with(&format!(",1,a,{id}-sleep,0,gpu,{me}")), "{csv}");
         assert!(
             l.starts_with("0,2,") || l.starts_with("0,3,") || l.starts_with("1,"),
             "{csv}"
