@@ -53,7 +53,7 @@ fn a_pipeline_waits_step_by_step_and_a_failed_step_fails_the_rest() {
     let d = dir.display().to_string();
     let prep = s.submit(
         &["--share", "team", "--name", "prep"],
-        &[&format!("sleep 3; echo data > {d}/prep.out")],
+        &[&format!("sleep 4; echo data > {d}/prep.out")],
     );
     let after_prep = prep.to_string();
     let train = s.submit(
@@ -73,6 +73,7 @@ fn a_pipeline_waits_step_by_step_and_a_failed_step_fails_the_rest() {
     );
     // While prep runs, train is PENDING (not queued, although a GPU is idle), and says
     // what it waits for.
+    wait_job(&s, prep, "RUNNING", 20);
     let t = find(&s, train).unwrap();
     assert_eq!(t["state"], "PENDING", "{t}");
     assert_eq!(

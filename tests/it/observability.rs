@@ -553,7 +553,11 @@ fn a_fair_share_shares_usage_is_a_metric_and_in_the_report() {
         "no series for a share without fairShare"
     );
     let out = s.cli(&["report", "--users"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
         .lines()
