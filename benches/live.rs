@@ -14,7 +14,12 @@
 //!    and key handling on a 160×48 `TestBackend`, at most one frame per 33 ms as in
 //!    `tui::drive`): frame time, key → screen, and serve's CPU again.
 //!
-//! Run: `cargo bench --bench live` (`QUEUED=N`, `SAMPLES=N`, `CHURN_SECS=N`).
+//! 7. arrays (SPEC §13): on two fresh servers with 8 GPUs held, ARRAY (default 10,000)
+//!    single jobs submitted (pipelined) against one ARRAY-child array submitted in one
+//!    request (one transaction): submit time, serve CPU and RSS, the GPU-free → start
+//!    latency (one pass) with each queued, and `jobs` on each.
+//!
+//! Run: `cargo bench --bench live` (`QUEUED=N`, `SAMPLES=N`, `CHURN_SECS=N`, `ARRAY=N`).
 //! Fair share (SPEC §12): `LIVE_USERS=50` (as root) submits the queue as 50 real users
 //! made with `useradd` (removed afterwards), each through its own connection, and
 //! `LIVE_FAIR=1` gives the share `fairShare`; compare the two runs' figures.
@@ -71,6 +76,7 @@ impl Serve {
 name: live-bench
 capacityLimits: [{{capacityUnit: gpu, maxCapacity: {GPUS}, devices: {{fake: {GPUS}}}}}]
 preemption: {{gracePeriodSeconds: 1}}
+limits: {{maxQueuedJobsPerUser: 1000000}}
 ---
 kind: QuotaShare
 quotaShareName: a
@@ -695,4 +701,97 @@ fn main() {
         k99 < 50.0,
     );
     let _ = std::fs::remove_dir_all(root.path().join("fifos"));
+    drop(serve);
+    let n = env_num("ARRAY", if full { 10_000 } else { 200 });
+    arrays(root.path(), n, samples);
+}
+
+/// What one way of queueing `n` jobs cost a fresh server with its 8 GPUs held.
+struct Queued {
+    submit_ms: f64,
+    cpu_s: f64,
+    rss: (f64, f64),
+    rss_after: (f64, f64),
+    start: Vec<f64>,
+    jobs: Vec<f64>,
+    jobs_bytes: usize,
+}
+
+/// Step 7: `n` single jobs against one `n`-child array (SPEC §13), each on a fresh server.
+fn arrays(root: &Path, n: usize, samples: usize) {
+    let run = |dir: &str, array: bool| -> Queued {
+        let root = root.join(dir);
+        let serve = Serve::start(&root, "");
+        let mut conn = serve.connect();
+        let fifo_dir = root.join("fifos");
+        std::fs::create_dir_all(&fifo_dir).unwrap();
+        let mut holders = Holders {
+            dir: fifo_dir,
+            fifos: VecDeque::new(),
+            seq: 0,
+        };
+        for _ in 0..GPUS {
+            let (_, f) = holders.hold(&mut conn, true);
+            holders.fifos.push_back(f);
+        }
+        wait_until("8 GPUs busy", 60, || {
+            conn.ask(r#"{"op":"status"}"#)["status"]["running"].as_u64() == Some(GPUS as u64)
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let rss = serve.rss_mb();
+        let cpu0 = serve.cpu_ticks();
+        let t = Instant::now();
+        if array {
+            let job = serde_json::json!({
+                "jobName": "sweep", "quotaShareName": "a", "quantity": 1,
+                "command": "true", "arrayProperties": {"size": n},
+            });
+            let a = conn.ask(&serde_json::json!({"op": "submit", "job": job}).to_string());
+            assert!(a["id"].as_u64().is_some(), "array refused: {a}");
+        } else {
+            fill(&serve, n);
+        }
+        let submit_ms = t.elapsed().as_secs_f64() * 1e3;
+        wait_until("all queued", 60, || {
+            conn.ask(r#"{"op":"status"}"#)["status"]["queued"].as_u64() == Some(n as u64)
+        });
+        let cpu_s = (serve.cpu_ticks() - cpu0) as f64 / 100.0;
+        std::thread::sleep(Duration::from_millis(200));
+        let start = start_latency(&serve, &mut conn, &mut holders, samples);
+        let (jobs, jobs_bytes) = timed(&mut conn, r#"{"op":"jobs"}"#, 3);
+        let rss_after = serve.rss_mb();
+        let _ = std::fs::remove_dir_all(root.join("fifos"));
+        Queued {
+            submit_ms,
+            cpu_s,
+            rss,
+            rss_after,
+            start,
+            jobs,
+            jobs_bytes,
+        }
+    };
+    let singles = run("singles", false);
+    let array = run("array", true);
+    let p = |v: &[f64]| format!("p50 {:.2} ms, p99 {:.2} ms", pct(v, 0.5), pct(v, 0.99));
+    println!("arrays: {n} single jobs (pipelined, one socket) against one {n}-child array:");
+    for (what, q) in [("singles", &singles), ("array", &array)] {
+        println!(
+            "  {what:<7}: submit {:.1} ms, serve CPU {:.2} s; RSS {:.1} -> {:.1} MB (peak {:.1} MB); \
+             GPU-free -> start {}; jobs ({:.1} MB) {}",
+            q.submit_ms,
+            q.cpu_s,
+            q.rss.0,
+            q.rss_after.0,
+            q.rss_after.1,
+            p(&q.start),
+            q.jobs_bytes as f64 / 1e6,
+            p(&q.jobs)
+        );
+    }
+    let (s, a) = (pct(&singles.start, 0.5), pct(&array.start, 0.5));
+    println!(
+        "  [{}] a pass with the array queued ({a:.2} ms) costs no more than with {n} singles ({s:.2} ms, within 1.5x)",
+        if a <= 1.5 * s { "met" } else { "MISSED" }
+    );
 }

@@ -3,7 +3,8 @@
 //! growth with 4× the jobs (d), and the trace on the Philly cluster's shape, 352 nodes × 8
 //! GPUs (e: time, memory, growth, and the fragmentation figures beside the single pool's),
 //! and (f) the cost of fair share (SPEC §12): a GPU freed with 100,000 jobs of 50 users
-//! queued in one share, with and without `fairShare`, side by side.
+//! queued in one share, with and without `fairShare`, side by side; and (g) arrays (SPEC §13): in the large state, 10,000 queued single jobs against one
+//! 10,000-child array, and 10,000 PENDING jobs: the submit, and a pass after one submit.
 //! Prints figures; run with `cargo bench --bench sched` (one part: `-- f`).
 
 use shareq::config::{parse_documents, validate};
@@ -377,7 +378,78 @@ fn main() {
             );
         }
     }
+    if want("g") {
+        arrays();
+    }
     let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// g: what an array costs the core against the same number of single jobs (SPEC §13).
+fn arrays() {
+    use shareq::model::{ArrayProperties, Dependency, JobRef};
+    const N: u32 = 10_000;
+    let base = big_state(1024, 0);
+    let probe = JobSpec::new("probe", "s000", 1, 9);
+    let (p50, p99, _) = pass_timings(&base, &probe, 21);
+    println!(
+        "g. empty queue: a pass after one submit p50 {:.3} ms, p99 {:.3} ms",
+        p50.as_secs_f64() * 1e3,
+        p99.as_secs_f64() * 1e3
+    );
+    let mut singles = base.clone();
+    let t = Instant::now();
+    for i in 0..N {
+        let _ = singles.submit(JobSpec::new(&format!("q{i}"), "s005", 1, 0), 1_000);
+    }
+    let submit_singles = t.elapsed();
+    singles.pass(1_000);
+    singles.take_events();
+    let mut array = base.clone();
+    let mut spec = JobSpec::new("sweep", "s005", 1, 0);
+    spec.array_properties = Some(ArrayProperties { size: N });
+    let t = Instant::now();
+    let parent = array.submit(spec, 1_000).expect("array accepted");
+    let submit_array = t.elapsed();
+    array.pass(1_000);
+    array.take_events();
+    // The same array, every child PENDING (after a job that runs): in no queue at all.
+    let mut pending = base.clone();
+    let blocker = pending
+        .jobs()
+        .find(|j| j.is_holding())
+        .map(|j| j.id)
+        .expect("a running job");
+    let mut spec = JobSpec::new("after", "s005", 1, 0);
+    spec.array_properties = Some(ArrayProperties { size: N });
+    spec.depends_on = vec![Dependency::on(JobRef::job(blocker.0))];
+    pending.submit(spec, 1_000).expect("accepted");
+    pending.pass(1_000);
+    pending.take_events();
+    assert_eq!(array.queue_len(), singles.queue_len());
+    // Each state twice, in turn: a sample clones the state (its job slab then grows by
+    // one), and what the allocator does for that depends on what ran before it.
+    for (label, s, submit) in [
+        ("10,000 single jobs queued", &singles, Some(submit_singles)),
+        ("one 10,000-child array queued", &array, Some(submit_array)),
+        ("one 10,000-child array PENDING", &pending, None),
+        ("10,000 single jobs queued, again", &singles, None),
+        ("one 10,000-child array queued, again", &array, None),
+    ] {
+        let (p50, p99, _) = pass_timings(s, &probe, 21);
+        let submit = submit.map_or(String::new(), |d| {
+            format!("submit {:.1} ms; ", d.as_secs_f64() * 1e3)
+        });
+        println!(
+            "g. {label}: {submit}a pass after one submit p50 {:.3} ms, p99 {:.3} ms",
+            p50.as_secs_f64() * 1e3,
+            p99.as_secs_f64() * 1e3
+        );
+    }
+    let counts = array.array_counts(parent);
+    println!(
+        "g. the array's counts (O(children), for the parent's row): {}",
+        shareq::sched::counts_text(&counts)
+    );
 }
 
 /// The `--summary` line of a replay, parsed.

@@ -72,6 +72,7 @@ pub const EVENT_NAMES: &[&str] = &[
     "timed_out",
     "reprioritized",
     "succeeded",
+    "released",
     "config_applied",
     "config_rejected",
 ];
@@ -100,6 +101,18 @@ pub fn lines(now: i64, events: &[Event], sched: &Sched) -> Vec<EventLine> {
             if let Some(u) = &user {
                 line.push_str(",\"user\":");
                 line.push_str(&serde_json::to_string(u).unwrap_or_default());
+            }
+            if let Event::Failed {
+                reason: crate::sched::FailReason::DependencyFailed { job: dep, label },
+                ..
+            } = ev
+            {
+                line.push_str(&format!(",\"dependency_id\":{}", dep.0));
+                line.push_str(",\"dependency_label\":");
+                line.push_str(&serde_json::to_string(label).unwrap_or_default());
+            }
+            if let Some((parent, index)) = job_id.and_then(|id| sched.array_of(id)) {
+                line.push_str(&format!(",\"parent\":{},\"arrayIndex\":{index}", parent.0));
             }
             if let Event::Preempted { by: Some(b), .. } = ev {
                 line.push_str(&format!(",\"by_id\":{}", b.0));
@@ -149,7 +162,8 @@ pub fn job_of(ev: &Event) -> Option<crate::model::JobId> {
         | Event::Cancelled { job, .. }
         | Event::TimedOut { job }
         | Event::Reprioritized { job, .. }
-        | Event::Succeeded { job } => Some(job),
+        | Event::Succeeded { job }
+        | Event::Released { job } => Some(job),
         Event::Rejected { .. } | Event::ConfigApplied | Event::ConfigRejected { .. } => None,
     }
 }

@@ -62,6 +62,10 @@ pub fn figures(w: &HistoryWindow, since: i64, until: i64, per_second: u32) -> Su
 
 /// A stored line as the accumulator reads it.
 fn fact(l: &EventLine) -> Option<Fact<'_>> {
+    // An array parent's lines say `"array":N`: its children are the jobs counted (SPEC §13).
+    if l.line.contains("\"array\":") && l.value().get("array").is_some() {
+        return None;
+    }
     let kind = match l.event.as_str() {
         "started" => FactKind::Started {
             quantity: l.quantity.unwrap_or(0),

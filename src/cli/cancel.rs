@@ -13,8 +13,9 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct CancelArgs {
-    /// Job ids (or none, with filters).
-    pub ids: Vec<u64>,
+    /// Job ids (or none, with filters): `12`, or `12:3` for child 3 of array 12
+    /// (cancelling an array's parent cancels every child not yet ended).
+    pub ids: Vec<crate::model::JobRef>,
     #[command(flatten)]
     pub filter: FilterArgs,
     /// Cancel the jobs the filters match without asking.
@@ -98,7 +99,7 @@ pub fn cancel(args: &CancelArgs) -> Result<(), CliError> {
             "shareq cancel: give ids or filters, not both",
         ));
     } else {
-        args.ids.iter().map(|&i| JobId(i)).collect()
+        args.ids.iter().map(|r| r.id()).collect()
     };
     match request(args.state.as_deref(), &Request::Cancel { ids }) {
         Ok(r) if r.not_allowed => Err(CliError::refused(

@@ -29,9 +29,13 @@ pub struct JobsArgs {
     /// Only jobs submitted at or before this instant (same forms as --since; implies --all).
     #[arg(long, value_name = "WHEN")]
     pub until: Option<String>,
-    /// Print the answer as JSON (queue, running, finished, preemptions).
+    /// Print the answer as JSON (queue, running, pending, arrays, finished, preemptions).
     #[arg(long)]
     pub json: bool,
+    /// List every child of an array as a row of its own (`12:3`), instead of one row per
+    /// array with its children's counts by state.
+    #[arg(long)]
+    pub expand: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[arg(long)]
@@ -47,7 +51,7 @@ pub struct FilterArgs {
     /// Only jobs these users submitted (repeat or comma-separate).
     #[arg(long, value_delimiter = ',')]
     pub user: Vec<String>,
-    /// Only jobs in these states: RUNNABLE, SCHEDULED, STARTING, RUNNING, SUCCEEDED,
+    /// Only jobs in these states: PENDING, RUNNABLE, SCHEDULED, STARTING, RUNNING, SUCCEEDED,
     /// FAILED, or `queued`, `running` (SCHEDULED/STARTING/RUNNING), `finished`. (`--state`
     /// names the state directory, as in every command.)
     #[arg(long, value_delimiter = ',')]
@@ -82,6 +86,7 @@ impl JobFilter {
         let mut states = Vec::new();
         for s in &args.status {
             let all = [
+                JobState::Pending,
                 JobState::Runnable,
                 JobState::Scheduled,
                 JobState::Starting,
@@ -102,7 +107,7 @@ impl JobFilter {
                     Some(st) => states.push(*st),
                     None => {
                         return Err(format!(
-                            "--status {s}: not a job state (one of RUNNABLE, SCHEDULED, STARTING, RUNNING, SUCCEEDED, FAILED, or queued, running, finished)"
+                            "--status {s}: not a job state (one of PENDING, RUNNABLE, SCHEDULED, STARTING, RUNNING, SUCCEEDED, FAILED, or queued, running, finished)"
                         ));
                     }
                 },
@@ -138,6 +143,8 @@ impl JobFilter {
     pub fn apply(&self, j: &mut JobsAnswer) {
         j.queue.retain(|v| self.matches(v));
         j.running.retain(|v| self.matches(v));
+        j.pending.retain(|v| self.matches(v));
+        j.arrays.retain(|v| self.matches(v));
         j.finished.retain(|v| self.matches(v));
         if !self.shares.is_empty() {
             j.preemptions.retain(|p| {
@@ -185,6 +192,9 @@ pub fn jobs(args: &JobsArgs) -> Result<(), CliError> {
         read,
     )?;
     filter.apply(&mut j);
+    if !args.expand {
+        fold_arrays(&mut j);
+    }
     if args.json {
         match serde_json::to_string_pretty(&j) {
             Ok(s) => println!("{s}"),
@@ -212,7 +222,17 @@ pub fn jobs(args: &JobsArgs) -> Result<(), CliError> {
     for v in &j.queue {
         table.row(v, now - v.submitted, &estimate_cell(v, now), &v.reason);
     }
+    for v in &j.pending {
+        table.row(v, now - v.submitted, "after", &v.reason);
+    }
+    for v in &j.arrays {
+        table.row(v, now - v.submitted, "", &array_detail(v));
+    }
     for v in &j.finished {
+        if v.array.is_some() {
+            table.row(v, now - v.submitted, "", &array_detail(v));
+            continue;
+        }
         let ran = v.finished.unwrap_or(now) - v.started.unwrap_or(v.submitted);
         let detail = if v.state == crate::model::JobState::Succeeded {
             format!("after {} attempt(s)", v.attempts)
@@ -225,10 +245,33 @@ pub fn jobs(args: &JobsArgs) -> Result<(), CliError> {
         };
         table.row(v, ran, "", &detail);
     }
-    if j.running.is_empty() && j.queue.is_empty() && j.finished.is_empty() {
+    if j.running.is_empty()
+        && j.queue.is_empty()
+        && j.pending.is_empty()
+        && j.arrays.is_empty()
+        && j.finished.is_empty()
+    {
         println!("(no jobs)");
     }
     Ok(())
+}
+
+/// One row per array (SPEC §13): the children leave every list; their parent's row (in
+/// `arrays`, or among the finished) counts them.
+pub fn fold_arrays(j: &mut JobsAnswer) {
+    let child = |v: &JobView| v.parent.is_some();
+    j.queue.retain(|v| !child(v));
+    j.running.retain(|v| !child(v));
+    j.pending.retain(|v| !child(v));
+    j.finished.retain(|v| !child(v));
+}
+
+/// `array 50: 8 running, 30 queued, 12 succeeded`.
+fn array_detail(v: &JobView) -> String {
+    match &v.array {
+        Some(a) => format!("array {}: {}", a.size, a.counts_text()),
+        None => v.reason.to_string(),
+    }
 }
 
 /// The text table: all columns when the terminal is wide (or output goes to a file or a
@@ -311,7 +354,7 @@ impl Table {
             };
             let line = format!(
                 "{:>5} {} {} {} {:>4} {:>3} {:<9} {:>7}",
-                v.id.0,
+                v.label(),
                 pad(&visible(&v.name), 15),
                 pad(&visible(user), 8),
                 pad(&v.share, 8),
@@ -339,7 +382,7 @@ impl Table {
         let command = crate::tui::text::pad(shown, 24);
         println!(
             "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {:<11} {}  {}",
-            v.id.0,
+            v.label(),
             name,
             visible(user),
             v.share,
@@ -412,6 +455,8 @@ fn from_database(state: &std::path::Path, all: bool, span: Span) -> Result<JobsA
     Ok(JobsAnswer {
         queue,
         running,
+        pending: Vec::new(),
+        arrays: Vec::new(),
         finished,
         preemptions,
     })

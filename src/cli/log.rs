@@ -15,7 +15,8 @@ use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct LogArgs {
-    pub id: u64,
+    /// The job: `12`, or `12:3` for child 3 of array 12.
+    pub id: crate::model::JobRef,
     /// Which attempt (default: the latest).
     #[arg(long)]
     pub attempt: Option<u32>,
@@ -61,7 +62,7 @@ pub fn log(args: &LogArgs) -> Result<(), CliError> {
             return Err(CliError::failed(format!("shareq log: {e}")));
         }
     };
-    let job = JobId(args.id);
+    let job = args.id.id();
     // The scheduler answers the owner and admins; without one, whoever can read the files.
     if let Some(done) = via_scheduler(args, &state, job) {
         return done;

@@ -2,13 +2,14 @@
 
 use super::error::CliError;
 use super::request;
-use crate::model::JobId;
 use crate::server::Request;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct PriorityArgs {
-    pub id: u64,
+    /// The job: `12`, or `12:3` for child 3 of array 12 (an array's parent: every child
+    /// not yet ended).
+    pub id: crate::model::JobRef,
     /// The new priority, 0..9999.
     pub priority: u32,
     #[arg(long)]
@@ -17,7 +18,7 @@ pub struct PriorityArgs {
 
 pub fn priority(args: &PriorityArgs) -> Result<(), CliError> {
     let req = Request::Priority {
-        id: JobId(args.id),
+        id: args.id.id(),
         priority: args.priority,
     };
     match request(args.state.as_deref(), &req) {

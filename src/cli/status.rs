@@ -39,8 +39,13 @@ pub fn status(args: &StatusArgs) -> Result<(), CliError> {
         }
         return Ok(());
     }
+    let pending = if s.pending > 0 {
+        format!(", {} pending", s.pending)
+    } else {
+        String::new()
+    };
     println!(
-        "environment {}  ({} running, {} queued)",
+        "environment {}  ({} running, {} queued{pending})",
         s.env_name, s.running, s.queued
     );
     if let Some(why) = &s.paused {

@@ -4,7 +4,7 @@
 
 use super::error::CliError;
 use super::request;
-use crate::model::{Command, JobSpec, RetryStrategy};
+use crate::model::{ArrayProperties, Command, Dependency, JobSpec, RetryStrategy};
 use crate::server::Request;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -53,6 +53,16 @@ pub struct SubmitArgs {
     /// state. `--json` prints the prediction as JSON.
     #[arg(long)]
     pub predict: bool,
+    /// Wait for these jobs to succeed first (SPEC §13): `12,14` (a job, or all of an
+    /// array), `12:3` (an array's child), `N_TO_N:12` (with `--array`: child i after child
+    /// i of array 12), `SEQUENTIAL` (with `--array`: each child after the one before).
+    /// Until then the job is PENDING; if one fails, so does this one.
+    #[arg(long, value_name = "ID[,ID...]", value_delimiter = ',')]
+    pub after: Vec<String>,
+    /// Submit an array of N jobs (2..10000), children PARENT:0 .. PARENT:N-1, each with
+    /// `SHAREQ_ARRAY_INDEX` (and `AWS_BATCH_JOB_ARRAY_INDEX`) in its environment.
+    #[arg(long, value_name = "N")]
+    pub array: Option<u32>,
     /// With `--predict`: JSON output.
     #[arg(long, requires = "predict")]
     pub json: bool,
@@ -102,8 +112,19 @@ impl SubmitArgs {
             timeout_seconds: self.timeout,
             client_token: Some(self.client_token.clone().unwrap_or_else(client_token)),
             submitter: None,
+            depends_on: self
+                .after
+                .iter()
+                .map(|a| parse_after(a))
+                .collect::<Result<_, _>>()?,
+            array_properties: self.array.map(|size| ArrayProperties { size }),
         })
     }
+}
+
+/// One `--after` entry: `12`, `12:3`, `N_TO_N:12` or `SEQUENTIAL` (SPEC §13).
+pub fn parse_after(a: &str) -> Result<Dependency, String> {
+    Dependency::parse(a).map_err(|e| format!("--after {e}"))
 }
 
 /// A token for one submission (SPEC §8): 128 random bits from the kernel, in hex.
@@ -238,4 +259,29 @@ fn predict(args: &SubmitArgs, spec: JobSpec) -> Result<(), CliError> {
         println!("start (estimate): {}", e.label(p.at));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_after;
+    use crate::model::{DependencyType, JobRef};
+
+    #[test]
+    fn after_reads_jobs_children_and_the_two_types() {
+        let d = parse_after("12").unwrap();
+        assert_eq!((d.job_id, d.kind), (Some(JobRef::job(12)), None));
+        let d = parse_after(" 12:3 ").unwrap();
+        assert_eq!(d.job_id.unwrap().to_string(), "12:3");
+        let d = parse_after("n_to_n:7").unwrap();
+        assert_eq!(
+            (d.job_id, d.kind),
+            (Some(JobRef::job(7)), Some(DependencyType::NToN))
+        );
+        let d = parse_after("SEQUENTIAL").unwrap();
+        assert_eq!((d.job_id, d.kind), (None, Some(DependencyType::Sequential)));
+        for bad in ["", "x", "0", "12:", "12:x", "N_TO_N:"] {
+            let e = parse_after(bad).unwrap_err();
+            assert!(e.contains("is not a job id"), "{bad}: {e}");
+        }
+    }
 }

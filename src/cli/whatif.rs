@@ -114,14 +114,17 @@ pub(crate) fn live_state(state: &Path) -> Result<(Sched, i64), String> {
     let (_, loaded) = config_in_force(&store, None)?;
     let now = now_ms();
     let mut sched = Sched::new(&loaded.config, &capacity(&loaded.config), false);
+    // Dependencies on ended jobs are judged as the live scheduler judges them (SPEC §13).
+    sched.reserve_ids_below(crate::model::JobId(
+        store.max_job_id().map_err(|e| e.to_string())?.0 + 1,
+    ));
+    let (succeeded, arrays) = store.link_history().map_err(|e| e.to_string())?;
+    sched.restore_history(succeeded, arrays);
     for job in store.active_jobs().map_err(|e| e.to_string())? {
         if let Err(e) = sched.restore_job(job.restored(true), now) {
             eprintln!("note: {e}");
         }
     }
-    sched.reserve_ids_below(crate::model::JobId(
-        store.max_job_id().map_err(|e| e.to_string())?.0 + 1,
-    ));
     sched.pass(now);
     let _ = sched.take_events();
     Ok((sched, now))

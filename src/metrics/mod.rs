@@ -134,6 +134,13 @@ impl Metrics {
             )
         };
         for ev in events {
+            // An array parent runs nothing: its children are the jobs counted (SPEC §13).
+            let parent = crate::events::job_of(ev)
+                .and_then(|id| sched.job(id))
+                .is_some_and(|j| j.array_size().is_some());
+            if parent {
+                continue;
+            }
             match ev {
                 Event::Submitted { job } => {
                     self.submits

@@ -141,6 +141,8 @@ impl HistoryTrace {
                     env: None,
                     working_directory: None,
                     user: r.user.clone(),
+                    depends_on: Vec::new(),
+                    array_properties: None,
                 })),
                 line: None,
             })

@@ -64,6 +64,21 @@ pub struct SimSubmit {
     /// The submitter (SPEC §12); absent: `user`, with no per-user figures.
     #[serde(default)]
     pub user: Option<String>,
+    /// SPEC §13: the jobs (by jobName) it waits for.
+    #[serde(default)]
+    pub depends_on: Vec<SimDependency>,
+    #[serde(default)]
+    pub array_properties: Option<crate::model::ArrayProperties>,
+}
+
+/// One `dependsOn` entry of a scenario: a job by its name, or `{type: SEQUENTIAL}`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SimDependency {
+    #[serde(default)]
+    pub job_name: Option<String>,
+    #[serde(default, rename = "type")]
+    pub kind: Option<crate::model::DependencyType>,
 }
 
 fn one() -> u32 {
@@ -89,6 +104,7 @@ impl SimSubmit {
                 uid: 0,
             })
         });
+        spec.array_properties = self.array_properties;
         spec
     }
 }
@@ -509,6 +525,8 @@ pub fn load_trace(path: &Path) -> Result<Vec<TimedAction>, ScenarioError> {
                 env: None,
                 working_directory: None,
                 user: get("user").filter(|u| !u.is_empty()).map(str::to_string),
+                depends_on: Vec::new(),
+                array_properties: None,
             })),
         });
     }

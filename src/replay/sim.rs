@@ -317,14 +317,37 @@ impl<'a, W: Write> Sim<'a, W> {
     fn act(&mut self, a: &'a TimedAction, t: i64) -> io::Result<()> {
         match &a.action {
             Action::Submit(s) => {
-                let spec = s.job_spec();
+                let mut spec = s.job_spec();
+                // SPEC §13: dependencies name jobs of the scenario, submitted before.
+                for d in &s.depends_on {
+                    let job_id = match &d.job_name {
+                        None => None,
+                        Some(n) => match self.names.get(n.as_str()) {
+                            Some(&id) => Some(crate::model::JobRef::job(id.0)),
+                            None => {
+                                let error = format!(
+                                    "dependsOn: no job named `{n}` was accepted before this one"
+                                );
+                                self.sched
+                                    .reject(&s.job_name, &s.quota_share_name, error, t);
+                                return self.flush(t);
+                            }
+                        },
+                    };
+                    spec.depends_on.push(crate::model::Dependency {
+                        job_id,
+                        kind: d.kind,
+                    });
+                }
                 if let Ok(id) = self.sched.submit_with_stop(spec, s.stop_after, t) {
                     self.names.insert(s.job_name.as_str(), id);
-                    let ix = (id.0 - 1) as usize;
-                    if self.runs.len() <= ix {
-                        self.runs.resize(ix + 1, (None, 0));
+                    let last = id.0 + u64::from(s.array_properties.map_or(0, |a| a.size));
+                    if self.runs.len() < last as usize {
+                        self.runs.resize(last as usize, (None, 0));
                     }
-                    self.runs[ix] = (s.duration, s.exit_code);
+                    for ix in id.0 - 1..last {
+                        self.runs[ix as usize] = (s.duration, s.exit_code);
+                    }
                 }
             }
             Action::Cancel(name) => {
@@ -406,7 +429,8 @@ impl<'a, W: Write> Sim<'a, W> {
                 }
                 _ => {}
             }
-            if self.quiet {
+            // SPEC §13: a dependent job that becomes RUNNABLE prints nothing new.
+            if self.quiet || matches!(ev, Event::Released { .. }) {
                 continue;
             }
             let mut line = std::mem::take(&mut self.buf);
@@ -465,6 +489,7 @@ pub fn event_name(ev: &Event) -> &'static str {
         Event::TimedOut { .. } => "timed_out",
         Event::Reprioritized { .. } => "reprioritized",
         Event::Succeeded { .. } => "succeeded",
+        Event::Released { .. } => "released",
         Event::ConfigApplied => "config_applied",
         Event::ConfigRejected { .. } => "config_rejected",
     }
@@ -474,14 +499,21 @@ pub fn event_name(ev: &Event) -> &'static str {
 /// seconds, or the live stream's epoch seconds with milliseconds).
 pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &mut String) {
     use std::fmt::Write as _;
-    let name = |id: &JobId| sched.job(*id).map_or("?", |j| j.name());
+    let name = |id: &JobId| sched.replay_name(*id);
     let share = |id: &JobId| sched.job(*id).map_or("?", |j| sched.share_name(j.share));
+    // An array parent's lines say its size (SPEC §13: `"array":N`).
+    let array_size = |out: &mut String, job: &JobId| {
+        if let Some(n) = sched.job(*job).and_then(|j| j.array_size()) {
+            num(out, "array", n);
+        }
+    };
     let _ = write!(out, "{{\"t\":{t}");
     field(out, "event", event_name(ev));
     match ev {
         Event::Submitted { job } => {
-            field(out, "job", name(job));
+            field(out, "job", &name(job));
             field(out, "share", share(job));
+            array_size(out, job);
         }
         Event::Rejected { name, share, error } => {
             field(out, "job", name);
@@ -494,7 +526,7 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
             devices,
             borrowed,
         } => {
-            field(out, "job", name(job));
+            field(out, "job", &name(job));
             field(out, "share", share(job));
             let (unit, q) = sched
                 .job(*job)
@@ -515,11 +547,11 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
             }
         }
         Event::Preempted { job, by, reason } => {
-            field(out, "job", name(job));
+            field(out, "job", &name(job));
             field(out, "share", share(job));
             match by {
                 Some(b) => {
-                    field(out, "by", name(b));
+                    field(out, "by", &name(b));
                     field(out, "by_share", share(b));
                 }
                 None => out.push_str(",\"by\":null,\"by_share\":null"),
@@ -527,27 +559,33 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
             field(out, "reason", reason.as_str());
         }
         Event::Requeued { job } => {
-            field(out, "job", name(job));
+            field(out, "job", &name(job));
         }
         Event::Failed { job, reason } => {
-            field(out, "job", name(job));
+            field(out, "job", &name(job));
             field(out, "reason", reason.code());
-            if let crate::sched::FailReason::NonZeroExit(c) = reason {
-                num(out, "exitCode", c);
+            array_size(out, job);
+            match reason {
+                crate::sched::FailReason::NonZeroExit(c) => num(out, "exitCode", c),
+                crate::sched::FailReason::DependencyFailed { job, .. } => {
+                    field(out, "dependency", &name(job));
+                }
+                _ => {}
             }
         }
         Event::Cancelled { job, .. } => {
-            field(out, "job", name(job));
+            field(out, "job", &name(job));
         }
         Event::TimedOut { job } => {
-            field(out, "job", name(job));
+            field(out, "job", &name(job));
         }
         Event::Reprioritized { job, priority, .. } => {
-            field(out, "job", name(job));
+            field(out, "job", &name(job));
             num(out, "priority", priority);
         }
-        Event::Succeeded { job } => {
-            field(out, "job", name(job));
+        Event::Succeeded { job } | Event::Released { job } => {
+            field(out, "job", &name(job));
+            array_size(out, job);
         }
         Event::ConfigApplied => {}
         Event::ConfigRejected { error } => {

@@ -351,6 +351,10 @@ impl Stats {
             return;
         };
         let Some(j) = sched.job(id) else { return };
+        // An array parent runs nothing: its children are the jobs counted (SPEC §13).
+        if j.array_size().is_some() {
+            return;
+        }
         if let FactKind::Started { quantity } = kind
             && !self.started_once.contains(&id.0)
         {

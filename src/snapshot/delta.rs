@@ -85,6 +85,9 @@ pub struct Delta {
     pub lending: Vec<LendEdge>,
     pub reasons: Arc<Reasons>,
     pub running: Vec<JobView>,
+    /// PENDING jobs and array parents (SPEC §13), only when they changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linked: Option<Arc<super::Linked>>,
     /// Only when they changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished: Option<Arc<Vec<JobView>>>,
@@ -131,6 +134,7 @@ impl Update {
                         .map(|j| viewer.view(j))
                         .collect(),
                 );
+                snap.linked = Arc::new(snap.linked.for_viewer(viewer));
                 Update::Full(snap)
             }
             Update::Delta(mut d) => {
@@ -148,6 +152,7 @@ impl Update {
                 d.finished = d
                     .finished
                     .map(|f| Arc::new(f.iter().cloned().map(|j| viewer.view(j)).collect()));
+                d.linked = d.linked.map(|l| Arc::new(l.for_viewer(viewer)));
                 Update::Delta(d)
             }
         }
@@ -171,6 +176,7 @@ impl Snapshot {
                 lending: self.lending.clone(),
                 reasons: self.reasons.clone(),
                 running: self.running.clone(),
+                linked: (!Arc::ptr_eq(&self.linked, &b.linked)).then(|| self.linked.clone()),
                 finished: (!Arc::ptr_eq(&self.finished, &b.finished))
                     .then(|| self.finished.clone()),
                 preemptions: (!Arc::ptr_eq(&self.preemptions, &b.preemptions))
@@ -220,6 +226,9 @@ impl Snapshot {
         self.running = d.running;
         if let Some(f) = d.finished {
             self.finished = f;
+        }
+        if let Some(l) = d.linked {
+            self.linked = l;
         }
         if let Some(p) = d.preemptions {
             self.preemptions = p;

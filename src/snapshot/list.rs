@@ -255,6 +255,10 @@ mod tests {
             estimate_note: None,
             fair_share_delay_seconds: None,
             user_usage_gpu_seconds: None,
+            parent: None,
+            array_index: None,
+            depends_on: Vec::new(),
+            array: None,
             command: String::new(),
         })
     }

@@ -225,6 +225,68 @@ pub struct JobView {
     /// Its command as one line (an argv list shell-quoted, see `Command::line`).
     #[serde(default)]
     pub command: String,
+    /// An array child's parent (SPEC §13); the child is `<parent>:<arrayIndex>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<JobId>,
+    #[serde(
+        rename = "arrayIndex",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub array_index: Option<u32>,
+    /// The jobs it waits for (or waited for), with where each stands.
+    #[serde(rename = "dependsOn", default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<DependencyView>,
+    /// An array parent: its size and its children's counts by state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<ArrayView>,
+}
+
+impl JobView {
+    /// How users name it: `12`, or `12:3` for child 3 of array 12.
+    pub fn label(&self) -> String {
+        match (self.parent, self.array_index) {
+            (Some(p), Some(i)) => format!("{p}:{i}"),
+            _ => self.id.to_string(),
+        }
+    }
+}
+
+/// One dependency of a job, as `jobs --json` and the console show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DependencyView {
+    pub job: JobId,
+    /// `12`, or `12:3` for an array's child.
+    pub label: String,
+    /// Its state; `None` when no such job is known.
+    pub state: Option<JobState>,
+}
+
+/// An array parent's children (SPEC §13).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayView {
+    pub size: u32,
+    /// Children by state, states with none left out (`{"RUNNING": 8, "RUNNABLE": 30}`).
+    pub counts: std::collections::BTreeMap<JobState, u32>,
+}
+
+impl ArrayView {
+    /// `8 running, 30 queued, 12 succeeded`.
+    pub fn counts_text(&self) -> String {
+        let mut counts = [0u32; 8];
+        for (s, n) in &self.counts {
+            counts[s.ordinal()] = *n;
+        }
+        crate::sched::counts_text(&counts)
+    }
+}
+
+/// Jobs outside the queue that are not running either (SPEC §13): PENDING jobs and the
+/// parents of arrays not yet settled, each in id order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Linked {
+    pub pending: Vec<Arc<JobView>>,
+    pub arrays: Vec<Arc<JobView>>,
 }
 
 /// One line of the preemption log (SPEC §4.4 item 4).
@@ -294,6 +356,9 @@ pub struct Snapshot {
     pub reasons: Arc<Reasons>,
     /// Jobs holding GPUs.
     pub running: Vec<JobView>,
+    /// PENDING jobs and unsettled array parents (SPEC §13).
+    #[serde(default)]
+    pub linked: Arc<Linked>,
     /// Recently finished jobs, newest first.
     pub finished: Arc<Vec<JobView>>,
     /// Newest first.
@@ -326,6 +391,17 @@ pub struct Snapshot {
     /// (SPEC §12), as of `at`.
     #[serde(default)]
     pub users: Arc<Vec<crate::sched::UserStanding>>,
+}
+
+impl Linked {
+    /// The rows as `viewer` may see them (others' commands hidden).
+    pub fn for_viewer(&self, viewer: Viewer) -> Linked {
+        let hide = |v: &[Arc<JobView>]| v.iter().cloned().map(|j| viewer.view_arc(j)).collect();
+        Linked {
+            pending: hide(&self.pending),
+            arrays: hide(&self.arrays),
+        }
+    }
 }
 
 /// Who reads a picture (SPEC §9): every job's id, name, share, user, state, reason,
@@ -382,6 +458,7 @@ impl Snapshot {
             queue: JobList::new(),
             reasons: Arc::default(),
             running: Vec::new(),
+            linked: Arc::default(),
             finished: Arc::default(),
             preemptions: Arc::default(),
             grace_period_seconds: 30,
@@ -715,7 +792,11 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         unit: sched.unit_name(j.unit).to_string(),
         quantity: j.quantity,
         priority: j.priority,
-        state: j.state,
+        state: if j.is_parent() {
+            sched.parent_state(j)
+        } else {
+            j.state
+        },
         submitted: j.submitted,
         started: j.started_at(),
         finished: j.finished_at,
@@ -750,6 +831,32 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
             .as_ref()
             .map(|c| c.line())
             .unwrap_or_default(),
+        parent: j.parent(),
+        array_index: j.array_index(),
+        depends_on: sched
+            .dependencies(j.id)
+            .into_iter()
+            .map(|(job, label, status)| DependencyView {
+                job,
+                label,
+                state: status.map(|s| match s {
+                    crate::sched::DepStatus::Waiting(s) => s,
+                    crate::sched::DepStatus::Succeeded => JobState::Succeeded,
+                    crate::sched::DepStatus::Failed => JobState::Failed,
+                }),
+            })
+            .collect(),
+        array: j.array_size().map(|size| {
+            let counts = sched.array_counts(j.id);
+            ArrayView {
+                size,
+                counts: JobState::ALL
+                    .iter()
+                    .filter(|s| counts[s.ordinal()] > 0)
+                    .map(|&s| (s, counts[s.ordinal()]))
+                    .collect(),
+            }
+        }),
     }
 }
 

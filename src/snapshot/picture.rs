@@ -54,6 +54,12 @@ pub struct Picture {
     changes: Option<Vec<Change>>,
     log: ChangeLog,
     finished: Arc<Vec<JobView>>,
+    /// PENDING jobs and unsettled array parents (SPEC §13), rebuilt into `linked` only
+    /// when one of them changed.
+    pending: std::collections::BTreeMap<JobId, Arc<JobView>>,
+    arrays: std::collections::BTreeMap<JobId, Arc<JobView>>,
+    linked: Arc<super::Linked>,
+    linked_dirty: bool,
     preemptions: Arc<Vec<PreemptionRecord>>,
     estimates: Arc<crate::forecast::Estimates>,
 }
@@ -82,7 +88,8 @@ impl Picture {
                 | Event::Cancelled { job, .. }
                 | Event::TimedOut { job }
                 | Event::Reprioritized { job, .. }
-                | Event::Succeeded { job } => self.touch(*job),
+                | Event::Succeeded { job }
+                | Event::Released { job } => self.touch(*job),
                 Event::Preempted { job, by, .. } => {
                     self.touch(*job);
                     if let Some(by) = by {
@@ -127,13 +134,39 @@ impl Picture {
         self.nominated.clear();
         self.touched.clear();
         self.all_touched = false;
+        self.pending.clear();
+        self.arrays.clear();
+        self.linked_dirty = true;
         for id in sched.queue() {
             self.refresh(sched, id);
+        }
+        for j in sched.jobs().filter(|j| j.is_dependent() || j.is_parent()) {
+            self.refresh_linked(sched, j.id);
         }
         for j in sched.jobs().filter(|j| j.is_holding()) {
             self.holding.insert(j.id);
         }
         self.changes = None;
+    }
+
+    /// Bring a PENDING job's or an array parent's row up to date (or drop it).
+    fn refresh_linked(&mut self, sched: &Sched, id: JobId) {
+        let job = sched.job(id);
+        let view = |j| Arc::new(job_view(sched, j, Arc::from(sched.reason(id))));
+        let changed = match job {
+            Some(j) if j.is_dependent() => {
+                self.arrays.remove(&id);
+                self.pending.insert(id, view(j));
+                true
+            }
+            Some(j) if j.is_parent() => {
+                self.pending.remove(&id);
+                self.arrays.insert(id, view(j));
+                true
+            }
+            _ => self.pending.remove(&id).is_some() | self.arrays.remove(&id).is_some(),
+        };
+        self.linked_dirty |= changed;
     }
 
     /// Bring one job's rows up to date.
@@ -260,10 +293,34 @@ impl Picture {
         // A nominated job's reason counts its victims; a nomination may also lapse.
         self.touched.extend(self.nominated.iter().copied());
         let mut seen = HashSet::with_capacity(self.touched.len());
+        let mut linked = std::collections::BTreeSet::new();
         for id in std::mem::take(&mut self.touched) {
             if seen.insert(id) {
                 self.refresh(sched, id);
+                // A PENDING job's reason names its dependencies' states, a parent's row
+                // counts its children (SPEC §13).
+                linked.insert(id);
+                linked.extend(sched.dependents_of(id).iter().copied());
+                if let Some((parent, _)) = sched.array_of(id) {
+                    linked.insert(parent);
+                }
             }
+        }
+        for id in linked {
+            if self.pending.contains_key(&id)
+                || self.arrays.contains_key(&id)
+                || sched
+                    .job(id)
+                    .is_some_and(|j| j.is_dependent() || j.is_parent())
+            {
+                self.refresh_linked(sched, id);
+            }
+        }
+        if std::mem::take(&mut self.linked_dirty) {
+            self.linked = Arc::new(super::Linked {
+                pending: self.pending.values().cloned().collect(),
+                arrays: self.arrays.values().cloned().collect(),
+            });
         }
         let mut running: Vec<JobView> = self
             .holding
@@ -299,6 +356,7 @@ impl Picture {
             queue: self.queue.clone(),
             reasons: Arc::new(self.reasons(sched)),
             running,
+            linked: self.linked.clone(),
             finished: self.finished.clone(),
             preemptions: self.preemptions.clone(),
             grace_period_seconds: sched.grace_period_seconds(),

@@ -17,15 +17,20 @@ pub const RECENT_HISTORY: usize = 200;
 
 const MS_PER_DAY: i64 = 86_400_000;
 
+/// The jobs that ended SUCCEEDED, and every array as (parent, size) (SPEC §13).
+pub type LinkHistory = (Vec<JobId>, Vec<(JobId, u32)>);
+
 const JOB_RECORD_COLUMNS: &str = "id, name, share, unit, quantity, priority, state, submitted,
     started_at, finished_at, devices, attempts_started, preempted_count, fail_reason,
     json_extract(spec, '$.submitter.name'), json_extract(spec, '$.submitter.uid'),
-    json_type(spec, '$.command'), json_extract(spec, '$.command')";
+    json_type(spec, '$.command'), json_extract(spec, '$.command'), parent, array_index,
+    array_size";
 
 impl Store {
     /// Everything a restarting runtime needs: jobs to queue or adopt (in id order), the
     /// preemption log, recent history, the highest id handed out and the last config.
     pub fn load(&self) -> Result<Recovered, StoreError> {
+        let (succeeded, arrays) = self.link_history()?;
         Ok(Recovered {
             jobs: self.active_jobs()?,
             preemptions: self.preemptions(RECENT_PREEMPTIONS)?,
@@ -33,7 +38,42 @@ impl Store {
             max_job_id: self.max_job_id()?,
             config: self.last_config()?,
             owner: self.identity()?,
+            succeeded,
+            arrays,
         })
+    }
+
+    /// What dependencies on ended jobs are judged by (SPEC §13): the jobs that ended
+    /// SUCCEEDED, and every array (parent, size), for `Sched::restore_history`.
+    pub fn link_history(&self) -> Result<LinkHistory, StoreError> {
+        Ok((
+            self.ids("SELECT id FROM jobs WHERE state = 'SUCCEEDED'")?,
+            self.arrays()?,
+        ))
+    }
+
+    fn ids(&self, sql: &str) -> Result<Vec<JobId>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let ids = stmt
+            .query_map([], |r| r.get::<_, i64>(0))
+            .and_then(|rows| rows.map(|r| r.map(|i| JobId(i as u64))).collect())
+            .map_err(|e| self.err(e))?;
+        Ok(ids)
+    }
+
+    /// Every array: (parent, size), in id order.
+    fn arrays(&self) -> Result<Vec<(JobId, u32)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id, array_size FROM jobs WHERE array_size IS NOT NULL ORDER BY id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((JobId(r.get::<_, i64>(0)? as u64), r.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.err(e))?;
+        Ok(rows)
     }
 
     /// Jobs queued or holding GPUs, in id order.
@@ -46,7 +86,11 @@ impl Store {
                     started_at, devices,
                     (SELECT attempt FROM attempts WHERE job = jobs.id AND ended_at IS NULL
                      ORDER BY attempt DESC LIMIT 1),
-                    fail_reason, node
+                    fail_reason, node, depends_on, parent, array_index, array_size,
+                    CASE WHEN array_size IS NULL THEN 0 ELSE (SELECT count(*) FROM jobs c
+                        WHERE c.parent = jobs.id AND c.finished_at IS NULL) END,
+                    CASE WHEN array_size IS NULL THEN 0 ELSE (SELECT count(*) FROM jobs c
+                        WHERE c.parent = jobs.id AND c.state = 'FAILED') END
                  FROM jobs WHERE finished_at IS NULL ORDER BY id",
             )
             .map_err(|e| self.err(e))?;
@@ -91,6 +135,27 @@ impl Store {
             }
             _ => None,
         };
+        let deps: Option<String> = row.get(17).map_err(e)?;
+        let deps: Vec<u64> = match deps {
+            Some(t) => serde_json::from_str(&t).map_err(|x| bad(format!("depends_on: {x}")))?,
+            None => Vec::new(),
+        };
+        let deps = deps.into_iter().map(JobId).collect();
+        let parent: Option<i64> = row.get(18).map_err(e)?;
+        let index: Option<u32> = row.get(19).map_err(e)?;
+        let size: Option<u32> = row.get(20).map_err(e)?;
+        let array = match (parent, index, size) {
+            (Some(p), Some(index), _) => Some(crate::sched::ArrayLink::Child {
+                parent: JobId(p as u64),
+                index,
+            }),
+            (_, _, Some(size)) => Some(crate::sched::ArrayLink::Parent {
+                size,
+                left: row.get(21).map_err(e)?,
+                failed: row.get(22).map_err(e)?,
+            }),
+            _ => None,
+        };
         Ok(StoredJob {
             id: JobId(id as u64),
             spec,
@@ -103,6 +168,8 @@ impl Store {
             attempts_started: row.get(8).map_err(e)?,
             fail_reason: row.get(15).map_err(e)?,
             holding,
+            deps,
+            array,
         })
     }
 
@@ -166,13 +233,46 @@ impl Store {
         }
     }
 
+    /// An array's children by state (SPEC §13).
+    fn child_counts(
+        &self,
+        parent: i64,
+    ) -> Result<std::collections::BTreeMap<JobState, u32>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT state, count(*) FROM jobs WHERE parent = ?1 GROUP BY state")
+            .map_err(|e| self.err(e))?;
+        let rows: Vec<(String, u32)> = stmt
+            .query_map([parent], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.err(e))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(s, n)| Some((state_from_str(&s)?, n)))
+            .collect())
+    }
+
     fn job_record(&self, row: &Row) -> Result<JobRecord, StoreError> {
         let e = |e| self.err(e);
         let id: i64 = row.get(0).map_err(e)?;
         let bad = |what: String| StoreError::bad_record(&self.path, format!("job {id}: {what}"));
         let state_text: String = row.get(6).map_err(e)?;
         let devices: Option<String> = row.get(10).map_err(e)?;
+        let size: Option<u32> = row.get(20).map_err(e)?;
+        let array = match size {
+            Some(size) => Some(crate::snapshot::ArrayView {
+                size,
+                counts: self.child_counts(id)?,
+            }),
+            None => None,
+        };
         Ok(JobRecord {
+            parent: row
+                .get::<_, Option<i64>>(18)
+                .map_err(e)?
+                .map(|p| JobId(p as u64)),
+            array_index: row.get(19).map_err(e)?,
+            array,
             id: JobId(id as u64),
             name: row.get(1).map_err(e)?,
             share: row.get(2).map_err(e)?,

@@ -59,8 +59,10 @@ const CLOSE_ATTEMPT: &str = "UPDATE attempts SET ended_at = ?2, outcome = CASE
 
 const UPSERT_JOB: &str = "INSERT INTO jobs (id, name, share, unit, quantity, priority, spec,
         submitted, state, preempted_count, failed_attempts, attempts_started, fail_reason,
-        stop_kind, stop_by, stop_reason, stop_since, finished_at)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
+        stop_kind, stop_by, stop_reason, stop_since, finished_at, parent, array_index, array_size,
+        depends_on)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+        ?20, ?21, ?22)
     ON CONFLICT(id) DO UPDATE SET priority = excluded.priority, state = excluded.state,
         preempted_count = excluded.preempted_count, failed_attempts = excluded.failed_attempts,
         attempts_started = excluded.attempts_started,
@@ -204,6 +206,10 @@ fn upsert_job(tx: &Transaction, job: &Job, sched: &Sched) -> rusqlite::Result<()
     let spec = serde_json::to_string(&job.spec)
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
     let (kind, by, reason) = encode_stop(job.stop_cause());
+    let deps = (!job.deps.is_empty()).then(|| {
+        let ids: Vec<u64> = job.deps.iter().map(|d| d.0).collect();
+        serde_json::to_string(&ids).unwrap_or_default()
+    });
     let mut stmt = tx.prepare_cached(UPSERT_JOB)?;
     stmt.execute(params![
         job.id.0 as i64,
@@ -224,6 +230,10 @@ fn upsert_job(tx: &Transaction, job: &Job, sched: &Sched) -> rusqlite::Result<()
         reason,
         job.stopping_since(),
         job.finished_at,
+        job.parent().map(|p| p.0 as i64),
+        job.array_index(),
+        job.array_size(),
+        deps,
     ])?;
     Ok(())
 }
@@ -342,6 +352,7 @@ fn record_event(
             preemption_outcome(tx, *job, "succeeded")?;
         }
         Event::Submitted { .. }
+        | Event::Released { .. }
         | Event::Reprioritized { .. }
         | Event::Rejected { .. }
         | Event::ConfigApplied

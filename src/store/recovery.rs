@@ -40,6 +40,9 @@ pub struct RecoveryPlan {
     pub lost: Vec<JobId>,
     /// The first id a new submission may take.
     pub next_job_id: JobId,
+    /// Jobs that ended SUCCEEDED and arrays (parent, size), for dependencies (SPEC §13).
+    pub succeeded: Vec<JobId>,
+    pub arrays: Vec<(JobId, u32)>,
 }
 
 /// Classify every recovered job. Jobs being stopped whose processes are gone count as
@@ -63,6 +66,8 @@ pub fn plan_with(
         observed: Vec::new(),
         lost: Vec::new(),
         next_job_id: JobId(recovered.max_job_id.0 + 1),
+        succeeded: recovered.succeeded.clone(),
+        arrays: recovered.arrays.clone(),
     };
     for job in &recovered.jobs {
         let Some(h) = &job.holding else {
@@ -155,6 +160,7 @@ impl RecoveryPlan {
     ) -> Result<Vec<Event>, StoreError> {
         store.record_lost(now, &self.lost)?;
         sched.reserve_ids_below(self.next_job_id);
+        sched.restore_history(self.succeeded.iter().copied(), self.arrays.iter().copied());
         for r in &self.restore {
             sched
                 .restore_job(r.clone(), now)

@@ -22,6 +22,10 @@ pub struct StoredJob {
     pub fail_reason: Option<String>,
     /// Set when it held GPUs (SCHEDULED, STARTING or RUNNING).
     pub holding: Option<StoredHolding>,
+    /// The jobs it waits for, resolved (SPEC §13).
+    pub deps: Vec<JobId>,
+    /// Its place in an array (a parent's counts from its children's rows).
+    pub array: Option<crate::sched::ArrayLink>,
 }
 
 /// The attempt a job was running when the scheduler last wrote.
@@ -67,6 +71,8 @@ impl StoredJob {
                 .and_then(|r| r.strip_prefix("CANCELLED: by "))
                 .map(|by| FailReason::Cancelled(by.to_string())),
             holding,
+            deps: self.deps.clone(),
+            array: self.array,
         }
     }
 }
@@ -93,6 +99,10 @@ pub struct JobRecord {
     pub submitter: Option<std::sync::Arc<crate::model::Submitter>>,
     /// The command as one line (`Command::line`).
     pub command: String,
+    /// An array child's parent and index; a parent's children (SPEC §13).
+    pub parent: Option<JobId>,
+    pub array_index: Option<u32>,
+    pub array: Option<crate::snapshot::ArrayView>,
 }
 
 impl JobRecord {
@@ -128,6 +138,10 @@ impl JobRecord {
             estimate_note: None,
             fair_share_delay_seconds: None,
             user_usage_gpu_seconds: None,
+            parent: self.parent,
+            array_index: self.array_index,
+            depends_on: Vec::new(),
+            array: self.array.clone(),
             command: self.command.clone(),
         }
     }
@@ -173,6 +187,10 @@ pub struct Recovered {
     pub config: Option<ConfigRecord>,
     /// The database's identity, whose run files are its own.
     pub owner: crate::exec::runfiles::Owner,
+    /// Every job that ended SUCCEEDED, and every array (parent, size): what dependencies
+    /// on ended jobs are judged by (SPEC §13).
+    pub succeeded: Vec<JobId>,
+    pub arrays: Vec<(JobId, u32)>,
 }
 
 // ---- text encodings ----
@@ -180,6 +198,7 @@ pub struct Recovered {
 pub(crate) fn state_from_str(s: &str) -> Option<JobState> {
     Some(match s {
         "SUBMITTED" => JobState::Submitted,
+        "PENDING" => JobState::Pending,
         "RUNNABLE" => JobState::Runnable,
         "SCHEDULED" => JobState::Scheduled,
         "STARTING" => JobState::Starting,

@@ -185,6 +185,16 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (share, user)
     ) WITHOUT ROWID;
     ",
+    // 9: dependencies and arrays (SPEC §13): an array child's parent and index, a
+    // parent's size, and the ids a job waits for (JSON array, resolved: an N_TO_N or
+    // SEQUENTIAL partner is an id like any other). NULL for jobs stored before.
+    "
+    ALTER TABLE jobs ADD COLUMN parent INTEGER;
+    ALTER TABLE jobs ADD COLUMN array_index INTEGER;
+    ALTER TABLE jobs ADD COLUMN array_size INTEGER;
+    ALTER TABLE jobs ADD COLUMN depends_on TEXT;
+    CREATE INDEX jobs_parent ON jobs(parent) WHERE parent IS NOT NULL;
+    ",
 ];
 
 /// The schema version this code writes.

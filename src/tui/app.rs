@@ -132,6 +132,10 @@ pub struct App {
     pub sort: Sort,
     pub queue_rows: RowOrder,
     pub running_rows: RowOrder,
+    /// The queue pane's list with arrays folded (SPEC §13); `None`: the snapshot's queue.
+    pub queue_list: Option<crate::tui::arrays::QueueList>,
+    /// Arrays the user unfolded (enter or space on the parent's row).
+    pub unfolded: std::collections::HashSet<JobId>,
     pub mode: Mode,
     pub status: Option<Status>,
     pub areas: [PaneArea; 5],
@@ -174,14 +178,21 @@ pub struct PendingPriority {
 pub const PENDING_PRIORITY_MS: i64 = 3_000;
 
 fn id_width(snap: &Snapshot) -> usize {
-    let max = snap
-        .queue
+    let digits = |n: u64| n.to_string().len();
+    // An array child reads `12:3` (SPEC §13).
+    let width = |j: &JobView| match (j.parent, j.array_index) {
+        (Some(p), Some(i)) => digits(p.0) + 1 + digits(u64::from(i)),
+        _ => digits(j.id.0),
+    };
+    let linked = snap.linked.pending.iter().chain(&snap.linked.arrays);
+    snap.queue
         .iter()
         .chain(&snap.running)
-        .map(|j| j.id.0)
+        .map(width)
+        .chain(linked.map(|j| width(j)))
         .max()
-        .unwrap_or(0);
-    max.to_string().len().max(3)
+        .unwrap_or(0)
+        .max(3)
 }
 
 /// How long fresh preemptions stay highlighted.
@@ -192,7 +203,7 @@ impl App {
         let queue_rows = RowOrder::build(&snap, &snap.queue, &Filter::default(), Sort::Scheduling);
         let running_rows =
             RowOrder::build(&snap, &snap.running, &Filter::default(), Sort::Scheduling);
-        App {
+        let mut app = App {
             attached: false,
             pending_priority: Default::default(),
             id_width: id_width(&snap),
@@ -208,6 +219,8 @@ impl App {
             sort: Sort::Scheduling,
             queue_rows,
             running_rows,
+            queue_list: None,
+            unfolded: Default::default(),
             mode: Mode::Normal,
             status: None,
             areas: [PaneArea::default(); 5],
@@ -219,7 +232,10 @@ impl App {
             prediction: None,
             predict_asked: None,
             history: Default::default(),
-        }
+        };
+        // Arrays fold from the first picture on (SPEC §13).
+        app.rebuild_rows();
+        app
     }
 
     /// The history view's next refresh, when it is open and due.
@@ -288,15 +304,16 @@ impl App {
 
     /// Recompute the shown order of the queue and running lists (filter or sort changed).
     pub fn rebuild_rows(&mut self) {
+        self.queue_list = crate::tui::arrays::QueueList::build(&self.snap, &self.unfolded);
         let snap = &self.snap;
-        self.queue_rows = RowOrder::build(snap, &snap.queue, &self.filter, self.sort);
+        self.queue_rows = RowOrder::build(snap, self.queue_jobs(), &self.filter, self.sort);
         self.running_rows = RowOrder::build(snap, &snap.running, &self.filter, Sort::Scheduling);
     }
 
     fn reselect(&mut self, pane: Pane, id: Option<JobId>) {
         let Some(id) = id else { return };
         let (rows, list): (_, &dyn JobRows) = match pane {
-            Pane::Queue => (&self.queue_rows, &self.snap.queue),
+            Pane::Queue => (&self.queue_rows, self.queue_jobs()),
             Pane::Running => (&self.running_rows, &self.snap.running),
             _ => return,
         };
@@ -343,7 +360,7 @@ impl App {
             Pane::Queue => self
                 .queue_rows
                 .get(i)
-                .and_then(|ix| self.snap.queue.get(ix)),
+                .and_then(|ix| self.queue_jobs().row(ix)),
             Pane::Running => self
                 .running_rows
                 .get(i)
@@ -359,6 +376,34 @@ impl App {
             }
             Pane::Shares => None,
         }
+    }
+
+    /// The rows the queue pane lists: the queue, with arrays folded and PENDING jobs after
+    /// it when there are any (SPEC §13).
+    pub fn queue_jobs(&self) -> &dyn JobRows {
+        match &self.queue_list {
+            Some(l) => l,
+            None => &self.snap.queue,
+        }
+    }
+
+    /// Fold or unfold the array of the selected queue row (its parent's or a child's).
+    pub fn toggle_fold(&mut self) -> bool {
+        let Some(j) = self.selected_in(Pane::Queue) else {
+            return false;
+        };
+        let parent = match (j.array.is_some(), j.parent) {
+            (true, _) => j.id,
+            (false, Some(p)) => p,
+            (false, None) => return false,
+        };
+        if !self.unfolded.remove(&parent) {
+            self.unfolded.insert(parent);
+        }
+        self.rebuild_rows();
+        self.reselect(Pane::Queue, Some(parent));
+        self.clamp_all();
+        true
     }
 
     /// The job the focused pane points at.

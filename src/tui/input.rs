@@ -373,7 +373,18 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
         UiAction::Last => move_sel(app, isize::MAX / 2),
         UiAction::PageDown => move_sel(app, page),
         UiAction::PageUp => move_sel(app, -page),
+        UiAction::Fold => {
+            if !app.toggle_fold() {
+                app.say(
+                    "space folds or unfolds an array: select its row in the queue",
+                    false,
+                );
+            }
+        }
         UiAction::Open => match (app.focus, job) {
+            (Pane::Queue, Some(j)) if j.array.is_some() => {
+                app.toggle_fold();
+            }
             (Pane::Shares, _) => {
                 if let Some(name) = app.snap.shares.get(app.selected()).map(|s| s.name.clone()) {
                     set_filter(app, &format!("share:{name}"));

@@ -15,8 +15,11 @@ pub enum UiAction {
     Last,
     PageDown,
     PageUp,
-    /// Details of the selected job, or the selected share's jobs.
+    /// Details of the selected job, or the selected share's jobs; on an array's row,
+    /// fold or unfold it.
     Open,
+    /// Fold or unfold the selected array (SPEC §13).
+    Fold,
     Submit,
     Cancel,
     Priority,
@@ -123,8 +126,14 @@ pub const TABLE: &[Row] = &[
     ),
     keys(
         "enter",
-        "details / share's jobs",
+        "details / share's jobs / unfold",
         &[(key(KeyCode::Enter), A::Open)],
+        &[],
+    ),
+    keys(
+        "space",
+        "fold / unfold an array",
+        &[(ch(' '), A::Fold)],
         &[],
     ),
     Row::Note("click", "select pane and row"),
@@ -226,6 +235,7 @@ pub fn spelling(k: Key) -> String {
         KeyCode::Esc => "esc".to_string(),
         KeyCode::Home => "home".to_string(),
         KeyCode::End => "end".to_string(),
+        KeyCode::Char(' ') => "space".to_string(),
         KeyCode::Char(c) => c.to_string(),
         other => format!("{other:?}"),
     };

@@ -15,6 +15,7 @@
 
 pub mod action;
 pub mod app;
+pub mod arrays;
 pub mod bridge;
 pub mod demo;
 pub mod draw;

@@ -281,6 +281,10 @@ fn every_type_and_its_fields_are_documented() {
     let types: Vec<(&str, BTreeSet<String>)> = vec![
         ("JobSpec", fields::<model::JobSpec>()),
         ("RetryStrategy", fields::<model::RetryStrategy>()),
+        ("Dependency", fields::<model::Dependency>()),
+        ("ArrayProperties", fields::<model::ArrayProperties>()),
+        ("DependencyView", fields::<snapshot::DependencyView>()),
+        ("ArrayView", fields::<snapshot::ArrayView>()),
         ("Submitter", fields::<model::Submitter>()),
         ("JobsAnswer", fields::<server::JobsAnswer>()),
         ("JobView", fields::<snapshot::JobView>()),

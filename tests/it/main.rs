@@ -15,6 +15,7 @@ mod config_invalid;
 mod config_samples;
 mod config_watch;
 mod deploy_doc;
+mod deps_live;
 mod durable_attach;
 mod durable_crash;
 mod durable_restart;

@@ -189,6 +189,36 @@ print(json.dumps({"timed_out": timed_out, "changed": changed, "queued": queued,
 }
 
 #[test]
+fn dependencies_and_arrays_from_python() {
+    let py = needs_python!();
+    let s = Server::start(&two_shares());
+    let r = run_py(
+        &py,
+        &s,
+        r#"
+import json, shareq
+c = shareq.Client()
+first = c.submit(share="qs1", command="sleep 1", name="first")
+arr = c.submit(share="qs1", command="true", name="sweep", array=3, after=[first.id])
+pending = c.job(arr.id + 1)
+done = c.wait(arr.id, timeout=60)
+print(json.dumps({"pending": pending.state, "reason": pending.reason,
+                  "parent": pending.parent, "index": pending.array_index,
+                  "dep": pending.depends_on[0]["job"], "state": done.state,
+                  "size": done.array["size"], "ok": done.array["counts"].get("SUCCEEDED"),
+                  "first": first.id, "arr": arr.id}))
+"#,
+    );
+    assert_eq!(r["pending"], "PENDING", "{r}");
+    assert_eq!(r["parent"], r["arr"], "{r}");
+    assert_eq!(r["index"], 0, "{r}");
+    assert_eq!(r["dep"], r["first"], "{r}");
+    assert_eq!(r["state"], "SUCCEEDED", "{r}");
+    assert_eq!(r["size"], 3, "{r}");
+    assert_eq!(r["ok"], 3, "{r}");
+}
+
+#[test]
 fn refusals_raise_rejected_limit_exceeded_and_not_running() {
     let py = needs_python!();
     let s = Server::start(&two_shares());

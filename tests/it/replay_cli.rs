@@ -214,3 +214,20 @@ fn a_missing_file_exits_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
 }
+
+/// SPEC §13: the summary counts an array's children, not its parent: the 3 children of
+/// `steps` and `report` finished, 4 jobs (the parent's own `succeeded` line is not a job).
+#[test]
+fn the_summary_counts_an_array_s_children_not_its_parent() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/array-01-sequential.yaml");
+    let out = shareq(&["replay", "--summary", p.to_str().expect("utf8")]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(r#""job":"steps","array":3}"#),
+        "the parent's succeeded line says its size: {text}"
+    );
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["shares"]["A"]["jobs_finished"], 4, "{last}");
+    assert_eq!(last["shares"]["A"]["jobs_succeeded"], 4, "{last}");
+}

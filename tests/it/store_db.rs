@@ -480,3 +480,104 @@ fn a_cancel_under_way_keeps_who_cancelled_across_a_restart() {
     assert_eq!(job.state, shareq::model::JobState::Failed);
     assert_eq!(again.reason(v), "CANCELLED: by alice");
 }
+
+/// SPEC §13: the end of a dependency, and what it does to the jobs after it (a release,
+/// or `DEPENDENCY_FAILED` down the chain), are one batch: one transaction. A restart from
+/// that database has the dependents RUNNABLE or FAILED, never waiting for an end that
+/// already happened; an array is one batch too, its rows and counts read back.
+#[test]
+fn a_dependency_s_end_and_its_dependents_are_one_batch() {
+    use shareq::model::{ArrayProperties, Dependency, JobRef};
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let mut sched = live_sched();
+    let after = |name: &str, id: JobId| {
+        let mut s = spec(name, "a", 0);
+        s.depends_on = vec![Dependency::on(JobRef::job(id.0))];
+        s
+    };
+    step(&mut store, &mut sched, 1, &[], |s| {
+        let ok = s.submit(spec("ok", "a", 0), 1).unwrap();
+        let bad = s.submit(spec("bad", "b", 0), 1).unwrap();
+        let next = s.submit(after("next", ok), 1).unwrap();
+        let chain = s.submit(after("chain", bad), 1).unwrap();
+        s.submit(after("chain2", chain), 1).unwrap();
+        let mut arr = after("arr", next);
+        arr.array_properties = Some(ArrayProperties { size: 3 });
+        s.submit(arr, 1).unwrap();
+    });
+    let state = |id: u64| -> (String, Option<String>) {
+        let db = rusqlite::Connection::open(dir.path().join(DB_FILE)).unwrap();
+        db.query_row(
+            "SELECT state, fail_reason FROM jobs WHERE id = ?1",
+            [id as i64],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+    };
+    assert_eq!(state(3).0, "PENDING");
+    assert_eq!(state(6).0, "PENDING", "the array's parent");
+    assert_eq!(state(9).0, "PENDING", "its last child");
+    // One batch: ok succeeds, bad fails.
+    let events = step(
+        &mut store,
+        &mut sched,
+        2,
+        &[
+            Observed::Exited {
+                job: JobId(1),
+                code: 0,
+            },
+            Observed::Exited {
+                job: JobId(2),
+                code: 1,
+            },
+        ],
+        |_| {},
+    );
+    assert!(
+        events.contains(&Event::Released { job: JobId(3) }),
+        "{events:?}"
+    );
+    assert_eq!(state(1).0, "SUCCEEDED");
+    // Released in the batch of ok's end, and started by that batch's pass.
+    assert_eq!(state(3).0, "SCHEDULED");
+    assert_eq!(
+        state(4),
+        (
+            "FAILED".into(),
+            Some("DEPENDENCY_FAILED: job 2 FAILED".into())
+        )
+    );
+    assert_eq!(
+        state(5),
+        (
+            "FAILED".into(),
+            Some("DEPENDENCY_FAILED: job 4 FAILED".into())
+        )
+    );
+    // A restart from the database has the same picture.
+    drop(store);
+    let store = Store::open(dir.path()).unwrap();
+    let rec = store.load().unwrap();
+    assert!(rec.succeeded.contains(&JobId(1)), "{:?}", rec.succeeded);
+    assert_eq!(rec.arrays, vec![(JobId(6), 3)]);
+    let parent = rec.jobs.iter().find(|j| j.id == JobId(6)).unwrap();
+    assert_eq!(
+        parent.array,
+        Some(shareq::sched::ArrayLink::Parent {
+            size: 3,
+            left: 3,
+            failed: 0
+        })
+    );
+    let child = rec.jobs.iter().find(|j| j.id == JobId(8)).unwrap();
+    assert_eq!(child.deps, vec![JobId(3)]);
+    assert_eq!(
+        child.array,
+        Some(shareq::sched::ArrayLink::Child {
+            parent: JobId(6),
+            index: 1
+        })
+    );
+}

@@ -28,6 +28,8 @@ fn first_minute(seed: u64) -> Vec<serde_json::Value> {
                 env: None,
                 working_directory: None,
                 user: None,
+                depends_on: Vec::new(),
+                array_properties: None,
             })),
             line: None,
         })

@@ -485,3 +485,59 @@ fn a_paused_scheduler_and_jobs_not_contained_are_said_in_the_header() {
         fixtures::app(snap)
     });
 }
+
+/// SPEC §13: a 12-child array on the lab's 8 GPUs, and a job after it. The queued
+/// children fold behind the parent's row, which counts them by state; space unfolds it,
+/// and the PENDING job waits below the queue, estimated `after`.
+fn arrays_app(unfold: bool) -> App {
+    let mut d = fixtures::Driver::new(fixtures::LAB_CONFIG, "lab").unwrap();
+    let mut spec = shareq::model::JobSpec::new("sweep", "vision", 1, 0);
+    spec.command = Some(shareq::model::Command::Shell("python sweep.py".into()));
+    spec.array_properties = Some(shareq::model::ArrayProperties { size: 12 });
+    let parent = d.sched.submit(spec, NOW - 60_000).unwrap();
+    d.pass(NOW - 60_000);
+    let mut after = shareq::model::JobSpec::new("report", "vision", 1, 0);
+    after.command = Some(shareq::model::Command::Shell("python report.py".into()));
+    after.depends_on = vec![shareq::model::Dependency::on(shareq::model::JobRef::job(
+        parent.0,
+    ))];
+    d.sched.submit(after, NOW - 30_000).unwrap();
+    d.pass(NOW - 30_000);
+    let mut app = fixtures::app(d.snapshot(NOW, NOW - 120_000));
+    if unfold {
+        on_key(&mut app, key(' '));
+    }
+    app
+}
+
+#[test]
+fn an_array_folds_behind_its_parent_and_unfolds_with_space() {
+    check("arrays_folded", || arrays_app(false));
+    check("arrays_unfolded", || arrays_app(true));
+    let mut folded = arrays_app(false);
+    let text = fixtures::render_text(&mut folded, 160, 48);
+    assert!(text.contains("▸ sweep"), "{text}");
+    assert!(text.contains("array 12: "), "{text}");
+    assert!(text.contains("waiting for job 1 (RUNNING)"), "{text}");
+    assert!(!text.contains(" 1:11 "), "{text}");
+    let mut open = arrays_app(true);
+    let text = fixtures::render_text(&mut open, 160, 48);
+    assert!(text.contains("▾ sweep"), "{text}");
+    assert!(text.contains("1:11"), "{text}");
+    // Space again folds it back.
+    on_key(&mut open, key(' '));
+    let text = fixtures::render_text(&mut open, 160, 48);
+    assert!(!text.contains(" 1:11 "), "{text}");
+    // The PENDING job's details list what it waits for, with its state.
+    let mut app = arrays_app(false);
+    on_key(&mut app, key('j'));
+    on_key(&mut app, code(KeyCode::Enter));
+    let text = fixtures::render_text(&mut app, 160, 48);
+    assert!(text.contains("depends on  job 1 (RUNNING)"), "{text}");
+    assert!(text.contains("Job 14"), "{text}");
+    // Enter on the parent's row unfolds it, rather than opening details.
+    let mut app = arrays_app(false);
+    on_key(&mut app, code(KeyCode::Enter));
+    let text = fixtures::render_text(&mut app, 160, 48);
+    assert!(text.contains("▾ sweep") && text.contains("1:11"), "{text}");
+}

@@ -50,6 +50,16 @@ pub async fn job(
         .find(|j| j.id == id)
         .map(|j| snap.queued_row(j))
         .or_else(|| snap.running.iter().find(|j| j.id == id).cloned())
+        .or_else(|| {
+            // PENDING jobs and array parents (SPEC §13).
+            let linked = &snap.linked;
+            linked
+                .pending
+                .iter()
+                .chain(linked.arrays.iter())
+                .find(|j| j.id == id)
+                .map(|j| (**j).clone())
+        })
         .or_else(|| snap.finished.iter().find(|j| j.id == id).cloned());
     let found = match live {
         Some(v) => Ok(Some(v)),

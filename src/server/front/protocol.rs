@@ -154,6 +154,12 @@ pub struct JobsAnswer {
     pub queue: Vec<JobView>,
     /// Jobs holding GPUs.
     pub running: Vec<JobView>,
+    /// PENDING jobs (SPEC §13: waiting for their dependencies), in id order.
+    #[serde(default)]
+    pub pending: Vec<JobView>,
+    /// Array parents not yet settled, in id order, with their children's counts.
+    #[serde(default)]
+    pub arrays: Vec<JobView>,
     /// Finished jobs (only with `all`), newest first.
     pub finished: Vec<JobView>,
     /// The preemption log, newest first.
@@ -171,6 +177,9 @@ pub struct StatusAnswer {
     pub grace_period_seconds: u32,
     pub queued: usize,
     pub running: usize,
+    /// PENDING jobs: waiting for their dependencies (SPEC §13).
+    #[serde(default)]
+    pub pending: usize,
     /// Why scheduling is paused (its decisions cannot be written), while it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<String>,

@@ -590,6 +590,7 @@ fn status(s: &Snapshot) -> Response {
             lending: s.lending.clone(),
             grace_period_seconds: s.grace_period_seconds,
             queued: s.queue.len(),
+            pending: s.linked.pending.len(),
             running: s.running.len(),
             paused: s.paused.clone(),
         }),
@@ -659,6 +660,20 @@ fn jobs_answer(
             .iter()
             .filter(live)
             .map(|j| viewer.view(j.clone()))
+            .collect(),
+        pending: snap
+            .linked
+            .pending
+            .iter()
+            .filter(|j| live(&&***j))
+            .map(|j| viewer.view((**j).clone()))
+            .collect(),
+        arrays: snap
+            .linked
+            .arrays
+            .iter()
+            .filter(|j| live(&&***j))
+            .map(|j| viewer.view((**j).clone()))
             .collect(),
         finished: finished.into_iter().map(|j| viewer.view(j)).collect(),
         preemptions: snap.preemptions.to_vec(),

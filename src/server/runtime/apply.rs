@@ -190,11 +190,13 @@ impl Runtime {
             tracing::info!(job = %id, "submit retried with the same client token");
             return Ok(id);
         }
-        // One user's jobs not yet ended are capped (SPEC §9).
+        // One user's jobs not yet ended are capped (SPEC §9); an array's children count,
+        // its parent (never scheduled) does not.
+        let jobs = spec.array_properties.map_or(1, |a| u64::from(a.size));
         if let Some(sub) = spec.submitter.clone() {
             let most = self.access.limits.max_queued_jobs_per_user;
             let has = self.per_user.get(&sub.uid).copied().unwrap_or(0);
-            if has >= most {
+            if has + jobs > most {
                 return Err(format!(
                     "{} has {has} jobs queued or running, the most one user may have \
                      (limits.maxQueuedJobsPerUser = {most}): wait for some to end",
@@ -205,7 +207,7 @@ impl Runtime {
         let uid = spec.submitter.as_ref().map(|s| s.uid);
         let id = self.sched.submit(spec, now).map_err(|r| r.to_string())?;
         if let Some(uid) = uid {
-            *self.per_user.entry(uid).or_default() += 1;
+            *self.per_user.entry(uid).or_default() += jobs;
         }
         if let Some(t) = token {
             self.tokens.remember(t, id);

@@ -223,6 +223,9 @@ impl Carry {
                     self.set_outcome(job, format!("failed ({})", reason.code()));
                 }
                 Event::Succeeded { job } => tracing::info!(job = %job, "succeeded"),
+                Event::Released { job } => {
+                    tracing::info!(job = %job, "dependencies met: runnable")
+                }
                 Event::Submitted { job } => tracing::debug!(job = %job, "queued"),
                 Event::Rejected { name, error, .. } => {
                     tracing::info!(name = %name, error = %error, "rejected")
@@ -246,7 +249,7 @@ impl Carry {
             preempted_count: j.preempted_count,
             devices: devices.clone(),
             command: j.spec.command.clone().unwrap_or(Command::Argv(Vec::new())),
-            env: j.spec.env.clone(),
+            env: array_env(j),
             working_directory: j.spec.working_directory.clone(),
             log: self.state.attempt_log(job, attempt),
             state: self.state.root().to_path_buf(),
@@ -350,4 +353,15 @@ impl Carry {
 /// gets here, a grace period and 10 s later.
 fn timeout_backstop(secs: u64, sched: &Sched) -> Duration {
     Duration::from_secs(secs.saturating_add(u64::from(sched.grace_period_seconds()) + 10))
+}
+
+/// A job's environment: its spec's, and an array child's index under both names (SPEC
+/// §13: `SHAREQ_ARRAY_INDEX`, and AWS Batch's `AWS_BATCH_JOB_ARRAY_INDEX`).
+fn array_env(j: &crate::sched::Job) -> std::collections::BTreeMap<String, String> {
+    let mut env = j.spec.env.clone();
+    if let Some(i) = j.array_index() {
+        env.insert("SHAREQ_ARRAY_INDEX".to_string(), i.to_string());
+        env.insert("AWS_BATCH_JOB_ARRAY_INDEX".to_string(), i.to_string());
+    }
+    env
 }

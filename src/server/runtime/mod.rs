@@ -264,7 +264,7 @@ impl RuntimeHandle {
         }
         rt.timers.set(Timer::Forecast, Duration::from_millis(500));
         // Every job the scheduler holds counts for its user until it is archived.
-        for j in rt.sched.jobs() {
+        for j in rt.sched.jobs().filter(|j| !j.is_parent()) {
             if let Some(s) = &j.spec.submitter {
                 *rt.per_user.entry(s.uid).or_default() += 1;
             }
@@ -846,6 +846,7 @@ impl Runtime {
                 if let Some(n) = view
                     .submitter
                     .as_ref()
+                    .filter(|_| view.array.is_none())
                     .and_then(|s| self.per_user.get_mut(&s.uid))
                 {
                     *n = n.saturating_sub(1);

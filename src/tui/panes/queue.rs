@@ -2,6 +2,9 @@
 //! Only the visible window's rows are built, so 100,000 queued jobs cost a screenful.
 //! The `est.start` column is the background forecast's estimate (SPEC §11): `~3m12s`
 //! from now (the tilde marks an estimate), `>7d` beyond its horizon, `?` not yet.
+//! An array's queued children fold behind one parent row (`▸`, enter or space unfolds
+//! it, `▾`) that counts them by state; PENDING jobs follow the queue, estimated `after`
+//! (SPEC §13).
 
 use super::{USER_W, block, header_line, position, row_style, user, window};
 use crate::tui::app::{App, Pane};
@@ -67,11 +70,34 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let mut lines = Vec::with_capacity(rows as usize + 1);
     lines.push(header_line(app, head));
     for i in off..(off + rows as usize).min(n) {
-        let Some(j) = app.queue_rows.get(i).and_then(|ix| app.snap.queue.get(ix)) else {
+        let Some(j) = app
+            .queue_rows
+            .get(i)
+            .and_then(|ix| app.queue_jobs().row(ix))
+        else {
             break;
         };
         let colour = t.share(&j.share);
-        let reason = app.snap.reason(j);
+        let counts;
+        let (reason, name, est) = match &j.array {
+            Some(a) => {
+                counts = format!("array {}: {}", a.size, a.counts_text());
+                let glyph = if app.unfolded.contains(&j.id) {
+                    "▾"
+                } else {
+                    "▸"
+                };
+                (
+                    counts.as_str(),
+                    format!("{glyph} {}", j.name),
+                    "-".to_string(),
+                )
+            }
+            None if j.state == crate::model::JobState::Pending => {
+                (app.snap.reason(j), j.name.clone(), "after".to_string())
+            }
+            None => (app.snap.reason(j), j.name.clone(), estimate(app, j.id)),
+        };
         let reason_style = if reason.starts_with("QUOTA_MANAGEMENT") {
             t.error_style()
         } else if j.nominated {
@@ -80,9 +106,9 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             t.text()
         };
         let spans = vec![
-            Span::styled(rpad(&j.id.to_string(), id_w), t.dimmed()),
+            Span::styled(rpad(&j.label(), id_w), t.dimmed()),
             Span::raw(" "),
-            Span::styled(pad(&j.name, name_w), t.text()),
+            Span::styled(pad(&name, name_w), t.text()),
             Span::raw(" "),
             Span::styled(pad(&user_cell(app, j, fair), user_w), t.dimmed()),
             Span::raw(" "),
@@ -97,7 +123,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             Span::raw(" "),
             Span::styled(rpad(&duration(app.now - j.submitted), 7), t.text()),
             Span::raw(" "),
-            Span::styled(rpad(&estimate(app, j.id), est_w), t.dimmed()),
+            Span::styled(rpad(&est, est_w), t.dimmed()),
             Span::raw("  "),
             Span::styled(fit(reason, reason_w), reason_style),
         ];

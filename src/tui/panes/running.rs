@@ -99,7 +99,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         };
         let colour = t.share(&j.share);
         let spans = vec![
-            Span::styled(rpad(&j.id.to_string(), id_w), t.dimmed()),
+            Span::styled(rpad(&j.label(), id_w), t.dimmed()),
             Span::raw(" "),
             Span::styled(pad(&j.name, name_w), t.text()),
             Span::raw(" "),

@@ -143,6 +143,23 @@ pub fn render(
     if j.nominated {
         lines.extend(row("nominated", "GPUs are being freed for it".into()));
     }
+    // SPEC §13: what it waits for, each with its state; an array's place and counts.
+    if let (Some(p), Some(i)) = (j.parent, j.array_index) {
+        lines.extend(row("array", format!("child {i} of array {p}")));
+    }
+    if let Some(a) = &j.array {
+        lines.extend(row(
+            "array",
+            format!("{} children: {}", a.size, a.counts_text()),
+        ));
+    }
+    for (i, d) in j.depends_on.iter().enumerate() {
+        let state = d.state.map_or("unknown", |s| s.as_str());
+        lines.extend(row(
+            if i == 0 { "depends on" } else { "" },
+            format!("job {} ({state})", d.label),
+        ));
+    }
     lines.extend(row("reason", j.reason.to_string()));
     if let Some(note) = fair_share {
         lines.extend(row("fair share", note));
@@ -153,7 +170,7 @@ pub fn render(
     ));
     let r = centered(area, WIDTH, lines.len() as u16 + 2);
     f.render_widget(Clear, r);
-    let title = format!(" Job {} ", j.id);
+    let title = format!(" Job {} ", j.label());
     let block = frame_block(&title, theme);
     let inner = block.inner(r);
     f.render_widget(block, r);

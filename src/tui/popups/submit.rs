@@ -1,4 +1,5 @@
-//! The `s` submit form: share, GPUs, priority, name and command, validated as you type,
+//! The `s` submit form: share, GPUs, priority, name, command, and the jobs it runs after
+//! and its array size (SPEC §13), validated as you type,
 //! with a prediction of what the scheduler will do (start now, borrow, preempt, wait).
 
 use super::{centered, frame_block};
@@ -21,14 +22,18 @@ pub enum Field {
     Priority,
     Name,
     Command,
+    After,
+    Array,
 }
 
-const FIELDS: [Field; 5] = [
+const FIELDS: [Field; 7] = [
     Field::Share,
     Field::Gpus,
     Field::Priority,
     Field::Name,
     Field::Command,
+    Field::After,
+    Field::Array,
 ];
 
 impl Field {
@@ -39,6 +44,8 @@ impl Field {
             Field::Priority => "priority",
             Field::Name => "name",
             Field::Command => "command",
+            Field::After => "after",
+            Field::Array => "array",
         }
     }
 }
@@ -51,6 +58,10 @@ pub struct SubmitForm {
     pub priority: LineInput,
     pub name: LineInput,
     pub command: LineInput,
+    /// `--after`: `12,14`, `12:3`, `N_TO_N:12`, `SEQUENTIAL` (empty: none).
+    pub after: LineInput,
+    /// `--array`: the number of children (empty: one job).
+    pub array: LineInput,
 }
 
 /// What a key did to the form.
@@ -71,6 +82,8 @@ impl SubmitForm {
             priority: LineInput::new("0"),
             name: LineInput::default(),
             command: LineInput::default(),
+            after: LineInput::default(),
+            array: LineInput::default(),
         }
     }
 
@@ -81,6 +94,8 @@ impl SubmitForm {
             Field::Priority => &mut self.priority,
             Field::Name => &mut self.name,
             Field::Command => &mut self.command,
+            Field::After => &mut self.after,
+            Field::Array => &mut self.array,
         }
     }
 
@@ -91,6 +106,8 @@ impl SubmitForm {
             Field::Priority => &self.priority.text,
             Field::Name => &self.name.text,
             Field::Command => &self.command.text,
+            Field::After => &self.after.text,
+            Field::Array => &self.array.text,
         }
     }
 
@@ -135,7 +152,40 @@ impl SubmitForm {
                 "what to run, e.g. python train.py (sh -c)".into(),
             ));
         }
+        if let Err(e) = self.links() {
+            let field = if e.starts_with("--array") {
+                Field::Array
+            } else {
+                Field::After
+            };
+            out.push((field, e));
+        }
         out
+    }
+
+    /// The form's `dependsOn` and array size, read as `submit --after` and `--array` read
+    /// theirs (`Dependency::parse` serves both).
+    fn links(&self) -> Result<(Vec<crate::model::Dependency>, Option<u32>), String> {
+        let deps = self
+            .after
+            .text
+            .split(',')
+            .filter(|t| !t.trim().is_empty())
+            .map(|a| crate::model::Dependency::parse(a).map_err(|e| format!("after {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let size = match self.array.text.trim() {
+            "" => None,
+            n => match n.parse::<u32>() {
+                Ok(n) if (2..=crate::model::MAX_ARRAY_SIZE).contains(&n) => Some(n),
+                _ => {
+                    return Err(format!(
+                        "--array: 2..{} children, or empty for one job",
+                        crate::model::MAX_ARRAY_SIZE
+                    ));
+                }
+            },
+        };
+        Ok((deps, size))
     }
 
     /// The spec, when the form is valid.
@@ -145,6 +195,9 @@ impl SubmitForm {
         }
         let mut spec = self.probe(snap)?;
         spec.command = Some(Command::Shell(self.command.text.trim().to_string()));
+        let (deps, size) = self.links().ok()?;
+        spec.depends_on = deps;
+        spec.array_properties = size.map(|size| crate::model::ArrayProperties { size });
         Some(spec)
     }
 
@@ -210,7 +263,7 @@ impl SubmitForm {
     }
 
     pub fn on_key(&mut self, key: KeyEvent, snap: &Snapshot) -> FormOutcome {
-        let numeric = matches!(self.field, Field::Gpus | Field::Priority);
+        let numeric = matches!(self.field, Field::Gpus | Field::Priority | Field::Array);
         match key.code {
             KeyCode::Esc => return FormOutcome::Cancel,
             KeyCode::Enter => {
@@ -261,7 +314,7 @@ pub fn render(
     prediction: Option<&Prediction>,
     theme: &Theme,
 ) {
-    let r = centered(area, 72, 12);
+    let r = centered(area, 72, 14);
     f.render_widget(Clear, r);
     let block = frame_block(" Submit a job ", theme);
     let inner = block.inner(r);

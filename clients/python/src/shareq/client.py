@@ -96,7 +96,8 @@ class Job:
     #: GPUs (``quantity``).
     gpus: int
     priority: int
-    #: ``RUNNABLE``, ``SCHEDULED``, ``STARTING``, ``RUNNING``, ``SUCCEEDED`` or ``FAILED``.
+    #: ``PENDING``, ``RUNNABLE``, ``SCHEDULED``, ``STARTING``, ``RUNNING``, ``SUCCEEDED``
+    #: or ``FAILED`` (an array parent's: its children's summary).
     state: str
     #: Why it waits (queued), what it does, or why it failed.
     reason: str
@@ -117,7 +118,14 @@ class Job:
     on_borrowed: bool
     #: Being stopped: (why, since when).
     stopping: Optional[tuple]
-    raw: Dict[str, Any] = field(repr=False, compare=False)
+    #: An array child's parent id and index (the child is ``f"{parent}:{array_index}"``).
+    parent: Optional[int] = None
+    array_index: Optional[int] = None
+    #: The jobs it waits (or waited) for: ``[{"job": 12, "label": "12", "state": ...}]``.
+    depends_on: List[Dict[str, Any]] = field(default_factory=list)
+    #: An array parent: ``{"size": N, "counts": {"RUNNING": 8, ...}}``.
+    array: Optional[Dict[str, Any]] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def done(self) -> bool:
@@ -152,6 +160,10 @@ class Job:
             command=v.get("command") or "",
             on_borrowed=bool(v.get("on_borrowed")),
             stopping=(stopping[0], _time(stopping[1])) if stopping else None,
+            parent=v.get("parent"),
+            array_index=v.get("arrayIndex"),
+            depends_on=list(v.get("dependsOn") or []),
+            array=v.get("array"),
             raw=v,
         )
 
@@ -246,6 +258,8 @@ class Client:
         attempts: Optional[int],
         preemption_retries: Optional[int],
         client_token: Optional[str],
+        after: Optional[Sequence[Union[int, str]]] = None,
+        array: Optional[int] = None,
     ) -> Dict[str, Any]:
         if isinstance(command, str):
             cmd: Union[str, List[str]] = command
@@ -280,6 +294,19 @@ class Client:
             spec["retryStrategy"] = {"attempts": int(attempts)}
         if preemption_retries is not None:
             spec["preemptionRetriesBeforeTermination"] = int(preemption_retries)
+        deps: List[Dict[str, Any]] = []
+        for a in after or []:
+            text = str(a).strip()
+            if text.upper() == "SEQUENTIAL":
+                deps.append({"type": "SEQUENTIAL"})
+            elif text.upper().startswith("N_TO_N:"):
+                deps.append({"jobId": text.split(":", 1)[1], "type": "N_TO_N"})
+            else:
+                deps.append({"jobId": int(a) if isinstance(a, int) else text})
+        if deps:
+            spec["dependsOn"] = deps
+        if array is not None:
+            spec["arrayProperties"] = {"size": int(array)}
         return spec
 
     def submit(
@@ -296,8 +323,15 @@ class Client:
         attempts: Optional[int] = None,
         preemption_retries: Optional[int] = None,
         client_token: Optional[str] = None,
+        after: Optional[Sequence[Union[int, str]]] = None,
+        array: Optional[int] = None,
     ) -> Job:
         """Queue a job and return it (as the scheduler shows it right after).
+
+        ``after``: jobs to wait for, as ``submit --after`` takes them (``12``, ``"12:3"``,
+        ``"N_TO_N:12"``, ``"SEQUENTIAL"``); the job is PENDING until they have all
+        SUCCEEDED. ``array``: make an array of that many children (2..10000); the Job
+        returned is its parent.
 
         ``command``: a list runs as argv, a string with ``sh -c``. ``gpus``: GPUs of
         ``unit`` (default: the environment's only unit). ``priority``: 0..9999, higher
@@ -316,7 +350,7 @@ class Client:
         """
         spec = self._spec(
             share, command, gpus, name, priority, env, timeout, unit, cwd, attempts,
-            preemption_retries, client_token,
+            preemption_retries, client_token, after, array,
         )
         answer = self._submit_with_retries({"op": "submit", "job": spec})
         return self.job(int(answer["id"]))

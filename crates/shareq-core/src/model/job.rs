@@ -91,6 +91,157 @@ pub struct JobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// Shared: every snapshot of a queued job refers to it instead of copying it.
     pub submitter: Option<std::sync::Arc<Submitter>>,
+    /// The jobs it waits for (SPEC §13): it is PENDING until they have all SUCCEEDED.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<Dependency>,
+    /// One submission, `size` children (SPEC §13).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_properties: Option<ArrayProperties>,
+}
+
+/// At most this many dependencies per job (SPEC §13).
+pub const MAX_DEPENDENCIES: usize = 20;
+/// The largest array (SPEC §13); the smallest is 2.
+pub const MAX_ARRAY_SIZE: u32 = 10_000;
+
+/// One entry of `dependsOn`, as in AWS Batch: `{jobId: 12}` waits for job 12 (all of it,
+/// for an array); `{jobId: 12, type: N_TO_N}` makes child i of an array wait for child i
+/// of array 12; `{type: SEQUENTIAL}` on an array makes each child wait for the one before
+/// (with a `jobId`, SEQUENTIAL is a plain dependency on that job).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Dependency {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<JobRef>,
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<DependencyType>,
+}
+
+impl Dependency {
+    /// `{jobId: id}`.
+    pub fn on(id: JobRef) -> Dependency {
+        Dependency {
+            job_id: Some(id),
+            kind: None,
+        }
+    }
+
+    /// A dependency as people write one (`submit --after`, the console's form): `12`,
+    /// `12:3` (an array's child), `N_TO_N:12` or `SEQUENTIAL`.
+    pub fn parse(text: &str) -> Result<Dependency, String> {
+        let a = text.trim();
+        if a.eq_ignore_ascii_case("SEQUENTIAL") {
+            return Ok(Dependency {
+                job_id: None,
+                kind: Some(DependencyType::Sequential),
+            });
+        }
+        if let Some((kind, id)) = a.split_once(':')
+            && kind.eq_ignore_ascii_case("N_TO_N")
+        {
+            return Ok(Dependency {
+                job_id: Some(id.parse::<JobRef>()?),
+                kind: Some(DependencyType::NToN),
+            });
+        }
+        Ok(Dependency::on(a.parse::<JobRef>()?))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DependencyType {
+    #[serde(rename = "N_TO_N")]
+    NToN,
+    #[serde(rename = "SEQUENTIAL")]
+    Sequential,
+}
+
+/// A job as a user names it: `12`, or `12:3` for child 3 of array 12. In JSON a number,
+/// or a string in either form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobRef {
+    pub job: JobId,
+    pub index: Option<u32>,
+}
+
+impl JobRef {
+    pub fn job(id: u64) -> JobRef {
+        JobRef {
+            job: JobId(id),
+            index: None,
+        }
+    }
+
+    /// The id it names: an array's children follow their parent, child i of array P is
+    /// id P + 1 + i (SPEC §13; the one place that says so). Whether P is an array of more
+    /// than i children is for the scheduler to check.
+    pub fn id(self) -> JobId {
+        match self.index {
+            None => self.job,
+            Some(i) => JobId(self.job.0 + 1 + u64::from(i)),
+        }
+    }
+}
+
+impl fmt::Display for JobRef {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self.index {
+            None => write!(f, "{}", self.job),
+            Some(i) => write!(f, "{}:{i}", self.job),
+        }
+    }
+}
+
+impl std::str::FromStr for JobRef {
+    type Err = String;
+    fn from_str(s: &str) -> Result<JobRef, String> {
+        let bad =
+            || format!("`{s}` is not a job id (a number, or PARENT:INDEX for an array's child)");
+        let (job, index) = match s.trim().split_once(':') {
+            None => (s.trim(), None),
+            Some((p, i)) => (p, Some(i.parse::<u32>().map_err(|_| bad())?)),
+        };
+        let job = job.parse::<u64>().map_err(|_| bad())?;
+        if job == 0 {
+            return Err(bad());
+        }
+        Ok(JobRef {
+            job: JobId(job),
+            index,
+        })
+    }
+}
+
+impl Serialize for JobRef {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.index {
+            None => s.serialize_u64(self.job.0),
+            Some(_) => s.serialize_str(&self.to_string()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for JobRef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<JobRef, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Id(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Id(0) => Err(serde::de::Error::custom("job ids start at 1")),
+            Raw::Id(n) => Ok(JobRef::job(n)),
+            Raw::Text(t) => t.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// `arrayProperties: {size: N}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ArrayProperties {
+    pub size: u32,
 }
 
 /// A job's owner: the unix user who submitted it.
@@ -122,6 +273,8 @@ impl JobSpec {
             timeout_seconds: None,
             client_token: None,
             submitter: None,
+            depends_on: Vec::new(),
+            array_properties: None,
         }
     }
 
@@ -132,10 +285,12 @@ impl JobSpec {
 }
 
 /// Job states, as in AWS Batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum JobState {
     Submitted,
+    /// Waits for its dependencies (SPEC §13): in no queue.
+    Pending,
     Runnable,
     Scheduled,
     Starting,
@@ -148,6 +303,7 @@ impl JobState {
     pub fn as_str(self) -> &'static str {
         match self {
             JobState::Submitted => "SUBMITTED",
+            JobState::Pending => "PENDING",
             JobState::Runnable => "RUNNABLE",
             JobState::Scheduled => "SCHEDULED",
             JobState::Starting => "STARTING",
@@ -155,6 +311,23 @@ impl JobState {
             JobState::Succeeded => "SUCCEEDED",
             JobState::Failed => "FAILED",
         }
+    }
+
+    /// Every state, in the order of a job's life (for counts by state).
+    pub const ALL: [JobState; 8] = [
+        JobState::Submitted,
+        JobState::Pending,
+        JobState::Runnable,
+        JobState::Scheduled,
+        JobState::Starting,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::Failed,
+    ];
+
+    /// Its place in [`JobState::ALL`].
+    pub fn ordinal(self) -> usize {
+        self as usize
     }
 
     pub fn is_finished(self) -> bool {

@@ -55,6 +55,10 @@ pub enum Event {
     Succeeded {
         job: JobId,
     },
+    /// A PENDING job's dependencies have all succeeded: it is RUNNABLE now (SPEC §13).
+    Released {
+        job: JobId,
+    },
     ConfigApplied,
     ConfigRejected {
         error: String,

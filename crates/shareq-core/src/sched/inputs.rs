@@ -20,7 +20,10 @@ impl Sched {
         now: Time,
     ) -> Result<JobId, Rejection> {
         self.now = now;
-        match self.check_submission(&spec) {
+        let checked = self
+            .check_submission(&spec)
+            .and_then(|lane| Ok((lane, self.check_links(&spec)?)));
+        match checked {
             Err(error) => {
                 self.emit(Event::Rejected {
                     name: spec.job_name.clone(),
@@ -29,35 +32,7 @@ impl Sched {
                 });
                 Err(error)
             }
-            Ok((share, unit)) => {
-                let id = self.alloc_id();
-                let user = self.shares[share].users.ix_of(Self::user_name(&spec));
-                let job = Job {
-                    id,
-                    share,
-                    unit,
-                    quantity: spec.quantity,
-                    priority: spec.scheduling_priority,
-                    submitted: now,
-                    state: JobState::Runnable,
-                    phase: Phase::Pending { nominated: None },
-                    preempted_count: 0,
-                    failed_attempts: 0,
-                    attempts_started: 0,
-                    fail_reason: None,
-                    lapsed_at: None,
-                    user,
-                    bucket: 0,
-                    stop_after,
-                    stop_delay: None,
-                    finished_at: None,
-                    spec: spec.into(),
-                };
-                self.insert_job(job);
-                self.index_pending(id);
-                self.emit(Event::Submitted { job: id });
-                Ok(id)
-            }
+            Ok((lane, plan)) => Ok(self.create(spec, plan, lane, stop_after, now)),
         }
     }
 
@@ -169,8 +144,17 @@ impl Sched {
                     self.gpus_released(id, now);
                 }
             }
+            Phase::Dependent => {
+                self.finish(id, JobState::Failed, Some(reason), now);
+                self.emit(Event::Cancelled {
+                    job: id,
+                    stop: false,
+                });
+            }
+            Phase::Parent => return self.cancel_array(id, by, now),
             Phase::Done => return false,
         }
+        self.settle();
         true
     }
 
@@ -224,6 +208,22 @@ impl Sched {
                     }
                 }
             }
+            Phase::Dependent => {
+                if let Some(j) = self.job_mut(id) {
+                    j.priority = priority;
+                }
+            }
+            Phase::Parent => {
+                // The parent's priority is its children's.
+                if let Some(j) = self.job_mut(id) {
+                    j.priority = priority;
+                }
+                let size = self.job(id).and_then(Job::array_size).unwrap_or(0);
+                for i in 0..size {
+                    let child = super::links::child(id, i);
+                    self.set_priority_by(child, priority, by, now)?;
+                }
+            }
             Phase::Done => return Ok(false),
         }
         self.emit(Event::Reprioritized {
@@ -260,6 +260,7 @@ impl Sched {
                 }
             }
         }
+        self.settle();
     }
 
     /// Every process of a stopped job is gone: its GPUs are free again (SPEC §4.4 item 3).
@@ -291,6 +292,7 @@ impl Sched {
             StopCause::Cancel => self.finish(id, JobState::Failed, None, now),
             StopCause::Timeout => self.attempt_failed(id, FailReason::Timeout, now),
         }
+        self.settle();
     }
 
     /// A running job passed its `timeoutSeconds`: stop it (the attempt fails on release).
@@ -439,7 +441,13 @@ impl Sched {
         }
     }
 
-    fn finish(&mut self, id: JobId, state: JobState, reason: Option<FailReason>, now: Time) {
+    pub(crate) fn finish(
+        &mut self,
+        id: JobId,
+        state: JobState,
+        reason: Option<FailReason>,
+        now: Time,
+    ) {
         if let Some(j) = self.job_mut(id) {
             j.phase = Phase::Done;
             j.state = state;
@@ -447,6 +455,7 @@ impl Sched {
                 j.fail_reason = reason;
             }
             j.finished_at = Some(now);
+            self.ended(id);
         }
     }
 }

@@ -18,6 +18,7 @@ mod event;
 mod fair;
 mod inputs;
 mod install;
+mod links;
 mod pass;
 mod place;
 mod preempt;
@@ -33,11 +34,12 @@ mod wake;
 pub use crate::model::UnitCapacity;
 pub use event::Event;
 pub use fair::{SavedUsage, UserStanding};
+pub use links::{ArrayCounts, DepStatus, array_state, counts_text};
 pub use rejection::{LargerThanAnyNode, Rejection, is_larger_than_any_node};
 pub use report::{LendEdge, ShareUnitStats};
 pub use reserve::Reservation;
 pub use restore::{RestoredHolding, RestoredJob};
-pub use state::{FailReason, Job, Phase, PreemptReason, QKey, StopCause};
+pub use state::{ArrayLink, FailReason, Job, Phase, PreemptReason, QKey, StopCause};
 
 use crate::model::{JobId, ValidConfig};
 use state::{NodeIx, NodeState, ShareIx, ShareState, UnitIx, UnitState};
@@ -87,6 +89,15 @@ pub struct Sched {
     /// Lapse retries (SPEC §3): (instant, job id, attempts started at the lapse), one
     /// second after each lapse.
     retries: std::collections::BTreeSet<(Time, u64, u32)>,
+    /// Jobs others wait for (SPEC §13), by id: the PENDING jobs that wait for each.
+    dependents: HashMap<u64, Vec<JobId>>,
+    /// Bit set of the ids that ended SUCCEEDED (dependencies on forgotten jobs).
+    succeeded: Vec<u64>,
+    /// Every array: parent id → number of children.
+    arrays: std::collections::BTreeMap<u64, u32>,
+    /// Jobs that ended and whose dependents and parent are still to be told.
+    settling: std::collections::VecDeque<JobId>,
+    draining: bool,
 }
 
 impl Sched {
@@ -122,6 +133,11 @@ impl Sched {
             events: Vec::new(),
             now: 0,
             retries: Default::default(),
+            dependents: HashMap::new(),
+            succeeded: Vec::new(),
+            arrays: Default::default(),
+            settling: Default::default(),
+            draining: false,
         };
         s.install_config(config, capacity, 0);
         s
@@ -311,6 +327,11 @@ impl Sched {
 
     fn emit(&mut self, e: Event) {
         self.events.push(e);
+        // What waits for a job that just ended hears of it right after the job's own
+        // event (SPEC §13: down the chain, in the same batch).
+        if !self.settling.is_empty() {
+            self.settle();
+        }
     }
 }
 

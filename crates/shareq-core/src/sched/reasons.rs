@@ -159,6 +159,15 @@ impl Sched {
                 }
                 return format!("preempting: waiting for {releasing} job(s) to release their GPUs");
             }
+            Phase::Dependent => return self.pending_reason(job),
+            Phase::Parent => {
+                let counts = self.array_counts(id);
+                return format!(
+                    "array of {}: {}",
+                    counts.iter().sum::<u32>(),
+                    super::counts_text(&counts)
+                );
+            }
             Phase::Pending { nominated: None } => {}
         }
         if !share.present {

@@ -32,6 +32,8 @@ pub enum Rejection {
     },
     /// More than the largest node has of the unit (SPEC §10).
     LargerThanAnyNode(LargerThanAnyNode),
+    /// Its `dependsOn` or `arrayProperties` cannot be met (SPEC §13).
+    Links(String),
 }
 
 /// `needs 8 a100 on one node; the largest node has 4`: a rejection at submission, and the
@@ -69,6 +71,7 @@ impl fmt::Display for LargerThanAnyNode {
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match self {
+            Rejection::Links(why) => f.write_str(why),
             Rejection::UnknownShare { share, known } => write!(
                 f,
                 "quota share `{share}` does not exist (shares: {})",

@@ -1,7 +1,7 @@
 //! Putting jobs back after a restart (SPEC §8): the store replays what it recorded into a
 //! fresh scheduler — queued jobs in their original order, adopted jobs on their devices.
 
-use super::state::{FailReason, Job, Lane, Phase, ShareState, StopCause, UnitState};
+use super::state::{ArrayLink, FailReason, Job, Lane, Phase, ShareState, StopCause, UnitState};
 use super::{Sched, Time};
 use crate::model::{JobId, JobSpec, JobState, Strategy};
 use std::collections::BTreeSet;
@@ -22,6 +22,11 @@ pub struct RestoredJob {
     pub fail_reason: Option<FailReason>,
     /// Adopted: still holding these devices since `started_at`.
     pub holding: Option<RestoredHolding>,
+    /// The jobs it waits for (SPEC §13), resolved: a PENDING job waits again.
+    pub deps: Vec<JobId>,
+    /// Its place in an array; a parent's counts (children not ended, failed) as the store
+    /// has them.
+    pub array: Option<ArrayLink>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -93,17 +98,36 @@ impl Sched {
             stop_after: 0,
             stop_delay: None,
             finished_at: None,
+            deps: r.deps.into_boxed_slice(),
+            unmet: 0,
+            array: r.array,
             spec: r.spec.into(),
         };
         let holding = job.is_holding();
+        let parent = matches!(job.array, Some(ArrayLink::Parent { .. }));
+        let waits = !job.deps.is_empty() && !holding && job.attempts_started == 0;
+        if let Some(ArrayLink::Parent { size, .. }) = job.array {
+            self.arrays.insert(r.id.0, size);
+        }
         self.insert_job(job);
         self.next_id = self.next_id.max(r.id.0 + 1);
         if holding {
             self.index_holding(r.id);
             self.usage_restored(r.id, now);
+        } else if parent {
+            if let Some(j) = self.job_mut(r.id) {
+                j.phase = Phase::Parent;
+                j.state = JobState::Pending;
+            }
+            self.settle_restored_parent(r.id, now);
+        } else if waits {
+            // PENDING again, or released (or failed) now if its dependencies ended while
+            // it was away.
+            self.relink(r.id, now);
         } else {
             self.index_pending(r.id);
         }
+        self.settle();
         Ok(())
     }
 

@@ -156,8 +156,22 @@ pub enum Phase {
         started_at: Time,
         stopping: Option<(StopCause, Time)>,
     },
+    /// PENDING (SPEC §13): waits for its dependencies; in no queue, no index.
+    Dependent,
+    /// An array's parent (SPEC §13): never scheduled; its children are.
+    Parent,
     /// SUCCEEDED or FAILED.
     Done,
+}
+
+/// A job's place in an array (SPEC §13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArrayLink {
+    /// The parent of `size` children, ids `id + 1 ..= id + size`; `left`: children not
+    /// ended yet, `failed`: children that ended FAILED.
+    Parent { size: u32, left: u32, failed: u32 },
+    /// Child `index` of `parent` (id `parent + 1 + index`).
+    Child { parent: JobId, index: u32 },
 }
 
 /// Why a job ended in FAILED.
@@ -167,6 +181,17 @@ pub enum FailReason {
     NonZeroExit(i32),
     Timeout,
     Cancelled(String),
+    /// A job it depends on ended FAILED (SPEC §13): `label` is how that job is named
+    /// (`12`, or `12:3` for an array's child).
+    DependencyFailed {
+        job: JobId,
+        label: String,
+    },
+    /// An array parent whose children ended with `failed` of `size` FAILED.
+    ChildrenFailed {
+        failed: u32,
+        size: u32,
+    },
 }
 
 impl FailReason {
@@ -176,6 +201,8 @@ impl FailReason {
             FailReason::NonZeroExit(_) => "NON_ZERO_EXIT",
             FailReason::Timeout => "TIMEOUT",
             FailReason::Cancelled(_) => "CANCELLED",
+            FailReason::DependencyFailed { .. } => "DEPENDENCY_FAILED",
+            FailReason::ChildrenFailed { .. } => "ARRAY_CHILDREN_FAILED",
         }
     }
 }
@@ -185,6 +212,15 @@ impl std::fmt::Display for FailReason {
         match self {
             FailReason::NonZeroExit(c) => write!(f, "NON_ZERO_EXIT (exit code {c})"),
             FailReason::Cancelled(by) => write!(f, "CANCELLED: by {by}"),
+            FailReason::DependencyFailed { label, .. } => {
+                write!(f, "DEPENDENCY_FAILED: job {label} FAILED")
+            }
+            FailReason::ChildrenFailed { failed, size } => {
+                write!(
+                    f,
+                    "ARRAY_CHILDREN_FAILED: {failed} of {size} children failed"
+                )
+            }
             other => f.write_str(other.code()),
         }
     }
@@ -224,9 +260,57 @@ pub struct Job {
     /// that changes `gracePeriodSeconds` affects only stops that begin later).
     pub stop_delay: Option<u32>,
     pub finished_at: Option<Time>,
+    /// The jobs it waits for, resolved to ids (SPEC §13; an array child's N_TO_N and
+    /// SEQUENTIAL partners included).
+    pub deps: Box<[JobId]>,
+    /// How many of `deps` have not SUCCEEDED yet (PENDING while > 0).
+    pub unmet: u32,
+    /// Its place in an array, if it is in one.
+    pub array: Option<ArrayLink>,
 }
 
 impl Job {
+    /// The parent of an array child.
+    pub fn parent(&self) -> Option<JobId> {
+        match self.array {
+            Some(ArrayLink::Child { parent, .. }) => Some(parent),
+            _ => None,
+        }
+    }
+
+    /// An array child's index.
+    pub fn array_index(&self) -> Option<u32> {
+        match self.array {
+            Some(ArrayLink::Child { index, .. }) => Some(index),
+            _ => None,
+        }
+    }
+
+    /// An array parent's size.
+    pub fn array_size(&self) -> Option<u32> {
+        match self.array {
+            Some(ArrayLink::Parent { size, .. }) => Some(size),
+            _ => None,
+        }
+    }
+
+    /// How users name it: `12`, or `12:3` for child 3 of array 12.
+    pub fn label(&self) -> String {
+        match self.array {
+            Some(ArrayLink::Child { parent, index }) => format!("{parent}:{index}"),
+            _ => self.id.to_string(),
+        }
+    }
+
+    /// PENDING: waits for its dependencies.
+    pub fn is_dependent(&self) -> bool {
+        matches!(self.phase, Phase::Dependent)
+    }
+
+    pub fn is_parent(&self) -> bool {
+        matches!(self.phase, Phase::Parent)
+    }
+
     /// The job's key without any fair-share penalty: what the lanes store.
     pub fn base_key(&self) -> QKey {
         QKey::new(self.priority, self.submitted, self.id)

@@ -160,6 +160,8 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         failed_attempts: 0,
         attempts_started: 2,
         fail_reason: None,
+        deps: Vec::new(),
+        array: None,
         holding: Some(RestoredHolding {
             node: None,
             devices: vec![0],
@@ -180,6 +182,8 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
             failed_attempts: 0,
             attempts_started: 0,
             fail_reason: None,
+            deps: Vec::new(),
+            array: None,
             holding: None,
         };
         s.restore_job(r, 100).unwrap();
@@ -195,6 +199,8 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         failed_attempts: 0,
         attempts_started: 1,
         fail_reason: None,
+        deps: Vec::new(),
+        array: None,
         holding: Some(RestoredHolding {
             node: None,
             devices: vec![0],
@@ -559,4 +565,72 @@ fn usage_restored_after_a_restart_decays_from_its_instant() {
     let st = s.user_standings(3600);
     let bob = st.iter().find(|u| u.user == "bob").unwrap();
     assert!((bob.usage_gpu_seconds - 500.0).abs() < 1e-6, "{bob:?}");
+}
+
+/// SPEC §13 on forgotten jobs: the live runtime drops ended jobs from the scheduler, and a
+/// dependency on one is still judged by how it ended; an unknown id, a missing child and
+/// too many dependencies are refused; `12:3` names child 3.
+#[test]
+fn dependencies_on_forgotten_jobs_children_and_limits() {
+    use crate::model::{ArrayProperties, Dependency, JobRef};
+    let c = config(THREE);
+    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), true);
+    let after = |name: &str, deps: &[JobRef]| {
+        let mut spec = JobSpec::new(name, "a", 1, 0);
+        spec.depends_on = deps.iter().map(|&r| Dependency::on(r)).collect();
+        spec
+    };
+    let ok = s.submit(JobSpec::new("ok", "a", 1, 0), 0).unwrap();
+    let bad = s.submit(JobSpec::new("bad", "b", 1, 0), 0).unwrap();
+    s.pass(0);
+    s.job_exited(ok, 0, 5);
+    s.job_exited(bad, 1, 5);
+    s.forget(ok);
+    s.forget(bad);
+    assert!(s.job(ok).is_none() && s.job(bad).is_none());
+    let met = s.submit(after("met", &[JobRef::job(ok.0)]), 6).unwrap();
+    assert_eq!(s.job(met).unwrap().state, JobState::Runnable);
+    let lost = s.submit(after("lost", &[JobRef::job(bad.0)]), 6).unwrap();
+    let j = s.job(lost).unwrap();
+    assert_eq!(j.state, JobState::Failed);
+    assert_eq!(
+        j.fail_reason.as_ref().unwrap().to_string(),
+        format!("DEPENDENCY_FAILED: job {bad} FAILED")
+    );
+    let e = s.submit(after("x", &[JobRef::job(999)]), 6).unwrap_err();
+    assert_eq!(e.to_string(), "job 999 does not exist");
+    let mut arr = JobSpec::new("arr", "c", 1, 0);
+    arr.array_properties = Some(ArrayProperties { size: 4 });
+    let p = s.submit(arr, 7).unwrap();
+    let third = JobRef {
+        job: p,
+        index: Some(3),
+    };
+    let w = s.submit(after("w", &[third]), 7).unwrap();
+    assert_eq!(s.job(w).unwrap().deps.to_vec(), vec![third.id()]);
+    assert_eq!(s.label(third.id()), format!("{p}:3"));
+    let e = s
+        .submit(
+            after(
+                "y",
+                &[JobRef {
+                    job: p,
+                    index: Some(4),
+                }],
+            ),
+            7,
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("no child 4"), "{e}");
+    let many = vec![JobRef::job(ok.0); 21];
+    let e = s.submit(after("z", &many), 7).unwrap_err();
+    assert!(e.to_string().contains("at most 20"), "{e}");
+    let mut one = JobSpec::new("one", "a", 1, 0);
+    one.array_properties = Some(ArrayProperties { size: 1 });
+    assert!(
+        s.submit(one, 7)
+            .unwrap_err()
+            .to_string()
+            .contains("2..10000")
+    );
 }
