@@ -568,6 +568,8 @@ impl Snapshot {
                 0
             };
             (
+                // PENDING jobs (SPEC §13) are in no queue order: after every queued one.
+                j.state == crate::model::JobState::Pending,
                 std::cmp::Reverse(j.priority),
                 j.submitted.saturating_add(d),
                 j.submitted,
