@@ -143,7 +143,8 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
 /// The user column: the submitter, and in a fair-share share the delay their usage adds
 /// to the job's submission time (`alice +12m`).
 fn user_cell(app: &App, j: &crate::snapshot::JobView, fair: bool) -> String {
-    match fair.then(|| app.snap.fair_standing(j)).flatten() {
+    let queued = j.state == crate::model::JobState::Runnable;
+    match (fair && queued).then(|| app.snap.fair_standing(j)).flatten() {
         Some(u) => format!(
             "{} +{}",
             user(j),
