@@ -299,10 +299,16 @@ impl Sched {
             self.reweigh(s, h, now);
         }
         let users = &mut self.shares[s].users;
+        let fair = policy.is_some();
         users.policy = policy;
         users.user_limit = user_limit;
         for lane in &mut self.shares[s].lanes {
             lane.queue.user_limit = user_limit;
+            if !fair {
+                // No penalties without a policy (a reload that removes `fairShare` but
+                // keeps `userLimit` keeps the buckets).
+                lane.queue.set_pens(&[]);
+            }
         }
         if was_by_user != self.shares[s].users.by_user() {
             self.rebucket(s);
