@@ -144,7 +144,10 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
 /// to the job's submission time (`alice +12m`).
 fn user_cell(app: &App, j: &crate::snapshot::JobView, fair: bool) -> String {
     let queued = j.state == crate::model::JobState::Runnable;
-    match (fair && queued).then(|| app.snap.fair_standing(j)).flatten() {
+    match (fair && queued)
+        .then(|| app.snap.fair_standing(j))
+        .flatten()
+    {
         Some(u) => format!(
             "{} +{}",
             user(j),

@@ -4,8 +4,9 @@
 //! A user's decayed usage is kept as an accumulator: its value at the instant of the last
 //! change of the GPUs the user holds in the share, and those GPUs; between two changes it
 //! evolves in closed form, so reading it costs O(1) and nothing is rewritten as time
-//! passes. The closed holding intervals are kept too (those younger than 64 half-lives), so
-//! that a reload changing `halfLifeSeconds` re-weights the whole history.
+//! passes. The closed holding intervals are kept too (the newest few thousand; older ones
+//! are folded into one figure), so that a reload changing `halfLifeSeconds` re-weighs the
+//! history.
 
 use super::state::{EFF_SCALE, ShareIx};
 use super::{Sched, Time};
@@ -39,9 +40,16 @@ struct UserUse {
     closed: Vec<(Time, Time, u32)>,
     /// Usage restored from the store: (value, instant), counted before `closed`.
     restored: Option<(f64, Time)>,
+    /// The oldest closed intervals folded into one figure (value, instant) once there were
+    /// [`MAX_CLOSED`]: a later change of half-life weighs them as one lump.
+    folded: Option<(f64, Time)>,
     /// The penalty as of the last pass, in `EFF_SCALE` units.
     pen: i64,
 }
+
+/// Closed holding intervals kept per user for a change of half-life: beyond it the older
+/// half is folded into one figure (the memory a user costs stays bounded).
+const MAX_CLOSED: usize = 4096;
 
 /// `2^(−dt/h)`.
 fn decay(dt: Time, h: Time) -> f64 {
@@ -85,6 +93,7 @@ impl Users {
             rate: 0,
             closed: Vec::new(),
             restored: None,
+            folded: None,
             pen: 0,
         });
         self.ix.insert(name.to_string(), i);
@@ -147,10 +156,16 @@ impl Users {
             x.at = t;
             x.rate = x.rate.saturating_sub(q);
             x.closed.push((start, t, q));
-            // Drop what no longer counts (below 2^-64), in batches.
-            if x.closed.len() >= 64 && x.closed.len().is_power_of_two() {
-                let old = t.saturating_sub(h.saturating_mul(64));
-                x.closed.retain(|c| c.1 >= old);
+            if x.closed.len() > MAX_CLOSED {
+                // Fold the older half into one figure at the newest of its releases.
+                let half = x.closed.len() / 2;
+                let at = x.closed[..half].iter().map(|c| c.1).max().unwrap_or(t);
+                let mut v = x.folded.map_or(0.0, |(f, fa)| f * decay(at - fa, h));
+                for &(t0, t1, q) in &x.closed[..half] {
+                    v += interval(q, t0, t1, at, h);
+                }
+                x.closed.drain(..half);
+                x.folded = Some((v, at));
             }
         }
     }
@@ -330,7 +345,8 @@ impl Sched {
         for (i, x) in users.list.iter_mut().enumerate() {
             // A figure restored from the store counts as used at its instant.
             let since = x.restored.map_or(Time::MIN, |r| r.1);
-            let mut v = x.restored.map_or(0.0, |(r, at)| r * decay(now - at, h));
+            let mut v = x.restored.map_or(0.0, |(r, at)| r * decay(now - at, h))
+                + x.folded.map_or(0.0, |(f, at)| f * decay(now - at, h));
             for &(t0, t1, q) in &x.closed {
                 v += interval(q, t0.max(since), t1.max(since), now, h);
             }
@@ -494,5 +510,41 @@ impl Sched {
                 x.rate += q;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_users_history_stays_bounded_and_folding_changes_no_figure() {
+        let mut u = Users {
+            half_life: 3600,
+            ..Users::default()
+        };
+        let a = u.ix_of("alice");
+        let mut t = 0;
+        for _ in 0..10_000 {
+            u.started(a, 1, t);
+            u.released(a, 1, t, t + 10);
+            t += 20;
+        }
+        let x = &u.list[a as usize];
+        assert!(x.closed.len() <= MAX_CLOSED, "{}", x.closed.len());
+        assert!(x.folded.is_some());
+        // The accumulator is exact whatever was folded: 10 s of every 20 for 200,000 s.
+        let k = 3600.0 / std::f64::consts::LN_2;
+        let exact: f64 = (0..10_000)
+            .map(|i| {
+                let t0 = i as f64 * 20.0;
+                k * ((-(t as f64 - t0 - 10.0) / 3600.0).exp2() - (-(t as f64 - t0) / 3600.0).exp2())
+            })
+            .sum();
+        assert!(
+            (u.usage(a, t) - exact).abs() < 1e-6 * exact,
+            "{} vs {exact}",
+            u.usage(a, t)
+        );
     }
 }
