@@ -39,6 +39,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 mod fixtures;
 
 const BIN: &str = env!("CARGO_BIN_EXE_shareq");
+
+/// The `shareq` under test: `SHAREQ_BIN` when set (to compare two builds side by side in
+/// one run), else the one Cargo built with this bench.
+fn bin() -> String {
+    std::env::var("SHAREQ_BIN").unwrap_or_else(|_| BIN.to_string())
+}
 const GPUS: usize = 8;
 
 fn env_num(k: &str, d: usize) -> usize {
@@ -82,7 +88,7 @@ resourceSharingConfiguration: {{strategy: LEND}}
         )
         .unwrap();
         let state = root.join("state");
-        let child = Command::new(BIN)
+        let child = Command::new(bin())
             .args(["serve", "--stop-jobs-on-exit", "--config"])
             .arg(&cfg)
             .arg("--state")
