@@ -77,6 +77,7 @@ impl Serve {
 name: live-bench
 capacityLimits: [{{capacityUnit: gpu, maxCapacity: {GPUS}, devices: {{fake: {GPUS}}}}}]
 preemption: {{gracePeriodSeconds: 1}}
+limits: {{maxQueuedJobsPerUser: 1000000}}
 ---
 kind: QuotaShare
 quotaShareName: a
