@@ -7,14 +7,16 @@
 //! 3. `status` and `jobs --json` latency over the socket;
 //! 4. QUEUED (default 100,000) low-priority jobs submitted over one socket connection,
 //!    pipelined, the submit rate measured per tenth of the queue; serve's RSS;
-//! 5. 2 and 3 again with the full queue;
+//! 5. 2 and 3 again with the full queue, then serve's CPU over IDLE_SECS with nothing
+//!    changing (run once more with `SHAREQ_ESTIMATES=off` to see what estimates cost);
 //! 6. the scheduler changing 200 times a second (priority changes of queued jobs) for
 //!    CHURN_SECS: serve's CPU without a console, then with an attached console (the
 //!    real `remote::attach` delta stream, and the console's own `set_snapshot`, `draw`
 //!    and key handling on a 160×48 `TestBackend`, at most one frame per 33 ms as in
 //!    `tui::drive`): frame time, key → screen, and serve's CPU again.
 //!
-//! Run: `cargo bench --bench live` (`QUEUED=N`, `SAMPLES=N`, `CHURN_SECS=N`).
+//! Run: `cargo bench --bench live` (`QUEUED=N`, `SAMPLES=N`, `CHURN_SECS=N`, `IDLE_SECS=N`;
+//! `SHAREQ_BIN=PATH` runs another build of `shareq`, to compare two side by side).
 //! Fair share (SPEC §12): `LIVE_USERS=50` (as root) submits the queue as 50 real users
 //! made with `useradd` (removed afterwards), each through its own connection, and
 //! `LIVE_FAIR=1` gives the share `fairShare`; compare the two runs' figures.
@@ -524,6 +526,7 @@ fn main() {
     let queued = env_num("QUEUED", if full { 100_000 } else { 1_000 });
     let samples = env_num("SAMPLES", if full { 15 } else { 3 });
     let churn_secs = env_num("CHURN_SECS", if full { 8 } else { 1 }) as f64;
+    let idle_secs = env_num("IDLE_SECS", if full { 30 } else { 1 }) as f64;
     let nusers = env_num("LIVE_USERS", 0);
     let fair = env_num("LIVE_FAIR", 0) == 1;
     let policy = if fair {
@@ -591,6 +594,12 @@ fn main() {
     let loaded = start_latency(&serve, &mut conn, &mut holders, samples);
     let (status_full, _) = timed(&mut conn, r#"{"op":"status"}"#, 20);
     let (jobs_full, jobs_bytes) = timed(&mut conn, r#"{"op":"jobs"}"#, 3);
+    // Idle with the full queue: nothing changes for IDLE_SECS (a start estimate of the
+    // changed queue may still run in it); compare a run with `SHAREQ_ESTIMATES=off`.
+    std::thread::sleep(Duration::from_secs(2));
+    let ci = serve.cpu_ticks();
+    std::thread::sleep(Duration::from_secs_f64(idle_secs));
+    let cpu_idle = (serve.cpu_ticks() - ci) as f64 / 100.0;
 
     // Churn: 200 changes a second, without and then with an attached console.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -644,6 +653,14 @@ fn main() {
         "jobs --json, {queued} queued ({:.1} MB): {}",
         jobs_bytes as f64 / 1e6,
         ms(&jobs_full)
+    );
+    println!(
+        "serve CPU idle for {idle_secs:.0} s at {queued} queued: {cpu_idle:.2} s (estimates {})",
+        if std::env::var("SHAREQ_ESTIMATES").is_ok_and(|v| v == "off") {
+            "off"
+        } else {
+            "on"
+        }
     );
     println!(
         "serve RSS: {rss0:.1} MB before the queue, {rss_full:.1} MB at {queued} queued (peak {hwm_full:.1} MB), {rss_end:.1} MB after the console (peak {hwm_end:.1} MB)"
