@@ -4,7 +4,8 @@
 //! 2. GPU-free → the next job's first instruction, with an empty queue: the next job is
 //!    `sh -c 'date +%s%N; read x < FIFO'` at high priority, the bench writes the FIFO of
 //!    the oldest holder and reads the new job's log for the instant its `date` ran;
-//! 3. `status` and `jobs --json` latency over the socket;
+//! 3. `status` and `jobs --json` latency over the socket (JOBS_ASKS answers at the full
+//!    queue, then serve's RSS);
 //! 4. QUEUED (default 100,000) low-priority jobs submitted over one socket connection,
 //!    pipelined, the submit rate measured per tenth of the queue; serve's RSS;
 //! 5. 2 and 3 again with the full queue, then serve's CPU over IDLE_SECS with nothing
@@ -527,6 +528,7 @@ fn main() {
     let samples = env_num("SAMPLES", if full { 15 } else { 3 });
     let churn_secs = env_num("CHURN_SECS", if full { 8 } else { 1 }) as f64;
     let idle_secs = env_num("IDLE_SECS", if full { 30 } else { 1 }) as f64;
+    let jobs_asks = env_num("JOBS_ASKS", if full { 10 } else { 3 });
     let nusers = env_num("LIVE_USERS", 0);
     let fair = env_num("LIVE_FAIR", 0) == 1;
     let policy = if fair {
@@ -593,10 +595,12 @@ fn main() {
 
     let loaded = start_latency(&serve, &mut conn, &mut holders, samples);
     let (status_full, _) = timed(&mut conn, r#"{"op":"status"}"#, 20);
-    let (jobs_full, jobs_bytes) = timed(&mut conn, r#"{"op":"jobs"}"#, 3);
-    // Idle with the full queue: nothing changes for IDLE_SECS (a start estimate of the
-    // changed queue may still run in it); compare a run with `SHAREQ_ESTIMATES=off`.
-    std::thread::sleep(Duration::from_secs(2));
+    let (jobs_full, jobs_bytes) = timed(&mut conn, r#"{"op":"jobs"}"#, jobs_asks);
+    let (rss_jobs, _) = serve.rss_mb();
+    // Idle with the full queue: nothing changes for IDLE_SECS, from 10 s after the last
+    // change (time for the start estimate of the changed queue: a quiet second, the 5 s
+    // timer, the forecast itself); compare a run with `SHAREQ_ESTIMATES=off`.
+    std::thread::sleep(Duration::from_secs(10));
     let ci = serve.cpu_ticks();
     std::thread::sleep(Duration::from_secs_f64(idle_secs));
     let cpu_idle = (serve.cpu_ticks() - ci) as f64 / 100.0;
@@ -662,6 +666,7 @@ fn main() {
             "on"
         }
     );
+    println!("serve RSS after {jobs_asks} jobs answers at {queued} queued: {rss_jobs:.1} MB");
     println!(
         "serve RSS: {rss0:.1} MB before the queue, {rss_full:.1} MB at {queued} queued (peak {hwm_full:.1} MB), {rss_end:.1} MB after the console (peak {hwm_end:.1} MB)"
     );

@@ -57,7 +57,7 @@ pub(crate) struct Forecasts {
     /// The scheduler ran a pass since the latest estimate started.
     changed: bool,
     /// Until this instant the latest estimate holds for an unchanged scheduler: its
-    /// earliest estimated start, or its horizon's end.
+    /// earliest estimated start after the instant it ran, or its horizon's end.
     holds_until: Time,
 }
 
@@ -205,10 +205,12 @@ impl Forecasts {
         self.shown = !est.starts.is_empty();
         self.took_ms = est.took_ms;
         self.clone_ms = est.clone_ms;
+        // A start foreseen at the forecast's own instant (behind a running job expected to
+        // end now, one that outlived its share's history) says the same at every re-run.
         self.holds_until = est
             .starts
             .iter()
-            .filter_map(|&(_, at)| at)
+            .filter_map(|&(_, at)| at.filter(|&t| t > est.computed_at))
             .min()
             .map_or(est.horizon_end, |t| t.min(est.horizon_end));
         if let Some(r) = runtimes {
