@@ -4,9 +4,9 @@
 //! their own at the lowest CPU priority (nice 19: a forecast of a long queue may take a
 //! core for a second or more, and must never slow the scheduler or the jobs' starts); their
 //! result comes back as an input (`ExecKind::Estimated`). Predictions, which someone waits
-//! for, run on the blocking pool and go straight to whoever asked. An estimate of a
-//! scheduler that has not changed since the last one (no pass) is not run again until an
-//! instant it foresaw has come: it would say the same.
+//! for, run on the blocking pool and go straight to whoever asked. A scheduler that has
+//! not changed since the last estimate (no pass) is estimated again only once an instant
+//! it foresaw has come, and at most once a minute.
 
 use super::input::{ExecKind, ExecReport, Input};
 use crate::forecast::{self, Estimates, Prediction, Runtimes};
@@ -29,6 +29,10 @@ const QUIET: Duration = Duration::from_secs(1);
 /// ...unless the latest estimate started this long ago: copying a long queue and running
 /// it forward is best done between bursts of work (measured: docs/PERFORMANCE.md).
 const MAX_STALE: Duration = Duration::from_secs(30);
+/// An unchanged scheduler is estimated again at most this often, once an instant the
+/// latest estimate foresaw has come: behind a running job expected to end now (it outlived
+/// its share's history) every re-run foresees the same from a later now.
+const UNCHANGED_EVERY: Duration = Duration::from_secs(60);
 /// How often the typical runtimes are read again from the history.
 const RUNTIMES_EVERY: Duration = Duration::from_secs(60);
 
@@ -57,7 +61,7 @@ pub(crate) struct Forecasts {
     /// The scheduler ran a pass since the latest estimate started.
     changed: bool,
     /// Until this instant the latest estimate holds for an unchanged scheduler: its
-    /// earliest estimated start after the instant it ran, or its horizon's end.
+    /// earliest estimated start, or its horizon's end.
     holds_until: Time,
 }
 
@@ -137,7 +141,7 @@ impl Forecasts {
 
     /// The estimate timer fired: start one on a copy of `sched` unless one runs already,
     /// there is nothing to estimate, or the latest one still holds (no pass since, and
-    /// none of the instants it foresaw has come).
+    /// none of the instants it foresaw has come or it is younger than a minute).
     pub(crate) fn start_estimate(
         &mut self,
         sched: &Sched,
@@ -149,7 +153,9 @@ impl Forecasts {
         if self.off || self.in_flight || (sched.queue_len() == 0 && !self.shown) {
             return;
         }
-        if !self.changed && now < self.holds_until {
+        if !self.changed
+            && (now < self.holds_until || self.last_started.elapsed() < UNCHANGED_EVERY)
+        {
             return;
         }
         if self.last_busy.is_some_and(|t| t.elapsed() < QUIET)
@@ -205,12 +211,10 @@ impl Forecasts {
         self.shown = !est.starts.is_empty();
         self.took_ms = est.took_ms;
         self.clone_ms = est.clone_ms;
-        // A start foreseen at the forecast's own instant (behind a running job expected to
-        // end now, one that outlived its share's history) says the same at every re-run.
         self.holds_until = est
             .starts
             .iter()
-            .filter_map(|&(_, at)| at.filter(|&t| t > est.computed_at))
+            .filter_map(|&(_, at)| at)
             .min()
             .map_or(est.horizon_end, |t| t.min(est.horizon_end));
         if let Some(r) = runtimes {
@@ -351,7 +355,10 @@ resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
         f.last_busy = Instant::now().checked_sub(QUIET);
         assert!(estimate_if_due(&mut f, &sched, foreseen - 1, &mut rx, &tx));
         assert!(!estimate_if_due(&mut f, &sched, foreseen - 1, &mut rx, &tx));
-        // Unchanged, but the instant it foresaw has come: the estimate is stale.
+        // Unchanged, the instant it foresaw has come: stale, once a minute has passed.
+        assert!(!estimate_if_due(&mut f, &sched, foreseen, &mut rx, &tx));
+        f.last_started = Instant::now().checked_sub(UNCHANGED_EVERY).unwrap();
+        assert!(!estimate_if_due(&mut f, &sched, foreseen - 1, &mut rx, &tx));
         assert!(estimate_if_due(&mut f, &sched, foreseen, &mut rx, &tx));
     }
 }
