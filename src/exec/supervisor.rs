@@ -11,10 +11,11 @@
 //! ones that start their own session) are reparented to it: it finishes only when none
 //! is left, which is what "the GPUs are free again" means.
 //!
-//! It runs in its own session (it starts one first thing when the runtime started it), and the command in a new process
-//! group of that session: if the supervisor itself is killed, the scheduler finds what is
-//! left by the session id, which is the supervisor's pid (see `exec::session`). The job's
-//! output comes through a pipe into a [`LogSink`] (cap and free-space reserve).
+//! It runs in its own session (started by the runtime, it makes one first thing), and the
+//! command in a new process group of that session: if the supervisor itself is killed,
+//! the scheduler finds what is left by the session id, which is the supervisor's pid (see
+//! `exec::session`). The job's output comes through a pipe into a [`LogSink`] (cap and
+//! free-space reserve).
 //!
 //! Its files are those of `exec::runfiles`: it reads the launch spec, claims the pid file
 //! and writes the exit record — or, started by Slurm as the job's submitter (who may not
