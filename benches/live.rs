@@ -4,10 +4,12 @@
 //! 2. GPU-free → the next job's first instruction, with an empty queue: the next job is
 //!    `sh -c 'date +%s%N; read x < FIFO'` at high priority, the bench writes the FIFO of
 //!    the oldest holder and reads the new job's log for the instant its `date` ran;
-//! 3. `status` and `jobs --json` latency over the socket;
+//! 3. `status` and `jobs --json` latency over the socket (JOBS_ASKS answers at the full
+//!    queue, then serve's RSS);
 //! 4. QUEUED (default 100,000) low-priority jobs submitted over one socket connection,
 //!    pipelined, the submit rate measured per tenth of the queue; serve's RSS;
-//! 5. 2 and 3 again with the full queue;
+//! 5. 2 and 3 again with the full queue, then serve's CPU over IDLE_SECS with nothing
+//!    changing (run once more with `SHAREQ_ESTIMATES=off` to see what estimates cost);
 //! 6. the scheduler changing 200 times a second (priority changes of queued jobs) for
 //!    CHURN_SECS: serve's CPU without a console, then with an attached console (the
 //!    real `remote::attach` delta stream, and the console's own `set_snapshot`, `draw`
@@ -19,7 +21,9 @@
 //!    request (one transaction): submit time, serve CPU and RSS, the GPU-free → start
 //!    latency (one pass) with each queued, and `jobs` on each.
 //!
-//! Run: `cargo bench --bench live` (`QUEUED=N`, `SAMPLES=N`, `CHURN_SECS=N`, `ARRAY=N`).
+//! Run: `cargo bench --bench live` (`QUEUED=N`, `SAMPLES=N`, `CHURN_SECS=N`, `ARRAY=N`,
+//! `IDLE_SECS=N`; `SHAREQ_BIN=PATH` runs another build of `shareq`, to compare two side by
+//! side).
 //! Fair share (SPEC §12): `LIVE_USERS=50` (as root) submits the queue as 50 real users
 //! made with `useradd` (removed afterwards), each through its own connection, and
 //! `LIVE_FAIR=1` gives the share `fairShare`; compare the two runs' figures.
@@ -44,6 +48,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 mod fixtures;
 
 const BIN: &str = env!("CARGO_BIN_EXE_shareq");
+
+/// The `shareq` under test: `SHAREQ_BIN` when set (to compare two builds side by side in
+/// one run), else the one Cargo built with this bench.
+fn bin() -> String {
+    std::env::var("SHAREQ_BIN").unwrap_or_else(|_| BIN.to_string())
+}
 const GPUS: usize = 8;
 
 fn env_num(k: &str, d: usize) -> usize {
@@ -88,7 +98,7 @@ resourceSharingConfiguration: {{strategy: LEND}}
         )
         .unwrap();
         let state = root.join("state");
-        let child = Command::new(BIN)
+        let child = Command::new(bin())
             .args(["serve", "--stop-jobs-on-exit", "--config"])
             .arg(&cfg)
             .arg("--state")
@@ -523,6 +533,8 @@ fn main() {
     let queued = env_num("QUEUED", if full { 100_000 } else { 1_000 });
     let samples = env_num("SAMPLES", if full { 15 } else { 3 });
     let churn_secs = env_num("CHURN_SECS", if full { 8 } else { 1 }) as f64;
+    let idle_secs = env_num("IDLE_SECS", if full { 30 } else { 1 }) as f64;
+    let jobs_asks = env_num("JOBS_ASKS", if full { 10 } else { 3 });
     let nusers = env_num("LIVE_USERS", 0);
     let fair = env_num("LIVE_FAIR", 0) == 1;
     let policy = if fair {
@@ -589,7 +601,15 @@ fn main() {
 
     let loaded = start_latency(&serve, &mut conn, &mut holders, samples);
     let (status_full, _) = timed(&mut conn, r#"{"op":"status"}"#, 20);
-    let (jobs_full, jobs_bytes) = timed(&mut conn, r#"{"op":"jobs"}"#, 3);
+    let (jobs_full, jobs_bytes) = timed(&mut conn, r#"{"op":"jobs"}"#, jobs_asks);
+    let (rss_jobs, _) = serve.rss_mb();
+    // Idle with the full queue: nothing changes for IDLE_SECS, from 10 s after the last
+    // change (time for the start estimate of the changed queue: a quiet second, the 5 s
+    // timer, the forecast itself); compare a run with `SHAREQ_ESTIMATES=off`.
+    std::thread::sleep(Duration::from_secs(10));
+    let ci = serve.cpu_ticks();
+    std::thread::sleep(Duration::from_secs_f64(idle_secs));
+    let cpu_idle = (serve.cpu_ticks() - ci) as f64 / 100.0;
 
     // Churn: 200 changes a second, without and then with an attached console.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -644,6 +664,15 @@ fn main() {
         jobs_bytes as f64 / 1e6,
         ms(&jobs_full)
     );
+    println!(
+        "serve CPU idle for {idle_secs:.0} s at {queued} queued: {cpu_idle:.2} s (estimates {})",
+        if std::env::var("SHAREQ_ESTIMATES").is_ok_and(|v| v == "off") {
+            "off"
+        } else {
+            "on"
+        }
+    );
+    println!("serve RSS after {jobs_asks} jobs answers at {queued} queued: {rss_jobs:.1} MB");
     println!(
         "serve RSS: {rss0:.1} MB before the queue, {rss_full:.1} MB at {queued} queued (peak {hwm_full:.1} MB), {rss_end:.1} MB after the console (peak {hwm_end:.1} MB)"
     );

@@ -2,7 +2,7 @@
 //! supervisor protocol in [`super::supervisor`]).
 
 use super::runfiles::{self, ExitStatus, LaunchSpec, Owner};
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, pthread_sigmask};
 use nix::unistd::Pid;
 use std::path::Path;
 use std::process::Stdio;
@@ -27,9 +27,17 @@ pub enum Stop {
     Kill,
 }
 
-/// Write the launch spec and start `exe __supervise SPEC` in a session of its own: a
-/// Ctrl-C aimed at the scheduler's terminal never reaches the job, and the session id
-/// (= the supervisor's pid) names every process of the attempt (see `exec::session`).
+/// Write the launch spec and start `exe __supervise SPEC`, which starts a session of its
+/// own first thing ([`enter_own_session`]): a Ctrl-C aimed at the scheduler's terminal
+/// never reaches the job, and the session id (= the supervisor's pid) names every process
+/// of the attempt (see `exec::session`).
+///
+/// No `pre_exec` step, uid or group change here: so std starts it with `posix_spawn`
+/// (glibc: `clone(CLONE_VM | CLONE_VFORK)`), which does not copy the scheduler's page
+/// tables — a fork of a serve holding a long queue took milliseconds per start
+/// (docs/PERFORMANCE.md). Until the supervisor's `setsid` it is in the scheduler's
+/// process group, so the signals a terminal sends that group are blocked on this thread
+/// over the spawn: the supervisor inherits them blocked and drops what came meanwhile.
 pub fn launch(exe: &Path, spec: &LaunchSpec) -> std::io::Result<Supervisor> {
     let path = runfiles::write_spec(spec)?;
     let mut cmd = tokio::process::Command::new(exe);
@@ -39,20 +47,51 @@ pub fn launch(exe: &Path, spec: &LaunchSpec) -> std::io::Result<Supervisor> {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(false);
-    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(drop)
-                .map_err(std::io::Error::from)
-        });
-    }
-    let child = cmd.spawn()?;
+    let terminal = terminal_signals();
+    let mut before = SigSet::empty();
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&terminal), Some(&mut before))?;
+    let spawned = cmd.spawn();
+    pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&before), None)?;
+    let child = spawned?;
     let pid = child
         .id()
         .and_then(|p| i32::try_from(p).ok())
         .ok_or_else(|| std::io::Error::other("supervisor has no pid"))?;
     Ok(Supervisor { pid, child })
+}
+
+/// The signals a terminal sends its foreground process group (and a hangup its session).
+fn terminal_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGQUIT,
+        Signal::SIGTSTP,
+        Signal::SIGHUP,
+    ] {
+        set.add(s);
+    }
+    set
+}
+
+/// The supervisor's first step: a session of its own (it is then the leader of the
+/// session and of its process group, both named by its pid), then the terminal signals
+/// [`launch`] had blocked are dropped if they came before, and unblocked. Only for a
+/// supervisor that [`launch`] started (never a group leader, so `setsid` cannot fail
+/// for it); one that Slurm started keeps the session and group Slurm tracks it by.
+pub fn enter_own_session() -> nix::Result<()> {
+    use nix::sys::signal::{SigHandler, signal};
+    nix::unistd::setsid()?;
+    let terminal = terminal_signals();
+    for s in terminal.iter() {
+        // SAFETY: the dispositions set are SIG_IGN and SIG_DFL, no handler runs.
+        // Ignoring a signal discards a pending one; then back to the default.
+        unsafe {
+            signal(s, SigHandler::SigIgn)?;
+            signal(s, SigHandler::SigDfl)?;
+        }
+    }
+    nix::sys::signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&terminal), None)
 }
 
 impl Supervisor {

@@ -11,10 +11,11 @@
 //! ones that start their own session) are reparented to it: it finishes only when none
 //! is left, which is what "the GPUs are free again" means.
 //!
-//! It runs in its own session (the runtime starts it so), and the command in a new process
-//! group of that session: if the supervisor itself is killed, the scheduler finds what is
-//! left by the session id, which is the supervisor's pid (see `exec::session`). The job's
-//! output comes through a pipe into a [`LogSink`] (cap and free-space reserve).
+//! It runs in its own session (started by the runtime, it makes one first thing), and the
+//! command in a new process group of that session: if the supervisor itself is killed,
+//! the scheduler finds what is left by the session id, which is the supervisor's pid (see
+//! `exec::session`). The job's output comes through a pipe into a [`LogSink`] (cap and
+//! free-space reserve).
 //!
 //! Its files are those of `exec::runfiles`: it reads the launch spec, claims the pid file
 //! and writes the exit record — or, started by Slurm as the job's submitter (who may not
@@ -142,6 +143,12 @@ impl Records {
 /// as a Slurm batch script hands it over); returns when every process of the attempt is
 /// gone and the exit status is recorded.
 pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
+    // Started by the runtime (a spec file, `proc::launch`): a session of its own before
+    // anything else. Started by Slurm (the spec on standard input), it stays in the
+    // session and process group Slurm tracks the batch job by.
+    if spec_path != Path::new("-") {
+        super::proc::enter_own_session()?;
+    }
     // Block the signals we handle first of all, so that a stop sent right after the start is not lost: they are read
     // from a signalfd. The job's command gets an empty mask again (see `spawn`).
     let mut mask = SigSet::empty();

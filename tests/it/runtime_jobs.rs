@@ -127,6 +127,53 @@ fn a_job_ignoring_sigterm_is_killed_after_the_grace_period() {
     assert_eq!(s.exit_code(id, 1), Some(137));
 }
 
+/// (ppid, process group, session) from `/proc/PID/stat`.
+fn ids_of(stat: &str) -> (u32, u32, u32) {
+    let f: Vec<u32> = stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .skip(1)
+        .take(3)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    (f[0], f[1], f[2])
+}
+
+#[test]
+fn the_supervisor_leads_a_session_of_its_own_and_the_job_a_group_in_it() {
+    let s = one_share(1, 1, 1);
+    let out = s.path("job.stat");
+    let id = s.submit(
+        &["--share", "team"],
+        &[&format!(
+            "cat /proc/$$/stat > {}; sleep 1000",
+            out.display()
+        )],
+    );
+    wait_for(10, "the job's stat", || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.ends_with('\n'))
+    });
+    let job_stat = std::fs::read_to_string(&out).unwrap();
+    let job_pid: u32 = job_stat.split(' ').next().unwrap().parse().unwrap();
+    let (sup, job_group, job_session) = ids_of(&job_stat);
+    let cmdline = std::fs::read(format!("/proc/{sup}/cmdline")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("__supervise"),
+        "the job's parent is its supervisor"
+    );
+    let (_, sup_group, sup_session) =
+        ids_of(&std::fs::read_to_string(format!("/proc/{sup}/stat")).unwrap());
+    // The supervisor leads its session and its group (both its pid), the job leads a
+    // group of its own in that session; none of it is in this test's session.
+    assert_eq!((sup_group, sup_session), (sup, sup));
+    assert_eq!((job_group, job_session), (job_pid, sup));
+    let (_, _, ours) = ids_of(&std::fs::read_to_string("/proc/self/stat").unwrap());
+    assert_ne!(sup_session, ours);
+    // And the stop still ends the group: the job is gone when the cancel is done.
+    assert!(s.cli(&["cancel", &id.to_string()]).status.success());
+    s.wait_state(id, "FAILED", 20);
+    assert!(!alive(job_pid as i32), "the cancelled job still runs");
+}
+
 #[test]
 fn background_children_die_with_the_job() {
     let s = one_share(2, 2, 1);

@@ -343,6 +343,16 @@ impl Checker {
                 }
             }
         }
+        // And the other way round: every holder the map names holds that device now.
+        for (node, d, holder) in &map {
+            let Some(id) = holder else { continue };
+            if held.get(&(node.clone(), *d)) != Some(id) {
+                self.failures.push(format!(
+                    "t={}: the device map gives device {d} of {node} to job {id}, which does not hold it",
+                    o.t
+                ));
+            }
+        }
         if !self.in_pass {
             return;
         }

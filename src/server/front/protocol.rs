@@ -262,6 +262,10 @@ pub struct Response {
     pub report: Option<crate::report::Report>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<crate::store::usage::UsageHistory>,
+    /// On the server only: the whole answer already written out as its JSON line (a long
+    /// `jobs` answer, written from the snapshot itself), sent as is.
+    #[serde(skip)]
+    pub line: Option<Vec<u8>>,
 }
 
 impl Response {

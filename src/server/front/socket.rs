@@ -2,7 +2,9 @@
 //! lines, answer from the latest snapshot or through the runtime.
 
 use super::guard::Guard;
-use super::protocol::{ErrorCode, JobsAnswer, MAX_LINE, Request, Response, StatusAnswer};
+#[cfg(doc)]
+use super::protocol::JobsAnswer;
+use super::protocol::{ErrorCode, MAX_LINE, Request, Response, StatusAnswer};
 use crate::access::Caller;
 use crate::exec::StateDir;
 use crate::server::runtime::input::{CancelOutcome, Input, Span};
@@ -238,13 +240,10 @@ async fn write_answers(
                 return crate::server::runtime::events::stream(w, root, feed, ask).await;
             }
         };
-        let out = if answer.jobs.is_some() {
-            // A long job list: write it out off the async workers.
-            tokio::task::spawn_blocking(move || answer_bytes(&answer))
-                .await
-                .map_err(std::io::Error::other)?
-        } else {
-            answer_bytes(&answer)
+        // A long job list comes written out already (off the async workers).
+        let out = match answer.line {
+            Some(line) => line,
+            None => answer_bytes(&answer),
         };
         w.write_all(&out).await?;
     }
@@ -625,58 +624,126 @@ async fn jobs(
         Vec::new()
     };
     // Writing out 100,000 rows takes a while: not on an async worker.
-    let answer =
-        tokio::task::spawn_blocking(move || jobs_answer(&snap, finished, span, viewer)).await;
-    match answer {
-        Ok(jobs) => Response {
-            jobs: Some(jobs),
+    let line = tokio::task::spawn_blocking(move || {
+        let answer = JobsLine {
+            done: finished.iter().map(|j| j.id).collect(),
+            snap: &snap,
+            finished: &finished,
+            span,
+            viewer,
+        };
+        let mut out = serde_json::to_vec(&answer)?;
+        out.push(b'\n');
+        Ok::<_, serde_json::Error>(out)
+    })
+    .await;
+    match line {
+        Ok(Ok(line)) => Response {
+            line: Some(line),
             ..Response::ok()
         },
+        Ok(Err(e)) => Response::error(ErrorCode::Unavailable, format!("cannot list the jobs: {e}")),
         Err(e) => Response::error(ErrorCode::Unavailable, format!("cannot list the jobs: {e}")),
     }
 }
 
-/// The `jobs` answer from a snapshot and the finished jobs read for `--all`. A job that
-/// finished between the snapshot and the history read is listed once, as finished (the
-/// newer word).
-fn jobs_answer(
-    snap: &Snapshot,
-    finished: Vec<crate::snapshot::JobView>,
+/// The `jobs` answer, written out from a snapshot and the finished jobs read for `--all`
+/// as the JSON of `Response { jobs: Some(JobsAnswer { .. }), ..Response::ok() }`, one row
+/// at a time: no list of every job is made for it. A job that finished between the
+/// snapshot and the history read is listed once, as finished (the newer word).
+struct JobsLine<'a> {
+    snap: &'a Snapshot,
+    finished: &'a [crate::snapshot::JobView],
+    done: std::collections::HashSet<crate::model::JobId>,
     span: Span,
     viewer: Viewer,
-) -> JobsAnswer {
-    let done: std::collections::HashSet<_> = finished.iter().map(|j| j.id).collect();
-    let live = |j: &&crate::snapshot::JobView| !done.contains(&j.id) && span.contains(j);
-    let mut queue: Vec<&crate::snapshot::JobView> = snap.queue.iter().filter(live).collect();
-    // With fair share the stored order is not the scheduling order (SPEC §12).
-    snap.scheduling_order(&mut queue);
-    JobsAnswer {
-        queue: queue
-            .into_iter()
-            .map(|j| viewer.view(snap.queued_row(j)))
-            .collect(),
-        running: snap
-            .running
-            .iter()
-            .filter(live)
-            .map(|j| viewer.view(j.clone()))
-            .collect(),
-        pending: snap
+}
+
+impl JobsLine<'_> {
+    fn live(&self, j: &crate::snapshot::JobView) -> bool {
+        !self.done.contains(&j.id) && self.span.contains(j)
+    }
+}
+
+impl serde::Serialize for JobsLine<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut m = s.serialize_struct("Response", 2)?;
+        m.serialize_field("ok", &true)?;
+        m.serialize_field("jobs", &JobsRows(self))?;
+        m.end()
+    }
+}
+
+/// The `jobs` field of [`JobsLine`]: the fields of a [`JobsAnswer`], in its order.
+struct JobsRows<'a>(&'a JobsLine<'a>);
+
+impl serde::Serialize for JobsRows<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let (l, v) = (self.0, self.0.viewer);
+        let mut queue: Vec<&crate::snapshot::JobView> =
+            l.snap.queue.iter().filter(|j| l.live(j)).collect();
+        // With fair share the stored order is not the scheduling order (SPEC §12).
+        l.snap.scheduling_order(&mut queue);
+        let running = l.snap.running.iter().filter(|j| l.live(j));
+        let pending = l
+            .snap
             .linked
             .pending
             .iter()
-            .filter(|j| live(&&***j))
-            .map(|j| viewer.view((**j).clone()))
-            .collect(),
-        arrays: snap
+            .map(|j| &**j)
+            .filter(|j| l.live(j));
+        let arrays = l
+            .snap
             .linked
             .arrays
             .iter()
-            .filter(|j| live(&&***j))
-            .map(|j| viewer.view((**j).clone()))
-            .collect(),
-        finished: finished.into_iter().map(|j| viewer.view(j)).collect(),
-        preemptions: snap.preemptions.to_vec(),
+            .map(|j| &**j)
+            .filter(|j| l.live(j));
+        let mut m = s.serialize_struct("JobsAnswer", 6)?;
+        m.serialize_field(
+            "queue",
+            &Rows::new(queue.into_iter().map(|j| v.view(l.snap.queued_row(j)))),
+        )?;
+        m.serialize_field("running", &Rows::new(running.map(|j| Seen(v, j))))?;
+        m.serialize_field("pending", &Rows::new(pending.map(|j| Seen(v, j))))?;
+        m.serialize_field("arrays", &Rows::new(arrays.map(|j| Seen(v, j))))?;
+        m.serialize_field(
+            "finished",
+            &Rows::new(l.finished.iter().map(|j| Seen(v, j))),
+        )?;
+        m.serialize_field("preemptions", &*l.snap.preemptions)?;
+        m.end()
+    }
+}
+
+/// A sequence written out as its iterator goes (once).
+struct Rows<I>(std::cell::RefCell<Option<I>>);
+
+impl<I> Rows<I> {
+    fn new(rows: I) -> Rows<I> {
+        Rows(std::cell::RefCell::new(Some(rows)))
+    }
+}
+
+impl<I: Iterator<Item = T>, T: serde::Serialize> serde::Serialize for Rows<I> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.borrow_mut().take().into_iter().flatten())
+    }
+}
+
+/// A job as a viewer may see it (`Viewer::view`), copied only when its command is hidden.
+struct Seen<'a>(Viewer, &'a crate::snapshot::JobView);
+
+impl serde::Serialize for Seen<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Seen(v, j) = self;
+        if v.sees_command(j) || j.command.is_empty() {
+            j.serialize(s)
+        } else {
+            v.view((*j).clone()).serialize(s)
+        }
     }
 }
 

@@ -4,7 +4,9 @@
 //! their own at the lowest CPU priority (nice 19: a forecast of a long queue may take a
 //! core for a second or more, and must never slow the scheduler or the jobs' starts); their
 //! result comes back as an input (`ExecKind::Estimated`). Predictions, which someone waits
-//! for, run on the blocking pool and go straight to whoever asked.
+//! for, run on the blocking pool and go straight to whoever asked. A scheduler that has
+//! not changed since the last estimate (no pass) is estimated again only once an instant
+//! it foresaw has come, and at most once a minute.
 
 use super::input::{ExecKind, ExecReport, Input};
 use crate::forecast::{self, Estimates, Prediction, Runtimes};
@@ -27,6 +29,10 @@ const QUIET: Duration = Duration::from_secs(1);
 /// ...unless the latest estimate started this long ago: copying a long queue and running
 /// it forward is best done between bursts of work (measured: docs/PERFORMANCE.md).
 const MAX_STALE: Duration = Duration::from_secs(30);
+/// An unchanged scheduler is estimated again at most this often, once an instant the
+/// latest estimate foresaw has come: behind a running job expected to end now (it outlived
+/// its share's history) every re-run foresees the same from a later now.
+const UNCHANGED_EVERY: Duration = Duration::from_secs(60);
 /// How often the typical runtimes are read again from the history.
 const RUNTIMES_EVERY: Duration = Duration::from_secs(60);
 
@@ -52,6 +58,11 @@ pub(crate) struct Forecasts {
     deferred: bool,
     /// The estimate thread (started with the first estimate).
     worker: Option<std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>>,
+    /// The scheduler ran a pass since the latest estimate started.
+    changed: bool,
+    /// Until this instant the latest estimate holds for an unchanged scheduler: its
+    /// earliest estimated start, or its horizon's end.
+    holds_until: Time,
 }
 
 impl std::fmt::Debug for Forecasts {
@@ -106,12 +117,16 @@ impl Forecasts {
             took_ms: 0,
             clone_ms: 0,
             worker: None,
+            changed: true,
+            holds_until: Time::MIN,
         }
     }
 
-    /// The runtime ran a pass: estimates wait for a quiet second.
+    /// The runtime ran a pass: estimates wait for a quiet second, and the next one has a
+    /// changed scheduler to look at.
     pub(crate) fn busy(&mut self) {
         self.last_busy = Some(Instant::now());
+        self.changed = true;
     }
 
     /// When the next estimate may start.
@@ -124,8 +139,9 @@ impl Forecasts {
             .max(Duration::from_millis(self.clone_ms) * MAX_RUNTIME_SHARE)
     }
 
-    /// The estimate timer fired: start one on a copy of `sched` unless one runs already
-    /// or there is nothing to estimate.
+    /// The estimate timer fired: start one on a copy of `sched` unless one runs already,
+    /// there is nothing to estimate, or the latest one still holds (no pass since, and
+    /// none of the instants it foresaw has come or it is younger than a minute).
     pub(crate) fn start_estimate(
         &mut self,
         sched: &Sched,
@@ -137,6 +153,11 @@ impl Forecasts {
         if self.off || self.in_flight || (sched.queue_len() == 0 && !self.shown) {
             return;
         }
+        if !self.changed
+            && (now < self.holds_until || self.last_started.elapsed() < UNCHANGED_EVERY)
+        {
+            return;
+        }
         if self.last_busy.is_some_and(|t| t.elapsed() < QUIET)
             && self.last_started.elapsed() < MAX_STALE
         {
@@ -145,6 +166,7 @@ impl Forecasts {
         }
         self.last_started = Instant::now();
         self.in_flight = true;
+        self.changed = false;
         let t0 = Instant::now();
         let copy = sched.clone();
         let clone_ms = t0.elapsed().as_millis() as u64;
@@ -189,6 +211,12 @@ impl Forecasts {
         self.shown = !est.starts.is_empty();
         self.took_ms = est.took_ms;
         self.clone_ms = est.clone_ms;
+        self.holds_until = est
+            .starts
+            .iter()
+            .filter_map(|&(_, at)| at)
+            .min()
+            .map_or(est.horizon_end, |t| t.min(est.horizon_end));
         if let Some(r) = runtimes {
             self.runtimes = r;
             self.runtimes_read = Some(Instant::now());
@@ -252,5 +280,85 @@ fn learned_runtimes(state: &std::path::Path) -> Runtimes {
             tracing::debug!("no typical runtimes: {e}");
             Runtimes::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{parse_documents, validate};
+    use crate::model::UnitCapacity;
+
+    const CONFIG: &str = "\
+kind: ServiceEnvironment
+name: t
+capacityLimits:
+- {capacityUnit: gpu, maxCapacity: 1, devices: {fake: 1}}
+---
+kind: QuotaShare
+quotaShareName: a
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+";
+
+    /// One job running on the only GPU (its timeout ends it at 60 s), one queued.
+    fn busy_sched() -> Sched {
+        let cfg = validate(parse_documents(CONFIG, None).unwrap()).unwrap();
+        let mut sched = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), false);
+        for _ in 0..2 {
+            let mut spec = JobSpec::new("j", "a", 1, 0);
+            spec.timeout_seconds = Some(60);
+            sched.submit(spec, 0).unwrap();
+        }
+        sched.pass(0);
+        assert_eq!(sched.queue_len(), 1);
+        sched
+    }
+
+    /// Start an estimate if the forecasts want one and wait for its result, which the
+    /// runtime would hand back (`estimated`). False when none started.
+    fn estimate_if_due(
+        f: &mut Forecasts,
+        sched: &Sched,
+        now: Time,
+        rx: &mut mpsc::UnboundedReceiver<Input>,
+        tx: &mpsc::UnboundedSender<Input>,
+    ) -> bool {
+        f.start_estimate(sched, now, &std::collections::VecDeque::new(), tx);
+        if !f.in_flight {
+            return false;
+        }
+        match rx.blocking_recv() {
+            Some(Input::Exec(ExecReport(ExecKind::Estimated {
+                estimates,
+                runtimes,
+            }))) => f.estimated(&estimates, runtimes),
+            _ => panic!("no estimate came back"),
+        }
+        true
+    }
+
+    #[test]
+    fn an_unchanged_scheduler_is_not_estimated_again_until_a_change_or_a_foreseen_instant() {
+        let sched = busy_sched();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut f = Forecasts::new(None);
+        f.off = false;
+        assert!(estimate_if_due(&mut f, &sched, 0, &mut rx, &tx));
+        let foreseen = f.holds_until;
+        assert!(foreseen >= 2, "the queued job starts later: {foreseen}");
+        // Nothing changed: the next timers start nothing.
+        assert!(!estimate_if_due(&mut f, &sched, 1, &mut rx, &tx));
+        assert!(!estimate_if_due(&mut f, &sched, foreseen - 1, &mut rx, &tx));
+        // A pass (a change), once the scheduler has been quiet for a second: again.
+        f.busy();
+        f.last_busy = Instant::now().checked_sub(QUIET);
+        assert!(estimate_if_due(&mut f, &sched, foreseen - 1, &mut rx, &tx));
+        assert!(!estimate_if_due(&mut f, &sched, foreseen - 1, &mut rx, &tx));
+        // Unchanged, the instant it foresaw has come: stale, once a minute has passed.
+        assert!(!estimate_if_due(&mut f, &sched, foreseen, &mut rx, &tx));
+        f.last_started = Instant::now().checked_sub(UNCHANGED_EVERY).unwrap();
+        assert!(!estimate_if_due(&mut f, &sched, foreseen - 1, &mut rx, &tx));
+        assert!(estimate_if_due(&mut f, &sched, foreseen, &mut rx, &tx));
     }
 }

@@ -356,6 +356,7 @@ impl Sched {
         let unit = &mut self.units[u];
         unit.used += q;
         unit.take(node, &devs);
+        unit.held.extend(devs.iter().map(|&d| ((node, d), id)));
         self.refresh_lane(s, u);
         self.refresh_room(u);
     }
@@ -378,6 +379,9 @@ impl Sched {
         let unit = &mut self.units[u];
         unit.used -= q;
         unit.give(node, &devs);
+        for d in &devs {
+            unit.held.remove(&(node, *d));
+        }
         self.refresh_lane(s, u);
         self.refresh_room(u);
     }

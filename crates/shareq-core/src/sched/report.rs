@@ -218,17 +218,8 @@ impl Sched {
         let Some(&u) = self.unit_ix.get(unit) else {
             return Vec::new();
         };
-        let mut holders: std::collections::BTreeMap<(usize, u32), JobId> = Default::default();
-        for j in self.jobs.iter().flatten() {
-            if j.unit == u
-                && let Some(n) = j.node()
-            {
-                for d in j.devices() {
-                    holders.insert((n, *d), j.id);
-                }
-            }
-        }
         let unit = &self.units[u];
+        let holders = &unit.held;
         let mut nodes: Vec<usize> = (0..self.nodes.len()).collect();
         nodes.sort_by_key(|&n| {
             (

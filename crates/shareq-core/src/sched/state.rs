@@ -565,6 +565,9 @@ pub struct UnitState {
     pub guaranteed: u64,
     /// The unit's reservation for a big job (SPEC §3).
     pub reservation: Option<super::reserve::Reservation>,
+    /// Which job holds each (node, device) of this unit, kept with the holdings
+    /// (`index_holding`): the device map reads it instead of every job.
+    pub held: BTreeMap<(NodeIx, u32), JobId>,
 }
 
 impl UnitState {
@@ -584,6 +587,7 @@ impl UnitState {
             nominated: Vec::new(),
             guaranteed: 0,
             reservation: None,
+            held: BTreeMap::new(),
         }
     }
 
