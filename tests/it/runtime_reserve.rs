@@ -27,9 +27,20 @@ fn a_reservation_holds_a_borrower_back_and_says_why() {
     // No input arrives: the moment big qualifies makes the pass that gives it the unit.
     let holds =
         "holds the gpu reservation: no other job borrows gpu until it starts (needs 2, 1 idle)";
-    wait_for(20, "big to take the reservation", || {
-        s.job(big)["reason"].as_str() == Some(holds)
-    });
+    let t = std::time::Instant::now();
+    loop {
+        let j = s.job(big);
+        if j["reason"].as_str() == Some(holds) {
+            break;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "big did not take the reservation: {j}\nw0: {}\nserve's log:\n{}",
+            s.job(w0),
+            s.stderr()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let w1 = s.submit(&["--share", "w", "--name", "w1"], &["sleep", "300"]);
     // Give the scheduler a few passes: w1 would borrow the free GPU but must not.
     std::thread::sleep(std::time::Duration::from_millis(1500));

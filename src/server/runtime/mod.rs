@@ -675,11 +675,15 @@ impl Runtime {
             self.sched.pass(now);
             self.forecasts.busy();
             self.metrics.pass_took(t0.elapsed());
+            // The instants the scheduler asks for change only with a pass. Armed after
+            // passes only: a turn without one (a `jobs` read) that comes after such an
+            // instant but before its timer fired (a loaded machine) would find it past
+            // and cancel the timer, and the pass it was for would never run.
+            self.arm_protection_end(now);
+            self.arm_wakeup(now);
         }
         let events = self.sched.take_events();
         self.picture.touch_events(&events);
-        self.arm_protection_end(now);
-        self.arm_wakeup(now);
         events
     }
 
