@@ -76,6 +76,10 @@ pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
     rt.block_on(async move {
         // Catch SIGTERM/SIGINT from now on: a stop asked while starting up is a clean stop.
         let signals = Signals::install();
+        // SIGHUP too, before the socket opens: one that came before its handler would
+        // stop the scheduler (the default action), and a client can send it as soon as
+        // it sees the socket. One that comes while starting is a reload once started.
+        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
         let handle = match boot::start(opts).await {
             Ok(h) => h,
             Err(e @ BootError::Config { .. }) => {
@@ -87,7 +91,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
         };
         // SIGHUP (`systemctl reload`, `kill -HUP`): re-read the config now, as `shareq
         // reload` does, and say so in the log with the outcome.
-        reload_on_hangup(handle.inputs.clone(), args_config_dir.clone());
+        reload_on_hangup(hup, handle.inputs.clone(), args_config_dir.clone());
         let mut fatal = handle.fatal.clone();
         let failed = tokio::select! {
             _ = signals.wait() => None,
@@ -112,11 +116,11 @@ pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
 
 /// On every SIGHUP: a log line, a reload of the config directory, and a line with its result.
 fn reload_on_hangup(
+    hup: std::io::Result<tokio::signal::unix::Signal>,
     inputs: tokio::sync::mpsc::UnboundedSender<crate::server::Input>,
     dir: PathBuf,
 ) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+    let Ok(mut hup) = hup else {
         tracing::warn!("cannot catch SIGHUP: it will stop the scheduler");
         return;
     };

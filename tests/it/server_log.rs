@@ -85,3 +85,29 @@ fn the_log_speaks_words_and_sighup_rereads_the_config() {
         .find(|w| w.len() == 13 && w.starts_with('1'));
     assert!(raw_ms.is_none(), "{raw_ms:?} in:\n{log}");
 }
+
+/// A SIGHUP the moment the socket is there (serve still finishing its start) is a reload,
+/// not the end of the scheduler: its handler is in place before the socket opens.
+#[test]
+fn a_sighup_as_soon_as_the_socket_opens_does_not_stop_the_scheduler() {
+    let shares = share("alpha", 1, "LEND", false);
+    for _ in 0..3 {
+        let mut s = Server::start(&config(1, 1, &shares));
+        let pid = s.child().expect("serve runs").id() as i32;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGHUP,
+        )
+        .unwrap();
+        let t = Instant::now();
+        while !s.stderr().contains("SIGHUP: config re-read") {
+            assert!(
+                s.child().unwrap().try_wait().unwrap().is_none(),
+                "a SIGHUP at start stopped the scheduler:\n{}",
+                s.stderr()
+            );
+            assert!(t.elapsed() < Duration::from_secs(20), "{}", s.stderr());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
