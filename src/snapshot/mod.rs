@@ -507,7 +507,7 @@ impl Snapshot {
         if !fair {
             return None;
         }
-        let user = j.submitter.as_ref().map_or("user", |s| s.name.as_str());
+        let user = crate::model::charged_user(j.submitter.as_deref());
         let found = self
             .users
             .iter()
@@ -561,7 +561,7 @@ impl Snapshot {
             })
             .collect();
         let key = |j: &JobView| {
-            let user = j.submitter.as_ref().map_or("user", |s| s.name.as_str());
+            let user = crate::model::charged_user(j.submitter.as_deref());
             let d = if fair.contains(j.share.as_str()) {
                 delay.get(&(j.share.as_str(), user)).copied().unwrap_or(0)
             } else {

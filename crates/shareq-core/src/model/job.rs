@@ -244,6 +244,12 @@ pub struct ArrayProperties {
     pub size: u32,
 }
 
+/// The user a job is charged to (SPEC §12): its submitter, `user` when it has none (as in
+/// replay without `user:`).
+pub fn charged_user(submitter: Option<&Submitter>) -> &str {
+    submitter.map_or("user", |s| s.name.as_str())
+}
+
 /// A job's owner: the unix user who submitted it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -210,11 +210,6 @@ pub struct SavedUsage {
 }
 
 impl Sched {
-    /// The user a job is charged to: its submitter (`user` when it has none, as in replay).
-    pub(crate) fn user_name(spec: &crate::model::JobSpec) -> &str {
-        spec.submitter.as_ref().map_or("user", |s| s.name.as_str())
-    }
-
     /// Σ limit(s,u) over the units: the share's size that usage is divided by.
     fn share_size(&self, s: ShareIx) -> f64 {
         let l: u64 = self.shares[s]

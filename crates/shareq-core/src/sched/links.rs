@@ -271,7 +271,9 @@ impl Sched {
         now: Time,
     ) -> JobId {
         // One user for the parent and every child (SPEC §12: the submitter's).
-        let user = self.shares[share].users.ix_of(Self::user_name(&spec));
+        let user = self.shares[share]
+            .users
+            .ix_of(crate::model::charged_user(spec.submitter.as_deref()));
         let new = |id: JobId, spec: Arc<JobSpec>, array: Option<ArrayLink>| Job {
             id,
             share,

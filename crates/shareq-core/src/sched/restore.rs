@@ -78,7 +78,9 @@ impl Sched {
             }
         };
         let state = r.holding.as_ref().map_or(JobState::Runnable, |h| h.state);
-        let user = self.shares[s].users.ix_of(Self::user_name(&r.spec));
+        let user = self.shares[s]
+            .users
+            .ix_of(crate::model::charged_user(r.spec.submitter.as_deref()));
         let job = Job {
             id: r.id,
             share: s,
