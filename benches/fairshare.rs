@@ -13,10 +13,8 @@
 
 mod philly;
 
-use shareq::replay::{Options, Scenario, run};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Instant;
 
 fn pct(v: &mut [i64], p: f64) -> f64 {
     if v.is_empty() {
@@ -45,7 +43,6 @@ fn main() {
     ] {
         let name = format!("philly-8-users-{}", half_life.unwrap_or(0));
         let path = philly::write_with_users(&dir, &name, half_life);
-        let sc = Scenario::load(&path).expect("scenario loads");
         // Each job's user and demand, from the trace (jobs are named job-<row>).
         let csv = std::fs::read_to_string(dir.join(format!("{name}.csv"))).expect("trace");
         let mut user_of: HashMap<String, String> = HashMap::new();
@@ -60,21 +57,7 @@ fn main() {
             share_of.insert(user.to_string(), share.to_string());
             user_of.insert(format!("job-{}", n + 1), user.to_string());
         }
-        let start = Instant::now();
-        let mut out = Vec::new();
-        run(
-            &sc,
-            &mut out,
-            Options {
-                summary: true,
-                keep_lines: false,
-            },
-        )
-        .expect("runs");
-        let elapsed = start.elapsed();
-        let text = String::from_utf8(out).expect("utf-8");
-        let summary: serde_json::Value =
-            serde_json::from_str(text.lines().last().expect("summary")).expect("json");
+        let (text, summary, elapsed) = philly::replay_summary(&path);
         // First-start waits per user, from the decision lines.
         let mut submitted: HashMap<String, i64> = HashMap::new();
         let mut waits: HashMap<String, Vec<i64>> = HashMap::new();

@@ -16,10 +16,8 @@
 mod philly;
 
 use philly::write_variant;
-use shareq::replay::{Options, Scenario, run};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Instant;
 
 const SPREAD: &[&str] = &["preemption", "spreadSeconds"];
 const RESERVE: &[&str] = &["reserveAfterSeconds"];
@@ -49,22 +47,7 @@ fn main() {
         for (i, (label, env)) in variants.iter().enumerate() {
             let name = format!("{base}-{i}");
             let path = write_variant(&dir, &name, priorities, env);
-            let sc = Scenario::load(&path).expect("scenario loads");
-            let start = Instant::now();
-            let mut out = Vec::new();
-            run(
-                &sc,
-                &mut out,
-                Options {
-                    summary: true,
-                    keep_lines: false,
-                },
-            )
-            .expect("runs");
-            let elapsed = start.elapsed();
-            let text = String::from_utf8(out).expect("utf-8");
-            let s: serde_json::Value =
-                serde_json::from_str(text.lines().last().expect("summary")).expect("json");
+            let (text, s, elapsed) = philly::replay_summary(&path);
             // Preemptions per preempted job, from the decision lines.
             let mut per_job: HashMap<&str, u64> = HashMap::new();
             for l in text

@@ -4,6 +4,27 @@
 
 use std::path::{Path, PathBuf};
 
+/// Replay a scenario file with `--summary`: its output lines, the summary line parsed, and
+/// how long the replay took.
+pub fn replay_summary(path: &Path) -> (String, serde_json::Value, std::time::Duration) {
+    let sc = shareq::replay::Scenario::load(path).expect("scenario loads");
+    let start = std::time::Instant::now();
+    let mut out = Vec::new();
+    shareq::replay::run(
+        &sc,
+        &mut out,
+        shareq::replay::Options {
+            summary: true,
+            keep_lines: false,
+        },
+    )
+    .expect("runs");
+    let elapsed = start.elapsed();
+    let text = String::from_utf8(out).expect("utf-8");
+    let summary = serde_json::from_str(text.lines().last().expect("summary")).expect("json");
+    (text, summary, elapsed)
+}
+
 pub fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("benches/data")

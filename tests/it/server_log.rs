@@ -20,21 +20,7 @@ fn the_log_speaks_words_and_sighup_rereads_the_config() {
     let refused = s.cli(&["submit", "--share", "nosuch", "--", "true"]);
     assert!(!refused.status.success());
     assert!(s.cli(&["priority", &a.to_string(), "7"]).status.success());
-    let pid = s.child().expect("serve runs").id() as i32;
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGHUP,
-    )
-    .unwrap();
-    let t = Instant::now();
-    while !s.stderr().contains("SIGHUP: config re-read") {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "no SIGHUP line:\n{}",
-            s.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    hang_up(&mut s);
     assert!(s.cli(&["cancel", &a.to_string()]).status.success());
     s.wait_state(a, "FAILED", 20);
     assert!(
@@ -93,21 +79,31 @@ fn a_sighup_as_soon_as_the_socket_opens_does_not_stop_the_scheduler() {
     let shares = share("alpha", 1, "LEND", false);
     for _ in 0..3 {
         let mut s = Server::start(&config(1, 1, &shares));
-        let pid = s.child().expect("serve runs").id() as i32;
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGHUP,
-        )
-        .unwrap();
-        let t = Instant::now();
-        while !s.stderr().contains("SIGHUP: config re-read") {
-            assert!(
-                s.child().unwrap().try_wait().unwrap().is_none(),
-                "a SIGHUP at start stopped the scheduler:\n{}",
-                s.stderr()
-            );
-            assert!(t.elapsed() < Duration::from_secs(20), "{}", s.stderr());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        hang_up(&mut s);
+    }
+}
+
+/// Send serve a SIGHUP and wait for the log to say the config was re-read; serve must
+/// stay up meanwhile.
+fn hang_up(s: &mut Server) {
+    let pid = s.child().expect("serve runs").id() as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .unwrap();
+    let t = Instant::now();
+    while !s.stderr().contains("SIGHUP: config re-read") {
+        assert!(
+            s.child().unwrap().try_wait().unwrap().is_none(),
+            "a SIGHUP stopped the scheduler:\n{}",
+            s.stderr()
+        );
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no SIGHUP line:\n{}",
+            s.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
