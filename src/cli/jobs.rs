@@ -85,23 +85,16 @@ impl JobFilter {
     pub fn from_args(args: &FilterArgs) -> Result<JobFilter, String> {
         let mut states = Vec::new();
         for s in &args.status {
-            let all = [
-                JobState::Pending,
-                JobState::Runnable,
-                JobState::Scheduled,
-                JobState::Starting,
-                JobState::Running,
-                JobState::Succeeded,
-                JobState::Failed,
-            ];
             match s.to_ascii_lowercase().as_str() {
                 "queued" => states.push(JobState::Runnable),
                 "running" => {
                     states.extend([JobState::Scheduled, JobState::Starting, JobState::Running])
                 }
                 "finished" => states.extend([JobState::Succeeded, JobState::Failed]),
-                other => match all
+                // Any state a listed job can be in (SUBMITTED lasts no longer than a submit).
+                other => match JobState::ALL
                     .iter()
+                    .filter(|st| **st != JobState::Submitted)
                     .find(|st| st.as_str().eq_ignore_ascii_case(other))
                 {
                     Some(st) => states.push(*st),
