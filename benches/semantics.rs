@@ -10,6 +10,10 @@
 //! × span), the most preemptions of one job, the p95 of the preemptions per preempted job,
 //! and the first-start waits of jobs larger than their share's guarantee and within it.
 //!
+//! Without priorities, four more runs move one parameter by 1 % each way, which shows how
+//! much of a figure (goodput above all: the span ends with the last job to finish) is the
+//! trace's tail rather than the rule.
+//!
 //! `cargo bench --bench semantics` (set SHAREQ_BENCH_OUT=DIR to keep the scenarios, e.g. to
 //! replay them with another build of shareq).
 
@@ -39,12 +43,38 @@ fn main() {
         ("reserveAfterSeconds 0", vec![(RESERVE, 0)]),
         ("both off", vec![(SPREAD, 0), (RESERVE, 0)]),
     ];
+    // How much of a figure is the rule and how much the trace's tail: every rule on, with
+    // one parameter moved by 1 % (the span, and so goodput, ends with whichever job
+    // finishes last).
+    let nudged: [(&str, EnvFields); 4] = [
+        (
+            "all rules, reserveAfterSeconds 85536 (-1 %)",
+            vec![(RESERVE, 85_536)],
+        ),
+        (
+            "all rules, reserveAfterSeconds 87264 (+1 %)",
+            vec![(RESERVE, 87_264)],
+        ),
+        (
+            "all rules, spreadSeconds 3564 (-1 %)",
+            vec![(SPREAD, 3_564)],
+        ),
+        (
+            "all rules, spreadSeconds 3636 (+1 %)",
+            vec![(SPREAD, 3_636)],
+        ),
+    ];
     println!(
         "| trace | rules | lost % | goodput | worst job | p95 preempted | larger p50 / p95 / max (d) | within p50 / p95 / max (d) | replay |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for (base, priorities) in [("philly-8", false), ("philly-8-prio-inshare", true)] {
-        for (i, (label, env)) in variants.iter().enumerate() {
+        let extra = if priorities {
+            &nudged[..0]
+        } else {
+            &nudged[..]
+        };
+        for (i, (label, env)) in variants.iter().chain(extra).enumerate() {
             let name = format!("{base}-{i}");
             let path = write_variant(&dir, &name, priorities, env);
             let (text, s, elapsed) = philly::replay_summary(&path);
