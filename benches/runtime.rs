@@ -2,8 +2,14 @@
 //! jobs submitted in a burst through the CLI, submit→process-start latency on an idle
 //! scheduler, and the same 1,000 jobs through pueue when it is installed.
 //!
+//! Each figure is printed beside its floor, measured in the same run: what the processes
+//! a job consists of (the CLI call that submits it, its supervisor and its command) cost
+//! by themselves on this machine, with the same parallelism, and no scheduler between.
+//!
 //! Run: `cargo bench --bench runtime` (release build of `shareq`). Set `JOBS=N` to change
-//! the job count, `PARALLEL=N` for how many CLI submits run at once (default 8).
+//! the job count, `PARALLEL=N` for how many CLI submits run at once (default 8),
+//! `SAMPLES=N` for the latency samples; `SHAREQ_BIN=PATH` runs another build of `shareq`
+//! (to compare two side by side on one machine).
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
@@ -15,6 +21,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_shareq");
+
+/// The `shareq` under test: `SHAREQ_BIN` when set, else the one Cargo built.
+fn bin() -> String {
+    std::env::var("SHAREQ_BIN").unwrap_or_else(|_| BIN.to_string())
+}
 
 fn env_num(k: &str, d: usize) -> usize {
     std::env::var(k)
@@ -46,7 +57,7 @@ impl Serve {
         let cfg = root.join("config");
         write_config(&cfg);
         let state = root.join("state");
-        let child = Command::new(BIN)
+        let child = Command::new(bin())
             .args(["serve", "--stop-jobs-on-exit", "--config"])
             .arg(&cfg)
             .arg("--state")
@@ -143,7 +154,7 @@ fn throughput(n: usize, parallel: usize) -> f64 {
     let shares = ["a", "b", "c", "d"];
     let t = Instant::now();
     let submit = burst(n, parallel, |i| {
-        let mut c = Command::new(BIN);
+        let mut c = Command::new(bin());
         c.args(["submit", "--share", shares[i % 4], "--state"])
             .arg(&s.state)
             .args(["--", "true"]);
@@ -199,7 +210,7 @@ fn socket_throughput(n: usize) -> f64 {
     rate
 }
 
-fn latency(samples: usize) {
+fn latency(samples: usize) -> f64 {
     let root = tempfile::tempdir().unwrap();
     let s = Serve::start(root.path());
     let mut lat = Vec::new();
@@ -212,23 +223,85 @@ fn latency(samples: usize) {
             r#"{{"op":"submit","job":{{"jobName":"lat{i}","quotaShareName":"a","command":["date","+%s%N"]}}}}"#
         ));
         let id = a["id"].as_u64().expect("submitted");
-        let exit = s.state.join(format!("runs/{id}/1.exit"));
-        wait_until("latency job done", 30, || exit.exists());
+        // Done once the scheduler has seen the exit: the next submit finds it idle.
+        wait_until("latency job done", 30, || s.finished() > i);
         let log = std::fs::read_to_string(s.state.join(format!("logs/{id}/1.log"))).unwrap();
         let started: i128 = log.trim().parse().unwrap();
         lat.push((started - t0) as f64 / 1e6);
-        // Let the scheduler see the exit: the next submit finds it idle.
-        wait_until("idle", 30, || s.finished() > i);
     }
-    lat.sort_by(f64::total_cmp);
-    let pct = |p: f64| lat[((lat.len() as f64 - 1.0) * p).round() as usize];
+    let (p50, p99, max) = percentiles(&mut lat);
     println!(
-        "shareq latency: submit (socket) -> job process running, idle scheduler, {samples} samples: \
-         p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        pct(0.5),
-        pct(0.99),
-        lat[lat.len() - 1]
+        "shareq latency: submit (socket) -> job's first instruction, idle scheduler, {samples} samples: \
+         p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms"
     );
+    p99
+}
+
+/// p50, p99 and max of `v` (sorted in place).
+fn percentiles(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let pct = |p: f64| v[((v.len() as f64 - 1.0) * p).round() as usize];
+    (pct(0.5), pct(0.99), v[v.len() - 1])
+}
+
+/// The floor under the latency: a `shareq` process started and gone (what a supervisor's
+/// start costs), then the job's command started, timed to the command's first
+/// instruction as the job above reports it; no scheduler, socket or database between.
+fn latency_floor(samples: usize) -> f64 {
+    let mut lat = Vec::new();
+    for _ in 0..samples {
+        let t0 = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i128;
+        let st = Command::new(bin())
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let out = Command::new("date").arg("+%s%N").output().unwrap();
+        let started: i128 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        lat.push((started - t0) as f64 / 1e6);
+    }
+    let (p50, p99, max) = percentiles(&mut lat);
+    println!(
+        "floor latency: a `shareq` process start, then the command's first instruction, {samples} samples: \
+         p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms"
+    );
+    p99
+}
+
+/// The floor under the throughput: for each of `n` jobs, `parallel` at a time as the CLI
+/// submits run, the processes a job consists of started one after the other and waited
+/// for: a `shareq` CLI call, a `shareq` process standing for its supervisor, and `true`.
+fn throughput_floor(n: usize, parallel: usize) -> f64 {
+    let next = Arc::new(AtomicUsize::new(0));
+    let t = Instant::now();
+    std::thread::scope(|sc| {
+        for _ in 0..parallel {
+            let next = next.clone();
+            sc.spawn(move || {
+                while next.fetch_add(1, Ordering::Relaxed) < n {
+                    for prog in [bin().as_str(), bin().as_str(), "true"] {
+                        let mut c = Command::new(prog);
+                        if prog != "true" {
+                            c.arg("--version");
+                        }
+                        let st = c.stdout(Stdio::null()).status().unwrap();
+                        assert!(st.success(), "{prog}");
+                    }
+                }
+            });
+        }
+    });
+    let rate = n as f64 / t.elapsed().as_secs_f64();
+    println!(
+        "floor throughput: {n} jobs, {parallel} at a time, each a `shareq` CLI start, a `shareq` \
+         supervisor start and `true`, no scheduler: {:.2} s => {rate:.0} jobs/s",
+        t.elapsed().as_secs_f64()
+    );
+    rate
 }
 
 /// The same burst through pueue (one group, 8 parallel), when `pueue`/`pueued` exist.
@@ -317,7 +390,7 @@ fn exec_baseline() {
     let true_ms = t.elapsed().as_secs_f64() * 1000.0 / 200.0;
     let t = Instant::now();
     for _ in 0..200 {
-        Command::new(BIN)
+        Command::new(bin())
             .args(["jobs", "--state", "/nonexistent"])
             .stderr(Stdio::null())
             .status()
@@ -334,9 +407,14 @@ fn main() {
     exec_baseline();
     let n = env_num("JOBS", 1000);
     let parallel = env_num("PARALLEL", 8);
+    let floor = throughput_floor(n, parallel);
     let ours = throughput(n, parallel);
+    println!("ratio shareq/floor throughput: {:.2}x", ours / floor);
     socket_throughput(n);
-    latency(env_num("SAMPLES", 200));
+    let samples = env_num("SAMPLES", 200);
+    let floor_p99 = latency_floor(samples);
+    let p99 = latency(samples);
+    println!("ratio shareq/floor latency p99: {:.2}x", p99 / floor_p99);
     if let Some(theirs) = pueue(n, parallel) {
         println!("ratio shareq/pueue: {:.2}x", ours / theirs);
     }
