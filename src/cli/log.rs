@@ -92,8 +92,8 @@ pub fn log(args: &LogArgs) -> Result<(), CliError> {
         if !args.follow {
             return Ok(());
         }
-        let ended =
-            attempt > 0 && crate::exec::runfiles::exit_path(state.root(), job, attempt).exists();
+        let ended = attempt > 0
+            && crate::exec::runfiles::AttemptRecord::of(state.root(), job, attempt).ended();
         if ended || attempt == 0 {
             // A newer attempt takes over; otherwise stop once the job is finished.
             match state.latest_attempt(job) {

@@ -84,6 +84,9 @@ pub trait Backend: Send {
     fn adopt(&mut self, job: JobId, attempt: u32, pid: u32, node: Option<&str>);
     /// The runtime took the attempt's end: forget it.
     fn forget(&mut self, job: JobId, attempt: u32);
+    /// Everything the runtime took so far is stored in its database (SPEC §8): what a
+    /// backend kept only until then (a supervisor waiting with its exit status) may go.
+    fn stored(&mut self) {}
     /// How often [`Backend::poll`] wants to run now (`None`: nothing to look at).
     fn poll_every(&self) -> Option<Duration>;
     /// Look at what runs (adopted supervisors, the batch system), off the runtime task.

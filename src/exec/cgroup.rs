@@ -525,6 +525,37 @@ pub fn drain(group: &AttemptGroup) {
     group.remove();
 }
 
+/// [`drain`], but for process `spared`, which stays in the group (a supervisor that
+/// waits to hear its status is stored); the group is not removed.
+pub fn drain_but(group: &AttemptGroup, spared: i32) {
+    let mut rounds = 0u32;
+    loop {
+        let left: Vec<i32> = group
+            .members()
+            .into_iter()
+            .filter(|&p| p != spared)
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        for pid in &left {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        rounds += 1;
+        if rounds.is_multiple_of(200) {
+            tracing::warn!(
+                group = %group.main.display(),
+                left = left.len(),
+                "processes of an ended attempt still run after SIGKILL; its GPUs stay allocated"
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

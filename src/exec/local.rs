@@ -1,13 +1,14 @@
 //! The local executor: each attempt is a supervisor process on this machine
-//! (`shareq __supervise`, [`super::proc::launch`]), signalled by pid; an adopted one is
-//! watched through its run files. Containment of an attempt (cgroups) belongs here: it is
+//! (`shareq __supervise`, [`super::proc::launch`]), signalled by pid, which hands its
+//! exit status over its channel and waits until the runtime has stored it
+//! ([`Backend::stored`]); an adopted one is watched through its attempt record. Containment of an attempt (cgroups) belongs here: it is
 //! set up in `Local::launch`'s blocking step, beside the supervisor's start, and released
 //! with the attempt in `forget`.
 
 use super::LaunchSpec;
 use super::backend::{Backend, Context, Report, Reports, Shared, not_started};
 use super::cgroup::{self, AttemptGroup, Containment, group_name};
-use super::proc::{self, Stop};
+use super::proc::{self, Ended, Stop};
 use super::runfiles::{self, SupervisorStatus};
 use crate::model::JobId;
 use std::collections::HashMap;
@@ -29,6 +30,8 @@ struct LocalAttempt {
     probing: bool,
     /// Its end was reported.
     ended: bool,
+    /// Its supervisor handed its status over and waits to hear that it is stored.
+    waits: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 pub struct Local {
@@ -36,6 +39,8 @@ pub struct Local {
     attempts: Shared<HashMap<(JobId, u32), LocalAttempt>>,
     /// Cgroups per attempt, where this machine allows them (SPEC §7).
     containment: std::sync::Arc<Containment>,
+    /// Supervisors whose end the runtime took but has not stored yet.
+    unstored: Vec<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Local {
@@ -68,6 +73,7 @@ impl Local {
             ctx,
             attempts: Shared::new(HashMap::new()),
             containment: std::sync::Arc::new(containment),
+            unstored: Vec::new(),
         }
     }
 }
@@ -104,6 +110,14 @@ async fn release(group: Option<AttemptGroup>) {
     }
 }
 
+/// [`release`], but for the supervisor `pid`, which waits in its group to hear that its
+/// status is stored (it holds no GPU; the group goes once it has ended).
+async fn release_but(group: Option<AttemptGroup>, pid: i32) {
+    if let Some(g) = group {
+        let _ = tokio::task::spawn_blocking(move || cgroup::drain_but(&g, pid)).await;
+    }
+}
+
 impl Backend for Local {
     /// The supervisor is started off the runtime task (starting a process blocks its
     /// parent until the child has exec'd, ~ms).
@@ -124,7 +138,7 @@ impl Backend for Local {
                 proc::launch(&exe, &spec).map(|sup| (sup, group))
             })
             .await;
-            let (sup, group) = match launched {
+            let (mut sup, group) = match launched {
                 Ok(Ok(started)) => started,
                 Ok(Err(e)) => {
                     tracing::error!(job = %job, attempt, "cannot start a supervisor: {e}");
@@ -135,6 +149,7 @@ impl Backend for Local {
                     return not_started(&reports, job, attempt);
                 }
             };
+            sup.send_spec().await;
             if let Some(a) = attempts.lock().get_mut(&(job, attempt)) {
                 a.pid = Some(sup.pid);
                 if let Some(how) = a.stop {
@@ -142,11 +157,35 @@ impl Backend for Local {
                 }
             }
             reports.send(Report::Accepted { job, attempt });
-            let status = sup
+            let ended = sup
                 .wait(&state, job, attempt, &owner, || {
                     reports.send(Report::Running { job, attempt });
                 })
                 .await;
+            let status = match ended {
+                Ended::Gone(status) => status,
+                Ended::HandedOver(status) => {
+                    // Its supervisor waits, alone in the attempt, until the status is
+                    // stored (else it leaves it in the attempt's record).
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    if let Some(a) = attempts.lock().get_mut(&(job, attempt)) {
+                        a.waits = Some(tx);
+                    }
+                    let pid = sup.pid;
+                    release_but(group.clone(), pid).await;
+                    reports.send(Report::Ended {
+                        job,
+                        attempt,
+                        status,
+                    });
+                    match rx.await {
+                        Ok(()) => sup.stored().await,
+                        Err(_) => sup.abandon().await,
+                    }
+                    release(group).await;
+                    return;
+                }
+            };
             release(group).await;
             reports.send(Report::Ended {
                 job,
@@ -176,7 +215,20 @@ impl Backend for Local {
     }
 
     fn forget(&mut self, job: JobId, attempt: u32) {
-        self.attempts.lock().remove(&(job, attempt));
+        if let Some(waits) = self
+            .attempts
+            .lock()
+            .remove(&(job, attempt))
+            .and_then(|a| a.waits)
+        {
+            self.unstored.push(waits);
+        }
+    }
+
+    fn stored(&mut self) {
+        for waits in self.unstored.drain(..) {
+            let _ = waits.send(());
+        }
     }
 
     fn warning(&self) -> Option<String> {

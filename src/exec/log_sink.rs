@@ -19,6 +19,10 @@ pub trait LogOut {
     fn write(&mut self, buf: &[u8]);
     /// A line of the supervisor's own.
     fn note(&mut self, line: &str);
+    /// Why nothing can be kept, when the log could not even be opened.
+    fn failed(&self) -> Option<&str> {
+        None
+    }
 }
 
 impl LogOut for LogSink {

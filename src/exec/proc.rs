@@ -1,21 +1,47 @@
 //! Starting a supervisor for an attempt and signalling it (the runtime's side of the
 //! supervisor protocol in [`super::supervisor`]).
+//!
+//! The channel of a supervisor the runtime starts is its standard input and output:
+//! - in: the launch spec (one JSON line), then, once the runtime has stored the attempt's
+//!   exit status in its database, `stored`;
+//! - out: `started PID` when the command runs, `exit <ExitRecord>` once every process of
+//!   the attempt is gone, after which the supervisor waits for `stored` (or for the end
+//!   of its input: the runtime is gone, and the status is left in the attempt's record,
+//!   `exec::runfiles`).
 
-use super::runfiles::{self, ExitStatus, LaunchSpec, Owner};
+use super::runfiles::{self, ExitRecord, ExitStatus, LaunchSpec, Owner};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, pthread_sigmask};
 use nix::unistd::Pid;
 use std::path::Path;
 use std::process::Stdio;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// The hidden subcommand that runs a supervisor.
 pub const SUPERVISE_SUBCOMMAND: &str = "__supervise";
+/// Its argument when the spec comes on the runtime's channel.
+pub const SPEC_ON_CHANNEL: &str = "--channel";
+/// The supervisor's line with the exit status (then the [`ExitRecord`]'s JSON).
+pub const EXIT_LINE: &str = "exit ";
+/// The runtime's answer once the exit status is stored.
+pub const STORED_LINE: &str = "stored";
 
 /// A started supervisor.
 #[derive(Debug)]
 pub struct Supervisor {
     pub pid: i32,
     child: tokio::process::Child,
+    /// The launch spec's line, until it is sent.
+    spec: Vec<u8>,
+}
+
+/// How a supervisor's attempt ended, as the runtime learnt it.
+#[derive(Debug)]
+pub enum Ended {
+    /// The supervisor handed the status over its channel and waits, alone in its
+    /// attempt, for [`Supervisor::stored`] (or [`Supervisor::abandon`]).
+    HandedOver(ExitStatus),
+    /// The supervisor is gone: its status was left in the record, or it died without one.
+    Gone(ExitStatus),
 }
 
 /// How to stop an attempt.
@@ -27,8 +53,8 @@ pub enum Stop {
     Kill,
 }
 
-/// Write the launch spec and start `exe __supervise SPEC`, which starts a session of its
-/// own first thing ([`enter_own_session`]): a Ctrl-C aimed at the scheduler's terminal
+/// Start `exe __supervise --channel` (its spec follows on its channel,
+/// [`Supervisor::send_spec`]), which starts a session of its own first thing ([`enter_own_session`]): a Ctrl-C aimed at the scheduler's terminal
 /// never reaches the job, and the session id (= the supervisor's pid) names every process
 /// of the attempt (see `exec::session`).
 ///
@@ -39,11 +65,12 @@ pub enum Stop {
 /// process group, so the signals a terminal sends that group are blocked on this thread
 /// over the spawn: the supervisor inherits them blocked and drops what came meanwhile.
 pub fn launch(exe: &Path, spec: &LaunchSpec) -> std::io::Result<Supervisor> {
-    let path = runfiles::write_spec(spec)?;
+    let mut line = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
+    line.push(b'\n');
     let mut cmd = tokio::process::Command::new(exe);
     cmd.arg(SUPERVISE_SUBCOMMAND)
-        .arg(&path)
-        .stdin(Stdio::null())
+        .arg(SPEC_ON_CHANNEL)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(false);
@@ -57,7 +84,11 @@ pub fn launch(exe: &Path, spec: &LaunchSpec) -> std::io::Result<Supervisor> {
         .id()
         .and_then(|p| i32::try_from(p).ok())
         .ok_or_else(|| std::io::Error::other("supervisor has no pid"))?;
-    Ok(Supervisor { pid, child })
+    Ok(Supervisor {
+        pid,
+        child,
+        spec: line,
+    })
 }
 
 /// The signals a terminal sends its foreground process group (and a hangup its session).
@@ -95,29 +126,45 @@ pub fn enter_own_session() -> nix::Result<()> {
 }
 
 impl Supervisor {
+    /// Send the launch spec (a supervisor that does not get it ends without running
+    /// anything, and [`Supervisor::wait`] says so).
+    pub async fn send_spec(&mut self) {
+        let spec = std::mem::take(&mut self.spec);
+        if let Some(input) = self.child.stdin.as_mut() {
+            let _ = input.write_all(&spec).await;
+        }
+    }
+
     /// Wait until the command runs (`on_running` is called then), then until the
-    /// supervisor ends; returns the recorded exit status. A supervisor that died without
-    /// recording one (killed from outside) reads as exit 128 + its signal, once nothing
-    /// of its attempt runs any more ([`clear_session`]).
+    /// attempt ends. A supervisor that died without a status (killed from outside) reads
+    /// as exit 128 + its signal, once nothing of its attempt runs any more
+    /// ([`clear_session`]).
     pub async fn wait(
-        mut self,
+        &mut self,
         state: &Path,
         job: crate::model::JobId,
         attempt: u32,
         owner: &Owner,
         on_running: impl FnOnce(),
-    ) -> ExitStatus {
+    ) -> Ended {
+        let mut on_running = Some(on_running);
         if let Some(out) = self.child.stdout.take() {
-            let mut line = String::new();
-            let mut r = BufReader::new(out);
-            if matches!(r.read_line(&mut line).await, Ok(n) if n > 0) && line.starts_with("started")
-            {
-                on_running();
+            let mut lines = BufReader::new(out).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.starts_with("started") {
+                    if let Some(f) = on_running.take() {
+                        f();
+                    }
+                } else if let Some(json) = line.strip_prefix(EXIT_LINE)
+                    && let Ok(rec) = serde_json::from_str::<ExitRecord>(json)
+                {
+                    return Ended::HandedOver(rec.status);
+                }
             }
         }
         let status = self.child.wait().await;
         if let Some(s) = runfiles::read_exit(state, job, attempt, owner) {
-            return s;
+            return Ended::Gone(s);
         }
         tracing::warn!(job = %job, attempt, pid = self.pid, "supervisor died without an exit status: killing what is left of its attempt");
         clear_session(self.pid as u32).await;
@@ -126,7 +173,22 @@ impl Supervisor {
             Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
             Err(_) => 255,
         };
-        ExitStatus::ended_now(if code == 0 { 255 } else { code })
+        Ended::Gone(ExitStatus::ended_now(if code == 0 { 255 } else { code }))
+    }
+
+    /// The status it handed over is stored: tell it, and wait for its end.
+    pub async fn stored(mut self) {
+        if let Some(mut input) = self.child.stdin.take() {
+            let _ = input.write_all(format!("{STORED_LINE}\n").as_bytes()).await;
+        }
+        let _ = self.child.wait().await;
+    }
+
+    /// The status it handed over will not be stored by this runtime (it is ending): the
+    /// supervisor leaves it in the attempt's record.
+    pub async fn abandon(mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait().await;
     }
 }
 

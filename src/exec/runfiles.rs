@@ -1,22 +1,34 @@
 //! The run-file protocol between the scheduler and its supervisors: the one place that
-//! knows where each attempt's files are and what is in them. The runtime writes the
-//! launch spec, the supervisor claims the attempt with its pid file and records the exit
-//! status, and recovery reads both after a restart.
+//! knows where each attempt's files are and what is in them. The supervisor claims the
+//! attempt with its record file, the scheduler learns the exit status over the
+//! supervisor's channel (or, when it was gone, from the record), and recovery reads the
+//! record after a restart.
 //!
-//! Layout, under `<state>/runs/<job-id>/`, per attempt (1-based, = `SHAREQ_ATTEMPT`):
-//! - `<attempt>.json`: the [`LaunchSpec`] (JSON), written by the runtime before it starts
-//!   the supervisor.
-//! - `<attempt>.pid`: `PID STARTTIME DB\n`: the supervisor's pid, its start time (field 22
+//! Layout: one file per attempt, `<state>/runs/<job-id>.<attempt>` (attempt 1-based, =
+//! `SHAREQ_ATTEMPT`), the attempt's record:
+//! - its first line, `PID STARTTIME DB\n`: the supervisor's pid, its start time (field 22
 //!   of `/proc/PID/stat`, clock ticks since boot) and the database identity; `PID
 //!   STARTTIME DB remote\n` for a supervisor on another machine (a Slurm node), whose pid
-//!   names nothing here. Created once,
-//!   by a hard link, never overwritten: by the supervisor before it runs the command, or
-//!   as the tombstone `0 0 DB` by a restarted scheduler that declared the attempt lost
-//!   (then a late supervisor finds it taken and does not run the command). The pid is
-//!   also the attempt's session id: the supervisor runs in its own session and the
-//!   command in a process group inside it (see `exec::session`).
-//! - `<attempt>.exit`: the [`ExitRecord`] (JSON: `code`, `signal`, `finished_at`, `db`),
-//!   written atomically by the supervisor once every process of the attempt is gone.
+//!   names nothing here. The file is created once, whole, by a link, never replaced: by
+//!   the supervisor before it runs the command, or as the tombstone `0 0 DB` by a
+//!   restarted scheduler that declared the attempt lost (then a late supervisor finds it
+//!   taken and does not run the command). The pid is also the attempt's session id: the
+//!   supervisor runs in its own session and the command in a process group inside it
+//!   (see `exec::session`).
+//! - a second line, the [`ExitRecord`] (JSON: `code`, `signal`, `finished_at`, `db`, …),
+//!   appended in one write once every process of the attempt is gone, only when the
+//!   scheduler did not take the status over the channel: a local supervisor hands it to
+//!   the scheduler that started it (`exec::proc`) and ends once the scheduler says it is
+//!   stored in the database; when that scheduler is gone (it was killed, or stopped and
+//!   left the job running) the status is appended here, where a restarted one finds it.
+//!
+//! The launch spec reaches a local supervisor through its standard input; the Slurm
+//! executor keeps it in `<state>/runs/<job-id>/<attempt>.json` ([`write_spec`]), where the
+//! scheduler's report relay reads it back. The job's log (`<state>/logs/<job-id>/`) is
+//! made only when the job writes something.
+//!
+//! Files of the layout before this one (`runs/<job-id>/<attempt>.pid` and `.exit`, left by
+//! supervisors of an older shareq that still run) are read where no record exists.
 //!
 //! Every file names the database (`store::DbIdentity`) it belongs to, so files left by a
 //! lost database are never taken for a new database's jobs (SPEC §8): a file of another
@@ -55,7 +67,8 @@ pub fn runs_dir(state: &Path) -> PathBuf {
     state.join("runs")
 }
 
-/// `<state>/runs/<job>`.
+/// `<state>/runs/<job>`: the Slurm executor's launch specs, and the run files of the
+/// layout before attempt records.
 pub fn job_dir(state: &Path, job: JobId) -> PathBuf {
     runs_dir(state).join(job.to_string())
 }
@@ -64,31 +77,105 @@ pub fn spec_path(state: &Path, job: JobId, attempt: u32) -> PathBuf {
     job_dir(state, job).join(format!("{attempt}.json"))
 }
 
-pub fn pid_path(state: &Path, job: JobId, attempt: u32) -> PathBuf {
+/// `<state>/runs/<job>.<attempt>`: the attempt's record (pid line, then the exit record
+/// when it was left here).
+pub fn record_path(state: &Path, job: JobId, attempt: u32) -> PathBuf {
+    runs_dir(state).join(format!("{job}.{attempt}"))
+}
+
+/// The job and attempt an attempt record's file name names (`12.3`).
+pub fn parse_record_name(name: &str) -> Option<(JobId, u32)> {
+    let (job, attempt) = name.split_once('.')?;
+    let job: u64 = job.parse().ok().filter(|&j| j > 0)?;
+    Some((JobId(job), attempt.parse().ok()?))
+}
+
+fn legacy_pid_path(state: &Path, job: JobId, attempt: u32) -> PathBuf {
     job_dir(state, job).join(format!("{attempt}.pid"))
 }
 
-pub fn exit_path(state: &Path, job: JobId, attempt: u32) -> PathBuf {
+fn legacy_exit_path(state: &Path, job: JobId, attempt: u32) -> PathBuf {
     job_dir(state, job).join(format!("{attempt}.exit"))
 }
 
-/// Has some attempt (of any database) recorded its supervisor but no exit status yet?
+/// What one attempt's files say, read once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AttemptRecord {
+    pub pid: Option<PidRecord>,
+    pub exit: Option<ExitRecord>,
+}
+
+impl AttemptRecord {
+    /// Parse a record file: the pid line, then (when left here) the exit record. A line
+    /// being appended right now may read as partial: then it is not there yet.
+    pub fn parse(text: &str) -> AttemptRecord {
+        let mut rec = AttemptRecord::default();
+        for line in text.lines() {
+            if line.starts_with('{') {
+                rec.exit = rec.exit.or_else(|| serde_json::from_str(line).ok());
+            } else if rec.pid.is_none() {
+                rec.pid = PidRecord::parse(line);
+            }
+        }
+        rec
+    }
+
+    /// The record at `path`; absent or unreadable reads as empty.
+    pub fn read(path: &Path) -> AttemptRecord {
+        fs::read_to_string(path)
+            .map(|t| AttemptRecord::parse(&t))
+            .unwrap_or_default()
+    }
+
+    /// The records of one attempt: its record file, else the files of the layout before.
+    pub fn of(state: &Path, job: JobId, attempt: u32) -> AttemptRecord {
+        let path = record_path(state, job, attempt);
+        if path.exists() {
+            return AttemptRecord::read(&path);
+        }
+        AttemptRecord {
+            pid: read_pid_record(&legacy_pid_path(state, job, attempt)),
+            exit: read_exit_record(&legacy_exit_path(state, job, attempt)),
+        }
+    }
+
+    /// Is the attempt over, as far as this machine can tell (its status is here, or no
+    /// supervisor of it runs here)?
+    pub fn ended(&self) -> bool {
+        self.exit.is_some() || !self.pid.as_ref().is_some_and(PidRecord::is_alive)
+    }
+
+    /// Was the attempt claimed (by its supervisor, or declared lost)?
+    pub fn claimed(state: &Path, job: JobId, attempt: u32) -> bool {
+        record_path(state, job, attempt).exists() || legacy_pid_path(state, job, attempt).exists()
+    }
+}
+
+/// Is some attempt (of any database) still run by a live supervisor on this machine?
 pub fn attempts_left_running(state: &Path) -> bool {
-    let Ok(jobs) = std::fs::read_dir(runs_dir(state)) else {
+    let Ok(entries) = std::fs::read_dir(runs_dir(state)) else {
         return false;
     };
-    jobs.flatten().any(|j| {
-        let name = j.file_name();
-        let Some(job) = name.to_str().and_then(|n| n.parse().ok()).map(JobId) else {
+    entries.flatten().any(|e| {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else {
             return false;
         };
-        std::fs::read_dir(j.path()).is_ok_and(|files| {
+        let running = |r: AttemptRecord| r.exit.is_none() && r.pid.is_some_and(|p| p.is_alive());
+        if let Some((job, attempt)) = parse_record_name(name) {
+            return running(AttemptRecord::of(state, job, attempt));
+        }
+        // A job folder of the layout before.
+        let Some(job) = name.parse().ok().map(JobId) else {
+            return false;
+        };
+        std::fs::read_dir(e.path()).is_ok_and(|files| {
             files.flatten().any(|f| {
                 let name = f.file_name();
                 name.to_str()
                     .and_then(|n| n.strip_suffix(".pid"))
                     .and_then(|a| a.parse::<u32>().ok())
-                    .is_some_and(|attempt| !exit_path(state, job, attempt).exists())
+                    .is_some_and(|attempt| running(AttemptRecord::of(state, job, attempt)))
             })
         })
     })
@@ -174,12 +261,9 @@ impl LaunchSpec {
         env
     }
 
+    /// The attempt's record (`runs/<job>.<attempt>`).
     pub fn pid_path(&self) -> PathBuf {
-        pid_path(&self.state, self.job, self.attempt)
-    }
-
-    pub fn exit_path(&self) -> PathBuf {
-        exit_path(&self.state, self.job, self.attempt)
+        record_path(&self.state, self.job, self.attempt)
     }
 }
 
@@ -242,7 +326,10 @@ pub struct ExitRecord {
     pub db: Option<String>,
 }
 
-/// Record an attempt's exit status (the supervisor's last act).
+/// Leave an attempt's exit status in its record (the supervisor's last act when the
+/// scheduler did not take it over the channel; the report relay's for a Slurm job):
+/// appended in one write after the pid line. Not fsynced, like the claim (see
+/// [`write_atomic`]).
 pub fn write_exit(
     state: &Path,
     job: JobId,
@@ -254,16 +341,33 @@ pub fn write_exit(
         status,
         db: Some(db.to_string()),
     };
-    let json = serde_json::to_vec(&rec).map_err(io::Error::other)?;
-    write_atomic(&exit_path(state, job, attempt), &json)
+    let mut line = serde_json::to_vec(&rec).map_err(io::Error::other)?;
+    line.push(b'\n');
+    let path = record_path(state, job, attempt);
+    let open = || {
+        fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+    };
+    let mut f = match open() {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(runs_dir(state))?;
+            open()?
+        }
+        other => other?,
+    };
+    // One write: a reader sees the whole line or none of it once it is done.
+    f.write_all(&line)
 }
 
 /// The exit status of an attempt, if it has one that belongs to `owner`.
 pub fn read_exit(state: &Path, job: JobId, attempt: u32, owner: &Owner) -> Option<ExitStatus> {
-    let rec = read_exit_record(&exit_path(state, job, attempt))?;
+    let rec = AttemptRecord::of(state, job, attempt).exit?;
     owner.owns(job, rec.db.as_deref()).then_some(rec.status)
 }
 
+/// An exit record file of the layout before (`runs/<job>/<attempt>.exit`).
 pub fn read_exit_record(path: &Path) -> Option<ExitRecord> {
     serde_json::from_slice(&fs::read(path).ok()?).ok()
 }
@@ -291,8 +395,9 @@ impl PidRecord {
         }
     }
 
+    /// The record's first line.
     pub fn parse(text: &str) -> Option<PidRecord> {
-        let mut parts = text.split_ascii_whitespace();
+        let mut parts = text.lines().next()?.split_ascii_whitespace();
         let pid = parts.next()?.parse().ok()?;
         let start = parts.next()?.parse().ok()?;
         let db = parts.next().map(str::to_string);
@@ -325,7 +430,7 @@ pub fn read_pid_record(path: &Path) -> Option<PidRecord> {
 
 /// The pid record of an attempt, if it has one that belongs to `owner`.
 pub fn read_pid(state: &Path, job: JobId, attempt: u32, owner: &Owner) -> Option<PidRecord> {
-    let rec = read_pid_record(&pid_path(state, job, attempt))?;
+    let rec = AttemptRecord::of(state, job, attempt).pid?;
     owner.owns(job, rec.db.as_deref()).then_some(rec)
 }
 
@@ -364,7 +469,10 @@ pub fn claim_lost(state: &Path, job: JobId, attempt: u32, db: &str) -> io::Resul
         db: Some(db.to_string()),
         remote: false,
     };
-    link_new(&pid_path(state, job, attempt), rec.line().as_bytes())
+    if AttemptRecord::claimed(state, job, attempt) {
+        return Ok(false);
+    }
+    link_new(&record_path(state, job, attempt), rec.line().as_bytes())
 }
 
 /// What the run files of one attempt say now.
@@ -381,18 +489,22 @@ pub enum SupervisorStatus {
 
 /// What the run files of one attempt (of `owner`'s database) say now.
 pub fn probe(state: &Path, job: JobId, attempt: u32, owner: &Owner) -> SupervisorStatus {
-    if let Some(s) = read_exit(state, job, attempt, owner) {
-        return SupervisorStatus::Exited(s);
+    let ours = |r: AttemptRecord| AttemptRecord {
+        pid: r.pid.filter(|p| owner.owns(job, p.db.as_deref())),
+        exit: r.exit.filter(|e| owner.owns(job, e.db.as_deref())),
+    };
+    let rec = ours(AttemptRecord::of(state, job, attempt));
+    if let Some(e) = rec.exit {
+        return SupervisorStatus::Exited(e.status);
     }
-    let pid = read_pid(state, job, attempt, owner);
-    if let Some(p) = pid.as_ref().filter(|p| p.is_alive()) {
+    if let Some(p) = rec.pid.as_ref().filter(|p| p.is_alive()) {
         return SupervisorStatus::Alive { pid: p.pid };
     }
-    // It may have written its status and exited between the two reads.
-    match read_exit(state, job, attempt, owner) {
-        Some(s) => SupervisorStatus::Exited(s),
+    // It may have left its status and exited between the two reads.
+    match ours(AttemptRecord::of(state, job, attempt)).exit {
+        Some(e) => SupervisorStatus::Exited(e.status),
         None => SupervisorStatus::Vanished {
-            session: pid.and_then(|p| p.local_session()),
+            session: rec.pid.and_then(|p| p.local_session()),
         },
     }
 }
@@ -423,12 +535,13 @@ fn link_new(path: &Path, bytes: &[u8]) -> io::Result<bool> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no parent directory"))?;
-    fs::create_dir_all(dir)?;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("run");
-    let tmp = dir.join(format!(".{name}.{}.claim", std::process::id()));
-    fs::File::create(&tmp)?.write_all(bytes)?;
-    let linked = fs::hard_link(&tmp, path);
-    let _ = fs::remove_file(&tmp);
+    let linked = match link_unnamed(dir, path, bytes) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir)?;
+            link_unnamed(dir, path, bytes)
+        }
+        other => other,
+    };
     match linked {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
@@ -436,18 +549,61 @@ fn link_new(path: &Path, bytes: &[u8]) -> io::Result<bool> {
     }
 }
 
+/// Write `bytes` into a new file with no name yet in `dir` (`O_TMPFILE`) and link it as
+/// `path`: one inode and one directory entry, nothing to remove after. Filesystems
+/// without `O_TMPFILE` get a named temporary file, linked and removed.
+fn link_unnamed(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use nix::fcntl::{AtFlags, OFlag};
+    use nix::sys::stat::Mode;
+    let flags = OFlag::O_TMPFILE | OFlag::O_WRONLY | OFlag::O_CLOEXEC;
+    match nix::fcntl::open(dir, flags, Mode::from_bits_truncate(0o644)) {
+        Ok(fd) => {
+            let mut f = fs::File::from(fd);
+            f.write_all(bytes)?;
+            let proc_path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&f));
+            nix::unistd::linkat(
+                nix::fcntl::AT_FDCWD,
+                proc_path.as_str(),
+                nix::fcntl::AT_FDCWD,
+                path,
+                AtFlags::AT_SYMLINK_FOLLOW,
+            )
+            .map_err(io::Error::from)
+        }
+        Err(nix::errno::Errno::ENOENT) => Err(io::ErrorKind::NotFound.into()),
+        Err(_) => {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("run");
+            let tmp = dir.join(format!(".{name}.{}.claim", std::process::id()));
+            fs::File::create(&tmp)?.write_all(bytes)?;
+            let linked = fs::hard_link(&tmp, path);
+            let _ = fs::remove_file(&tmp);
+            linked
+        }
+    }
+}
+
 /// Remove the run files and logs of jobs pruned from the history (SPEC §7: they go with
-/// the job's history). Errors are logged, not returned: a leftover folder is harmless.
+/// the job's history). Errors are logged, not returned: a leftover file is harmless.
 pub fn remove_jobs(state: &super::StateDir, jobs: &[JobId]) {
+    let pruned: std::collections::HashSet<JobId> = jobs.iter().copied().collect();
+    let warn = |path: &Path, e: io::Error| {
+        if e.kind() != io::ErrorKind::NotFound {
+            tracing::warn!(path = %path.display(), "cannot remove a pruned job's files: {e}")
+        }
+    };
+    if let Ok(entries) = fs::read_dir(runs_dir(state.root())) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if let Some((job, _)) = name.to_str().and_then(parse_record_name)
+                && pruned.contains(&job)
+            {
+                let _ = fs::remove_file(e.path()).map_err(|err| warn(&e.path(), err));
+            }
+        }
+    }
     for &job in jobs {
         for dir in [state.job_runs(job), state.job_logs(job)] {
-            match fs::remove_dir_all(&dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    tracing::warn!(dir = %dir.display(), "cannot remove a pruned job's files: {e}")
-                }
-            }
+            let _ = fs::remove_dir_all(&dir).map_err(|e| warn(&dir, e));
         }
     }
 }
@@ -516,14 +672,15 @@ mod tests {
         };
         write_exit(dir.path(), JobId(5), 1, "00ff", st).unwrap();
         assert_eq!(read_exit(dir.path(), JobId(5), 1, &owner()), Some(st));
-        write_exit(dir.path(), JobId(5), 1, "beef", st).unwrap();
-        assert_eq!(read_exit(dir.path(), JobId(5), 1, &owner()), None);
-        // Before identities: the database's own only up to `legacy_below`.
+        write_exit(dir.path(), JobId(6), 1, "beef", st).unwrap();
+        assert_eq!(read_exit(dir.path(), JobId(6), 1, &owner()), None);
+        // Before identities (and in the layout before): the database's own only up to
+        // `legacy_below`.
         let legacy = br#"{"code":3,"signal":null,"finished_at":9}"#;
-        write_atomic(&exit_path(dir.path(), JobId(2), 1), legacy).unwrap();
-        write_atomic(&exit_path(dir.path(), JobId(5), 1), legacy).unwrap();
+        write_atomic(&legacy_exit_path(dir.path(), JobId(2), 1), legacy).unwrap();
+        write_atomic(&legacy_exit_path(dir.path(), JobId(7), 1), legacy).unwrap();
         assert_eq!(read_exit(dir.path(), JobId(2), 1, &owner()), Some(st));
-        assert_eq!(read_exit(dir.path(), JobId(5), 1, &owner()), None);
+        assert_eq!(read_exit(dir.path(), JobId(7), 1, &owner()), None);
     }
 
     #[test]
@@ -531,27 +688,64 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let me = std::process::id();
         let o = owner();
+        let record = |job| record_path(dir.path(), JobId(job), 1);
         // Recovery first: the late supervisor finds the tombstone and must not run.
         assert!(claim_lost(dir.path(), JobId(1), 1, &o.db).unwrap());
-        assert!(!claim_pid(&pid_path(dir.path(), JobId(1), 1), me, &o.db).unwrap());
+        assert!(!claim_pid(&record(1), me, &o.db).unwrap());
         assert_eq!(
             probe(dir.path(), JobId(1), 1, &o),
             SupervisorStatus::Vanished { session: None }
         );
         // Supervisor first: recovery sees it alive and adopts it.
-        assert!(claim_pid(&pid_path(dir.path(), JobId(2), 1), me, &o.db).unwrap());
+        assert!(claim_pid(&record(2), me, &o.db).unwrap());
         assert!(!claim_lost(dir.path(), JobId(2), 1, &o.db).unwrap());
         assert_eq!(
             probe(dir.path(), JobId(2), 1, &o),
             SupervisorStatus::Alive { pid: me }
         );
-        // No temporary files are left behind.
-        let left: Vec<_> = fs::read_dir(job_dir(dir.path(), JobId(1)))
+        // A claim in the layout before counts too.
+        write_atomic(&legacy_pid_path(dir.path(), JobId(3), 1), b"0 0 00ff\n").unwrap();
+        assert!(!claim_lost(dir.path(), JobId(3), 1, &o.db).unwrap());
+        // One file per attempt, no temporary files left behind.
+        let mut left: Vec<_> = fs::read_dir(runs_dir(dir.path()))
             .unwrap()
             .flatten()
-            .map(|e| e.file_name())
+            .map(|e| e.file_name().into_string().unwrap())
             .collect();
-        assert_eq!(left.len(), 1, "{left:?}");
+        left.sort();
+        assert_eq!(left, ["1.1", "2.1", "3"]);
+    }
+
+    #[test]
+    fn an_exit_left_in_the_record_ends_the_attempt_and_a_partial_one_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let (me, o) = (std::process::id(), owner());
+        let path = record_path(dir.path(), JobId(4), 2);
+        assert!(claim_pid(&path, me, &o.db).unwrap());
+        // A line being appended reads as not there yet.
+        let whole = fs::read_to_string(&path).unwrap();
+        fs::write(&path, format!("{whole}{{\"code\":1,\"sig")).unwrap();
+        assert_eq!(
+            probe(dir.path(), JobId(4), 2, &o),
+            SupervisorStatus::Alive { pid: me }
+        );
+        fs::write(&path, &whole).unwrap();
+        let st = ExitStatus {
+            code: 7,
+            finished_at: 5,
+            ran_ms: Some(12),
+            ..ExitStatus::default()
+        };
+        write_exit(dir.path(), JobId(4), 2, &o.db, st).unwrap();
+        assert_eq!(probe(dir.path(), JobId(4), 2, &o), SupervisorStatus::Exited(st));
+        assert_eq!(read_pid(dir.path(), JobId(4), 2, &o).unwrap().pid, me);
+        assert!(!attempts_left_running(dir.path()));
+        // Without the exit, a live supervisor's attempt is left running.
+        claim_pid(&record_path(dir.path(), JobId(4), 3), me, &o.db).unwrap();
+        assert!(attempts_left_running(dir.path()));
+        assert_eq!(parse_record_name("4.3"), Some((JobId(4), 3)));
+        assert_eq!(parse_record_name("4"), None);
+        assert_eq!(parse_record_name(".4.3.1.claim"), None);
     }
 
     #[test]

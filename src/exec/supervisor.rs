@@ -81,8 +81,72 @@ pub enum SupervisorError {
 /// where it may not write there — the report channel, whose other end (the scheduler)
 /// writes them (`exec::report`).
 enum Records {
-    Files(Option<LogSink>),
+    Files {
+        log: FileLog,
+        /// Started by the runtime: the exit status goes to it over standard output, and
+        /// is left in the attempt's record only when it does not say it stored it.
+        channel: bool,
+    },
     Channel(Reporter),
+}
+
+/// The attempt's log on the state filesystem, opened (its folder made) when the first
+/// byte or line is to be kept: a job that writes nothing leaves no log.
+struct FileLog {
+    path: std::path::PathBuf,
+    /// Whom an earlier log of the job may belong to (see `open_log`).
+    owner: Option<u32>,
+    cap: u64,
+    reserve: u64,
+    sink: Option<LogSink>,
+    /// Why the log could not be opened: the attempt fails (its output would be lost).
+    failed: Option<String>,
+}
+
+impl FileLog {
+    fn new(spec: &LaunchSpec) -> FileLog {
+        FileLog {
+            path: spec.log.clone(),
+            owner: None,
+            cap: spec.log_cap,
+            reserve: spec.free_reserve,
+            sink: None,
+            failed: None,
+        }
+    }
+
+    fn sink(&mut self) -> Option<&mut LogSink> {
+        if self.sink.is_none() && self.failed.is_none() {
+            match open_log_at(&self.path, self.owner) {
+                Ok(file) => self.sink = Some(LogSink::from_file(file, self.cap, self.reserve)),
+                Err(e) => {
+                    self.failed = Some(format!(
+                        "cannot open the job log {}: {e}",
+                        self.path.display()
+                    ))
+                }
+            }
+        }
+        self.sink.as_mut()
+    }
+}
+
+impl LogOut for FileLog {
+    fn write(&mut self, buf: &[u8]) {
+        if let Some(s) = self.sink() {
+            s.write(buf);
+        }
+    }
+
+    fn note(&mut self, line: &str) {
+        if let Some(s) = self.sink() {
+            s.note(line);
+        }
+    }
+
+    fn failed(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
 }
 
 impl Records {
@@ -91,42 +155,36 @@ impl Records {
     fn claim(&mut self, spec: &LaunchSpec) -> std::io::Result<bool> {
         let pid = std::process::id();
         match self {
-            Records::Files(_) => runfiles::claim_pid(&spec.pid_path(), pid, &spec.db),
+            Records::Files { .. } => runfiles::claim_pid(&spec.pid_path(), pid, &spec.db),
             Records::Channel(r) => r.started(pid, super::session::start_time(pid)?),
         }
     }
 
-    /// The attempt's log (opened on first use; `run_as`: whom an earlier log may belong
-    /// to, see `open_log`).
-    fn log(
-        &mut self,
-        spec: &LaunchSpec,
-        run_as: Option<&RunAs>,
-    ) -> std::io::Result<&mut dyn LogOut> {
+    /// Where the job's output and the supervisor's lines go (`run_as`: whom an earlier
+    /// log may belong to, see `open_log`).
+    fn log(&mut self, run_as: Option<&RunAs>) -> &mut dyn LogOut {
         match self {
-            Records::Files(log) => {
-                if log.is_none() {
-                    let file = open_log(spec, run_as)?;
-                    *log = Some(LogSink::from_file(file, spec.log_cap, spec.free_reserve));
-                }
-                Ok(log.as_mut().expect("opened above"))
+            Records::Files { log, .. } => {
+                log.owner = run_as.map(|r| r.uid.as_raw());
+                log
             }
-            Records::Channel(r) => Ok(r),
+            Records::Channel(r) => r,
         }
     }
 
-    fn note(&mut self, spec: &LaunchSpec, run_as: Option<&RunAs>, line: &str) {
-        if let Ok(l) = self.log(spec, run_as) {
-            l.note(line);
-        }
+    fn note(&mut self, run_as: Option<&RunAs>, line: &str) {
+        self.log(run_as).note(line);
     }
 
     fn exit(&mut self, spec: &LaunchSpec, status: ExitStatus) -> Result<(), SupervisorError> {
         match self {
-            Records::Files(_) => {
+            Records::Files { channel, .. } => {
+                if *channel && hand_over(spec, status) {
+                    return Ok(());
+                }
                 runfiles::write_exit(&spec.state, spec.job, spec.attempt, &spec.db, status).map_err(
                     |source| SupervisorError::Exit {
-                        path: spec.exit_path().display().to_string(),
+                        path: spec.pid_path().display().to_string(),
                         source,
                     },
                 )
@@ -139,14 +197,42 @@ impl Records {
     }
 }
 
+/// Hand the exit status to the scheduler that started this supervisor (`exec::proc`):
+/// `exit <record>` on standard output, then wait for its `stored` on standard input
+/// (it answers once the status is in its database). False when it is gone (it was
+/// killed, or stopped and left the job running): then the record keeps the status.
+fn hand_over(spec: &LaunchSpec, status: ExitStatus) -> bool {
+    use std::io::BufRead;
+    let rec = runfiles::ExitRecord {
+        status,
+        db: Some(spec.db.clone()),
+    };
+    let Ok(json) = serde_json::to_string(&rec) else {
+        return false;
+    };
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{}{json}", super::proc::EXIT_LINE)
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        return false;
+    }
+    let mut answer = String::new();
+    matches!(std::io::stdin().lock().read_line(&mut answer), Ok(n) if n > 0)
+        && answer.trim_end() == super::proc::STORED_LINE
+}
+
 /// Run the attempt described by the launch spec at `spec_path` (`-`: on standard input,
 /// as a Slurm batch script hands it over); returns when every process of the attempt is
 /// gone and the exit status is recorded.
 pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
-    // Started by the runtime (a spec file, `proc::launch`): a session of its own before
-    // anything else. Started by Slurm (the spec on standard input), it stays in the
-    // session and process group Slurm tracks the batch job by.
-    if spec_path != Path::new("-") {
+    // Started by the runtime (`proc::launch`: the spec and the exit status on its
+    // channel, or an older runtime's spec file): a session of its own before anything
+    // else. Started by Slurm (the spec on standard input), it stays in the session and
+    // process group Slurm tracks the batch job by.
+    let on_channel = spec_path == Path::new(super::proc::SPEC_ON_CHANNEL);
+    let from_slurm = spec_path == Path::new("-");
+    if !from_slurm {
         super::proc::enter_own_session()?;
     }
     // Block the signals we handle first of all, so that a stop sent right after the start is not lost: they are read
@@ -162,19 +248,30 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
         mask.add(s);
     }
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None)?;
-    let read = if spec_path == Path::new("-") {
+    let read = if on_channel {
+        // One line; the rest of standard input is the runtime's answer (`hand_over`).
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::stdin().lock(), &mut line).map(|_| line.into_bytes())
+    } else if from_slurm {
         let mut v = Vec::new();
         std::io::Read::read_to_end(&mut std::io::stdin(), &mut v).map(|_| v)
     } else {
         std::fs::read(spec_path)
     };
+    let from = || {
+        if on_channel {
+            "the scheduler's channel".to_string()
+        } else {
+            spec_path.display().to_string()
+        }
+    };
     let text = read.map_err(|source| SupervisorError::Spec {
-        path: spec_path.display().to_string(),
+        path: from(),
         source,
     })?;
     let spec: LaunchSpec =
         serde_json::from_slice(&text).map_err(|source| SupervisorError::SpecJson {
-            path: spec_path.display().to_string(),
+            path: from(),
             source,
         })?;
     let mut records = match spec.report.clone() {
@@ -184,14 +281,17 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
                 source,
             },
         )?),
-        None => Records::Files(None),
+        None => Records::Files {
+            log: FileLog::new(&spec),
+            channel: on_channel,
+        },
     };
     // Into the attempt's cgroup first (SPEC §7): everything started from here on belongs
     // to it, whatever session it makes. A group that cannot be entered runs nothing.
     if let Err(e) = super::cgroup::enter_self(&spec.cgroup) {
         let status = ExitStatus::ended_now(126);
         let owner = RunAs::for_submitter(spec.submitter.as_ref()).ok().flatten();
-        records.note(&spec, owner.as_ref(), &format!("not started: {e}"));
+        records.note(owner.as_ref(), &format!("not started: {e}"));
         let _ = records.claim(&spec);
         records.exit(&spec, status)?;
         return Ok(status);
@@ -215,7 +315,7 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
                 "cannot record the supervisor in {}: {e}",
                 spec.pid_path().display()
             );
-            records.note(&spec, owner.as_ref(), &note);
+            records.note(owner.as_ref(), &note);
             records.exit(&spec, status)?;
             return Ok(status);
         }
@@ -235,12 +335,7 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
         Ok(r) => (r, None),
         Err(why) => (None, Some(why)),
     };
-    let log = records
-        .log(&spec, run_as.as_ref())
-        .map_err(|source| SupervisorError::Log {
-            path: spec.log.display().to_string(),
-            source,
-        })?;
+    let log = records.log(run_as.as_ref());
     let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let spawned = match unknown {
         Some(why) => Err(std::io::Error::new(
@@ -270,6 +365,11 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
                 output,
             );
             status.ran_ms = Some(u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX));
+            if log.failed().is_some() {
+                // Stopped when its output could not be kept.
+                status.code = 126;
+                status.signal = None;
+            }
             if status.timed_out {
                 log.note(&format!(
                     "timed out: stopped after its timeoutSeconds ({} s)",
@@ -301,16 +401,21 @@ pub(crate) fn open_log(
     spec: &LaunchSpec,
     run_as: Option<&RunAs>,
 ) -> std::io::Result<std::fs::File> {
-    let bad = || std::io::Error::other(format!("bad log path {}", spec.log.display()));
-    let file = spec.log.file_name().ok_or_else(bad)?;
-    let job_dir = spec.log.parent().ok_or_else(bad)?;
+    open_log_at(&spec.log, run_as.map(|r| r.uid.as_raw()))
+}
+
+/// [`open_log`] of the log at `log`, which `owner` may own from an earlier attempt.
+fn open_log_at(log: &Path, owner: Option<u32>) -> std::io::Result<std::fs::File> {
+    let bad = || std::io::Error::other(format!("bad log path {}", log.display()));
+    let file = log.file_name().ok_or_else(bad)?;
+    let job_dir = log.parent().ok_or_else(bad)?;
     let job = job_dir.file_name().ok_or_else(bad)?;
     let logs = job_dir.parent().ok_or_else(bad)?;
     super::state_perms::open_job_log(
         logs,
         &job.to_string_lossy(),
         &file.to_string_lossy(),
-        run_as.map(|r| r.uid),
+        owner.map(nix::unistd::Uid::from_raw),
     )
 }
 
@@ -457,6 +562,7 @@ fn wait_all(
     let mut main: Option<(i32, Option<i32>)> = None;
     let mut kill_at: Option<Instant> = None;
     let mut timed_out = false;
+    let mut log_lost = false;
     loop {
         loop {
             match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
@@ -518,6 +624,12 @@ fn wait_all(
         };
         if got_output {
             out.drain();
+            if !log_lost && out.log.failed().is_some() {
+                // Its output cannot be kept: the attempt fails, stopped now.
+                log_lost = true;
+                kill_everything(child);
+                kill_at = Some(Instant::now() + Duration::from_secs(1));
+            }
         }
         while let Ok(Some(info)) = sfd.read_signal() {
             match Signal::try_from(info.ssi_signo as i32) {

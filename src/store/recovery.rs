@@ -87,7 +87,7 @@ pub fn plan_with(
         }
         let mut status = runfiles::probe(state_dir, job.id, h.attempt, owner);
         if status == (SupervisorStatus::Vanished { session: None })
-            && !runfiles::pid_path(state_dir, job.id, h.attempt).exists()
+            && !runfiles::AttemptRecord::claimed(state_dir, job.id, h.attempt)
             && !matches!(
                 runfiles::claim_lost(state_dir, job.id, h.attempt, &owner.db),
                 Ok(true)

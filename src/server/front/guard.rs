@@ -248,14 +248,18 @@ impl Guard {
         snapshots: &watch::Receiver<Arc<Snapshot>>,
     ) -> Response {
         let state = self.state.clone();
-        let in_view = match find_owner(&snapshots.borrow(), id) {
-            Owner::Known(o) => Some(o),
-            Owner::NotInView => None,
+        let (in_view, attempts) = {
+            let snap = snapshots.borrow();
+            let in_view = match find_owner(&snap, id) {
+                Owner::Known(o) => Some(o),
+                Owner::NotInView => None,
+            };
+            (in_view, Attempts::of(&snap, id))
         };
         let guard = self.clone();
         let read = tokio::task::spawn_blocking(move || {
             let owner = in_view.unwrap_or_else(|| guard.log_owner(id));
-            read_log(&state, id, attempt, offset).map(|mut c| {
+            read_log(&state, id, attempt, offset, attempts).map(|mut c| {
                 c.owner_uid = owner.map(|o| o.uid);
                 c
             })
@@ -299,14 +303,41 @@ fn find_owner(snap: &Snapshot, id: JobId) -> Owner {
         })
 }
 
+/// What the latest snapshot says of a job's attempts: a log is made only once the job
+/// writes something, so a started attempt may have none yet.
+#[derive(Debug, Clone, Copy, Default)]
+struct Attempts {
+    /// How many were started (0: none, or the job is not in view).
+    started: u32,
+    /// The one that runs now, if any.
+    running: Option<u32>,
+}
+
+impl Attempts {
+    fn of(snap: &Snapshot, id: JobId) -> Attempts {
+        let running = snap.running.iter().find(|j| j.id == id);
+        let started = running
+            .or_else(|| snap.queue.iter().chain(snap.finished.iter()).find(|j| j.id == id))
+            .map_or(0, |j| j.attempts);
+        Attempts {
+            started,
+            running: running.map(|j| j.attempts),
+        }
+    }
+}
+
 fn read_log(
     state: &StateDir,
     id: JobId,
     attempt: Option<u32>,
     offset: u64,
+    attempts: Attempts,
 ) -> Result<LogChunk, (ErrorCode, String)> {
     use std::io::{Read, Seek, SeekFrom};
-    let Some(attempt) = attempt.or_else(|| state.latest_attempt(id)) else {
+    let latest = state
+        .latest_attempt(id)
+        .max(Some(attempts.started).filter(|&a| a > 0));
+    let Some(attempt) = attempt.or(latest) else {
         return Err((
             ErrorCode::NotFound,
             format!("job {id} has no log (it has not started yet, or the id is wrong)"),
@@ -320,7 +351,21 @@ fn read_log(
         };
         (code, format!("cannot {what} {}: {e}", path.display()))
     };
-    let mut f = crate::exec::state_perms::open_nofollow(&path).map_err(|e| failed("open", e))?;
+    // An attempt that was started and has written nothing has no log (yet).
+    let ended = attempts.running != Some(attempt);
+    let mut f = match crate::exec::state_perms::open_nofollow(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && attempt <= attempts.started => {
+            return Ok(LogChunk {
+                attempt,
+                offset,
+                next: offset,
+                data: String::new(),
+                ended,
+                owner_uid: None,
+            });
+        }
+        opened => opened.map_err(|e| failed("open", e))?,
+    };
     f.seek(SeekFrom::Start(offset))
         .map_err(|e| failed("read", e))?;
     let mut buf = Vec::with_capacity(LOG_CHUNK.min(64 * 1024));
@@ -339,7 +384,7 @@ fn read_log(
         offset,
         next: offset + keep as u64,
         data: String::from_utf8_lossy(&buf).into_owned(),
-        ended: crate::exec::runfiles::exit_path(state.root(), id, attempt).exists(),
+        ended,
         owner_uid: None,
     })
 }

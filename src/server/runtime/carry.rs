@@ -90,6 +90,11 @@ impl Carry {
         }
     }
 
+    /// Everything taken so far is stored (see `Backend::stored`).
+    pub(crate) fn stored(&mut self) {
+        self.backend.stored();
+    }
+
     pub(crate) fn kill_if_current(&mut self, job: JobId, attempt: u32) {
         if let Some(a) = self.running.get_mut(&job).filter(|a| a.attempt == attempt) {
             tracing::info!(job = %job, attempt, "grace period over: SIGKILL");

@@ -756,9 +756,11 @@ impl Runtime {
     fn record(&mut self, now: i64, events: &[Event]) -> Result<(), crate::store::StoreError> {
         let Some(p) = &mut self.persist else {
             self.observed.clear();
+            self.exec.stored();
             return Ok(());
         };
         if events.is_empty() && self.observed.is_empty() {
+            self.exec.stored();
             return Ok(());
         }
         let (sched, observed) = (&self.sched, &self.observed);
@@ -767,6 +769,8 @@ impl Runtime {
         self.observed.clear();
         self.feed.publish(p.store.take_recorded());
         self.tokens.stored();
+        // Supervisors that waited with an exit status now stored may end.
+        self.exec.stored();
         Ok(())
     }
 
