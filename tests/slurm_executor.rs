@@ -231,7 +231,7 @@ fn a_users_job_is_theirs_in_slurm_and_writes_nothing_in_the_state_directory(
          touch {state}/planted 2>/dev/null && echo WROTE-state || echo denied-state; \
          mkdir {state}/logs/$SHAREQ_JOB_ID/mine 2>/dev/null && echo WROTE-logdir || echo denied-logdir; \
          echo x >> {state}/logs/$SHAREQ_JOB_ID/1.log 2>/dev/null && echo WROTE-log || echo denied-log; \
-         echo x >> {state}/runs/$SHAREQ_JOB_ID/1.exit 2>/dev/null && echo WROTE-exit || echo denied-exit; \
+         echo x >> {state}/runs/$SHAREQ_JOB_ID.1 2>/dev/null && echo WROTE-exit || echo denied-exit; \
          head -c 3000000 /dev/zero | tr '\\0' a; echo; echo after-the-flood; exec sleep 600"
     );
     let t = Instant::now();
@@ -442,9 +442,9 @@ fn the_aws_example_runs_on_slurm_with_every_quota_rule() {
     ]);
     wait_for(20, "j2 to lose its node", || s.state_of(j2) != "RUNNING");
     // What ran there is orphaned with its slurmd gone: end it by hand, as a reboot would
-    // (the pid file says `PID START DB`: the supervisor, whose SIGUSR1 kills its job, and
+    // (the attempt record says `PID START DB`: the supervisor, whose SIGUSR1 kills its job, and
     // whose parent is the batch job's slurmstepd).
-    let run = s.state.join(format!("runs/{j2}/{attempt}.pid"));
+    let run = s.state.join(format!("runs/{j2}.{attempt}"));
     if let Some(p) = std::fs::read_to_string(&run)
         .ok()
         .and_then(|t| t.split_whitespace().next()?.parse::<u32>().ok())

@@ -112,7 +112,7 @@ impl AttemptRecord {
         let mut rec = AttemptRecord::default();
         for line in text.lines() {
             if line.starts_with('{') {
-                rec.exit = rec.exit.or_else(|| serde_json::from_str(line).ok());
+                rec.exit = serde_json::from_str(line).ok().or(rec.exit);
             } else if rec.pid.is_none() {
                 rec.pid = PidRecord::parse(line);
             }
@@ -344,12 +344,7 @@ pub fn write_exit(
     let mut line = serde_json::to_vec(&rec).map_err(io::Error::other)?;
     line.push(b'\n');
     let path = record_path(state, job, attempt);
-    let open = || {
-        fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-    };
+    let open = || fs::OpenOptions::new().create(true).append(true).open(&path);
     let mut f = match open() {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             fs::create_dir_all(runs_dir(state))?;
@@ -737,7 +732,10 @@ mod tests {
             ..ExitStatus::default()
         };
         write_exit(dir.path(), JobId(4), 2, &o.db, st).unwrap();
-        assert_eq!(probe(dir.path(), JobId(4), 2, &o), SupervisorStatus::Exited(st));
+        assert_eq!(
+            probe(dir.path(), JobId(4), 2, &o),
+            SupervisorStatus::Exited(st)
+        );
         assert_eq!(read_pid(dir.path(), JobId(4), 2, &o).unwrap().pid, me);
         assert!(!attempts_left_running(dir.path()));
         // Without the exit, a live supervisor's attempt is left running.

@@ -13,9 +13,9 @@
 //! its GPUs would otherwise be handed out twice.
 
 use super::runfiles::{self, AttemptRecord, Owner};
-use std::collections::BTreeMap;
 use super::session;
 use crate::model::JobId;
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -251,7 +251,8 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
     let read = if on_channel {
         // One line; the rest of standard input is the runtime's answer (`hand_over`).
         let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::stdin().lock(), &mut line).map(|_| line.into_bytes())
+        std::io::BufRead::read_line(&mut std::io::stdin().lock(), &mut line)
+            .map(|_| line.into_bytes())
     } else if from_slurm {
         let mut v = Vec::new();
         std::io::Read::read_to_end(&mut std::io::stdin(), &mut v).map(|_| v)

@@ -195,10 +195,9 @@ impl Server {
             .unwrap_or_default()
     }
 
+    /// The attempt's exit code, as the database has it.
     pub fn exit_code(&self, id: u64, attempt: u32) -> Option<i64> {
-        let text =
-            std::fs::read_to_string(self.state.join(format!("runs/{id}/{attempt}.exit"))).ok()?;
-        serde_json::from_str::<Value>(&text).ok()?["code"].as_i64()
+        stored_exit_code(&self.state, id, attempt)
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -235,26 +234,59 @@ impl Drop for Server {
 /// SIGKILL every process whose command line names this state directory (the
 /// supervisors this test started) and their process groups.
 pub fn kill_supervisors_of(state: &Path) {
-    let needle = state.display().to_string();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
+    let Ok(dir) = std::fs::read_dir(state.join("runs")) else {
         return;
     };
     for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some((id, attempt)) = name.split_once('.') else {
             continue;
         };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).contains(&needle) {
-            // SIGUSR1 makes a supervisor SIGKILL its job's group; then end it too.
-            let _ = Command::new("kill")
-                .args(["-USR1", &pid.to_string()])
-                .status();
-            std::thread::sleep(Duration::from_millis(100));
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-        }
+        let (Ok(id), Ok(attempt)) = (id.parse(), attempt.parse()) else {
+            continue;
+        };
+        let Some(pid) = record_pid(state, id, attempt).filter(|&p| p > 0 && alive(p)) else {
+            continue;
+        };
+        // SIGUSR1 makes a supervisor SIGKILL its job's group; then end it too.
+        let _ = Command::new("kill")
+            .args(["-USR1", &pid.to_string()])
+            .status();
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
     }
+}
+
+/// The supervisor's pid an attempt's record names (`runs/<id>.<attempt>`, first line).
+pub fn record_pid(state: &Path, id: u64, attempt: u32) -> Option<i32> {
+    let text = std::fs::read_to_string(state.join(format!("runs/{id}.{attempt}"))).ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// The exit code a supervisor left in its attempt's record (second line): only when no
+/// scheduler took it over the channel.
+pub fn exit_in_record(state: &Path, id: u64, attempt: u32) -> Option<i64> {
+    let text = std::fs::read_to_string(state.join(format!("runs/{id}.{attempt}"))).ok()?;
+    let line = text.lines().find(|l| l.starts_with('{'))?;
+    serde_json::from_str::<Value>(line).ok()?["code"].as_i64()
+}
+
+/// The exit code the database holds for an attempt.
+pub fn stored_exit_code(state: &Path, id: u64, attempt: u32) -> Option<i64> {
+    let db = rusqlite::Connection::open_with_flags(
+        state.join("shareq.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .ok()?;
+    db.query_row(
+        "SELECT exit_code FROM attempts WHERE job = ?1 AND attempt = ?2",
+        [id as i64, i64::from(attempt)],
+        |r| r.get::<_, Option<i64>>(0),
+    )
+    .ok()
+    .flatten()
 }
 
 /// The name of the user running the tests (what the scheduler records as submitter).

@@ -69,8 +69,7 @@ fn wait_state(state: &Path, id: u64, want: &str) -> Value {
 }
 
 fn pid_of(state: &Path, id: u64, attempt: u32) -> i32 {
-    let text = std::fs::read_to_string(state.join(format!("runs/{id}/{attempt}.pid"))).unwrap();
-    text.split_whitespace().next().unwrap().parse().unwrap()
+    common::record_pid(state, id, attempt).unwrap()
 }
 
 /// (outcome, exit code) of each attempt, from the database.
@@ -151,8 +150,8 @@ fn a_restart_adopts_running_jobs_and_recovers_the_rest() {
     kill(cmd_c);
     wait_for(10, "C gone", || !alive(sup_c) && !alive(cmd_c));
     // B ends meanwhile.
-    wait_for(10, "B's exit file", || {
-        state.join(format!("runs/{b}/1.exit")).exists()
+    wait_for(10, "B's exit in its record", || {
+        common::exit_in_record(&state, b, 1).is_some()
     });
 
     let _serve = Serve::start(&state, &cfg, &err);
@@ -358,7 +357,7 @@ fn a_decision_that_cannot_be_stored_pauses_scheduling_until_a_write_succeeds() {
         e.contains("did not answer") && e.contains("may have been queued"),
         "{e}"
     );
-    assert!(!state.join("runs/1").exists(), "the job was started");
+    assert!(!state.join("runs/1.1").exists(), "the job was started");
     // The scheduler is up, and says why it pauses.
     let status = cli(&state, &["status"]);
     let text = String::from_utf8_lossy(&status.stdout);
@@ -498,7 +497,7 @@ fn a_paused_scheduler_asked_to_stop_stops_and_its_held_decision_leaves_no_trace(
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(code, Some(0));
-    assert!(!state.join("runs/1").exists(), "the held job was started");
+    assert!(!state.join("runs/1.1").exists(), "the held job was started");
     db.execute_batch("ROLLBACK").unwrap();
     drop(db);
     serve.child = None;

@@ -48,7 +48,7 @@ fn refused(s: &Server) -> String {
 #[test]
 fn a_lost_database_never_gives_new_jobs_old_results() {
     let s = Server::start(&cfg());
-    let old = s.submit(&["--share", "a"], &["exit 7"]);
+    let old = s.submit(&["--share", "a"], &["echo old; exit 7"]);
     s.wait_state(old, "FAILED", 20);
     assert_eq!(s.exit_code(old, 1), Some(7));
     let mut s = s;
@@ -73,12 +73,12 @@ fn a_lost_database_never_gives_new_jobs_old_results() {
         .collect();
     assert_eq!(moved.len(), 1);
     let d = moved[0].path();
-    assert!(d.join(format!("runs/{old}/1.exit")).exists());
+    assert!(d.join(format!("runs/{old}.1")).exists());
     assert!(d.join(format!("logs/{old}/1.log")).exists());
-    assert!(!s.state.join(format!("runs/{old}")).exists());
+    assert!(!s.state.join(format!("runs/{old}.1")).exists());
     assert!(s.stderr().contains("set aside"), "{}", s.stderr());
     // The new database's run files name it.
-    let pid = std::fs::read_to_string(s.state.join(format!("runs/{new}/1.pid"))).unwrap();
+    let pid = std::fs::read_to_string(s.state.join(format!("runs/{new}.1"))).unwrap();
     assert_eq!(pid.split_whitespace().count(), 3, "{pid}");
 }
 

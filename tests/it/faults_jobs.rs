@@ -38,7 +38,7 @@ fn a_killed_supervisor_leaves_nothing_running_on_its_gpu() {
         read_pid(&s.path("bg.pid")).unwrap(),
         read_pid(&s.path("sh.pid")).unwrap(),
     ];
-    let sup = read_pid(&s.state.join(format!("runs/{a}/1.pid"))).unwrap();
+    let sup = read_pid(&s.state.join(format!("runs/{a}.1"))).unwrap();
     assert!(pids.iter().all(|&p| alive(p)));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(sup),
@@ -290,11 +290,11 @@ fn pruned_history_takes_its_run_files_and_logs_along() {
     let mut s = Server::start(&cfg);
     let a = s.submit(&["--share", "a"], &["echo hi"]);
     s.wait_state(a, "SUCCEEDED", 20);
-    assert!(s.state.join(format!("runs/{a}")).exists());
+    assert!(s.state.join(format!("runs/{a}.1")).exists());
     assert!(s.state.join(format!("logs/{a}")).exists());
     std::thread::sleep(Duration::from_millis(20));
     s.restart(&[]);
-    assert!(!s.state.join(format!("runs/{a}")).exists());
+    assert!(!s.state.join(format!("runs/{a}.1")).exists());
     assert!(!s.state.join(format!("logs/{a}")).exists());
 }
 
@@ -333,7 +333,7 @@ fn a_process_that_left_its_session_dies_with_its_attempt_and_holds_the_gpu_until
     wait_for(10, "the escaped pid", || s.path("escaped.pid").exists());
     let escaped = read_pid(&s.path("escaped.pid")).unwrap();
     assert!(alive(escaped));
-    let sup = read_pid(&s.state.join(format!("runs/{a}/1.pid"))).unwrap();
+    let sup = read_pid(&s.state.join(format!("runs/{a}.1"))).unwrap();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(sup),
         nix::sys::signal::Signal::SIGKILL,

@@ -225,12 +225,7 @@ fn a_job_starts_while_connections_are_exhausted() {
             held.push(s);
         }
     }
-    let exit = |id: u64| {
-        std::fs::read_to_string(state.join(format!("runs/{id}/1.exit")))
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|v| v["code"].as_i64())
-    };
+    let exit = |id: u64| crate::common::stored_exit_code(&state, id, 1);
     common::wait_for(20, "the second job's exit", || exit(second).is_some());
     assert_eq!(exit(first), Some(0));
     assert_eq!(exit(second), Some(0), "the job behind could not start");

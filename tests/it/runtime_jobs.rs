@@ -279,8 +279,11 @@ fn jobs_outlive_the_scheduler() {
     s.stop();
     assert!(!s.state.join("shareq.sock").exists(), "socket left behind");
     // The supervisor finishes the job and records its exit with no scheduler around.
-    wait_for(20, "exit file", || s.exit_code(id, 1).is_some());
-    assert_eq!(s.exit_code(id, 1), Some(0));
+    // It keeps it in the attempt's record, where the next scheduler finds it.
+    wait_for(20, "the exit in the record", || {
+        crate::common::exit_in_record(&s.state, id, 1).is_some()
+    });
+    assert_eq!(crate::common::exit_in_record(&s.state, id, 1), Some(0));
     assert!(s.log(id, 1).contains("done"));
     // And the CLI lists what the database holds, and says how to start a scheduler.
     let out = s.cli(&["jobs"]);

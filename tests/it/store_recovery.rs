@@ -4,7 +4,7 @@
 use shareq::config::{parse_documents, validate};
 use shareq::exec::ExitStatus;
 use shareq::exec::runfiles::{
-    self, Owner, SupervisorStatus, claim_pid, job_dir, pid_path as pid_file, write_exit,
+    self, Owner, SupervisorStatus, claim_pid, record_path as pid_file, runs_dir, write_exit,
 };
 use shareq::exec::session::start_time as process_start_time;
 use shareq::model::{JobId, JobSpec, JobState};
@@ -164,7 +164,7 @@ fn recovery_adopts_finishes_and_requeues() {
     write_exit_file(state, JobId(2), 1, 0, &db);
     let me = std::process::id();
     let my_start = process_start_time(me).unwrap();
-    std::fs::create_dir_all(job_dir(state, JobId(5))).unwrap();
+    std::fs::create_dir_all(runs_dir(state)).unwrap();
     std::fs::write(
         pid_file(state, JobId(5), 1),
         format!("{me} {} {db}\n", my_start + 10),

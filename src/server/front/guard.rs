@@ -317,7 +317,12 @@ impl Attempts {
     fn of(snap: &Snapshot, id: JobId) -> Attempts {
         let running = snap.running.iter().find(|j| j.id == id);
         let started = running
-            .or_else(|| snap.queue.iter().chain(snap.finished.iter()).find(|j| j.id == id))
+            .or_else(|| {
+                snap.queue
+                    .iter()
+                    .chain(snap.finished.iter())
+                    .find(|j| j.id == id)
+            })
             .map_or(0, |j| j.attempts);
         Attempts {
             started,
