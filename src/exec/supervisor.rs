@@ -17,10 +17,13 @@
 //! `exec::session`). The job's output comes through a pipe into a [`LogSink`] (cap and
 //! free-space reserve).
 //!
-//! Its files are those of `exec::runfiles`: it reads the launch spec, claims the pid file
-//! and writes the exit record — or, started by Slurm as the job's submitter (who may not
-//! write the state directory), it reads the spec from standard input and hands the same
-//! records and the job's output to the scheduler over the report channel
+//! Its files are those of `exec::runfiles`. Started by the runtime, it reads the launch
+//! spec on its channel (standard input), claims the attempt's record, hands the exit
+//! status back on standard output and waits until the runtime says it is stored (else it
+//! appends it to the record), and makes the job's log only when there is something to
+//! keep (`exec::proc` describes the channel). Started by Slurm as the job's submitter
+//! (who may not write the state directory), it reads the spec from standard input and
+//! hands the same records and the job's output to the scheduler over the report channel
 //! (`exec::report`), which writes them.
 
 use super::log_sink::{LogOut, LogSink};

@@ -33,6 +33,7 @@ pub struct Metrics {
     wait: Histograms,
     pass: Histogram,
     submit_latency: Histogram,
+    commits: Counter,
     /// Where the gauges come from (set once the runtime publishes).
     snapshots: Arc<std::sync::Mutex<Option<watch::Receiver<Arc<Snapshot>>>>>,
 }
@@ -101,6 +102,12 @@ impl Metrics {
             "Time from reading a submit on the control socket to its answer (stored)",
             submit_latency.clone(),
         );
+        let commits = Counter::default();
+        registry.register(
+            "shareq_store_commits",
+            "Transactions committed to the database; each holds every decision and fact of one turn of the scheduler (a group commit: a burst of requests shares one)",
+            commits.clone(),
+        );
         let snapshots = Arc::new(std::sync::Mutex::new(None));
         registry.register_collector(Box::new(gauges::Gauges(snapshots.clone())));
         Metrics {
@@ -113,6 +120,7 @@ impl Metrics {
             wait,
             pass,
             submit_latency,
+            commits,
             snapshots,
         }
     }
@@ -200,6 +208,11 @@ impl Metrics {
     /// One scheduling pass took `d`.
     pub fn pass_took(&self, d: std::time::Duration) {
         self.pass.observe(d.as_secs_f64());
+    }
+
+    /// A turn's transaction was committed.
+    pub fn committed(&self) {
+        self.commits.inc();
     }
 
     /// A submit was answered `d` after it was read.

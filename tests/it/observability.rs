@@ -568,3 +568,70 @@ fn a_fair_share_shares_usage_is_a_metric_and_in_the_report() {
     assert_eq!(cells[4], "100%", "entitled in {line}");
     assert!(text.contains("FAIR SHARE"), "{text}");
 }
+
+/// A burst of submits shares transactions (SPEC §8 unchanged: each answered ok only once
+/// it is stored): 40 submits sent at once, on 40 connections, to a scheduler stopped
+/// meanwhile, take fewer commits than submits; and every one answered ok survives a
+/// `kill -9` right after the answers.
+#[test]
+fn a_burst_of_submits_is_committed_together_and_every_ok_survives_kill_9() {
+    let cfg = common::config(2, 1, &common::share("a", 2, "LEND", false));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("c.yaml"), cfg).unwrap();
+    let mut s = Server::start_dir(dir, config, &["--metrics", "127.0.0.1:0"]);
+    let addr = metrics_addr(&s);
+    let commits = |addr: &str| value(&scrape(addr), "shareq_store_commits_total", &[]).unwrap();
+    let before = commits(&addr);
+    let pid = nix::unistd::Pid::from_raw(s.child().unwrap().id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let sock = s.state.join("shareq.sock");
+    let n = 40;
+    let senders: Vec<_> = (0..n)
+        .map(|i| {
+            let sock = sock.clone();
+            std::thread::spawn(move || {
+                let c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+                let mut w = c.try_clone().unwrap();
+                writeln!(
+                    w,
+                    r#"{{"op":"submit","job":{{"jobName":"burst{i}","quotaShareName":"a","command":"sleep 600"}}}}"#
+                )
+                .unwrap();
+                let mut line = String::new();
+                BufReader::new(c).read_line(&mut line).unwrap();
+                let v: Value = serde_json::from_str(&line).unwrap();
+                assert_eq!(v["ok"], true, "{line}");
+                v["id"].as_u64().unwrap()
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let mut ids: Vec<u64> = senders.into_iter().map(|t| t.join().unwrap()).collect();
+    let took = commits(&addr) - before;
+    // Killed at once: nothing after the answers had time to be written.
+    let child = s.child().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        took < f64::from(n),
+        "{n} submits took {took} commits: none was shared"
+    );
+    common::kill_supervisors_of(&s.state);
+    s.spawn(&["--stop-jobs-on-exit"]);
+    let listed = s.jobs_json(&["--all"]);
+    let mut found: Vec<u64> = ["queue", "running", "finished"]
+        .iter()
+        .flat_map(|k| listed[*k].as_array().cloned().unwrap_or_default())
+        .filter(|j| j["name"].as_str().is_some_and(|n| n.starts_with("burst")))
+        .map(|j| j["id"].as_u64().unwrap())
+        .collect();
+    ids.sort();
+    found.sort();
+    assert_eq!(
+        found, ids,
+        "every submit answered ok is there after kill -9"
+    );
+}

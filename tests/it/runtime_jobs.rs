@@ -423,3 +423,39 @@ fn the_jobs_table_fits_80_columns_and_speaks_the_consoles_words() {
     );
     assert!(!finished.contains(long), "only finished jobs:\n{finished}");
 }
+
+/// An attempt creates one file on the state filesystem, its record `runs/<id>.<attempt>`:
+/// the spec and the exit status go over the supervisor's channel, and the log's folder is
+/// made only for a job that writes something.
+#[test]
+fn an_attempt_creates_one_file_and_a_log_only_when_it_writes() {
+    let s = one_share(1, 1, 1);
+    let silent = s.submit(&["--share", "team"], &["true"]);
+    let chatty = s.submit(&["--share", "team"], &["echo hi"]);
+    s.wait_state(silent, "SUCCEEDED", 20);
+    s.wait_state(chatty, "SUCCEEDED", 20);
+    let runs: Vec<String> = std::fs::read_dir(s.state.join("runs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect();
+    let mut want = vec![format!("{silent}.1"), format!("{chatty}.1")];
+    let mut runs = runs;
+    runs.sort();
+    want.sort();
+    assert_eq!(runs, want);
+    // The record holds the pid line only: the scheduler stored the exit status.
+    let rec = std::fs::read_to_string(s.state.join(format!("runs/{silent}.1"))).unwrap();
+    assert_eq!(rec.lines().count(), 1, "{rec}");
+    assert_eq!(s.exit_code(silent, 1), Some(0));
+    assert!(!s.state.join(format!("logs/{silent}")).exists());
+    assert_eq!(s.log(chatty, 1), "hi\n");
+    // The silent job's log reads as empty, not as an error.
+    let out = s.cli(&["log", &silent.to_string()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+}

@@ -291,12 +291,24 @@ fn closing_the_demos_terminal_stops_its_jobs_and_removes_its_directory() {
         .map(|e| e.path())
         .find(|p| p.to_string_lossy().contains("shareq-demo-"))
         .expect("the demo's directory");
+    // The demo's live supervisors, by the pids their attempt records name.
+    let runs = demo_dir.join("state/runs");
     let supervisors = || {
-        let out = Command::new("pgrep")
-            .args(["-f", &format!("__supervise {}", demo_dir.display())])
-            .output()
-            .expect("pgrep runs");
-        String::from_utf8_lossy(&out.stdout).lines().count()
+        std::fs::read_dir(&runs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let (id, attempt) = name.split_once('.')?;
+                common::record_pid(
+                    &demo_dir.join("state"),
+                    id.parse().ok()?,
+                    attempt.parse().ok()?,
+                )
+            })
+            .filter(|&p| p > 0 && common::alive(p))
+            .count()
     };
     let start = Instant::now();
     while supervisors() == 0 {

@@ -136,7 +136,7 @@ pub struct LogChunk {
     pub next: u64,
     /// The bytes, as UTF-8 with invalid sequences replaced.
     pub data: String,
-    /// The attempt has ended (its exit status is written).
+    /// The attempt has ended (the scheduler has its exit status, or none of it runs).
     pub ended: bool,
     /// The uid of the job's submitter, where known: the CLI prints the output as it is
     /// only to its owner (SPEC §9, terminal safety).

@@ -766,6 +766,7 @@ impl Runtime {
         let (sched, observed) = (&self.sched, &self.observed);
         // The facts stay until they are stored: a failed write is tried again with them.
         off_the_async_workers(|| p.store.record(now, observed, events, sched))?;
+        self.metrics.committed();
         self.observed.clear();
         self.feed.publish(p.store.take_recorded());
         self.tokens.stored();
