@@ -158,6 +158,7 @@ fn main() {
         .env("NODE_PORT0", "19917")
         .output()
         .expect("cluster-up");
+    let _down = ClusterDown(base.clone());
     assert!(
         up.status.success(),
         "{}",
@@ -204,7 +205,7 @@ fn main() {
         .unwrap();
         std::fs::write(
             dir.join("shares.yaml"),
-            "kind: QuotaShare\nquotaShareName: qs1\ncapacityLimits: [{capacityUnit: gpu, maxCapacity: 8}]\n",
+            "kind: QuotaShare\nquotaShareName: qs1\ncapacityLimits: [{capacityUnit: gpu, maxCapacity: 8}]\nresourceSharingConfiguration: {strategy: RESERVE}\n",
         )
         .unwrap();
         dir
@@ -230,8 +231,16 @@ fn main() {
         print!("round {round}: ");
         direct_sbatch(&tmp.path().join(format!("sbatch{round}")));
     }
-    let _ = Command::new("bash")
-        .arg(root.join("tests/slurm/cluster-down.sh"))
-        .env("BASE", &base)
-        .output();
+}
+
+/// Stops the test cluster (by pid) when the bench ends, a failed one too.
+struct ClusterDown(PathBuf);
+
+impl Drop for ClusterDown {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/slurm/cluster-down.sh"))
+            .env("BASE", &self.0)
+            .output();
+    }
 }

@@ -65,7 +65,9 @@ fn a_supervisor_reports_and_the_relay_writes_its_run_files_and_capped_log() {
     let relay = Relay::start(
         state.root(),
         owner.clone(),
-        std::sync::Arc::new(move |h| drop(told.send(h))),
+        std::sync::Arc::new(move |h| {
+            let _ = told.send(h);
+        }),
     )
     .unwrap();
     let port = std::fs::read_to_string(state.root().join("report.port")).unwrap();
