@@ -4,9 +4,10 @@
 //! supervisor runs as the submitter and reports over the report channel, whose relay
 //! here writes the same run files and log (`exec::report`). What differs is how an attempt is started
 //! and signalled (`scancel --full --signal=TERM`, a plain `scancel` as the backstop) and
-//! how its end is seen: one look every second at the run files, `squeue --json` and
-//! `sinfo --json`, off the runtime task. A job Slurm lost without an exit status is a
-//! vanished supervisor (SPEC §8); a node DOWN is node loss (DEVICE_LOST).
+//! how its start and end are seen: told by the relay the moment it writes them, and
+//! besides, a look twice a second at the run files, `squeue --json` and `sinfo --json`,
+//! off the runtime task. A job Slurm lost without an exit status is a vanished
+//! supervisor (SPEC §8); a node DOWN is node loss (DEVICE_LOST).
 
 use super::backend::{Backend, Context, Report, Shared, not_started};
 use super::proc::Stop;
