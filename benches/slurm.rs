@@ -2,7 +2,10 @@
 //! the local executor, on the Slurm executor, and submitted to Slurm directly with
 //! `sbatch`; jobs/s and submit → first instruction p50/p99. Needs root and Slurm (a
 //! 2-node × 4-GPU cluster on localhost from tests/slurm/cluster-up.sh); prints figures.
-//! `cargo bench --bench slurm`.
+//! `cargo bench --bench slurm`. `SHAREQ_BEFORE=PATH` also runs another build of `shareq`
+//! on the Slurm executor, in the same cluster, before this one in each round;
+//! `ROUNDS=N` repeats the Slurm rows (interleaved: before, this build, `sbatch`);
+//! `SLURM_ONLY=1` leaves out the local executor.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -62,8 +65,8 @@ fn wait_stamps(files: &[PathBuf], limit: Duration) -> Option<Vec<i128>> {
     }
 }
 
-fn serve(config: &Path, state: &Path) -> std::process::Child {
-    let child = Command::new(BIN)
+fn serve(bin: &str, config: &Path, state: &Path) -> std::process::Child {
+    let child = Command::new(bin)
         .args(["serve", "--stop-jobs-on-exit", "--config"])
         .arg(config)
         .arg("--state")
@@ -81,15 +84,15 @@ fn serve(config: &Path, state: &Path) -> std::process::Child {
 }
 
 /// 200 submits through the CLI as fast as it goes; the stamp is in each job's log.
-fn through_shareq(label: &str, config: &Path, dir: &Path) {
+fn through_shareq(bin: &str, label: &str, config: &Path, dir: &Path) {
     let state = dir.join("state");
-    let mut child = serve(config, &state);
+    let mut child = serve(bin, config, &state);
     let t0 = Instant::now();
     let mut submitted = Vec::with_capacity(JOBS);
     let mut logs = Vec::with_capacity(JOBS);
     for _ in 0..JOBS {
         submitted.push(now_ns());
-        let out = Command::new(BIN)
+        let out = Command::new(bin)
             .args(["submit", "--share", "qs1", "--gpus", "1", "--state"])
             .arg(&state)
             .args(["--", "date", "+%s%N"])
@@ -109,7 +112,7 @@ fn through_shareq(label: &str, config: &Path, dir: &Path) {
 }
 
 fn direct_sbatch(dir: &Path) {
-    let out_dir = dir.join("sbatch");
+    let out_dir = dir.to_path_buf();
     std::fs::create_dir_all(&out_dir).unwrap();
     let t0 = Instant::now();
     let mut submitted = Vec::with_capacity(JOBS);
@@ -155,6 +158,7 @@ fn main() {
         .env("NODE_PORT0", "19917")
         .output()
         .expect("cluster-up");
+    let _down = ClusterDown(base.clone());
     assert!(
         up.status.success(),
         "{}",
@@ -173,19 +177,70 @@ fn main() {
         format!("kind: ServiceEnvironment\nname: local\ncapacityLimits:\n  - {{capacityUnit: gpu, maxCapacity: 8, devices: {{fake: 8}}}}\npreemption: {{gracePeriodSeconds: 5}}\n---\n{shares}"),
     )
     .unwrap();
-    through_shareq(
-        "local executor (8 fake GPUs)",
-        &local,
-        &tmp.path().join("l"),
-    );
-    through_shareq(
-        "Slurm executor (2 nodes × 4)",
-        &root.join("sample-configs/slurm-2nodes"),
-        &tmp.path().join("s"),
-    );
-    direct_sbatch(tmp.path());
-    let _ = Command::new("bash")
-        .arg(root.join("tests/slurm/cluster-down.sh"))
-        .env("BASE", &base)
-        .output();
+    if std::env::var("SLURM_ONLY").is_err() {
+        through_shareq(
+            BIN,
+            "local executor (8 fake GPUs)",
+            &local,
+            &tmp.path().join("l"),
+        );
+    }
+    let before = std::env::var("SHAREQ_BEFORE").ok();
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(1);
+    // The sample's nodes and executor; the jobs' share may use all 8 GPUs, as `sbatch`
+    // does (the sample's qs1 reaches 6: qs3 keeps its 2). `SAMPLE_SHARES=1`: the
+    // sample's shares as they are (the figures before issue 27 were taken so).
+    let slurm_config = if std::env::var("SAMPLE_SHARES").is_ok() {
+        root.join("sample-configs/slurm-2nodes")
+    } else {
+        let dir = tmp.path().join("slurm-config");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(
+            root.join("sample-configs/slurm-2nodes/environment.yaml"),
+            dir.join("environment.yaml"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("shares.yaml"),
+            "kind: QuotaShare\nquotaShareName: qs1\ncapacityLimits: [{capacityUnit: gpu, maxCapacity: 8}]\nresourceSharingConfiguration: {strategy: RESERVE}\n",
+        )
+        .unwrap();
+        dir
+    };
+    for round in 1..=rounds {
+        // Both builds in each round, in turns first (the cluster keeps ended jobs listed
+        // for 300 s, so a later row reads a longer `squeue`).
+        let mut builds: Vec<(&str, &str)> = vec![(BIN, "")];
+        if let Some(b) = &before {
+            builds.insert(0, (b.as_str(), ", before"));
+            if round % 2 == 0 {
+                builds.reverse();
+            }
+        }
+        for (bin, which) in builds {
+            through_shareq(
+                bin,
+                &format!("round {round}: Slurm executor{which} (2 nodes × 4)"),
+                &slurm_config,
+                &tmp.path().join(format!("s{round}{}", which.len())),
+            );
+        }
+        print!("round {round}: ");
+        direct_sbatch(&tmp.path().join(format!("sbatch{round}")));
+    }
+}
+
+/// Stops the test cluster (by pid) when the bench ends, a failed one too.
+struct ClusterDown(PathBuf);
+
+impl Drop for ClusterDown {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/slurm/cluster-down.sh"))
+            .env("BASE", &self.0)
+            .output();
+    }
 }

@@ -18,6 +18,14 @@ const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/s
 /// Variables of the scheduler's environment a job run as another user keeps.
 const KEPT: &[&str] = &["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
 
+/// The variables of the scheduler's environment that a job keeps ([`KEPT`], where set):
+/// all of it a job run as another user sees of the scheduler, here or on a Slurm node.
+pub(crate) fn kept_env() -> Vec<(String, String)> {
+    KEPT.iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+        .collect()
+}
+
 /// Who a command runs as, looked up before the fork (the child may not allocate).
 #[derive(Debug, Clone)]
 pub struct RunAs {
@@ -91,10 +99,7 @@ impl RunAs {
         job_env: impl IntoIterator<Item = (String, String)>,
         cwd: Option<&str>,
     ) -> std::io::Result<()> {
-        let kept: Vec<(String, String)> = KEPT
-            .iter()
-            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
-            .collect();
+        let kept = kept_env();
         cmd.env_clear();
         cmd.env("PATH", DEFAULT_PATH);
         cmd.envs(kept);

@@ -153,18 +153,26 @@ pub fn batch_script(exe: &Path, spec: &[u8]) -> Result<String, SlurmError> {
 
 /// Submit one attempt; returns the Slurm job id. Blocking (tens of milliseconds). The
 /// batch job writes nothing through Slurm (`--output=/dev/null`: Slurm would open that
-/// file as the job's user) and takes none of `serve`'s environment (`--export=NONE`):
-/// the supervisor gives the command its user's environment.
+/// file as the job's user) and takes of `serve`'s environment only what a local job
+/// keeps (`PATH`, the locale, `TZ`: `sbatch` runs in a cleared environment, with
+/// `SLURM_CONF` to find the controller); the supervisor gives the command its user's
+/// environment. Not `--export=NONE`: that makes `slurmd` run the user's login shell to
+/// read their environment before every start (`SLURM_GET_USER_ENV`), 1.2 s p50 per start
+/// under load (docs/SLURM.md).
 pub fn sbatch(s: &Submit) -> Result<u64, SlurmError> {
     let script = batch_script(s.exe, s.spec)?;
     let mut cmd = Command::new("sbatch");
+    cmd.env_clear().envs(crate::exec::privdrop::kept_env());
+    if let Some(conf) = std::env::var_os("SLURM_CONF") {
+        cmd.env("SLURM_CONF", conf);
+    }
     cmd.arg("--parsable")
         .arg(format!("--partition={}", s.partition))
         .arg(format!("--nodelist={}", s.node))
         .arg(format!("--gres={}", gres(s.devices)))
         .arg(format!("--job-name={}", job_name(s.job, s.attempt)))
         .arg("--output=/dev/null")
-        .arg("--export=NONE")
+        .arg("--export=ALL")
         .arg("--chdir=/")
         .arg("--no-requeue");
     if let Some((uid, gid)) = s.run_as {

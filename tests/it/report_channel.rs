@@ -2,10 +2,11 @@
 //! __supervise -`, the spec on its standard input, as a Slurm batch script runs it) and
 //! the relay that writes its run files and log: what the supervisor reports lands in the
 //! state directory as the run-file protocol says; output faster than the channel arrives
-//! whole; a wrong token is refused and nothing is written for it.
+//! whole; a wrong token is refused and nothing is written for it; the relay tells its
+//! owner each start and end once, after writing it.
 
 use shareq::exec::StateDir;
-use shareq::exec::report::relay::Relay;
+use shareq::exec::report::relay::{Heard, Relay};
 use shareq::exec::runfiles::{self, LaunchSpec, Owner};
 use shareq::model::{Command as JobCommand, JobId};
 use std::io::Write;
@@ -59,7 +60,16 @@ fn a_supervisor_reports_and_the_relay_writes_its_run_files_and_capped_log() {
         db: "db-report-test".into(),
         legacy_below: 0,
     };
-    let relay = Relay::start(state.root(), owner.clone()).unwrap();
+    // What the relay tells its owner, the moment it is written.
+    let (told, heard) = std::sync::mpsc::channel();
+    let relay = Relay::start(
+        state.root(),
+        owner.clone(),
+        std::sync::Arc::new(move |h| {
+            let _ = told.send(h);
+        }),
+    )
+    .unwrap();
     let port = std::fs::read_to_string(state.root().join("report.port")).unwrap();
     assert_eq!(
         port.trim().parse::<u16>().ok(),
@@ -86,6 +96,22 @@ fn a_supervisor_reports_and_the_relay_writes_its_run_files_and_capped_log() {
     assert!(pid.pid > 0);
     // Recorded as a remote supervisor's: nothing on this machine is taken for it.
     assert!(pid.remote && !pid.is_alive(), "{pid:?}");
+    let told: Vec<Heard> = heard.try_iter().collect();
+    assert_eq!(
+        told,
+        vec![
+            Heard::Started {
+                job: JobId(1),
+                attempt: 1
+            },
+            Heard::Exited {
+                job: JobId(1),
+                attempt: 1,
+                status: exit
+            }
+        ],
+        "the relay tells the start and the end once each, after writing them"
+    );
     let log = std::fs::read_to_string(state.attempt_log(JobId(1), 1)).unwrap();
     assert!(log.starts_with("out-1\nerr\n"), "{log}");
     assert!(log.contains("log cut here after 64 bytes"), "{log}");
@@ -124,6 +150,13 @@ fn a_supervisor_reports_and_the_relay_writes_its_run_files_and_capped_log() {
     assert!(runfiles::read_exit(state.root(), JobId(1), 2, &owner).is_none());
     assert!(runfiles::read_pid(state.root(), JobId(1), 2, &owner).is_none());
     assert!(!state.attempt_log(JobId(1), 2).exists());
+    assert!(
+        !heard.try_iter().any(|h| matches!(
+            h,
+            Heard::Started { attempt: 2, .. } | Heard::Exited { attempt: 2, .. }
+        )),
+        "nothing is told of a refused attempt"
+    );
 
     // An attempt with its exit written takes no second one.
     let again = supervise(&good);

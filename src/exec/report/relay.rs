@@ -8,6 +8,9 @@
 //!
 //! The port is kept in `<state>/report.port` and taken again after a restart, so that
 //! the supervisors of adopted attempts find the new scheduler where the old one was.
+//!
+//! What it wrote is also pushed to its owner as [`Heard`] (a claimed start, a written
+//! exit), so that an end is noticed the moment it is on disk, not at the next look.
 
 use super::{Hello, Kind, LOST, OK, REFUSED, ReportTo, SILENT_LIMIT, Started, read_frame};
 use crate::exec::log_sink::LogSink;
@@ -25,6 +28,24 @@ const MAX_CONNECTIONS: usize = 4096;
 /// A connection has this long to say whom it speaks for.
 const HELLO_LIMIT: Duration = Duration::from_secs(10);
 
+/// What the relay heard from a supervisor, told once it is written into the state
+/// directory (so a scheduler restarted right after finds it there too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heard {
+    /// The supervisor claimed the attempt: its command is about to run.
+    Started { job: JobId, attempt: u32 },
+    /// The attempt's exit file is written.
+    Exited {
+        job: JobId,
+        attempt: u32,
+        status: ExitStatus,
+    },
+}
+
+/// Whom the relay tells what it heard (called on the connection's thread: it must not
+/// block).
+pub type Tell = Arc<dyn Fn(Heard) + Send + Sync>;
+
 /// The listening end; it stops with the scheduler's process.
 #[derive(Debug)]
 pub struct Relay {
@@ -34,8 +55,8 @@ pub struct Relay {
 
 impl Relay {
     /// Listen (on every interface, on the port of last time when it is free) and serve
-    /// supervisors of `owner`'s attempts under `state`.
-    pub fn start(state: &Path, owner: Owner) -> io::Result<Relay> {
+    /// supervisors of `owner`'s attempts under `state`, telling `tell` what they report.
+    pub fn start(state: &Path, owner: Owner, tell: Tell) -> io::Result<Relay> {
         let port_file = state.join("report.port");
         let earlier = std::fs::read_to_string(&port_file)
             .ok()
@@ -60,7 +81,7 @@ impl Relay {
         let root = state.to_path_buf();
         std::thread::Builder::new()
             .name("shareq-report-relay".to_string())
-            .spawn(move || accept(listener, root, owner))?;
+            .spawn(move || accept(listener, root, owner, tell))?;
         tracing::info!(host = %host, port, "supervisors report on this port");
         Ok(Relay { host, port })
     }
@@ -75,7 +96,7 @@ impl Relay {
     }
 }
 
-fn accept(listener: TcpListener, root: PathBuf, owner: Owner) {
+fn accept(listener: TcpListener, root: PathBuf, owner: Owner, tell: Tell) {
     let open = Arc::new(AtomicUsize::new(0));
     for conn in listener.incoming() {
         let Ok(stream) = conn else { continue };
@@ -83,12 +104,12 @@ fn accept(listener: TcpListener, root: PathBuf, owner: Owner) {
             open.fetch_sub(1, Ordering::SeqCst);
             continue;
         }
-        let (root, owner, open) = (root.clone(), owner.clone(), open.clone());
+        let (root, owner, open, tell) = (root.clone(), owner.clone(), open.clone(), tell.clone());
         let spawned = std::thread::Builder::new()
             .name("shareq-report".to_string())
             .spawn(move || {
                 let peer = stream.peer_addr().ok();
-                if let Err(e) = serve(stream, &root, &owner) {
+                if let Err(e) = serve(stream, &root, &owner, &tell) {
                     tracing::debug!(?peer, "a report connection ended: {e}");
                 }
                 open.fetch_sub(1, Ordering::SeqCst);
@@ -100,7 +121,7 @@ fn accept(listener: TcpListener, root: PathBuf, owner: Owner) {
 }
 
 /// One supervisor's connection, until its exit is written or it goes away.
-fn serve(mut stream: TcpStream, root: &Path, owner: &Owner) -> io::Result<()> {
+fn serve(mut stream: TcpStream, root: &Path, owner: &Owner, tell: &Tell) -> io::Result<()> {
     stream.set_read_timeout(Some(HELLO_LIMIT))?;
     let refuse = |stream: &mut TcpStream, why: String| -> io::Result<()> {
         let _ = stream.write_all(&[REFUSED]);
@@ -145,7 +166,11 @@ fn serve(mut stream: TcpStream, root: &Path, owner: &Owner) -> io::Result<()> {
             Kind::Started => {
                 let s: Started = serde_json::from_slice(&body)
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                attempt_files.started(s)?
+                let answer = attempt_files.started(s)?;
+                if answer == OK {
+                    tell(Heard::Started { job, attempt });
+                }
+                answer
             }
             Kind::Log => {
                 if let Some(log) = attempt_files.log() {
@@ -163,6 +188,11 @@ fn serve(mut stream: TcpStream, root: &Path, owner: &Owner) -> io::Result<()> {
                 let status: ExitStatus = serde_json::from_slice(&body)
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
                 attempt_files.exited(status)?;
+                tell(Heard::Exited {
+                    job,
+                    attempt,
+                    status,
+                });
                 stream.write_all(&[OK])?;
                 return Ok(());
             }
