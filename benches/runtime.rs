@@ -215,10 +215,7 @@ fn latency(samples: usize) -> f64 {
     let s = Serve::start(root.path());
     let mut lat = Vec::new();
     for i in 0..samples {
-        let t0 = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as i128;
+        let t0 = epoch_ns();
         let a = s.ask(&format!(
             r#"{{"op":"submit","job":{{"jobName":"lat{i}","quotaShareName":"a","command":["date","+%s%N"]}}}}"#
         ));
@@ -237,6 +234,14 @@ fn latency(samples: usize) -> f64 {
     p99
 }
 
+/// Now, in ns since the epoch: the clock `date +%s%N` in a job reports its start on.
+fn epoch_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i128
+}
+
 /// p50, p99 and max of `v` (sorted in place).
 fn percentiles(v: &mut [f64]) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
@@ -250,10 +255,7 @@ fn percentiles(v: &mut [f64]) -> (f64, f64, f64) {
 fn latency_floor(samples: usize) -> f64 {
     let mut lat = Vec::new();
     for _ in 0..samples {
-        let t0 = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as i128;
+        let t0 = epoch_ns();
         let st = Command::new(bin())
             .arg("--version")
             .stdout(Stdio::null())
