@@ -510,45 +510,43 @@ pub fn enter_self(dirs: &[PathBuf]) -> io::Result<()> {
 /// Kill what is left in a group until it is empty (its GPUs are released only then),
 /// then remove it. Blocking; warns now and then while something survives SIGKILL.
 pub fn drain(group: &AttemptGroup) {
-    let mut rounds = 0u32;
-    while group.kill() > 0 {
-        rounds += 1;
-        if rounds.is_multiple_of(200) {
-            tracing::warn!(
-                group = %group.main.display(),
-                left = group.members().len(),
-                "processes of an ended attempt still run after SIGKILL; its GPUs stay allocated"
-            );
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    kill_until_none_left(group, || group.kill());
     group.remove();
 }
 
 /// [`drain`], but for process `spared`, which stays in the group (a supervisor that
 /// waits to hear its status is stored); the group is not removed.
 pub fn drain_but(group: &AttemptGroup, spared: i32) {
-    let mut rounds = 0u32;
-    loop {
+    kill_until_none_left(group, || {
         let left: Vec<i32> = group
             .members()
             .into_iter()
             .filter(|&p| p != spared)
             .collect();
-        if left.is_empty() {
-            return;
-        }
         for pid in &left {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(*pid),
                 nix::sys::signal::Signal::SIGKILL,
             );
         }
+        left.len()
+    });
+}
+
+/// Run `kill_round` (which kills what it finds and says how many it found) every 20 ms
+/// until it finds nothing, warning now and then while something survives SIGKILL.
+fn kill_until_none_left(group: &AttemptGroup, mut kill_round: impl FnMut() -> usize) {
+    let mut rounds = 0u32;
+    loop {
+        let left = kill_round();
+        if left == 0 {
+            return;
+        }
         rounds += 1;
         if rounds.is_multiple_of(200) {
             tracing::warn!(
                 group = %group.main.display(),
-                left = left.len(),
+                left,
                 "processes of an ended attempt still run after SIGKILL; its GPUs stay allocated"
             );
         }
