@@ -13,8 +13,9 @@
 //! 6. the scheduler changing 200 times a second (priority changes of queued jobs) for
 //!    CHURN_SECS: serve's CPU without a console, then with an attached console (the
 //!    real `remote::attach` delta stream, and the console's own `set_snapshot`, `draw`
-//!    and key handling on a 160×48 `TestBackend`, at most one frame per 33 ms as in
-//!    `tui::drive`): frame time, key → screen, and serve's CPU again.
+//!    and key handling on a 160×48 `TestBackend`, a key drawn at once and everything
+//!    else at most one frame per 33 ms as in `tui::drive`): frame time, key → screen,
+//!    and serve's CPU again.
 //!
 //! 7. arrays (SPEC §13): on two fresh servers with 8 GPUs held, ARRAY (default 10,000)
 //!    single jobs submitted (pipelined) against one ARRAY-child array submitted in one
@@ -489,7 +490,8 @@ fn console(state: &Path, secs: f64) -> ConsoleFigures {
         let mut last_draw = Instant::now() - FRAME;
         let mut n = 0u64;
         while Instant::now() < end {
-            if dirty && last_draw.elapsed() >= FRAME {
+            // As `tui::drive`: a key is drawn at once, the rest at the frame pace.
+            if dirty && (key_at.is_some() || last_draw.elapsed() >= FRAME) {
                 if pending {
                     let t = Instant::now();
                     app.set_snapshot(snaps.borrow_and_update().clone());

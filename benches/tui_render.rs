@@ -1,11 +1,16 @@
 //! Console render cost with 100,000 queued jobs on ratatui's TestBackend: a steady frame,
-//! a key press plus its frame, and taking in a new snapshot (with and without a filter).
+//! a key press plus its frame, and taking in a new snapshot (with and without a filter):
+//! the same snapshot again (worked out from scratch), and snapshots that each move 10
+//! queued rows as the scheduler's priority changes do, taken in by their changes and,
+//! side by side, with their change log dropped (worked out from scratch, as before).
 //! Run: `cargo bench --bench tui_render` (prints median / p99 per case).
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use shareq::tui::filter::Filter;
+use shareq::snapshot::list::key_of;
+use shareq::snapshot::{Change, Snapshot};
+use shareq::tui::filter::{Filter, Sort};
 use shareq::tui::{draw, input};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -70,14 +75,68 @@ fn main() {
         app.set_snapshot(snap.clone());
         ingest.push(t.elapsed());
     }
-    stats("new snapshot, no filter", ingest);
-    app.filter = Filter::parse("share:vision !sweep-1").unwrap();
-    app.sort = shareq::tui::filter::Sort::LongestWait;
-    let mut ingest = Vec::new();
-    for _ in 0..30 {
-        let t = Instant::now();
-        app.set_snapshot(snap.clone());
-        ingest.push(t.elapsed());
+    stats("the same snapshot again", ingest);
+
+    // What an attached console receives while the scheduler works: each snapshot moves 10
+    // queued rows (one priority change each: a removal and an insertion).
+    let churn = churned(&base, 200, 10);
+    let forgetful: Vec<Arc<Snapshot>> = churn
+        .iter()
+        .map(|s| {
+            let mut s = (**s).clone();
+            s.changes = Default::default();
+            Arc::new(s)
+        })
+        .collect();
+    for (label, filter, sort) in [
+        ("no filter", "", Sort::Scheduling),
+        ("filter + sort", "share:vision !sweep-1", Sort::LongestWait),
+    ] {
+        for (how, snaps) in [("by its changes", &churn), ("from scratch", &forgetful)] {
+            let mut app = fixtures::app(base.clone());
+            app.filter = Filter::parse(filter).unwrap();
+            app.sort = sort;
+            app.rebuild_rows();
+            // A selection in the middle of the queue, followed through every move.
+            for _ in 0..500 {
+                input::on_key(
+                    &mut app,
+                    KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE),
+                );
+            }
+            let mut ingest = Vec::new();
+            for s in snaps.iter() {
+                let t = Instant::now();
+                app.set_snapshot(s.clone());
+                ingest.push(t.elapsed());
+            }
+            stats(&format!("10 rows moved, {label}, {how}"), ingest);
+        }
     }
-    stats("new snapshot, filter + sort (100k rows)", ingest);
+}
+
+/// `n` snapshots after `base`, each moving `per` queued rows to another priority, with
+/// the change log the scheduler (or an attached console's stream) keeps.
+fn churned(base: &Snapshot, n: usize, per: usize) -> Vec<Arc<Snapshot>> {
+    let mut cur = base.clone();
+    let len = cur.queue.len();
+    (0..n)
+        .map(|k| {
+            let mut changes = Vec::new();
+            for m in 0..per {
+                let i = (k * 7919 + m * 104_729) % len;
+                let old = cur.queue.get(i).unwrap().clone();
+                cur.queue.remove(key_of(&old));
+                let mut moved = old.clone();
+                moved.priority = (old.priority + 1) % 4;
+                let moved = Arc::new(moved);
+                cur.queue.upsert(moved.clone());
+                changes.push(Change::Remove((old.priority, old.submitted, old.id)));
+                changes.push(Change::Upsert(moved));
+            }
+            cur.version += 1;
+            cur.changes.push(cur.version, Some(changes));
+            Arc::new(cur.clone())
+        })
+        .collect()
 }

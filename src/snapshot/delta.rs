@@ -29,8 +29,10 @@ pub enum Change {
 #[derive(Debug, Clone, Default)]
 pub struct ChangeLog(Arc<VecDeque<Version>>);
 
-/// One version's queue changes (`None`: the queue was rebuilt, only a full picture helps).
-type Version = (u64, Option<Arc<Vec<Change>>>);
+/// The queue changes from version `.0` (exclusive) to `.1` (inclusive): one version on the
+/// scheduler's side, a delta's span on an attached console's (`None`: the queue was
+/// rebuilt, only a full picture helps).
+type Version = (u64, u64, Option<Arc<Vec<Change>>>);
 
 impl PartialEq for ChangeLog {
     fn eq(&self, _: &ChangeLog) -> bool {
@@ -41,26 +43,37 @@ impl PartialEq for ChangeLog {
 impl ChangeLog {
     /// Record what `version` changed (`None`: the queue was rebuilt).
     pub fn push(&mut self, version: u64, changes: Option<Vec<Change>>) {
+        self.push_span(version.saturating_sub(1), version, changes);
+    }
+
+    /// Record what the versions after `base` up to `version` changed, as one step.
+    pub fn push_span(&mut self, base: u64, version: u64, changes: Option<Vec<Change>>) {
         let log = Arc::make_mut(&mut self.0);
-        log.push_back((version, changes.map(Arc::new)));
+        log.push_back((base, version, changes.map(Arc::new)));
         while log.len() > KEPT_VERSIONS {
             log.pop_front();
         }
     }
 
-    /// The changes from `base` (exclusive) to `to` (inclusive), if all are remembered.
-    fn between(&self, base: u64, to: u64) -> Option<Vec<Change>> {
-        let first = self.0.front()?.0;
-        if base + 1 < first {
-            return None;
-        }
+    /// The changes from `base` (exclusive) to `to` (inclusive), in order, if the log holds
+    /// every step between them (it forgets the oldest, and a rebuilt queue breaks it).
+    pub fn between(&self, base: u64, to: u64) -> Option<Vec<Change>> {
+        let mut at = base;
         let mut out = Vec::new();
-        for (v, c) in self.0.iter() {
-            if *v > base && *v <= to {
-                out.extend(c.as_ref()?.iter().cloned());
+        for (from, v, c) in self.0.iter() {
+            if at == to {
+                break;
             }
+            if *v <= base {
+                continue;
+            }
+            if *from != at || *v > to {
+                return None;
+            }
+            out.extend(c.as_ref()?.iter().cloned());
+            at = *v;
         }
-        Some(out)
+        (at == to).then_some(out)
     }
 }
 
@@ -205,6 +218,9 @@ impl Snapshot {
                 d.base, self.version
             ));
         }
+        // Kept, so that a console taking in this snapshot touches only what changed.
+        self.changes
+            .push_span(d.base, d.version, Some(d.queue.clone()));
         for c in d.queue {
             match c {
                 Change::Upsert(v) => {

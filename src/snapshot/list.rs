@@ -1,6 +1,10 @@
 //! The queue as the snapshot holds it: job views in scheduling order, stored in shared
 //! chunks so that a new snapshot shares every chunk that did not change. Cloning the list
 //! costs one pointer per chunk; inserting or removing a row copies one chunk.
+//!
+//! The chunked list is generic over its order ([`Order`]): the snapshot's queue is kept
+//! in scheduling order ([`JobList`]), and the console keeps its filtered or re-sorted
+//! queue in its own order with the same code (`tui::filter::Shown`).
 
 use super::JobView;
 use crate::model::JobId;
@@ -16,17 +20,52 @@ pub fn key_of(j: &JobView) -> QKey {
     QKey::new(j.priority, j.submitted, j.id)
 }
 
+/// How a [`Rows`] list orders its views: by a key worked out from each view; two views of
+/// one list never share a key.
+pub trait Order: Clone + Default + std::fmt::Debug + PartialEq {
+    type Key: Ord;
+    fn key(&self, j: &JobView) -> Self::Key;
+}
+
+/// Scheduling order (`key_of`), the snapshot's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Scheduling;
+
+impl Order for Scheduling {
+    type Key = QKey;
+    fn key(&self, j: &JobView) -> QKey {
+        key_of(j)
+    }
+}
+
 /// Job views sorted by [`key_of`], shared chunk by chunk between snapshots.
+pub type JobList = Rows<Scheduling>;
+
+/// Job views sorted by an [`Order`], in shared chunks.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct JobList {
+pub struct Rows<O: Order> {
+    order: O,
     chunks: Vec<Arc<Vec<Arc<JobView>>>>,
     /// `ends[i]`: rows in chunks `0..=i`.
     ends: Vec<usize>,
 }
 
-impl JobList {
-    pub fn new() -> JobList {
-        JobList::default()
+impl<O: Order> Rows<O> {
+    pub fn new() -> Rows<O> {
+        Rows::default()
+    }
+
+    /// An empty list in `order`.
+    pub fn in_order(order: O) -> Rows<O> {
+        Rows {
+            order,
+            chunks: Vec::new(),
+            ends: Vec::new(),
+        }
+    }
+
+    pub fn order(&self) -> &O {
+        &self.order
     }
 
     pub fn len(&self) -> usize {
@@ -37,7 +76,7 @@ impl JobList {
         self.len() == 0
     }
 
-    /// Row `i` in scheduling order (O(log chunks)).
+    /// Row `i` in order (O(log chunks)).
     pub fn get(&self, i: usize) -> Option<&JobView> {
         let c = self.ends.partition_point(|&e| e <= i);
         let start = if c == 0 { 0 } else { self.ends[c - 1] };
@@ -48,35 +87,51 @@ impl JobList {
         self.chunks.iter().flat_map(|c| c.iter().map(|j| &**j))
     }
 
+    /// The rows as the shared views they are (cloning one costs a count).
+    pub fn iter_shared(&self) -> impl Iterator<Item = &Arc<JobView>> + '_ {
+        self.chunks.iter().flat_map(|c| c.iter())
+    }
+
     /// The chunk that holds (or would hold) `key`, and the position in it.
-    fn locate(&self, key: QKey) -> (usize, Result<usize, usize>) {
+    fn locate(&self, key: &O::Key) -> (usize, Result<usize, usize>) {
         if self.chunks.is_empty() {
             return (0, Err(0));
         }
         // The first chunk whose last key is ≥ key; past the end: the last chunk.
         let c = self
             .chunks
-            .partition_point(|ch| ch.last().is_some_and(|l| key_of(l) < key))
+            .partition_point(|ch| ch.last().is_some_and(|l| self.order.key(l) < *key))
             .min(self.chunks.len() - 1);
-        (c, self.chunks[c].binary_search_by_key(&key, |j| key_of(j)))
+        (
+            c,
+            self.chunks[c].binary_search_by(|j| self.order.key(j).cmp(key)),
+        )
     }
 
     /// The row with this key, if any.
-    pub fn find(&self, key: QKey) -> Option<&JobView> {
-        match self.locate(key) {
+    pub fn find(&self, key: O::Key) -> Option<&JobView> {
+        match self.locate(&key) {
             (c, Ok(i)) => Some(&self.chunks[c][i]),
+            _ => None,
+        }
+    }
+
+    /// The index of the row with this key, if any (O(log n)).
+    pub fn position(&self, key: &O::Key) -> Option<usize> {
+        match self.locate(key) {
+            (c, Ok(i)) => Some(if c == 0 { i } else { self.ends[c - 1] + i }),
             _ => None,
         }
     }
 
     /// Insert a view, or replace the view with the same key.
     pub fn upsert(&mut self, view: Arc<JobView>) {
-        let key = key_of(&view);
+        let key = self.order.key(&view);
         if self.chunks.is_empty() {
             self.chunks.push(Arc::new(Vec::with_capacity(CHUNK)));
             self.ends.push(0);
         }
-        let (c, at) = self.locate(key);
+        let (c, at) = self.locate(&key);
         let chunk = Arc::make_mut(&mut self.chunks[c]);
         match at {
             Ok(i) => chunk[i] = view,
@@ -93,8 +148,8 @@ impl JobList {
     }
 
     /// Remove the row with this key; returns whether there was one.
-    pub fn remove(&mut self, key: QKey) -> bool {
-        let (c, Ok(i)) = self.locate(key) else {
+    pub fn remove(&mut self, key: O::Key) -> bool {
+        let (c, Ok(i)) = self.locate(&key) else {
             return false;
         };
         let chunk = Arc::make_mut(&mut self.chunks[c]);
@@ -120,11 +175,11 @@ impl JobList {
         }
     }
 
-    /// Build from views in any order.
-    pub fn from_views(mut views: Vec<JobView>) -> JobList {
-        views.sort_by_key(key_of);
-        let mut list = JobList::new();
-        let mut it = views.into_iter().map(Arc::new).peekable();
+    /// Build in `order` from shared views in any order (O(n log n)).
+    pub fn from_shared(order: O, mut views: Vec<Arc<JobView>>) -> Rows<O> {
+        views.sort_by_cached_key(|j| order.key(j));
+        let mut list = Rows::in_order(order);
+        let mut it = views.into_iter().peekable();
         while it.peek().is_some() {
             let chunk: Vec<Arc<JobView>> = it.by_ref().take(CHUNK).collect();
             list.chunks.push(Arc::new(chunk));
@@ -134,6 +189,23 @@ impl JobList {
             list.recount(0);
         }
         list
+    }
+}
+
+impl JobList {
+    /// Build from views in any order.
+    pub fn from_views(views: Vec<JobView>) -> JobList {
+        Rows::from_shared(Scheduling, views.into_iter().map(Arc::new).collect())
+    }
+
+    /// Is this the same list as `other`, chunk for chunk (O(chunks): one pointer each)?
+    pub fn is_same(&self, other: &JobList) -> bool {
+        self.chunks.len() == other.chunks.len()
+            && self
+                .chunks
+                .iter()
+                .zip(&other.chunks)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
     }
 
     /// Whether row storage is shared with `other` (no chunk was copied): for tests.
@@ -158,9 +230,14 @@ pub trait JobRows {
     fn index_of(&self, id: JobId) -> Option<usize> {
         (0..self.row_count()).find(|&i| self.row(i).is_some_and(|j| j.id == id))
     }
+    /// The index of the row showing this job, given its current view (a sorted list
+    /// finds it by its key in O(log n); others by id).
+    fn index_of_view(&self, j: &JobView) -> Option<usize> {
+        self.index_of(j.id)
+    }
 }
 
-impl JobRows for JobList {
+impl<O: Order> JobRows for Rows<O> {
     fn row_count(&self) -> usize {
         self.len()
     }
@@ -169,6 +246,9 @@ impl JobRows for JobList {
     }
     fn index_of(&self, id: JobId) -> Option<usize> {
         self.iter().position(|j| j.id == id)
+    }
+    fn index_of_view(&self, j: &JobView) -> Option<usize> {
+        self.position(&self.order.key(j))
     }
 }
 

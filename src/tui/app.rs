@@ -178,21 +178,42 @@ pub struct PendingPriority {
 pub const PENDING_PRIORITY_MS: i64 = 3_000;
 
 fn id_width(snap: &Snapshot) -> usize {
-    let digits = |n: u64| n.to_string().len();
+    let linked = snap.linked.pending.iter().chain(&snap.linked.arrays);
+    widest(
+        snap.queue
+            .iter()
+            .chain(&snap.running)
+            .chain(linked.map(|j| &**j)),
+    )
+}
+
+/// Columns the widest id of `jobs` needs, at least 3.
+fn widest<'a>(jobs: impl Iterator<Item = &'a JobView>) -> usize {
+    let digits = |n: u64| n.checked_ilog10().map_or(1, |d| d as usize + 1);
     // An array child reads `12:3` (SPEC §13).
     let width = |j: &JobView| match (j.parent, j.array_index) {
         (Some(p), Some(i)) => digits(p.0) + 1 + digits(u64::from(i)),
         _ => digits(j.id.0),
     };
-    let linked = snap.linked.pending.iter().chain(&snap.linked.arrays);
-    snap.queue
-        .iter()
-        .chain(&snap.running)
-        .map(width)
-        .chain(linked.map(|j| width(j)))
-        .max()
-        .unwrap_or(0)
-        .max(3)
+    jobs.map(width).max().unwrap_or(0).max(3)
+}
+
+/// The queue rows a batch of changes touched: each job's view after the batch (`None`:
+/// it left the queue).
+struct Touched(std::collections::HashMap<JobId, Option<Arc<JobView>>>);
+
+impl Touched {
+    fn new(changes: &[crate::snapshot::Change]) -> Touched {
+        use crate::snapshot::Change;
+        let mut t = std::collections::HashMap::with_capacity(changes.len());
+        for c in changes {
+            match c {
+                Change::Upsert(v) => t.insert(v.id, Some(v.clone())),
+                Change::Remove((_, _, id)) => t.insert(*id, None),
+            };
+        }
+        Touched(t)
+    }
 }
 
 /// How long fresh preemptions stay highlighted.
@@ -276,56 +297,154 @@ impl App {
     }
 
     /// Show a new snapshot, keeping the selected job selected where it still exists.
+    ///
+    /// The work is proportional to what changed in the queue, not to its length, when
+    /// the snapshot's change log reaches back to the one on show (always, from one
+    /// scheduler, unless the console fell 256 versions behind) and the queue pane shows
+    /// the plain queue (no arrays folded in, no fair-share order): the row order takes in
+    /// the changed rows, and the selection, the details and the pending priorities look
+    /// only at those. Otherwise everything is worked out again (O(n log n)).
     pub fn set_snapshot(&mut self, snap: Arc<Snapshot>) {
-        let keep_q = self.selected_in(Pane::Queue).map(|j| j.id);
-        let keep_r = self.selected_in(Pane::Running).map(|j| j.id);
-        self.snap = snap;
-        self.id_width = id_width(&self.snap);
+        let keep_q = self.selected_in(Pane::Queue).cloned();
+        let keep_r = self.selected_in(Pane::Running).cloned();
+        let old = std::mem::replace(&mut self.snap, snap);
+        let changes = if old.version == self.snap.version {
+            // The same version again (a stale copy while reconnecting): unchanged only if
+            // its queue is the very same list.
+            old.queue.is_same(&self.snap.queue).then(Vec::new)
+        } else {
+            self.snap.changes.between(old.version, self.snap.version)
+        };
+        let touched = changes.as_deref().map(Touched::new);
+        self.id_width = match &touched {
+            // Widens as ids grow; narrows only when everything is worked out again.
+            Some(t) => {
+                let mut w = self.id_width;
+                w = w.max(widest(self.snap.running.iter()));
+                w = w.max(widest(t.0.values().flatten().map(|v| &**v)));
+                if !Arc::ptr_eq(&old.linked, &self.snap.linked) {
+                    let linked = &self.snap.linked;
+                    w = w.max(widest(
+                        linked.pending.iter().chain(&linked.arrays).map(|j| &**j),
+                    ));
+                }
+                w
+            }
+            None => id_width(&self.snap),
+        };
         // A sent priority that the picture now shows (or whose job left the queues) is done.
         let snap = &self.snap;
         self.pending_priority.retain(|id, p| {
-            snap.queue
-                .iter()
-                .chain(snap.running.iter())
-                .find(|j| j.id == *id)
-                .is_some_and(|j| j.priority != p.priority)
+            let now = match snap.running.iter().find(|j| j.id == *id) {
+                Some(r) => Some(r.priority),
+                None => match &touched {
+                    Some(t) => match t.0.get(id) {
+                        Some(v) => v.as_ref().map(|v| v.priority),
+                        // Unchanged: still waiting to show (it expires by itself).
+                        None => return true,
+                    },
+                    None => snap.queue.iter().find(|j| j.id == *id).map(|j| j.priority),
+                },
+            };
+            now.is_some_and(|now| now != p.priority)
         });
-        self.rebuild_rows();
-        self.reselect(Pane::Queue, keep_q);
-        self.reselect(Pane::Running, keep_r);
-        if let Mode::Details(j) = &self.mode {
-            let id = j.id;
-            if let Some(fresh) = self.find_job(id) {
-                self.mode = Mode::Details(Box::new(self.snap.resolved(fresh)));
-            }
+        self.queue_list = crate::tui::arrays::QueueList::build(&self.snap, &self.unfolded);
+        let followed = self.queue_list.is_none()
+            && changes
+                .as_deref()
+                .is_some_and(|c| self.queue_rows.take_in(&old, &self.snap, c, &self.filter));
+        if !followed {
+            self.queue_rows = self.queue_order();
+        }
+        let snap = &self.snap;
+        self.running_rows = RowOrder::build(snap, &snap.running, &self.filter, Sort::Scheduling);
+        let fresh = |app: &App, was: &JobView| app.current_view(was, touched.as_ref());
+        if let Some(was) = keep_q {
+            let now = fresh(self, &was);
+            self.reselect(Pane::Queue, was.id, now.as_ref());
+        }
+        if let Some(was) = keep_r {
+            let now = fresh(self, &was);
+            self.reselect(Pane::Running, was.id, now.as_ref());
+        }
+        if let Mode::Details(j) = &self.mode
+            && let Some(now) = fresh(self, j)
+        {
+            self.mode = Mode::Details(Box::new(self.snap.resolved(&now)));
         }
         self.clamp_all();
+    }
+
+    /// The view on show now of a job that `was` showed: looked up by what changed
+    /// (`touched`: running jobs, then the changed rows, then the unchanged queue by key),
+    /// or anywhere when the change is not known.
+    fn current_view(&self, was: &JobView, touched: Option<&Touched>) -> Option<JobView> {
+        if let Some(r) = self.snap.running.iter().find(|j| j.id == was.id) {
+            return Some(r.clone());
+        }
+        let Some(t) = touched else {
+            return self.find_job(was.id).cloned();
+        };
+        let elsewhere = || {
+            self.snap
+                .finished
+                .iter()
+                .chain(self.snap.linked.pending.iter().map(|j| &**j))
+                .find(|j| j.id == was.id)
+                .cloned()
+        };
+        match t.0.get(&was.id) {
+            Some(Some(v)) => Some((**v).clone()),
+            // Left the queue (not for a running job): ended, or waits on a dependency.
+            Some(None) => elsewhere(),
+            // Unchanged: where it was, in the queue at its key, or among the others.
+            None => self
+                .snap
+                .queue
+                .find(crate::snapshot::list::key_of(was))
+                .cloned()
+                .or_else(elsewhere),
+        }
     }
 
     /// Recompute the shown order of the queue and running lists (filter or sort changed).
     pub fn rebuild_rows(&mut self) {
         self.queue_list = crate::tui::arrays::QueueList::build(&self.snap, &self.unfolded);
+        self.queue_rows = self.queue_order();
         let snap = &self.snap;
-        self.queue_rows = RowOrder::build(snap, self.queue_jobs(), &self.filter, self.sort);
         self.running_rows = RowOrder::build(snap, &snap.running, &self.filter, Sort::Scheduling);
     }
 
-    fn reselect(&mut self, pane: Pane, id: Option<JobId>) {
-        let Some(id) = id else { return };
+    /// The queue pane's row order, worked out from scratch.
+    fn queue_order(&self) -> RowOrder {
+        match &self.queue_list {
+            Some(l) => RowOrder::build(&self.snap, l, &self.filter, self.sort),
+            None => RowOrder::of_queue(&self.snap, &self.filter, self.sort),
+        }
+    }
+
+    /// Select job `id` in `pane` again, where it is now shown (`now`: its current view;
+    /// `None`: looked up by id in the pane's list). A job no longer shown leaves the
+    /// selection where it was.
+    fn reselect(&mut self, pane: Pane, id: JobId, now: Option<&JobView>) {
         let (rows, list): (_, &dyn JobRows) = match pane {
             Pane::Queue => (&self.queue_rows, self.queue_jobs()),
             Pane::Running => (&self.running_rows, &self.snap.running),
             _ => return,
         };
         let i = self.sel[pane.index()];
-        if rows
-            .get(i)
-            .and_then(|ix| list.row(ix))
-            .is_some_and(|j| j.id == id)
-        {
+        if rows.job(i, list).is_some_and(|j| j.id == id) {
             return;
         }
-        if let Some(pos) = list.index_of(id).and_then(|ix| rows.position(ix)) {
+        let pos = match now {
+            Some(v) => rows.position(v, list),
+            // Not known: found by id (O(n)).
+            None => list
+                .index_of(id)
+                .and_then(|ix| list.row(ix))
+                .and_then(|v| rows.position(v, list)),
+        };
+        if let Some(pos) = pos {
             self.sel[pane.index()] = pos;
         }
     }
@@ -357,14 +476,8 @@ impl App {
     pub fn selected_in(&self, pane: Pane) -> Option<&JobView> {
         let i = self.sel[pane.index()];
         match pane {
-            Pane::Queue => self
-                .queue_rows
-                .get(i)
-                .and_then(|ix| self.queue_jobs().row(ix)),
-            Pane::Running => self
-                .running_rows
-                .get(i)
-                .and_then(|ix| self.snap.running.get(ix)),
+            Pane::Queue => self.queue_rows.job(i, self.queue_jobs()),
+            Pane::Running => self.running_rows.job(i, &self.snap.running),
             Pane::Gpus => {
                 let dev = self.snap.units.iter().flat_map(|u| &u.devices).nth(i)?;
                 dev.job
@@ -401,7 +514,7 @@ impl App {
             self.unfolded.insert(parent);
         }
         self.rebuild_rows();
-        self.reselect(Pane::Queue, Some(parent));
+        self.reselect(Pane::Queue, parent, None);
         self.clamp_all();
         true
     }

@@ -2,8 +2,9 @@
 //! row order of a long job list so that a frame only touches the visible window.
 
 use crate::model::JobId;
-use crate::snapshot::list::JobRows;
-use crate::snapshot::{JobView, Snapshot};
+use crate::sched::QKey;
+use crate::snapshot::list::{JobRows, Order, Rows, key_of};
+use crate::snapshot::{Change, JobView, Snapshot};
 use std::collections::HashMap;
 
 /// The keys a `/` filter term may carry, with what each matches (shown in `?` help).
@@ -92,6 +93,11 @@ impl Filter {
         &self.raw
     }
 
+    /// Does a match depend on a row's waiting reason (free text matches it)?
+    pub fn reads_reasons(&self) -> bool {
+        self.terms.iter().any(|(_, t)| matches!(t, Term::Text(..)))
+    }
+
     pub fn matches(&self, j: &JobView) -> bool {
         self.matches_with_reason(j, &j.reason)
     }
@@ -175,12 +181,47 @@ impl Sort {
     }
 }
 
-/// The rows of one job list as shown: `None` when it is the snapshot's own order
-/// unfiltered (no copy at all), else indices into the snapshot's list.
-#[derive(Debug, Clone, Default)]
-pub struct RowOrder {
-    rows: Option<Vec<u32>>,
-    len: usize,
+/// The console's order of a filtered or re-sorted queue: the sort's own key, then the
+/// scheduling order (ties keep it, as a stable sort would).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shown(pub Sort);
+
+impl Order for Shown {
+    /// (number, share name, scheduling key); the share name only for [`Sort::Share`].
+    type Key = (i64, String, QKey);
+    fn key(&self, j: &JobView) -> Self::Key {
+        let (n, share) = match self.0 {
+            Sort::Scheduling => (0, String::new()),
+            Sort::LongestWait => (j.submitted, String::new()),
+            Sort::Priority => (-i64::from(j.priority), String::new()),
+            Sort::Share => (0, j.share.clone()),
+            Sort::Gpus => (-i64::from(j.quantity), String::new()),
+        };
+        (n, share, key_of(j))
+    }
+}
+
+/// The rows of one job list as shown, worked out once per snapshot or filter change so
+/// that a frame touches only its visible window.
+#[derive(Debug, Clone)]
+pub struct RowOrder(Kind);
+
+#[derive(Debug, Clone)]
+enum Kind {
+    /// The list's own order, unfiltered: nothing copied.
+    Same(usize),
+    /// Indices into the list: the running jobs, a queue with arrays folded in, or the fair
+    /// order (SPEC §12), rebuilt with each snapshot (O(n log n)).
+    Indexed(Vec<u32>),
+    /// The plain queue filtered or re-sorted: the rows themselves, in shared chunks, which
+    /// a new snapshot changes row by row ([`RowOrder::take_in`]).
+    Kept(Rows<Shown>),
+}
+
+impl Default for RowOrder {
+    fn default() -> RowOrder {
+        RowOrder(Kind::Same(0))
+    }
 }
 
 impl RowOrder {
@@ -194,10 +235,7 @@ impl RowOrder {
         // With fair share the stored order is not the scheduling order (SPEC §12).
         let fair = sort == Sort::Scheduling && snap.has_fair_share();
         if filter.is_empty() && sort == Sort::Scheduling && !fair {
-            return RowOrder {
-                rows: None,
-                len: jobs.row_count(),
-            };
+            return RowOrder(Kind::Same(jobs.row_count()));
         }
         let views: Vec<&JobView> = (0..jobs.row_count()).filter_map(|i| jobs.row(i)).collect();
         let mut rows: Vec<u32> = (0..views.len() as u32)
@@ -230,36 +268,109 @@ impl RowOrder {
             }
             Sort::Gpus => rows.sort_by_key(|&i| std::cmp::Reverse(jobs[i as usize].quantity)),
         }
-        RowOrder {
-            len: rows.len(),
-            rows: Some(rows),
+        RowOrder(Kind::Indexed(rows))
+    }
+
+    /// The shown order of the snapshot's plain queue (no arrays folded in): the list's own
+    /// when nothing filters or re-sorts it, else its matching rows kept in the sort's
+    /// order, which [`RowOrder::take_in`] keeps up to date.
+    pub fn of_queue(snap: &Snapshot, filter: &Filter, sort: Sort) -> RowOrder {
+        if (filter.is_empty() && sort == Sort::Scheduling) || snap.has_fair_share() {
+            return RowOrder::build(snap, &snap.queue, filter, sort);
         }
+        let rows = snap
+            .queue
+            .iter_shared()
+            .filter(|j| filter.matches_with_reason(j, snap.reason(j)))
+            .cloned()
+            .collect();
+        RowOrder(Kind::Kept(Rows::from_shared(Shown(sort), rows)))
+    }
+
+    /// Follow the plain queue from snapshot `old` to `new` by `changes` (what the queue
+    /// changed between them, in order): O(changes × log n). Returns false where that
+    /// cannot be done (the order is not one kept row by row, or the filter reads the
+    /// waiting reasons and those changed): the caller builds it again.
+    pub fn take_in(
+        &mut self,
+        old: &Snapshot,
+        new: &Snapshot,
+        changes: &[Change],
+        filter: &Filter,
+    ) -> bool {
+        if new.has_fair_share() || old.has_fair_share() {
+            return false;
+        }
+        let rows = match &mut self.0 {
+            Kind::Same(n) => {
+                *n = new.queue.len();
+                return filter.is_empty();
+            }
+            Kind::Indexed(_) => return false,
+            Kind::Kept(rows) => rows,
+        };
+        if filter.reads_reasons() && old.reasons != new.reasons {
+            return false;
+        }
+        // A job's view before this change: the latest this batch gave it, else the old
+        // queue's (a row is kept only when its view matched, so removing by the key of
+        // a view that did not match removes nothing).
+        let mut latest: HashMap<JobId, Option<&JobView>> = HashMap::new();
+        for c in changes {
+            let (id, before) = match c {
+                // An upsert replaces the row of the same key, if there is one.
+                Change::Upsert(v) => (v.id, old.queue.find(key_of(v))),
+                Change::Remove((p, sub, id)) => (*id, old.queue.find(QKey::new(*p, *sub, *id))),
+            };
+            let before = latest.get(&id).copied().unwrap_or(before);
+            if let Some(b) = before {
+                rows.remove(rows.order().key(b));
+            }
+            let after = match c {
+                Change::Upsert(v) => {
+                    if filter.matches_with_reason(v, new.reason(v)) {
+                        rows.upsert(v.clone());
+                    }
+                    Some(&**v)
+                }
+                Change::Remove(_) => None,
+            };
+            latest.insert(id, after);
+        }
+        true
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        match &self.0 {
+            Kind::Same(n) => *n,
+            Kind::Indexed(r) => r.len(),
+            Kind::Kept(r) => r.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
-    /// The snapshot index of shown row `i`.
-    pub fn get(&self, i: usize) -> Option<usize> {
-        if i >= self.len {
-            return None;
-        }
-        match &self.rows {
-            None => Some(i),
-            Some(r) => r.get(i).map(|&x| x as usize),
+    /// Shown row `i` of `list` (the list this order was built from).
+    pub fn job<'a, R: JobRows + ?Sized>(&'a self, i: usize, list: &'a R) -> Option<&'a JobView> {
+        match &self.0 {
+            Kind::Same(n) => (i < *n).then(|| list.row(i)).flatten(),
+            Kind::Indexed(r) => list.row(*r.get(i)? as usize),
+            Kind::Kept(r) => r.get(i),
         }
     }
 
-    /// The shown row of snapshot index `ix` (O(n) when filtered; called on change only).
-    pub fn position(&self, ix: usize) -> Option<usize> {
-        match &self.rows {
-            None => (ix < self.len).then_some(ix),
-            Some(r) => r.iter().position(|&x| x as usize == ix),
+    /// The shown row of the job whose current view is `j`, if shown: O(log n) for the
+    /// plain queue, O(n) for an indexed order (rebuilt with each snapshot anyway).
+    pub fn position<R: JobRows + ?Sized>(&self, j: &JobView, list: &R) -> Option<usize> {
+        match &self.0 {
+            Kind::Same(n) => list.index_of_view(j).filter(|ix| ix < n),
+            Kind::Indexed(r) => {
+                let ix = list.index_of(j.id)?;
+                r.iter().position(|&x| x as usize == ix)
+            }
+            Kind::Kept(r) => r.position(&r.order().key(j)),
         }
     }
 }
@@ -393,7 +504,8 @@ mod tests {
             &Filter::default(),
             Sort::Scheduling,
         );
-        assert_eq!((o.len(), o.get(2), o.get(3)), (3, Some(2), None));
+        let id = |o: &RowOrder, i| o.job(i, &jobs).map(|j| j.id.0);
+        assert_eq!((o.len(), id(&o, 2), id(&o, 3)), (3, Some(3), None));
         let o = RowOrder::build(
             &Snapshot::empty(),
             &jobs,
@@ -401,8 +513,8 @@ mod tests {
             Sort::LongestWait,
         );
         assert_eq!(
-            (0..3).map(|i| o.get(i).unwrap()).collect::<Vec<_>>(),
-            vec![1, 2, 0]
+            (0..3).map(|i| id(&o, i).unwrap()).collect::<Vec<_>>(),
+            vec![2, 3, 1]
         );
         let o = RowOrder::build(
             &Snapshot::empty(),
@@ -411,8 +523,8 @@ mod tests {
             Sort::Priority,
         );
         assert_eq!(
-            (0..3).map(|i| o.get(i).unwrap()).collect::<Vec<_>>(),
-            vec![1, 2, 0]
+            (0..3).map(|i| id(&o, i).unwrap()).collect::<Vec<_>>(),
+            vec![2, 3, 1]
         );
         let o = RowOrder::build(
             &Snapshot::empty(),
@@ -420,7 +532,112 @@ mod tests {
             &Filter::parse("share:s1").unwrap(),
             Sort::Scheduling,
         );
-        assert_eq!((o.len(), o.get(0), o.position(2)), (2, Some(1), Some(1)));
+        assert_eq!(
+            (o.len(), id(&o, 0), o.position(&jobs[2], &jobs)),
+            (2, Some(2), Some(1))
+        );
         assert_eq!(Sort::Gpus.next(), Sort::Scheduling);
+    }
+
+    /// The queue's kept order follows random batches of changes (new rows, moves,
+    /// replacements, removals) exactly as building it again would, for every sort, with
+    /// and without a filter.
+    #[test]
+    fn a_kept_order_follows_changes_as_a_rebuild_would() {
+        use crate::snapshot::JobList;
+        let mut seed = 7u64;
+        let mut rand = move |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let shares = ["s1", "s2", "s3"];
+        let mk = |id: u64, share: &str, prio: u32, at: i64| {
+            let mut j = job(id, &format!("n{id}"), share, prio, at);
+            j.quantity = 1 + (id % 4) as u32;
+            Arc::new(j)
+        };
+        for sort in [
+            Sort::Scheduling,
+            Sort::LongestWait,
+            Sort::Priority,
+            Sort::Share,
+            Sort::Gpus,
+        ] {
+            for filter in ["", "share:s1", "!share:s2 n1"] {
+                let filter = Filter::parse(filter).unwrap();
+                let mut snap = Snapshot::empty();
+                snap.queue = JobList::from_views(
+                    (1..=600)
+                        .map(|i| {
+                            (*mk(i, shares[(i % 3) as usize], (i % 5) as u32, i as i64)).clone()
+                        })
+                        .collect(),
+                );
+                let mut next_id = 601;
+                let mut rows = RowOrder::of_queue(&snap, &filter, sort);
+                for _ in 0..40 {
+                    let mut new = snap.clone();
+                    let mut changes = Vec::new();
+                    for _ in 0..rand(30) {
+                        let n = new.queue.len() as u64;
+                        match rand(4) {
+                            0 => {
+                                let v = mk(
+                                    next_id,
+                                    shares[rand(3) as usize],
+                                    rand(5) as u32,
+                                    rand(900) as i64,
+                                );
+                                next_id += 1;
+                                new.queue.upsert(v.clone());
+                                changes.push(Change::Upsert(v));
+                            }
+                            1 if n > 0 => {
+                                // A priority change: the row moves.
+                                let old = new.queue.get(rand(n) as usize).unwrap().clone();
+                                let k = key_of(&old);
+                                new.queue.remove(k);
+                                let mut moved = old.clone();
+                                moved.priority = rand(5) as u32;
+                                let moved = Arc::new(moved);
+                                new.queue.upsert(moved.clone());
+                                changes.push(Change::Remove((old.priority, old.submitted, old.id)));
+                                changes.push(Change::Upsert(moved));
+                            }
+                            2 if n > 0 => {
+                                // The same key, another share: the row is replaced.
+                                let mut v = new.queue.get(rand(n) as usize).unwrap().clone();
+                                v.share = shares[rand(3) as usize].to_string();
+                                let v = Arc::new(v);
+                                new.queue.upsert(v.clone());
+                                changes.push(Change::Upsert(v));
+                            }
+                            3 if n > 0 => {
+                                let old = new.queue.get(rand(n) as usize).unwrap().clone();
+                                new.queue.remove(key_of(&old));
+                                changes.push(Change::Remove((old.priority, old.submitted, old.id)));
+                            }
+                            _ => {}
+                        }
+                    }
+                    new.version += 1;
+                    assert!(rows.take_in(&snap, &new, &changes, &filter));
+                    let want = RowOrder::of_queue(&new, &filter, sort);
+                    let ids = |o: &RowOrder| -> Vec<u64> {
+                        (0..o.len())
+                            .map(|i| o.job(i, &new.queue).unwrap().id.0)
+                            .collect()
+                    };
+                    assert_eq!(ids(&rows), ids(&want), "{sort:?} {}", filter.raw());
+                    for i in (0..rows.len()).step_by(37) {
+                        let j = rows.job(i, &new.queue).unwrap().clone();
+                        assert_eq!(rows.position(&j, &new.queue), Some(i));
+                    }
+                    snap = new;
+                }
+            }
+        }
     }
 }

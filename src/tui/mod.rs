@@ -43,7 +43,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, watch};
 
-/// At most ~30 frames a second.
+/// At most ~30 frames a second for what the console draws by itself (new snapshots,
+/// the clock, the mouse); a key is drawn at once.
 pub const FRAME: Duration = Duration::from_millis(33);
 
 /// How the console looks and where it reads logs.
@@ -228,8 +229,10 @@ where
     let mut snapshot_pending = false;
     let mut runtime_gone = false;
     let mut last_draw = Instant::now() - FRAME;
+    // A key is drawn at once; snapshots, the mouse and the clock keep to the frame pace.
+    let mut pressed = false;
     loop {
-        if dirty && last_draw.elapsed() >= FRAME {
+        if dirty && (pressed || last_draw.elapsed() >= FRAME) {
             if snapshot_pending {
                 // Only the newest snapshot matters; intermediate ones are never shown.
                 let snap = snapshots.borrow_and_update().clone();
@@ -239,6 +242,7 @@ where
             app.now = now_ms();
             term.draw(|f| draw::draw(f, app))?;
             dirty = false;
+            pressed = false;
             last_draw = Instant::now();
         }
         let frame_wait = FRAME.saturating_sub(last_draw.elapsed());
@@ -250,8 +254,10 @@ where
                         send(app, actions, action).await;
                     }
                     dirty = true;
+                    pressed = true;
                 }
                 Some(Ok(Event::Mouse(m))) => {
+                    // Paced: a moving mouse sends a stream of events.
                     input::on_mouse(app, m);
                     dirty = true;
                 }

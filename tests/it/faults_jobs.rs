@@ -347,6 +347,62 @@ fn a_process_that_left_its_session_dies_with_its_attempt_and_holds_the_gpu_until
     assert_eq!(s.state_of(a), "FAILED");
 }
 
+/// The supervisor enters its group by moving its one thread (v1 `tasks`), not its
+/// thread group: the job and the supervisor must still be in the attempt's group in every
+/// hierarchy the scheduler uses.
+#[test]
+fn an_attempt_and_its_supervisor_are_in_their_group_in_every_hierarchy() {
+    if !contained() {
+        return;
+    }
+    let s = Server::start(&config(1, 1, &share("a", 1, "LEND", false)));
+    let a = s.submit(
+        &["--share", "a"],
+        &[
+            "sh",
+            "-c",
+            "sed 's/^/job /' /proc/self/cgroup; sed 's/^/sup /' /proc/$PPID/cgroup",
+        ],
+    );
+    s.wait_state(a, "SUCCEEDED", 20);
+    let log = s.log(a, 1);
+    let lines = |who: &str| -> Vec<String> {
+        log.lines()
+            .filter_map(|l| l.strip_prefix(&format!("{who} ")))
+            .map(String::from)
+            .collect()
+    };
+    let (job, sup) = (lines("job"), lines("sup"));
+    assert!(!job.is_empty(), "{log}");
+    // The job is where its supervisor is, in every hierarchy.
+    assert_eq!(job, sup, "{log}");
+    // `id:controllers:path`: the hierarchies the scheduler uses are the one it kills
+    // with (the unified one where there is one, else v1 freezer), pids and devices.
+    let root = std::path::Path::new("/sys/fs/cgroup");
+    let unified = root.join("cgroup.controllers").exists()
+        || root.join("unified/cgroup.controllers").exists();
+    let kill = if unified { "" } else { "freezer" };
+    let group = format!("/j{a}a1@");
+    for ctrl in [kill, "pids", "devices"] {
+        let line = job.iter().find(|l| {
+            let c = l.split(':').nth(1).unwrap_or("-");
+            if ctrl.is_empty() {
+                c.is_empty()
+            } else {
+                c.split(',').any(|x| x == ctrl)
+            }
+        });
+        if let Some(line) = line {
+            assert!(
+                line.contains(&group),
+                "outside its group in {ctrl:?}: {log}"
+            );
+        } else {
+            assert!(!ctrl.is_empty() && ctrl != kill, "no {ctrl:?} line: {log}");
+        }
+    }
+}
+
 #[test]
 fn an_attempt_opens_only_its_own_gpus_device_file() {
     if !contained() {

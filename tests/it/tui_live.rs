@@ -231,3 +231,150 @@ async fn keys_drive_the_live_runtime() {
         .expect("jobs stop within the grace period");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// The rows a console shows and the job it has selected, to compare two consoles.
+fn shown(app: &App) -> (Vec<u64>, Option<u64>) {
+    let n = app.len(shareq::tui::app::Pane::Queue);
+    let ids = (0..n)
+        .map(|i| app.queue_rows.job(i, app.queue_jobs()).expect("row").id.0)
+        .collect();
+    (ids, app.selected_job().map(|j| j.id.0))
+}
+
+/// A console that follows the real runtime's snapshots by their changes (only the rows
+/// that changed) shows, after every batch of submits, priority changes and cancels, what a
+/// console opened on that snapshot shows: the same rows, filtered and sorted, and the
+/// selected job still selected wherever it moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_following_changes_shows_what_a_fresh_console_shows() {
+    use shareq::model::{JobId, JobSpec};
+    use shareq::tui::filter::{Filter, Sort};
+    let root: PathBuf =
+        std::env::temp_dir().join(format!("shareq-tui-follow-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let state = StateDir::new(root.join("state"));
+    state.create().expect("state dir");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-configs/aws-example");
+    let handle = RuntimeHandle::start(
+        RuntimeOptions {
+            state: state.clone(),
+            config_dir: config.clone(),
+            supervisor_exe: PathBuf::from(env!("CARGO_BIN_EXE_shareq")),
+            discovery: Discovery::skipped(),
+        },
+        load_dir(&config).expect("sample config is valid"),
+    );
+    let submit = |name: String, share: &str, priority: u32| {
+        let mut spec = JobSpec::new(&name, share, 1, priority);
+        spec.command = Some(serde_json::from_str(r#""sleep 300""#).expect("command"));
+        let (tx, rx) = oneshot::channel();
+        handle
+            .inputs
+            .send(Input::Submit {
+                spec,
+                reply: Some(tx),
+            })
+            .expect("runtime alive");
+        rx
+    };
+    let mut ids = Vec::new();
+    for i in 0..150u32 {
+        let share = ["qs1", "qs2", "qs3"][(i % 3) as usize];
+        ids.push(submit(format!("job-{i}"), share, i % 4));
+    }
+    let mut queued: Vec<JobId> = Vec::new();
+    for rx in ids {
+        queued.push(rx.await.expect("answered").expect("accepted"));
+    }
+    let first = synced(&handle).await;
+    let views = [
+        ("", Sort::Scheduling),
+        ("qs1", Sort::Scheduling),
+        ("!share:qs2", Sort::Priority),
+        ("job-1", Sort::Share),
+        ("", Sort::LongestWait),
+    ];
+    let mut consoles: Vec<App> = views
+        .iter()
+        .map(|(f, sort)| {
+            let mut app = App::new(first.clone(), Theme::dark());
+            app.filter = Filter::parse(f).expect("filter");
+            app.sort = *sort;
+            app.rebuild_rows();
+            app.focus = shareq::tui::app::Pane::Queue;
+            for _ in 0..7 {
+                shareq::tui::input::on_key(
+                    &mut app,
+                    KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE),
+                );
+            }
+            app
+        })
+        .collect();
+    let mut seed = 11u64;
+    let mut rand = move |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let mut next = 150u32;
+    for round in 0..12 {
+        // A batch: priority changes (rows move), a cancel, new submits.
+        for _ in 0..6 {
+            let id = queued[rand(queued.len() as u64) as usize];
+            let (tx, _rx) = oneshot::channel();
+            let _ = handle.inputs.send(Input::SetPriority {
+                id,
+                priority: rand(6) as u32,
+                by: "tester".into(),
+                reply: Some(tx),
+            });
+        }
+        let gone = queued.swap_remove(rand(queued.len() as u64) as usize);
+        let (tx, _rx) = oneshot::channel();
+        let _ = handle.inputs.send(Input::Cancel {
+            ids: vec![gone],
+            by: "tester".into(),
+            reply: Some(tx),
+        });
+        for _ in 0..3 {
+            let rx = submit(format!("job-{next}"), "qs1", rand(4) as u32);
+            next += 1;
+            queued.push(rx.await.expect("answered").expect("accepted"));
+        }
+        // Every other round, a console skips a snapshot: its next one spans two batches.
+        let snap = synced(&handle).await;
+        for (app, (f, sort)) in consoles.iter_mut().zip(views) {
+            if round % 2 == 1 && f.is_empty() {
+                continue;
+            }
+            let was = app.selected_job().map(|j| j.id);
+            app.set_snapshot(snap.clone());
+            let mut fresh = App::new(snap.clone(), Theme::dark());
+            fresh.filter = Filter::parse(f).expect("filter");
+            fresh.sort = sort;
+            fresh.rebuild_rows();
+            let (rows, selected) = shown(app);
+            assert_eq!(
+                rows,
+                shown(&fresh).0,
+                "round {round}, filter {f:?}, {sort:?}"
+            );
+            // The selected job stays selected while it is still shown.
+            if let Some(was) = was
+                && rows.contains(&was.0)
+            {
+                assert_eq!(
+                    selected,
+                    Some(was.0),
+                    "round {round}, filter {f:?}, {sort:?}"
+                );
+            }
+        }
+    }
+    tokio::time::timeout(Duration::from_secs(30), handle.shutdown(true))
+        .await
+        .expect("jobs stop within the grace period");
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -70,11 +70,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let mut lines = Vec::with_capacity(rows as usize + 1);
     lines.push(header_line(app, head));
     for i in off..(off + rows as usize).min(n) {
-        let Some(j) = app
-            .queue_rows
-            .get(i)
-            .and_then(|ix| app.queue_jobs().row(ix))
-        else {
+        let Some(j) = app.queue_rows.job(i, app.queue_jobs()) else {
             break;
         };
         let colour = t.share(&j.share);

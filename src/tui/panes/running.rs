@@ -63,11 +63,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let t = &app.theme;
     let mut lines = vec![header_line(app, head)];
     for i in off..(off + rows as usize).min(n) {
-        let Some(j) = app
-            .running_rows
-            .get(i)
-            .and_then(|ix| app.snap.running.get(ix))
-        else {
+        let Some(j) = app.running_rows.job(i, &app.snap.running) else {
             break;
         };
         let devs: Vec<String> = j.devices.iter().map(|d| d.to_string()).collect();
