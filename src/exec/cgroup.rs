@@ -82,10 +82,35 @@ impl Containment {
     /// What a scheduler started by this user here would get, read without making
     /// anything (for `shareq gpus` and `check`): one line.
     pub fn describe() -> String {
-        describe_in(
-            Path::new("/sys/fs/cgroup"),
-            nix::unistd::geteuid().is_root(),
-        )
+        let root = Path::new("/sys/fs/cgroup");
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let slow = [root.to_path_buf(), root.join("unified")]
+            .iter()
+            .any(|m| slow_moves(&mountinfo, m));
+        describe_in(root, nix::unistd::geteuid().is_root(), slow)
+    }
+
+    /// Moving a process into a group of the unified hierarchy waits for an RCU grace
+    /// period (≈10 ms) there unless it is mounted with `favordynmods`: a line for the log
+    /// saying so, when it applies.
+    pub fn slow_moves(&self) -> Option<String> {
+        let c = self.cgroups()?;
+        if c.kill != Kill::Unified {
+            return None;
+        }
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let mount = mountinfo
+            .lines()
+            .filter_map(mount_of)
+            .find(|(m, fs, _)| *fs == "cgroup2" && c.base.starts_with(m))?;
+        slow_moves(&mountinfo, Path::new(mount.0)).then(|| {
+            format!(
+                "each start waits ≈10 ms for the kernel to move its supervisor into its cgroup: \
+                 mounting {} with favordynmods (mount -o remount,favordynmods {}) removes \
+                 that wait (see docs/DEPLOY.md)",
+                mount.0, mount.0
+            )
+        })
     }
 
     pub fn cgroups(&self) -> Option<&Cgroups> {
@@ -109,7 +134,25 @@ impl Containment {
     }
 }
 
-fn describe_in(root: &Path, is_root: bool) -> String {
+/// One `/proc/self/mountinfo` line as (mount point, filesystem type, super options).
+fn mount_of(line: &str) -> Option<(&str, &str, &str)> {
+    let (before, after) = line.split_once(" - ")?;
+    let point = before.split(' ').nth(4)?;
+    let mut rest = after.split(' ');
+    let fs = rest.next()?;
+    let _source = rest.next()?;
+    Some((point, fs, rest.next().unwrap_or("")))
+}
+
+/// Is `mount` a cgroup2 hierarchy mounted without `favordynmods` (so that each move of
+/// a process into a group waits for an RCU grace period)?
+fn slow_moves(mountinfo: &str, mount: &Path) -> bool {
+    mountinfo.lines().filter_map(mount_of).any(|(m, fs, opts)| {
+        fs == "cgroup2" && Path::new(m) == mount && !opts.split(',').any(|o| o == "favordynmods")
+    })
+}
+
+fn describe_in(root: &Path, is_root: bool, slow: bool) -> String {
     let cgroup = |p: PathBuf| p.join("cgroup.procs").exists();
     let unified = [root.to_path_buf(), root.join("unified")]
         .into_iter()
@@ -129,6 +172,11 @@ fn describe_in(root: &Path, is_root: bool) -> String {
         return format!(
             "jobs are not contained ({why}); GPUs are not isolated: CUDA_VISIBLE_DEVICES is advisory"
         );
+    };
+    let kill = if slow && kill == "cgroup v2" {
+        "cgroup v2 without favordynmods: each start waits ≈10 ms to enter it"
+    } else {
+        kill
     };
     if cgroup(root.join("devices")) {
         format!(
@@ -595,18 +643,37 @@ mod tests {
     #[test]
     fn the_description_says_what_is_missing() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(describe_in(dir.path(), true).starts_with("jobs are not contained (no usable"));
-        assert!(describe_in(dir.path(), false).contains("run it as root"));
+        assert!(
+            describe_in(dir.path(), true, false).starts_with("jobs are not contained (no usable")
+        );
+        assert!(describe_in(dir.path(), false, false).contains("run it as root"));
         std::fs::create_dir_all(dir.path().join("unified")).unwrap();
         std::fs::write(dir.path().join("unified/cgroup.controllers"), "").unwrap();
-        let d = describe_in(dir.path(), true);
+        let d = describe_in(dir.path(), true, false);
         assert!(
-            d.contains("contained (cgroup v2") && d.contains("GPUs are not isolated"),
+            d.contains("contained (cgroup v2,") && d.contains("GPUs are not isolated"),
+            "{d}"
+        );
+        let d = describe_in(dir.path(), true, true);
+        assert!(
+            d.contains("(cgroup v2 without favordynmods: each start waits"),
             "{d}"
         );
         std::fs::create_dir_all(dir.path().join("devices")).unwrap();
         std::fs::write(dir.path().join("devices/cgroup.procs"), "").unwrap();
-        assert!(describe_in(dir.path(), true).contains("GPUs are isolated"));
+        assert!(describe_in(dir.path(), true, false).contains("GPUs are isolated"));
+    }
+
+    #[test]
+    fn a_cgroup2_mount_without_favordynmods_has_slow_moves() {
+        let info = "31 25 0:26 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755\n\
+                    41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n\
+                    42 31 0:39 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n";
+        assert!(slow_moves(info, Path::new("/sys/fs/cgroup/unified")));
+        assert!(!slow_moves(info, Path::new("/sys/fs/cgroup/pids")));
+        assert!(!slow_moves(info, Path::new("/sys/fs/cgroup")));
+        let fast = info.replace("cgroup2 rw\n", "cgroup2 rw,favordynmods\n");
+        assert!(!slow_moves(&fast, Path::new("/sys/fs/cgroup/unified")));
     }
 
     #[test]

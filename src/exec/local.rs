@@ -57,6 +57,9 @@ impl Local {
             Some(w) => tracing::warn!("{w}"),
             None => tracing::info!("each attempt runs in a cgroup of its own; GPUs are isolated"),
         }
+        if let Some(slow) = containment.slow_moves() {
+            tracing::info!("{slow}");
+        }
         if let Some(cg) = containment.cgroups() {
             // A live attempt of an earlier scheduler holds these: never handed out.
             for (unit, device) in cg.foreign_held() {
