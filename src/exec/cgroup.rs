@@ -6,7 +6,7 @@
 //!
 //! Which hierarchies: the unified (v2) one where it is usable — a directory we may create
 //! groups in, with `cgroup.kill` — else the v1 `freezer` one (freeze, kill every member,
-//! thaw), with v1 `pids` beside it when present. Device isolation uses the v1 `devices`
+//! thaw), with v1 `pids` beside that one when present. Device isolation uses the v1 `devices`
 //! hierarchy (a v2 device program needs BPF, which this build does not load).
 //!
 //! Where: below the scheduler's own cgroup in each hierarchy (root's, or a delegated
@@ -52,7 +52,7 @@ pub struct Cgroups {
     kill: Kill,
     /// The base directory (the scheduler's `shareq-<scope>`) in the killing hierarchy.
     base: PathBuf,
-    /// The same in v1 `pids`, when mounted: counted with the freezer's.
+    /// The same in v1 `pids`, when mounted and the freezer kills.
     pids: Option<PathBuf>,
     /// The same in v1 `devices`, when usable: device isolation.
     devices: Option<PathBuf>,
@@ -270,7 +270,14 @@ fn detect_in(root: &Path, self_cgroup: &Path, scope: &str) -> Containment {
         };
         return Containment::NotContained(why.to_string());
     };
-    let pids = usable(root.join("pids"), own_path("pids"), "pids.max");
+    // v1 `pids` goes with the v1 freezer (SPEC §7: "else v1 freezer/pids"); beside the
+    // unified hierarchy it would be one more group to make, enter and remove per start
+    // (a `mkdir`, a move and an `rmdir` of the scheduler's and the supervisor's time)
+    // that nothing reads.
+    let pids = match kill {
+        Kill::Freezer => usable(root.join("pids"), own_path("pids"), "pids.max"),
+        Kill::Unified => None,
+    };
     let devices = usable(root.join("devices"), own_path("devices"), "devices.deny");
     let no_isolation = devices.is_none().then(|| {
         "no usable devices controller (cgroup v1 `devices`; a v2 device program is not supported)"

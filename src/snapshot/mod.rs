@@ -281,6 +281,17 @@ impl ArrayView {
     }
 }
 
+/// Which list of the picture holds a job ([`Snapshot::find_job`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    Running,
+    Queued,
+    /// PENDING (waiting on dependencies) or an array's parent.
+    Linked,
+    /// Ended, among those kept in view.
+    Finished,
+}
+
 /// Jobs outside the queue that are not running either (SPEC §13): PENDING jobs and the
 /// parents of arrays not yet settled, each in id order.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -471,6 +482,38 @@ impl Snapshot {
             containment: None,
             users: Arc::default(),
         }
+    }
+
+    /// Job `id` wherever the picture holds it, and where: see [`Snapshot::find_jobs`].
+    pub fn find_job(&self, id: JobId) -> Option<(Place, &JobView)> {
+        self.find_jobs(&[id]).remove(&id)
+    }
+
+    /// Each of `ids` wherever the picture holds it, in one pass: the running jobs, the
+    /// PENDING ones and array parents (SPEC §13), the finished ones kept in view, then the
+    /// queue (the only long list: O(n), stopping once every id is found). Every lookup by
+    /// id (the socket's admission and `job` and `log` answers, the console) goes through
+    /// here, so that none of them misses a list.
+    pub fn find_jobs(&self, ids: &[JobId]) -> HashMap<JobId, (Place, &JobView)> {
+        let mut want: std::collections::HashSet<JobId> = ids.iter().copied().collect();
+        let mut found = HashMap::with_capacity(want.len());
+        let linked = self.linked.pending.iter().chain(&self.linked.arrays);
+        let lists = self
+            .running
+            .iter()
+            .map(|j| (Place::Running, j))
+            .chain(linked.map(|j| (Place::Linked, &**j)))
+            .chain(self.finished.iter().map(|j| (Place::Finished, j)))
+            .chain(self.queue.iter().map(|j| (Place::Queued, j)));
+        for (place, j) in lists {
+            if want.is_empty() {
+                break;
+            }
+            if want.remove(&j.id) {
+                found.insert(j.id, (place, j));
+            }
+        }
+        found
     }
 
     /// What the latest forecast says about a queued job.

@@ -526,12 +526,7 @@ impl App {
 
     /// Look a job up anywhere in the snapshot (O(n); on key presses only).
     pub fn find_job(&self, id: JobId) -> Option<&JobView> {
-        self.snap
-            .running
-            .iter()
-            .chain(self.snap.queue.iter())
-            .chain(self.snap.finished.iter())
-            .find(|j| j.id == id)
+        self.snap.find_job(id).map(|(_, j)| j)
     }
 
     pub fn say(&mut self, text: impl Into<String>, error: bool) {

@@ -377,13 +377,15 @@ fn an_attempt_and_its_supervisor_are_in_their_group_in_every_hierarchy() {
     // The job is where its supervisor is, in every hierarchy.
     assert_eq!(job, sup, "{log}");
     // `id:controllers:path`: the hierarchies the scheduler uses are the one it kills
-    // with (the unified one where there is one, else v1 freezer), pids and devices.
+    // with (the unified one where there is one, else v1 freezer with v1 pids) and
+    // devices.
     let root = std::path::Path::new("/sys/fs/cgroup");
     let unified = root.join("cgroup.controllers").exists()
         || root.join("unified/cgroup.controllers").exists();
     let kill = if unified { "" } else { "freezer" };
     let group = format!("/j{a}a1@");
-    for ctrl in [kill, "pids", "devices"] {
+    let pids = if unified { "devices" } else { "pids" };
+    for ctrl in [kill, pids, "devices"] {
         let line = job.iter().find(|l| {
             let c = l.split(':').nth(1).unwrap_or("-");
             if ctrl.is_empty() {
@@ -400,6 +402,10 @@ fn an_attempt_and_its_supervisor_are_in_their_group_in_every_hierarchy() {
         } else {
             assert!(!ctrl.is_empty() && ctrl != kill, "no {ctrl:?} line: {log}");
         }
+    }
+    // Beside the unified hierarchy, v1 pids is not used (a group fewer per start).
+    if unified && let Some(l) = job.iter().find(|l| l.split(':').nth(1) == Some("pids")) {
+        assert!(!l.contains(&group), "in a v1 pids group: {log}");
     }
 }
 

@@ -272,7 +272,7 @@ impl Lab {
         let out = self.cli_as(None, &["jobs", "--all", "--json"]);
         assert!(out.status.success(), "{}", text(&out.stderr));
         let j: Value = serde_json::from_slice(&out.stdout).unwrap();
-        for list in ["running", "queue", "finished"] {
+        for list in ["running", "queue", "pending", "arrays", "finished"] {
             if let Some(v) = j[list]
                 .as_array()
                 .and_then(|a| a.iter().find(|v| v["id"] == id))
@@ -450,6 +450,30 @@ fn members_owners_and_admins_under_a_root_scheduler() {
         (j["state"].as_str(), j["priority"].as_u64()),
         (Some("RUNNING"), Some(0))
     );
+    // Nor her job that waits on it (PENDING, SPEC §13: outside the queue, where the
+    // socket once did not look for its owner, and let anyone cancel it).
+    let later = lab.cli_as(
+        Some(&alice),
+        &[
+            "submit", "--share", "open", "--name", "later", "--after", &l, "--", "true",
+        ],
+    );
+    let later = id_of(&later);
+    lab.wait_state(later, &["PENDING"]);
+    let w = later.to_string();
+    for args in [
+        vec!["cancel", w.as_str()],
+        vec!["priority", w.as_str(), "7"],
+    ] {
+        let out = lab.cli_as(Some(&bob), &args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(NOT_ALLOWED), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("it belongs to {alice}")),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(lab.job(later)["state"], "PENDING");
     // Nor reload, nor read the audit trail.
     for args in [vec!["reload"], vec!["audit"]] {
         let out = lab.cli_as(Some(&bob), &args);

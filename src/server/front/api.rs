@@ -44,23 +44,10 @@ pub async fn job(
     root: PathBuf,
     viewer: crate::snapshot::Viewer,
 ) -> Response {
-    let live = snap
-        .queue
-        .iter()
-        .find(|j| j.id == id)
-        .map(|j| snap.queued_row(j))
-        .or_else(|| snap.running.iter().find(|j| j.id == id).cloned())
-        .or_else(|| {
-            // PENDING jobs and array parents (SPEC §13).
-            let linked = &snap.linked;
-            linked
-                .pending
-                .iter()
-                .chain(linked.arrays.iter())
-                .find(|j| j.id == id)
-                .map(|j| (**j).clone())
-        })
-        .or_else(|| snap.finished.iter().find(|j| j.id == id).cloned());
+    let live = snap.find_job(id).map(|(place, j)| match place {
+        crate::snapshot::Place::Queued => snap.queued_row(j),
+        _ => j.clone(),
+    });
     let found = match live {
         Some(v) => Ok(Some(v)),
         None => tokio::task::spawn_blocking(move || stored(id, root))

@@ -10,7 +10,7 @@ use crate::exec::StateDir;
 use crate::model::{JobId, Submitter};
 use crate::server::runtime::audit::{Audit, AuditEntry};
 use crate::server::runtime::input::Input;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{JobView, Place, Snapshot};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -188,9 +188,11 @@ impl Guard {
             return Err(Response::shutting_down());
         }
         let snap = snapshots.borrow().clone();
+        let ids: Vec<JobId> = touches.iter().map(|(_, id)| *id).collect();
+        let found = snap.find_jobs(&ids);
         let mut refused: Vec<Denied> = Vec::new();
         for (action, id) in touches {
-            let owner = match find_owner(&snap, id) {
+            let owner = match owner_in(found.get(&id).map(|(_, j)| *j)) {
                 Owner::Known(o) => o,
                 Owner::NotInView if action == JobAction::Log => self.log_owner(id),
                 Owner::NotInView => continue,
@@ -248,17 +250,16 @@ impl Guard {
         snapshots: &watch::Receiver<Arc<Snapshot>>,
     ) -> Response {
         let state = self.state.clone();
-        let (in_view, attempts) = {
-            let snap = snapshots.borrow();
-            let in_view = match find_owner(&snap, id) {
-                Owner::Known(o) => Some(o),
-                Owner::NotInView => None,
-            };
-            (in_view, Attempts::of(&snap, id))
-        };
+        // Looked up off the runtime and outside the watch's lock (the queue is O(n)).
+        let snap = snapshots.borrow().clone();
         let guard = self.clone();
         let read = tokio::task::spawn_blocking(move || {
-            let owner = in_view.unwrap_or_else(|| guard.log_owner(id));
+            let found = snap.find_job(id);
+            let attempts = Attempts::of(found);
+            let owner = match owner_in(found.map(|(_, j)| j)) {
+                Owner::Known(o) => o,
+                Owner::NotInView => guard.log_owner(id),
+            };
             read_log(&state, id, attempt, offset, attempts).map(|mut c| {
                 c.owner_uid = owner.map(|o| o.uid);
                 c
@@ -292,15 +293,11 @@ impl Guard {
     }
 }
 
-fn find_owner(snap: &Snapshot, id: JobId) -> Owner {
-    snap.queue
-        .iter()
-        .chain(&snap.running)
-        .chain(snap.finished.iter())
-        .find(|j| j.id == id)
-        .map_or(Owner::NotInView, |j| {
-            Owner::Known(j.submitter.as_deref().cloned())
-        })
+/// The owner of a job as the picture shows it (`None`: not in view).
+fn owner_in(view: Option<&JobView>) -> Owner {
+    view.map_or(Owner::NotInView, |j| {
+        Owner::Known(j.submitter.as_deref().cloned())
+    })
 }
 
 /// What the latest snapshot says of a job's attempts: a log is made only once the job
@@ -314,20 +311,11 @@ struct Attempts {
 }
 
 impl Attempts {
-    fn of(snap: &Snapshot, id: JobId) -> Attempts {
-        let running = snap.running.iter().find(|j| j.id == id);
-        let started = running
-            .or_else(|| {
-                snap.queue
-                    .iter()
-                    .chain(snap.finished.iter())
-                    .find(|j| j.id == id)
-            })
-            .map_or(0, |j| j.attempts);
-        Attempts {
-            started,
-            running: running.map(|j| j.attempts),
-        }
+    /// From where the picture holds the job ([`Snapshot::find_job`]).
+    fn of(found: Option<(Place, &JobView)>) -> Attempts {
+        let started = found.map_or(0, |(_, j)| j.attempts);
+        let running = found.and_then(|(p, j)| (p == Place::Running).then_some(j.attempts));
+        Attempts { started, running }
     }
 }
 
