@@ -95,16 +95,20 @@ pub fn log(args: &LogArgs) -> Result<(), CliError> {
         let ended = attempt > 0
             && crate::exec::runfiles::AttemptRecord::of(state.root(), job, attempt).ended();
         if ended || attempt == 0 {
-            // A newer attempt takes over; otherwise stop once the job is finished.
+            // Whether the job is finished is asked first, then whether a newer attempt
+            // began: an attempt that started (and ended) before the job finished is then
+            // always seen and printed before the follow stops.
+            let finished = ended && job_finished(&state, job);
             match state.latest_attempt(job) {
                 Some(a) if a > attempt && args.attempt.is_none() => {
+                    let _ = copy_from(&state, job, attempt, pos, &mut stdout.lock(), as_is);
                     attempt = a;
                     pos = 0;
                     continue;
                 }
                 _ => {}
             }
-            if ended && job_finished(&state, job) {
+            if finished {
                 let _ = copy_from(&state, job, attempt, pos, &mut stdout.lock(), as_is);
                 return Ok(());
             }
@@ -113,12 +117,12 @@ pub fn log(args: &LogArgs) -> Result<(), CliError> {
     }
 }
 
-/// Is the job finished (or is there no scheduler left to run it again)?
+/// Is the job finished (or unknown, or is there no scheduler left to run it again)?
+/// Asked as one job (`job`), not by listing them all: at 100,000 queued the listing is
+/// 40 MB, and a follow asks every 200 ms while a preempted job waits for its next attempt.
 fn job_finished(state: &StateDir, job: JobId) -> bool {
-    match request(Some(state.root()), &Request::jobs(false)) {
-        Ok(r) => r
-            .jobs
-            .is_none_or(|j| !j.queue.iter().chain(&j.running).any(|v| v.id == job)),
+    match request(Some(state.root()), &Request::Job { id: job }) {
+        Ok(r) => r.job.is_none_or(|j| j.state.is_finished()),
         Err(_) => true,
     }
 }
@@ -199,9 +203,12 @@ fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> Option<Result<
         if more {
             continue;
         }
-        if !args.follow || (chunk.ended && job_finished(state, job)) {
+        if !args.follow {
             break Ok(());
         }
+        // As in the file path: finished first, then a newer attempt, so that one which
+        // began before the job finished is printed before the follow stops.
+        let finished = chunk.ended && job_finished(state, job);
         if chunk.ended && args.attempt.is_none() {
             // A newer attempt may have begun: ask for the latest next time.
             let latest = request(
@@ -220,6 +227,9 @@ fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> Option<Result<
                 offset = 0;
                 continue;
             }
+        }
+        if finished {
+            break Ok(());
         }
         std::thread::sleep(Duration::from_millis(200));
     })

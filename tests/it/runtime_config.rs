@@ -157,3 +157,31 @@ fn editing_the_config_directory_applies_live() {
         "previous config in force"
     );
 }
+
+/// `log --follow` follows a preempted job into its next attempt and stops when the job
+/// has finished, asking the scheduler about that one job (not listing them all).
+#[test]
+fn log_follow_carries_on_across_a_preemption_until_the_job_ends() {
+    let s = Server::start(&config(1, 1, &share("team", 1, "LEND", true)));
+    let a = s.submit(
+        &["--share", "team", "--priority", "0"],
+        &["echo a$SHAREQ_ATTEMPT; if [ $SHAREQ_ATTEMPT = 1 ]; then sleep 300; fi; echo done"],
+    );
+    s.wait_state(a, "RUNNING", 20);
+    let follow = std::process::Command::new(BIN)
+        .args(["log", "--state"])
+        .arg(&s.state)
+        .args([&a.to_string(), "--follow"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("follow");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // A higher-priority job of the same share preempts it; it runs again afterwards.
+    let b = s.submit(&["--share", "team", "--priority", "5"], &["true"]);
+    s.wait_state(b, "SUCCEEDED", 30);
+    s.wait_state(a, "SUCCEEDED", 30);
+    let out = follow.wait_with_output().expect("follow ends");
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "a1\na2\ndone\n");
+}
