@@ -1,6 +1,6 @@
-//! `shareq cancel ID...`, or `shareq cancel --share S --user U ...`: cancel queued or
-//! running jobs, by id or by the filters of `jobs` (listed first and confirmed, unless
-//! `--yes`).
+//! `shareq cancel ID...`, or `shareq cancel --share S --user U ...`: cancel queued,
+//! PENDING or running jobs, by id or by the filters of `jobs` (listed first and
+//! confirmed, unless `--yes`).
 
 use super::error::{CliError, ExitKind};
 use super::jobs::{FilterArgs, JobFilter};
@@ -40,14 +40,16 @@ fn matching(args: &CancelArgs) -> Result<Vec<JobId>, CliError> {
             return Err(CliError::printed(ExitKind::Failed));
         }
     };
+    // PENDING jobs (SPEC §13) are queued work too: `jobs` lists them, so they match.
     let hits: Vec<_> = jobs
         .running
         .iter()
         .chain(jobs.queue.iter())
+        .chain(jobs.pending.iter())
         .filter(|v| filter.matches(v))
         .collect();
     if hits.is_empty() {
-        println!("no queued or running job matches");
+        println!("no queued, PENDING or running job matches");
         return Ok(Vec::new());
     }
     for v in &hits {

@@ -155,10 +155,10 @@ impl Server {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
-    /// The job's view (from queue, running or finished).
+    /// The job's view (from queue, running, PENDING, arrays or finished).
     pub fn job(&self, id: u64) -> Value {
         let j = self.jobs();
-        for list in ["running", "queue", "finished"] {
+        for list in ["running", "queue", "pending", "arrays", "finished"] {
             if let Some(v) = j[list]
                 .as_array()
                 .and_then(|a| a.iter().find(|v| v["id"] == id))

@@ -355,8 +355,21 @@ fn cancel_by_filter_lists_asks_and_cancels_only_the_matching_jobs() {
     let a = s.submit(&["--share", "qs1", "--name", "sweep-1"], &["sleep", "300"]);
     let b = s.submit(&["--share", "qs2", "--name", "eval-b"], &["sleep", "300"]);
     let c = s.submit(&["--share", "qs1", "--name", "sweep-2"], &["sleep", "300"]);
+    // A sweep step that waits on another (PENDING, SPEC §13) matches too.
+    let d = s.submit(
+        &[
+            "--share",
+            "qs1",
+            "--name",
+            "sweep-3",
+            "--after",
+            &c.to_string(),
+        ],
+        &["sleep", "300"],
+    );
     s.wait_state(a, "RUNNING", 20);
     s.wait_state(b, "RUNNING", 20);
+    s.wait_state(d, "PENDING", 20);
     // Without a terminal to ask on, a filter needs --yes; nothing is cancelled.
     let out = s.cli(&["cancel", "--share", "qs1"]);
     assert_eq!(out.status.code(), Some(2));
@@ -376,11 +389,12 @@ fn cancel_by_filter_lists_asks_and_cancels_only_the_matching_jobs() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("sweep-1") && text.contains("sweep-2"),
+        text.contains("sweep-1") && text.contains("sweep-2") && text.contains("sweep-3"),
         "{text}"
     );
     assert!(!text.contains("eval-b"), "{text}");
     s.wait_state(a, "FAILED", 20);
     s.wait_state(c, "FAILED", 20);
+    s.wait_state(d, "FAILED", 20);
     assert_eq!(s.state_of(b), "RUNNING");
 }
