@@ -541,3 +541,31 @@ fn an_array_folds_behind_its_parent_and_unfolds_with_space() {
     let text = fixtures::render_text(&mut app, 160, 48);
     assert!(text.contains("▾ sweep") && text.contains("1:11"), "{text}");
 }
+
+/// A queued job beyond the forecast's horizon reads the same in the console as in
+/// `jobs` (`not within 7d`, the table's `>7d`), however long ago the forecast ran: counted
+/// from now, the console said `>6d` a second after a 7-day forecast.
+#[test]
+fn a_job_beyond_the_horizon_reads_as_jobs_says_it() {
+    let mut snap = fixtures::lab();
+    let first = snap.queue.get(0).expect("a queued job").id;
+    let week = 7 * 24 * 3_600_000;
+    let at = NOW - 5_000;
+    snap.estimates = std::sync::Arc::new(shareq::forecast::Estimates {
+        computed_at: at,
+        horizon_end: at + week,
+        starts: vec![(first, None)],
+        took_ms: 1,
+        clone_ms: 0,
+    });
+    let note = snap.queued_row(snap.queue.get(0).unwrap()).estimate_note;
+    assert_eq!(note.as_deref(), Some("not within 7d"));
+    let mut app = fixtures::app(snap);
+    app.now = NOW;
+    let text = fixtures::render_text(&mut app, 160, 48);
+    let row = text
+        .lines()
+        .find(|l| l.contains(&format!(" {} ", first.0)) && l.contains("no idle"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains(">7d"), "{row}");
+}

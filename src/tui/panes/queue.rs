@@ -160,6 +160,9 @@ fn estimate(app: &App, id: crate::model::JobId) -> String {
     match app.snap.estimate(id) {
         Estimate::At(t) if t <= app.now => "overdue".to_string(),
         Estimate::At(t) => format!("~{}", duration(t - app.now)),
+        // Beyond the horizon as the forecast saw it, as `jobs` says it (`not within 7d`):
+        // counted from now, a horizon of 7 days would read `>6d` a second later.
+        e @ Estimate::NotWithin(_) => e.label(app.snap.estimates.computed_at),
         e => e.label(app.now),
     }
 }
