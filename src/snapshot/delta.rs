@@ -103,7 +103,7 @@ pub struct Delta {
     pub linked: Option<Arc<super::Linked>>,
     /// Only when they changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished: Option<Arc<Vec<JobView>>>,
+    pub finished: Option<Arc<Vec<Arc<JobView>>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemptions: Option<Arc<Vec<PreemptionRecord>>>,
     pub grace_period_seconds: u32,
@@ -144,7 +144,7 @@ impl Update {
                     snap.finished
                         .iter()
                         .cloned()
-                        .map(|j| viewer.view(j))
+                        .map(|j| viewer.view_arc(j))
                         .collect(),
                 );
                 snap.linked = Arc::new(snap.linked.for_viewer(viewer));
@@ -164,7 +164,7 @@ impl Update {
                     .collect();
                 d.finished = d
                     .finished
-                    .map(|f| Arc::new(f.iter().cloned().map(|j| viewer.view(j)).collect()));
+                    .map(|f| Arc::new(f.iter().cloned().map(|j| viewer.view_arc(j)).collect()));
                 d.linked = d.linked.map(|l| Arc::new(l.for_viewer(viewer)));
                 Update::Delta(d)
             }

@@ -371,7 +371,7 @@ pub struct Snapshot {
     #[serde(default)]
     pub linked: Arc<Linked>,
     /// Recently finished jobs, newest first.
-    pub finished: Arc<Vec<JobView>>,
+    pub finished: Arc<Vec<Arc<JobView>>>,
     /// Newest first.
     pub preemptions: Arc<Vec<PreemptionRecord>>,
     pub grace_period_seconds: u32,
@@ -503,7 +503,7 @@ impl Snapshot {
             .iter()
             .map(|j| (Place::Running, j))
             .chain(linked.map(|j| (Place::Linked, &**j)))
-            .chain(self.finished.iter().map(|j| (Place::Finished, j)))
+            .chain(self.finished.iter().map(|j| (Place::Finished, &**j)))
             .chain(self.queue.iter().map(|j| (Place::Queued, j)));
         for (place, j) in lists {
             if want.is_empty() {
@@ -746,7 +746,7 @@ impl Snapshot {
             .collect();
         finished.sort_by_key(|j| std::cmp::Reverse((j.finished, j.id)));
         finished.truncate(200);
-        snap.finished = Arc::new(finished);
+        snap.finished = Arc::new(finished.into_iter().map(Arc::new).collect());
         snap
     }
 

@@ -53,7 +53,7 @@ pub struct Picture {
     /// Queue changes since the last publish; `None` once the queue was rebuilt.
     changes: Option<Vec<Change>>,
     log: ChangeLog,
-    finished: Arc<Vec<JobView>>,
+    finished: Arc<Vec<Arc<JobView>>>,
     /// PENDING jobs and unsettled array parents (SPEC §13), rebuilt into `linked` only
     /// when one of them changed.
     pending: std::collections::BTreeMap<JobId, Arc<JobView>>,
@@ -107,7 +107,7 @@ impl Picture {
         self.all_touched = true;
     }
 
-    pub fn set_finished(&mut self, finished: Arc<Vec<JobView>>) {
+    pub fn set_finished(&mut self, finished: Arc<Vec<Arc<JobView>>>) {
         self.finished = finished;
     }
 

@@ -389,9 +389,9 @@ impl App {
             self.snap
                 .finished
                 .iter()
-                .chain(self.snap.linked.pending.iter().map(|j| &**j))
+                .chain(self.snap.linked.pending.iter())
                 .find(|j| j.id == was.id)
-                .cloned()
+                .map(|j| (**j).clone())
         };
         match t.0.get(&was.id) {
             Some(Some(v)) => Some((**v).clone()),

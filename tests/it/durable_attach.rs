@@ -28,12 +28,7 @@ async fn wait_until(
 }
 
 fn state_of(s: &Snapshot, id: JobId) -> Option<JobState> {
-    s.running
-        .iter()
-        .chain(&s.queue)
-        .chain(s.finished.iter())
-        .find(|j| j.id == id)
-        .map(|j| j.state)
+    s.find_job(id).map(|(_, j)| j.state)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

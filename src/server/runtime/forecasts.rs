@@ -146,7 +146,7 @@ impl Forecasts {
         &mut self,
         sched: &Sched,
         now: Time,
-        finished: &std::collections::VecDeque<JobView>,
+        finished: &std::collections::VecDeque<Arc<JobView>>,
         tx: &mpsc::UnboundedSender<Input>,
     ) {
         self.deferred = false;
@@ -240,7 +240,7 @@ impl Forecasts {
 }
 
 /// Typical runtimes from the finished jobs a runtime without a store remembers.
-fn from_finished(finished: &std::collections::VecDeque<JobView>) -> Runtimes {
+fn from_finished(finished: &std::collections::VecDeque<Arc<JobView>>) -> Runtimes {
     Runtimes::from_samples(
         finished
             .iter()

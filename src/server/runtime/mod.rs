@@ -252,7 +252,7 @@ impl RuntimeHandle {
                 .filter(|j| j.state.is_finished())
                 .map(|j| j.id)
                 .collect();
-            rt.finished = d.finished.into_iter().collect();
+            rt.finished = d.finished.into_iter().map(Arc::new).collect();
             rt.persist = Some(Persist {
                 store: d.store,
                 _lock: d.lock,
@@ -404,7 +404,7 @@ struct Runtime {
     /// Finished jobs, newest first, moved out of the scheduler so that its tables (and
     /// each snapshot) stay the size of the live work. Without a store, this is what
     /// `jobs --all` lists.
-    finished: VecDeque<JobView>,
+    finished: VecDeque<Arc<JobView>>,
     /// Jobs that may have finished in this batch.
     maybe_done: Vec<JobId>,
     /// Something changed since the last snapshot.
@@ -802,7 +802,7 @@ impl Runtime {
             .map(|_| self.opts.state.root().to_path_buf());
         let kept: Vec<JobView> = match root {
             Some(_) => Vec::new(),
-            None => self.finished.iter().cloned().collect(),
+            None => self.finished.iter().map(|j| (**j).clone()).collect(),
         };
         tokio::task::spawn_blocking(move || {
             let mut all: Vec<JobView> = snap.running.clone();
@@ -815,7 +815,7 @@ impl Runtime {
                 Some(Ok(h)) => all.extend(h.iter().map(|r| r.view())),
                 Some(Err(e)) => {
                     tracing::warn!("cannot read the history: {e}");
-                    all.extend(snap.finished.iter().cloned());
+                    all.extend(snap.finished.iter().map(|j| (**j).clone()));
                 }
                 None => all.extend(kept),
             }
@@ -860,7 +860,7 @@ impl Runtime {
                 {
                     *n = n.saturating_sub(1);
                 }
-                self.finished.push_front(view);
+                self.finished.push_front(Arc::new(view));
                 self.sched.forget(id);
                 self.picture.touch(id);
                 archived = true;

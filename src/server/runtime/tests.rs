@@ -88,7 +88,7 @@ impl Rig {
             .iter()
             .cloned()
             .chain(snap.queue_views())
-            .chain(snap.finished.iter().cloned())
+            .chain(snap.finished.iter().map(|j| (**j).clone()))
             .find(|j| j.id == id)
             .unwrap_or_else(|| panic!("no job {id}"))
     }

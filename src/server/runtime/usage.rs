@@ -89,7 +89,11 @@ pub fn samples(snap: &Snapshot, since: i64, at: i64) -> Vec<Sample> {
         *queued.entry((&j.share, &j.unit)).or_default() += j.quantity;
     }
     let mut started: HashMap<(&str, &str), (u32, i64)> = HashMap::new();
-    for j in snap.running.iter().chain(snap.finished.iter()) {
+    for j in snap
+        .running
+        .iter()
+        .chain(snap.finished.iter().map(|j| &**j))
+    {
         if let Some(t) = j.started.filter(|&t| t > since && t <= at) {
             let e = started.entry((&j.share, &j.unit)).or_default();
             e.0 += 1;
