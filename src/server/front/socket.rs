@@ -43,12 +43,29 @@ pub fn bind(state: &StateDir, group: Option<&str>) -> Result<UnixListener, Socke
         path: shown.clone(),
         source,
     };
-    let listener = UnixListener::bind(&path).map_err(bind_err)?;
+    // Bound under a name of its own, given its owner and mode, then renamed into place:
+    // nobody reaches the socket before it has them, and a client that reaches it finds a
+    // scheduler past its last step that could fail on the path.
     let (mode, gid) = super::guard::socket_mode(group).map_err(bind_err)?;
-    if let Some(gid) = gid {
-        nix::unistd::chown(&path, None, Some(gid)).map_err(|e| bind_err(e.into()))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let fresh = path.with_file_name(format!(
+        ".{}.{}",
+        name.as_deref().unwrap_or("shareq.sock"),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&fresh);
+    let listener = UnixListener::bind(&fresh).map_err(bind_err)?;
+    let placed = (|| {
+        if let Some(gid) = gid {
+            nix::unistd::chown(&fresh, None, Some(gid))?;
+        }
+        std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(mode))?;
+        std::fs::rename(&fresh, &path)
+    })();
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&fresh);
+        return Err(bind_err(e));
     }
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).map_err(bind_err)?;
     Ok(listener)
 }
 
