@@ -95,10 +95,11 @@ fn select(keys: &Keys, name: &str) {
     press(keys, KeyCode::Enter);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keys_drive_the_live_runtime() {
+/// A live runtime on the AWS example's fake GPUs in a fresh directory under the system's
+/// temporary one (`shareq-tui-<tag>-<pid>`), returned with it for removal.
+fn aws_example_runtime(tag: &str) -> (PathBuf, RuntimeHandle) {
     let root: PathBuf =
-        std::env::temp_dir().join(format!("shareq-tui-live-{}", std::process::id()));
+        std::env::temp_dir().join(format!("shareq-tui-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let state = StateDir::new(root.join("state"));
     state.create().expect("state dir");
@@ -106,13 +107,19 @@ async fn keys_drive_the_live_runtime() {
     let loaded = load_dir(&config).expect("sample config is valid");
     let handle = RuntimeHandle::start(
         RuntimeOptions {
-            state: state.clone(),
-            config_dir: config.clone(),
+            state,
+            config_dir: config,
             supervisor_exe: PathBuf::from(env!("CARGO_BIN_EXE_shareq")),
             discovery: Discovery::skipped(),
         },
         loaded,
     );
+    (root, handle)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_drive_the_live_runtime() {
+    let (root, handle) = aws_example_runtime("live");
     let (act_tx, act_rx) = mpsc::channel::<Action>(64);
     let (notice_tx, notice_rx) = mpsc::unbounded_channel();
     let bridge = tokio::spawn(forward(
@@ -249,21 +256,7 @@ fn shown(app: &App) -> (Vec<u64>, Option<u64>) {
 async fn a_console_following_changes_shows_what_a_fresh_console_shows() {
     use shareq::model::{JobId, JobSpec};
     use shareq::tui::filter::{Filter, Sort};
-    let root: PathBuf =
-        std::env::temp_dir().join(format!("shareq-tui-follow-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let state = StateDir::new(root.join("state"));
-    state.create().expect("state dir");
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-configs/aws-example");
-    let handle = RuntimeHandle::start(
-        RuntimeOptions {
-            state: state.clone(),
-            config_dir: config.clone(),
-            supervisor_exe: PathBuf::from(env!("CARGO_BIN_EXE_shareq")),
-            discovery: Discovery::skipped(),
-        },
-        load_dir(&config).expect("sample config is valid"),
-    );
+    let (root, handle) = aws_example_runtime("follow");
     let submit = |name: String, share: &str, priority: u32| {
         let mut spec = JobSpec::new(&name, share, 1, priority);
         spec.command = Some(serde_json::from_str(r#""sleep 300""#).expect("command"));
