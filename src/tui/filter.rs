@@ -186,17 +186,25 @@ impl Sort {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Shown(pub Sort);
 
-impl Order for Shown {
-    /// (number, share name, scheduling key); the share name only for [`Sort::Share`].
-    type Key = (i64, String, QKey);
-    fn key(&self, j: &JobView) -> Self::Key {
-        let (n, share) = match self.0 {
+impl Shown {
+    /// What the sort orders by, first (number, share name; the name only for
+    /// [`Sort::Share`]): the one definition of each sort, for kept and indexed rows.
+    fn primary(&self, j: &JobView) -> (i64, String) {
+        match self.0 {
             Sort::Scheduling => (0, String::new()),
             Sort::LongestWait => (j.submitted, String::new()),
             Sort::Priority => (-i64::from(j.priority), String::new()),
             Sort::Share => (0, j.share.clone()),
             Sort::Gpus => (-i64::from(j.quantity), String::new()),
-        };
+        }
+    }
+}
+
+impl Order for Shown {
+    /// The sort's own key, then the scheduling key.
+    type Key = (i64, String, QKey);
+    fn key(&self, j: &JobView) -> Self::Key {
+        let (n, share) = self.primary(j);
         (n, share, key_of(j))
     }
 }
@@ -261,12 +269,7 @@ impl RowOrder {
                     .collect();
             }
             Sort::Scheduling => {}
-            Sort::LongestWait => rows.sort_by_key(|&i| jobs[i as usize].submitted),
-            Sort::Priority => rows.sort_by_key(|&i| std::cmp::Reverse(jobs[i as usize].priority)),
-            Sort::Share => {
-                rows.sort_by(|&a, &b| jobs[a as usize].share.cmp(&jobs[b as usize].share))
-            }
-            Sort::Gpus => rows.sort_by_key(|&i| std::cmp::Reverse(jobs[i as usize].quantity)),
+            other => rows.sort_by_cached_key(|&i| Shown(other).primary(jobs[i as usize])),
         }
         RowOrder(Kind::Indexed(rows))
     }
