@@ -83,10 +83,7 @@ impl Containment {
     /// anything (for `shareq gpus` and `check`): one line.
     pub fn describe() -> String {
         let root = Path::new("/sys/fs/cgroup");
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let slow = [root.to_path_buf(), root.join("unified")]
-            .iter()
-            .any(|m| slow_moves(&mountinfo, m));
+        let slow = slow_unified(root).is_some();
         describe_in(root, nix::unistd::geteuid().is_root(), slow)
     }
 
@@ -98,19 +95,14 @@ impl Containment {
         if c.kill != Kill::Unified {
             return None;
         }
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-        let mount = mountinfo
-            .lines()
-            .filter_map(mount_of)
-            .find(|(m, fs, _)| *fs == "cgroup2" && c.base.starts_with(m))?;
-        slow_moves(&mountinfo, Path::new(mount.0)).then(|| {
-            format!(
-                "each start waits ≈10 ms for the kernel to move its supervisor into its cgroup: \
-                 mounting {} with favordynmods (mount -o remount,favordynmods {}) removes \
-                 that wait (see docs/DEPLOY.md)",
-                mount.0, mount.0
-            )
-        })
+        let mount = slow_unified(Path::new("/sys/fs/cgroup"))?
+            .display()
+            .to_string();
+        Some(format!(
+            "each start waits ≈10 ms for the kernel to move its supervisor into its cgroup: \
+             mounting {mount} with favordynmods (mount -o remount,favordynmods {mount}) \
+             removes that wait (see docs/DEPLOY.md)"
+        ))
     }
 
     pub fn cgroups(&self) -> Option<&Cgroups> {
@@ -142,6 +134,16 @@ fn mount_of(line: &str) -> Option<(&str, &str, &str)> {
     let fs = rest.next()?;
     let _source = rest.next()?;
     Some((point, fs, rest.next().unwrap_or("")))
+}
+
+/// The unified hierarchy's mount under `root` (`root` itself, or its `unified` on a hybrid
+/// machine) when it is mounted without `favordynmods`: what `describe` and the start's
+/// log line both say.
+fn slow_unified(root: &Path) -> Option<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    [root.to_path_buf(), root.join("unified")]
+        .into_iter()
+        .find(|m| slow_moves(&mountinfo, m))
 }
 
 /// Is `mount` a cgroup2 hierarchy mounted without `favordynmods` (so that each move of
