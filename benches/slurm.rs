@@ -210,6 +210,14 @@ fn main() {
         .unwrap();
         dir
     };
+    // The same config, each attempt a job step of its own (`executor.start: srun`).
+    let srun_config = tmp.path().join("srun-config");
+    std::fs::create_dir_all(&srun_config).unwrap();
+    for f in std::fs::read_dir(&slurm_config).unwrap().flatten() {
+        let text = std::fs::read_to_string(f.path()).unwrap();
+        let text = text.replace("partition: shareq}", "partition: shareq, start: srun}");
+        std::fs::write(srun_config.join(f.file_name()), text).unwrap();
+    }
     for round in 1..=rounds {
         // Both builds in each round, in turns first (the cluster keeps ended jobs listed
         // for 300 s, so a later row reads a longer `squeue`).
@@ -228,6 +236,12 @@ fn main() {
                 &tmp.path().join(format!("s{round}{}", which.len())),
             );
         }
+        through_shareq(
+            BIN,
+            &format!("round {round}: Slurm executor, start: srun (2 nodes × 4)"),
+            &srun_config,
+            &tmp.path().join(format!("r{round}")),
+        );
         print!("round {round}: ");
         direct_sbatch(&tmp.path().join(format!("sbatch{round}")));
     }

@@ -199,7 +199,7 @@ impl Drop for Submitter {
 }
 
 /// Slurm's own accounting of finished jobs (`sacct --completion`, from the jobcomp log:
-/// the test cluster has no slurmdbd): the user of the batch job named `name`.
+/// the test cluster has no slurmdbd): the user of the latest Slurm job named `name`.
 fn accounted_user(name: &str) -> Option<String> {
     let out = Command::new("sacct")
         .args(["--completion", "-n", "-P", "-o", "JobName,User"])
@@ -208,7 +208,9 @@ fn accounted_user(name: &str) -> Option<String> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_once('|'))
-        .find(|(n, _)| *n == name)
+        // The newest of that name (a later serve's job ids start at 1 again).
+        .filter(|(n, _)| *n == name)
+        .last()
         // The jobcomp log says `alice(1001)`.
         .map(|(_, u)| u.split('(').next().unwrap_or(u).trim().to_string())
 }
@@ -231,7 +233,7 @@ fn a_users_job_is_theirs_in_slurm_and_writes_nothing_in_the_state_directory(
          touch {state}/planted 2>/dev/null && echo WROTE-state || echo denied-state; \
          mkdir {state}/logs/$SHAREQ_JOB_ID/mine 2>/dev/null && echo WROTE-logdir || echo denied-logdir; \
          echo x >> {state}/logs/$SHAREQ_JOB_ID/1.log 2>/dev/null && echo WROTE-log || echo denied-log; \
-         echo x >> {state}/runs/$SHAREQ_JOB_ID.1 2>/dev/null && echo WROTE-exit || echo denied-exit; \
+         echo x >> {state}/runs/$SHAREQ_JOB_ID.$SHAREQ_ATTEMPT 2>/dev/null && echo WROTE-exit || echo denied-exit; \
          head -c 3000000 /dev/zero | tr '\\0' a; echo; echo after-the-flood; exec sleep 600"
     );
     let t = Instant::now();
@@ -250,7 +252,9 @@ fn a_users_job_is_theirs_in_slurm_and_writes_nothing_in_the_state_directory(
         .expect("a job id");
     s.wait_state(id, "RUNNING", 30);
     let running_after = t.elapsed();
-    let sj = c.live(id, 1).expect("its Slurm job");
+    // Its attempt: a fresh serve may first place it on a node it has not yet seen down.
+    let at = s.job(id)["attempts"].as_u64().unwrap() as u32;
+    let sj = c.live(id, at).expect("its Slurm job");
     assert_eq!(sj["user_name"], user.name.as_str(), "squeue: {sj}");
     assert_eq!(sj["user_id"], user.uid(), "squeue: {sj}");
     let log = || {
@@ -274,7 +278,7 @@ fn a_users_job_is_theirs_in_slurm_and_writes_nothing_in_the_state_directory(
     }
     // The flood is cut at the cap (1 MiB here), by the scheduler that writes the log.
     wait_for(20, "the cut", || log().contains("log cut here"));
-    let size = std::fs::metadata(s.state.join(format!("logs/{id}/1.log")))
+    let size = std::fs::metadata(s.state.join(format!("logs/{id}/{at}.log")))
         .unwrap()
         .len();
     assert!(size < (1 << 20) + 4096, "the log holds {size} bytes");
@@ -298,9 +302,9 @@ fn a_users_job_is_theirs_in_slurm_and_writes_nothing_in_the_state_directory(
         String::from_utf8_lossy(&out.stderr)
     );
     wait_for(20, "the user's job to end", || {
-        s.state_of(id) != "RUNNING" && c.live(id, 1).is_none()
+        s.state_of(id) != "RUNNING" && c.live(id, at).is_none()
     });
-    let name = format!("shareq-{id}-1");
+    let name = format!("shareq-{id}-{at}");
     wait_for(10, "sacct to list the job", || {
         accounted_user(&name).is_some()
     });
@@ -498,5 +502,54 @@ fn the_aws_example_runs_on_slurm_with_every_quota_rule() {
         .flatten()
         .any(|p| p["victim"] == j2 && p["reason"] == "DEVICE_LOST");
     assert!(lost, "a DEVICE_LOST preemption of j2 is logged: {all}");
+    s.stop();
+
+    // `executor.start: srun` (docs/SLURM.md), on the node that is left: a job runs on its
+    // exact GPUs, and a job whose `srun` dies is not left holding them: its Slurm job is
+    // cancelled and the attempt ends. The fresh serve does not know yet that n1 is down
+    // and may place the job there first: that attempt's `srun` waits for n1, and is taken
+    // back when the look sees n1 down, so that it cannot start a stale attempt later.
+    let srun = config(2).replace("partition: shareq}", "partition: shareq, start: srun}");
+    assert_ne!(srun, config(2));
+    let mut s = Server::start(&srun);
+    let k = s.submit(&["--share", "qs1", "--gpus", "1"], &long);
+    s.wait_state(k, "RUNNING", 20);
+    assert_pinned(&c, &s, k);
+    let at = s.job(k)["attempts"].as_u64().unwrap() as u32;
+    for earlier in 1..at {
+        wait_for(
+            20,
+            "an earlier attempt's Slurm job to be taken back",
+            || c.live(k, earlier).is_none(),
+        );
+    }
+    let killed = Command::new("pkill")
+        .args([
+            "-KILL",
+            "-f",
+            &format!("srun .*--job-name=shareq-{k}-{at} "),
+        ])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "no srun of job {k} attempt {at} to kill");
+    // Cancelled at once; Slurm then tears the step down, which may wait for the dead
+    // `srun` (MessageTimeout, 10 s) before the job leaves COMPLETING and its GPU is free.
+    wait_for(20, "the dead srun's Slurm job to be cancelled", || {
+        c.live(k, at)
+            .is_none_or(|j| j["job_state"].as_str() != Some("RUNNING"))
+    });
+    wait_for(60, "the dead srun's Slurm job to be gone", || {
+        c.live(k, at).is_none()
+    });
+    wait_for(20, "the attempt to end", || {
+        s.state_of(k) != "RUNNING" || s.job(k)["attempts"].as_u64() != Some(at.into())
+    });
+    // A user's job started by `srun` is theirs in Slurm too (`srun` runs as them).
+    a_users_job_is_theirs_in_slurm_and_writes_nothing_in_the_state_directory(&c, &s);
+    let said = s.stderr();
+    assert!(
+        said.contains("srun ended") || said.contains("runs no step"),
+        "the lost srun is said in the log: {said}"
+    );
     s.stop();
 }

@@ -86,6 +86,7 @@ pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
         Shape::Map(&[
             req("kind", Shape::Enum(&["local", "slurm"])),
             opt("partition", Shape::Text),
+            opt("start", Shape::Enum(&["sbatch", "srun"])),
         ]),
     ),
     opt(

@@ -113,7 +113,11 @@ pub struct Context {
 pub fn choose(executor: &Executor, ctx: Context) -> Box<dyn Backend> {
     match executor {
         Executor::Local => Box::new(super::local::Local::new(ctx)),
-        Executor::Slurm(s) => Box::new(super::slurm_exec::Slurm::new(ctx, s.partition.clone())),
+        Executor::Slurm(s) => Box::new(super::slurm_exec::Slurm::new(
+            ctx,
+            s.partition.clone(),
+            s.start,
+        )),
     }
 }
 

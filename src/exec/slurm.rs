@@ -184,9 +184,115 @@ pub fn sbatch(s: &Submit) -> Result<u64, SlurmError> {
         .map_err(|_| SlurmError::NoJobId(out.trim().to_string()))
 }
 
-/// Ask Slurm to deliver `signal` to the batch script (and only it: `--full` is needed to
-/// reach a batch script at all, `--batch` keeps it from the job's steps). `None`: cancel
-/// the job outright (the backstop after the grace period).
+/// Start one attempt as a job step with its own allocation (`executor.start: srun`):
+/// Slurm allocates it in the request, without waiting for its next scheduling pass.
+/// `srun` runs in a session of its own, as the submitter when `run_as` is given (then
+/// the job is theirs in `squeue` and `sacct`, as `sbatch --uid` makes it), and stays for
+/// the job's life; the launch spec goes to the supervisor through its standard input,
+/// never its arguments (the token in it must not show in `ps`). Returns the running
+/// `srun`; its standard error is kept to say why it failed (it ignores SIGPIPE, so a
+/// `serve` that went away cannot kill it by closing that pipe).
+pub fn srun(
+    s: &Submit,
+    run_as: Option<&crate::exec::privdrop::RunAs>,
+) -> Result<std::process::Child, SlurmError> {
+    let spec = std::str::from_utf8(s.spec)
+        .ok()
+        .filter(|t| !t.contains('\n'))
+        .ok_or_else(|| SlurmError::Unreadable {
+            what: "the launch spec",
+            why: "not one line of UTF-8".to_string(),
+        })?;
+    let mut cmd = Command::new("srun");
+    // In a session of its own first (a terminal's ^C to `serve` must not reach it), then
+    // the drop to the submitter, which also sets its clean environment.
+    // SAFETY: setsid and signal are async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            nix::unistd::setsid()?;
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGPIPE,
+                nix::sys::signal::SigHandler::SigIgn,
+            )?;
+            Ok(())
+        });
+    }
+    match run_as {
+        Some(user) => user
+            .apply(&mut cmd, std::iter::empty(), Some("/"))
+            .map_err(|source| SlurmError::Spawn {
+                cmd: "srun".to_string(),
+                source,
+            })?,
+        None => {
+            cmd.env_clear().envs(crate::exec::privdrop::kept_env());
+        }
+    }
+    if let Some(conf) = std::env::var_os("SLURM_CONF") {
+        cmd.env("SLURM_CONF", conf);
+    }
+    cmd.arg("--quiet")
+        .arg(format!("--partition={}", s.partition))
+        .arg(format!("--nodelist={}", s.node))
+        .arg(format!("--gres={}", gres(s.devices)))
+        .arg(format!("--job-name={}", job_name(s.job, s.attempt)))
+        .arg("--ntasks=1")
+        .arg("--output=/dev/null")
+        .arg("--error=/dev/null")
+        .arg("--export=ALL")
+        .arg("--chdir=/")
+        .arg(s.exe)
+        .arg(crate::exec::proc::SUPERVISE_SUBCOMMAND)
+        .arg("-");
+    let what = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| SlurmError::Spawn { cmd: what, source })?;
+    if let Some(mut pipe) = child.stdin.take() {
+        let bytes = format!("{spec}\n").into_bytes();
+        // Aside: `srun` reads it once the step runs; the end of it starts the supervisor.
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = pipe.write_all(&bytes);
+        });
+    }
+    Ok(child)
+}
+
+/// Cancel the job of this name on the partition, whoever runs it (root only: an `srun`
+/// that died before shareq learnt its job's id leaves its allocation behind).
+pub fn scancel_named(name: &str, partition: &str) -> Result<(), SlurmError> {
+    run(Command::new("scancel")
+        .arg(format!("--name={name}"))
+        .arg(format!("--partition={partition}")))
+    .map(drop)
+}
+
+/// The jobs of the partition that have a step running (`squeue --steps`: `ID.0`,
+/// `ID.batch`, …): a job started by `srun` whose `srun` died keeps its allocation, with
+/// no step.
+pub fn jobs_with_steps(partition: &str) -> Result<std::collections::HashSet<u64>, SlurmError> {
+    let out = run(Command::new("squeue")
+        .arg("--steps")
+        .arg("--noheader")
+        .arg(format!("--partition={partition}"))
+        .arg("--format=%i"))?;
+    Ok(parse_steps(&out))
+}
+
+pub fn parse_steps(out: &str) -> std::collections::HashSet<u64> {
+    out.lines()
+        .filter_map(|l| l.trim().split('.').next()?.parse().ok())
+        .collect()
+}
+
+/// Ask Slurm to deliver `signal` to the job's processes, its batch script included
+/// (`--full` is needed to reach a batch script at all; a job started by `srun` has only
+/// its step, which gets it too). `None`: cancel the job outright (the backstop after the
+/// grace period).
 pub fn scancel(id: u64, signal: Option<&str>) -> Result<(), SlurmError> {
     let mut cmd = Command::new("scancel");
     if let Some(sig) = signal {

@@ -15,7 +15,7 @@ use super::report::relay::{Heard, Relay};
 use super::runfiles::{self, Owner};
 use super::slurm::{self, SlurmError, SlurmJob, SlurmNode};
 use super::{ExitStatus, LaunchSpec};
-use crate::model::JobId;
+use crate::model::{JobId, SlurmStart};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -39,6 +39,9 @@ struct SlurmAttempt {
     ended: bool,
     /// Where the core placed it.
     node: Option<String>,
+    /// Looks in a row that found its batch job RUNNING with no step (its `srun` died and
+    /// left the allocation behind).
+    stepless: u8,
 }
 
 #[derive(Debug, Default)]
@@ -56,6 +59,8 @@ struct SlurmView {
     /// `squeue --json` (shareq's jobs of the partition), or why it could not be read.
     jobs: Result<Vec<SlurmJob>, SlurmError>,
     nodes: Result<Vec<SlurmNode>, SlurmError>,
+    /// With `start: srun`: the jobs that have a step (`None`: not asked, or unreadable).
+    steps: Option<std::collections::HashSet<u64>>,
     /// Per watched attempt: whether its batch job was known when the look began (only
     /// then can its absence from `squeue` mean it was lost), its exit status if written,
     /// and whether its supervisor reported in (its pid file exists).
@@ -65,6 +70,7 @@ struct SlurmView {
 pub struct Slurm {
     ctx: Context,
     partition: String,
+    start: SlurmStart,
     state: Shared<State>,
     /// Where the supervisors report (they run as the submitter and may not write the
     /// state directory, SPEC §7/§10), or why there is no such place.
@@ -72,7 +78,7 @@ pub struct Slurm {
 }
 
 impl Slurm {
-    pub fn new(ctx: Context, partition: String) -> Slurm {
+    pub fn new(ctx: Context, partition: String, start: SlurmStart) -> Slurm {
         let state = Shared::new(State::default());
         let tell = {
             let (state, reports) = (state.clone(), ctx.reports.clone());
@@ -90,6 +96,7 @@ impl Slurm {
         Slurm {
             ctx,
             partition,
+            start,
             state,
             relay: Arc::new(relay),
         }
@@ -128,6 +135,83 @@ fn heard_report(st: &mut State, heard: Heard) -> Option<Report> {
     }
 }
 
+/// Looks in a row (0.5 s apart) that must find an `srun` job without its step before it
+/// counts as lost (between the allocation and the step's launch there is none).
+const STEPLESS_LOOKS: u8 = 3;
+
+/// What Slurm was handed for an attempt.
+enum Handed {
+    /// A batch job, with its id.
+    Batch(u64),
+    /// A running `srun` (its pid), whose job id a look finds by name.
+    Srun(u32),
+}
+
+/// The `srun` of one attempt (`executor.start: srun`), waited for on a thread of its
+/// own. Its end without the attempt's exit status means its step is gone (it was killed,
+/// or failed to start): the job Slurm may keep for it is cancelled (a dead `srun`'s
+/// allocation stays until then) and the attempt ends as lost (255), or as not started
+/// (127) when its supervisor never reported in.
+struct SrunWatch {
+    reports: super::backend::Reports,
+    state: Shared<State>,
+    root: std::path::PathBuf,
+    owner: Owner,
+    partition: String,
+    job: JobId,
+    attempt: u32,
+}
+
+impl SrunWatch {
+    fn wait(self, mut child: std::process::Child) {
+        let mut said = Vec::new();
+        if let Some(err) = child.stderr.take() {
+            use std::io::Read;
+            let _ = err.take(4096).read_to_end(&mut said);
+        }
+        let status = child.wait();
+        let (job, attempt) = (self.job, self.attempt);
+        let exit = runfiles::read_exit(&self.root, job, attempt, &self.owner);
+        let (id, reported) = {
+            let mut st = self.state.lock();
+            let Some(a) = st.attempts.get_mut(&(job, attempt)) else {
+                return;
+            };
+            if a.ended {
+                return;
+            }
+            a.ended = true;
+            (a.id, a.reported)
+        };
+        if let Some(status) = exit {
+            self.reports.send(Report::Ended {
+                job,
+                attempt,
+                status,
+            });
+            return;
+        }
+        let said = String::from_utf8_lossy(&said);
+        tracing::warn!(
+            job = %job,
+            attempt,
+            "srun ended ({}) before the attempt's supervisor reported its exit: {}",
+            status.map_or_else(|e| e.to_string(), |s| s.to_string()),
+            said.trim()
+        );
+        take_back_now(id, (job, attempt), &self.partition);
+        if reported {
+            self.reports.send(Report::Ended {
+                job,
+                attempt,
+                status: ExitStatus::ended_now(255),
+            });
+        } else {
+            not_started(&self.reports, job, attempt);
+        }
+    }
+}
+
 /// `--uid`/`--gid` of an attempt's batch job: its submitter's, when `serve` is root and
 /// the submitter is someone else (SPEC §10).
 fn batch_user(spec: &LaunchSpec) -> Result<Option<(u32, u32)>, String> {
@@ -146,6 +230,24 @@ fn batch_user(spec: &LaunchSpec) -> Result<Option<(u32, u32)>, String> {
             )
         })?;
     Ok(Some((user.uid.as_raw(), user.gid.as_raw())))
+}
+
+/// Cancel what Slurm holds of an attempt that has ended without it: its job by id when
+/// known, else by name (an `srun` whose job no look has found yet).
+fn take_back_now(id: Option<u64>, (job, attempt): (JobId, u32), partition: &str) {
+    let cancelled = match id {
+        Some(id) => slurm::scancel(id, None),
+        None => slurm::scancel_named(&slurm::job_name(job, attempt), partition),
+    };
+    if let Err(e) = cancelled {
+        tracing::warn!(job = %job, attempt, "{e}");
+    }
+}
+
+/// `take_back_now`, off the runtime task.
+fn take_back(id: Option<u64>, key: (JobId, u32), partition: &str) {
+    let partition = partition.to_string();
+    tokio::task::spawn_blocking(move || take_back_now(id, key, &partition));
 }
 
 /// Signal a batch job (TERM or KILL to the batch script through `--full`; a KILL is
@@ -183,6 +285,8 @@ impl Backend for Slurm {
         let (reports, state) = (self.ctx.reports.clone(), self.state.clone());
         let (partition, node) = (self.partition.clone(), node.to_string());
         let relay = self.relay.clone();
+        let start = self.start;
+        let (root, owner) = (self.ctx.state.root().to_path_buf(), self.ctx.owner.clone());
         tokio::task::spawn_blocking(move || {
             let mut spec = spec;
             let submitted = (*relay)
@@ -199,8 +303,7 @@ impl Backend for Slurm {
                     runfiles::write_spec(&spec)
                         .map_err(|e| format!("cannot write the attempt's spec: {e}"))?;
                     let json = serde_json::to_vec(&spec).map_err(|e| e.to_string())?;
-                    let run_as = batch_user(&spec)?;
-                    slurm::sbatch(&slurm::Submit {
+                    let submit = slurm::Submit {
                         partition: &partition,
                         node: &node,
                         devices: &spec.devices,
@@ -208,12 +311,53 @@ impl Backend for Slurm {
                         attempt,
                         exe: &exe,
                         spec: &json,
-                        run_as,
-                    })
-                    .map_err(|e| e.to_string())
+                        run_as: batch_user(&spec)?,
+                    };
+                    match start {
+                        SlurmStart::Sbatch => slurm::sbatch(&submit)
+                            .map(Handed::Batch)
+                            .map_err(|e| e.to_string()),
+                        SlurmStart::Srun => {
+                            let user = crate::exec::privdrop::RunAs::for_submitter(
+                                spec.submitter.as_ref(),
+                            )?;
+                            let child =
+                                slurm::srun(&submit, user.as_ref()).map_err(|e| e.to_string())?;
+                            let pid = child.id();
+                            let watch = SrunWatch {
+                                reports: reports.clone(),
+                                state: state.clone(),
+                                root,
+                                owner,
+                                partition: partition.clone(),
+                                job,
+                                attempt,
+                            };
+                            std::thread::Builder::new()
+                                .name("shareq-srun".to_string())
+                                .spawn(move || watch.wait(child))
+                                .map_err(|e| format!("cannot watch srun: {e}"))?;
+                            Ok(Handed::Srun(pid))
+                        }
+                    }
                 });
             let id = match submitted {
-                Ok(id) => id,
+                Ok(Handed::Batch(id)) => id,
+                Ok(Handed::Srun(pid)) => {
+                    // Its job is found by name at the next look (a stop asked for is
+                    // sent then); Slurm allocates it as `srun` asks.
+                    tracing::info!(job = %job, attempt, node = %node, srun = pid, "started on Slurm (srun)");
+                    if state.lock().attempts.contains_key(&(job, attempt)) {
+                        reports.send(Report::Accepted { job, attempt });
+                    } else if let Ok(p) = i32::try_from(pid) {
+                        // Ended before it was handed over: its watch cancels the job.
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(p),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                    }
+                    return;
+                }
                 Err(e) => {
                     tracing::error!(job = %job, attempt, "cannot submit to Slurm: {e}");
                     return not_started(&reports, job, attempt);
@@ -287,9 +431,10 @@ impl Backend for Slurm {
         let (root, owner) = (self.ctx.state.root().to_path_buf(), self.ctx.owner.clone());
         let (reports, state) = (self.ctx.reports.clone(), self.state.clone());
         let partition = self.partition.clone();
+        let steps = self.start == SlurmStart::Srun;
         tokio::task::spawn_blocking(move || {
-            let view = look(&root, &owner, &partition, watched);
-            let out = reconcile(&mut state.lock(), view);
+            let view = look(&root, &owner, &partition, watched, steps);
+            let out = reconcile(&mut state.lock(), view, &partition);
             for r in out {
                 if !reports.send(r) {
                     break;
@@ -306,6 +451,7 @@ fn look(
     owner: &Owner,
     partition: &str,
     watched: Vec<(JobId, u32, bool)>,
+    steps: bool,
 ) -> SlurmView {
     let mut attempts: Vec<(JobId, u32, bool, Option<ExitStatus>, bool)> = watched
         .into_iter()
@@ -317,6 +463,12 @@ fn look(
         .collect();
     let jobs = slurm::squeue(partition);
     let nodes = slurm::sinfo(partition);
+    let steps = steps
+        .then(|| slurm::jobs_with_steps(partition))
+        .and_then(|r| {
+            r.map_err(|e| tracing::warn!("cannot read Slurm's job steps: {e}"))
+                .ok()
+        });
     // And again for those without one: a job gone from squeue wrote its exit before it
     // went (or it was lost).
     for a in attempts.iter_mut().filter(|a| a.3.is_none()) {
@@ -325,6 +477,7 @@ fn look(
     SlurmView {
         jobs,
         nodes,
+        steps,
         attempts,
     }
 }
@@ -332,7 +485,7 @@ fn look(
 /// What a look means: supervisors that reported in, batch jobs found by name, nodes that
 /// went down (with the attempts that ran there), drained nodes, attempts that ended
 /// (exit status, or gone from Slurm without one).
-fn reconcile(st: &mut State, view: SlurmView) -> Vec<Report> {
+fn reconcile(st: &mut State, view: SlurmView, partition: &str) -> Vec<Report> {
     st.looking = false;
     let mut running = Vec::new();
     let mut ended = Vec::new();
@@ -379,6 +532,26 @@ fn reconcile(st: &mut State, view: SlurmView) -> Vec<Report> {
             a.reported = true;
             running.push(Report::Running { job, attempt });
         }
+        // `start: srun`: a job RUNNING without a step lost its `srun` (with `serve`'s
+        // machine, say) and keeps its allocation until cancelled: lost (SPEC §8).
+        if let (Some(s), Some(steps)) = (in_slurm, view.steps.as_ref()) {
+            if s.state == "RUNNING" && !steps.contains(&s.id) {
+                a.stepless += 1;
+            } else {
+                a.stepless = 0;
+            }
+            if a.stepless >= STEPLESS_LOOKS {
+                a.ended = true;
+                tracing::warn!(job = %job, attempt, slurm_job = s.id, "the attempt's Slurm job runs no step any more (its srun is gone): cancelled, treated as a vanished supervisor");
+                cancel(s.id, Stop::Kill);
+                ended.push(Report::Ended {
+                    job,
+                    attempt,
+                    status: crate::exec::ExitStatus::ended_now(255),
+                });
+                continue;
+            }
+        }
         // Submitted, and Slurm no longer has it, and no exit status: lost (SPEC §8).
         if known && jobs.is_some() && in_slurm.is_none() {
             a.ended = true;
@@ -400,13 +573,16 @@ fn reconcile(st: &mut State, view: SlurmView) -> Vec<Report> {
                 out.push(Report::NodeDown {
                     node: n.name.clone(),
                 });
-                // Nothing of its attempts can come back.
+                // Nothing of its attempts can come back; what Slurm still holds of them
+                // (a job pending for the node, its allocation) is taken back, so that it
+                // cannot start a stale attempt when the node returns.
                 let mut lost: Vec<(JobId, u32)> = st
                     .attempts
                     .iter_mut()
                     .filter(|(_, a)| !a.ended && a.node.as_deref() == Some(n.name.as_str()))
                     .map(|(&k, a)| {
                         a.ended = true;
+                        take_back(a.id, k, partition);
                         k
                     })
                     .collect();

@@ -223,7 +223,7 @@ impl Runtime {
         }
         (loaded.config.executor() != self.executor).then(|| {
             crate::config::ConfigError::new(
-                "executor: changing the executor (or its partition) takes a restart of `shareq serve`; the running one stays",
+                "executor: changing the executor (or its partition or start) takes a restart of `shareq serve`; the running one stays",
             )
             .field("executor")
         })

@@ -153,6 +153,29 @@ pub struct SlurmExecutor {
     /// its absence is reported on the `executor` line).
     #[serde(default)]
     pub partition: String,
+    /// How an attempt is handed to Slurm (docs/SLURM.md).
+    #[serde(default, skip_serializing_if = "SlurmStart::is_default")]
+    pub start: SlurmStart,
+}
+
+/// `executor.start`: how the Slurm executor starts an attempt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SlurmStart {
+    /// A batch job (`sbatch`): it outlives `serve`'s machine; Slurm starts it at its
+    /// next scheduling pass (up to a second).
+    #[default]
+    Sbatch,
+    /// A job step with its own allocation (`srun`, as the submitter, kept by `serve`'s
+    /// machine for the job's life): allocated in the request, tens of milliseconds; a job
+    /// whose `srun` dies with that machine is lost and run again.
+    Srun,
+}
+
+impl SlurmStart {
+    pub fn is_default(&self) -> bool {
+        *self == SlurmStart::Sbatch
+    }
 }
 
 /// `controlSocket: {group: G}`: only group G may connect (socket mode 0660).
