@@ -209,8 +209,7 @@ fn accounted_user(name: &str) -> Option<String> {
         .lines()
         .filter_map(|l| l.split_once('|'))
         // The newest of that name (a later serve's job ids start at 1 again).
-        .filter(|(n, _)| *n == name)
-        .last()
+        .rfind(|(n, _)| *n == name)
         // The jobcomp log says `alice(1001)`.
         .map(|(_, u)| u.split('(').next().unwrap_or(u).trim().to_string())
 }
