@@ -42,6 +42,13 @@ struct SlurmAttempt {
     /// Looks in a row that found its batch job RUNNING with no step (its `srun` died and
     /// left the allocation behind).
     stepless: u8,
+    /// `start: srun`: a watch waits for its `srun`, and reports its end once `srun` has
+    /// gone, i.e. once Slurm has its GPUs back (a successor started before that would
+    /// wait for Slurm's next scheduling pass).
+    srun: bool,
+    /// The exit status heard meanwhile, and the looks that saw it while `srun` lingered.
+    heard: Option<ExitStatus>,
+    exit_looks: u8,
 }
 
 #[derive(Debug, Default)]
@@ -123,6 +130,10 @@ fn heard_report(st: &mut State, heard: Heard) -> Option<Report> {
             status,
         } => {
             let a = st.attempts.get_mut(&(job, attempt))?;
+            if a.srun && !a.ended {
+                a.heard.get_or_insert(status);
+                return None;
+            }
             if std::mem::replace(&mut a.ended, true) {
                 return None;
             }
@@ -138,6 +149,10 @@ fn heard_report(st: &mut State, heard: Heard) -> Option<Report> {
 /// Looks in a row (0.5 s apart) that must find an `srun` job without its step before it
 /// counts as lost (between the allocation and the step's launch there is none).
 const STEPLESS_LOOKS: u8 = 3;
+
+/// Looks (0.5 s apart) that wait for an `srun` whose attempt's exit status is known
+/// before its end is reported without it.
+const SRUN_LINGER_LOOKS: u8 = 4;
 
 /// What Slurm was handed for an attempt.
 enum Handed {
@@ -171,8 +186,7 @@ impl SrunWatch {
         }
         let status = child.wait();
         let (job, attempt) = (self.job, self.attempt);
-        let exit = runfiles::read_exit(&self.root, job, attempt, &self.owner);
-        let (id, reported) = {
+        let (id, reported, heard) = {
             let mut st = self.state.lock();
             let Some(a) = st.attempts.get_mut(&(job, attempt)) else {
                 return;
@@ -181,8 +195,9 @@ impl SrunWatch {
                 return;
             }
             a.ended = true;
-            (a.id, a.reported)
+            (a.id, a.reported, a.heard.take())
         };
+        let exit = heard.or_else(|| runfiles::read_exit(&self.root, job, attempt, &self.owner));
         if let Some(status) = exit {
             self.reports.send(Report::Ended {
                 job,
@@ -324,6 +339,9 @@ impl Backend for Slurm {
                             let child =
                                 slurm::srun(&submit, user.as_ref()).map_err(|e| e.to_string())?;
                             let pid = child.id();
+                            if let Some(a) = state.lock().attempts.get_mut(&(job, attempt)) {
+                                a.srun = true;
+                            }
                             let watch = SrunWatch {
                                 reports: reports.clone(),
                                 state: state.clone(),
@@ -520,6 +538,14 @@ fn reconcile(st: &mut State, view: SlurmView, partition: &str) -> Vec<Report> {
             }
         }
         if let Some(status) = exit {
+            // `start: srun`: its watch reports the end when `srun` has gone; one that
+            // lingers past a few looks is not waited for.
+            if a.srun {
+                a.exit_looks += 1;
+                if a.exit_looks < SRUN_LINGER_LOOKS {
+                    continue;
+                }
+            }
             a.ended = true;
             ended.push(Report::Ended {
                 job,
@@ -602,4 +628,158 @@ fn reconcile(st: &mut State, view: SlurmView, partition: &str) -> Vec<Report> {
     }
     out.extend(ended);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOWHERE: &str = "shareq-unit-test-no-such-partition";
+
+    fn view(jobs: Vec<SlurmJob>, steps: Option<HashSet<u64>>, exit: bool) -> SlurmView {
+        SlurmView {
+            jobs: Ok(jobs),
+            nodes: Ok(Vec::new()),
+            steps,
+            attempts: vec![(
+                JobId(1),
+                1,
+                true,
+                exit.then(|| ExitStatus::ended_now(0)),
+                true,
+            )],
+        }
+    }
+
+    fn running(id: u64) -> SlurmJob {
+        SlurmJob {
+            id,
+            name: slurm::job_name(JobId(1), 1),
+            state: "RUNNING".to_string(),
+            nodes: "n1".to_string(),
+            gres: Vec::new(),
+        }
+    }
+
+    fn ended(out: &[Report]) -> Vec<i32> {
+        out.iter()
+            .filter_map(|r| match r {
+                Report::Ended { status, .. } => Some(status.code),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_srun_attempts_end_waits_for_its_srun_a_batch_jobs_does_not() {
+        let mut st = State::default();
+        for job in [1, 2] {
+            st.attempts.insert(
+                (JobId(job), 1),
+                SlurmAttempt {
+                    id: Some(job),
+                    reported: true,
+                    srun: job == 1,
+                    ..SlurmAttempt::default()
+                },
+            );
+        }
+        let exited = |job| Heard::Exited {
+            job: JobId(job),
+            attempt: 1,
+            status: ExitStatus::ended_now(3),
+        };
+        // The batch job's end is told at once; the srun's is kept for its watch.
+        assert!(matches!(
+            heard_report(&mut st, exited(2)),
+            Some(Report::Ended { .. })
+        ));
+        assert_eq!(heard_report(&mut st, exited(1)), None);
+        let a = &st.attempts[&(JobId(1), 1)];
+        assert_eq!((a.ended, a.heard.map(|h| h.code)), (false, Some(3)));
+        // A look that finds the exit leaves it to the watch for a while, then reports it.
+        for _ in 1..SRUN_LINGER_LOOKS {
+            let out = reconcile(&mut st, view(vec![running(1)], None, true), NOWHERE);
+            assert!(ended(&out).is_empty(), "{out:?}");
+        }
+        let out = reconcile(&mut st, view(vec![running(1)], None, true), NOWHERE);
+        assert_eq!(ended(&out), vec![0]);
+        assert!(st.attempts[&(JobId(1), 1)].ended);
+    }
+
+    #[test]
+    fn a_running_srun_job_without_its_step_is_lost_after_three_looks() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let _in = rt.enter();
+        let mut st = State::default();
+        st.attempts.insert(
+            (JobId(1), 1),
+            SlurmAttempt {
+                reported: true,
+                srun: true,
+                ..SlurmAttempt::default()
+            },
+        );
+        // With its step: never lost. Found by name on the first look.
+        for _ in 0..5 {
+            let steps = Some(HashSet::from([7]));
+            let out = reconcile(&mut st, view(vec![running(7)], steps, false), NOWHERE);
+            assert!(ended(&out).is_empty(), "{out:?}");
+        }
+        assert_eq!(st.attempts[&(JobId(1), 1)].id, Some(7));
+        // Without: a look that finds the step again starts the count over.
+        let lose = |st: &mut State| {
+            let steps = Some(HashSet::new());
+            reconcile(st, view(vec![running(7)], steps, false), NOWHERE)
+        };
+        for _ in 1..STEPLESS_LOOKS {
+            assert!(ended(&lose(&mut st)).is_empty());
+        }
+        let steps = Some(HashSet::from([7]));
+        reconcile(&mut st, view(vec![running(7)], steps, false), NOWHERE);
+        for _ in 1..STEPLESS_LOOKS {
+            assert!(ended(&lose(&mut st)).is_empty());
+        }
+        assert_eq!(ended(&lose(&mut st)), vec![255]);
+        assert!(ended(&lose(&mut st)).is_empty(), "told once");
+    }
+
+    #[test]
+    fn a_node_seen_down_ends_its_attempts_once_even_those_slurm_has_not_started() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let _in = rt.enter();
+        let mut st = State::default();
+        for (job, node) in [(1, "n1"), (2, "n2")] {
+            st.attempts.insert(
+                (JobId(job), 1),
+                SlurmAttempt {
+                    node: Some(node.to_string()),
+                    srun: true,
+                    ..SlurmAttempt::default()
+                },
+            );
+        }
+        let down = || SlurmView {
+            jobs: Ok(Vec::new()),
+            nodes: Ok(vec![SlurmNode {
+                name: "n1".to_string(),
+                state: "down".to_string(),
+                flags: Vec::new(),
+            }]),
+            steps: None,
+            attempts: Vec::new(),
+        };
+        let out = reconcile(&mut st, down(), NOWHERE);
+        assert!(out.contains(&Report::NodeDown {
+            node: "n1".to_string()
+        }));
+        assert_eq!(ended(&out), vec![255]);
+        assert!(st.attempts[&(JobId(1), 1)].ended);
+        assert!(!st.attempts[&(JobId(2), 1)].ended);
+        assert!(ended(&reconcile(&mut st, down(), NOWHERE)).is_empty());
+    }
 }
