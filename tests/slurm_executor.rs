@@ -522,6 +522,34 @@ fn the_aws_example_runs_on_slurm_with_every_quota_rule() {
             || c.live(k, earlier).is_none(),
         );
     }
+    // A stop reaches the step's supervisor as SIGTERM at once (as `scancel --full`, used
+    // for batch scripts, would not), and the job gets its grace period.
+    let polite = s.submit(
+        &["--share", "qs1", "--gpus", "1"],
+        &[
+            "sh",
+            "-c",
+            "trap 'echo got-TERM; exit 0' TERM; echo up; while true; do sleep 0.2; done",
+        ],
+    );
+    s.wait_state(polite, "RUNNING", 20);
+    let pat = s.job(polite)["attempts"].as_u64().unwrap() as u32;
+    wait_for(10, "the polite job's output", || {
+        s.log(polite, pat).contains("up")
+    });
+    let t = Instant::now();
+    assert!(s.cli(&["cancel", &polite.to_string()]).status.success());
+    wait_for(10, "SIGTERM to reach the job", || {
+        s.log(polite, pat).contains("got-TERM")
+    });
+    assert!(
+        t.elapsed() < Duration::from_millis(1800),
+        "SIGTERM took {:?} (grace 2 s): the supervisor's stop path, not the backstop",
+        t.elapsed()
+    );
+    wait_for(20, "the polite job's Slurm job to end", || {
+        c.live(polite, pat).is_none()
+    });
     let killed = Command::new("pkill")
         .args([
             "-KILL",

@@ -289,14 +289,18 @@ pub fn parse_steps(out: &str) -> std::collections::HashSet<u64> {
         .collect()
 }
 
-/// Ask Slurm to deliver `signal` to the job's processes, its batch script included
-/// (`--full` is needed to reach a batch script at all; a job started by `srun` has only
-/// its step, which gets it too). `None`: cancel the job outright (the backstop after the
-/// grace period).
-pub fn scancel(id: u64, signal: Option<&str>) -> Result<(), SlurmError> {
+/// Ask Slurm to deliver a signal to the job's processes: `(signal, batch)`, where `batch`
+/// says the job is a batch job (`--full` is needed to reach a batch script at all; for a
+/// job started by `srun`, which has only its step, `--full` reaches nothing: seen with
+/// 22.05, the plain `--signal` reaches the step at once). `None`: cancel the job outright
+/// (the backstop after the grace period).
+pub fn scancel(id: u64, signal: Option<(&str, bool)>) -> Result<(), SlurmError> {
     let mut cmd = Command::new("scancel");
-    if let Some(sig) = signal {
-        cmd.arg("--full").arg(format!("--signal={sig}"));
+    if let Some((sig, batch)) = signal {
+        if batch {
+            cmd.arg("--full");
+        }
+        cmd.arg(format!("--signal={sig}"));
     }
     run(cmd.arg(id.to_string())).map(drop)
 }

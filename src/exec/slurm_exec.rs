@@ -58,6 +58,10 @@ struct State {
     down: HashSet<String>,
     /// A look is under way.
     looking: bool,
+    /// Attempts are batch jobs (`start: sbatch`): a signal reaches their batch script only
+    /// through `scancel --full`; with `start: srun` that flag reaches nothing, and a plain
+    /// `scancel --signal` reaches the step.
+    batch: bool,
 }
 
 /// What one look found.
@@ -86,7 +90,10 @@ pub struct Slurm {
 
 impl Slurm {
     pub fn new(ctx: Context, partition: String, start: SlurmStart) -> Slurm {
-        let state = Shared::new(State::default());
+        let state = Shared::new(State {
+            batch: start == SlurmStart::Sbatch,
+            ..State::default()
+        });
         let tell = {
             let (state, reports) = (state.clone(), ctx.reports.clone());
             Arc::new(move |heard| {
@@ -265,15 +272,15 @@ fn take_back(id: Option<u64>, key: (JobId, u32), partition: &str) {
     tokio::task::spawn_blocking(move || take_back_now(id, key, &partition));
 }
 
-/// Signal a batch job (TERM or KILL to the batch script through `--full`; a KILL is
-/// followed by a plain `scancel`, the backstop). Off the runtime task.
-fn cancel(id: u64, how: Stop) {
+/// Signal an attempt's Slurm job (TERM or KILL; to a batch script through `--full`); a
+/// KILL is followed by a plain `scancel`, the backstop. Off the runtime task.
+fn cancel(id: u64, how: Stop, batch: bool) {
     tokio::task::spawn_blocking(move || {
         let sig = match how {
             Stop::Term => "TERM",
             Stop::Kill => "KILL",
         };
-        if let Err(e) = slurm::scancel(id, Some(sig)) {
+        if let Err(e) = slurm::scancel(id, Some((sig, batch))) {
             tracing::warn!(slurm_job = id, "{e}");
         }
         if how == Stop::Kill
@@ -387,7 +394,7 @@ impl Backend for Slurm {
                 Some(a) => {
                     a.id = Some(id);
                     if let Some(how) = a.stop {
-                        cancel(id, how);
+                        cancel(id, how, true);
                     }
                     true
                 }
@@ -397,17 +404,19 @@ impl Backend for Slurm {
                 reports.send(Report::Accepted { job, attempt });
             } else {
                 // Ended (cancelled) before Slurm answered: take the batch job back.
-                cancel(id, Stop::Kill);
+                cancel(id, Stop::Kill, true);
             }
         });
     }
 
     fn signal(&mut self, job: JobId, attempt: u32, how: Stop) {
-        if let Some(a) = self.state.lock().attempts.get_mut(&(job, attempt)) {
+        let mut st = self.state.lock();
+        let batch = st.batch;
+        if let Some(a) = st.attempts.get_mut(&(job, attempt)) {
             a.stop = Some(how);
             // Never by pid: its supervisor may run on another node.
             if let Some(id) = a.id {
-                cancel(id, how);
+                cancel(id, how, batch);
             }
         }
     }
@@ -505,6 +514,7 @@ fn look(
 /// (exit status, or gone from Slurm without one).
 fn reconcile(st: &mut State, view: SlurmView, partition: &str) -> Vec<Report> {
     st.looking = false;
+    let batch = st.batch;
     let mut running = Vec::new();
     let mut ended = Vec::new();
     let jobs = match view.jobs {
@@ -534,7 +544,7 @@ fn reconcile(st: &mut State, view: SlurmView, partition: &str) -> Vec<Report> {
             tracing::info!(job = %job, attempt, slurm_job = s.id, "found its Slurm job by name");
             a.id = Some(s.id);
             if let Some(how) = a.stop {
-                cancel(s.id, how);
+                cancel(s.id, how, batch);
             }
         }
         if let Some(status) = exit {
@@ -569,7 +579,7 @@ fn reconcile(st: &mut State, view: SlurmView, partition: &str) -> Vec<Report> {
             if a.stepless >= STEPLESS_LOOKS {
                 a.ended = true;
                 tracing::warn!(job = %job, attempt, slurm_job = s.id, "the attempt's Slurm job runs no step any more (its srun is gone): cancelled, treated as a vanished supervisor");
-                cancel(s.id, Stop::Kill);
+                cancel(s.id, Stop::Kill, batch);
                 ended.push(Report::Ended {
                     job,
                     attempt,
