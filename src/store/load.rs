@@ -380,13 +380,10 @@ impl Store {
 
     /// The job whose submit carried this client token, if any (SPEC §8).
     pub fn job_by_client_token(&self, token: &str) -> Result<Option<JobId>, StoreError> {
+        // Cached: every submit of the CLI carries a token, so this runs once per submit.
         self.conn
-            .query_row(
-                "SELECT id FROM jobs WHERE json_extract(spec, '$.clientToken') = ?1",
-                [token],
-                |r| r.get::<_, i64>(0),
-            )
-            .optional()
+            .prepare_cached("SELECT id FROM jobs WHERE json_extract(spec, '$.clientToken') = ?1")
+            .and_then(|mut s| s.query_row([token], |r| r.get::<_, i64>(0)).optional())
             .map(|o| o.map(|id| JobId(id as u64)))
             .map_err(|e| self.err(e))
     }
