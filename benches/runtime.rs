@@ -87,12 +87,23 @@ impl Serve {
 
     /// CPU seconds the scheduler process has used (user + system).
     fn cpu_seconds(&self) -> f64 {
+        self.stat_seconds(11)
+    }
+
+    /// CPU seconds of the children it waited for (user + system): the supervisors, with
+    /// the jobs they waited for.
+    fn children_cpu_seconds(&self) -> f64 {
+        self.stat_seconds(13)
+    }
+
+    /// Fields `at` and `at + 1` of `/proc/PID/stat` after the command name, in seconds.
+    fn stat_seconds(&self, at: usize) -> f64 {
         let stat =
             std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
         let rest = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
         let f: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
-            + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        let ticks: f64 = f.get(at).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+            + f.get(at + 1).and_then(|v| v.parse().ok()).unwrap_or(0.0);
         ticks / 100.0
     }
 
@@ -109,6 +120,23 @@ impl Drop for Serve {
             .status();
         let _ = self.child.wait();
     }
+}
+
+/// CPU seconds the whole machine has been busy (all cores; user, nice, system, irq,
+/// softirq, steal), from `/proc/stat`: what a burst costs in all, its processes included.
+fn machine_busy_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    let busy: f64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| f.get(i)).sum();
+    busy / 100.0
 }
 
 /// Run `n` commands built by `cmd(i)`, `parallel` at a time; returns the wall time.
@@ -152,6 +180,11 @@ fn throughput(n: usize, parallel: usize) -> f64 {
     let root = tempfile::tempdir().unwrap();
     let s = Serve::start(root.path());
     let shares = ["a", "b", "c", "d"];
+    let (cpu0, kids0, busy0) = (
+        s.cpu_seconds(),
+        s.children_cpu_seconds(),
+        machine_busy_seconds(),
+    );
     let t = Instant::now();
     let submit = burst(n, parallel, |i| {
         let mut c = Command::new(bin());
@@ -162,10 +195,19 @@ fn throughput(n: usize, parallel: usize) -> f64 {
     });
     wait_until("all shareq jobs done", 600, || s.finished() >= n);
     let total = t.elapsed();
+    let busy = machine_busy_seconds() - busy0;
     let rate = n as f64 / total.as_secs_f64();
+    let serve = s.cpu_seconds() - cpu0;
+    let kids = s.children_cpu_seconds() - kids0;
+    println!("shareq scheduler process CPU during the burst: {serve:.2} s");
+    let per_job = |x: f64| x * 1000.0 / n as f64;
     println!(
-        "shareq scheduler process CPU during the burst: {:.2} s",
-        s.cpu_seconds()
+        "machine CPU during the burst: {busy:.2} s = {:.2} ms per job: serve {:.2}, supervisors with their jobs {:.2}, \
+         the rest (CLI calls, the bench's polls, kernel threads) {:.2}",
+        per_job(busy),
+        per_job(serve),
+        per_job(kids),
+        per_job(busy - serve - kids)
     );
     println!(
         "shareq throughput: {n} jobs `true`, 8 fake GPUs, 4 shares, CLI submits {parallel} at a time: \
@@ -279,6 +321,7 @@ fn latency_floor(samples: usize) -> f64 {
 /// for: a `shareq` CLI call, a `shareq` process standing for its supervisor, and `true`.
 fn throughput_floor(n: usize, parallel: usize) -> f64 {
     let next = Arc::new(AtomicUsize::new(0));
+    let busy0 = machine_busy_seconds();
     let t = Instant::now();
     std::thread::scope(|sc| {
         for _ in 0..parallel {
@@ -298,10 +341,12 @@ fn throughput_floor(n: usize, parallel: usize) -> f64 {
         }
     });
     let rate = n as f64 / t.elapsed().as_secs_f64();
+    let busy = machine_busy_seconds() - busy0;
     println!(
         "floor throughput: {n} jobs, {parallel} at a time, each a `shareq` CLI start, a `shareq` \
-         supervisor start and `true`, no scheduler: {:.2} s => {rate:.0} jobs/s",
-        t.elapsed().as_secs_f64()
+         supervisor start and `true`, no scheduler: {:.2} s => {rate:.0} jobs/s; machine CPU {busy:.2} s = {:.2} ms per job",
+        t.elapsed().as_secs_f64(),
+        busy * 1000.0 / n as f64
     );
     rate
 }
