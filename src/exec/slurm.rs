@@ -133,17 +133,35 @@ fn run_with(cmd: &mut Command, input: Option<Vec<u8>>) -> Result<String, SlurmEr
     }
 }
 
-/// The batch script of an attempt: the supervisor, with the launch spec on its standard
-/// input (a quoted here-document: nothing in it is expanded; the spec is one line of
-/// JSON, so it cannot hold the end marker's line).
-pub fn batch_script(exe: &Path, spec: &[u8]) -> Result<String, SlurmError> {
-    let spec = std::str::from_utf8(spec)
+/// The launch spec as the one line of UTF-8 it must be (it is handed over as a line).
+fn one_line(spec: &[u8]) -> Result<&str, SlurmError> {
+    std::str::from_utf8(spec)
         .ok()
         .filter(|t| !t.contains('\n'))
         .ok_or_else(|| SlurmError::Unreadable {
             what: "the launch spec",
             why: "not one line of UTF-8".to_string(),
-        })?;
+        })
+}
+
+/// What `sbatch` and `srun` are told alike: the controller (`SLURM_CONF` of `serve`'s
+/// environment, the rest of which is left to the caller), the partition, the node, the
+/// exact GPUs and the attempt's name.
+fn placed<'c>(cmd: &'c mut Command, s: &Submit) -> &'c mut Command {
+    if let Some(conf) = std::env::var_os("SLURM_CONF") {
+        cmd.env("SLURM_CONF", conf);
+    }
+    cmd.arg(format!("--partition={}", s.partition))
+        .arg(format!("--nodelist={}", s.node))
+        .arg(format!("--gres={}", gres(s.devices)))
+        .arg(format!("--job-name={}", job_name(s.job, s.attempt)))
+}
+
+/// The batch script of an attempt: the supervisor, with the launch spec on its standard
+/// input (a quoted here-document: nothing in it is expanded; the spec is one line of
+/// JSON, so it cannot hold the end marker's line).
+pub fn batch_script(exe: &Path, spec: &[u8]) -> Result<String, SlurmError> {
+    let spec = one_line(spec)?;
     Ok(format!(
         "#!/bin/sh\nexec {} {} - <<'SHAREQ_SPEC_END'\n{spec}\nSHAREQ_SPEC_END\n",
         shell_quote(&exe.to_string_lossy()),
@@ -163,14 +181,8 @@ pub fn sbatch(s: &Submit) -> Result<u64, SlurmError> {
     let script = batch_script(s.exe, s.spec)?;
     let mut cmd = Command::new("sbatch");
     cmd.env_clear().envs(crate::exec::privdrop::kept_env());
-    if let Some(conf) = std::env::var_os("SLURM_CONF") {
-        cmd.env("SLURM_CONF", conf);
-    }
-    cmd.arg("--parsable")
-        .arg(format!("--partition={}", s.partition))
-        .arg(format!("--nodelist={}", s.node))
-        .arg(format!("--gres={}", gres(s.devices)))
-        .arg(format!("--job-name={}", job_name(s.job, s.attempt)))
+    placed(&mut cmd, s)
+        .arg("--parsable")
         .arg("--output=/dev/null")
         .arg("--export=ALL")
         .arg("--chdir=/")
@@ -196,13 +208,7 @@ pub fn srun(
     s: &Submit,
     run_as: Option<&crate::exec::privdrop::RunAs>,
 ) -> Result<std::process::Child, SlurmError> {
-    let spec = std::str::from_utf8(s.spec)
-        .ok()
-        .filter(|t| !t.contains('\n'))
-        .ok_or_else(|| SlurmError::Unreadable {
-            what: "the launch spec",
-            why: "not one line of UTF-8".to_string(),
-        })?;
+    let spec = one_line(s.spec)?;
     let mut cmd = Command::new("srun");
     // In a session of its own first (a terminal's ^C to `serve` must not reach it), then
     // the drop to the submitter, which also sets its clean environment.
@@ -228,14 +234,8 @@ pub fn srun(
             cmd.env_clear().envs(crate::exec::privdrop::kept_env());
         }
     }
-    if let Some(conf) = std::env::var_os("SLURM_CONF") {
-        cmd.env("SLURM_CONF", conf);
-    }
-    cmd.arg("--quiet")
-        .arg(format!("--partition={}", s.partition))
-        .arg(format!("--nodelist={}", s.node))
-        .arg(format!("--gres={}", gres(s.devices)))
-        .arg(format!("--job-name={}", job_name(s.job, s.attempt)))
+    placed(&mut cmd, s)
+        .arg("--quiet")
         .arg("--ntasks=1")
         .arg("--output=/dev/null")
         .arg("--error=/dev/null")

@@ -671,6 +671,13 @@ mod tests {
         }
     }
 
+    /// A runtime for the scancels a look sends off (to a partition that does not exist).
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+    }
+
     fn ended(out: &[Report]) -> Vec<i32> {
         out.iter()
             .filter_map(|r| match r {
@@ -719,9 +726,7 @@ mod tests {
 
     #[test]
     fn a_running_srun_job_without_its_step_is_lost_after_three_looks() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let _in = rt.enter();
         let mut st = State::default();
         st.attempts.insert(
@@ -758,9 +763,7 @@ mod tests {
 
     #[test]
     fn a_node_seen_down_ends_its_attempts_once_even_those_slurm_has_not_started() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let _in = rt.enter();
         let mut st = State::default();
         for (job, node) in [(1, "n1"), (2, "n2")] {
