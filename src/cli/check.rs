@@ -51,6 +51,19 @@ pub fn report(dir: &Path, loaded: &LoadedConfig) -> String {
         cfg.env.name,
         cfg.env.preemption.grace_period_seconds,
     );
+    if let crate::model::Executor::Slurm(s) = cfg.executor() {
+        // Before the blank line that ends the environment's paragraph.
+        out.pop();
+        out.push_str(&format!(
+            "executor: Slurm partition `{}`, each attempt {}\n\n",
+            s.partition,
+            match s.start {
+                crate::model::SlurmStart::Sbatch => "a batch job (sbatch)",
+                crate::model::SlurmStart::Srun =>
+                    "a job step with its own allocation (srun, kept on this machine)",
+            }
+        ));
+    }
     let mut rows = vec![
         [
             "unit",

@@ -46,6 +46,41 @@ fn lab_8gpu_is_valid() {
 }
 
 #[test]
+fn slurm_2nodes_is_valid_and_says_how_attempts_reach_slurm() {
+    let (code, out, err) = check("sample-configs/slurm-2nodes");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("executor: Slurm partition `shareq`, each attempt a batch job (sbatch)"),
+        "{out}"
+    );
+    // `executor.start: srun` is said too; a misspelt one is refused with the choices.
+    let dir = tempfile::tempdir().expect("tempdir");
+    for f in ["environment.yaml", "shares.yaml"] {
+        let text = std::fs::read_to_string(format!("sample-configs/slurm-2nodes/{f}")).unwrap();
+        std::fs::write(
+            dir.path().join(f),
+            text.replace("partition: shareq}", "partition: shareq, start: srun}"),
+        )
+        .unwrap();
+    }
+    let (code, out, err) = check(dir.path().to_str().unwrap());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("each attempt a job step with its own allocation (srun"),
+        "{out}"
+    );
+    let env = dir.path().join("environment.yaml");
+    let text = std::fs::read_to_string(&env).unwrap();
+    std::fs::write(&env, text.replace("start: srun", "start: sbtach")).unwrap();
+    let (code, out, err) = check(dir.path().to_str().unwrap());
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("executor.start") && err.contains("sbatch"),
+        "{err}"
+    );
+}
+
+#[test]
 fn broken_directory_exits_1_with_every_error() {
     let (code, out, err) = check("tests/invalid_configs/many-errors-at-once");
     assert_eq!(code, 1, "{out}{err}");
