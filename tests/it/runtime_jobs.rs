@@ -174,6 +174,35 @@ fn the_supervisor_leads_a_session_of_its_own_and_the_job_a_group_in_it() {
     assert!(!alive(job_pid as i32), "the cancelled job still runs");
 }
 
+/// A field of `/proc/PID/status`: a signal mask (`SigBlk`, `SigIgn`: hexadecimal) or
+/// `Umask` (octal).
+fn mask(status: &str, field: &str) -> u64 {
+    let radix = if field == "Umask" { 8 } else { 16 };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| u64::from_str_radix(v.trim(), radix).ok())
+        .unwrap_or_else(|| panic!("no {field} in {status}"))
+}
+
+#[test]
+fn a_jobs_command_starts_with_nothing_blocked_the_stop_signals_at_their_defaults_and_umask_022() {
+    // The supervisor blocks the stop signals (it reads them from a signalfd) and keeps
+    // umask 077; the command must get neither. Checked on the command's own process (a
+    // plain argv: no shell between, and `sh` would clear its mask itself).
+    let s = one_share(1, 1, 1);
+    let id = s.submit(&["--share", "team"], &["cat", "/proc/self/status"]);
+    s.wait_state(id, "SUCCEEDED", 20);
+    let status = s.log(id, 1);
+    assert_eq!(mask(&status, "SigBlk"), 0, "signals blocked: {status}");
+    // SIGHUP 1, SIGINT 2, SIGQUIT 3, SIGPIPE 13, SIGTERM 15 (bit n-1).
+    let stop = [1u32, 2, 3, 13, 15]
+        .iter()
+        .fold(0u64, |m, s| m | 1 << (s - 1));
+    assert_eq!(mask(&status, "SigIgn") & stop, 0, "ignored: {status}");
+    assert_eq!(mask(&status, "Umask"), 0o22, "{status}");
+}
+
 #[test]
 fn background_children_die_with_the_job() {
     let s = one_share(2, 2, 1);
