@@ -18,6 +18,7 @@ pub mod scripted;
 pub mod session;
 pub mod slurm;
 pub mod slurm_exec;
+pub mod spawn;
 pub mod state_dir;
 pub mod state_perms;
 pub mod supervisor;

@@ -37,6 +37,7 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, killpg, sigprocmask};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
+use std::ffi::OsStr;
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -355,14 +356,14 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
         Ok(child) => {
             // Tell the runtime the command runs (it may be gone: ignore errors).
             let mut out = std::io::stdout();
-            let _ = writeln!(out, "started {}", child.id());
+            let _ = writeln!(out, "started {child}");
             let _ = out.flush();
             let output = Output::new(out_r, &mut *log);
             let deadline = spec
                 .timeout_seconds
                 .map(|secs| began + Duration::from_secs(secs));
             let mut status = wait_all(
-                Pid::from_raw(child.id() as i32),
+                Pid::from_raw(child as i32),
                 spec.grace_seconds,
                 deadline,
                 &sfd,
@@ -423,23 +424,14 @@ fn open_log_at(log: &Path, owner: Option<u32>) -> std::io::Result<std::fs::File>
     )
 }
 
-fn spawn(
-    spec: &LaunchSpec,
-    out: OwnedFd,
-    run_as: Option<&RunAs>,
-) -> std::io::Result<std::process::Child> {
-    let mut cmd = match &spec.command {
+fn spawn(spec: &LaunchSpec, out: OwnedFd, run_as: Option<&RunAs>) -> std::io::Result<u32> {
+    let (program, args): (&OsStr, Vec<&OsStr>) = match &spec.command {
         JobCommand::Shell(s) => match plain_words(s) {
-            Some(words) => {
-                let mut c = std::process::Command::new(words[0]);
-                c.args(&words[1..]);
-                c
-            }
-            None => {
-                let mut c = std::process::Command::new("sh");
-                c.arg("-c").arg(s);
-                c
-            }
+            Some(words) => (
+                OsStr::new(words[0]),
+                words[1..].iter().copied().map(OsStr::new).collect(),
+            ),
+            None => (OsStr::new("sh"), vec![OsStr::new("-c"), OsStr::new(s)]),
         },
         JobCommand::Argv(argv) => {
             let Some((prog, args)) = argv.split_first() else {
@@ -448,11 +440,26 @@ fn spawn(
                     "empty command",
                 ));
             };
-            let mut c = std::process::Command::new(prog);
-            c.args(args);
-            c
+            (OsStr::new(prog), args.iter().map(OsStr::new).collect())
         }
     };
+    if run_as.is_none() {
+        // As the supervisor's own user: spawned, not forked (`exec::spawn`), unless that
+        // path cannot promise the same start.
+        let env = spec.job_env();
+        let launch = super::spawn::Launch {
+            program,
+            args: args.clone(),
+            env: &env,
+            cwd: spec.working_directory.as_deref().map(Path::new),
+            out: out.as_fd(),
+        };
+        if let super::spawn::Spawned::Started(pid) = super::spawn::spawn(&launch)? {
+            return Ok(pid);
+        }
+    }
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(&args);
     let err = out.try_clone()?;
     cmd.stdin(Stdio::null()).stdout(out).stderr(err);
     if run_as.is_none() {
@@ -490,7 +497,7 @@ fn spawn(
         // After the steps above: they need no privilege, the drop comes last.
         r.apply(&mut cmd, spec.job_env(), spec.working_directory.as_deref())?;
     }
-    cmd.spawn()
+    cmd.spawn().map(|c| c.id())
 }
 
 /// Words a shell would run exactly as an argv list: no quoting, expansion, redirection,

@@ -204,6 +204,37 @@ fn a_jobs_command_starts_with_nothing_blocked_the_stop_signals_at_their_defaults
 }
 
 #[test]
+fn a_command_is_found_in_the_jobs_own_path_and_a_script_without_interpreter_line_runs() {
+    // What `execvp` does in the forked child, the spawned start does too (exec::spawn).
+    let s = one_share(1, 1, 1);
+    let bin = s.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = bin.join("hello-shareq");
+    std::fs::write(&script, "echo from-the-script $1\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("PATH={}:/usr/bin:/bin", bin.display());
+    let by_name = s.submit(
+        &["--share", "team", "--env", &path],
+        &["hello-shareq", "one"],
+    );
+    s.wait_state(by_name, "SUCCEEDED", 20);
+    assert_eq!(s.log(by_name, 1), "from-the-script one\n");
+    let by_path = s.submit(&["--share", "team"], &[script.to_str().unwrap(), "two"]);
+    s.wait_state(by_path, "SUCCEEDED", 20);
+    assert_eq!(s.log(by_path, 1), "from-the-script two\n");
+    // In the directory it was submitted from.
+    let here = s.submit(&["--share", "team"], &["pwd"]);
+    s.wait_state(here, "SUCCEEDED", 20);
+    let cwd = std::env::current_dir().unwrap();
+    assert_eq!(s.log(here, 1).trim_end(), cwd.to_str().unwrap());
+    // Not in the job's PATH (nor anywhere): 127, as a shell says.
+    let missing = s.submit(&["--share", "team"], &["hello-shareq-nowhere"]);
+    s.wait_state(missing, "FAILED", 20);
+    assert_eq!(s.exit_code(missing, 1), Some(127));
+}
+
+#[test]
 fn background_children_die_with_the_job() {
     let s = one_share(2, 2, 1);
     let pid1 = s.path("child1.pid");
