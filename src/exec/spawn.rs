@@ -85,20 +85,18 @@ pub fn spawn(l: &Launch) -> io::Result<Spawned> {
     let null = c(b"/dev/null")?;
     let actions = Actions::new()?;
     // SAFETY (the file actions): initialised, and the paths outlive the spawn.
-    actions.check(unsafe {
+    ok(unsafe {
         libc::posix_spawn_file_actions_addopen(actions.ptr(), 0, null.as_ptr(), libc::O_RDONLY, 0)
     })?;
     for to in [1, 2] {
         // SAFETY: as above; `out` is open until the spawn is over.
-        actions.check(unsafe {
+        ok(unsafe {
             libc::posix_spawn_file_actions_adddup2(actions.ptr(), l.out.as_raw_fd(), to)
         })?;
     }
     if let Some(dir) = &cwd {
         // SAFETY: as above.
-        actions.check(unsafe {
-            libc::posix_spawn_file_actions_addchdir_np(actions.ptr(), dir.as_ptr())
-        })?;
+        ok(unsafe { libc::posix_spawn_file_actions_addchdir_np(actions.ptr(), dir.as_ptr()) })?;
     }
     let attr = Attr::new()?;
     // SAFETY (all the calls on `attr`, `actions` and the sets below): they are
@@ -114,13 +112,13 @@ pub fn spawn(l: &Launch) -> io::Result<Spawned> {
         let flags = libc::POSIX_SPAWN_SETPGROUP
             | libc::POSIX_SPAWN_SETSIGMASK
             | libc::POSIX_SPAWN_SETSIGDEF;
-        attr.check(libc::posix_spawnattr_setflags(
+        ok(libc::posix_spawnattr_setflags(
             attr.ptr(),
             flags as libc::c_short,
         ))?;
-        attr.check(libc::posix_spawnattr_setpgroup(attr.ptr(), 0))?;
-        attr.check(libc::posix_spawnattr_setsigmask(attr.ptr(), &none))?;
-        attr.check(libc::posix_spawnattr_setsigdefault(attr.ptr(), &defaults))?;
+        ok(libc::posix_spawnattr_setpgroup(attr.ptr(), 0))?;
+        ok(libc::posix_spawnattr_setsigmask(attr.ptr(), &none))?;
+        ok(libc::posix_spawnattr_setsigdefault(attr.ptr(), &defaults))?;
     }
     let mut argv_p: Vec<*mut libc::c_char> = argv.iter().map(|a| a.as_ptr().cast_mut()).collect();
     argv_p.push(std::ptr::null_mut());
@@ -191,6 +189,14 @@ fn program_path(program: &OsStr, path: Option<&OsStr>) -> Lookup {
     })
 }
 
+/// A `posix_spawn*` call's result (an error number, 0 for none).
+fn ok(err: libc::c_int) -> io::Result<()> {
+    match err {
+        0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
+}
+
 /// `posix_spawn_file_actions_t`, destroyed on drop.
 struct Actions(Box<libc::posix_spawn_file_actions_t>);
 
@@ -199,21 +205,12 @@ impl Actions {
         // SAFETY: zeroed storage, initialised by the call before any other use.
         let mut a = Box::new(unsafe { std::mem::zeroed::<libc::posix_spawn_file_actions_t>() });
         // SAFETY: a valid, exclusively borrowed object to initialise.
-        match unsafe { libc::posix_spawn_file_actions_init(&mut *a) } {
-            0 => Ok(Actions(a)),
-            e => Err(io::Error::from_raw_os_error(e)),
-        }
+        ok(unsafe { libc::posix_spawn_file_actions_init(&mut *a) })?;
+        Ok(Actions(a))
     }
 
     fn ptr(&self) -> *mut libc::posix_spawn_file_actions_t {
         (&*self.0 as *const libc::posix_spawn_file_actions_t).cast_mut()
-    }
-
-    fn check(&self, err: libc::c_int) -> io::Result<()> {
-        match err {
-            0 => Ok(()),
-            e => Err(io::Error::from_raw_os_error(e)),
-        }
     }
 }
 
@@ -232,21 +229,12 @@ impl Attr {
         // SAFETY: zeroed storage, initialised by the call before any other use.
         let mut a = Box::new(unsafe { std::mem::zeroed::<libc::posix_spawnattr_t>() });
         // SAFETY: a valid, exclusively borrowed object to initialise.
-        match unsafe { libc::posix_spawnattr_init(&mut *a) } {
-            0 => Ok(Attr(a)),
-            e => Err(io::Error::from_raw_os_error(e)),
-        }
+        ok(unsafe { libc::posix_spawnattr_init(&mut *a) })?;
+        Ok(Attr(a))
     }
 
     fn ptr(&self) -> *mut libc::posix_spawnattr_t {
         (&*self.0 as *const libc::posix_spawnattr_t).cast_mut()
-    }
-
-    fn check(&self, err: libc::c_int) -> io::Result<()> {
-        match err {
-            0 => Ok(()),
-            e => Err(io::Error::from_raw_os_error(e)),
-        }
     }
 }
 
