@@ -41,7 +41,7 @@ fn table(rows: &[Vec<String>]) -> String {
 pub fn report(dir: &Path, loaded: &LoadedConfig) -> String {
     let cfg = &loaded.config;
     let mut out = format!(
-        "{}: valid ({} file{}, {} quota share{}, hash {})\n\nenvironment `{}`, preemption grace period {} s\n\n",
+        "{}: valid ({} file{}, {} quota share{}, hash {})\n\nenvironment `{}`, preemption grace period {} s\n",
         dir.display(),
         loaded.files.len(),
         if loaded.files.len() == 1 { "" } else { "s" },
@@ -52,10 +52,8 @@ pub fn report(dir: &Path, loaded: &LoadedConfig) -> String {
         cfg.env.preemption.grace_period_seconds,
     );
     if let crate::model::Executor::Slurm(s) = cfg.executor() {
-        // Before the blank line that ends the environment's paragraph.
-        out.pop();
         out.push_str(&format!(
-            "executor: Slurm partition `{}`, each attempt {}\n\n",
+            "executor: Slurm partition `{}`, each attempt {}\n",
             s.partition,
             match s.start {
                 crate::model::SlurmStart::Sbatch => "a batch job (sbatch)",
@@ -64,6 +62,7 @@ pub fn report(dir: &Path, loaded: &LoadedConfig) -> String {
             }
         ));
     }
+    out.push('\n');
     let mut rows = vec![
         [
             "unit",

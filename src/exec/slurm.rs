@@ -283,7 +283,7 @@ pub fn jobs_with_steps(partition: &str) -> Result<std::collections::HashSet<u64>
     Ok(parse_steps(&out))
 }
 
-pub fn parse_steps(out: &str) -> std::collections::HashSet<u64> {
+fn parse_steps(out: &str) -> std::collections::HashSet<u64> {
     out.lines()
         .filter_map(|l| l.trim().split('.').next()?.parse().ok())
         .collect()

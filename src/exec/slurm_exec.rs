@@ -58,10 +58,6 @@ struct State {
     down: HashSet<String>,
     /// A look is under way.
     looking: bool,
-    /// Attempts are batch jobs (`start: sbatch`): a signal reaches their batch script only
-    /// through `scancel --full`; with `start: srun` that flag reaches nothing, and a plain
-    /// `scancel --signal` reaches the step.
-    batch: bool,
 }
 
 /// What one look found.
@@ -90,10 +86,7 @@ pub struct Slurm {
 
 impl Slurm {
     pub fn new(ctx: Context, partition: String, start: SlurmStart) -> Slurm {
-        let state = Shared::new(State {
-            batch: start == SlurmStart::Sbatch,
-            ..State::default()
-        });
+        let state = Shared::new(State::default());
         let tell = {
             let (state, reports) = (state.clone(), ctx.reports.clone());
             Arc::new(move |heard| {
@@ -374,12 +367,17 @@ impl Backend for Slurm {
                     tracing::info!(job = %job, attempt, node = %node, srun = pid, "started on Slurm (srun)");
                     if state.lock().attempts.contains_key(&(job, attempt)) {
                         reports.send(Report::Accepted { job, attempt });
-                    } else if let Ok(p) = i32::try_from(pid) {
-                        // Ended before it was handed over: its watch cancels the job.
-                        let _ = nix::sys::signal::kill(
-                            nix::unistd::Pid::from_raw(p),
-                            nix::sys::signal::Signal::SIGKILL,
-                        );
+                    } else {
+                        // Ended before it was handed over (its watch, finding the attempt
+                        // forgotten, does nothing): `srun` goes, and the job it may have
+                        // left pending or allocated is taken back by name.
+                        if let Ok(p) = i32::try_from(pid) {
+                            let _ = nix::sys::signal::kill(
+                                nix::unistd::Pid::from_raw(p),
+                                nix::sys::signal::Signal::SIGKILL,
+                            );
+                        }
+                        take_back_now(None, (job, attempt), &partition);
                     }
                     return;
                 }
@@ -410,9 +408,8 @@ impl Backend for Slurm {
     }
 
     fn signal(&mut self, job: JobId, attempt: u32, how: Stop) {
-        let mut st = self.state.lock();
-        let batch = st.batch;
-        if let Some(a) = st.attempts.get_mut(&(job, attempt)) {
+        let batch = self.start == SlurmStart::Sbatch;
+        if let Some(a) = self.state.lock().attempts.get_mut(&(job, attempt)) {
             a.stop = Some(how);
             // Never by pid: its supervisor may run on another node.
             if let Some(id) = a.id {
@@ -458,10 +455,10 @@ impl Backend for Slurm {
         let (root, owner) = (self.ctx.state.root().to_path_buf(), self.ctx.owner.clone());
         let (reports, state) = (self.ctx.reports.clone(), self.state.clone());
         let partition = self.partition.clone();
-        let steps = self.start == SlurmStart::Srun;
+        let batch = self.start == SlurmStart::Sbatch;
         tokio::task::spawn_blocking(move || {
-            let view = look(&root, &owner, &partition, watched, steps);
-            let out = reconcile(&mut state.lock(), view, &partition);
+            let view = look(&root, &owner, &partition, watched, !batch);
+            let out = reconcile(&mut state.lock(), view, &partition, batch);
             for r in out {
                 if !reports.send(r) {
                     break;
@@ -511,10 +508,12 @@ fn look(
 
 /// What a look means: supervisors that reported in, batch jobs found by name, nodes that
 /// went down (with the attempts that ran there), drained nodes, attempts that ended
-/// (exit status, or gone from Slurm without one).
-fn reconcile(st: &mut State, view: SlurmView, partition: &str) -> Vec<Report> {
+/// (exit status, or gone from Slurm without one). `batch`: attempts are batch jobs
+/// (`start: sbatch`), whose batch script a signal reaches only through `scancel --full`;
+/// with `start: srun` that flag reaches nothing, and a plain `scancel --signal` reaches
+/// the step.
+fn reconcile(st: &mut State, view: SlurmView, partition: &str, batch: bool) -> Vec<Report> {
     st.looking = false;
-    let batch = st.batch;
     let mut running = Vec::new();
     let mut ended = Vec::new();
     let jobs = match view.jobs {
@@ -716,10 +715,10 @@ mod tests {
         assert_eq!((a.ended, a.heard.map(|h| h.code)), (false, Some(3)));
         // A look that finds the exit leaves it to the watch for a while, then reports it.
         for _ in 1..SRUN_LINGER_LOOKS {
-            let out = reconcile(&mut st, view(vec![running(1)], None, true), NOWHERE);
+            let out = reconcile(&mut st, view(vec![running(1)], None, true), NOWHERE, false);
             assert!(ended(&out).is_empty(), "{out:?}");
         }
-        let out = reconcile(&mut st, view(vec![running(1)], None, true), NOWHERE);
+        let out = reconcile(&mut st, view(vec![running(1)], None, true), NOWHERE, false);
         assert_eq!(ended(&out), vec![0]);
         assert!(st.attempts[&(JobId(1), 1)].ended);
     }
@@ -740,20 +739,30 @@ mod tests {
         // With its step: never lost. Found by name on the first look.
         for _ in 0..5 {
             let steps = Some(HashSet::from([7]));
-            let out = reconcile(&mut st, view(vec![running(7)], steps, false), NOWHERE);
+            let out = reconcile(
+                &mut st,
+                view(vec![running(7)], steps, false),
+                NOWHERE,
+                false,
+            );
             assert!(ended(&out).is_empty(), "{out:?}");
         }
         assert_eq!(st.attempts[&(JobId(1), 1)].id, Some(7));
         // Without: a look that finds the step again starts the count over.
         let lose = |st: &mut State| {
             let steps = Some(HashSet::new());
-            reconcile(st, view(vec![running(7)], steps, false), NOWHERE)
+            reconcile(st, view(vec![running(7)], steps, false), NOWHERE, false)
         };
         for _ in 1..STEPLESS_LOOKS {
             assert!(ended(&lose(&mut st)).is_empty());
         }
         let steps = Some(HashSet::from([7]));
-        reconcile(&mut st, view(vec![running(7)], steps, false), NOWHERE);
+        reconcile(
+            &mut st,
+            view(vec![running(7)], steps, false),
+            NOWHERE,
+            false,
+        );
         for _ in 1..STEPLESS_LOOKS {
             assert!(ended(&lose(&mut st)).is_empty());
         }
@@ -786,13 +795,13 @@ mod tests {
             steps: None,
             attempts: Vec::new(),
         };
-        let out = reconcile(&mut st, down(), NOWHERE);
+        let out = reconcile(&mut st, down(), NOWHERE, false);
         assert!(out.contains(&Report::NodeDown {
             node: "n1".to_string()
         }));
         assert_eq!(ended(&out), vec![255]);
         assert!(st.attempts[&(JobId(1), 1)].ended);
         assert!(!st.attempts[&(JobId(2), 1)].ended);
-        assert!(ended(&reconcile(&mut st, down(), NOWHERE)).is_empty());
+        assert!(ended(&reconcile(&mut st, down(), NOWHERE, false)).is_empty());
     }
 }

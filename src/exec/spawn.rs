@@ -37,7 +37,7 @@ pub const DEFAULT_SIGNALS: [Signal; 5] = [
 /// What to start.
 pub struct Launch<'a> {
     pub program: &'a OsStr,
-    pub args: Vec<&'a OsStr>,
+    pub args: &'a [&'a OsStr],
     /// Set on top of the supervisor's own environment.
     pub env: &'a BTreeMap<String, String>,
     pub cwd: Option<&'a Path>,
@@ -70,7 +70,7 @@ pub fn spawn(l: &Launch) -> io::Result<Spawned> {
     let c = |b: &[u8]| CString::new(b).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput));
     let path = c(path.as_os_str().as_bytes())?;
     let mut argv = vec![c(l.program.as_bytes())?];
-    for a in &l.args {
+    for a in l.args {
         argv.push(c(a.as_bytes())?);
     }
     let envp = env

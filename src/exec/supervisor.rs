@@ -449,7 +449,7 @@ fn spawn(spec: &LaunchSpec, out: OwnedFd, run_as: Option<&RunAs>) -> std::io::Re
         let env = spec.job_env();
         let launch = super::spawn::Launch {
             program,
-            args: args.clone(),
+            args: &args,
             env: &env,
             cwd: spec.working_directory.as_deref().map(Path::new),
             out: out.as_fd(),
