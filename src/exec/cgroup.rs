@@ -83,16 +83,17 @@ impl Containment {
     /// anything (for `shareq gpus` and `check`): one line.
     pub fn describe() -> String {
         let root = Path::new("/sys/fs/cgroup");
-        let slow = slow_unified(root).is_some();
+        let slow = slow_unified(root).is_some() && !super::clone_into::available();
         describe_in(root, nix::unistd::geteuid().is_root(), slow)
     }
 
     /// Moving a process into a group of the unified hierarchy waits for an RCU grace
     /// period (≈10 ms) there unless it is mounted with `favordynmods`: a line for the log
-    /// saying so, when it applies.
+    /// saying so, when it applies (supervisors that cannot be started inside their group,
+    /// `exec::clone_into`).
     pub fn slow_moves(&self) -> Option<String> {
         let c = self.cgroups()?;
-        if c.kill != Kill::Unified {
+        if c.kill != Kill::Unified || super::clone_into::available() {
             return None;
         }
         let mount = slow_unified(Path::new("/sys/fs/cgroup"))?
@@ -494,6 +495,12 @@ impl AttemptGroup {
             .chain(&self.others)
             .cloned()
             .collect()
+    }
+
+    /// The group's directory in the unified (v2) hierarchy, when that is the killing one:
+    /// a process can be started straight into it (`exec::clone_into`).
+    pub fn unified(&self) -> Option<&Path> {
+        (self.kill == Kill::Unified).then_some(self.main.as_path())
     }
 
     /// Put process `pid` (the supervisor, before it starts the command) in the group.

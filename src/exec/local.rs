@@ -138,7 +138,8 @@ impl Backend for Local {
             let mut spec = spec;
             let launched = tokio::task::spawn_blocking(move || {
                 let group = contain(&containment, &mut spec)?;
-                proc::launch(&exe, &spec).map(|sup| (sup, group))
+                let unified = group.as_ref().and_then(|g| g.unified());
+                proc::launch(&exe, &mut spec, unified).map(|sup| (sup, group))
             })
             .await;
             let (mut sup, group) = match launched {

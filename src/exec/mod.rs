@@ -5,6 +5,7 @@
 
 pub mod backend;
 pub mod cgroup;
+pub mod clone_into;
 pub mod device_health;
 pub mod gpus;
 pub mod local;

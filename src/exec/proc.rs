@@ -29,9 +29,85 @@ pub const STORED_LINE: &str = "stored";
 #[derive(Debug)]
 pub struct Supervisor {
     pub pid: i32,
-    child: tokio::process::Child,
+    child: Child,
     /// The launch spec's line, until it is sent.
     spec: Vec<u8>,
+}
+
+/// The supervisor process and its channel: started by tokio, or straight into its
+/// attempt's group ([`super::clone_into`]).
+#[derive(Debug)]
+enum Child {
+    Tokio(tokio::process::Child),
+    Into {
+        child: super::clone_into::Child,
+        stdin: Option<tokio::net::unix::pipe::Sender>,
+        stdout: Option<tokio::net::unix::pipe::Receiver>,
+        reaped: bool,
+    },
+}
+
+impl Child {
+    async fn write_in(&mut self, bytes: &[u8]) {
+        let _ = match self {
+            Child::Tokio(c) => match c.stdin.as_mut() {
+                Some(i) => i.write_all(bytes).await,
+                None => Ok(()),
+            },
+            Child::Into { stdin, .. } => match stdin.as_mut() {
+                Some(i) => i.write_all(bytes).await,
+                None => Ok(()),
+            },
+        };
+    }
+
+    fn close_in(&mut self) {
+        match self {
+            Child::Tokio(c) => drop(c.stdin.take()),
+            Child::Into { stdin, .. } => drop(stdin.take()),
+        }
+    }
+
+    fn take_out(&mut self) -> Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>> {
+        match self {
+            Child::Tokio(c) => c.stdout.take().map(|o| Box::new(o) as _),
+            Child::Into { stdout, .. } => stdout.take().map(|o| Box::new(o) as _),
+        }
+    }
+
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            Child::Tokio(c) => c.wait().await,
+            Child::Into { child, reaped, .. } => {
+                let status = super::clone_into::wait(child).await;
+                *reaped = status.is_ok();
+                status
+            }
+        }
+    }
+}
+
+impl Drop for Child {
+    /// One started into its group and never waited for is reaped once it ends (tokio does
+    /// the same for its own).
+    fn drop(&mut self) {
+        if let Child::Into { child, reaped, .. } = self
+            && !*reaped
+            && !matches!(super::clone_into::try_reap(child.pid), Ok(Some(_)) | Err(_))
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            let child = super::clone_into::Child {
+                pid: child.pid,
+                pidfd: match child.pidfd.try_clone() {
+                    Ok(fd) => fd,
+                    Err(_) => return,
+                },
+            };
+            rt.spawn(async move {
+                let _ = super::clone_into::wait(&child).await;
+            });
+        }
+    }
 }
 
 /// How a supervisor's attempt ended, as the runtime learnt it.
@@ -58,13 +134,41 @@ pub enum Stop {
 /// never reaches the job, and the session id (= the supervisor's pid) names every process
 /// of the attempt (see `exec::session`).
 ///
+/// With `unified`, the attempt's group in the unified hierarchy, the supervisor starts
+/// inside it ([`super::clone_into`]), and that group is taken out of the spec's list of
+/// groups it enters itself: entering it from outside costs an RCU grace period per start
+/// (docs/PERFORMANCE.md). Where that cannot be done, and without containment:
+///
 /// No `pre_exec` step, uid or group change here: so std starts it with `posix_spawn`
 /// (glibc: `clone(CLONE_VM | CLONE_VFORK)`), which does not copy the scheduler's page
 /// tables — a fork of a serve holding a long queue took milliseconds per start
 /// (docs/PERFORMANCE.md). Until the supervisor's `setsid` it is in the scheduler's
 /// process group, so the signals a terminal sends that group are blocked on this thread
 /// over the spawn: the supervisor inherits them blocked and drops what came meanwhile.
-pub fn launch(exe: &Path, spec: &LaunchSpec) -> std::io::Result<Supervisor> {
+pub fn launch(
+    exe: &Path,
+    spec: &mut LaunchSpec,
+    unified: Option<&Path>,
+) -> std::io::Result<Supervisor> {
+    if let Some(dir) = unified {
+        match launch_into(exe, dir) {
+            Ok((pid, child)) => {
+                spec.cgroup.retain(|d| d != dir);
+                let mut line = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
+                line.push(b'\n');
+                return Ok(Supervisor {
+                    pid,
+                    child,
+                    spec: line,
+                });
+            }
+            Err(super::clone_into::Refused::Unsupported) => {}
+            Err(super::clone_into::Refused::Failed(e)) => {
+                // The supervisor started as below says what is wrong with the group.
+                tracing::debug!("cannot start a supervisor inside {}: {e}", dir.display());
+            }
+        }
+    }
     let mut line = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
     line.push(b'\n');
     let mut cmd = tokio::process::Command::new(exe);
@@ -86,9 +190,48 @@ pub fn launch(exe: &Path, spec: &LaunchSpec) -> std::io::Result<Supervisor> {
         .ok_or_else(|| std::io::Error::other("supervisor has no pid"))?;
     Ok(Supervisor {
         pid,
-        child,
+        child: Child::Tokio(child),
         spec: line,
     })
+}
+
+/// [`launch`] inside the unified group `dir`: the same supervisor, channel and blocked
+/// terminal signals.
+fn launch_into(exe: &Path, dir: &Path) -> Result<(i32, Child), super::clone_into::Refused> {
+    use super::clone_into::{Plan, Refused, spawn};
+    use std::os::fd::AsFd;
+    let failed = Refused::Failed;
+    let group = std::fs::File::open(dir).map_err(failed)?;
+    let null = std::fs::File::open("/dev/null").map_err(failed)?;
+    let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
+    let (in_r, in_w) = nix::unistd::pipe2(cloexec).map_err(|e| failed(e.into()))?;
+    let (out_r, out_w) = nix::unistd::pipe2(cloexec).map_err(|e| failed(e.into()))?;
+    let mut blocked = SigSet::empty();
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, None, Some(&mut blocked))
+        .map_err(|e| failed(e.into()))?;
+    for s in terminal_signals().iter() {
+        blocked.add(s);
+    }
+    let child = spawn(&Plan {
+        program: exe,
+        args: &[SUPERVISE_SUBCOMMAND, SPEC_ON_CHANNEL],
+        stdio: [in_r.as_fd(), out_w.as_fd(), null.as_fd()],
+        blocked: &blocked,
+        cgroup: group.as_fd(),
+    })?;
+    drop((in_r, out_w));
+    let pid = child.pid;
+    let stdin = tokio::net::unix::pipe::Sender::from_owned_fd(in_w).ok();
+    let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(out_r).ok();
+    Ok((
+        pid,
+        Child::Into {
+            child,
+            stdin,
+            stdout,
+            reaped: false,
+        },
+    ))
 }
 
 /// The signals a terminal sends its foreground process group (and a hangup its session).
@@ -130,9 +273,7 @@ impl Supervisor {
     /// anything, and [`Supervisor::wait`] says so).
     pub async fn send_spec(&mut self) {
         let spec = std::mem::take(&mut self.spec);
-        if let Some(input) = self.child.stdin.as_mut() {
-            let _ = input.write_all(&spec).await;
-        }
+        self.child.write_in(&spec).await;
     }
 
     /// Wait until the command runs (`on_running` is called then), then until the
@@ -148,7 +289,7 @@ impl Supervisor {
         on_running: impl FnOnce(),
     ) -> Ended {
         let mut on_running = Some(on_running);
-        if let Some(out) = self.child.stdout.take() {
+        if let Some(out) = self.child.take_out() {
             let mut lines = BufReader::new(out).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 if line.starts_with("started") {
@@ -178,16 +319,17 @@ impl Supervisor {
 
     /// The status it handed over is stored: tell it, and wait for its end.
     pub async fn stored(mut self) {
-        if let Some(mut input) = self.child.stdin.take() {
-            let _ = input.write_all(format!("{STORED_LINE}\n").as_bytes()).await;
-        }
+        self.child
+            .write_in(format!("{STORED_LINE}\n").as_bytes())
+            .await;
+        self.child.close_in();
         let _ = self.child.wait().await;
     }
 
     /// The status it handed over will not be stored by this runtime (it is ending): the
     /// supervisor leaves it in the attempt's record.
     pub async fn abandon(mut self) {
-        drop(self.child.stdin.take());
+        self.child.close_in();
         let _ = self.child.wait().await;
     }
 }
