@@ -64,6 +64,8 @@ pub struct Store {
     recorded: Vec<crate::events::EventLine>,
     /// The standing last written to the `standing` table.
     standing: Option<crate::replay::Standing>,
+    /// How hard a commit is pushed to disk (a read-only store: `Normal`, never used).
+    durability: Durability,
 }
 
 impl Store {
@@ -129,6 +131,7 @@ impl Store {
             path,
             recorded: Vec::new(),
             standing: None,
+            durability,
         })
     }
 
@@ -156,6 +159,7 @@ impl Store {
             path,
             recorded: Vec::new(),
             standing: None,
+            durability: Durability::Normal,
         })
     }
 

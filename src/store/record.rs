@@ -83,6 +83,37 @@ impl Store {
         events: &[Event],
         sched: &Sched,
     ) -> Result<(), StoreError> {
+        // A batch of state labels only (SCHEDULED → STARTING → RUNNING, no decision, no
+        // exit) is committed without the fsync: after a power cut recovery goes by the
+        // attempt's run files, not by the label, so such a commit needs to survive only a
+        // crash of shareq (which the write itself does); the next full commit's fsync
+        // takes it to disk with its own.
+        let labels_only = events.is_empty()
+            && observed
+                .iter()
+                .all(|o| matches!(o, Observed::StateChanged { .. }));
+        let relaxed = labels_only && self.durability == super::Durability::Full;
+        if relaxed {
+            self.conn
+                .pragma_update(None, "synchronous", "NORMAL")
+                .map_err(|e| StoreError::from_sqlite(&self.path, e))?;
+        }
+        let stored = self.record_batch(now, observed, events, sched);
+        if relaxed {
+            self.conn
+                .pragma_update(None, "synchronous", "FULL")
+                .map_err(|e| StoreError::from_sqlite(&self.path, e))?;
+        }
+        stored
+    }
+
+    fn record_batch(
+        &mut self,
+        now: Time,
+        observed: &[Observed],
+        events: &[Event],
+        sched: &Sched,
+    ) -> Result<(), StoreError> {
         let path = self.path.clone();
         let err = |e| StoreError::from_sqlite(&path, e);
         let tx = self.conn.transaction().map_err(err)?;

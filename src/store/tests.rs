@@ -75,3 +75,37 @@ fn the_store_and_the_lock_can_move_to_a_blocking_thread() {
     send::<StateLock>();
     send::<recovery::RecoveryPlan>();
 }
+
+#[test]
+fn a_batch_of_state_labels_is_stored_without_fsync_and_the_next_batch_with_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut store = Store::open(dir.path()).expect("open");
+    let sync = |store: &Store| count(store, "PRAGMA synchronous");
+    assert_eq!(sync(&store), 2, "FULL by default");
+    let mut s = sched();
+    let job = s
+        .submit(JobSpec::new("first", "a", 1, 0), 1)
+        .expect("submit");
+    s.pass(1);
+    store
+        .record_events(1, &s.take_events(), &s)
+        .expect("record");
+    // STARTING, then RUNNING: labels only.
+    s.set_running_state(job, crate::model::JobState::Running);
+    store
+        .record(2, &[Observed::StateChanged { job }], &[], &s)
+        .expect("record the label");
+    assert_eq!(
+        count(&store, "SELECT count(*) FROM jobs WHERE state = 'RUNNING'"),
+        1
+    );
+    // Every other commit is fsynced again.
+    assert_eq!(sync(&store), 2);
+    // A store opened NORMAL stays NORMAL.
+    drop(store);
+    let mut normal = Store::open_with(dir.path(), Durability::Normal).expect("open normal");
+    normal
+        .record(3, &[Observed::StateChanged { job }], &[], &s)
+        .expect("record");
+    assert_eq!(sync(&normal), 1);
+}
