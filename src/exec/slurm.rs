@@ -262,15 +262,6 @@ pub fn srun(
     Ok(child)
 }
 
-/// Cancel the job of this name on the partition, whoever runs it (root only: an `srun`
-/// that died before shareq learnt its job's id leaves its allocation behind).
-pub fn scancel_named(name: &str, partition: &str) -> Result<(), SlurmError> {
-    run(Command::new("scancel")
-        .arg(format!("--name={name}"))
-        .arg(format!("--partition={partition}")))
-    .map(drop)
-}
-
 /// The jobs of the partition that have a step running (`squeue --steps`: `ID.0`,
 /// `ID.batch`, …): a job started by `srun` whose `srun` died keeps its allocation, with
 /// no step.
@@ -294,7 +285,7 @@ fn parse_steps(out: &str) -> std::collections::HashSet<u64> {
 /// job started by `srun`, which has only its step, `--full` reaches nothing: seen with
 /// 22.05, the plain `--signal` reaches the step at once). `None`: cancel the job outright
 /// (the backstop after the grace period).
-pub fn scancel(id: u64, signal: Option<(&str, bool)>) -> Result<(), SlurmError> {
+pub fn scancel(to: Cancel, signal: Option<(&str, bool)>) -> Result<(), SlurmError> {
     let mut cmd = Command::new("scancel");
     if let Some((sig, batch)) = signal {
         if batch {
@@ -302,7 +293,21 @@ pub fn scancel(id: u64, signal: Option<(&str, bool)>) -> Result<(), SlurmError> 
         }
         cmd.arg(format!("--signal={sig}"));
     }
-    run(cmd.arg(id.to_string())).map(drop)
+    match to {
+        Cancel::Id(id) => cmd.arg(id.to_string()),
+        Cancel::Named { name, partition } => cmd
+            .arg(format!("--name={name}"))
+            .arg(format!("--partition={partition}")),
+    };
+    run(&mut cmd).map(drop)
+}
+
+/// Which job [`scancel`] is about: by id, or by its name in the partition (every job of
+/// that name: an attempt whose id is not known yet, or one left by an earlier `serve`).
+#[derive(Debug, Clone, Copy)]
+pub enum Cancel<'a> {
+    Id(u64),
+    Named { name: &'a str, partition: &'a str },
 }
 
 /// One job as `squeue --json` shows it.

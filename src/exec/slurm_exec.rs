@@ -250,12 +250,17 @@ fn batch_user(spec: &LaunchSpec) -> Result<Option<(u32, u32)>, String> {
 /// Cancel what Slurm holds of an attempt that has ended without it: its job by id when
 /// known, else by name (an `srun` whose job no look has found yet).
 fn take_back_now(id: Option<u64>, (job, attempt): (JobId, u32), partition: &str) {
-    let cancelled = match id {
-        Some(id) => slurm::scancel(id, None),
-        None => slurm::scancel_named(&slurm::job_name(job, attempt), partition),
-    };
-    if let Err(e) = cancelled {
+    let name = slurm::job_name(job, attempt);
+    if let Err(e) = slurm::scancel(target(id, &name, partition), None) {
         tracing::warn!(job = %job, attempt, "{e}");
+    }
+}
+
+/// An attempt's Slurm job: by its id when known, else by its name.
+fn target<'a>(id: Option<u64>, name: &'a str, partition: &'a str) -> slurm::Cancel<'a> {
+    match id {
+        Some(id) => slurm::Cancel::Id(id),
+        None => slurm::Cancel::Named { name, partition },
     }
 }
 
@@ -268,20 +273,41 @@ fn take_back(id: Option<u64>, key: (JobId, u32), partition: &str) {
 /// Signal an attempt's Slurm job (TERM or KILL; to a batch script through `--full`); a
 /// KILL is followed by a plain `scancel`, the backstop. Off the runtime task.
 fn cancel(id: u64, how: Stop, batch: bool) {
+    tokio::task::spawn_blocking(move || signal_now(slurm::Cancel::Id(id), how, batch));
+}
+
+/// [`cancel`] of an `srun` attempt whose job id no look has found yet: by its name, so
+/// that a stop asked for in its first half second is not held until the next look.
+/// (Its job may not be known to the controller yet; the look that finds it delivers the
+/// stop again.)
+fn cancel_named((job, attempt): (JobId, u32), how: Stop, partition: &str) {
+    let partition = partition.to_string();
     tokio::task::spawn_blocking(move || {
-        let sig = match how {
-            Stop::Term => "TERM",
-            Stop::Kill => "KILL",
-        };
-        if let Err(e) = slurm::scancel(id, Some((sig, batch))) {
-            tracing::warn!(slurm_job = id, "{e}");
-        }
-        if how == Stop::Kill
-            && let Err(e) = slurm::scancel(id, None)
-        {
-            tracing::warn!(slurm_job = id, "{e}");
-        }
+        let name = slurm::job_name(job, attempt);
+        signal_now(
+            slurm::Cancel::Named {
+                name: &name,
+                partition: &partition,
+            },
+            how,
+            false,
+        );
     });
+}
+
+fn signal_now(to: slurm::Cancel, how: Stop, batch: bool) {
+    let sig = match how {
+        Stop::Term => "TERM",
+        Stop::Kill => "KILL",
+    };
+    if let Err(e) = slurm::scancel(to, Some((sig, batch))) {
+        tracing::warn!(slurm_job = ?to, "{e}");
+    }
+    if how == Stop::Kill
+        && let Err(e) = slurm::scancel(to, None)
+    {
+        tracing::warn!(slurm_job = ?to, "{e}");
+    }
 }
 
 impl Backend for Slurm {
@@ -339,8 +365,18 @@ impl Backend for Slurm {
                             let child =
                                 slurm::srun(&submit, user.as_ref()).map_err(|e| e.to_string())?;
                             let pid = child.id();
-                            if let Some(a) = state.lock().attempts.get_mut(&(job, attempt)) {
-                                a.srun = true;
+                            let stop =
+                                state
+                                    .lock()
+                                    .attempts
+                                    .get_mut(&(job, attempt))
+                                    .and_then(|a| {
+                                        a.srun = true;
+                                        a.stop
+                                    });
+                            if let Some(how) = stop {
+                                // Asked for while `srun` was being started.
+                                cancel_named((job, attempt), how, &partition);
                             }
                             let watch = SrunWatch {
                                 reports: reports.clone(),
@@ -362,8 +398,8 @@ impl Backend for Slurm {
             let id = match submitted {
                 Ok(Handed::Batch(id)) => id,
                 Ok(Handed::Srun(pid)) => {
-                    // Its job is found by name at the next look (a stop asked for is
-                    // sent then); Slurm allocates it as `srun` asks.
+                    // Its job id is found by name at the next look (a stop asked for
+                    // meanwhile goes by name); Slurm allocates it as `srun` asks.
                     tracing::info!(job = %job, attempt, node = %node, srun = pid, "started on Slurm (srun)");
                     if state.lock().attempts.contains_key(&(job, attempt)) {
                         reports.send(Report::Accepted { job, attempt });
@@ -414,6 +450,8 @@ impl Backend for Slurm {
             // Never by pid: its supervisor may run on another node.
             if let Some(id) = a.id {
                 cancel(id, how, batch);
+            } else if a.srun {
+                cancel_named((job, attempt), how, &self.partition);
             }
         }
     }
