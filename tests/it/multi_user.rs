@@ -724,8 +724,37 @@ fn a_personal_scheduler_takes_jobs_only_from_its_own_user() {
         "bob may read: {}",
         text(&jobs.stderr)
     );
-    let ok = as_user(&sam, &["submit", "--share", "open", "--", "true"]);
+    let ok = as_user(
+        &sam,
+        &["submit", "--share", "open", "--", "echo", "personal-ok"],
+    );
     assert!(ok.status.success(), "{}", text(&ok.stderr));
+    // It runs, and ends: a scheduler without cgroups starts its supervisors the plain way
+    // (no `clone3` into a group), and hears their end.
+    let id = id_of(&ok).to_string();
+    let t = Instant::now();
+    loop {
+        let all = as_user(&sam, &["jobs", "--all"]);
+        let line = text(&all.stdout)
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(id.as_str()))
+            .map(str::to_string)
+            .unwrap_or_default();
+        if line.contains("SUCCEEDED") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "sam's job did not succeed: {line}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = as_user(&sam, &["log", &id]);
+    assert!(
+        text(&log.stdout).contains("personal-ok"),
+        "{}",
+        text(&log.stderr)
+    );
 }
 
 /// Not root-only: a job name full of escape sequences prints inert in every table, and
