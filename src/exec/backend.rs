@@ -76,6 +76,13 @@ pub trait Backend: Send {
     /// Start an attempt on `node` with the spec's devices: `Accepted`, then `Running`,
     /// then `Ended` (or only `Ended` with 127 when it cannot be started).
     fn launch(&mut self, spec: LaunchSpec, node: &str);
+    /// An attempt's start on `devices` of `unit` is about to be written (SPEC §8: before it
+    /// is carried out): what can be made ready meanwhile, and undone if the write fails,
+    /// may begin now. [`Backend::launch`] of the attempt follows once the start is written,
+    /// or [`Backend::unprepare`] when the write failed.
+    fn prepare(&mut self, _job: JobId, _attempt: u32, _unit: &str, _devices: &[u32]) {}
+    /// The starts prepared since the last write will not be launched: undo them.
+    fn unprepare(&mut self) {}
     /// Deliver a stop (SIGTERM or SIGKILL) to an attempt, now or as soon as it can be
     /// reached (its supervisor started, its batch job known).
     fn signal(&mut self, job: JobId, attempt: u32, how: Stop);

@@ -41,6 +41,17 @@ pub struct Local {
     containment: std::sync::Arc<Containment>,
     /// Supervisors whose end the runtime took but has not stored yet.
     unstored: Vec<tokio::sync::oneshot::Sender<()>>,
+    /// Starts being written: their groups made and supervisors started meanwhile
+    /// ([`Backend::prepare`]), taken by `launch` or undone by `unprepare`.
+    prepared: HashMap<(JobId, u32), tokio::task::JoinHandle<Option<Prepared>>>,
+}
+
+/// An attempt's group and its supervisor, started while its start was being written.
+struct Prepared {
+    group: AttemptGroup,
+    /// The group's unified-hierarchy directory, which the supervisor was started in.
+    dir: std::path::PathBuf,
+    supervisor: proc::Prestarted,
 }
 
 impl Local {
@@ -77,6 +88,7 @@ impl Local {
             attempts: Shared::new(HashMap::new()),
             containment: std::sync::Arc::new(containment),
             unstored: Vec::new(),
+            prepared: HashMap::new(),
         }
     }
 }
@@ -133,15 +145,35 @@ impl Backend for Local {
         let attempts = self.attempts.clone();
         let (exe, owner) = (self.ctx.exe.clone(), self.ctx.owner.clone());
         let containment = self.containment.clone();
+        let prepared = self.prepared.remove(&(job, attempt));
         tokio::spawn(async move {
             let state = spec.state.clone();
             let mut spec = spec;
-            let launched = tokio::task::spawn_blocking(move || {
-                let group = contain(&containment, &mut spec)?;
-                let unified = group.as_ref().and_then(|g| g.unified());
-                proc::launch(&exe, &mut spec, unified).map(|sup| (sup, group))
-            })
-            .await;
+            // Its supervisor, started while the start was being written, if it could be.
+            let ready = match prepared {
+                Some(p) => p.await.ok().flatten(),
+                None => None,
+            };
+            let launched = match ready {
+                Some(Prepared {
+                    group,
+                    dir,
+                    supervisor,
+                }) => {
+                    spec.cgroup = group.dirs();
+                    Ok(supervisor
+                        .supervisor(&mut spec, &dir)
+                        .map(|s| (s, Some(group))))
+                }
+                None => {
+                    tokio::task::spawn_blocking(move || {
+                        let group = contain(&containment, &mut spec)?;
+                        let unified = group.as_ref().and_then(|g| g.unified());
+                        proc::launch(&exe, &mut spec, unified).map(|sup| (sup, group))
+                    })
+                    .await
+                }
+            };
             let (mut sup, group) = match launched {
                 Ok(Ok(started)) => started,
                 Ok(Err(e)) => {
@@ -197,6 +229,49 @@ impl Backend for Local {
                 status,
             });
         });
+    }
+
+    /// Where attempts run in a unified-hierarchy group: the group is made and the
+    /// supervisor started inside it now, with nothing to run until `launch` sends the
+    /// spec. So its start (a process and a large binary) overlaps the write of the
+    /// decision, which costs about 1 ms of `fsync` (docs/PERFORMANCE.md).
+    fn prepare(&mut self, job: JobId, attempt: u32, unit: &str, devices: &[u32]) {
+        let Some(cg) = self.containment.cgroups() else {
+            return;
+        };
+        if !super::clone_into::available() || self.prepared.contains_key(&(job, attempt)) {
+            return;
+        }
+        let group = cg.attempt(&group_name(job.0, attempt, unit, devices));
+        let (exe, devices) = (self.ctx.exe.clone(), devices.to_vec());
+        let handle = tokio::task::spawn_blocking(move || {
+            // A failure here is left to `launch`, which makes the group and starts the
+            // supervisor again the usual way and says what went wrong.
+            group.create(&devices).ok()?;
+            let dir = group.unified()?.to_path_buf();
+            let supervisor = proc::prestart(&exe, &dir)?;
+            Some(Prepared {
+                group,
+                dir,
+                supervisor,
+            })
+        });
+        self.prepared.insert((job, attempt), handle);
+    }
+
+    /// The starts were not written: their supervisors end without running anything, and
+    /// their groups go.
+    fn unprepare(&mut self) {
+        for (_, handle) in self.prepared.drain() {
+            tokio::spawn(async move {
+                if let Ok(Some(p)) = handle.await {
+                    p.supervisor.abandon().await;
+                    // Nothing else ran in it; only removed, never killed: the same
+                    // attempt, written later, may be in it by now (then it stays).
+                    let _ = tokio::task::spawn_blocking(move || p.group.remove()).await;
+                }
+            });
+        }
     }
 
     fn signal(&mut self, job: JobId, attempt: u32, how: Stop) {

@@ -195,6 +195,50 @@ pub fn launch(
     })
 }
 
+/// A supervisor started inside its attempt's unified group before the attempt's start
+/// is written (`Backend::prepare`): it waits for its spec, and ends without running
+/// anything when its channel closes first (dropped: the start was not written).
+#[derive(Debug)]
+pub struct Prestarted {
+    pid: i32,
+    child: Child,
+}
+
+/// Start a supervisor inside the unified group `dir` with nothing to run yet; `None`
+/// where that cannot be done here (then [`launch`] starts it the usual way).
+pub fn prestart(exe: &Path, dir: &Path) -> Option<Prestarted> {
+    match launch_into(exe, dir) {
+        Ok((pid, child)) => Some(Prestarted { pid, child }),
+        Err(super::clone_into::Refused::Unsupported) => None,
+        Err(super::clone_into::Refused::Failed(e)) => {
+            tracing::debug!("cannot start a supervisor inside {}: {e}", dir.display());
+            None
+        }
+    }
+}
+
+impl Prestarted {
+    /// The attempt's start is written: its spec, less the group it was started in (which
+    /// it does not enter again), is what [`Supervisor::send_spec`] sends.
+    pub fn supervisor(self, spec: &mut LaunchSpec, dir: &Path) -> std::io::Result<Supervisor> {
+        spec.cgroup.retain(|d| d != dir);
+        let mut line = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        Ok(Supervisor {
+            pid: self.pid,
+            child: self.child,
+            spec: line,
+        })
+    }
+
+    /// The start was not written: close its channel (it ends without running anything)
+    /// and wait for its end.
+    pub async fn abandon(mut self) {
+        self.child.close_in();
+        let _ = self.child.wait().await;
+    }
+}
+
 /// [`launch`] inside the unified group `dir`: the same supervisor, channel and blocked
 /// terminal signals.
 fn launch_into(exe: &Path, dir: &Path) -> Result<(i32, Child), super::clone_into::Refused> {

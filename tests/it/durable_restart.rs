@@ -358,6 +358,30 @@ fn a_decision_that_cannot_be_stored_pauses_scheduling_until_a_write_succeeds() {
         "{e}"
     );
     assert!(!state.join("runs/1.1").exists(), "the job was started");
+    // A supervisor started for it while its start was being written (where supervisors
+    // start inside their cgroup) ended without running anything.
+    let serve_pid = serve.child.as_ref().unwrap().id().to_string();
+    let supervisors = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| {
+                let dir = e.ok()?.path();
+                let status = std::fs::read_to_string(dir.join("status")).ok()?;
+                let ppid = status.lines().find_map(|l| l.strip_prefix("PPid:"))?;
+                let cmd = std::fs::read(dir.join("cmdline")).ok()?;
+                (ppid.trim() == serve_pid && cmd.windows(11).any(|w| w == b"__supervise"))
+                    .then_some(dir)
+            })
+            .count()
+    };
+    let t = Instant::now();
+    while supervisors() > 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "a supervisor of the unwritten start is left"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // The scheduler is up, and says why it pauses.
     let status = cli(&state, &["status"]);
     let text = String::from_utf8_lossy(&status.stdout);

@@ -243,6 +243,24 @@ impl Carry {
         }
     }
 
+    /// The batch's starts are about to be written: the backend may get them ready
+    /// meanwhile ([`Backend::prepare`]).
+    pub(crate) fn prepare(&mut self, sched: &Sched, events: &[Event]) {
+        for e in events {
+            if let Event::Started { job, devices, .. } = e
+                && let Some(j) = sched.job(*job)
+            {
+                self.backend
+                    .prepare(*job, j.attempts_started, sched.unit_name(j.unit), devices);
+            }
+        }
+    }
+
+    /// The batch was not written: undo what [`Carry::prepare`] began.
+    pub(crate) fn unprepare(&mut self) {
+        self.backend.unprepare();
+    }
+
     fn start(&mut self, sched: &Sched, timers: &mut Timers, job: JobId, devices: Vec<u32>) {
         let Some(j) = sched.job(job) else { return };
         let attempt = j.attempts_started;

@@ -510,8 +510,11 @@ impl Runtime {
         self.stop_jobs_if_shutting_down();
         let events = self.schedule(&turn, now);
         // Write-ahead: the batch's decisions (and the facts that led to them) are
-        // stored in one transaction before anything is carried out or answered.
+        // stored in one transaction before anything is carried out or answered. What
+        // can be undone may get ready meanwhile (a supervisor with nothing to run yet).
+        self.exec.prepare(&self.sched, &events);
         if let Err(why) = self.record(now, &events) {
+            self.exec.unprepare();
             self.pause(why.to_string(), now, events, turn);
             return Next::Go;
         }
