@@ -2,8 +2,9 @@
 //! (`shareq __supervise`, [`super::proc::launch`]), signalled by pid, which hands its
 //! exit status over its channel and waits until the runtime has stored it
 //! ([`Backend::stored`]); an adopted one is watched through its attempt record. Containment of an attempt (cgroups) belongs here: it is
-//! set up in `Local::launch`'s blocking step, beside the supervisor's start, and released
-//! with the attempt in `forget`.
+//! set up beside the supervisor's start — in `Local::prepare`, while the start is being
+//! written, where the supervisor can start inside its group, else in `Local::launch`'s
+//! blocking step — and released with the attempt.
 
 use super::LaunchSpec;
 use super::backend::{Backend, Context, Report, Reports, Shared, not_started};
