@@ -81,7 +81,8 @@ pub trait Backend: Send {
     /// may begin now. [`Backend::launch`] of the attempt follows once the start is written,
     /// or [`Backend::unprepare`] when the write failed.
     fn prepare(&mut self, _job: JobId, _attempt: u32, _unit: &str, _devices: &[u32]) {}
-    /// The starts prepared since the last write will not be launched: undo them.
+    /// The starts prepared and not launched (the write failed; or the batch is carried
+    /// out and they were not in it) will not be: undo them.
     fn unprepare(&mut self) {}
     /// Deliver a stop (SIGTERM or SIGKILL) to an attempt, now or as soon as it can be
     /// reached (its supervisor started, its batch job known).

@@ -241,6 +241,9 @@ impl Carry {
                 Event::ConfigApplied | Event::ConfigRejected { .. } => {}
             }
         }
+        // A start prepared for this batch and not launched by it (none should be) must not
+        // leave a supervisor waiting for a spec that never comes.
+        self.backend.unprepare();
     }
 
     /// The batch's starts are about to be written: the backend may get them ready
