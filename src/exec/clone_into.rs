@@ -89,9 +89,14 @@ static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
 pub fn available() -> bool {
     cfg!(all(target_arch = "x86_64", target_os = "linux"))
         && !UNSUPPORTED.load(Ordering::Relaxed)
-        && std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .is_ok_and(|r| release_at_least(&r, (5, 7)))
+        && *KERNEL_HAS_IT.get_or_init(|| {
+            std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .is_ok_and(|r| release_at_least(&r, (5, 7)))
+        })
 }
+
+/// Read once: [`available`] is asked at every start.
+static KERNEL_HAS_IT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
 /// Is kernel release `release` (`6.18.0-12-amd64`) `at_least` (major, minor)?
 fn release_at_least(release: &str, at_least: (u32, u32)) -> bool {

@@ -150,24 +150,12 @@ pub fn launch(
     spec: &mut LaunchSpec,
     unified: Option<&Path>,
 ) -> std::io::Result<Supervisor> {
-    if let Some(dir) = unified {
-        match launch_into(exe, dir) {
-            Ok((pid, child)) => {
-                spec.cgroup.retain(|d| d != dir);
-                let mut line = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
-                line.push(b'\n');
-                return Ok(Supervisor {
-                    pid,
-                    child,
-                    spec: line,
-                });
-            }
-            Err(super::clone_into::Refused::Unsupported) => {}
-            Err(super::clone_into::Refused::Failed(e)) => {
-                // The supervisor started as below says what is wrong with the group.
-                tracing::debug!("cannot start a supervisor inside {}: {e}", dir.display());
-            }
-        }
+    // Inside the group where it can be; else started as below, and the supervisor says
+    // what is wrong with the group.
+    if let Some(dir) = unified
+        && let Some(started) = prestart(exe, dir)
+    {
+        return started.supervisor(spec, dir);
     }
     let mut line = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
     line.push(b'\n');
@@ -195,9 +183,10 @@ pub fn launch(
     })
 }
 
-/// A supervisor started inside its attempt's unified group before the attempt's start
-/// is written (`Backend::prepare`): it waits for its spec, and ends without running
-/// anything when its channel closes first (dropped: the start was not written).
+/// A supervisor started inside its attempt's unified group, waiting for its spec (sent
+/// once the attempt's start is written: started early by `Backend::prepare`, or by
+/// [`launch`]); it ends without running anything when its channel closes first (dropped:
+/// the start was not written).
 #[derive(Debug)]
 pub struct Prestarted {
     pid: i32,
