@@ -48,6 +48,31 @@ impl Caller {
         Caller { uid, name, groups }
     }
 
+    /// [`Caller::lookup`] as the scheduler's socket does it for every connection: from a
+    /// cache while the answer is fresh ([`CALLER_FRESH`]) and neither `/etc/passwd` nor
+    /// `/etc/group` changed since; `None` when it must be looked up again (blocking:
+    /// the user database may be a network service), which [`Caller::remember`] stores.
+    pub fn cached(uid: u32, gid: u32) -> Option<Caller> {
+        let cache = CALLERS.lock().unwrap_or_else(|p| p.into_inner());
+        let (caller, at, files) = cache.get(&(uid, gid))?;
+        (at.elapsed() < CALLER_FRESH && *files == user_files()).then(|| caller.clone())
+    }
+
+    /// Look the caller up, and keep the answer for [`Caller::cached`].
+    pub fn remember(uid: u32, gid: u32) -> Caller {
+        let files = user_files();
+        let caller = Caller::lookup(uid, gid);
+        let mut cache = CALLERS.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= CALLERS_KEPT {
+            cache.retain(|_, (_, at, _)| at.elapsed() < CALLER_FRESH);
+        }
+        cache.insert(
+            (uid, gid),
+            (caller.clone(), std::time::Instant::now(), files),
+        );
+        caller
+    }
+
     /// This process (the scheduler itself, or a console at the keyboard).
     pub fn current() -> Caller {
         Caller::lookup(
@@ -72,6 +97,38 @@ impl Caller {
         }
     }
 }
+
+/// How long the socket trusts a caller's name and groups without asking the user
+/// database again: a change made with `usermod` or in a directory service is seen within
+/// this time, one made to `/etc/passwd` or `/etc/group` at once (their change is looked
+/// for on every connection). Looking a user up reads both files (or asks a service) on
+/// every request otherwise: a third of the socket's cost per submit (docs/PERFORMANCE.md).
+pub const CALLER_FRESH: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// At most this many callers are kept; past it the stale ones go.
+const CALLERS_KEPT: usize = 4096;
+
+/// What a cached caller was looked up against: the modification time, size and inode of
+/// `/etc/passwd` and `/etc/group` (`None` for one that cannot be read).
+type UserFiles = [Option<(std::time::SystemTime, u64, u64)>; 2];
+
+fn user_files() -> UserFiles {
+    use std::os::unix::fs::MetadataExt;
+    ["/etc/passwd", "/etc/group"].map(|f| {
+        std::fs::metadata(f).ok().map(|m| {
+            (
+                m.modified().unwrap_or(std::time::UNIX_EPOCH),
+                m.len(),
+                m.ino(),
+            )
+        })
+    })
+}
+
+type CallerCache = std::collections::HashMap<(u32, u32), (Caller, std::time::Instant, UserFiles)>;
+
+static CALLERS: std::sync::LazyLock<std::sync::Mutex<CallerCache>> =
+    std::sync::LazyLock::new(Default::default);
 
 /// An action on one job that only its owner and admins may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,6 +275,27 @@ impl Access {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_caller_is_looked_up_once_while_fresh_and_again_when_the_user_files_change() {
+        // A uid no other test asks for, so the shared cache starts without it.
+        let (uid, gid) = (4_000_123, 4_000_123);
+        assert_eq!(Caller::cached(uid, gid), None);
+        let looked = Caller::remember(uid, gid);
+        assert_eq!(looked, Caller::lookup(uid, gid));
+        assert_eq!(looked.name, format!("uid {uid}"));
+        assert_eq!(Caller::cached(uid, gid), Some(looked.clone()));
+        // Another primary group is another caller.
+        assert_eq!(Caller::cached(uid, gid + 1), None);
+        // Looked up against other user files (as after `useradd`): asked again.
+        CALLERS.lock().unwrap().get_mut(&(uid, gid)).unwrap().2 = [None, None];
+        assert_eq!(Caller::cached(uid, gid), None);
+        // And once stale.
+        Caller::remember(uid, gid);
+        CALLERS.lock().unwrap().get_mut(&(uid, gid)).unwrap().1 =
+            std::time::Instant::now() - CALLER_FRESH;
+        assert_eq!(Caller::cached(uid, gid), None);
+    }
 
     fn caller(uid: u32, name: &str, groups: &[&str]) -> Caller {
         Caller {

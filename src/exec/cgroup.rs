@@ -17,11 +17,15 @@
 //! `j<job>a<attempt>@<unit>+<i>+<j>…`: its name says which devices it holds, so what an
 //! earlier scheduler left running can be read back from the names alone.
 //!
-//! In the devices hierarchy an attempt's group sits one level lower, in the group of its
-//! device set (`gpus+<i>+<j>…`), which holds the deny rules: a group made there starts
-//! with its parent's rules (the v1 controller copies them), so a start costs one `mkdir`
-//! instead of a write per denied GPU minor (253 of them, ~4 ms of the scheduler's CPU per
-//! start). The device set's group is made, and its rules written, once per scheduler.
+//! In the devices hierarchy an attempt has no group of its own: its supervisor enters the
+//! group of its device set (`gpus+<i>+<j>…`), which holds the deny rules and is made, and
+//! its rules written, once per scheduler. Writing the rules per attempt cost a write per
+//! denied GPU minor (253 of them, ~4 ms of the scheduler's CPU per start); a group of its
+//! own inside the set's, which the v1 controller fills with a copy of its parent's rules,
+//! still cost an allocation per rule at each `mkdir` and a free per rule at each `rmdir`.
+//! Membership there only decides what may be opened, and attempts that hold the same set
+//! may open the same devices, so sharing the set's group changes nothing they can do;
+//! attempts are still found, killed and counted in the killing hierarchy.
 //!
 //! Fake GPUs are isolated as real ones would be: GPU `i` is the character device of
 //! NVIDIA's major number 195, minor `i` (`/dev/nvidia<i>`). A test makes such nodes with
@@ -301,8 +305,10 @@ pub struct AttemptGroup {
     kill: Kill,
     /// The group in the killing hierarchy (membership is read here).
     main: PathBuf,
-    /// The same group in the other hierarchies (pids, devices).
+    /// The same group in the other hierarchies (pids).
     others: Vec<PathBuf>,
+    /// In the devices hierarchy, the group of its device set (shared, never removed
+    /// with the attempt).
     devices: Option<PathBuf>,
 }
 
@@ -369,16 +375,8 @@ fn ensure_device_set(dir: &Path, allowed: &[u32]) -> io::Result<()> {
 impl Cgroups {
     /// The group of one attempt (not created yet).
     pub fn attempt(&self, name: &str) -> AttemptGroup {
-        let devices = self
-            .devices
-            .as_ref()
-            .map(|b| b.join(device_set(name)).join(name));
-        let others: Vec<PathBuf> = self
-            .pids
-            .iter()
-            .map(|b| b.join(name))
-            .chain(devices.clone())
-            .collect();
+        let devices = self.devices.as_ref().map(|b| b.join(device_set(name)));
+        let others: Vec<PathBuf> = self.pids.iter().map(|b| b.join(name)).collect();
         AttemptGroup {
             kill: self.kill.clone(),
             main: self.base.join(name),
@@ -473,13 +471,13 @@ fn members(dir: &Path) -> Vec<i32> {
 }
 
 impl AttemptGroup {
-    /// Make the group in every hierarchy; with device isolation, inside the group of its
-    /// device set, whose rules it starts with ([`ensure_device_set`]).
+    /// Make the group in every hierarchy; with device isolation, the group of its device
+    /// set when this scheduler has not made it yet ([`ensure_device_set`]).
     pub fn create(&self, allowed: &[u32]) -> io::Result<()> {
-        if let Some(set) = self.devices.as_ref().and_then(|d| d.parent()) {
+        if let Some(set) = &self.devices {
             ensure_device_set(set, allowed)?;
         }
-        for dir in self.dirs() {
+        for dir in self.own_dirs() {
             match std::fs::create_dir(&dir) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -491,10 +489,12 @@ impl AttemptGroup {
 
     /// The group's directory in every hierarchy (what the supervisor enters).
     pub fn dirs(&self) -> Vec<PathBuf> {
-        std::iter::once(&self.main)
-            .chain(&self.others)
-            .cloned()
-            .collect()
+        self.own_dirs().chain(self.devices.clone()).collect()
+    }
+
+    /// The attempt's own groups: made with it and removed with it.
+    fn own_dirs(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        std::iter::once(&self.main).chain(&self.others).cloned()
     }
 
     /// The group's directory in the unified (v2) hierarchy, when that is the killing one:
@@ -548,9 +548,9 @@ impl AttemptGroup {
         left.len()
     }
 
-    /// Remove the (empty) group from every hierarchy.
+    /// Remove the (empty) group from every hierarchy (the device set's group stays).
     pub fn remove(&self) {
-        for dir in self.dirs() {
+        for dir in self.own_dirs() {
             let _ = std::fs::remove_dir(dir);
         }
     }
@@ -760,6 +760,11 @@ mod tests {
         g.remove();
         assert!(!g.exists());
         if cg.isolates() {
+            // The device set's group is shared by the attempts holding that set: it
+            // stays, and holds no group of the attempt.
+            let set = g.devices.as_ref().unwrap();
+            assert!(set.is_dir());
+            assert_eq!(list_dirs(set), Vec::<String>::new());
             // The rules are the device set's: a second attempt of the same GPUs starts
             // with them, nothing written for it.
             let again = cg.attempt(&group_name(2, 1, "gpu", &[0]));

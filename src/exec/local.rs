@@ -122,6 +122,12 @@ fn contain(
 /// what is left, off the async workers.
 async fn release(group: Option<AttemptGroup>) {
     if let Some(g) = group {
+        // Usually the supervisor has seen every process of it end: one look, then the
+        // group goes, here (a hand-off to the blocking pool costs more than both).
+        if g.members().is_empty() {
+            g.remove();
+            return;
+        }
         let _ = tokio::task::spawn_blocking(move || cgroup::drain(&g)).await;
     }
 }
@@ -130,6 +136,9 @@ async fn release(group: Option<AttemptGroup>) {
 /// status is stored (it holds no GPU; the group goes once it has ended).
 async fn release_but(group: Option<AttemptGroup>, pid: i32) {
     if let Some(g) = group {
+        if g.members().iter().all(|&p| p == pid) {
+            return;
+        }
         let _ = tokio::task::spawn_blocking(move || cgroup::drain_but(&g, pid)).await;
     }
 }

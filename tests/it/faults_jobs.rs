@@ -377,13 +377,15 @@ fn an_attempt_and_its_supervisor_are_in_their_group_in_every_hierarchy() {
     // The job is where its supervisor is, in every hierarchy.
     assert_eq!(job, sup, "{log}");
     // `id:controllers:path`: the hierarchies the scheduler uses are the one it kills
-    // with (the unified one where there is one, else v1 freezer with v1 pids) and
-    // devices.
+    // with (the unified one where there is one, else v1 freezer with v1 pids), where
+    // the attempt has a group of its own, and devices, where it is in the group of its
+    // device set (GPU 0 here), shared by the attempts that hold that set.
     let root = std::path::Path::new("/sys/fs/cgroup");
     let unified = root.join("cgroup.controllers").exists()
         || root.join("unified/cgroup.controllers").exists();
     let kill = if unified { "" } else { "freezer" };
-    let group = format!("/j{a}a1@");
+    let own = format!("/j{a}a1@");
+    let set = "/gpus+0".to_string();
     let pids = if unified { "devices" } else { "pids" };
     for ctrl in [kill, pids, "devices"] {
         let line = job.iter().find(|l| {
@@ -396,7 +398,12 @@ fn an_attempt_and_its_supervisor_are_in_their_group_in_every_hierarchy() {
         });
         if let Some(line) = line {
             assert!(
-                line.contains(&group),
+                line.contains("/shareq-")
+                    && if ctrl == "devices" {
+                        line.ends_with(&set)
+                    } else {
+                        line.contains(&own)
+                    },
                 "outside its group in {ctrl:?}: {log}"
             );
         } else {
@@ -405,7 +412,7 @@ fn an_attempt_and_its_supervisor_are_in_their_group_in_every_hierarchy() {
     }
     // Beside the unified hierarchy, v1 pids is not used (a group fewer per start).
     if unified && let Some(l) = job.iter().find(|l| l.split(':').nth(1) == Some("pids")) {
-        assert!(!l.contains(&group), "in a v1 pids group: {log}");
+        assert!(!l.contains(&own), "in a v1 pids group: {log}");
     }
 }
 

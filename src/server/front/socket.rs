@@ -152,9 +152,12 @@ async fn connection(
     // Who is calling, from the kernel; never from the request.
     let cred = stream.peer_cred()?;
     let (uid, gid) = (cred.uid(), cred.gid());
-    let caller = tokio::task::spawn_blocking(move || Caller::lookup(uid, gid))
-        .await
-        .map_err(std::io::Error::other)?;
+    let caller = match Caller::cached(uid, gid) {
+        Some(known) => known,
+        None => tokio::task::spawn_blocking(move || Caller::remember(uid, gid))
+            .await
+            .map_err(std::io::Error::other)?,
+    };
     // One user's connections are capped (`limits.maxConnectionsPerUser`); admins are not.
     let access = snapshots.borrow().access.clone();
     let _slot = if access.is_admin(&caller) {
