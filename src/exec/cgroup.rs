@@ -548,6 +548,20 @@ impl AttemptGroup {
         left.len()
     }
 
+    /// Remove the group if it is empty (the kernel refuses to remove one that is not,
+    /// which is cheaper to ask than reading its members first); false when something
+    /// still runs in it.
+    pub fn remove_if_empty(&self) -> bool {
+        match std::fs::remove_dir(&self.main) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(_) if self.main.is_dir() => return false,
+            Err(_) => {}
+        }
+        self.remove();
+        true
+    }
+
     /// Remove the (empty) group from every hierarchy (the device set's group stays).
     pub fn remove(&self) {
         for dir in self.own_dirs() {

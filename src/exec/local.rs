@@ -122,10 +122,9 @@ fn contain(
 /// what is left, off the async workers.
 async fn release(group: Option<AttemptGroup>) {
     if let Some(g) = group {
-        // Usually the supervisor has seen every process of it end: one look, then the
-        // group goes, here (a hand-off to the blocking pool costs more than both).
-        if g.members().is_empty() {
-            g.remove();
+        // Usually the supervisor has seen every process of it end: the group goes
+        // here (a hand-off to the blocking pool costs more than the `rmdir`).
+        if g.remove_if_empty() {
             return;
         }
         let _ = tokio::task::spawn_blocking(move || cgroup::drain(&g)).await;

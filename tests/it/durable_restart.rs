@@ -532,3 +532,42 @@ fn a_paused_scheduler_asked_to_stop_stops_and_its_held_decision_leaves_no_trace(
         assert!(v[list].as_array().unwrap().is_empty(), "{v}");
     }
 }
+
+/// The state a job has in the database.
+fn stored_state(state: &Path, id: u64) -> Option<String> {
+    let db = rusqlite::Connection::open_with_flags(
+        state.join("shareq.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .ok()?;
+    db.query_row("SELECT state FROM jobs WHERE id = ?1", [id as i64], |r| {
+        r.get(0)
+    })
+    .ok()
+}
+
+#[test]
+fn a_running_label_held_back_is_stored_within_a_second_and_before_the_scheduler_stops() {
+    // A label alone (STARTING → RUNNING) waits for the next write, at most a second.
+    let mut s = common::Server::start(&config(2, 1, &share("team", 2, "LEND", false)));
+    let a = s.submit(&["--share", "team"], &["sleep", "30"]);
+    s.wait_state(a, "RUNNING", 20);
+    wait_for(5, "the RUNNING label stored by its timer", || {
+        stored_state(&s.state, a).as_deref() == Some("RUNNING")
+    });
+    // Stopped at once after the label (jobs left running): stored before it exits.
+    s.stop();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("c.yaml"),
+        config(2, 1, &share("team", 2, "LEND", false)),
+    )
+    .unwrap();
+    let mut s = common::Server::start_dir(dir, cfg, &[]);
+    let b = s.submit(&["--share", "team"], &["sleep", "30"]);
+    s.wait_state(b, "RUNNING", 20);
+    s.stop();
+    assert_eq!(stored_state(&s.state, b).as_deref(), Some("RUNNING"));
+}

@@ -219,6 +219,7 @@ impl RuntimeHandle {
             last_publish: None,
             persist: None,
             observed: Vec::new(),
+            labels_due: false,
             fatal: fatal_tx,
             access: Arc::new(crate::access::Access::new(&initial.config)),
             shutdown: None,
@@ -415,6 +416,8 @@ struct Runtime {
     persist: Option<Persist>,
     /// Facts fed to the scheduler since the last recorded batch.
     observed: Vec<Observed>,
+    /// The state labels held back are due to be stored (`Timer::Labels` fired).
+    labels_due: bool,
     fatal: watch::Sender<Option<String>>,
     /// Who may do what under the config in force (published with each snapshot).
     access: Arc<crate::access::Access>,
@@ -743,7 +746,14 @@ impl Runtime {
     }
 
     /// The loop ended: tell whoever asked for the shutdown.
-    fn end(self) {
+    fn end(mut self) {
+        // The labels held back are stored before the runtime goes.
+        if !self.observed.is_empty() && self.paused.is_none() {
+            self.labels_due = true;
+            if let Err(e) = self.record(now_ms(), &[]) {
+                tracing::warn!("cannot store the last state labels: {e}");
+            }
+        }
         if let Some(s) = self.shutdown {
             tracing::info!(
                 running = self.exec.running_count(),
@@ -766,11 +776,30 @@ impl Runtime {
             self.exec.stored();
             return Ok(());
         }
+        // A batch of state labels only (SCHEDULED → STARTING → RUNNING: no decision, no
+        // exit, nobody waiting for it to be stored) waits for the next write, at most
+        // `LABELS_HELD`: a restart goes by the attempts' run files, not by these labels,
+        // and most batches come with a decision or an exit soon after. A commit of its
+        // own was a third of the commits of a burst of short jobs (docs/PERFORMANCE.md).
+        let labels_only = events.is_empty()
+            && self
+                .observed
+                .iter()
+                .all(|o| matches!(o, Observed::StateChanged { .. }));
+        if labels_only && !self.labels_due {
+            if !self.timers.is_set(Timer::Labels) {
+                self.timers.set(Timer::Labels, timers::LABELS_HELD);
+            }
+            self.exec.stored();
+            return Ok(());
+        }
         let (sched, observed) = (&self.sched, &self.observed);
         // The facts stay until they are stored: a failed write is tried again with them.
         off_the_async_workers(|| p.store.record(now, observed, events, sched))?;
         self.metrics.committed();
         self.observed.clear();
+        self.labels_due = false;
+        self.timers.cancel(Timer::Labels);
         self.feed.publish(p.store.take_recorded());
         self.tokens.stored();
         // Supervisors that waited with an exit status now stored may end.

@@ -22,6 +22,11 @@ impl Runtime {
             }
             // The turn publishes what the rate limit held back.
             Timer::Flush => Outcome::Nothing,
+            // The turn stores the labels held back.
+            Timer::Labels => {
+                self.labels_due = true;
+                Outcome::Nothing
+            }
             Timer::ProtectionEnd | Timer::Wakeup => Outcome::Reschedule,
             Timer::Forecast => {
                 let tx = self.inputs.clone();

@@ -28,7 +28,14 @@ pub(crate) enum Timer {
     Forecast,
     /// The backend's next look at what runs (adopted supervisors, the batch system).
     Watch,
+    /// Store the state labels held back (`Runtime::record`): at most [`LABELS_HELD`]
+    /// after the first of them.
+    Labels,
 }
+
+/// How long a batch of state labels only (SCHEDULED → STARTING → RUNNING) may wait for the
+/// next write instead of a commit of its own.
+pub(crate) const LABELS_HELD: Duration = Duration::from_secs(1);
 
 impl Timer {
     #[cfg(test)]
@@ -40,7 +47,8 @@ impl Timer {
             | Timer::ProtectionEnd
             | Timer::Wakeup
             | Timer::Forecast
-            | Timer::Watch => None,
+            | Timer::Watch
+            | Timer::Labels => None,
         }
     }
 }
