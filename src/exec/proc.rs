@@ -233,9 +233,15 @@ impl Prestarted {
 fn launch_into(exe: &Path, dir: &Path) -> Result<(i32, Child), super::clone_into::Refused> {
     use super::clone_into::{Plan, Refused, spawn};
     use std::os::fd::AsFd;
+    use std::os::unix::fs::OpenOptionsExt;
     let failed = Refused::Failed;
-    let group = std::fs::File::open(dir).map_err(failed)?;
-    let null = std::fs::File::open("/dev/null").map_err(failed)?;
+    // Only a handle on the group's directory (`O_PATH`: no open of the directory itself).
+    let group = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_PATH | nix::libc::O_DIRECTORY)
+        .open(dir)
+        .map_err(failed)?;
+    let null = dev_null().map_err(failed)?;
     let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
     let (in_r, in_w) = nix::unistd::pipe2(cloexec).map_err(|e| failed(e.into()))?;
     let (out_r, out_w) = nix::unistd::pipe2(cloexec).map_err(|e| failed(e.into()))?;
@@ -248,7 +254,7 @@ fn launch_into(exe: &Path, dir: &Path) -> Result<(i32, Child), super::clone_into
     let child = spawn(&Plan {
         program: exe,
         args: &[SUPERVISE_SUBCOMMAND, SPEC_ON_CHANNEL],
-        stdio: [in_r.as_fd(), out_w.as_fd(), null.as_fd()],
+        stdio: [in_r.as_fd(), out_w.as_fd(), null],
         blocked: &blocked,
         cgroup: group.as_fd(),
     })?;
@@ -265,6 +271,17 @@ fn launch_into(exe: &Path, dir: &Path) -> Result<(i32, Child), super::clone_into
             reaped: false,
         },
     ))
+}
+
+/// `/dev/null`, opened once (close-on-exec; each start `dup2`s it to the child's stderr).
+fn dev_null() -> std::io::Result<std::os::fd::BorrowedFd<'static>> {
+    use std::os::fd::AsFd;
+    static NULL: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+    if let Some(f) = NULL.get() {
+        return Ok(f.as_fd());
+    }
+    let opened = std::fs::File::open("/dev/null")?;
+    Ok(NULL.get_or_init(|| opened).as_fd())
 }
 
 /// The signals a terminal sends its foreground process group (and a hangup its session).
