@@ -426,18 +426,18 @@ impl Cgroups {
             .map(|n| self.attempt(&n))
     }
 
-    /// Remove the base directories when no attempt group is left in them (in the
-    /// devices hierarchy, the device sets' groups first).
+    /// Remove the groups nothing runs in — attempts that ended while no scheduler
+    /// watched them, the device sets' groups — then the base directories when nothing is
+    /// left in them. A group something runs in is refused by the kernel and stays (a live
+    /// attempt, adopted by the scheduler starting).
     pub fn tidy(&self) {
-        if let Some(dev) = &self.devices {
-            for set in list_dirs(dev) {
-                let _ = std::fs::remove_dir(dev.join(set));
-            }
-        }
         for b in std::iter::once(&self.base)
             .chain(&self.pids)
             .chain(&self.devices)
         {
+            for group in list_dirs(b) {
+                let _ = std::fs::remove_dir(b.join(group));
+            }
             let _ = std::fs::remove_dir(b);
         }
     }

@@ -88,6 +88,28 @@ fn attempts(state: &Path, id: u64) -> Vec<(Option<String>, Option<i64>)> {
         .unwrap()
 }
 
+/// The directory holding the unified-hierarchy group of process `pid`'s attempt (the
+/// scheduler's `shareq-…` base), when it is in one.
+fn attempt_groups_beside(pid: i32) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+    if !path.contains("/shareq-") {
+        return None;
+    }
+    let root = Path::new("/sys/fs/cgroup");
+    let mount = if root.join("unified/cgroup.controllers").exists() {
+        root.join("unified")
+    } else {
+        root.to_path_buf()
+    };
+    Some(
+        mount
+            .join(path.trim_start_matches('/'))
+            .parent()?
+            .to_path_buf(),
+    )
+}
+
 fn setup(gpus: u32) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("config");
@@ -139,6 +161,9 @@ fn a_restart_adopts_running_jobs_and_recovers_the_rest() {
         .parse()
         .unwrap();
 
+    // Where the attempts' groups are, when they have some (root): A's, in the unified
+    // hierarchy (SPEC §7).
+    let groups = attempt_groups_beside(sup_a);
     serve.kill9();
     let kill = |pid: i32| {
         Command::new("kill")
@@ -177,6 +202,21 @@ fn a_restart_adopts_running_jobs_and_recovers_the_rest() {
         "{:?}",
         attempts(&state, c)
     );
+    // The groups of B and of C's first attempt, ended while no scheduler ran, are gone;
+    // A's, which runs, is not.
+    if let Some(dir) = &groups {
+        let names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        for gone in [b, c] {
+            let prefix = format!("j{gone}a1@");
+            assert!(!names.iter().any(|n| n.starts_with(&prefix)), "{names:?}");
+        }
+        let prefix = format!("j{a}a1@");
+        assert!(names.iter().any(|n| n.starts_with(&prefix)), "{names:?}");
+    }
     // D was queued and ran once.
     let jd = wait_state(&state, q, "SUCCEEDED");
     assert_eq!(jd["attempts"], 1);
