@@ -426,6 +426,15 @@ impl Cgroups {
             .map(|n| self.attempt(&n))
     }
 
+    /// Every attempt group of this scheduler (by the names in the killing hierarchy).
+    pub fn attempts(&self) -> Vec<AttemptGroup> {
+        list_dirs(&self.base)
+            .into_iter()
+            .filter(|n| parse_group_name(n).is_some())
+            .map(|n| self.attempt(&n))
+            .collect()
+    }
+
     /// Remove the groups nothing runs in — attempts that ended while no scheduler
     /// watched them, the device sets' groups — then the base directories when nothing is
     /// left in them. A group something runs in is refused by the kernel and stays (a live

@@ -234,10 +234,11 @@ impl Drop for Server {
 /// SIGKILL every process whose command line names this state directory (the
 /// supervisors this test started) and their process groups.
 pub fn kill_supervisors_of(state: &Path) {
-    let Ok(dir) = std::fs::read_dir(state.join("runs")) else {
-        return;
-    };
-    for e in dir.flatten() {
+    for e in std::fs::read_dir(state.join("runs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some((id, attempt)) = name.split_once('.') else {
             continue;
@@ -256,6 +257,34 @@ pub fn kill_supervisors_of(state: &Path) {
         let _ = Command::new("kill")
             .args(["-KILL", &pid.to_string()])
             .status();
+    }
+    tidy_cgroups(state);
+}
+
+/// Kill what is left in the attempt groups of the scheduler of `state` and remove its
+/// groups (as root, where attempts get groups): a test that ends with `kill -9` of its
+/// scheduler leaves them, and no scheduler of that state directory comes to tidy them.
+pub fn tidy_cgroups(state: &Path) {
+    if !nix::unistd::Uid::effective().is_root() {
+        return;
+    }
+    let Ok(db) = rusqlite::Connection::open_with_flags(
+        state.join("shareq.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    ) else {
+        return;
+    };
+    let Ok(id) = db.query_row("SELECT value FROM meta WHERE key = 'db_id'", [], |r| {
+        r.get::<_, String>(0)
+    }) else {
+        return;
+    };
+    let scope = shareq::exec::cgroup::scope(state, &id);
+    if let Some(cg) = shareq::exec::cgroup::Containment::detect(&scope).cgroups() {
+        for group in cg.attempts() {
+            shareq::exec::cgroup::drain(&group);
+        }
+        cg.tidy();
     }
 }
 
