@@ -35,11 +35,17 @@ pub struct Server {
 impl Server {
     /// Start `shareq serve --stop-jobs-on-exit` on a config given as YAML text.
     pub fn start(config_yaml: &str) -> Server {
+        Server::start_with(config_yaml, &["--stop-jobs-on-exit"])
+    }
+
+    /// Start `shareq serve` with `extra` arguments on a config given as YAML text (without
+    /// `--stop-jobs-on-exit` in `extra`, its jobs outlive it).
+    pub fn start_with(config_yaml: &str, extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let config = dir.path().join("config");
         std::fs::create_dir_all(&config).unwrap();
         std::fs::write(config.join("config.yaml"), config_yaml).unwrap();
-        Server::start_dir(dir, config, &["--stop-jobs-on-exit"])
+        Server::start_dir(dir, config, extra)
     }
 
     /// Start on an existing config directory.

@@ -231,15 +231,10 @@ fn each_child_sees_its_index_and_cancelling_the_parent_cancels_the_rest() {
 #[test]
 fn pending_jobs_stay_pending_over_a_restart_and_a_lost_release_is_not_lost() {
     // Jobs outlive the scheduler (no --stop-jobs-on-exit): a restart adopts them.
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("config");
-    std::fs::create_dir_all(&cfg).unwrap();
-    std::fs::write(
-        cfg.join("config.yaml"),
-        config(2, 2, &share("team", 2, "LEND_AND_BORROW", false)),
-    )
-    .unwrap();
-    let mut s = Server::start_dir(dir, cfg, &[]);
+    let mut s = Server::start_with(
+        &config(2, 2, &share("team", 2, "LEND_AND_BORROW", false)),
+        &[],
+    );
     let first = s.submit(&["--share", "team", "--name", "first"], &["sleep 600"]);
     let second = s.submit(
         &[
@@ -304,15 +299,10 @@ fn pending_jobs_stay_pending_over_a_restart_and_a_lost_release_is_not_lost() {
 
 #[test]
 fn a_dependency_that_ends_while_the_scheduler_is_killed_releases_its_dependent_at_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("config");
-    std::fs::create_dir_all(&cfg).unwrap();
-    std::fs::write(
-        cfg.join("config.yaml"),
-        config(2, 2, &share("team", 2, "LEND_AND_BORROW", false)),
-    )
-    .unwrap();
-    let mut s = Server::start_dir(dir, cfg, &[]);
+    let mut s = Server::start_with(
+        &config(2, 2, &share("team", 2, "LEND_AND_BORROW", false)),
+        &[],
+    );
     let a = s.submit(&["--share", "team", "--name", "a"], &["sleep 2"]);
     let b = s.submit(
         &["--share", "team", "--name", "b", "--after", &a.to_string()],

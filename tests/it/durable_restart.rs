@@ -597,15 +597,7 @@ fn a_running_label_held_back_is_stored_within_a_second_and_before_the_scheduler_
     });
     // Stopped at once after the label (jobs left running): stored before it exits.
     s.stop();
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("config");
-    std::fs::create_dir_all(&cfg).unwrap();
-    std::fs::write(
-        cfg.join("c.yaml"),
-        config(2, 1, &share("team", 2, "LEND", false)),
-    )
-    .unwrap();
-    let mut s = common::Server::start_dir(dir, cfg, &[]);
+    let mut s = common::Server::start_with(&config(2, 1, &share("team", 2, "LEND", false)), &[]);
     let b = s.submit(&["--share", "team"], &["sleep", "30"]);
     s.wait_state(b, "RUNNING", 20);
     s.stop();

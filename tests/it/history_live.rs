@@ -9,16 +9,15 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 
 fn start() -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("config");
-    std::fs::create_dir_all(&cfg).unwrap();
     let shares = format!(
         "{}---\n{}",
         share("alpha", 1, "LEND_AND_BORROW", false),
         share("beta", 3, "LEND", false)
     );
-    std::fs::write(cfg.join("config.yaml"), config(4, 1, &shares)).unwrap();
-    Server::start_dir(dir, cfg, &["--stop-jobs-on-exit", "--sample-seconds", "1"])
+    Server::start_with(
+        &config(4, 1, &shares),
+        &["--stop-jobs-on-exit", "--sample-seconds", "1"],
+    )
 }
 
 fn history(s: &Server, window: &str) -> Value {

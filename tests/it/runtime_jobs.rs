@@ -325,15 +325,7 @@ fn cancel_a_queued_and_a_running_job() {
 
 #[test]
 fn jobs_outlive_the_scheduler() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("config");
-    std::fs::create_dir_all(&cfg).unwrap();
-    std::fs::write(
-        cfg.join("c.yaml"),
-        config(1, 1, &share("team", 1, "LEND", false)),
-    )
-    .unwrap();
-    let mut s = Server::start_dir(dir, cfg, &[]);
+    let mut s = Server::start_with(&config(1, 1, &share("team", 1, "LEND", false)), &[]);
     let id = s.submit(&["--share", "team"], &["sleep 1; echo done"]);
     s.wait_state(id, "RUNNING", 20);
     s.stop();
