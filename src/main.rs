@@ -220,6 +220,13 @@ fn main() -> ExitCode {
     {
         return shareq::cli::exit_code(shareq::cli::supervise(std::path::Path::new(&spec)));
     }
+    // The spawner of supervisors (`exec::spawner`), started once by the scheduler.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == shareq::exec::spawner::SUBCOMMAND)
+    {
+        return ExitCode::from(shareq::exec::spawner::run());
+    }
     // Parsed in two steps to keep the subcommand's name as written (for carry_global).
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());

@@ -75,13 +75,19 @@ impl CliError {
 
 /// Print a failed command's message and give its exit code.
 pub fn exit_code(result: Result<(), CliError>) -> ExitCode {
+    ExitCode::from(exit_code_of(result))
+}
+
+/// [`exit_code`] as a number (the message printed the same way), for a process that
+/// ends with `std::process::exit` (a supervisor copied from the spawner).
+pub fn exit_code_of(result: Result<(), CliError>) -> u8 {
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => 0,
         Err(e) => {
             if let Some(m) = &e.message {
                 eprintln!("{m}");
             }
-            ExitCode::from(e.code())
+            e.code()
         }
     }
 }

@@ -23,7 +23,7 @@ mod when;
 pub use admin::{AuditArgs, ReloadArgs, audit, reload};
 pub use cancel::{CancelArgs, cancel};
 pub use console::{ConsoleArgs, DemoArgs, default_config_dir, demo, tui};
-pub use error::{CliError, ExitKind, exit_code};
+pub use error::{CliError, ExitKind, exit_code, exit_code_of};
 pub use events::{EventsArgs, events};
 pub use gpus::{gpus, slurm_conf};
 pub use history::{HistoryArgs, history};

@@ -171,7 +171,7 @@ impl Backend for Local {
                 }) => {
                     spec.cgroup = group.dirs();
                     Ok(supervisor
-                        .supervisor(&mut spec, &dir)
+                        .supervisor(&mut spec, Some(&dir))
                         .map(|s| (s, Some(group))))
                 }
                 None => {

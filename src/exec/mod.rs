@@ -20,6 +20,7 @@ pub mod session;
 pub mod slurm;
 pub mod slurm_exec;
 pub mod spawn;
+pub mod spawner;
 pub mod state_dir;
 pub mod state_perms;
 pub mod supervisor;

@@ -152,10 +152,8 @@ pub fn launch(
 ) -> std::io::Result<Supervisor> {
     // Inside the group where it can be; else started as below, and the supervisor says
     // what is wrong with the group.
-    if let Some(dir) = unified
-        && let Some(started) = prestart(exe, dir)
-    {
-        return started.supervisor(spec, dir);
+    if let Some(started) = start_early(exe, unified) {
+        return started.supervisor(spec, unified);
     }
     let mut line = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
     line.push(b'\n');
@@ -196,11 +194,20 @@ pub struct Prestarted {
 /// Start a supervisor inside the unified group `dir` with nothing to run yet; `None`
 /// where that cannot be done here (then [`launch`] starts it the usual way).
 pub fn prestart(exe: &Path, dir: &Path) -> Option<Prestarted> {
+    start_early(exe, Some(dir))
+}
+
+/// [`prestart`], or where there is no group (`dir` none) from the spawner only.
+fn start_early(exe: &Path, dir: Option<&Path>) -> Option<Prestarted> {
     match launch_into(exe, dir) {
         Ok((pid, child)) => Some(Prestarted { pid, child }),
         Err(super::clone_into::Refused::Unsupported) => None,
         Err(super::clone_into::Refused::Failed(e)) => {
-            tracing::debug!("cannot start a supervisor inside {}: {e}", dir.display());
+            let inside = dir.map(|d| format!(" inside {}", d.display()));
+            tracing::debug!(
+                "cannot start a supervisor{}: {e}",
+                inside.unwrap_or_default()
+            );
             None
         }
     }
@@ -209,8 +216,14 @@ pub fn prestart(exe: &Path, dir: &Path) -> Option<Prestarted> {
 impl Prestarted {
     /// The attempt's start is written: its spec, less the group it was started in (which
     /// it does not enter again), is what [`Supervisor::send_spec`] sends.
-    pub fn supervisor(self, spec: &mut LaunchSpec, dir: &Path) -> std::io::Result<Supervisor> {
-        spec.cgroup.retain(|d| d != dir);
+    pub fn supervisor(
+        self,
+        spec: &mut LaunchSpec,
+        dir: Option<&Path>,
+    ) -> std::io::Result<Supervisor> {
+        if let Some(dir) = dir {
+            spec.cgroup.retain(|d| d != dir);
+        }
         let mut line = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
         line.push(b'\n');
         Ok(Supervisor {
@@ -228,36 +241,51 @@ impl Prestarted {
     }
 }
 
-/// [`launch`] inside the unified group `dir`: the same supervisor, channel and blocked
-/// terminal signals.
-fn launch_into(exe: &Path, dir: &Path) -> Result<(i32, Child), super::clone_into::Refused> {
+/// [`launch`] inside the unified group `dir` (where given): the same supervisor and
+/// channel, copied by the spawner ([`super::spawner`]) where one runs, else started with
+/// the terminal's signals blocked (inside a group only).
+fn launch_into(exe: &Path, dir: Option<&Path>) -> Result<(i32, Child), super::clone_into::Refused> {
     use super::clone_into::{Plan, Refused, spawn};
     use std::os::fd::AsFd;
     use std::os::unix::fs::OpenOptionsExt;
     let failed = Refused::Failed;
     // Only a handle on the group's directory (`O_PATH`: no open of the directory itself).
-    let group = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_PATH | nix::libc::O_DIRECTORY)
-        .open(dir)
+    let group = dir
+        .map(|dir| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(nix::libc::O_PATH | nix::libc::O_DIRECTORY)
+                .open(dir)
+        })
+        .transpose()
         .map_err(failed)?;
-    let null = dev_null().map_err(failed)?;
     let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
     let (in_r, in_w) = nix::unistd::pipe2(cloexec).map_err(|e| failed(e.into()))?;
     let (out_r, out_w) = nix::unistd::pipe2(cloexec).map_err(|e| failed(e.into()))?;
-    let mut blocked = SigSet::empty();
-    pthread_sigmask(SigmaskHow::SIG_BLOCK, None, Some(&mut blocked))
-        .map_err(|e| failed(e.into()))?;
-    for s in terminal_signals().iter() {
-        blocked.add(s);
-    }
-    let child = spawn(&Plan {
-        program: exe,
-        args: &[SUPERVISE_SUBCOMMAND, SPEC_ON_CHANNEL],
-        stdio: [in_r.as_fd(), out_w.as_fd(), null],
-        blocked: &blocked,
-        cgroup: group.as_fd(),
-    })?;
+    let copied = super::spawner::start(
+        exe,
+        [in_r.as_fd(), out_w.as_fd()],
+        group.as_ref().map(|g| g.as_fd()),
+    );
+    let child = match (copied, &group) {
+        (Err(Refused::Unsupported), Some(group)) => {
+            let null = dev_null().map_err(failed)?;
+            let mut blocked = SigSet::empty();
+            pthread_sigmask(SigmaskHow::SIG_BLOCK, None, Some(&mut blocked))
+                .map_err(|e| failed(e.into()))?;
+            for s in terminal_signals().iter() {
+                blocked.add(s);
+            }
+            spawn(&Plan {
+                program: exe,
+                args: &[SUPERVISE_SUBCOMMAND, SPEC_ON_CHANNEL],
+                stdio: [in_r.as_fd(), out_w.as_fd(), null],
+                blocked: &blocked,
+                cgroup: group.as_fd(),
+            })?
+        }
+        (copied, _) => copied?,
+    };
     drop((in_r, out_w));
     let pid = child.pid;
     let stdin = tokio::net::unix::pipe::Sender::from_owned_fd(in_w).ok();

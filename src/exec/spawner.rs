@@ -1,0 +1,444 @@
+//! Starting supervisors without starting a program: the spawner, `shareq __spawner__`, a
+//! small process the scheduler starts once, forks each attempt's supervisor from itself.
+//!
+//! Why: a supervisor started with `exec` pays the dynamic loader on a large binary (its
+//! relocations, page faults, the runtime's start) at every attempt: about as much CPU as
+//! the rest of its work (docs/PERFORMANCE.md). A copy of a process that has done all that
+//! once, and holds a few MB, starts in a fraction of it. The scheduler itself is not that
+//! process: it may hold a deep queue, and a fork copies its page tables.
+//!
+//! Each request (a `SOCK_SEQPACKET` message on the spawner's standard input) carries the
+//! supervisor's channel (the read end of its input, the write end of its output) and,
+//! where it has one, the attempt's unified-hierarchy group; the spawner answers with the
+//! new supervisor's pid and a pidfd, or an error number. The supervisor is made with
+//! `clone3`:
+//! - `CLONE_PARENT`: it is the scheduler's child, not the spawner's, exactly as one the
+//!   scheduler started itself: the scheduler reaps it and reads how it ended;
+//! - `CLONE_INTO_CGROUP`: it starts inside its group (see [`super::clone_into`]);
+//! - `CLONE_PIDFD`, and `CLONE_CHILD_SETTID` into the C library's record of the thread id
+//!   where it is found, as `fork` sets it.
+//!
+//! The copy then does what `shareq __supervise --channel` does from its first step (its
+//! command line reads so: the spawner's arguments are rewritten in place). The spawner is
+//! single-threaded and holds nothing but its socket, so the copy is consistent. It makes
+//! a session of its own at its start (no terminal's signals reach it or its copies) and
+//! ends when the scheduler's end of the socket closes; the supervisors it made outlive
+//! it, as any supervisor outlives the scheduler.
+//!
+//! Where the spawner cannot be started or answers nothing, the scheduler starts the
+//! supervisor as before ([`super::proc`]), and tries to start a spawner again 10 s later.
+
+use nix::libc;
+use nix::sys::socket::{
+    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
+    sendmsg, socketpair,
+};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The hidden subcommand that runs the spawner (as long as `__supervise`: its copies
+/// rewrite it in place).
+pub const SUBCOMMAND: &str = "__spawner__";
+/// Its one argument (as long as `--channel`, for the same reason).
+const ARGUMENT: &str = "--spawner";
+/// What a copy's command line reads once rewritten.
+const AS_SUPERVISOR: [&str; 2] = [
+    super::proc::SUPERVISE_SUBCOMMAND,
+    super::proc::SPEC_ON_CHANNEL,
+];
+
+/// How long after a spawner failed the scheduler starts supervisors itself before it
+/// tries another.
+const RETRY_AFTER: Duration = Duration::from_secs(10);
+
+const CLONE_PARENT: u64 = 0x8000;
+const CLONE_CHILD_SETTID: u64 = 0x0100_0000;
+const CLONE_PIDFD: u64 = 0x1000;
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// The kernel's `struct clone_args` (version 2, with `cgroup`: Linux 5.7).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+// ---------------------------------------------------------------------------------------
+// The scheduler's side.
+
+/// The scheduler's spawner, if one runs.
+enum Slot {
+    NotYet,
+    Up {
+        exe: PathBuf,
+        sock: OwnedFd,
+        process: std::process::Child,
+    },
+    Down(Instant),
+}
+
+static SPAWNER: Mutex<Slot> = Mutex::new(Slot::NotYet);
+
+/// Start a supervisor from the spawner of `exe` (started now if none runs): its standard
+/// input and output are `stdio`, its group `cgroup` where given. `Unsupported`: no
+/// spawner here now (start it another way). Blocks the calling thread for one exchange
+/// with the spawner.
+pub fn start(
+    exe: &Path,
+    stdio: [BorrowedFd; 2],
+    cgroup: Option<BorrowedFd>,
+) -> Result<super::clone_into::Child, super::clone_into::Refused> {
+    use super::clone_into::Refused;
+    if !cfg!(target_os = "linux") {
+        return Err(Refused::Unsupported);
+    }
+    let mut slot = SPAWNER.lock().unwrap_or_else(|p| p.into_inner());
+    let ready = match &*slot {
+        Slot::Up { exe: theirs, .. } => theirs == exe,
+        Slot::NotYet => true,
+        Slot::Down(since) => since.elapsed() >= RETRY_AFTER,
+    };
+    if !ready {
+        return Err(Refused::Unsupported);
+    }
+    if !matches!(*slot, Slot::Up { .. }) {
+        match launch(exe) {
+            Ok(up) => *slot = up,
+            Err(e) => {
+                tracing::warn!(
+                    "cannot start the spawner ({e}): supervisors are started one by one"
+                );
+                *slot = Slot::Down(Instant::now());
+                return Err(Refused::Unsupported);
+            }
+        }
+    }
+    let Slot::Up { sock, .. } = &*slot else {
+        return Err(Refused::Unsupported);
+    };
+    match ask(sock.as_raw_fd(), stdio, cgroup) {
+        Ok(Ok(child)) => Ok(child),
+        Ok(Err(errno)) => Err(Refused::Failed(io::Error::from_raw_os_error(errno))),
+        Err(e) => {
+            // It is gone or confused: a copy it may have made gets no spec (its channel
+            // closes with the caller's ends) and ends without running anything.
+            tracing::warn!("the spawner did not answer ({e}): supervisors are started one by one");
+            if let Slot::Up { mut process, .. } =
+                std::mem::replace(&mut *slot, Slot::Down(Instant::now()))
+            {
+                let _ = process.kill();
+                let _ = process.wait();
+            }
+            Err(Refused::Unsupported)
+        }
+    }
+}
+
+/// Start `exe __spawner__ --spawner` with its end of a new socket pair as its standard
+/// input.
+fn launch(exe: &Path) -> io::Result<Slot> {
+    let (ours, theirs) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )?;
+    let process = std::process::Command::new(exe)
+        .args([SUBCOMMAND, ARGUMENT])
+        .stdin(std::process::Stdio::from(theirs))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    Ok(Slot::Up {
+        exe: exe.to_path_buf(),
+        sock: ours,
+        process,
+    })
+}
+
+/// One request and its answer: the pid and pidfd of the new supervisor, or the error
+/// number the spawner met; `Err`: the exchange itself failed.
+fn ask(
+    sock: RawFd,
+    stdio: [BorrowedFd; 2],
+    cgroup: Option<BorrowedFd>,
+) -> io::Result<Result<super::clone_into::Child, i32>> {
+    let mut fds = vec![stdio[0].as_raw_fd(), stdio[1].as_raw_fd()];
+    fds.extend(cgroup.map(|g| g.as_raw_fd()));
+    let flags = [u8::from(cgroup.is_some())];
+    let cmsg = [ControlMessage::ScmRights(&fds)];
+    sendmsg::<()>(
+        sock,
+        &[IoSlice::new(&flags)],
+        &cmsg,
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )?;
+    let mut answer = [0u8; 4];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let mut iov = [IoSliceMut::new(&mut answer)];
+    let msg = recvmsg::<()>(sock, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)?;
+    let mut pidfd = None;
+    for c in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(got) = c {
+            for fd in got {
+                // SAFETY: the kernel installed this descriptor for us; owned from here.
+                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                pidfd.get_or_insert(fd);
+            }
+        }
+    }
+    if msg.bytes != 4 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the spawner closed its socket",
+        ));
+    }
+    let n = i32::from_ne_bytes(answer);
+    Ok(match (n, pidfd) {
+        (pid, Some(pidfd)) if pid > 0 => Ok(super::clone_into::Child { pid, pidfd }),
+        (errno, _) if errno < 0 => Err(-errno),
+        _ => Err(libc::EPROTO),
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// The spawner process.
+
+/// What a copy needs from the spawner's start.
+struct Spawner {
+    /// Where the spawner's own arguments lie in its memory (`__spawner__\0--spawner\0`),
+    /// rewritten in each copy.
+    args_at: Option<usize>,
+    /// The C library's record of this thread's id, where it was found: the kernel writes
+    /// the copy's id there, as `fork` has it do.
+    tid_at: Option<u64>,
+}
+
+/// Run the spawner on its standard input until the scheduler's end closes. Returns the
+/// exit code for the spawner; each copy returns the supervisor's instead.
+pub fn run() -> u8 {
+    // No terminal's signals: a session of its own (it was started as a child of the
+    // scheduler, never a group leader).
+    let _ = nix::unistd::setsid();
+    let me = Spawner {
+        args_at: own_arguments(),
+        tid_at: thread_id_record(),
+    };
+    loop {
+        let mut flags = [0u8; 1];
+        let mut space = nix::cmsg_space!([RawFd; 3]);
+        let mut iov = [IoSliceMut::new(&mut flags)];
+        let received = recvmsg::<()>(0, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC);
+        let msg = match received {
+            Ok(m) => m,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return 0,
+        };
+        if msg.bytes == 0 {
+            return 0;
+        }
+        let mut fds = Vec::new();
+        if let Ok(cmsgs) = msg.cmsgs() {
+            for c in cmsgs {
+                if let ControlMessageOwned::ScmRights(got) = c {
+                    // SAFETY: installed for us by the kernel; owned from here.
+                    fds.extend(
+                        got.into_iter()
+                            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+                    );
+                }
+            }
+        }
+        let with_group = flags[0] & 1 == 1;
+        let answer = if fds.len() != 2 + usize::from(with_group) {
+            Err(libc::EPROTO)
+        } else {
+            match me.copy(&fds, with_group) {
+                Copy::Supervisor => {
+                    // The originals of its channel and the group's descriptor.
+                    drop(fds);
+                    return supervise();
+                }
+                Copy::Made(pid, pidfd) => Ok((pid, pidfd)),
+                Copy::Failed(errno) => Err(errno),
+            }
+        };
+        drop(fds);
+        let sent = match answer {
+            Ok((pid, pidfd)) => {
+                let fd = [pidfd.as_raw_fd()];
+                let cmsg = [ControlMessage::ScmRights(&fd)];
+                sendmsg::<()>(
+                    0,
+                    &[IoSlice::new(&pid.to_ne_bytes())],
+                    &cmsg,
+                    MsgFlags::MSG_NOSIGNAL,
+                    None,
+                )
+            }
+            Err(errno) => sendmsg::<()>(
+                0,
+                &[IoSlice::new(&(-errno).to_ne_bytes())],
+                &[],
+                MsgFlags::MSG_NOSIGNAL,
+                None,
+            ),
+        };
+        if sent.is_err() {
+            return 0;
+        }
+    }
+}
+
+enum Copy {
+    /// This is the copy: run the supervisor.
+    Supervisor,
+    /// The spawner, with the copy's pid and pidfd.
+    Made(i32, OwnedFd),
+    Failed(i32),
+}
+
+impl Spawner {
+    /// Make a copy of this process whose standard input and output are `fds[0]` and
+    /// `fds[1]`, inside the group `fds[2]` when `with_group`.
+    fn copy(&self, fds: &[OwnedFd], with_group: bool) -> Copy {
+        let mut pidfd: libc::c_int = -1;
+        let mut args = CloneArgs {
+            flags: CLONE_PARENT | CLONE_PIDFD,
+            pidfd: &mut pidfd as *mut libc::c_int as u64,
+            // CLONE_PARENT: the copy ends with the spawner's own exit signal (SIGCHLD).
+            exit_signal: 0,
+            ..CloneArgs::default()
+        };
+        if let Some(at) = self.tid_at {
+            args.flags |= CLONE_CHILD_SETTID;
+            args.child_tid = at;
+        }
+        if with_group {
+            args.flags |= CLONE_INTO_CGROUP;
+            args.cgroup = fds[2].as_raw_fd() as u64;
+        }
+        // SAFETY: a fork-like clone (no CLONE_VM): the copy goes on in its own memory from
+        // here, in a process of one thread.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_clone3,
+                &mut args as *mut CloneArgs,
+                std::mem::size_of::<CloneArgs>(),
+            )
+        };
+        match ret {
+            0 => {
+                // The copy: its channel on 0 and 1 (the spawner's socket on 0 is closed
+                // by the first `dup2`); the rest of the request's descriptors closed.
+                if nix::unistd::dup2_stdin(&fds[0]).is_err()
+                    || nix::unistd::dup2_stdout(&fds[1]).is_err()
+                {
+                    // SAFETY: ending the copy without running anything.
+                    unsafe { libc::_exit(126) };
+                }
+                if let Some(at) = self.args_at {
+                    rewrite_arguments(at);
+                }
+                Copy::Supervisor
+            }
+            r if r < 0 => Copy::Failed(
+                io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO),
+            ),
+            pid => {
+                // SAFETY: the kernel filled in a new pidfd for the copy.
+                Copy::Made(pid as i32, unsafe { OwnedFd::from_raw_fd(pidfd) })
+            }
+        }
+    }
+}
+
+/// In the copy: what `shareq __supervise --channel` runs, then the end of the process
+/// with the supervisor's exit code (the spawner's frames are never returned through).
+fn supervise() -> u8 {
+    let result = crate::cli::supervise(Path::new(super::proc::SPEC_ON_CHANNEL));
+    let code = crate::cli::exit_code_of(result);
+    std::process::exit(i32::from(code))
+}
+
+/// Where `__spawner__\0--spawner\0` lies in this process's memory: the end of its
+/// command line (between `arg_start` and `arg_end` of `/proc/self/stat`), checked against
+/// `/proc/self/cmdline`.
+fn own_arguments() -> Option<usize> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // Fields 48 and 49 of proc(5); `after` starts at field 3.
+    let start: usize = fields.get(45)?.parse().ok()?;
+    let end: usize = fields.get(46)?.parse().ok()?;
+    let cmdline = std::fs::read("/proc/self/cmdline").ok()?;
+    let tail = format!("{SUBCOMMAND}\0{ARGUMENT}\0");
+    if end.checked_sub(start)? != cmdline.len() || !cmdline.ends_with(tail.as_bytes()) {
+        return None;
+    }
+    // SAFETY: the kernel says the command line lies in [start, end) of our memory.
+    let here = unsafe { std::slice::from_raw_parts(start as *const u8, end - start) };
+    (here == cmdline.as_slice()).then_some(end - tail.len())
+}
+
+/// Write `__supervise\0--channel\0` over the spawner's arguments at `at` (in the copy).
+fn rewrite_arguments(at: usize) {
+    let new = format!("{}\0{}\0", AS_SUPERVISOR[0], AS_SUPERVISOR[1]);
+    // SAFETY: `own_arguments` found the spawner's arguments, as long as these, at `at`.
+    unsafe { std::ptr::copy_nonoverlapping(new.as_ptr(), at as *mut u8, new.len()) };
+}
+
+/// The C library's record of the calling thread's id (glibc keeps it in its thread
+/// descriptor, where `fork` has the kernel write the child's): its address, when the
+/// value found there is this thread's id.
+fn thread_id_record() -> Option<u64> {
+    if !cfg!(all(
+        target_os = "linux",
+        target_env = "gnu",
+        target_pointer_width = "64"
+    )) {
+        return None;
+    }
+    // glibc 2.26 and later on 64-bit Linux: `struct pthread`'s `tid` at 720.
+    const TID_OFFSET: usize = 720;
+    // SAFETY: `pthread_self` is the address of this thread's descriptor, larger than the
+    // offset read.
+    let at = unsafe { (libc::pthread_self() as *const u8).add(TID_OFFSET) } as *const libc::pid_t;
+    let tid = nix::unistd::gettid().as_raw();
+    // SAFETY: as above; read only.
+    (unsafe { std::ptr::read_volatile(at) } == tid).then_some(at as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_arguments_rewritten_are_as_long_as_the_spawners() {
+        assert_eq!(SUBCOMMAND.len(), AS_SUPERVISOR[0].len());
+        assert_eq!(ARGUMENT.len(), AS_SUPERVISOR[1].len());
+    }
+
+    #[test]
+    fn this_threads_id_is_found_where_glibc_keeps_it() {
+        if cfg!(all(target_os = "linux", target_env = "gnu")) {
+            assert!(thread_id_record().is_some());
+        }
+    }
+}
