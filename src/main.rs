@@ -225,7 +225,10 @@ fn main() -> ExitCode {
         .nth(1)
         .is_some_and(|a| a == shareq::exec::spawner::SUBCOMMAND)
     {
-        return ExitCode::from(shareq::exec::spawner::run());
+        return ExitCode::from(shareq::exec::spawner::run(|| {
+            let channel = std::path::Path::new(shareq::exec::proc::SPEC_ON_CHANNEL);
+            shareq::cli::exit_code_of(shareq::cli::supervise(channel))
+        }));
     }
     // Parsed in two steps to keep the subcommand's name as written (for carry_global).
     let matches = Cli::command().get_matches();

@@ -228,9 +228,10 @@ struct Spawner {
     tid_at: Option<u64>,
 }
 
-/// Run the spawner on its standard input until the scheduler's end closes. Returns the
-/// exit code for the spawner; each copy returns the supervisor's instead.
-pub fn run() -> u8 {
+/// Run the spawner on its standard input until the scheduler's end closes; returns its
+/// exit code. Each copy runs `supervise` (what `shareq __supervise --channel` runs, with
+/// its exit code) instead, and ends with it.
+pub fn run(supervise: fn() -> u8) -> u8 {
     // No terminal's signals: a session of its own (it was started as a child of the
     // scheduler, never a group leader).
     let _ = nix::unistd::setsid();
@@ -271,7 +272,8 @@ pub fn run() -> u8 {
                 Copy::Supervisor => {
                     // The originals of its channel and the group's descriptor.
                     drop(fds);
-                    return supervise();
+                    // The spawner's frames are never returned through.
+                    std::process::exit(i32::from(supervise()));
                 }
                 Copy::Made(pid, pidfd) => Ok((pid, pidfd)),
                 Copy::Failed(errno) => Err(errno),
@@ -367,14 +369,6 @@ impl Spawner {
             }
         }
     }
-}
-
-/// In the copy: what `shareq __supervise --channel` runs, then the end of the process
-/// with the supervisor's exit code (the spawner's frames are never returned through).
-fn supervise() -> u8 {
-    let result = crate::cli::supervise(Path::new(super::proc::SPEC_ON_CHANNEL));
-    let code = crate::cli::exit_code_of(result);
-    std::process::exit(i32::from(code))
 }
 
 /// Where `__spawner__\0--spawner\0` lies in this process's memory: the end of its

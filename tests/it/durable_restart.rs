@@ -164,7 +164,13 @@ fn a_restart_adopts_running_jobs_and_recovers_the_rest() {
     // Where the attempts' groups are, when they have some (root): A's, in the unified
     // hierarchy (SPEC §7).
     let groups = attempt_groups_beside(sup_a);
+    let serve_pid = serve.child.as_ref().unwrap().id();
+    let spawners = common::children_named(serve_pid, "__spawner__");
+    assert_eq!(spawners.len(), 1, "{spawners:?}");
     serve.kill9();
+    // Its spawner of supervisors ends with it (its socket closes); the supervisors
+    // it made stay.
+    wait_for(10, "the spawner's end", || !alive(spawners[0] as i32));
     let kill = |pid: i32| {
         Command::new("kill")
             .args(["-KILL", &pid.to_string()])

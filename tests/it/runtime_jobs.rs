@@ -511,3 +511,70 @@ fn an_attempt_creates_one_file_and_a_log_only_when_it_writes() {
     );
     assert!(out.stdout.is_empty());
 }
+
+/// Field `n` (1-based, as proc(5) numbers them) of `/proc/PID/stat`.
+fn stat_field(pid: u32, n: usize) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(n - 3)
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn supervisors_are_copies_of_the_spawner_and_outlive_it() {
+    let mut s = one_share(2, 2, 1);
+    let serve = s.child().unwrap().id();
+    let out = s.path("job.stat");
+    let id = s.submit(
+        &["--share", "team"],
+        &[&format!(
+            "cat /proc/$$/stat > {}; sleep 1000",
+            out.display()
+        )],
+    );
+    wait_for(10, "the job's stat", || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.ends_with('\n'))
+    });
+    let (sup, _, _) = ids_of(&std::fs::read_to_string(&out).unwrap());
+    let spawners = common::children_named(serve, "__spawner__");
+    assert_eq!(spawners.len(), 1, "serve has one spawner: {spawners:?}");
+    let spawner = spawners[0];
+    // The supervisor is serve's child and says what it is...
+    assert_eq!(
+        stat_field(sup, 4),
+        u64::from(serve),
+        "the supervisor's parent"
+    );
+    let cmdline = std::fs::read(format!("/proc/{sup}/cmdline")).unwrap();
+    assert!(
+        cmdline.ends_with(b"\0__supervise\0--channel\0"),
+        "{}",
+        String::from_utf8_lossy(&cmdline)
+    );
+    // ...but it is the spawner's copy, not a program started anew: its arguments lie
+    // where the spawner's do (field 48, arg_start), which an `exec` places afresh.
+    assert_eq!(stat_field(sup, 48), stat_field(spawner, 48));
+    // Without the spawner, the running job goes on, and new jobs start as before.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(spawner as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_for(10, "the spawner's end", || !alive(spawner as i32));
+    let next = s.submit(&["--share", "team"], &["echo", "started without it"]);
+    s.wait_state(next, "SUCCEEDED", 20);
+    assert!(s.log(next, 1).contains("started without it"));
+    assert_eq!(s.state_of(id), "RUNNING");
+    assert!(s.cli(&["cancel", &id.to_string()]).status.success());
+    s.wait_state(id, "FAILED", 20);
+    // A new spawner comes 10 s after the last one failed.
+    wait_for(30, "a new spawner", || {
+        let id = s.submit(&["--share", "team"], &["true"]);
+        s.wait_state(id, "SUCCEEDED", 20);
+        common::children_named(serve, "__spawner__")
+            .iter()
+            .any(|&p| p != spawner)
+    });
+}
