@@ -50,6 +50,9 @@ const AS_SUPERVISOR: [&str; 2] = [
     super::proc::SPEC_ON_CHANNEL,
 ];
 
+/// How long the scheduler waits for the spawner's answer before it gives the spawner up.
+const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
 /// How long after a spawner failed the scheduler starts supervisors itself before it
 /// tries another.
 const RETRY_AFTER: Duration = Duration::from_secs(10);
@@ -156,6 +159,13 @@ fn launch(exe: &Path) -> io::Result<Slot> {
         None,
         SockFlag::SOCK_CLOEXEC,
     )?;
+    // A spawner that stops answering (stopped, stuck) is given up after this long, so
+    // starts never wait on it for longer.
+    nix::sys::socket::setsockopt(
+        &ours,
+        nix::sys::socket::sockopt::ReceiveTimeout,
+        &nix::sys::time::TimeVal::new(ANSWER_WITHIN.as_secs() as _, 0),
+    )?;
     let process = std::process::Command::new(exe)
         .args([SUBCOMMAND, ARGUMENT])
         .stdin(std::process::Stdio::from(theirs))
@@ -180,17 +190,33 @@ fn ask(
     fds.extend(cgroup.map(|g| g.as_raw_fd()));
     let flags = [u8::from(cgroup.is_some())];
     let cmsg = [ControlMessage::ScmRights(&fds)];
-    sendmsg::<()>(
+    while let Err(e) = sendmsg::<()>(
         sock,
         &[IoSlice::new(&flags)],
         &cmsg,
         MsgFlags::MSG_NOSIGNAL,
         None,
-    )?;
+    ) {
+        if e != nix::errno::Errno::EINTR {
+            return Err(e.into());
+        }
+    }
     let mut answer = [0u8; 4];
     let mut space = nix::cmsg_space!([RawFd; 1]);
     let mut iov = [IoSliceMut::new(&mut answer)];
-    let msg = recvmsg::<()>(sock, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)?;
+    let msg = loop {
+        match recvmsg::<()>(sock, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            // The receive timeout: the spawner does not answer.
+            Err(nix::errno::Errno::EAGAIN) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("no answer within {} s", ANSWER_WITHIN.as_secs()),
+                ));
+            }
+            other => break other?,
+        }
+    };
     let mut pidfd = None;
     for c in msg.cmsgs()? {
         if let ControlMessageOwned::ScmRights(got) = c {

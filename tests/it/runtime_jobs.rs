@@ -570,11 +570,24 @@ fn supervisors_are_copies_of_the_spawner_and_outlive_it() {
     assert!(s.cli(&["cancel", &id.to_string()]).status.success());
     s.wait_state(id, "FAILED", 20);
     // A new spawner comes 10 s after the last one failed.
+    let mut again = Vec::new();
     wait_for(30, "a new spawner", || {
         let id = s.submit(&["--share", "team"], &["true"]);
         s.wait_state(id, "SUCCEEDED", 20);
-        common::children_named(serve, "__spawner__")
-            .iter()
-            .any(|&p| p != spawner)
+        again = common::children_named(serve, "__spawner__");
+        again.iter().any(|&p| p != spawner)
     });
+    // One that stops answering (stopped) is given up after 5 s, and jobs start without it.
+    let stuck = again[0] as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(stuck),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .unwrap();
+    let t = Instant::now();
+    let late = s.submit(&["--share", "team"], &["echo", "started all the same"]);
+    s.wait_state(late, "SUCCEEDED", 20);
+    assert!(t.elapsed() >= Duration::from_secs(4), "{:?}", t.elapsed());
+    assert!(s.log(late, 1).contains("started all the same"));
+    wait_for(5, "the stuck spawner's end", || !alive(stuck));
 }
