@@ -28,6 +28,7 @@
 //! Where the spawner cannot be started or answers nothing, the scheduler starts the
 //! supervisor as before ([`super::proc`]), and tries to start a spawner again 10 s later.
 
+use super::clone_into::{CLONE_INTO_CGROUP, CLONE_PIDFD, CloneArgs};
 use nix::libc;
 use nix::sys::socket::{
     AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
@@ -59,25 +60,6 @@ const RETRY_AFTER: Duration = Duration::from_secs(10);
 
 const CLONE_PARENT: u64 = 0x8000;
 const CLONE_CHILD_SETTID: u64 = 0x0100_0000;
-const CLONE_PIDFD: u64 = 0x1000;
-const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
-
-/// The kernel's `struct clone_args` (version 2, with `cgroup`: Linux 5.7).
-#[repr(C)]
-#[derive(Default)]
-struct CloneArgs {
-    flags: u64,
-    pidfd: u64,
-    child_tid: u64,
-    parent_tid: u64,
-    exit_signal: u64,
-    stack: u64,
-    stack_size: u64,
-    tls: u64,
-    set_tid: u64,
-    set_tid_size: u64,
-    cgroup: u64,
-}
 
 // ---------------------------------------------------------------------------------------
 // The scheduler's side.
@@ -91,6 +73,8 @@ enum Slot {
         process: std::process::Child,
     },
     Down(Instant),
+    /// This kernel has no `clone3` with these flags: never asked again.
+    Never,
 }
 
 static SPAWNER: Mutex<Slot> = Mutex::new(Slot::NotYet);
@@ -113,6 +97,7 @@ pub fn start(
         Slot::Up { exe: theirs, .. } => theirs == exe,
         Slot::NotYet => true,
         Slot::Down(since) => since.elapsed() >= RETRY_AFTER,
+        Slot::Never => false,
     };
     if !ready {
         return Err(Refused::Unsupported);
@@ -134,19 +119,30 @@ pub fn start(
     };
     match ask(sock.as_raw_fd(), stdio, cgroup) {
         Ok(Ok(child)) => Ok(child),
+        Ok(Err(errno)) if matches!(errno, libc::ENOSYS | libc::E2BIG) => {
+            tracing::warn!(
+                "the spawner cannot copy itself here ({}): supervisors are started one by one",
+                io::Error::from_raw_os_error(errno)
+            );
+            retire(&mut slot, Slot::Never);
+            Err(Refused::Unsupported)
+        }
         Ok(Err(errno)) => Err(Refused::Failed(io::Error::from_raw_os_error(errno))),
         Err(e) => {
             // It is gone or confused: a copy it may have made gets no spec (its channel
             // closes with the caller's ends) and ends without running anything.
             tracing::warn!("the spawner did not answer ({e}): supervisors are started one by one");
-            if let Slot::Up { mut process, .. } =
-                std::mem::replace(&mut *slot, Slot::Down(Instant::now()))
-            {
-                let _ = process.kill();
-                let _ = process.wait();
-            }
+            retire(&mut slot, Slot::Down(Instant::now()));
             Err(Refused::Unsupported)
         }
+    }
+}
+
+/// Put `next` in the slot; a spawner that was in it is killed and reaped.
+fn retire(slot: &mut Slot, next: Slot) {
+    if let Slot::Up { mut process, .. } = std::mem::replace(slot, next) {
+        let _ = process.kill();
+        let _ = process.wait();
     }
 }
 

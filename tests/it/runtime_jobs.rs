@@ -138,9 +138,8 @@ fn ids_of(stat: &str) -> (u32, u32, u32) {
     (f[0], f[1], f[2])
 }
 
-#[test]
-fn the_supervisor_leads_a_session_of_its_own_and_the_job_a_group_in_it() {
-    let s = one_share(1, 1, 1);
+/// A job that sleeps, and its `/proc/PID/stat` as it wrote it once running.
+fn sleeper(s: &Server) -> (u64, String) {
     let out = s.path("job.stat");
     let id = s.submit(
         &["--share", "team"],
@@ -152,7 +151,13 @@ fn the_supervisor_leads_a_session_of_its_own_and_the_job_a_group_in_it() {
     wait_for(10, "the job's stat", || {
         std::fs::read_to_string(&out).is_ok_and(|t| t.ends_with('\n'))
     });
-    let job_stat = std::fs::read_to_string(&out).unwrap();
+    (id, std::fs::read_to_string(&out).unwrap())
+}
+
+#[test]
+fn the_supervisor_leads_a_session_of_its_own_and_the_job_a_group_in_it() {
+    let s = one_share(1, 1, 1);
+    let (id, job_stat) = sleeper(&s);
     let job_pid: u32 = job_stat.split(' ').next().unwrap().parse().unwrap();
     let (sup, job_group, job_session) = ids_of(&job_stat);
     let cmdline = std::fs::read(format!("/proc/{sup}/cmdline")).unwrap();
@@ -526,18 +531,8 @@ fn stat_field(pid: u32, n: usize) -> u64 {
 fn supervisors_are_copies_of_the_spawner_and_outlive_it() {
     let mut s = one_share(2, 2, 1);
     let serve = s.child().unwrap().id();
-    let out = s.path("job.stat");
-    let id = s.submit(
-        &["--share", "team"],
-        &[&format!(
-            "cat /proc/$$/stat > {}; sleep 1000",
-            out.display()
-        )],
-    );
-    wait_for(10, "the job's stat", || {
-        std::fs::read_to_string(&out).is_ok_and(|t| t.ends_with('\n'))
-    });
-    let (sup, _, _) = ids_of(&std::fs::read_to_string(&out).unwrap());
+    let (id, job_stat) = sleeper(&s);
+    let (sup, _, _) = ids_of(&job_stat);
     let spawners = common::children_named(serve, "__spawner__");
     assert_eq!(spawners.len(), 1, "serve has one spawner: {spawners:?}");
     let spawner = spawners[0];
