@@ -51,6 +51,9 @@ fn a_killed_supervisor_leaves_nothing_running_on_its_gpu() {
         assert!(!alive(p), "process {p} of the killed attempt still runs");
     }
     assert_eq!(s.state_of(a), "FAILED");
+    // Its supervisor is the scheduler's child (made by the spawner with CLONE_PARENT), so
+    // the scheduler reads how it ended: SIGKILL.
+    assert_eq!(s.exit_code(a, 1), Some(137));
     assert_eq!(s.state_of(b), "RUNNING");
 }
 
