@@ -291,14 +291,14 @@ pub fn run(supervise: fn() -> u8) -> u8 {
             Err(libc::EPROTO)
         } else {
             match me.copy(&fds, with_group) {
-                Copy::Supervisor => {
+                Copied::InCopy => {
                     // The originals of its channel and the group's descriptor.
                     drop(fds);
                     // The spawner's frames are never returned through.
                     std::process::exit(i32::from(supervise()));
                 }
-                Copy::Made(pid, pidfd) => Ok((pid, pidfd)),
-                Copy::Failed(errno) => Err(errno),
+                Copied::Made(pid, pidfd) => Ok((pid, pidfd)),
+                Copied::Failed(errno) => Err(errno),
             }
         };
         drop(fds);
@@ -328,9 +328,10 @@ pub fn run(supervise: fn() -> u8) -> u8 {
     }
 }
 
-enum Copy {
+/// What [`Spawner::copy`] returns, in the copy and in the spawner.
+enum Copied {
     /// This is the copy: run the supervisor.
-    Supervisor,
+    InCopy,
     /// The spawner, with the copy's pid and pidfd.
     Made(i32, OwnedFd),
     Failed(i32),
@@ -339,7 +340,7 @@ enum Copy {
 impl Spawner {
     /// Make a copy of this process whose standard input and output are `fds[0]` and
     /// `fds[1]`, inside the group `fds[2]` when `with_group`.
-    fn copy(&self, fds: &[OwnedFd], with_group: bool) -> Copy {
+    fn copy(&self, fds: &[OwnedFd], with_group: bool) -> Copied {
         let mut pidfd: libc::c_int = -1;
         let mut args = CloneArgs {
             flags: CLONE_PARENT | CLONE_PIDFD,
@@ -378,16 +379,16 @@ impl Spawner {
                 if let Some(at) = self.args_at {
                     rewrite_arguments(at);
                 }
-                Copy::Supervisor
+                Copied::InCopy
             }
-            r if r < 0 => Copy::Failed(
+            r if r < 0 => Copied::Failed(
                 io::Error::last_os_error()
                     .raw_os_error()
                     .unwrap_or(libc::EIO),
             ),
             pid => {
                 // SAFETY: the kernel filled in a new pidfd for the copy.
-                Copy::Made(pid as i32, unsafe { OwnedFd::from_raw_fd(pidfd) })
+                Copied::Made(pid as i32, unsafe { OwnedFd::from_raw_fd(pidfd) })
             }
         }
     }
@@ -397,12 +398,7 @@ impl Spawner {
 /// command line (between `arg_start` and `arg_end` of `/proc/self/stat`), checked against
 /// `/proc/self/cmdline`.
 fn own_arguments() -> Option<usize> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // Fields 48 and 49 of proc(5); `after` starts at field 3.
-    let start: usize = fields.get(45)?.parse().ok()?;
-    let end: usize = fields.get(46)?.parse().ok()?;
+    let (start, end) = super::session::ProcStat::read(std::process::id())?.args?;
     let cmdline = std::fs::read("/proc/self/cmdline").ok()?;
     let tail = format!("{SUBCOMMAND}\0{ARGUMENT}\0");
     if end.checked_sub(start)? != cmdline.len() || !cmdline.ends_with(tail.as_bytes()) {

@@ -344,22 +344,14 @@ pub fn alive(pid: i32) -> bool {
 /// The live children of `parent` whose command line holds `word` (`__spawner__`: its
 /// spawner of supervisors).
 pub fn children_named(parent: u32, word: &str) -> Vec<u32> {
-    let parent_of = |pid: u32| {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat[stat.rfind(')')? + 1..]
-            .split_whitespace()
-            .nth(1)?
-            .parse::<u32>()
-            .ok()
-    };
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&pid| {
             let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             String::from_utf8_lossy(&cmd).contains(word)
-                && parent_of(pid) == Some(parent)
-                && alive(pid as i32)
+                && shareq::exec::session::ProcStat::read(pid)
+                    .is_some_and(|p| p.ppid == parent && p.is_live())
         })
         .collect()
 }

@@ -5,6 +5,7 @@
 use crate::common;
 
 use common::{Server, alive, config, share, wait_for};
+use shareq::exec::session::ProcStat;
 use std::time::{Duration, Instant};
 
 fn one_share(gpus: u32, limit: u32, grace: u32) -> Server {
@@ -517,16 +518,6 @@ fn an_attempt_creates_one_file_and_a_log_only_when_it_writes() {
     assert!(out.stdout.is_empty());
 }
 
-/// Field `n` (1-based, as proc(5) numbers them) of `/proc/PID/stat`.
-fn stat_field(pid: u32, n: usize) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    stat[stat.rfind(')').unwrap() + 1..]
-        .split_whitespace()
-        .nth(n - 3)
-        .and_then(|v| v.parse().ok())
-        .unwrap()
-}
-
 #[test]
 fn supervisors_are_copies_of_the_spawner_and_outlive_it() {
     let mut s = one_share(2, 2, 1);
@@ -537,11 +528,8 @@ fn supervisors_are_copies_of_the_spawner_and_outlive_it() {
     assert_eq!(spawners.len(), 1, "serve has one spawner: {spawners:?}");
     let spawner = spawners[0];
     // The supervisor is serve's child and says what it is...
-    assert_eq!(
-        stat_field(sup, 4),
-        u64::from(serve),
-        "the supervisor's parent"
-    );
+    let stat = |pid: u32| ProcStat::read(pid).unwrap();
+    assert_eq!(stat(sup).ppid, serve, "the supervisor's parent");
     let cmdline = std::fs::read(format!("/proc/{sup}/cmdline")).unwrap();
     assert!(
         cmdline.ends_with(b"\0__supervise\0--channel\0"),
@@ -550,7 +538,8 @@ fn supervisors_are_copies_of_the_spawner_and_outlive_it() {
     );
     // ...but it is the spawner's copy, not a program started anew: its arguments lie
     // where the spawner's do (field 48, arg_start), which an `exec` places afresh.
-    assert_eq!(stat_field(sup, 48), stat_field(spawner, 48));
+    assert!(stat(sup).args.is_some());
+    assert_eq!(stat(sup).args, stat(spawner).args);
     // Without the spawner, the running job goes on, and new jobs start as before.
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(spawner as i32),
