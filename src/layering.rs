@@ -26,6 +26,20 @@ const LAYERS: &[&[&str]] = &[
 /// `server`'s rooms, lowest first.
 const SERVER_ROOMS: &[&str] = &["runtime", "front", "client", "boot"];
 
+/// `exec`'s rooms, lowest first: a room imports only itself and rooms before it.
+const EXEC_ROOMS: &[&str] = &[
+    "containment",
+    "state",
+    "supervisor",
+    "start",
+    "backend",
+    "local",
+    "slurm",
+    "scripted",
+    "choice",
+    "gpu",
+];
+
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
@@ -124,23 +138,25 @@ fn top_level_modules_import_only_lower_layers() {
     );
 }
 
-#[test]
-fn server_rooms_import_one_way() {
-    let server = src().join("server");
+/// Every import of a later room by a file of `module`'s rooms (`rooms`, lowest first).
+fn rooms_importing_later(module: &str, rooms: &[&str]) -> Vec<String> {
+    let dir = src().join(module);
+    let prefix = format!("{module}::");
     let mut wrong = Vec::new();
-    for (i, room) in SERVER_ROOMS.iter().enumerate() {
-        let path = match server.join(room) {
+    for (i, room) in rooms.iter().enumerate() {
+        let path = match dir.join(room) {
             d if d.is_dir() => d,
-            _ => server.join(format!("{room}.rs")),
+            _ => dir.join(format!("{room}.rs")),
         };
+        assert!(path.exists(), "{}: no such room", path.display());
         for f in files(&path) {
-            let mut deps = named(&f, "server::");
-            if f.file_name().is_some_and(|n| n == "mod.rs") {
-                // There `super::` is `server::`.
+            let mut deps = named(&f, &prefix);
+            if f.parent() == Some(dir.as_path()) || f == dir.join(room).join("mod.rs") {
+                // In a room's own file (or its folder's mod.rs) `super::` is the module.
                 deps.extend(named(&f, "super::"));
             }
             for dep in deps {
-                if let Some(j) = SERVER_ROOMS.iter().position(|r| *r == dep.as_str())
+                if let Some(j) = rooms.iter().position(|r| *r == dep.as_str())
                     && j > i
                 {
                     wrong.push(format!("{}: `{room}` imports `{dep}`", f.display()));
@@ -148,5 +164,38 @@ fn server_rooms_import_one_way() {
             }
         }
     }
+    wrong
+}
+
+#[test]
+fn server_rooms_import_one_way() {
+    let wrong = rooms_importing_later("server", SERVER_ROOMS);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn exec_rooms_import_one_way() {
+    let wrong = rooms_importing_later("exec", EXEC_ROOMS);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Every `.rs` file under `exec/` is in one of [`EXEC_ROOMS`] (or is `exec/mod.rs`).
+#[test]
+fn every_exec_file_is_in_a_room() {
+    let dir = src().join("exec");
+    let mut loose = Vec::new();
+    for f in files(&dir) {
+        let rel = f.strip_prefix(&dir).unwrap();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
+        let room = first.trim_end_matches(".rs");
+        if rel != Path::new("mod.rs") && !EXEC_ROOMS.contains(&room) {
+            loose.push(rel.display().to_string());
+        }
+    }
+    assert!(loose.is_empty(), "in no room of EXEC_ROOMS: {loose:?}");
 }

@@ -223,10 +223,10 @@ fn main() -> ExitCode {
     // The spawner of supervisors (`exec::spawner`), started once by the scheduler.
     if std::env::args_os()
         .nth(1)
-        .is_some_and(|a| a == shareq::exec::spawner::SUBCOMMAND)
+        .is_some_and(|a| a == shareq::exec::start::spawner::SUBCOMMAND)
     {
-        return ExitCode::from(shareq::exec::spawner::run(|| {
-            let channel = std::path::Path::new(shareq::exec::proc::SPEC_ON_CHANNEL);
+        return ExitCode::from(shareq::exec::start::spawner::run(|| {
+            let channel = std::path::Path::new(shareq::exec::supervisor::channel::SPEC_ON_CHANNEL);
             shareq::cli::exit_code_of(shareq::cli::supervise(channel))
         }));
     }

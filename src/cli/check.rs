@@ -241,7 +241,9 @@ pub fn check(dir: &Path, watch: bool, against: Option<&Path>) -> Result<(), CliE
             if loaded.config.executor() == crate::model::Executor::Local {
                 println!(
                     "\non this machine: {}",
-                    crate::exec::cgroup::Containment::describe()
+                    crate::exec::containment::cgroup::Containment::describe(
+                        crate::exec::start::clone_into::available(),
+                    )
                 );
             }
             match against {

@@ -178,7 +178,7 @@ pub fn demo(args: &DemoArgs) -> Result<(), CliError> {
     // The demo leaves nothing behind but jobs the operator chose to detach. A stopped
     // job's supervisor may still be ending when the session returns (it ends once told
     // its status is stored): such ones get a moment, detached jobs keep running.
-    let running = || crate::exec::runfiles::attempts_left_running(state.root());
+    let running = || crate::exec::state::runfiles::attempts_left_running(state.root());
     let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
     while running() && std::time::Instant::now() < until {
         std::thread::sleep(std::time::Duration::from_millis(50));

@@ -11,7 +11,10 @@ use std::path::Path;
 pub fn slurm_conf(dir: &Path) -> Result<(), CliError> {
     match load_dir(dir) {
         Ok(loaded) if loaded.config.has_nodes() => {
-            print!("{}", crate::exec::slurm::slurm_conf(&loaded.config));
+            print!(
+                "{}",
+                crate::exec::slurm::commands::slurm_conf(&loaded.config)
+            );
             Ok(())
         }
         Ok(_) => Err(CliError::usage(format!(
@@ -104,7 +107,9 @@ fn discovered(config: Option<&Path>) -> Result<(), CliError> {
     }
     println!(
         "Containment: {}",
-        crate::exec::cgroup::Containment::describe()
+        crate::exec::containment::cgroup::Containment::describe(
+            crate::exec::start::clone_into::available(),
+        )
     );
     if let Some(dir) = config {
         match load_dir(dir) {

@@ -93,7 +93,7 @@ pub fn log(args: &LogArgs) -> Result<(), CliError> {
             return Ok(());
         }
         let ended = attempt > 0
-            && crate::exec::runfiles::AttemptRecord::of(state.root(), job, attempt).ended();
+            && crate::exec::state::runfiles::AttemptRecord::of(state.root(), job, attempt).ended();
         if ended || attempt == 0 {
             // Whether the job is finished is asked first, then whether a newer attempt
             // began: an attempt that started (and ended) before the job finished is then

@@ -8,7 +8,7 @@
 
 use super::error::{CliError, ExitKind};
 use crate::config::{LoadedConfig, load_dir};
-use crate::exec::gpus::needs_discovery;
+use crate::exec::gpu::discovery::needs_discovery;
 use crate::exec::{Discovery, now_ms};
 use crate::model::{UnitCapacity, ValidConfig};
 use crate::replay::history::{HistoryTrace, what_if};

@@ -2,18 +2,17 @@
 //! [`Backend`] — launch an attempt on a node with devices, signal it, adopt it after a
 //! restart, let it look at what runs — and every backend answers with the same
 //! [`Report`]s (accepted, running, ended with a code, node down, node drained). Which
-//! backend runs is chosen here, in [`choose`], and nowhere else; what a config's executor
-//! cannot carry out is said beside that choice ([`unavailable`], [`unreachable`]).
+//! backend runs is chosen in [`crate::exec::choice`], and nowhere else.
 //!
 //! Backend-neutral work (the attempt table, TERM → grace → KILL, timeouts, the preemption
 //! log) is the runtime's (`server::carry`); a backend keeps only its own per-attempt data.
-//! A third executor is a new file with an `impl Backend` and a line in [`choose`].
+//! A third executor is a new file with an `impl Backend` and a line in
+//! [`crate::exec::choice::choose`].
 
-use super::proc::Stop;
-use super::runfiles::Owner;
-use super::{LaunchSpec, StateDir};
-use crate::config::{ConfigError, LoadedConfig};
-use crate::model::{Executor, JobId};
+use crate::exec::start::Stop;
+use crate::exec::state::runfiles::Owner;
+use crate::exec::{LaunchSpec, StateDir};
+use crate::model::JobId;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -32,7 +31,7 @@ pub enum Report {
     Ended {
         job: JobId,
         attempt: u32,
-        status: super::ExitStatus,
+        status: crate::exec::ExitStatus,
     },
     /// The node went down: nothing on it runs any more (its attempts are reported
     /// `Ended` right after).
@@ -117,100 +116,6 @@ pub struct Context {
     pub reports: Reports,
 }
 
-/// The one place that picks the backend of a config's executor.
-pub fn choose(executor: &Executor, ctx: Context) -> Box<dyn Backend> {
-    match executor {
-        Executor::Local => Box::new(super::local::Local::new(ctx)),
-        Executor::Slurm(s) => Box::new(super::slurm_exec::Slurm::new(
-            ctx,
-            s.partition.clone(),
-            s.start,
-        )),
-    }
-}
-
-/// Whether the executor runs attempts on this machine, so that GPU discovery here answers
-/// for its node (Slurm's nodes are other machines: their GPUs are the ones the config
-/// lists).
-pub fn runs_here(executor: &Executor) -> bool {
-    match executor {
-        Executor::Local => true,
-        Executor::Slurm(_) => false,
-    }
-}
-
-/// A config the executors cannot carry out (several nodes on the local executor) is
-/// refused at start and on reload, with the reason on its line.
-pub fn unavailable(loaded: &LoadedConfig) -> Option<ConfigError> {
-    let nodes = loaded.config.env.nodes.as_ref().map_or(1, Vec::len);
-    match loaded.config.executor() {
-        Executor::Local if nodes > 1 => Some(
-            ConfigError::new(format!(
-                "nodes: {nodes} nodes, and the local executor runs jobs on this machine only: list one node, or use `executor: {{kind: slurm, partition: ...}}` (`replay` and `check` accept several nodes without an executor)"
-            ))
-            .field("nodes"),
-        ),
-        Executor::Local => None,
-        Executor::Slurm(_) => None,
-    }
-}
-
-/// With the Slurm executor: Slurm must answer and have the partition, and every node of
-/// the config must be in it, before anything is started.
-pub fn unreachable(loaded: &LoadedConfig) -> Option<ConfigError> {
-    let Executor::Slurm(s) = loaded.config.executor() else {
-        return None;
-    };
-    let why = match super::slurm::sinfo(&s.partition) {
-        Err(e) => format!("executor: Slurm does not answer: {e}"),
-        Ok(nodes) => {
-            let missing: Vec<String> = loaded
-                .config
-                .nodes()
-                .into_iter()
-                .map(|(n, _)| n)
-                .filter(|n| !nodes.iter().any(|x| &x.name == n))
-                .collect();
-            if missing.is_empty() {
-                return None;
-            }
-            format!(
-                "executor: partition `{}` has no node {} (it has: {})",
-                s.partition,
-                missing.join(", "),
-                nodes
-                    .iter()
-                    .map(|n| n.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        }
-    };
-    Some(ConfigError::new(why).field("executor"))
-}
-
-/// Which attempts run, after a restart, as the executor sees it: `None` for the local
-/// executor (recovery looks at this machine's processes); for Slurm, whether its queue
-/// still has the attempt's batch job (found by name). Without Slurm's view nothing can be
-/// said about what runs: an error, and the scheduler does not start (no guessing).
-pub type LiveAttempts = Box<dyn Fn(JobId, u32) -> bool>;
-
-pub fn live_attempts(executor: &Executor) -> Result<Option<LiveAttempts>, ConfigError> {
-    match executor {
-        Executor::Local => Ok(None),
-        Executor::Slurm(s) => {
-            let jobs = super::slurm::squeue(&s.partition).map_err(|e| {
-                ConfigError::new(format!("executor: Slurm's queue cannot be read: {e}"))
-                    .field("executor")
-            })?;
-            Ok(Some(Box::new(move |job, attempt| {
-                let name = super::slurm::job_name(job, attempt);
-                jobs.iter().any(|j| j.name == name && j.is_live())
-            })))
-        }
-    }
-}
-
 /// A backend's per-attempt data, shared between the runtime task and the work it runs
 /// off that task (a started supervisor's pid, a batch job's id).
 #[derive(Debug)]
@@ -238,6 +143,6 @@ pub(crate) fn not_started(reports: &Reports, job: JobId, attempt: u32) {
     reports.send(Report::Ended {
         job,
         attempt,
-        status: super::ExitStatus::ended_now(127),
+        status: crate::exec::ExitStatus::ended_now(127),
     });
 }

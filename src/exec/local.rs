@@ -1,16 +1,16 @@
 //! The local executor: each attempt is a supervisor process on this machine
-//! (`shareq __supervise`, [`super::proc::launch`]), signalled by pid, which hands its
+//! (`shareq __supervise`, [`crate::exec::start::launch`]), signalled by pid, which hands its
 //! exit status over its channel and waits until the runtime has stored it
 //! ([`Backend::stored`]); an adopted one is watched through its attempt record. Containment of an attempt (cgroups) belongs here: it is
 //! set up beside the supervisor's start — in `Local::prepare`, while the start is being
 //! written, where the supervisor can start inside its group, else in `Local::launch`'s
 //! blocking step — and released with the attempt.
 
-use super::LaunchSpec;
-use super::backend::{Backend, Context, Report, Reports, Shared, not_started};
-use super::cgroup::{self, AttemptGroup, Containment, group_name};
-use super::proc::{self, Ended, Stop};
-use super::runfiles::{self, SupervisorStatus};
+use crate::exec::LaunchSpec;
+use crate::exec::backend::{Backend, Context, Report, Reports, Shared, not_started};
+use crate::exec::containment::cgroup::{self, AttemptGroup, Containment, group_name};
+use crate::exec::start::{self, Ended, Stop};
+use crate::exec::state::runfiles::{self, SupervisorStatus};
 use crate::model::JobId;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -52,7 +52,7 @@ struct Prepared {
     group: AttemptGroup,
     /// The group's unified-hierarchy directory, which the supervisor was started in.
     dir: std::path::PathBuf,
-    supervisor: proc::Prestarted,
+    supervisor: start::Prestarted,
 }
 
 impl Local {
@@ -69,7 +69,7 @@ impl Local {
             Some(w) => tracing::warn!("{w}"),
             None => tracing::info!("each attempt runs in a cgroup of its own; GPUs are isolated"),
         }
-        if let Some(slow) = containment.slow_moves() {
+        if let Some(slow) = containment.slow_moves(crate::exec::start::clone_into::available()) {
             tracing::info!("{slow}");
         }
         if let Some(cg) = containment.cgroups() {
@@ -178,7 +178,7 @@ impl Backend for Local {
                     tokio::task::spawn_blocking(move || {
                         let group = contain(&containment, &mut spec)?;
                         let unified = group.as_ref().and_then(|g| g.unified());
-                        proc::launch(&exe, &mut spec, unified).map(|sup| (sup, group))
+                        start::launch(&exe, &mut spec, unified).map(|sup| (sup, group))
                     })
                     .await
                 }
@@ -198,7 +198,7 @@ impl Backend for Local {
             if let Some(a) = attempts.lock().get_mut(&(job, attempt)) {
                 a.pid = Some(sup.pid);
                 if let Some(how) = a.stop {
-                    proc::signal(sup.pid, how);
+                    start::signal(sup.pid, how);
                 }
             }
             reports.send(Report::Accepted { job, attempt });
@@ -248,7 +248,9 @@ impl Backend for Local {
         let Some(cg) = self.containment.cgroups() else {
             return;
         };
-        if !super::clone_into::available() || self.prepared.contains_key(&(job, attempt)) {
+        if !crate::exec::start::clone_into::available()
+            || self.prepared.contains_key(&(job, attempt))
+        {
             return;
         }
         let group = cg.attempt(&group_name(job.0, attempt, unit, devices));
@@ -258,7 +260,7 @@ impl Backend for Local {
             // supervisor again the usual way and says what went wrong.
             group.create(&devices).ok()?;
             let dir = group.unified()?.to_path_buf();
-            let supervisor = proc::prestart(&exe, &dir)?;
+            let supervisor = start::prestart(&exe, &dir)?;
             Some(Prepared {
                 group,
                 dir,
@@ -287,7 +289,7 @@ impl Backend for Local {
         if let Some(a) = self.attempts.lock().get_mut(&(job, attempt)) {
             a.stop = Some(how);
             if let Some(pid) = a.pid {
-                proc::signal(pid, how);
+                start::signal(pid, how);
             }
         }
     }
@@ -373,7 +375,7 @@ fn probe(
             SupervisorStatus::Vanished { session } => {
                 if let Some(sid) = session {
                     tracing::warn!(job = %job, attempt, "adopted supervisor died without an exit status: killing what is left of its attempt");
-                    proc::clear_session(sid).await;
+                    start::clear_session(sid).await;
                 }
                 Some(crate::exec::ExitStatus::ended_now(255))
             }

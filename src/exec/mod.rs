@@ -1,31 +1,28 @@
-//! Carrying attempts out and watching the machine: the executor boundary
-//! ([`backend::Backend`], with the local and Slurm executors), GPU discovery and
-//! telemetry, the state directory, the run files, and the supervisor that runs each
-//! attempt. `exec` decides nothing: it imports no `sched`.
+//! Carrying attempts out and watching the machine. `exec` decides nothing: it imports no
+//! `sched`. Its rooms, lowest first (each imports only rooms before it; `src/layering.rs`
+//! checks that):
+//! - [`containment`]: every process of an attempt found and ended (cgroups, sessions);
+//! - [`state`]: the state directory, its permissions, the run files and job logs;
+//! - [`supervisor`]: the program both backends run for each attempt (`shareq __supervise`),
+//!   and its report channel to the scheduler;
+//! - [`start`]: how the scheduler starts a supervisor (the spawner, `clone3` into the
+//!   attempt's group, a plain start) and signals it;
+//! - [`backend`]: the executor boundary, [`backend::Backend`], and its reports;
+//! - [`local`], [`slurm`], [`scripted`]: the backends (this machine, Slurm, tests);
+//! - [`choice`]: which backend a config gets, and what it cannot carry out;
+//! - [`gpu`]: discovery, telemetry and health of the machine's GPUs.
 
 pub mod backend;
-pub mod cgroup;
-pub mod clone_into;
-pub mod device_health;
-pub mod gpus;
+pub mod choice;
+pub mod containment;
+pub mod gpu;
 pub mod local;
-pub mod log_sink;
-pub mod privdrop;
-pub mod proc;
-pub mod report;
-pub mod runfiles;
-pub mod runfiles_aside;
 pub mod scripted;
-pub mod session;
 pub mod slurm;
-pub mod slurm_exec;
-pub mod spawn;
-pub mod spawner;
-pub mod state_dir;
-pub mod state_perms;
+pub mod start;
+pub mod state;
 pub mod supervisor;
-pub mod telemetry;
 
-pub use gpus::{Discovery, GpuInfo, Method};
-pub use runfiles::{ExitStatus, LaunchSpec, now_ms};
-pub use state_dir::StateDir;
+pub use gpu::discovery::{Discovery, GpuInfo, Method};
+pub use state::dir::StateDir;
+pub use state::runfiles::{ExitStatus, LaunchSpec, now_ms};

@@ -2,12 +2,12 @@
 //! signals, adoptions) and sends the reports a test script gives it. Runtime tests drive
 //! the whole scheduling path through it — starts, stops, timeouts, node loss — with no
 //! supervisor, process or batch system. Never chosen for a config (see
-//! `backend::choose`); a test builds one with [`Script::new`] and starts the runtime on
+//! `choice::choose`); a test builds one with [`Script::new`] and starts the runtime on
 //! it (`RuntimeHandle::start_on`).
 
-use super::LaunchSpec;
-use super::backend::{Backend, Context, Report, Reports, Shared};
-use super::proc::Stop;
+use crate::exec::LaunchSpec;
+use crate::exec::backend::{Backend, Context, Report, Reports, Shared};
+use crate::exec::start::Stop;
 use crate::model::JobId;
 use std::time::Duration;
 

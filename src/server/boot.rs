@@ -27,7 +27,7 @@
 use super::front::socket::{self, SocketError};
 use super::runtime::{Durable, RuntimeHandle, RuntimeOptions, WatcherGuard, retain_days};
 use crate::config::{ConfigError, Watcher, load_dir};
-use crate::exec::gpus::needs_discovery;
+use crate::exec::gpu::discovery::needs_discovery;
 use crate::exec::{Discovery, StateDir, now_ms};
 use crate::sched::Sched;
 use crate::store::{Durability, StateLock, Store, StoreError, recovery};
@@ -140,8 +140,8 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     {
         tracing::warn!("config {}: {w}", opts.config_dir.display());
     }
-    if let Some(e) = crate::exec::backend::unavailable(&loaded)
-        .or_else(|| crate::exec::backend::unreachable(&loaded))
+    if let Some(e) = crate::exec::choice::unavailable(&loaded)
+        .or_else(|| crate::exec::choice::unreachable(&loaded))
     {
         return Err(BootError::Config {
             dir: opts.config_dir.clone(),
@@ -154,7 +154,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     store.set_aside_foreign_files(&root, now)?;
     let days = retain_days(&loaded);
     let pruned = store.prune_jobs(days, now)?;
-    crate::exec::runfiles::remove_jobs(&opts.state, &pruned);
+    crate::exec::state::runfiles::remove_jobs(&opts.state, &pruned);
     let pruned = pruned.len();
     let recovered = store.load()?;
     let discovery = match opts.discovery {
@@ -169,7 +169,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     if recovered.config.as_ref().map(|c| c.hash.as_str()) != Some(loaded.hash.as_str()) {
         store.record_config(&loaded.hash, &source, loaded.documents().as_deref(), now)?;
     }
-    let live = crate::exec::backend::live_attempts(&loaded.config.executor()).map_err(|e| {
+    let live = crate::exec::choice::live_attempts(&loaded.config.executor()).map_err(|e| {
         BootError::Config {
             dir: opts.config_dir.clone(),
             errors: vec![e],
@@ -205,7 +205,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     let listener = if opts.listen {
         if group.is_some() {
             // The group must reach the socket: enter the directory, not list it.
-            crate::exec::state_perms::prepare(&root, true).map_err(|source| {
+            crate::exec::state::perms::prepare(&root, true).map_err(|source| {
                 BootError::Store(StoreError::StateDir {
                     path: root.clone(),
                     source,

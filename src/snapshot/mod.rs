@@ -324,7 +324,7 @@ pub struct PreemptionRecord {
 }
 
 /// GPU telemetry for one device (sampled by `exec::telemetry`).
-pub use crate::exec::telemetry::Telemetry;
+pub use crate::exec::gpu::telemetry::Telemetry;
 
 /// (priority, effective submission, submitted, id): a queue key as a reason group sees it.
 pub type BlockKey = (u32, i64, i64, JobId);

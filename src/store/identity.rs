@@ -3,7 +3,7 @@
 //! database are never taken for this one's jobs.
 
 use super::{Store, StoreError};
-use crate::exec::runfiles::Owner;
+use crate::exec::state::runfiles::Owner;
 use rusqlite::{Connection, OptionalExtension};
 use std::path::Path;
 
@@ -81,7 +81,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let owner = self.identity()?;
         let max = self.max_job_id()?.0;
-        let moved = crate::exec::runfiles_aside::set_aside_foreign(state_dir, &owner, max, now)
+        let moved = crate::exec::state::aside::set_aside_foreign(state_dir, &owner, max, now)
             .map_err(|source| StoreError::StateDir {
                 path: state_dir.to_path_buf(),
                 source,

@@ -7,8 +7,8 @@
 use super::record::Observed;
 use super::rows::Recovered;
 use super::{Store, StoreError};
-use crate::exec::runfiles::{self, SupervisorStatus};
-use crate::exec::session;
+use crate::exec::containment::session;
+use crate::exec::state::runfiles::{self, SupervisorStatus};
 use crate::model::JobId;
 use crate::sched::{Event, RestoredJob, Sched, Time};
 use std::path::Path;

@@ -186,7 +186,7 @@ pub struct Recovered {
     /// The last configuration applied.
     pub config: Option<ConfigRecord>,
     /// The database's identity, whose run files are its own.
-    pub owner: crate::exec::runfiles::Owner,
+    pub owner: crate::exec::state::runfiles::Owner,
     /// Every job that ended SUCCEEDED, and every array (parent, size): what dependencies
     /// on ended jobs are judged by (SPEC §13).
     pub succeeded: Vec<JobId>,

@@ -172,7 +172,7 @@ async fn follow(
 /// When process `pid` started (ms since the epoch): its start in clock ticks after boot
 /// (`/proc/PID/stat`, field 22) plus the boot time (`/proc/stat`'s `btime`).
 fn process_started_ms(pid: u32) -> Option<i64> {
-    let ticks = i64::try_from(crate::exec::session::start_time(pid).ok()?).ok()?;
+    let ticks = i64::try_from(crate::exec::containment::session::start_time(pid).ok()?).ok()?;
     let boot: i64 = std::fs::read_to_string("/proc/stat")
         .ok()?
         .lines()

@@ -346,7 +346,7 @@ fn read_log(
     };
     // An attempt that was started and has written nothing has no log (yet).
     let ended = attempts.running != Some(attempt);
-    let mut f = match crate::exec::state_perms::open_nofollow(&path) {
+    let mut f = match crate::exec::state::perms::open_nofollow(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && attempt <= attempts.started => {
             return Ok(LogChunk {
                 attempt,

@@ -218,7 +218,7 @@ impl Runtime {
     /// Why a new config cannot be applied by this running scheduler: an executor it
     /// cannot carry out, or a different executor than the one it started with.
     fn executor_refusal(&self, loaded: &LoadedConfig) -> Option<crate::config::ConfigError> {
-        if let Some(e) = crate::exec::backend::unavailable(loaded) {
+        if let Some(e) = crate::exec::choice::unavailable(loaded) {
             return Some(e);
         }
         (loaded.config.executor() != self.executor).then(|| {

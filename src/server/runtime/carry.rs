@@ -5,8 +5,8 @@
 
 use super::timers::{Timer, Timers};
 use crate::exec::backend::Backend;
-use crate::exec::proc::Stop;
-use crate::exec::runfiles::Owner;
+use crate::exec::start::Stop;
+use crate::exec::state::runfiles::Owner;
 use crate::exec::{LaunchSpec, StateDir};
 use crate::model::{Command, JobId, LogLimits};
 use crate::sched::{Event, Sched};

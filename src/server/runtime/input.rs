@@ -3,7 +3,7 @@
 
 /// A new config, or a refused edit, from the directory watcher or a reload.
 pub use crate::config::ConfigUpdate;
-use crate::exec::telemetry::Samples;
+use crate::exec::gpu::telemetry::Samples;
 use crate::model::{JobId, JobSpec};
 use crate::snapshot::JobView;
 use tokio::sync::oneshot;

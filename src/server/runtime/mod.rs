@@ -26,7 +26,7 @@ use self::timers::{Timer, Timers};
 use self::turn::{Deferred, Outcome, Shutdown, Turn, Work};
 use crate::config::{LoadedConfig, load_dir};
 use crate::exec::backend::{Backend, Context, Report};
-use crate::exec::telemetry::Samples;
+use crate::exec::gpu::telemetry::Samples;
 use crate::exec::{Discovery, StateDir, now_ms};
 use crate::model::{Command, JobId, JobSpec, JobState};
 use crate::sched::{Event, Sched, UnitCapacity};
@@ -102,7 +102,7 @@ pub(crate) struct Durable {
     pub retain_days: u32,
     pub config_hash: Option<String>,
     /// The database's identity, recorded in every run file.
-    pub owner: crate::exec::runfiles::Owner,
+    pub owner: crate::exec::state::runfiles::Owner,
 }
 
 /// The store the runtime writes to, and what it keeps for it.
@@ -170,7 +170,7 @@ impl RuntimeHandle {
         };
         let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::empty()));
         start_telemetry(&capacity, &initial, &tx);
-        crate::exec::device_health::start_fake(
+        crate::exec::gpu::health::start_fake(
             &opts.state,
             devices_of(&capacity, &initial, true),
             device_lost_sink(&tx),
@@ -191,7 +191,7 @@ impl RuntimeHandle {
         };
         let backend = match backend {
             Some(make) => make(ctx),
-            None => crate::exec::backend::choose(&executor, ctx),
+            None => crate::exec::choice::choose(&executor, ctx),
         };
         let mut exec = Carry::new(opts.state.clone(), owner, backend);
         exec.log_limits = initial.config.env.logs.unwrap_or_default();
@@ -353,7 +353,7 @@ fn attempt_reports(tx: &mpsc::UnboundedSender<Input>) -> crate::exec::backend::R
 /// Where device health reports go: the runtime's channel, as `DeviceLost`.
 fn device_lost_sink(
     tx: &mpsc::UnboundedSender<Input>,
-) -> impl Fn(crate::exec::device_health::Lost) -> bool + Send + 'static {
+) -> impl Fn(crate::exec::gpu::health::Lost) -> bool + Send + 'static {
     let tx = tx.clone();
     move |l| {
         tx.send(Input::Exec(ExecReport(ExecKind::DeviceLost {
@@ -374,7 +374,7 @@ fn start_telemetry(
     let lost = device_lost_sink(tx);
     let tx = tx.clone();
     let every = std::time::Duration::from_secs(3);
-    if let Err(why) = crate::exec::telemetry::start(
+    if let Err(why) = crate::exec::gpu::telemetry::start(
         real,
         every,
         move |s| {

@@ -49,7 +49,7 @@ impl Runtime {
                             tracing::info!(jobs = ids.len(), days, "history pruned");
                             let state = self.opts.state.clone();
                             tokio::task::spawn_blocking(move || {
-                                crate::exec::runfiles::remove_jobs(&state, &ids)
+                                crate::exec::state::runfiles::remove_jobs(&state, &ids)
                             });
                         }
                         Err(e) => tracing::warn!("cannot prune the history: {e}"),

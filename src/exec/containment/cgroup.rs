@@ -84,20 +84,22 @@ impl Containment {
     }
 
     /// What a scheduler started by this user here would get, read without making
-    /// anything (for `shareq gpus` and `check`): one line.
-    pub fn describe() -> String {
+    /// anything (for `shareq gpus` and `check`): one line. `starts_inside`: whether
+    /// supervisors can be started inside their group here (`exec::start::clone_into`),
+    /// so that no start waits for a move into it.
+    pub fn describe(starts_inside: bool) -> String {
         let root = Path::new("/sys/fs/cgroup");
-        let slow = slow_unified(root).is_some() && !super::clone_into::available();
+        let slow = slow_unified(root).is_some() && !starts_inside;
         describe_in(root, nix::unistd::geteuid().is_root(), slow)
     }
 
     /// Moving a process into a group of the unified hierarchy waits for an RCU grace
     /// period (≈10 ms) there unless it is mounted with `favordynmods`: a line for the log
     /// saying so, when it applies (supervisors that cannot be started inside their group,
-    /// `exec::clone_into`).
-    pub fn slow_moves(&self) -> Option<String> {
+    /// `exec::start::clone_into`; `starts_inside` says whether they can here).
+    pub fn slow_moves(&self, starts_inside: bool) -> Option<String> {
         let c = self.cgroups()?;
-        if c.kill != Kill::Unified || super::clone_into::available() {
+        if c.kill != Kill::Unified || starts_inside {
             return None;
         }
         let mount = slow_unified(Path::new("/sys/fs/cgroup"))?

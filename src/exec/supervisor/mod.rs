@@ -26,10 +26,15 @@
 //! hands the same records and the job's output to the scheduler over the report channel
 //! (`exec::report`), which writes them.
 
-use super::log_sink::{LogOut, LogSink};
-use super::privdrop::RunAs;
-use super::report::client::Reporter;
-use super::runfiles::{self, ExitStatus, LaunchSpec, now_ms};
+pub mod channel;
+pub mod privdrop;
+pub mod report;
+pub mod spawn;
+
+use crate::exec::state::log_sink::{LogOut, LogSink};
+use crate::exec::state::runfiles::{self, ExitStatus, LaunchSpec, now_ms};
+use crate::exec::supervisor::privdrop::RunAs;
+use crate::exec::supervisor::report::client::Reporter;
 use crate::model::Command as JobCommand;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -160,7 +165,9 @@ impl Records {
         let pid = std::process::id();
         match self {
             Records::Files { .. } => runfiles::claim_pid(&spec.pid_path(), pid, &spec.db),
-            Records::Channel(r) => r.started(pid, super::session::start_time(pid)?),
+            Records::Channel(r) => {
+                r.started(pid, crate::exec::containment::session::start_time(pid)?)
+            }
         }
     }
 
@@ -215,7 +222,7 @@ fn hand_over(spec: &LaunchSpec, status: ExitStatus) -> bool {
         return false;
     };
     let mut out = std::io::stdout().lock();
-    if writeln!(out, "{}{json}", super::proc::EXIT_LINE)
+    if writeln!(out, "{}{json}", channel::EXIT_LINE)
         .and_then(|()| out.flush())
         .is_err()
     {
@@ -223,7 +230,7 @@ fn hand_over(spec: &LaunchSpec, status: ExitStatus) -> bool {
     }
     let mut answer = String::new();
     matches!(std::io::stdin().lock().read_line(&mut answer), Ok(n) if n > 0)
-        && answer.trim_end() == super::proc::STORED_LINE
+        && answer.trim_end() == channel::STORED_LINE
 }
 
 /// Run the attempt described by the launch spec at `spec_path` (`-`: on standard input,
@@ -234,10 +241,10 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
     // channel, or an older runtime's spec file): a session of its own before anything
     // else. Started by Slurm (the spec on standard input), it stays in the session and
     // process group Slurm tracks the batch job by.
-    let on_channel = spec_path == Path::new(super::proc::SPEC_ON_CHANNEL);
+    let on_channel = spec_path == Path::new(channel::SPEC_ON_CHANNEL);
     let from_slurm = spec_path == Path::new("-");
     if !from_slurm {
-        super::proc::enter_own_session()?;
+        crate::exec::containment::session::enter_own_session()?;
     }
     // Block the signals we handle first of all, so that a stop sent right after the start is not lost: they are read
     // from a signalfd. The job's command gets an empty mask again (see `spawn`).
@@ -293,7 +300,7 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
     };
     // Into the attempt's cgroup first (SPEC §7): everything started from here on belongs
     // to it, whatever session it makes. A group that cannot be entered runs nothing.
-    if let Err(e) = super::cgroup::enter_self(&spec.cgroup) {
+    if let Err(e) = crate::exec::containment::cgroup::enter_self(&spec.cgroup) {
         let status = ExitStatus::ended_now(126);
         let owner = RunAs::for_submitter(spec.submitter.as_ref()).ok().flatten();
         records.note(owner.as_ref(), &format!("not started: {e}"));
@@ -416,7 +423,7 @@ fn open_log_at(log: &Path, owner: Option<u32>) -> std::io::Result<std::fs::File>
     let job_dir = log.parent().ok_or_else(bad)?;
     let job = job_dir.file_name().ok_or_else(bad)?;
     let logs = job_dir.parent().ok_or_else(bad)?;
-    super::state_perms::open_job_log(
+    crate::exec::state::perms::open_job_log(
         logs,
         &job.to_string_lossy(),
         &file.to_string_lossy(),
@@ -447,14 +454,16 @@ fn spawn(spec: &LaunchSpec, out: OwnedFd, run_as: Option<&RunAs>) -> std::io::Re
         // As the supervisor's own user: spawned, not forked (`exec::spawn`), unless that
         // path cannot promise the same start.
         let env = spec.job_env();
-        let launch = super::spawn::Launch {
+        let launch = crate::exec::supervisor::spawn::Launch {
             program,
             args: &args,
             env: &env,
             cwd: spec.working_directory.as_deref().map(Path::new),
             out: out.as_fd(),
         };
-        if let super::spawn::Spawned::Started(pid) = super::spawn::spawn(&launch)? {
+        if let crate::exec::supervisor::spawn::Spawned::Started(pid) =
+            crate::exec::supervisor::spawn::spawn(&launch)?
+        {
             return Ok(pid);
         }
     }
@@ -680,7 +689,7 @@ fn kill_everything(group: Pid) {
 
 /// Processes whose parent is this supervisor (the command, and orphans reparented to us).
 fn our_children() -> Vec<Pid> {
-    super::session::children(std::process::id())
+    crate::exec::containment::session::children(std::process::id())
         .into_iter()
         .filter_map(|p| i32::try_from(p).ok())
         .map(Pid::from_raw)

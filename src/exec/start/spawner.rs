@@ -14,7 +14,7 @@
 //! `clone3`:
 //! - `CLONE_PARENT`: it is the scheduler's child, not the spawner's, exactly as one the
 //!   scheduler started itself: the scheduler reaps it and reads how it ended;
-//! - `CLONE_INTO_CGROUP`: it starts inside its group (see [`super::clone_into`]);
+//! - `CLONE_INTO_CGROUP`: it starts inside its group (see [`crate::exec::start::clone_into`]);
 //! - `CLONE_PIDFD`, and `CLONE_CHILD_SETTID` into the C library's record of the thread id
 //!   where it is found, as `fork` sets it.
 //!
@@ -26,9 +26,9 @@
 //! it, as any supervisor outlives the scheduler.
 //!
 //! Where the spawner cannot be started or answers nothing, the scheduler starts the
-//! supervisor as before ([`super::proc`]), and tries to start a spawner again 10 s later.
+//! supervisor as before ([`crate::exec::start`]), and tries to start a spawner again 10 s later.
 
-use super::clone_into::{CLONE_INTO_CGROUP, CLONE_PIDFD, CloneArgs};
+use crate::exec::start::clone_into::{CLONE_INTO_CGROUP, CLONE_PIDFD, CloneArgs};
 use nix::libc;
 use nix::sys::socket::{
     AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
@@ -47,8 +47,8 @@ pub const SUBCOMMAND: &str = "__spawner__";
 const ARGUMENT: &str = "--spawner";
 /// What a copy's command line reads once rewritten.
 const AS_SUPERVISOR: [&str; 2] = [
-    super::proc::SUPERVISE_SUBCOMMAND,
-    super::proc::SPEC_ON_CHANNEL,
+    crate::exec::supervisor::channel::SUPERVISE_SUBCOMMAND,
+    crate::exec::supervisor::channel::SPEC_ON_CHANNEL,
 ];
 
 /// How long the scheduler waits for the spawner's answer before it gives the spawner up.
@@ -87,8 +87,8 @@ pub fn start(
     exe: &Path,
     stdio: [BorrowedFd; 2],
     cgroup: Option<BorrowedFd>,
-) -> Result<super::clone_into::Child, super::clone_into::Refused> {
-    use super::clone_into::Refused;
+) -> Result<crate::exec::start::clone_into::Child, crate::exec::start::clone_into::Refused> {
+    use crate::exec::start::clone_into::Refused;
     if !cfg!(target_os = "linux") {
         return Err(Refused::Unsupported);
     }
@@ -181,7 +181,7 @@ fn ask(
     sock: RawFd,
     stdio: [BorrowedFd; 2],
     cgroup: Option<BorrowedFd>,
-) -> io::Result<Result<super::clone_into::Child, i32>> {
+) -> io::Result<Result<crate::exec::start::clone_into::Child, i32>> {
     let mut fds = vec![stdio[0].as_raw_fd(), stdio[1].as_raw_fd()];
     fds.extend(cgroup.map(|g| g.as_raw_fd()));
     let flags = [u8::from(cgroup.is_some())];
@@ -231,7 +231,7 @@ fn ask(
     }
     let n = i32::from_ne_bytes(answer);
     Ok(match (n, pidfd) {
-        (pid, Some(pidfd)) if pid > 0 => Ok(super::clone_into::Child { pid, pidfd }),
+        (pid, Some(pidfd)) if pid > 0 => Ok(crate::exec::start::clone_into::Child { pid, pidfd }),
         (errno, _) if errno < 0 => Err(-errno),
         _ => Err(libc::EPROTO),
     })
@@ -398,7 +398,8 @@ impl Spawner {
 /// command line (between `arg_start` and `arg_end` of `/proc/self/stat`), checked against
 /// `/proc/self/cmdline`.
 fn own_arguments() -> Option<usize> {
-    let (start, end) = super::session::ProcStat::read(std::process::id())?.args?;
+    let (start, end) =
+        crate::exec::containment::session::ProcStat::read(std::process::id())?.args?;
     let cmdline = std::fs::read("/proc/self/cmdline").ok()?;
     let tail = format!("{SUBCOMMAND}\0{ARGUMENT}\0");
     if end.checked_sub(start)? != cmdline.len() || !cmdline.ends_with(tail.as_bytes()) {

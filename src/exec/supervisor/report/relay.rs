@@ -13,8 +13,8 @@
 //! exit), so that an end is noticed the moment it is on disk, not at the next look.
 
 use super::{Hello, Kind, LOST, OK, REFUSED, ReportTo, SILENT_LIMIT, Started, read_frame};
-use crate::exec::log_sink::LogSink;
-use crate::exec::runfiles::{self, ExitStatus, LaunchSpec, Owner};
+use crate::exec::state::log_sink::LogSink;
+use crate::exec::state::runfiles::{self, ExitStatus, LaunchSpec, Owner};
 use crate::model::JobId;
 use std::io::{self, Write};
 use std::net::{TcpListener, TcpStream};

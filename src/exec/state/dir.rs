@@ -56,14 +56,14 @@ impl StateDir {
     /// Create (or check) the directory and its `logs/` and `runs/` folders, private to
     /// this user, as `state_perms::prepare` says (0711 under root, for the socket).
     pub fn create(&self) -> std::io::Result<()> {
-        super::state_perms::prepare(&self.root, nix::unistd::geteuid().is_root())
+        crate::exec::state::perms::prepare(&self.root, nix::unistd::geteuid().is_root())
     }
 
     /// Free bytes for unprivileged writers on the state filesystem.
     pub fn free_bytes(&self) -> Option<u64> {
         nix::sys::statvfs::statvfs(&self.root)
             .ok()
-            .map(|s| super::log_sink::available(&s))
+            .map(|s| crate::exec::state::log_sink::available(&s))
     }
 
     pub fn socket(&self) -> PathBuf {
@@ -85,7 +85,7 @@ impl StateDir {
 
     /// `<state>/runs/<job>` (the run files: see `exec::runfiles`).
     pub fn job_runs(&self, job: JobId) -> PathBuf {
-        super::runfiles::job_dir(&self.root, job)
+        crate::exec::state::runfiles::job_dir(&self.root, job)
     }
 
     /// The newest attempt that has a log, if any.

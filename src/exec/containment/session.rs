@@ -130,6 +130,44 @@ pub fn kill_and_wait(sid: u32, limit: std::time::Duration) -> bool {
     }
 }
 
+/// The signals a terminal sends its foreground process group (and a hangup its session).
+pub fn terminal_signals() -> nix::sys::signal::SigSet {
+    let mut set = nix::sys::signal::SigSet::empty();
+    for s in [
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGQUIT,
+        nix::sys::signal::Signal::SIGTSTP,
+        nix::sys::signal::Signal::SIGHUP,
+    ] {
+        set.add(s);
+    }
+    set
+}
+
+/// The supervisor's first step: a session of its own (it is then the leader of the
+/// session and of its process group, both named by its pid), then the terminal signals
+/// `exec::start::launch` had blocked are dropped if they came before, and unblocked. Only for a
+/// supervisor that `exec::start::launch` started (never a group leader, so `setsid` cannot fail
+/// for it); one that Slurm started keeps the session and group Slurm tracks it by.
+pub fn enter_own_session() -> nix::Result<()> {
+    use nix::sys::signal::{SigHandler, signal};
+    nix::unistd::setsid()?;
+    let terminal = terminal_signals();
+    for s in terminal.iter() {
+        // SAFETY: the dispositions set are SIG_IGN and SIG_DFL, no handler runs.
+        // Ignoring a signal discards a pending one; then back to the default.
+        unsafe {
+            signal(s, SigHandler::SigIgn)?;
+            signal(s, SigHandler::SigDfl)?;
+        }
+    }
+    nix::sys::signal::sigprocmask(
+        nix::sys::signal::SigmaskHow::SIG_UNBLOCK,
+        Some(&terminal),
+        None,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,18 +14,9 @@
 pub mod client;
 pub mod relay;
 
+use crate::exec::state::runfiles::ReportTo;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
-
-/// Where a supervisor reports, and the secret that proves it speaks for its attempt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReportTo {
-    /// The scheduler's host, as the nodes reach it.
-    pub host: String,
-    pub port: u16,
-    /// 32 random bytes, hex.
-    pub token: String,
-}
 
 /// What a supervisor sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

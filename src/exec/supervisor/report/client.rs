@@ -121,7 +121,7 @@ impl Reporter {
     }
 }
 
-impl crate::exec::log_sink::LogOut for Reporter {
+impl crate::exec::state::log_sink::LogOut for Reporter {
     fn write(&mut self, buf: &[u8]) {
         for piece in buf.chunks(PIECE) {
             let len = piece.len() as u64;

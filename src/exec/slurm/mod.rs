@@ -9,13 +9,15 @@
 //! off the runtime task. A job Slurm lost without an exit status is a vanished
 //! supervisor (SPEC §8); a node DOWN is node loss (DEVICE_LOST).
 
-use super::backend::{Backend, Context, Report, Shared, not_started};
-use super::proc::Stop;
-use super::report::relay::{Heard, Relay};
-use super::runfiles::{self, Owner};
-use super::slurm::{self, SlurmError, SlurmJob, SlurmNode};
+pub mod commands;
+
 use super::{ExitStatus, LaunchSpec};
+use crate::exec::backend::{Backend, Context, Report, Shared, not_started};
+use crate::exec::start::Stop;
+use crate::exec::state::runfiles::{self, Owner};
+use crate::exec::supervisor::report::relay::{Heard, Relay};
 use crate::model::{JobId, SlurmStart};
+use commands::{SlurmError, SlurmJob, SlurmNode};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -168,7 +170,7 @@ enum Handed {
 /// allocation stays until then) and the attempt ends as lost (255), or as not started
 /// (127) when its supervisor never reported in.
 struct SrunWatch {
-    reports: super::backend::Reports,
+    reports: crate::exec::backend::Reports,
     state: Shared<State>,
     root: std::path::PathBuf,
     owner: Owner,
@@ -250,17 +252,17 @@ fn batch_user(spec: &LaunchSpec) -> Result<Option<(u32, u32)>, String> {
 /// Cancel what Slurm holds of an attempt that has ended without it: its job by id when
 /// known, else by name (an `srun` whose job no look has found yet).
 fn take_back_now(id: Option<u64>, (job, attempt): (JobId, u32), partition: &str) {
-    let name = slurm::job_name(job, attempt);
-    if let Err(e) = slurm::scancel(target(id, &name, partition), None) {
+    let name = commands::job_name(job, attempt);
+    if let Err(e) = commands::scancel(target(id, &name, partition), None) {
         tracing::warn!(job = %job, attempt, "{e}");
     }
 }
 
 /// An attempt's Slurm job: by its id when known, else by its name.
-fn target<'a>(id: Option<u64>, name: &'a str, partition: &'a str) -> slurm::Cancel<'a> {
+fn target<'a>(id: Option<u64>, name: &'a str, partition: &'a str) -> commands::Cancel<'a> {
     match id {
-        Some(id) => slurm::Cancel::Id(id),
-        None => slurm::Cancel::Named { name, partition },
+        Some(id) => commands::Cancel::Id(id),
+        None => commands::Cancel::Named { name, partition },
     }
 }
 
@@ -273,7 +275,7 @@ fn take_back(id: Option<u64>, key: (JobId, u32), partition: &str) {
 /// Signal an attempt's Slurm job (TERM or KILL; to a batch script through `--full`); a
 /// KILL is followed by a plain `scancel`, the backstop. Off the runtime task.
 fn cancel(id: u64, how: Stop, batch: bool) {
-    tokio::task::spawn_blocking(move || signal_now(slurm::Cancel::Id(id), how, batch));
+    tokio::task::spawn_blocking(move || signal_now(commands::Cancel::Id(id), how, batch));
 }
 
 /// [`cancel`] of an `srun` attempt whose job id no look has found yet: by its name, so
@@ -283,9 +285,9 @@ fn cancel(id: u64, how: Stop, batch: bool) {
 fn cancel_named((job, attempt): (JobId, u32), how: Stop, partition: &str) {
     let partition = partition.to_string();
     tokio::task::spawn_blocking(move || {
-        let name = slurm::job_name(job, attempt);
+        let name = commands::job_name(job, attempt);
         signal_now(
-            slurm::Cancel::Named {
+            commands::Cancel::Named {
                 name: &name,
                 partition: &partition,
             },
@@ -295,16 +297,16 @@ fn cancel_named((job, attempt): (JobId, u32), how: Stop, partition: &str) {
     });
 }
 
-fn signal_now(to: slurm::Cancel, how: Stop, batch: bool) {
+fn signal_now(to: commands::Cancel, how: Stop, batch: bool) {
     let sig = match how {
         Stop::Term => "TERM",
         Stop::Kill => "KILL",
     };
-    if let Err(e) = slurm::scancel(to, Some((sig, batch))) {
+    if let Err(e) = commands::scancel(to, Some((sig, batch))) {
         tracing::warn!(slurm_job = ?to, "{e}");
     }
     if how == Stop::Kill
-        && let Err(e) = slurm::scancel(to, None)
+        && let Err(e) = commands::scancel(to, None)
     {
         tracing::warn!(slurm_job = ?to, "{e}");
     }
@@ -344,7 +346,7 @@ impl Backend for Slurm {
                     runfiles::write_spec(&spec)
                         .map_err(|e| format!("cannot write the attempt's spec: {e}"))?;
                     let json = serde_json::to_vec(&spec).map_err(|e| e.to_string())?;
-                    let submit = slurm::Submit {
+                    let submit = commands::Submit {
                         partition: &partition,
                         node: &node,
                         devices: &spec.devices,
@@ -355,15 +357,15 @@ impl Backend for Slurm {
                         run_as: batch_user(&spec)?,
                     };
                     match start {
-                        SlurmStart::Sbatch => slurm::sbatch(&submit)
+                        SlurmStart::Sbatch => commands::sbatch(&submit)
                             .map(Handed::Batch)
                             .map_err(|e| e.to_string()),
                         SlurmStart::Srun => {
-                            let user = crate::exec::privdrop::RunAs::for_submitter(
+                            let user = crate::exec::supervisor::privdrop::RunAs::for_submitter(
                                 spec.submitter.as_ref(),
                             )?;
-                            let child =
-                                slurm::srun(&submit, user.as_ref()).map_err(|e| e.to_string())?;
+                            let child = commands::srun(&submit, user.as_ref())
+                                .map_err(|e| e.to_string())?;
                             let pid = child.id();
                             let stop =
                                 state
@@ -523,10 +525,10 @@ fn look(
             (job, attempt, known, exit, pid)
         })
         .collect();
-    let jobs = slurm::squeue(partition);
-    let nodes = slurm::sinfo(partition);
+    let jobs = commands::squeue(partition);
+    let nodes = commands::sinfo(partition);
     let steps = steps
-        .then(|| slurm::jobs_with_steps(partition))
+        .then(|| commands::jobs_with_steps(partition))
         .and_then(|r| {
             r.map_err(|e| tracing::warn!("cannot read Slurm's job steps: {e}"))
                 .ok()
@@ -565,7 +567,7 @@ fn reconcile(st: &mut State, view: SlurmView, partition: &str, batch: bool) -> V
         let Some(a) = st.attempts.get_mut(&(job, attempt)).filter(|a| !a.ended) else {
             continue;
         };
-        let name = slurm::job_name(job, attempt);
+        let name = commands::job_name(job, attempt);
         // Its batch job, by id once known; found by name (adoption) only among the live
         // ones, newest first (an older shareq may have used the name).
         let in_slurm = jobs.as_ref().and_then(|js| match a.id {
@@ -701,7 +703,7 @@ mod tests {
     fn running(id: u64) -> SlurmJob {
         SlurmJob {
             id,
-            name: slurm::job_name(JobId(1), 1),
+            name: commands::job_name(JobId(1), 1),
             state: "RUNNING".to_string(),
             nodes: "n1".to_string(),
             gres: Vec::new(),

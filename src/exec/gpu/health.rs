@@ -6,7 +6,7 @@
 //! a line `UNIT INDEX` in the file `<state>/fake-gpu-faults` (looked at every second) makes
 //! that fake GPU fail as a lost real one would. Lines starting with `#` are comments.
 
-use super::StateDir;
+use crate::exec::StateDir;
 use std::collections::BTreeSet;
 use std::time::Duration;
 

@@ -25,13 +25,13 @@ pub fn start(
     devices: Vec<(String, u32)>,
     every: Duration,
     send: impl Fn(Samples) -> bool + Send + 'static,
-    lost: impl Fn(super::device_health::Lost) -> bool + Send + 'static,
+    lost: impl Fn(crate::exec::gpu::health::Lost) -> bool + Send + 'static,
 ) -> Result<std::thread::JoinHandle<()>, String> {
     if devices.is_empty() {
         return Err("no real GPU to sample".to_string());
     }
-    let nvml =
-        nvml_wrapper::Nvml::init().map_err(|e| format!("NVML: {}", super::gpus::nvml_error(&e)))?;
+    let nvml = nvml_wrapper::Nvml::init()
+        .map_err(|e| format!("NVML: {}", crate::exec::gpu::discovery::nvml_error(&e)))?;
     std::thread::Builder::new()
         .name("shareq-telemetry".to_string())
         .spawn(move || {
@@ -45,9 +45,9 @@ pub fn start(
                     let d = match nvml.device_by_index(*index) {
                         Ok(d) => d,
                         Err(e) => {
-                            if let Some(why) = super::device_health::fatal_nvml(&e) {
+                            if let Some(why) = crate::exec::gpu::health::fatal_nvml(&e) {
                                 gone.insert((unit, *index));
-                                lost(super::device_health::Lost {
+                                lost(crate::exec::gpu::health::Lost {
                                     unit: unit.clone(),
                                     device: *index,
                                     why,
@@ -57,10 +57,10 @@ pub fn start(
                         }
                     };
                     if let Err(e) = d.utilization_rates()
-                        && let Some(why) = super::device_health::fatal_nvml(&e)
+                        && let Some(why) = crate::exec::gpu::health::fatal_nvml(&e)
                     {
                         gone.insert((unit, *index));
-                        lost(super::device_health::Lost {
+                        lost(crate::exec::gpu::health::Lost {
                             unit: unit.clone(),
                             device: *index,
                             why,

@@ -165,7 +165,7 @@ pub fn batch_script(exe: &Path, spec: &[u8]) -> Result<String, SlurmError> {
     Ok(format!(
         "#!/bin/sh\nexec {} {} - <<'SHAREQ_SPEC_END'\n{spec}\nSHAREQ_SPEC_END\n",
         shell_quote(&exe.to_string_lossy()),
-        crate::exec::proc::SUPERVISE_SUBCOMMAND,
+        crate::exec::supervisor::channel::SUPERVISE_SUBCOMMAND,
     ))
 }
 
@@ -180,7 +180,8 @@ pub fn batch_script(exe: &Path, spec: &[u8]) -> Result<String, SlurmError> {
 pub fn sbatch(s: &Submit) -> Result<u64, SlurmError> {
     let script = batch_script(s.exe, s.spec)?;
     let mut cmd = Command::new("sbatch");
-    cmd.env_clear().envs(crate::exec::privdrop::kept_env());
+    cmd.env_clear()
+        .envs(crate::exec::supervisor::privdrop::kept_env());
     placed(&mut cmd, s)
         .arg("--parsable")
         .arg("--output=/dev/null")
@@ -206,7 +207,7 @@ pub fn sbatch(s: &Submit) -> Result<u64, SlurmError> {
 /// `serve` that went away cannot kill it by closing that pipe).
 pub fn srun(
     s: &Submit,
-    run_as: Option<&crate::exec::privdrop::RunAs>,
+    run_as: Option<&crate::exec::supervisor::privdrop::RunAs>,
 ) -> Result<std::process::Child, SlurmError> {
     let spec = one_line(s.spec)?;
     let mut cmd = Command::new("srun");
@@ -231,7 +232,8 @@ pub fn srun(
                 source,
             })?,
         None => {
-            cmd.env_clear().envs(crate::exec::privdrop::kept_env());
+            cmd.env_clear()
+                .envs(crate::exec::supervisor::privdrop::kept_env());
         }
     }
     placed(&mut cmd, s)
@@ -242,7 +244,7 @@ pub fn srun(
         .arg("--export=ALL")
         .arg("--chdir=/")
         .arg(s.exe)
-        .arg(crate::exec::proc::SUPERVISE_SUBCOMMAND)
+        .arg(crate::exec::supervisor::channel::SUPERVISE_SUBCOMMAND)
         .arg("-");
     let what = format!("{cmd:?}");
     let mut child = cmd

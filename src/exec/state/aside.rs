@@ -12,8 +12,8 @@
 //! still runs is killed with its whole session first: its result cannot be recorded, and
 //! its GPUs would otherwise be handed out twice.
 
-use super::runfiles::{self, AttemptRecord, Owner};
-use super::session;
+use crate::exec::containment::session;
+use crate::exec::state::runfiles::{self, AttemptRecord, Owner};
 use crate::model::JobId;
 use std::collections::BTreeMap;
 use std::io;

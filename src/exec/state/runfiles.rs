@@ -36,7 +36,7 @@
 //! start. Files without a database field were written before identities existed; they
 //! count as the database's own only for job ids up to its `legacy_below`.
 
-use super::session::{self, ProcStat};
+use crate::exec::containment::session::{self, ProcStat};
 use crate::model::{Command, JobId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -226,7 +226,7 @@ pub struct LaunchSpec {
     /// job's submitter): it reports through this channel instead, and the scheduler
     /// writes its run files and log (`exec::report`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub report: Option<super::report::ReportTo>,
+    pub report: Option<ReportTo>,
 }
 
 fn default_log_cap() -> u64 {
@@ -269,7 +269,7 @@ impl LaunchSpec {
 
 /// The launch spec of an attempt, as the runtime wrote it.
 pub fn read_spec(state: &Path, job: JobId, attempt: u32) -> Option<LaunchSpec> {
-    let text = super::state_perms::open_nofollow(&spec_path(state, job, attempt))
+    let text = crate::exec::state::perms::open_nofollow(&spec_path(state, job, attempt))
         .and_then(|mut f| {
             let mut v = Vec::new();
             io::Read::read_to_end(&mut f, &mut v).map(|_| v)
@@ -579,7 +579,7 @@ fn link_unnamed(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// Remove the run files and logs of jobs pruned from the history (SPEC §7: they go with
 /// the job's history). Errors are logged, not returned: a leftover file is harmless.
-pub fn remove_jobs(state: &super::StateDir, jobs: &[JobId]) {
+pub fn remove_jobs(state: &crate::exec::StateDir, jobs: &[JobId]) {
     let pruned: std::collections::HashSet<JobId> = jobs.iter().copied().collect();
     let warn = |path: &Path, e: io::Error| {
         if e.kind() != io::ErrorKind::NotFound {
@@ -608,6 +608,17 @@ pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Where a supervisor reports (the report channel, `exec::supervisor::report`), and the
+/// secret that proves it speaks for its attempt: part of its [`LaunchSpec`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportTo {
+    /// The scheduler's host, as the nodes reach it.
+    pub host: String,
+    pub port: u16,
+    /// 32 random bytes, hex.
+    pub token: String,
 }
 
 #[cfg(test)]

@@ -77,7 +77,7 @@ impl Discovery {
     /// devices than its `maxCapacity`. Discovery sees this machine only: it answers for
     /// the local executor's one node (`auto` is refused for Slurm nodes by validation).
     pub fn capacity(&self, config: &ValidConfig) -> (Vec<UnitCapacity>, Vec<String>) {
-        if !super::backend::runs_here(&config.executor()) {
+        if !crate::exec::choice::runs_here(&config.executor()) {
             return (UnitCapacity::simulated(config), Vec::new());
         }
         let found: BTreeSet<u32> = self.gpus.iter().map(|g| g.index).collect();

@@ -1,7 +1,8 @@
 //! Starting a supervisor for an attempt and signalling it (the runtime's side of the
-//! supervisor protocol in [`super::supervisor`]).
+//! supervisor protocol in [`crate::exec::supervisor`]).
 //!
-//! The channel of a supervisor the runtime starts is its standard input and output:
+//! The channel of a supervisor the runtime starts is its standard input and output
+//! ([`crate::exec::supervisor::channel`]):
 //! - in: the launch spec (one JSON line), then, once the runtime has stored the attempt's
 //!   exit status in its database, `stored`;
 //! - out: `started PID` when the command runs, `exit <ExitRecord>` once every process of
@@ -9,21 +10,18 @@
 //!   of its input: the runtime is gone, and the status is left in the attempt's record,
 //!   `exec::runfiles`).
 
-use super::runfiles::{self, ExitRecord, ExitStatus, LaunchSpec, Owner};
+pub mod clone_into;
+pub mod spawner;
+
+use crate::exec::state::runfiles::{self, ExitRecord, ExitStatus, LaunchSpec, Owner};
+use crate::exec::supervisor::channel::{
+    EXIT_LINE, SPEC_ON_CHANNEL, STORED_LINE, SUPERVISE_SUBCOMMAND,
+};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, pthread_sigmask};
 use nix::unistd::Pid;
 use std::path::Path;
 use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-
-/// The hidden subcommand that runs a supervisor.
-pub const SUPERVISE_SUBCOMMAND: &str = "__supervise";
-/// Its argument when the spec comes on the runtime's channel.
-pub const SPEC_ON_CHANNEL: &str = "--channel";
-/// The supervisor's line with the exit status (then the [`ExitRecord`]'s JSON).
-pub const EXIT_LINE: &str = "exit ";
-/// The runtime's answer once the exit status is stored.
-pub const STORED_LINE: &str = "stored";
 
 /// A started supervisor.
 #[derive(Debug)]
@@ -35,12 +33,12 @@ pub struct Supervisor {
 }
 
 /// The supervisor process and its channel: started by tokio, or straight into its
-/// attempt's group ([`super::clone_into`]).
+/// attempt's group ([`crate::exec::start::clone_into`]).
 #[derive(Debug)]
 enum Child {
     Tokio(tokio::process::Child),
     Into {
-        child: super::clone_into::Child,
+        child: crate::exec::start::clone_into::Child,
         stdin: Option<tokio::net::unix::pipe::Sender>,
         stdout: Option<tokio::net::unix::pipe::Receiver>,
         reaped: bool,
@@ -79,7 +77,7 @@ impl Child {
         match self {
             Child::Tokio(c) => c.wait().await,
             Child::Into { child, reaped, .. } => {
-                let status = super::clone_into::wait(child).await;
+                let status = crate::exec::start::clone_into::wait(child).await;
                 *reaped = status.is_ok();
                 status
             }
@@ -93,10 +91,13 @@ impl Drop for Child {
     fn drop(&mut self) {
         if let Child::Into { child, reaped, .. } = self
             && !*reaped
-            && !matches!(super::clone_into::try_reap(child.pid), Ok(Some(_)) | Err(_))
+            && !matches!(
+                crate::exec::start::clone_into::try_reap(child.pid),
+                Ok(Some(_)) | Err(_)
+            )
             && let Ok(rt) = tokio::runtime::Handle::try_current()
         {
-            let child = super::clone_into::Child {
+            let child = crate::exec::start::clone_into::Child {
                 pid: child.pid,
                 pidfd: match child.pidfd.try_clone() {
                     Ok(fd) => fd,
@@ -104,7 +105,7 @@ impl Drop for Child {
                 },
             };
             rt.spawn(async move {
-                let _ = super::clone_into::wait(&child).await;
+                let _ = crate::exec::start::clone_into::wait(&child).await;
             });
         }
     }
@@ -130,12 +131,12 @@ pub enum Stop {
 }
 
 /// Start `exe __supervise --channel` (its spec follows on its channel,
-/// [`Supervisor::send_spec`]), which starts a session of its own first thing ([`enter_own_session`]): a Ctrl-C aimed at the scheduler's terminal
+/// [`Supervisor::send_spec`]), which starts a session of its own first thing (`exec::containment::session::enter_own_session`): a Ctrl-C aimed at the scheduler's terminal
 /// never reaches the job, and the session id (= the supervisor's pid) names every process
 /// of the attempt (see `exec::session`).
 ///
 /// With `unified`, the attempt's group in the unified hierarchy, the supervisor starts
-/// inside it ([`super::clone_into`]), and that group is taken out of the spec's list of
+/// inside it ([`crate::exec::start::clone_into`]), and that group is taken out of the spec's list of
 /// groups it enters itself: entering it from outside costs an RCU grace period per start
 /// (docs/PERFORMANCE.md). Where that cannot be done, and without containment:
 ///
@@ -164,7 +165,7 @@ pub fn launch(
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(false);
-    let terminal = terminal_signals();
+    let terminal = crate::exec::containment::session::terminal_signals();
     let mut before = SigSet::empty();
     pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&terminal), Some(&mut before))?;
     let spawned = cmd.spawn();
@@ -201,8 +202,8 @@ pub fn prestart(exe: &Path, dir: &Path) -> Option<Prestarted> {
 fn start_early(exe: &Path, dir: Option<&Path>) -> Option<Prestarted> {
     match launch_into(exe, dir) {
         Ok((pid, child)) => Some(Prestarted { pid, child }),
-        Err(super::clone_into::Refused::Unsupported) => None,
-        Err(super::clone_into::Refused::Failed(e)) => {
+        Err(crate::exec::start::clone_into::Refused::Unsupported) => None,
+        Err(crate::exec::start::clone_into::Refused::Failed(e)) => {
             let inside = dir.map(|d| format!(" inside {}", d.display()));
             tracing::debug!(
                 "cannot start a supervisor{}: {e}",
@@ -242,10 +243,13 @@ impl Prestarted {
 }
 
 /// [`launch`] inside the unified group `dir` (where given): the same supervisor and
-/// channel, copied by the spawner ([`super::spawner`]) where one runs, else started with
+/// channel, copied by the spawner ([`crate::exec::start::spawner`]) where one runs, else started with
 /// the terminal's signals blocked (inside a group only).
-fn launch_into(exe: &Path, dir: Option<&Path>) -> Result<(i32, Child), super::clone_into::Refused> {
-    use super::clone_into::{Plan, Refused, spawn};
+fn launch_into(
+    exe: &Path,
+    dir: Option<&Path>,
+) -> Result<(i32, Child), crate::exec::start::clone_into::Refused> {
+    use crate::exec::start::clone_into::{Plan, Refused, spawn};
     use std::os::fd::AsFd;
     use std::os::unix::fs::OpenOptionsExt;
     let failed = Refused::Failed;
@@ -262,7 +266,7 @@ fn launch_into(exe: &Path, dir: Option<&Path>) -> Result<(i32, Child), super::cl
     let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
     let (in_r, in_w) = nix::unistd::pipe2(cloexec).map_err(|e| failed(e.into()))?;
     let (out_r, out_w) = nix::unistd::pipe2(cloexec).map_err(|e| failed(e.into()))?;
-    let copied = super::spawner::start(
+    let copied = crate::exec::start::spawner::start(
         exe,
         [in_r.as_fd(), out_w.as_fd()],
         group.as_ref().map(|g| g.as_fd()),
@@ -273,7 +277,7 @@ fn launch_into(exe: &Path, dir: Option<&Path>) -> Result<(i32, Child), super::cl
             let mut blocked = SigSet::empty();
             pthread_sigmask(SigmaskHow::SIG_BLOCK, None, Some(&mut blocked))
                 .map_err(|e| failed(e.into()))?;
-            for s in terminal_signals().iter() {
+            for s in crate::exec::containment::session::terminal_signals().iter() {
                 blocked.add(s);
             }
             spawn(&Plan {
@@ -310,40 +314,6 @@ fn dev_null() -> std::io::Result<std::os::fd::BorrowedFd<'static>> {
     }
     let opened = std::fs::File::open("/dev/null")?;
     Ok(NULL.get_or_init(|| opened).as_fd())
-}
-
-/// The signals a terminal sends its foreground process group (and a hangup its session).
-fn terminal_signals() -> SigSet {
-    let mut set = SigSet::empty();
-    for s in [
-        Signal::SIGINT,
-        Signal::SIGQUIT,
-        Signal::SIGTSTP,
-        Signal::SIGHUP,
-    ] {
-        set.add(s);
-    }
-    set
-}
-
-/// The supervisor's first step: a session of its own (it is then the leader of the
-/// session and of its process group, both named by its pid), then the terminal signals
-/// [`launch`] had blocked are dropped if they came before, and unblocked. Only for a
-/// supervisor that [`launch`] started (never a group leader, so `setsid` cannot fail
-/// for it); one that Slurm started keeps the session and group Slurm tracks it by.
-pub fn enter_own_session() -> nix::Result<()> {
-    use nix::sys::signal::{SigHandler, signal};
-    nix::unistd::setsid()?;
-    let terminal = terminal_signals();
-    for s in terminal.iter() {
-        // SAFETY: the dispositions set are SIG_IGN and SIG_DFL, no handler runs.
-        // Ignoring a signal discards a pending one; then back to the default.
-        unsafe {
-            signal(s, SigHandler::SigIgn)?;
-            signal(s, SigHandler::SigDfl)?;
-        }
-    }
-    nix::sys::signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&terminal), None)
 }
 
 impl Supervisor {
@@ -428,9 +398,11 @@ pub fn signal(pid: i32, how: Stop) {
 pub async fn clear_session(sid: u32) {
     let mut waited = 0u32;
     loop {
-        let left = tokio::task::spawn_blocking(move || super::session::kill_members(sid))
-            .await
-            .unwrap_or(0);
+        let left = tokio::task::spawn_blocking(move || {
+            crate::exec::containment::session::kill_members(sid)
+        })
+        .await
+        .unwrap_or(0);
         if left == 0 {
             return;
         }

@@ -1,0 +1,7 @@
+//! Containment (SPEC §7): finding and ending every process of an attempt, whatever it
+//! did. [`cgroup`] puts each attempt in a group of its own (and limits its device files);
+//! [`session`] reads the kernel's view of an attempt's session in `/proc`, for a
+//! supervisor that died and for machines without usable cgroups.
+
+pub mod cgroup;
+pub mod session;

@@ -1,0 +1,6 @@
+//! The machine's GPUs: which there are ([`discovery`]: NVML, `nvidia-smi`, fake devices),
+//! how busy they are ([`telemetry`]), and which were lost ([`health`]).
+
+pub mod discovery;
+pub mod health;
+pub mod telemetry;
