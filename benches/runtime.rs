@@ -320,7 +320,7 @@ fn latency_floor(samples: usize) -> f64 {
 /// submits run, the processes a job consists of started one after the other and waited
 /// for: a `shareq` CLI call, a `shareq` process standing for its supervisor (unless not
 /// `with_supervisor`), and `true`. (Supervisors are copies of the spawner, not programs
-/// started anew, since round 7 of docs/PERFORMANCE.md: the floor without that process is
+/// started anew (docs/PERFORMANCE.md, Runtime): the floor without that process is
 /// printed beside the one the target is set against.)
 fn throughput_floor(n: usize, parallel: usize, with_supervisor: bool) -> f64 {
     let programs: &[String] = if with_supervisor {
