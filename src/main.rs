@@ -213,22 +213,23 @@ fn state_slot(command: &mut Command) -> Option<&mut Option<PathBuf>> {
 }
 
 fn main() -> ExitCode {
+    // The spawner of supervisors (`exec::start::spawner`), started once by the scheduler.
+    let mut args = std::env::args_os().skip(1);
+    if let (Some(sub), Some(arg), None) = (args.next(), args.next(), args.next())
+        && sub == shareq::exec::start::spawner::SUBCOMMAND
+        && arg == shareq::exec::start::spawner::ARGUMENT
+    {
+        return ExitCode::from(shareq::exec::start::spawner::run(|| {
+            let channel = std::path::Path::new(shareq::exec::supervisor::channel::SPEC_ON_CHANNEL);
+            shareq::cli::exit_code_of(shareq::cli::supervise(channel))
+        }));
+    }
     // The supervisor starts once per attempt: skip building the whole CLI for it.
     let mut args = std::env::args_os();
     if args.nth(1).is_some_and(|a| a == "__supervise")
         && let (Some(spec), None) = (args.next(), args.next())
     {
         return shareq::cli::exit_code(shareq::cli::supervise(std::path::Path::new(&spec)));
-    }
-    // The spawner of supervisors (`exec::spawner`), started once by the scheduler.
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a == shareq::exec::start::spawner::SUBCOMMAND)
-    {
-        return ExitCode::from(shareq::exec::start::spawner::run(|| {
-            let channel = std::path::Path::new(shareq::exec::supervisor::channel::SPEC_ON_CHANNEL);
-            shareq::cli::exit_code_of(shareq::cli::supervise(channel))
-        }));
     }
     // Parsed in two steps to keep the subcommand's name as written (for carry_global).
     let matches = Cli::command().get_matches();

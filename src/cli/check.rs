@@ -242,7 +242,7 @@ pub fn check(dir: &Path, watch: bool, against: Option<&Path>) -> Result<(), CliE
                 println!(
                     "\non this machine: {}",
                     crate::exec::containment::cgroup::Containment::describe(
-                        crate::exec::start::clone_into::available(),
+                        crate::exec::start::starts_inside_groups(),
                     )
                 );
             }

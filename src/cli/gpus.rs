@@ -108,7 +108,7 @@ fn discovered(config: Option<&Path>) -> Result<(), CliError> {
     println!(
         "Containment: {}",
         crate::exec::containment::cgroup::Containment::describe(
-            crate::exec::start::clone_into::available(),
+            crate::exec::start::starts_inside_groups(),
         )
     );
     if let Some(dir) = config {

@@ -69,7 +69,7 @@ impl Local {
             Some(w) => tracing::warn!("{w}"),
             None => tracing::info!("each attempt runs in a cgroup of its own; GPUs are isolated"),
         }
-        if let Some(slow) = containment.slow_moves(crate::exec::start::clone_into::available()) {
+        if let Some(slow) = containment.slow_moves(crate::exec::start::starts_inside_groups()) {
             tracing::info!("{slow}");
         }
         if let Some(cg) = containment.cgroups() {
@@ -248,7 +248,7 @@ impl Backend for Local {
         let Some(cg) = self.containment.cgroups() else {
             return;
         };
-        if !crate::exec::start::clone_into::available()
+        if !crate::exec::start::starts_inside_groups()
             || self.prepared.contains_key(&(job, attempt))
         {
             return;

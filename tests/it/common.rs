@@ -30,6 +30,8 @@ pub struct Server {
     pub state: PathBuf,
     pub config: PathBuf,
     child: Option<Child>,
+    /// Variables set for `serve` (besides this process's environment).
+    env: Vec<(String, String)>,
 }
 
 impl Server {
@@ -48,6 +50,27 @@ impl Server {
         Server::start_dir(dir, config, extra)
     }
 
+    /// [`Server::start_with`], with `env` set for `serve`.
+    pub fn start_with_env(config_yaml: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("config");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(config.join("config.yaml"), config_yaml).unwrap();
+        let state = dir.path().join("state");
+        let mut s = Server {
+            dir,
+            state,
+            config,
+            child: None,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        s.spawn(extra);
+        s
+    }
+
     /// Start on an existing config directory.
     pub fn start_dir(dir: tempfile::TempDir, config: PathBuf, extra: &[&str]) -> Server {
         let state = dir.path().join("state");
@@ -56,6 +79,7 @@ impl Server {
             state,
             config,
             child: None,
+            env: Vec::new(),
         };
         s.spawn(extra);
         s
@@ -81,6 +105,7 @@ impl Server {
             .arg("--state")
             .arg(&self.state)
             .args(extra)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -285,10 +310,10 @@ pub fn tidy_cgroups(state: &Path) {
     }) else {
         return;
     };
-    let scope = shareq::exec::cgroup::scope(state, &id);
-    if let Some(cg) = shareq::exec::cgroup::Containment::detect(&scope).cgroups() {
+    let scope = shareq::exec::containment::cgroup::scope(state, &id);
+    if let Some(cg) = shareq::exec::containment::cgroup::Containment::detect(&scope).cgroups() {
         for group in cg.attempts() {
-            shareq::exec::cgroup::drain(&group);
+            shareq::exec::containment::cgroup::drain(&group);
         }
         cg.tidy();
     }
@@ -341,16 +366,20 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
-/// The live children of `parent` whose command line holds `word` (`__spawner__`: its
-/// spawner of supervisors).
-pub fn children_named(parent: u32, word: &str) -> Vec<u32> {
+/// Is `pid` a spawner of supervisors (by its name, which its copies do not keep)?
+pub fn is_spawner(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .is_ok_and(|c| c.trim_end() == shareq::exec::start::spawner::NAME)
+}
+
+/// The live spawners of supervisors whose parent is `parent` (a `serve`).
+pub fn spawners_of(parent: u32) -> Vec<u32> {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&pid| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            String::from_utf8_lossy(&cmd).contains(word)
-                && shareq::exec::session::ProcStat::read(pid)
+            is_spawner(pid)
+                && shareq::exec::containment::session::ProcStat::read(pid)
                     .is_some_and(|p| p.ppid == parent && p.is_live())
         })
         .collect()

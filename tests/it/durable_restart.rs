@@ -165,7 +165,7 @@ fn a_restart_adopts_running_jobs_and_recovers_the_rest() {
     // hierarchy (SPEC §7).
     let groups = attempt_groups_beside(sup_a);
     let serve_pid = serve.child.as_ref().unwrap().id();
-    let spawners = common::children_named(serve_pid, "__spawner__");
+    let spawners = common::spawners_of(serve_pid);
     assert_eq!(spawners.len(), 1, "{spawners:?}");
     serve.kill9();
     // Its spawner of supervisors ends with it (its socket closes); the supervisors
@@ -415,8 +415,11 @@ fn a_decision_that_cannot_be_stored_pauses_scheduling_until_a_write_succeeds() {
                 let status = std::fs::read_to_string(dir.join("status")).ok()?;
                 let ppid = status.lines().find_map(|l| l.strip_prefix("PPid:"))?;
                 let cmd = std::fs::read(dir.join("cmdline")).ok()?;
-                (ppid.trim() == serve_pid && cmd.windows(11).any(|w| w == b"__supervise"))
-                    .then_some(dir)
+                let pid = dir.file_name()?.to_str()?.parse().ok()?;
+                (ppid.trim() == serve_pid
+                    && cmd.windows(11).any(|w| w == b"__supervise")
+                    && !common::is_spawner(pid))
+                .then_some(dir)
             })
             .count()
     };

@@ -307,7 +307,7 @@ fn contained() -> bool {
         eprintln!("skipped: containment needs root");
         return false;
     }
-    let c = shareq::exec::cgroup::Containment::detect("probe-0");
+    let c = shareq::exec::containment::cgroup::Containment::detect("probe-0");
     if let Some(cg) = c.cgroups() {
         cg.tidy();
         true

@@ -6,8 +6,8 @@
 //! owner each start and end once, after writing it.
 
 use shareq::exec::StateDir;
-use shareq::exec::report::relay::{Heard, Relay};
-use shareq::exec::runfiles::{self, LaunchSpec, Owner};
+use shareq::exec::state::runfiles::{self, LaunchSpec, Owner};
+use shareq::exec::supervisor::report::relay::{Heard, Relay};
 use shareq::model::{Command as JobCommand, JobId};
 use std::io::Write;
 use std::process::{Command, Stdio};

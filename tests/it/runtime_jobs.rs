@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::{Server, alive, config, share, wait_for};
-use shareq::exec::session::ProcStat;
+use shareq::exec::containment::session::ProcStat;
 use std::time::{Duration, Instant};
 
 fn one_share(gpus: u32, limit: u32, grace: u32) -> Server {
@@ -162,9 +162,10 @@ fn the_supervisor_leads_a_session_of_its_own_and_the_job_a_group_in_it() {
     let job_pid: u32 = job_stat.split(' ').next().unwrap().parse().unwrap();
     let (sup, job_group, job_session) = ids_of(&job_stat);
     let cmdline = std::fs::read(format!("/proc/{sup}/cmdline")).unwrap();
+    let line = String::from_utf8_lossy(&cmdline);
     assert!(
-        String::from_utf8_lossy(&cmdline).contains("__supervise"),
-        "the job's parent is its supervisor"
+        line.contains("__supervise") && !common::is_spawner(sup),
+        "the job's parent is its supervisor: {line}"
     );
     let (_, sup_group, sup_session) =
         ids_of(&std::fs::read_to_string(format!("/proc/{sup}/stat")).unwrap());
@@ -518,28 +519,73 @@ fn an_attempt_creates_one_file_and_a_log_only_when_it_writes() {
     assert!(out.stdout.is_empty());
 }
 
+/// Each start path that `SHAREQ_SUPERVISOR_START` picks runs jobs, and only the spawner's
+/// starts a spawner.
+#[test]
+fn every_supervisor_start_path_runs_jobs() {
+    for path in ["plain", "clone", "spawner"] {
+        let yaml = config(1, 1, &share("team", 1, "LEND_AND_BORROW", true));
+        let mut s = Server::start_with_env(
+            &yaml,
+            &["--stop-jobs-on-exit"],
+            &[("SHAREQ_SUPERVISOR_START", path)],
+        );
+        let serve = s.child().unwrap().id();
+        let id = s.submit(&["--share", "team"], &["echo", "ran", path]);
+        s.wait_state(id, "SUCCEEDED", 20);
+        assert_eq!(s.log(id, 1), format!("ran {path}\n"));
+        let spawners = common::spawners_of(serve);
+        assert_eq!(
+            spawners.is_empty(),
+            path != "spawner",
+            "{path}: {spawners:?}"
+        );
+        let log = std::fs::read_to_string(s.state.join("shareq.log")).unwrap_or_default();
+        assert!(
+            log.contains(&format!("supervisors start by: {path}")),
+            "{path}: serve's log says how supervisors start"
+        );
+    }
+}
+
 #[test]
 fn supervisors_are_copies_of_the_spawner_and_outlive_it() {
     let mut s = one_share(2, 2, 1);
     let serve = s.child().unwrap().id();
     let (id, job_stat) = sleeper(&s);
     let (sup, _, _) = ids_of(&job_stat);
-    let spawners = common::children_named(serve, "__spawner__");
+    let spawners = common::spawners_of(serve);
     assert_eq!(spawners.len(), 1, "serve has one spawner: {spawners:?}");
     let spawner = spawners[0];
     // The supervisor is serve's child and says what it is...
     let stat = |pid: u32| ProcStat::read(pid).unwrap();
     assert_eq!(stat(sup).ppid, serve, "the supervisor's parent");
+    // (its command line is the spawner's; its name is the program's, not the spawner's).
     let cmdline = std::fs::read(format!("/proc/{sup}/cmdline")).unwrap();
     assert!(
-        cmdline.ends_with(b"\0__supervise\0--channel\0"),
+        cmdline.ends_with(b"\0__supervise\0--spawner\0"),
         "{}",
         String::from_utf8_lossy(&cmdline)
     );
-    // ...but it is the spawner's copy, not a program started anew: its arguments lie
-    // where the spawner's do (field 48, arg_start), which an `exec` places afresh.
-    assert!(stat(sup).args.is_some());
-    assert_eq!(stat(sup).args, stat(spawner).args);
+    assert!(!common::is_spawner(sup));
+    assert_eq!(
+        std::fs::read_to_string(format!("/proc/{sup}/comm")).unwrap(),
+        "shareq\n"
+    );
+    // ...but it is the spawner's copy, not a program started anew: its stack lies where
+    // the spawner's does (field 28), which an `exec` places afresh at random.
+    let aslr = std::fs::read_to_string("/proc/sys/kernel/randomize_va_space").unwrap();
+    if aslr.trim() == "0" {
+        eprintln!("skipped: without address randomisation every exec places the stack alike");
+    } else {
+        assert_ne!(stat(sup).stack, 0, "the stack's place is readable");
+        assert_eq!(stat(sup).stack, stat(spawner).stack);
+        assert_ne!(
+            stat(spawner).stack,
+            stat(serve).stack,
+            "each exec places it anew"
+        );
+    }
     // Without the spawner, the running job goes on, and new jobs start as before.
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(spawner as i32),
@@ -558,7 +604,7 @@ fn supervisors_are_copies_of_the_spawner_and_outlive_it() {
     wait_for(30, "a new spawner", || {
         let id = s.submit(&["--share", "team"], &["true"]);
         s.wait_state(id, "SUCCEEDED", 20);
-        again = common::children_named(serve, "__spawner__");
+        again = common::spawners_of(serve);
         again.iter().any(|&p| p != spawner)
     });
     // One that stops answering (stopped) is given up after 5 s, and jobs start without it.

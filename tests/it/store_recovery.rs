@@ -3,10 +3,10 @@
 
 use shareq::config::{parse_documents, validate};
 use shareq::exec::ExitStatus;
-use shareq::exec::runfiles::{
+use shareq::exec::containment::session::start_time as process_start_time;
+use shareq::exec::state::runfiles::{
     self, Owner, SupervisorStatus, claim_pid, record_path as pid_file, runs_dir, write_exit,
 };
-use shareq::exec::session::start_time as process_start_time;
 use shareq::model::{JobId, JobSpec, JobState};
 use shareq::sched::{Sched, UnitCapacity};
 use shareq::store::recovery::{self, Adopted};

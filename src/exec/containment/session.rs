@@ -25,9 +25,9 @@ pub struct ProcStat {
     pub session: u32,
     /// Start time in clock ticks since boot (field 22).
     pub start: u64,
-    /// Where its command line lies in its memory: `arg_start` and `arg_end` (fields 48
-    /// and 49, Linux 3.5 and later; none where absent).
-    pub args: Option<(usize, usize)>,
+    /// The top of its main thread's stack (field 28; 0 where the reader may not see its
+    /// memory): placed afresh, at random, by every `exec`, and kept by a copy.
+    pub stack: usize,
 }
 
 impl ProcStat {
@@ -44,10 +44,7 @@ impl ProcStat {
             ppid: f.get(1)?.parse().ok()?,
             session: f.get(3)?.parse().ok()?,
             start: f.get(19)?.parse().ok()?,
-            args: f
-                .get(45)
-                .zip(f.get(46))
-                .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))),
+            stack: f.get(25)?.parse().ok()?,
         })
     }
 

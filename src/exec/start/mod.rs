@@ -23,6 +23,66 @@ use std::path::Path;
 use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+/// The environment variable that picks how supervisors are started (read once, by
+/// [`start_path`]; docs/DEPLOY.md, "How supervisors start").
+pub const START_PATH_VAR: &str = "SHAREQ_SUPERVISOR_START";
+
+/// How supervisors are started. Each falls back to the next where it cannot be used here,
+/// and a later one never uses an earlier one's means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartPath {
+    /// Copied from the spawner ([`spawner`]): inside the attempt's group, no `exec`. The
+    /// default.
+    Spawner,
+    /// `clone3` straight into the attempt's unified group, then `exec` of `shareq
+    /// __supervise` ([`clone_into`]).
+    Clone,
+    /// A plain start (`posix_spawn`); the supervisor enters its groups itself.
+    Plain,
+}
+
+impl StartPath {
+    pub const ALL: [StartPath; 3] = [StartPath::Spawner, StartPath::Clone, StartPath::Plain];
+
+    /// Its name in [`START_PATH_VAR`].
+    pub fn name(self) -> &'static str {
+        match self {
+            StartPath::Spawner => "spawner",
+            StartPath::Clone => "clone",
+            StartPath::Plain => "plain",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<StartPath> {
+        StartPath::ALL.into_iter().find(|p| p.name() == s.trim())
+    }
+}
+
+/// The start path this process uses: [`START_PATH_VAR`] where set to a known name (an
+/// unknown one is logged and the default is used), else [`StartPath::Spawner`].
+pub fn start_path() -> StartPath {
+    static CHOSEN: std::sync::OnceLock<StartPath> = std::sync::OnceLock::new();
+    *CHOSEN.get_or_init(|| {
+        let chosen = match std::env::var(START_PATH_VAR) {
+            Err(_) => StartPath::Spawner,
+            Ok(v) => StartPath::parse(&v).unwrap_or_else(|| {
+                tracing::warn!(
+                    "{START_PATH_VAR}={v:?} is none of spawner, clone, plain: supervisors start from the spawner"
+                );
+                StartPath::Spawner
+            }),
+        };
+        tracing::info!("supervisors start by: {} ({START_PATH_VAR})", chosen.name());
+        chosen
+    })
+}
+
+/// Whether supervisors are started inside their attempt's unified group here (so that no
+/// start waits for a move into it, and a start can be prepared while it is written).
+pub fn starts_inside_groups() -> bool {
+    start_path() != StartPath::Plain && clone_into::available()
+}
+
 /// A started supervisor.
 #[derive(Debug)]
 pub struct Supervisor {
@@ -252,6 +312,9 @@ fn launch_into(
     use crate::exec::start::clone_into::{Plan, Refused, spawn};
     use std::os::fd::AsFd;
     use std::os::unix::fs::OpenOptionsExt;
+    if start_path() == StartPath::Plain {
+        return Err(Refused::Unsupported);
+    }
     let failed = Refused::Failed;
     // Only a handle on the group's directory (`O_PATH`: no open of the directory itself).
     let group = dir
@@ -266,11 +329,14 @@ fn launch_into(
     let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
     let (in_r, in_w) = nix::unistd::pipe2(cloexec).map_err(|e| failed(e.into()))?;
     let (out_r, out_w) = nix::unistd::pipe2(cloexec).map_err(|e| failed(e.into()))?;
-    let copied = crate::exec::start::spawner::start(
-        exe,
-        [in_r.as_fd(), out_w.as_fd()],
-        group.as_ref().map(|g| g.as_fd()),
-    );
+    let copied = match start_path() {
+        StartPath::Spawner => crate::exec::start::spawner::start(
+            exe,
+            [in_r.as_fd(), out_w.as_fd()],
+            group.as_ref().map(|g| g.as_fd()),
+        ),
+        StartPath::Clone | StartPath::Plain => Err(Refused::Unsupported),
+    };
     let child = match (copied, &group) {
         (Err(Refused::Unsupported), Some(group)) => {
             let null = dev_null().map_err(failed)?;

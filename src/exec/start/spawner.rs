@@ -1,4 +1,5 @@
-//! Starting supervisors without starting a program: the spawner, `shareq __spawner__`, a
+//! Starting supervisors without starting a program: the spawner, `shareq __supervise
+//! --spawner`, a
 //! small process the scheduler starts once, forks each attempt's supervisor from itself.
 //!
 //! Why: a supervisor started with `exec` pays the dynamic loader on a large binary (its
@@ -15,11 +16,25 @@
 //! - `CLONE_PARENT`: it is the scheduler's child, not the spawner's, exactly as one the
 //!   scheduler started itself: the scheduler reaps it and reads how it ended;
 //! - `CLONE_INTO_CGROUP`: it starts inside its group (see [`crate::exec::start::clone_into`]);
-//! - `CLONE_PIDFD`, and `CLONE_CHILD_SETTID` into the C library's record of the thread id
-//!   where it is found, as `fork` sets it.
+//! - `CLONE_PIDFD`.
 //!
-//! The copy then does what `shareq __supervise --channel` does from its first step (its
-//! command line reads so: the spawner's arguments are rewritten in place). The spawner is
+//! Nothing else: no C library internals. The copy is what `fork` makes, less two things
+//! `fork` does inside glibc, and it relies on neither (docs/ARCHITECTURE.md, "Starting a
+//! supervisor"):
+//! - the C library's cached thread id is not updated (no `CLONE_CHILD_SETTID` into its
+//!   thread record): it still holds the spawner's id. glibc uses it only for the owner of
+//!   error-checking, recursive, robust and priority-inheriting mutexes (consistent inside
+//!   the copy, which shares no memory with the spawner; Rust's locks are futexes of its
+//!   own, and nothing here uses robust or PI mutexes), while `raise`, `abort` and
+//!   `pthread_kill` of oneself ask the kernel (`gettid`) since glibc 2.25/2.34;
+//! - no `atfork` handlers run: the spawner registers none, holds one thread and no lock
+//!   when it copies itself.
+//!
+//! The copy then does what `shareq __supervise --channel` does from its first step. Its
+//! command line is the spawner's, `shareq __supervise --spawner` (a supervisor, copied
+//! from the spawner); the spawner itself is told apart by its name, `shareq-spawner`
+//! (`/proc/PID/comm`, `ps -o comm`), which each copy sets back to the program's. Nothing
+//! is written over the command line in memory. The spawner is
 //! single-threaded and holds nothing but its socket, so the copy is consistent. It makes
 //! a session of its own at its start (no terminal's signals reach it or its copies) and
 //! ends when the scheduler's end of the socket closes; the supervisors it made outlive
@@ -40,16 +55,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The hidden subcommand that runs the spawner (as long as `__supervise`: its copies
-/// rewrite it in place).
-pub const SUBCOMMAND: &str = "__spawner__";
-/// Its one argument (as long as `--channel`, for the same reason).
-const ARGUMENT: &str = "--spawner";
-/// What a copy's command line reads once rewritten.
-const AS_SUPERVISOR: [&str; 2] = [
-    crate::exec::supervisor::channel::SUPERVISE_SUBCOMMAND,
-    crate::exec::supervisor::channel::SPEC_ON_CHANNEL,
-];
+/// The hidden subcommand that runs the spawner: the supervisor's, so that its copies
+/// read as supervisors in `ps`...
+pub const SUBCOMMAND: &str = crate::exec::supervisor::channel::SUPERVISE_SUBCOMMAND;
+/// ...with this one argument.
+pub const ARGUMENT: &str = "--spawner";
+/// The spawner's own name (`/proc/PID/comm`, at most 15 bytes), which tells it from its
+/// copies.
+pub const NAME: &str = "shareq-spawner";
 
 /// How long the scheduler waits for the spawner's answer before it gives the spawner up.
 const ANSWER_WITHIN: Duration = Duration::from_secs(5);
@@ -59,7 +72,6 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(5);
 const RETRY_AFTER: Duration = Duration::from_secs(10);
 
 const CLONE_PARENT: u64 = 0x8000;
-const CLONE_CHILD_SETTID: u64 = 0x0100_0000;
 
 // ---------------------------------------------------------------------------------------
 // The scheduler's side.
@@ -146,7 +158,7 @@ fn retire(slot: &mut Slot, next: Slot) {
     }
 }
 
-/// Start `exe __spawner__ --spawner` with its end of a new socket pair as its standard
+/// Start `exe __supervise --spawner` with its end of a new socket pair as its standard
 /// input.
 fn launch(exe: &Path) -> io::Result<Slot> {
     let (ours, theirs) = socketpair(
@@ -242,12 +254,8 @@ fn ask(
 
 /// What a copy needs from the spawner's start.
 struct Spawner {
-    /// Where the spawner's own arguments lie in its memory (`__spawner__\0--spawner\0`),
-    /// rewritten in each copy.
-    args_at: Option<usize>,
-    /// The C library's record of this thread's id, where it was found: the kernel writes
-    /// the copy's id there, as `fork` has it do.
-    tid_at: Option<u64>,
+    /// The name the program had before the spawner took [`NAME`]: each copy's.
+    name: std::ffi::CString,
 }
 
 /// Run the spawner on its standard input until the scheduler's end closes; returns its
@@ -258,9 +266,9 @@ pub fn run(supervise: fn() -> u8) -> u8 {
     // scheduler, never a group leader).
     let _ = nix::unistd::setsid();
     let me = Spawner {
-        args_at: own_arguments(),
-        tid_at: thread_id_record(),
+        name: own_name().unwrap_or_else(|| c"shareq".to_owned()),
     };
+    set_name(&std::ffi::CString::new(NAME).unwrap_or_default());
     loop {
         let mut flags = [0u8; 1];
         let mut space = nix::cmsg_space!([RawFd; 3]);
@@ -349,10 +357,6 @@ impl Spawner {
             exit_signal: 0,
             ..CloneArgs::default()
         };
-        if let Some(at) = self.tid_at {
-            args.flags |= CLONE_CHILD_SETTID;
-            args.child_tid = at;
-        }
         if with_group {
             args.flags |= CLONE_INTO_CGROUP;
             args.cgroup = fds[2].as_raw_fd() as u64;
@@ -376,9 +380,7 @@ impl Spawner {
                     // SAFETY: ending the copy without running anything.
                     unsafe { libc::_exit(126) };
                 }
-                if let Some(at) = self.args_at {
-                    rewrite_arguments(at);
-                }
+                set_name(&self.name);
                 Copied::InCopy
             }
             r if r < 0 => Copied::Failed(
@@ -394,48 +396,17 @@ impl Spawner {
     }
 }
 
-/// Where `__spawner__\0--spawner\0` lies in this process's memory: the end of its
-/// command line (between `arg_start` and `arg_end` of `/proc/self/stat`), checked against
-/// `/proc/self/cmdline`.
-fn own_arguments() -> Option<usize> {
-    let (start, end) =
-        crate::exec::containment::session::ProcStat::read(std::process::id())?.args?;
-    let cmdline = std::fs::read("/proc/self/cmdline").ok()?;
-    let tail = format!("{SUBCOMMAND}\0{ARGUMENT}\0");
-    if end.checked_sub(start)? != cmdline.len() || !cmdline.ends_with(tail.as_bytes()) {
-        return None;
-    }
-    // SAFETY: the kernel says the command line lies in [start, end) of our memory.
-    let here = unsafe { std::slice::from_raw_parts(start as *const u8, end - start) };
-    (here == cmdline.as_slice()).then_some(end - tail.len())
+/// This process's name (`/proc/self/comm`).
+fn own_name() -> Option<std::ffi::CString> {
+    let name = std::fs::read_to_string("/proc/self/comm").ok()?;
+    std::ffi::CString::new(name.trim_end_matches('\n')).ok()
 }
 
-/// Write `__supervise\0--channel\0` over the spawner's arguments at `at` (in the copy).
-fn rewrite_arguments(at: usize) {
-    let new = format!("{}\0{}\0", AS_SUPERVISOR[0], AS_SUPERVISOR[1]);
-    // SAFETY: `own_arguments` found the spawner's arguments, as long as these, at `at`.
-    unsafe { std::ptr::copy_nonoverlapping(new.as_ptr(), at as *mut u8, new.len()) };
-}
-
-/// The C library's record of the calling thread's id (glibc keeps it in its thread
-/// descriptor, where `fork` has the kernel write the child's): its address, when the
-/// value found there is this thread's id.
-fn thread_id_record() -> Option<u64> {
-    if !cfg!(all(
-        target_os = "linux",
-        target_env = "gnu",
-        target_pointer_width = "64"
-    )) {
-        return None;
-    }
-    // glibc 2.26 and later on 64-bit Linux: `struct pthread`'s `tid` at 720.
-    const TID_OFFSET: usize = 720;
-    // SAFETY: `pthread_self` is the address of this thread's descriptor, larger than the
-    // offset read.
-    let at = unsafe { (libc::pthread_self() as *const u8).add(TID_OFFSET) } as *const libc::pid_t;
-    let tid = nix::unistd::gettid().as_raw();
-    // SAFETY: as above; read only.
-    (unsafe { std::ptr::read_volatile(at) } == tid).then_some(at as u64)
+/// Name the calling thread (the process's name, for its one thread): `PR_SET_NAME`, cut
+/// at 15 bytes by the kernel.
+fn set_name(name: &std::ffi::CStr) {
+    // SAFETY: a plain system call with a NUL-terminated string that outlives it.
+    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0) };
 }
 
 #[cfg(test)]
@@ -443,15 +414,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_arguments_rewritten_are_as_long_as_the_spawners() {
-        assert_eq!(SUBCOMMAND.len(), AS_SUPERVISOR[0].len());
-        assert_eq!(ARGUMENT.len(), AS_SUPERVISOR[1].len());
-    }
-
-    #[test]
-    fn this_threads_id_is_found_where_glibc_keeps_it() {
-        if cfg!(all(target_os = "linux", target_env = "gnu")) {
-            assert!(thread_id_record().is_some());
-        }
+    fn the_spawners_name_fits_the_kernels_and_its_line_is_a_supervisors() {
+        assert!(NAME.len() <= 15);
+        assert_eq!(SUBCOMMAND, "__supervise");
     }
 }
