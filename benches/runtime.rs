@@ -9,7 +9,13 @@
 //! Run: `cargo bench --bench runtime` (release build of `shareq`). Set `JOBS=N` to change
 //! the job count, `PARALLEL=N` for how many CLI submits run at once (default 8),
 //! `SAMPLES=N` for the latency samples; `SHAREQ_BIN=PATH` runs another build of `shareq`
-//! (to compare two side by side on one machine).
+//! (to compare two side by side on one machine). `SHAREQ_SUPERVISOR_START=spawner|clone|
+//! plain` picks how serve starts supervisors (docs/DEPLOY.md).
+//!
+//! The short form, `SHORT=1 cargo test --bench runtime` (100 jobs, 20 samples, a debug
+//! build is enough), is CI's check of each start path (`.ci/run` runs it for every one):
+//! besides the figures, it fails unless every job of the burst SUCCEEDED and serve's log
+//! says the start path asked for was the one used.
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
@@ -107,6 +113,30 @@ impl Serve {
         ticks / 100.0
     }
 
+    /// Every one of the `n` jobs SUCCEEDED, and serve started their supervisors the way
+    /// `SHAREQ_SUPERVISOR_START` asked (serve's log says which at the first start).
+    fn check_outcome(&self, n: usize) {
+        let j = self.ask(r#"{"op":"jobs","all":true}"#);
+        let finished = j["jobs"]["finished"].as_array().cloned().unwrap_or_default();
+        let bad: Vec<&Value> = finished
+            .iter()
+            .filter(|j| j["state"] != "SUCCEEDED")
+            .collect();
+        assert!(
+            finished.len() >= n && bad.is_empty(),
+            "{} of {n} jobs finished, not SUCCEEDED: {:?}",
+            finished.len(),
+            bad.first()
+        );
+        let path = std::env::var("SHAREQ_SUPERVISOR_START").unwrap_or("spawner".into());
+        let log = std::fs::read_to_string(self.state.join("shareq.log")).unwrap_or_default();
+        assert!(
+            log.contains(&format!("supervisors start by: {path}")),
+            "serve's log does not say that supervisors start by: {path}"
+        );
+        println!("start path {path}: all {n} jobs SUCCEEDED");
+    }
+
     fn finished(&self) -> usize {
         let j = self.ask(r#"{"op":"jobs","all":true}"#);
         j["jobs"]["finished"].as_array().map_or(0, Vec::len)
@@ -195,6 +225,7 @@ fn throughput(n: usize, parallel: usize) -> f64 {
     });
     wait_until("all shareq jobs done", 600, || s.finished() >= n);
     let total = t.elapsed();
+    s.check_outcome(n);
     let busy = machine_busy_seconds() - busy0;
     let rate = n as f64 / total.as_secs_f64();
     let serve = s.cpu_seconds() - cpu0;
@@ -242,6 +273,7 @@ fn socket_throughput(n: usize) -> f64 {
     let submit = t.elapsed();
     wait_until("all shareq jobs done", 600, || s.finished() >= n);
     let total = t.elapsed();
+    s.check_outcome(n);
     let rate = n as f64 / total.as_secs_f64();
     println!(
         "shareq throughput, submits over one socket connection (no CLI processes): \
@@ -464,8 +496,9 @@ fn exec_baseline() {
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing to parse.
+    let short = std::env::var_os("SHORT").is_some();
     exec_baseline();
-    let n = env_num("JOBS", 1000);
+    let n = env_num("JOBS", if short { 100 } else { 1000 });
     let parallel = env_num("PARALLEL", 8);
     let floor = throughput_floor(n, parallel, true);
     let bare = throughput_floor(n, parallel, false);
@@ -476,10 +509,13 @@ fn main() {
         ours / bare
     );
     socket_throughput(n);
-    let samples = env_num("SAMPLES", 200);
+    let samples = env_num("SAMPLES", if short { 20 } else { 200 });
     let floor_p99 = latency_floor(samples);
     let p99 = latency(samples);
     println!("ratio shareq/floor latency p99: {:.2}x", p99 / floor_p99);
+    if short {
+        return;
+    }
     if let Some(theirs) = pueue(n, parallel) {
         println!("ratio shareq/pueue: {:.2}x", ours / theirs);
     }
