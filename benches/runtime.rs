@@ -117,7 +117,10 @@ impl Serve {
     /// `SHAREQ_SUPERVISOR_START` asked (serve's log says which at the first start).
     fn check_outcome(&self, n: usize) {
         let j = self.ask(r#"{"op":"jobs","all":true}"#);
-        let finished = j["jobs"]["finished"].as_array().cloned().unwrap_or_default();
+        let finished = j["jobs"]["finished"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         let bad: Vec<&Value> = finished
             .iter()
             .filter(|j| j["state"] != "SUCCEEDED")

@@ -237,7 +237,7 @@ fn hand_over(spec: &LaunchSpec, status: ExitStatus) -> bool {
 /// as a Slurm batch script hands it over); returns when every process of the attempt is
 /// gone and the exit status is recorded.
 pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
-    // Started by the runtime (`proc::launch`: the spec and the exit status on its
+    // Started by the runtime (`exec::start`: the spec and the exit status on its
     // channel, or an older runtime's spec file): a session of its own before anything
     // else. Started by Slurm (the spec on standard input), it stays in the session and
     // process group Slurm tracks the batch job by.
@@ -246,8 +246,23 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
     if !from_slurm {
         crate::exec::containment::session::enter_own_session()?;
     }
-    // Block the signals we handle first of all, so that a stop sent right after the start is not lost: they are read
-    // from a signalfd. The job's command gets an empty mask again (see `spawn`).
+    let mask = block_handled_signals()?;
+    let spec = read_spec(spec_path, on_channel, from_slurm)?;
+    let mut records = open_records(&spec, on_channel)?;
+    if let Some(ended) = enter_and_claim(&spec, &mut records)? {
+        return Ok(ended);
+    }
+    let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
+    nix::sys::prctl::set_child_subreaper(true)?;
+    let status = run_command(&spec, &mut records, &sfd)?;
+    records.exit(&spec, status)?;
+    Ok(status)
+}
+
+/// Block the signals the supervisor handles, first of all, so that a stop sent right
+/// after the start is not lost: they are read from a signalfd. The job's command gets an
+/// empty mask again (see `spawn`).
+fn block_handled_signals() -> nix::Result<SigSet> {
     let mut mask = SigSet::empty();
     for s in [
         Signal::SIGTERM,
@@ -259,8 +274,17 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
         mask.add(s);
     }
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None)?;
+    Ok(mask)
+}
+
+/// The launch spec: one line on the runtime's channel (the rest of standard input is its
+/// answer, `hand_over`), all of standard input from Slurm, or the file at `spec_path`.
+fn read_spec(
+    spec_path: &Path,
+    on_channel: bool,
+    from_slurm: bool,
+) -> Result<LaunchSpec, SupervisorError> {
     let read = if on_channel {
-        // One line; the rest of standard input is the runtime's answer (`hand_over`).
         let mut line = String::new();
         std::io::BufRead::read_line(&mut std::io::stdin().lock(), &mut line)
             .map(|_| line.into_bytes())
@@ -281,12 +305,16 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
         path: from(),
         source,
     })?;
-    let spec: LaunchSpec =
-        serde_json::from_slice(&text).map_err(|source| SupervisorError::SpecJson {
-            path: from(),
-            source,
-        })?;
-    let mut records = match spec.report.clone() {
+    serde_json::from_slice(&text).map_err(|source| SupervisorError::SpecJson {
+        path: from(),
+        source,
+    })
+}
+
+/// Where this attempt's records go: the report channel where the spec names one, else
+/// the run files and the log (and the runtime's channel for the exit status).
+fn open_records(spec: &LaunchSpec, on_channel: bool) -> Result<Records, SupervisorError> {
+    Ok(match spec.report.clone() {
         Some(to) => Records::Channel(Reporter::start(to, spec.job.0, spec.attempt).map_err(
             |source| SupervisorError::Log {
                 path: "the scheduler's report channel".to_string(),
@@ -294,31 +322,37 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             },
         )?),
         None => Records::Files {
-            log: FileLog::new(&spec),
+            log: FileLog::new(spec),
             channel: on_channel,
         },
-    };
+    })
+}
+
+/// Enter the attempt's cgroup and claim the attempt, before the command can run; `Some`:
+/// the attempt ended here (its status recorded), and nothing is to run.
+fn enter_and_claim(
+    spec: &LaunchSpec,
+    records: &mut Records,
+) -> Result<Option<ExitStatus>, SupervisorError> {
     // Into the attempt's cgroup first (SPEC §7): everything started from here on belongs
     // to it, whatever session it makes. A group that cannot be entered runs nothing.
     if let Err(e) = crate::exec::containment::cgroup::enter_self(&spec.cgroup) {
         let status = ExitStatus::ended_now(126);
         let owner = RunAs::for_submitter(spec.submitter.as_ref()).ok().flatten();
         records.note(owner.as_ref(), &format!("not started: {e}"));
-        let _ = records.claim(&spec);
-        records.exit(&spec, status)?;
-        return Ok(status);
+        let _ = records.claim(spec);
+        records.exit(spec, status)?;
+        return Ok(Some(status));
     }
     // Record ourselves (pid and start time) before the command can run, so that a
     // scheduler restarted meanwhile adopts this attempt instead of running it again; and
     // give up if it already declared the attempt lost (see `store::recovery`).
-    match records.claim(&spec) {
-        Ok(true) => {}
-        Ok(false) => {
-            return Err(SupervisorError::Lost {
-                job: spec.job,
-                attempt: spec.attempt,
-            });
-        }
+    match records.claim(spec) {
+        Ok(true) => Ok(None),
+        Ok(false) => Err(SupervisorError::Lost {
+            job: spec.job,
+            attempt: spec.attempt,
+        }),
         Err(e) => {
             // Not recorded, so not adoptable: do not run the command; report it failed.
             let status = ExitStatus::ended_now(126);
@@ -328,13 +362,19 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
                 spec.pid_path().display()
             );
             records.note(owner.as_ref(), &note);
-            records.exit(&spec, status)?;
-            return Ok(status);
+            records.exit(spec, status)?;
+            Ok(Some(status))
         }
     }
-    let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
-    nix::sys::prctl::set_child_subreaper(true)?;
+}
 
+/// Start the job's command as its submitter and wait until every process of the attempt
+/// is gone (stops read from `sfd`); its exit status, or why it could not start.
+fn run_command(
+    spec: &LaunchSpec,
+    records: &mut Records,
+    sfd: &SignalFd,
+) -> Result<ExitStatus, SupervisorError> {
     // Whom the command runs as (SPEC §9); a submitter who cannot be found fails the
     // attempt, with the reason in the log (kept by the scheduler's user then). Run as
     // the submitter already (Slurm's `--uid`), the command gets that user's clean
@@ -354,42 +394,13 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             std::io::ErrorKind::PermissionDenied,
             why,
         )),
-        None => spawn(&spec, out_w, run_as.as_ref()),
+        None => spawn(spec, out_w, run_as.as_ref()),
     };
     // The attempt's clock (SPEC §7): run time and timeout on the monotonic clock, here,
     // whatever the scheduler is doing meanwhile.
     let began = Instant::now();
-    let status = match spawned {
-        Ok(child) => {
-            // Tell the runtime the command runs (it may be gone: ignore errors).
-            let mut out = std::io::stdout();
-            let _ = writeln!(out, "started {child}");
-            let _ = out.flush();
-            let output = Output::new(out_r, &mut *log);
-            let deadline = spec
-                .timeout_seconds
-                .map(|secs| began + Duration::from_secs(secs));
-            let mut status = wait_all(
-                Pid::from_raw(child as i32),
-                spec.grace_seconds,
-                deadline,
-                &sfd,
-                output,
-            );
-            status.ran_ms = Some(u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX));
-            if log.failed().is_some() {
-                // Stopped when its output could not be kept.
-                status.code = 126;
-                status.signal = None;
-            }
-            if status.timed_out {
-                log.note(&format!(
-                    "timed out: stopped after its timeoutSeconds ({} s)",
-                    spec.timeout_seconds.unwrap_or_default()
-                ));
-            }
-            status
-        }
+    let child = match spawned {
+        Ok(child) => child,
         Err(e) => {
             // What the command's start wrote before it failed (a privilege drop says why).
             Output::new(out_r, &mut *log).drain();
@@ -399,10 +410,36 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
             } else {
                 126
             };
-            ExitStatus::ended_now(code)
+            return Ok(ExitStatus::ended_now(code));
         }
     };
-    records.exit(&spec, status)?;
+    // Tell the runtime the command runs (it may be gone: ignore errors).
+    let mut out = std::io::stdout();
+    let _ = writeln!(out, "started {child}");
+    let _ = out.flush();
+    let output = Output::new(out_r, &mut *log);
+    let deadline = spec
+        .timeout_seconds
+        .map(|secs| began + Duration::from_secs(secs));
+    let mut status = wait_all(
+        Pid::from_raw(child as i32),
+        spec.grace_seconds,
+        deadline,
+        sfd,
+        output,
+    );
+    status.ran_ms = Some(u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX));
+    if log.failed().is_some() {
+        // Stopped when its output could not be kept.
+        status.code = 126;
+        status.signal = None;
+    }
+    if status.timed_out {
+        log.note(&format!(
+            "timed out: stopped after its timeoutSeconds ({} s)",
+            spec.timeout_seconds.unwrap_or_default()
+        ));
+    }
     Ok(status)
 }
 
