@@ -43,11 +43,7 @@ impl Server {
     /// Start `shareq serve` with `extra` arguments on a config given as YAML text (without
     /// `--stop-jobs-on-exit` in `extra`, its jobs outlive it).
     pub fn start_with(config_yaml: &str, extra: &[&str]) -> Server {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let config = dir.path().join("config");
-        std::fs::create_dir_all(&config).unwrap();
-        std::fs::write(config.join("config.yaml"), config_yaml).unwrap();
-        Server::start_dir(dir, config, extra)
+        Server::start_with_env(config_yaml, extra, &[])
     }
 
     /// [`Server::start_with`], with `env` set for `serve`.
@@ -56,30 +52,28 @@ impl Server {
         let config = dir.path().join("config");
         std::fs::create_dir_all(&config).unwrap();
         std::fs::write(config.join("config.yaml"), config_yaml).unwrap();
-        let state = dir.path().join("state");
-        let mut s = Server {
-            dir,
-            state,
-            config,
-            child: None,
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        };
-        s.spawn(extra);
-        s
+        Server::start_in(dir, config, extra, env)
     }
 
     /// Start on an existing config directory.
     pub fn start_dir(dir: tempfile::TempDir, config: PathBuf, extra: &[&str]) -> Server {
+        Server::start_in(dir, config, extra, &[])
+    }
+
+    fn start_in(
+        dir: tempfile::TempDir,
+        config: PathBuf,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let state = dir.path().join("state");
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string()));
         let mut s = Server {
             dir,
             state,
             config,
             child: None,
-            env: Vec::new(),
+            env: env.collect(),
         };
         s.spawn(extra);
         s
