@@ -4,7 +4,7 @@
 
 use shareq::config::{parse_documents, validate};
 use shareq::model::{JobId, JobSpec};
-use shareq::sched::{Sched, UnitCapacity};
+use shareq::sched::{Clock, Sched, UnitCapacity};
 use shareq::store::{Durability, Observed, Store, recovery};
 use std::time::Instant;
 
@@ -24,7 +24,7 @@ resourceSharingConfiguration: {{strategy: LEND}}
 
 fn sched(gpus: u32) -> Sched {
     let c = validate(parse_documents(&config(gpus), None).expect("parse")).expect("valid");
-    Sched::new(&c, &UnitCapacity::simulated(&c), false)
+    Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall)
 }
 
 fn spec(i: u64) -> JobSpec {

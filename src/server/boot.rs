@@ -29,7 +29,7 @@ use super::runtime::{Durable, RuntimeHandle, RuntimeOptions, WatcherGuard, retai
 use crate::config::{ConfigError, Watcher, load_dir};
 use crate::exec::gpus::needs_discovery;
 use crate::exec::{Discovery, StateDir, now_ms};
-use crate::sched::Sched;
+use crate::sched::{Clock, Sched};
 use crate::store::{Durability, StateLock, Store, StoreError, recovery};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -164,7 +164,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     };
     tracing::info!("{}", discovery.describe());
     let (capacity, _) = discovery.capacity(&loaded.config);
-    let mut sched = Sched::new(&loaded.config, &capacity, false);
+    let mut sched = Sched::new(&loaded.config, &capacity, Clock::Wall);
     let source = opts.config_dir.display().to_string();
     if recovered.config.as_ref().map(|c| c.hash.as_str()) != Some(loaded.hash.as_str()) {
         store.record_config(&loaded.hash, &source, loaded.documents().as_deref(), now)?;

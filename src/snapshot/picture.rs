@@ -378,7 +378,7 @@ mod tests {
     use super::*;
     use crate::config::{parse_documents, validate};
     use crate::model::JobSpec;
-    use crate::sched::UnitCapacity;
+    use crate::sched::{Clock, UnitCapacity};
 
     const CONFIG: &str = "\
 kind: ServiceEnvironment
@@ -440,7 +440,7 @@ resourceSharingConfiguration: {strategy: RESERVE}
 
     fn random_run(config: &str) {
         let cfg = validate(parse_documents(config, None).unwrap()).unwrap();
-        let mut sched = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), false);
+        let mut sched = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), Clock::Wall);
         let mut picture = Picture::new();
         picture.rebuild(&sched);
         let none = HashMap::new();

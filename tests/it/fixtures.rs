@@ -5,7 +5,7 @@
 
 use shareq::config::{parse_documents, validate};
 use shareq::model::{JobId, JobSpec};
-use shareq::sched::{Event, Sched, Time, UnitCapacity};
+use shareq::sched::{Clock, Event, Sched, Time, UnitCapacity};
 use shareq::snapshot::{ConfigStatus, JobList, JobView, PreemptionRecord, Snapshot, Telemetry};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -90,7 +90,7 @@ impl Driver {
         let docs = parse_documents(yaml, Some(source)).map_err(errors)?;
         let cfg = validate(docs).map_err(errors)?;
         Ok(Driver {
-            sched: Sched::new(&cfg, &UnitCapacity::simulated(&cfg), false),
+            sched: Sched::new(&cfg, &UnitCapacity::simulated(&cfg), Clock::Wall),
             log: Vec::new(),
             source: source.to_string(),
             telemetry: HashMap::new(),

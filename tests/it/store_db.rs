@@ -3,7 +3,7 @@
 
 use shareq::config::{parse_documents, validate};
 use shareq::model::{JobId, JobSpec, JobState, RetryStrategy};
-use shareq::sched::{Event, Sched, UnitCapacity};
+use shareq::sched::{Clock, Event, Sched, UnitCapacity};
 use shareq::store::{DB_FILE, Observed, SCHEMA_VERSION, Store};
 
 const CONFIG: &str = "
@@ -25,7 +25,7 @@ resourceSharingConfiguration: {strategy: LEND}
 
 fn live_sched() -> Sched {
     let c = validate(parse_documents(CONFIG, None).expect("parse")).expect("valid");
-    Sched::new(&c, &UnitCapacity::simulated(&c), false)
+    Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall)
 }
 
 fn spec(name: &str, share: &str, prio: u32) -> JobSpec {
@@ -397,7 +397,7 @@ resourceSharingConfiguration: {strategy: LEND}
 ";
     let c = validate(parse_documents(SIM, None).unwrap()).unwrap();
     // Simulated: a victim with no stop delay releases its GPUs inside the pass.
-    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), true);
+    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Simulated);
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path()).unwrap();
     step(&mut store, &mut s, 0, &[], |s| {

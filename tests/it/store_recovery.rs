@@ -8,7 +8,7 @@ use shareq::exec::runfiles::{
 };
 use shareq::exec::session::start_time as process_start_time;
 use shareq::model::{JobId, JobSpec, JobState};
-use shareq::sched::{Sched, UnitCapacity};
+use shareq::sched::{Clock, Sched, UnitCapacity};
 use shareq::store::recovery::{self, Adopted};
 use shareq::store::{LockHolder, Observed, StateLock, Store, StoreError};
 use std::io::{BufRead, BufReader};
@@ -27,7 +27,7 @@ resourceSharingConfiguration: {strategy: LEND}
 
 fn live_sched() -> Sched {
     let c = validate(parse_documents(CONFIG, None).expect("parse")).expect("valid");
-    Sched::new(&c, &UnitCapacity::simulated(&c), false)
+    Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall)
 }
 
 fn owner() -> Owner {

@@ -29,7 +29,7 @@ use crate::exec::backend::{Backend, Context, Report};
 use crate::exec::telemetry::Samples;
 use crate::exec::{Discovery, StateDir, now_ms};
 use crate::model::{Command, JobId, JobSpec, JobState};
-use crate::sched::{Event, Sched, UnitCapacity};
+use crate::sched::{Clock, Event, Sched, UnitCapacity};
 use crate::snapshot::{ConfigStatus, JobView, Picture, Snapshot};
 use crate::store::recovery::Adopted;
 use crate::store::{Observed, StateLock, Store};
@@ -151,11 +151,13 @@ impl RuntimeHandle {
         }
         let (sched, durable) = match durable {
             Some(mut d) => {
-                let sched =
-                    std::mem::replace(&mut d.sched, Sched::new(&initial.config, &capacity, false));
+                let sched = std::mem::replace(
+                    &mut d.sched,
+                    Sched::new(&initial.config, &capacity, Clock::Wall),
+                );
                 (sched, Some(d))
             }
-            None => (Sched::new(&initial.config, &capacity, false), None),
+            None => (Sched::new(&initial.config, &capacity, Clock::Wall), None),
         };
         let mut sched = sched;
         // Reasons that name a time of day read as the operator's clock.
