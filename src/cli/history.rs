@@ -2,13 +2,14 @@
 //! the last hour, day or week — per share the average GPUs held within its limit (own),
 //! beyond it (borrowed) and lent, the highest use, the queued GPUs, the longest wait and
 //! the jobs started with their mean wait; the same figures as the console's `h` view.
-//! With `--json`, the bucketed history itself (`store::usage::UsageHistory`). When no
+//! With `--json`, the bucketed history itself (`snapshot::usage::UsageHistory`). When no
 //! scheduler runs, the database is read directly.
 
 use super::error::CliError;
 use crate::exec::now_ms;
 use crate::server::Request;
-use crate::store::usage::{self, UsageHistory, Window};
+use crate::snapshot::usage::{KEEP_DAYS, UsageHistory, Window};
+use crate::store::usage;
 use crate::tui::history::{self, HistoryState};
 use crate::tui::text::{duration_short, pad};
 use std::path::PathBuf;
@@ -63,7 +64,7 @@ pub fn history(args: &HistoryArgs) -> Result<(), CliError> {
              it runs and keeps them {} days)",
             args.window.label(),
             duration_short(h.interval_ms()),
-            usage::KEEP_DAYS
+            KEEP_DAYS
         );
         return Ok(());
     }

@@ -3,6 +3,8 @@
 //! The runtime keeps it up to date change by change ([`Picture`]) and shares it as
 //! `Arc<Snapshot>`; consecutive snapshots share every queue chunk that did not change,
 //! and subscribers get [`Delta`]s. Readers never touch the live scheduler.
+//! The utilisation history's windows ([`usage`]) are read the same way: the store fills
+//! them, the console and the socket only read them.
 
 use crate::access::Access;
 use crate::model::{JobId, JobState, Strategy, Submitter};
@@ -14,6 +16,7 @@ use std::sync::Arc;
 pub mod delta;
 pub mod list;
 mod picture;
+pub mod usage;
 
 pub use delta::{Change, ChangeLog, Delta, Update};
 pub use list::JobList;

@@ -303,7 +303,7 @@ fn ask_priority(app: &mut App, j: &crate::snapshot::JobView) {
 /// Keys of the `h` view: 1/2/3 or tab pick the window, u the unit, j/k a share; esc, q
 /// or h close it.
 fn history_key(app: &mut App, key: KeyEvent) -> Option<Action> {
-    use crate::store::usage::Window;
+    use crate::snapshot::usage::Window;
     app.mode = Mode::History;
     let window = match key.code {
         KeyCode::Esc | KeyCode::Char('q' | 'h') => {

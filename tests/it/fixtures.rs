@@ -510,8 +510,8 @@ fn member_of(share: &str) -> shareq::model::Submitter {
 /// borrows more and more of nlp's idle guarantee in the second half, its queue waits
 /// longer, infra's use comes and goes, robotics starts at the end, and for a stretch in
 /// the middle no scheduler ran (buckets without samples).
-pub fn history(window: shareq::store::usage::Window) -> shareq::store::usage::UsageHistory {
-    use shareq::store::usage::{BUCKETS, ShareSeries, UsageHistory, UsagePoint};
+pub fn history(window: shareq::snapshot::usage::Window) -> shareq::snapshot::usage::UsageHistory {
+    use shareq::snapshot::usage::{BUCKETS, ShareSeries, UsageHistory, UsagePoint};
     let bucket_ms = window.ms() / BUCKETS as i64;
     let to = (NOW / bucket_ms + 1) * bucket_ms;
     let samples: Vec<u32> = (0..BUCKETS)

@@ -50,7 +50,7 @@ pub enum Request {
     /// The utilisation history of the last hour, day or week (`store::usage`).
     History {
         #[serde(default)]
-        window: crate::store::usage::Window,
+        window: crate::snapshot::usage::Window,
     },
     Status,
     Reload,
@@ -261,7 +261,7 @@ pub struct Response {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<crate::report::Report>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub history: Option<crate::store::usage::UsageHistory>,
+    pub history: Option<crate::snapshot::usage::UsageHistory>,
     /// On the server only: the whole answer already written out as its JSON line (a long
     /// `jobs` answer, written from the snapshot itself), sent as is.
     #[serde(skip)]

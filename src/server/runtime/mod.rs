@@ -862,8 +862,8 @@ impl Runtime {
     /// connection (`store::usage`).
     fn read_history(
         &self,
-        window: crate::store::usage::Window,
-        reply: oneshot::Sender<Result<crate::store::usage::UsageHistory, String>>,
+        window: crate::snapshot::usage::Window,
+        reply: oneshot::Sender<Result<crate::snapshot::usage::UsageHistory, String>>,
     ) {
         let Some(_) = &self.persist else {
             let _ = reply.send(Err(
