@@ -10,8 +10,9 @@
 //! `cargo test --benches` runs a small version.
 
 use shareq::config::{parse_documents, validate};
+use shareq::model::UnitCapacity;
 use shareq::model::{JobId, JobSpec};
-use shareq::sched::{Clock, Sched, UnitCapacity};
+use shareq::sched::{Clock, Sched};
 use shareq::store::{Observed, Store};
 use std::os::unix::net::UnixStream;
 use std::path::Path;

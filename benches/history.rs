@@ -24,7 +24,7 @@ fn main() {
     let t = Instant::now();
     let n = 20;
     for _ in 0..n {
-        std::hint::black_box(shareq::server::usage::samples(
+        std::hint::black_box(shareq::server::runtime::usage::samples(
             &snap,
             snap.at - EVERY_MS,
             snap.at,

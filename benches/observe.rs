@@ -8,7 +8,8 @@
 use shareq::config::load_dir;
 use shareq::metrics::Metrics;
 use shareq::model::JobSpec;
-use shareq::sched::{Clock, Sched, UnitCapacity};
+use shareq::model::UnitCapacity;
+use shareq::sched::{Clock, Sched};
 use shareq::snapshot::{ConfigStatus, Picture};
 use std::sync::Arc;
 use std::time::Instant;

@@ -9,8 +9,9 @@
 
 use shareq::config::{parse_documents, validate};
 use shareq::model::JobSpec;
+use shareq::model::UnitCapacity;
 use shareq::replay::{Options, Scenario, run};
-use shareq::sched::{Clock, Event, Sched, UnitCapacity};
+use shareq::sched::{Clock, Event, Sched};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

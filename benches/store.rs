@@ -3,8 +3,9 @@
 //! jobs in history. Run: `cargo bench --bench store`.
 
 use shareq::config::{parse_documents, validate};
+use shareq::model::UnitCapacity;
 use shareq::model::{JobId, JobSpec};
-use shareq::sched::{Clock, Sched, UnitCapacity};
+use shareq::sched::{Clock, Sched};
 use shareq::store::{Durability, Observed, Store, recovery};
 use std::time::Instant;
 

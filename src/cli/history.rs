@@ -6,12 +6,13 @@
 //! scheduler runs, the database is read directly.
 
 use super::error::CliError;
+use crate::duration;
 use crate::exec::now_ms;
 use crate::server::Request;
 use crate::snapshot::usage::{KEEP_DAYS, UsageHistory, Window};
 use crate::store::usage;
 use crate::tui::history::{self, HistoryState};
-use crate::tui::text::{duration_short, pad};
+use crate::tui::text::pad;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -63,7 +64,7 @@ pub fn history(args: &HistoryArgs) -> Result<(), CliError> {
             "no utilisation samples in the last {} (the scheduler writes one every {} while \
              it runs and keeps them {} days)",
             args.window.label(),
-            duration_short(h.interval_ms()),
+            duration::short(h.interval_ms()),
             KEEP_DAYS
         );
         return Ok(());
@@ -74,9 +75,9 @@ pub fn history(args: &HistoryArgs) -> Result<(), CliError> {
         args.window.label(),
         up,
         h.samples.len(),
-        duration_short(h.bucket_ms)
+        duration::short(h.bucket_ms)
     );
-    let bucket = duration_short(h.bucket_ms);
+    let bucket = duration::short(h.bucket_ms);
     let st = HistoryState {
         window: args.window,
         unit: args.unit.clone(),

@@ -5,7 +5,7 @@
 //! load → build the scheduler → record the config if it changed → recovery plan (adopt,
 //! exits seen while down, `LOST_ON_RESTART`) → apply and store it → start the runtime
 //! (carrying out recovery's first pass, watching adopted attempts) → listen on the
-//! control socket → sample the utilisation history (`server::usage`) → watch the config
+//! control socket → sample the utilisation history (`server::runtime::usage`) → watch the config
 //! directory.
 //!
 //! When another scheduler holds the state directory, [`BootError::Locked`] names its pid:
@@ -53,7 +53,7 @@ pub struct BootOptions {
     /// Serve Prometheus metrics on this ADDR:PORT (`None`: the environment's
     /// `metrics.listen`, if any).
     pub metrics: Option<String>,
-    /// How often the utilisation history is sampled (`server::usage`).
+    /// How often the utilisation history is sampled (`server::runtime::usage`).
     pub sample_every: std::time::Duration,
 }
 

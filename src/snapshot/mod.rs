@@ -7,6 +7,7 @@
 //! them, the console and the socket only read them.
 
 use crate::access::Access;
+use crate::exec::telemetry::Telemetry;
 use crate::model::{JobId, JobState, Strategy, Submitter};
 use crate::sched::{LendEdge, Phase, QKey, Sched, StopCause, Time};
 use serde::{Deserialize, Serialize};
@@ -326,9 +327,6 @@ pub struct PreemptionRecord {
     pub by_user: Option<String>,
 }
 
-/// GPU telemetry for one device (sampled by `exec::telemetry`).
-pub use crate::exec::telemetry::Telemetry;
-
 /// (priority, effective submission, submitted, id): a queue key as a reason group sees it.
 pub type BlockKey = (u32, i64, i64, JobId);
 
@@ -392,7 +390,7 @@ pub struct Snapshot {
     #[serde(skip)]
     pub link_down_since: Option<i64>,
     /// An attached console's scheduler: its pid and when it started (ms), from the
-    /// socket's peer credentials (set by `server::remote`, never sent).
+    /// socket's peer credentials (set by `server::client::remote`, never sent).
     #[serde(skip)]
     pub served_by: Option<ServedBy>,
     /// Why scheduling is paused (its decisions cannot be written, SPEC §8), while it is.

@@ -5,7 +5,8 @@
 use super::delta::{Change, ChangeLog};
 use super::job_view;
 use super::list::JobList;
-use super::{ConfigStatus, GroupReason, JobView, PreemptionRecord, Reasons, Snapshot, Telemetry};
+use super::{ConfigStatus, GroupReason, JobView, PreemptionRecord, Reasons, Snapshot};
+use crate::exec::telemetry::Telemetry;
 use crate::model::JobId;
 use crate::sched::{Event, QKey, Sched, Time};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -377,8 +378,8 @@ impl Picture {
 mod tests {
     use super::*;
     use crate::config::{parse_documents, validate};
-    use crate::model::JobSpec;
-    use crate::sched::{Clock, UnitCapacity};
+    use crate::model::{JobSpec, UnitCapacity};
+    use crate::sched::Clock;
 
     const CONFIG: &str = "\
 kind: ServiceEnvironment

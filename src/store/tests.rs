@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::config::{parse_documents, validate};
-use crate::model::JobSpec;
-use crate::sched::{Clock, Sched, UnitCapacity};
+use crate::model::{JobSpec, UnitCapacity};
+use crate::sched::{Clock, Sched};
 
 const CONFIG: &str = "
 kind: ServiceEnvironment

@@ -1,6 +1,6 @@
 //! The utilisation history in the state database: per share and unit, samples of the GPUs
 //! it uses within its limit (own), beyond it (borrowed) and lends, its queue and how long
-//! its jobs wait, taken by `server::usage` at a fixed cadence and read back per window
+//! its jobs wait, taken by `server::runtime::usage` at a fixed cadence and read back per window
 //! (hour, day, week) in [`BUCKETS`] equal buckets.
 //!
 //! Tables (schema migration 5): `usage_ticks` has one row per sample instant (so a bucket

@@ -4,10 +4,10 @@
 //! utilisation history the `h` view asked for as [`Feed::History`].
 
 use super::action::Action;
+use crate::access::Caller;
 use crate::model::JobId;
 use crate::server::Input;
-use crate::server::audit::{Audit, AuditEntry};
-use crate::server::auth::Caller;
+use crate::server::runtime::audit::{Audit, AuditEntry};
 use crate::snapshot::usage::UsageHistory;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};

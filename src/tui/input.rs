@@ -7,9 +7,9 @@ use super::draw::pane_at;
 use super::filter::Filter;
 use super::keymap::{UiAction, action_for};
 use super::popups::submit::{FormOutcome, SubmitForm};
-use super::text::duration_short;
+use crate::access::JobAction;
+use crate::duration;
 use crate::model::{JobState, MAX_PRIORITY};
-use crate::server::auth::JobAction;
 use crossterm::event::{
     KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
@@ -256,10 +256,10 @@ fn focus_step(app: &mut App, delta: isize) {
 fn job_label(j: &crate::snapshot::JobView, now: i64) -> String {
     match (j.state, j.started) {
         (JobState::Runnable | JobState::Submitted, _) => {
-            format!("{}, queued {}", j.share, duration_short(now - j.submitted))
+            format!("{}, queued {}", j.share, duration::short(now - j.submitted))
         }
         (_, Some(s)) if j.finished.is_none() => {
-            format!("{}, running {}", j.share, duration_short(now - s))
+            format!("{}, running {}", j.share, duration::short(now - s))
         }
         _ => format!("{}, {}", j.share, j.state.as_str().to_lowercase()),
     }

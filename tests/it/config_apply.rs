@@ -4,8 +4,9 @@
 //! rejected edit leaves the scheduler's config as it was).
 
 use shareq::config::{ConfigUpdate, Watcher};
+use shareq::model::UnitCapacity;
 use shareq::model::{JobId, JobSpec, JobState};
-use shareq::sched::{Clock, Sched, UnitCapacity};
+use shareq::sched::{Clock, Sched};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

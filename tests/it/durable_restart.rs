@@ -488,7 +488,8 @@ fn a_decision_that_cannot_be_stored_pauses_scheduling_until_a_write_succeeds() {
 #[test]
 fn history_older_than_retain_days_is_pruned_at_start() {
     use shareq::config::{parse_documents, validate};
-    use shareq::sched::{Clock, Sched, UnitCapacity};
+    use shareq::model::UnitCapacity;
+    use shareq::sched::{Clock, Sched};
     use shareq::store::{Observed, Store};
     let (_dir, cfg, state, err) = setup(1);
     let yaml = config(1, 1, &share("team", 1, "LEND", false))

@@ -4,9 +4,11 @@
 //! `assets/`. Test data: here, not in the library, so that no release build carries it.
 
 use shareq::config::{parse_documents, validate};
+use shareq::exec::telemetry::Telemetry;
+use shareq::model::UnitCapacity;
 use shareq::model::{JobId, JobSpec};
-use shareq::sched::{Clock, Event, Sched, Time, UnitCapacity};
-use shareq::snapshot::{ConfigStatus, JobList, JobView, PreemptionRecord, Snapshot, Telemetry};
+use shareq::sched::{Clock, Event, Sched, Time};
+use shareq::snapshot::{ConfigStatus, JobList, JobView, PreemptionRecord, Snapshot};
 use std::collections::HashMap;
 use std::sync::Arc;
 

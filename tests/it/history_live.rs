@@ -248,7 +248,7 @@ async fn the_in_process_console_reads_the_history_through_the_bridge() {
         handle.inputs.clone(),
         "tester".into(),
         feed_tx,
-        shareq::server::audit::Audit::off(),
+        shareq::server::runtime::audit::Audit::off(),
     ));
     let t = Instant::now();
     loop {

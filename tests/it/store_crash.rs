@@ -4,8 +4,9 @@
 //! next writer recovers from it.
 
 use shareq::config::{parse_documents, validate};
+use shareq::model::UnitCapacity;
 use shareq::model::{JobId, JobSpec};
-use shareq::sched::{Clock, Sched, UnitCapacity};
+use shareq::sched::{Clock, Sched};
 use shareq::store::recovery;
 use shareq::store::{DB_FILE, Observed, StateLock, Store};
 use std::collections::{BTreeMap, HashSet};

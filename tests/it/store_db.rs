@@ -2,8 +2,9 @@
 //! event, the order and durability of a batch, history and pruning.
 
 use shareq::config::{parse_documents, validate};
+use shareq::model::UnitCapacity;
 use shareq::model::{JobId, JobSpec, JobState, RetryStrategy};
-use shareq::sched::{Clock, Event, Sched, UnitCapacity};
+use shareq::sched::{Clock, Event, Sched};
 use shareq::store::{DB_FILE, Observed, SCHEMA_VERSION, Store};
 
 const CONFIG: &str = "
@@ -154,7 +155,7 @@ fn round_trip_of_every_event_kind() {
 
     // Every kind was exercised.
     let kinds: std::collections::BTreeSet<&str> =
-        seen.iter().map(shareq::events::event_name).collect();
+        seen.iter().map(shareq::replay::event_name).collect();
     assert_eq!(kinds.len(), 12, "{kinds:?}");
 
     // Job rows agree with the scheduler.

@@ -4,7 +4,8 @@
 
 use shareq::config::{parse_documents, validate};
 use shareq::model::JobSpec;
-use shareq::sched::{Clock, Sched, UnitCapacity};
+use shareq::model::UnitCapacity;
+use shareq::sched::{Clock, Sched};
 use shareq::store::{DB_FILE, SCHEMA_VERSION, Store, StoreError};
 use std::path::Path;
 

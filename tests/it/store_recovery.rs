@@ -7,8 +7,9 @@ use shareq::exec::runfiles::{
     self, Owner, SupervisorStatus, claim_pid, record_path as pid_file, runs_dir, write_exit,
 };
 use shareq::exec::session::start_time as process_start_time;
+use shareq::model::UnitCapacity;
 use shareq::model::{JobId, JobSpec, JobState};
-use shareq::sched::{Clock, Sched, UnitCapacity};
+use shareq::sched::{Clock, Sched};
 use shareq::store::recovery::{self, Adopted};
 use shareq::store::{LockHolder, Observed, StateLock, Store, StoreError};
 use std::io::{BufRead, BufReader};

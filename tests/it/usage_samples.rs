@@ -1,8 +1,8 @@
-//! The utilisation sampler's rows (`server::usage::samples`) against a known snapshot: each
+//! The utilisation sampler's rows (`server::runtime::usage::samples`) against a known snapshot: each
 //! share's own, borrowed and lent GPUs and its queue, as the snapshot carries them.
 
 use crate::fixtures;
-use shareq::server::usage::samples;
+use shareq::server::runtime::usage::samples;
 
 #[test]
 fn a_sample_carries_the_shares_standing_and_its_queue() {

@@ -9,7 +9,8 @@
 //!
 //! ```no_run
 //! # async fn demo(state: shareq::exec::StateDir) -> Result<(), shareq::server::ClientError> {
-//! use shareq::server::{Input, remote};
+//! use shareq::server::Input;
+//! use shareq::server::client::remote;
 //! let (mut snapshots, inputs) = remote::attach(&state).await?;
 //! let (tx, rx) = tokio::sync::oneshot::channel();
 //! let spec = shareq::model::JobSpec::new("train", "qs1", 1, 0);

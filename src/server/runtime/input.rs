@@ -1,8 +1,7 @@
 //! What the runtime task receives on its channel: actions from the socket, the console
 //! and the config source, and reports from the processes it runs.
 
-/// A new config, or a refused edit, from the directory watcher or a reload.
-pub use crate::config::ConfigUpdate;
+use crate::config::ConfigUpdate;
 use crate::exec::telemetry::Samples;
 use crate::model::{JobId, JobSpec};
 use crate::snapshot::JobView;

@@ -2,10 +2,11 @@
 //! `■`, borrowed `▤`, lent `░`, idle `·` — so it reads in monochrome too.
 
 use super::{block, header_line, row_style, window};
+use crate::duration;
 use crate::model::Strategy;
 use crate::snapshot::ShareView;
 use crate::tui::app::{App, Pane};
-use crate::tui::text::{duration, pad, rpad};
+use crate::tui::text::{pad, rpad};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -260,7 +261,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         spans.push(Span::raw(" "));
         let wait = s
             .oldest_queued
-            .map(|t0| duration(app.now - t0))
+            .map(|t0| duration::human(app.now - t0))
             .unwrap_or_else(|| "-".into());
         spans.push(Span::styled(rpad(&s.running.to_string(), 3), t.text()));
         spans.push(Span::raw(" "));

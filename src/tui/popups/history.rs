@@ -4,10 +4,11 @@
 //! share names are the charts' legend. Buckets in which no scheduler ran leave gaps.
 
 use super::frame_block;
+use crate::duration;
 use crate::snapshot::usage::{UsageHistory, Window};
 use crate::tui::app::App;
 use crate::tui::history::{ShareLine, figures, headings};
-use crate::tui::text::{clock, duration_short, fit, pad};
+use crate::tui::text::{clock, fit, pad};
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -54,7 +55,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
                  while it runs (serve --sample-seconds) and keeps them {} days; this one has \
                  none for this window yet.",
                 st.window.label(),
-                duration_short(h.interval_ms()),
+                duration::short(h.interval_ms()),
                 crate::snapshot::usage::KEEP_DAYS
             )
         } else {

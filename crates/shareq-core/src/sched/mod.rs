@@ -32,7 +32,6 @@ mod restore;
 pub mod state;
 mod wake;
 
-pub use crate::model::UnitCapacity;
 pub use clock::Clock;
 pub use event::Event;
 pub use fair::{SavedUsage, UserStanding};
@@ -43,7 +42,7 @@ pub use reserve::Reservation;
 pub use restore::{RestoredHolding, RestoredJob};
 pub use state::{ArrayLink, FailReason, Job, Phase, PreemptReason, QKey, StopCause};
 
-use crate::model::{JobId, ValidConfig};
+use crate::model::{JobId, UnitCapacity, ValidConfig};
 use state::{NodeIx, NodeState, ShareIx, ShareState, UnitIx, UnitState};
 use std::collections::HashMap;
 

@@ -1,7 +1,7 @@
 //! Unit tests of the accounting and the simplest decisions.
 
 use super::*;
-use crate::model::{JobId, JobSpec, JobState, QuotaShare};
+use crate::model::{JobId, JobSpec, JobState, QuotaShare, UnitCapacity};
 use serde::Deserialize;
 
 /// The documents of `yaml` as the scheduler receives them: the environment and the shares
