@@ -414,7 +414,7 @@ fn from_database(state: &std::path::Path, all: bool, span: Span) -> Result<JobsA
         let Some(rec) = store.job(job.id).map_err(|e| e.to_string())? else {
             continue;
         };
-        let mut view = rec.view();
+        let mut view = JobView::from(&rec);
         if !span.contains(&view) {
             continue;
         }
@@ -437,7 +437,7 @@ fn from_database(state: &std::path::Path, all: bool, span: Span) -> Result<JobsA
             )
             .map_err(|e| e.to_string())?
             .iter()
-            .map(|r| r.view())
+            .map(JobView::from)
             .collect()
     } else {
         Vec::new()

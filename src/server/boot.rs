@@ -242,7 +242,11 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         events,
         adopted: plan.adopted.clone(),
         preemptions: recovered.preemptions,
-        finished: recovered.history.iter().map(|r| r.view()).collect(),
+        finished: recovered
+            .history
+            .iter()
+            .map(crate::snapshot::JobView::from)
+            .collect(),
         retain_days: days,
         config_hash: Some(loaded.hash.clone()),
         owner: recovered.owner.clone(),

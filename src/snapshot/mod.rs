@@ -8,8 +8,8 @@
 
 use crate::access::Access;
 use crate::exec::telemetry::Telemetry;
-use crate::model::{JobId, JobState, Strategy, Submitter};
-use crate::sched::{LendEdge, Phase, QKey, Sched, StopCause, Time};
+use crate::model::{JobId, JobState, Submitter};
+use crate::sched::{LendEdge, Phase, QKey, Sched, ShareUnitStats, StopCause, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -39,34 +39,6 @@ pub struct ConfigStatus {
     /// 1 impossible"), worked out on a copy of the state before it was applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effects: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShareView {
-    pub name: String,
-    pub unit: String,
-    pub strategy: Strategy,
-    /// In the applied config (false: removed, jobs left over).
-    pub present: bool,
-    pub enabled: bool,
-    pub in_share: bool,
-    pub limit: u32,
-    /// Borrow cap in GPUs, `None` = unlimited.
-    pub cap: Option<u32>,
-    pub usage: u32,
-    pub borrowed: u32,
-    pub lent: u32,
-    pub idle: u32,
-    pub running: usize,
-    pub queued: usize,
-    /// Submission time of the oldest queued job (ms since the epoch).
-    pub oldest_queued: Option<i64>,
-    /// The share orders its queue by fair share among its users (SPEC §12).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub fair_share: bool,
-    /// `userLimit`: GPUs of each unit one user's jobs may hold.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user_limit: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -358,7 +330,8 @@ pub struct Snapshot {
     pub env_name: String,
     pub config: ConfigStatus,
     pub units: Vec<UnitView>,
-    pub shares: Vec<ShareView>,
+    /// Per share and unit (`ShareView` on the wire).
+    pub shares: Vec<ShareUnitStats>,
     pub lending: Vec<LendEdge>,
     /// RUNNABLE jobs in scheduling order (rows of a reason group carry no reason text:
     /// read it with [`Snapshot::reason`]).
@@ -547,7 +520,7 @@ impl Snapshot {
         let fair = self
             .shares
             .iter()
-            .any(|s| s.name == j.share && s.fair_share);
+            .any(|s| s.share == j.share && s.fair_share);
         if !fair {
             return None;
         }
@@ -591,7 +564,7 @@ impl Snapshot {
             .shares
             .iter()
             .filter(|s| s.fair_share)
-            .map(|s| s.name.as_str())
+            .map(|s| s.share.as_str())
             .collect();
         let delay: HashMap<(&str, &str), i64> = self
             .users
@@ -756,28 +729,13 @@ impl Snapshot {
         sched: &Sched,
         oldest: &HashMap<(String, String), i64>,
         telemetry: &HashMap<(String, u32), Telemetry>,
-    ) -> (Vec<ShareView>, Vec<UnitView>) {
+    ) -> (Vec<ShareUnitStats>, Vec<UnitView>) {
         let shares = sched
             .share_stats()
             .into_iter()
-            .map(|s| ShareView {
-                fair_share: sched.fair_share_policy(&s.share).is_some(),
-                user_limit: sched.user_limit(&s.share),
+            .map(|s| ShareUnitStats {
                 oldest_queued: oldest.get(&(s.share.clone(), s.unit.clone())).copied(),
-                name: s.share,
-                unit: s.unit,
-                strategy: s.strategy,
-                present: s.present,
-                enabled: s.enabled,
-                in_share: s.in_share,
-                limit: s.limit,
-                cap: s.cap,
-                usage: s.usage,
-                borrowed: s.borrowed,
-                lent: s.lent,
-                idle: s.idle,
-                running: s.running,
-                queued: s.queued,
+                ..s
             })
             .collect();
         let units = sched

@@ -420,7 +420,13 @@ resourceSharingConfiguration: {strategy: RESERVE}
     }
 
     /// Everything a reader sees, with reasons written out.
-    fn shown(s: &Snapshot) -> (Vec<JobView>, Vec<JobView>, Vec<super::super::ShareView>) {
+    fn shown(
+        s: &Snapshot,
+    ) -> (
+        Vec<JobView>,
+        Vec<JobView>,
+        Vec<crate::sched::ShareUnitStats>,
+    ) {
         (s.queue_views(), s.running.clone(), s.shares.clone())
     }
 

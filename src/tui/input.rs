@@ -386,7 +386,7 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
                 app.toggle_fold();
             }
             (Pane::Shares, _) => {
-                if let Some(name) = app.snap.shares.get(app.selected()).map(|s| s.name.clone()) {
+                if let Some(name) = app.snap.shares.get(app.selected()).map(|s| s.share.clone()) {
                     set_filter(app, &format!("share:{name}"));
                     app.focus = Pane::Queue;
                     app.say(
@@ -405,7 +405,7 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
         }
         UiAction::Submit => {
             let share = match (app.focus, &job) {
-                (Pane::Shares, _) => app.snap.shares.get(app.selected()).map(|s| s.name.clone()),
+                (Pane::Shares, _) => app.snap.shares.get(app.selected()).map(|s| s.share.clone()),
                 (_, Some(j)) => Some(j.share.clone()),
                 _ => None,
             }
@@ -414,7 +414,7 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
                     .shares
                     .iter()
                     .find(|s| s.enabled && s.present)
-                    .map(|s| s.name.clone())
+                    .map(|s| s.share.clone())
             })
             .unwrap_or_default();
             app.mode = Mode::Submit(Box::new(SubmitForm::new(&share)));

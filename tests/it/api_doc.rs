@@ -299,7 +299,7 @@ fn every_type_and_its_fields_are_documented() {
         ("WaitFigures", fields::<shareq::replay::WaitFigures>()),
         ("UserStanding", fields::<sched::UserStanding>()),
         ("DeviceView", fields::<snapshot::DeviceView>()),
-        ("ShareView", fields::<snapshot::ShareView>()),
+        ("ShareView", fields::<sched::ShareUnitStats>()),
         ("LendEdge", fields::<sched::LendEdge>()),
         ("Prediction", fields::<forecast::Prediction>()),
         ("AuditEntry", fields::<server::runtime::audit::AuditEntry>()),

@@ -440,7 +440,7 @@ pub fn with_queue_len(base: &Snapshot, n: usize) -> Snapshot {
     }
     s.queue = JobList::from_views(queue);
     for sh in &mut s.shares {
-        sh.queued = s.queue.iter().filter(|j| j.share == sh.name).count();
+        sh.queued = s.queue.iter().filter(|j| j.share == sh.share).count();
     }
     s
 }

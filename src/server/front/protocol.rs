@@ -2,8 +2,9 @@
 
 use crate::model::{JobId, JobSpec};
 use crate::sched::LendEdge;
+use crate::sched::ShareUnitStats;
 use crate::server::runtime::input::CancelOutcome;
-use crate::snapshot::{ConfigStatus, JobView, PreemptionRecord, ShareView, UnitView};
+use crate::snapshot::{ConfigStatus, JobView, PreemptionRecord, UnitView};
 use serde::{Deserialize, Serialize};
 
 /// The longest request line accepted (1 MiB).
@@ -172,7 +173,7 @@ pub struct StatusAnswer {
     pub env_name: String,
     pub config: ConfigStatus,
     pub units: Vec<UnitView>,
-    pub shares: Vec<ShareView>,
+    pub shares: Vec<ShareUnitStats>,
     pub lending: Vec<LendEdge>,
     pub grace_period_seconds: u32,
     pub queued: usize,

@@ -846,7 +846,7 @@ impl Runtime {
                     .and_then(|s| s.history_in(HISTORY_LISTED, span.since, span.until))
             });
             match history {
-                Some(Ok(h)) => all.extend(h.iter().map(|r| r.view())),
+                Some(Ok(h)) => all.extend(h.iter().map(JobView::from)),
                 Some(Err(e)) => {
                     tracing::warn!("cannot read the history: {e}");
                     all.extend(snap.finished.iter().map(|j| (**j).clone()));

@@ -104,10 +104,10 @@ pub fn samples(snap: &Snapshot, since: i64, at: i64) -> Vec<Sample> {
     snap.shares
         .iter()
         .map(|s| {
-            let key = (s.name.as_str(), s.unit.as_str());
+            let key = (s.share.as_str(), s.unit.as_str());
             let (n, wait) = started.get(&key).copied().unwrap_or_default();
             Sample {
-                share: s.name.clone(),
+                share: s.share.clone(),
                 unit: s.unit.clone(),
                 limit: s.limit,
                 own: s.usage - s.borrowed,

@@ -4,7 +4,7 @@
 use super::{block, header_line, row_style, window};
 use crate::duration;
 use crate::model::Strategy;
-use crate::snapshot::ShareView;
+use crate::sched::ShareUnitStats;
 use crate::tui::app::{App, Pane};
 use crate::tui::text::{pad, rpad};
 use ratatui::Frame;
@@ -61,7 +61,7 @@ fn strategy(s: Strategy, wide: bool) -> &'static str {
 
 /// The type column, which is always on screen: a removed share says so there (its row
 /// would otherwise read like a LEND share of limit 0), a DISABLED one too.
-fn type_text(s: &ShareView, wide: bool) -> (String, bool) {
+fn type_text(s: &ShareUnitStats, wide: bool) -> (String, bool) {
     match (s.present, s.enabled, wide) {
         (false, _, true) => ("REMOVED".into(), true),
         (false, _, false) => ("GONE".into(), true),
@@ -71,7 +71,7 @@ fn type_text(s: &ShareView, wide: bool) -> (String, bool) {
     }
 }
 
-fn limit_text(s: &ShareView) -> String {
+fn limit_text(s: &ShareUnitStats) -> String {
     match (s.strategy, s.cap) {
         (Strategy::LendAndBorrow, None) => format!("{} +∞", s.limit),
         (Strategy::LendAndBorrow, Some(c)) => format!("{} +{c}", s.limit),
@@ -117,7 +117,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         .shares
         .iter()
         .map(|s| {
-            s.name.chars().count()
+            s.share.chars().count()
                 + if multi_unit { s.unit.len() + 1 } else { 0 }
                 + if s.fair_share { 2 } else { 0 }
         })
@@ -181,11 +181,11 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         .skip(off)
         .take(rows as usize)
     {
-        let colour = t.share(&s.name);
+        let colour = t.share(&s.share);
         let mut label = if multi_unit {
-            format!("{}/{}", s.name, s.unit)
+            format!("{}/{}", s.share, s.unit)
         } else {
-            s.name.clone()
+            s.share.clone()
         };
         if s.fair_share {
             label.push(' ');
