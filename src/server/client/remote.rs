@@ -3,7 +3,7 @@
 //! scheduler through the control socket; it never schedules itself. The view arrives as
 //! the whole picture once, then as deltas (`snapshot::Update`).
 //!
-//! [`attach`] returns the same pair a local [`super::RuntimeHandle`] offers — a
+//! [`attach`] returns the same pair a local [`crate::server::RuntimeHandle`] offers — a
 //! `watch::Receiver<Arc<Snapshot>>` and an `mpsc::UnboundedSender<Input>` — so a console
 //! drives either one with the same code:
 //!
