@@ -881,3 +881,44 @@ impl Snapshot {
             .map(|j| job_view(sched, j, Arc::from(sched.reason(id))))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::model::Strategy;
+    use crate::sched::ShareUnitStats;
+
+    /// A share's row on the wire (`ShareView` in docs/API.md) is the core's record: its
+    /// names, their order and the fields left out when unset stay as they were.
+    #[test]
+    fn a_share_row_keeps_its_wire_shape() {
+        let mut s = ShareUnitStats {
+            share: "vision".into(),
+            unit: "a100".into(),
+            strategy: Strategy::LendAndBorrow,
+            present: true,
+            enabled: true,
+            in_share: false,
+            limit: 4,
+            cap: None,
+            usage: 3,
+            borrowed: 1,
+            lent: 0,
+            idle: 2,
+            running: 2,
+            queued: 1,
+            oldest_queued: Some(5),
+            fair_share: false,
+            user_limit: None,
+        };
+        let head = r#"{"name":"vision","unit":"a100","strategy":"LEND_AND_BORROW","present":true,"enabled":true,"in_share":false,"limit":4,"cap":null,"usage":3,"borrowed":1,"lent":0,"idle":2,"running":2,"queued":1,"oldest_queued":5"#;
+        assert_eq!(serde_json::to_string(&s).unwrap(), format!("{head}}}"));
+        s.fair_share = true;
+        s.user_limit = Some(2);
+        let text = serde_json::to_string(&s).unwrap();
+        assert_eq!(
+            text,
+            format!(r#"{head},"fair_share":true,"user_limit":2}}"#)
+        );
+        assert_eq!(serde_json::from_str::<ShareUnitStats>(&text).unwrap(), s);
+    }
+}
