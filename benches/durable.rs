@@ -10,8 +10,9 @@
 //! `cargo test --benches` runs a small version.
 
 use shareq::config::{parse_documents, validate};
+use shareq::model::UnitCapacity;
 use shareq::model::{JobId, JobSpec};
-use shareq::sched::{Sched, UnitCapacity};
+use shareq::sched::{Clock, Sched};
 use shareq::store::{Observed, Store};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -169,7 +170,7 @@ fn socket_submits(jobs: usize, connections: usize) -> f64 {
 /// A state directory whose database holds `finished` finished jobs.
 fn populate(state: &Path, finished: u64) {
     let c = validate(parse_documents(&config(1000), None).expect("parse")).expect("valid");
-    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), false);
+    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall);
     let mut store = Store::open(state).unwrap();
     let mut now = shareq::exec::now_ms() - 3_600_000;
     let mut left = finished;

@@ -17,7 +17,7 @@ mod philly;
 use shareq::forecast::{self, Estimate, Runtimes};
 use shareq::model::{JobId, UnitCapacity};
 use shareq::replay::{Action, Options, Scenario, run_observed};
-use shareq::sched::{Event, Sched};
+use shareq::sched::{Clock, Event, Sched};
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
@@ -182,7 +182,11 @@ fn main() {
 
     // The runtime side: a live-style scheduler (ms) with the whole trace submitted.
     let full = Scenario::load(&philly::data("philly.yaml")).expect("philly loads");
-    let mut s = Sched::new(&full.config, &UnitCapacity::simulated(&full.config), false);
+    let mut s = Sched::new(
+        &full.config,
+        &UnitCapacity::simulated(&full.config),
+        Clock::Wall,
+    );
     let mut samples = Vec::new();
     for a in &full.trace {
         if let Action::Submit(sub) = &a.action {

@@ -4,7 +4,8 @@
 //! Run: `cargo bench --bench history` (`cargo test --benches` runs a 1/100 version).
 
 use rusqlite::Connection;
-use shareq::store::usage::{self, Sample, Window};
+use shareq::snapshot::usage::{KEEP_DAYS, Window};
+use shareq::store::usage::{self, Sample};
 use std::time::Instant;
 
 // The console's sample snapshots: test data, shared with the integration tests.
@@ -23,7 +24,7 @@ fn main() {
     let t = Instant::now();
     let n = 20;
     for _ in 0..n {
-        std::hint::black_box(shareq::server::usage::samples(
+        std::hint::black_box(shareq::server::runtime::usage::samples(
             &snap,
             snap.at - EVERY_MS,
             snap.at,
@@ -41,7 +42,7 @@ fn main() {
     let db = dir.path().join(shareq::store::DB_FILE);
     let mut conn = Connection::open(&db).expect("open");
     conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
-    let ticks = usage::KEEP_DAYS * 24 * 3600 * 1000 / EVERY_MS / scale as i64;
+    let ticks = KEEP_DAYS * 24 * 3600 * 1000 / EVERY_MS / scale as i64;
     let now = fixtures::NOW;
     let start = now - ticks * EVERY_MS;
     let t = Instant::now();

@@ -478,7 +478,9 @@ fn console(state: &Path, secs: f64) -> ConsoleFigures {
     let state = StateDir::new(state);
     rt.block_on(async move {
         const FRAME: Duration = Duration::from_millis(33);
-        let (mut snaps, _inputs) = shareq::server::remote::attach(&state).await.unwrap();
+        let (mut snaps, _inputs) = shareq::server::client::remote::attach(&state)
+            .await
+            .unwrap();
         let first = snaps.borrow_and_update().clone();
         let mut app = fixtures::app((*first).clone());
         let mut term = Terminal::new(TestBackend::new(160, 48)).unwrap();

@@ -8,7 +8,8 @@
 use shareq::config::load_dir;
 use shareq::metrics::Metrics;
 use shareq::model::JobSpec;
-use shareq::sched::{Sched, UnitCapacity};
+use shareq::model::UnitCapacity;
+use shareq::sched::{Clock, Sched};
 use shareq::snapshot::{ConfigStatus, Picture};
 use std::sync::Arc;
 use std::time::Instant;
@@ -41,7 +42,7 @@ fn main() {
     std::fs::write(dir.path().join("bench.yaml"), y).unwrap();
     let loaded = load_dir(dir.path()).unwrap();
     let cfg = &loaded.config;
-    let mut sched = Sched::new(cfg, &UnitCapacity::simulated(cfg), false);
+    let mut sched = Sched::new(cfg, &UnitCapacity::simulated(cfg), Clock::Wall);
     let t0 = Instant::now();
     for i in 0..queued + 8 {
         let mut spec = JobSpec::new("job", shares[i % 4], 1 + (i % 2) as u32, (i % 7) as u32);

@@ -9,8 +9,9 @@
 
 use shareq::config::{parse_documents, validate};
 use shareq::model::JobSpec;
+use shareq::model::UnitCapacity;
 use shareq::replay::{Options, Scenario, run};
-use shareq::sched::{Event, Sched, UnitCapacity};
+use shareq::sched::{Clock, Event, Sched};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -122,7 +123,7 @@ fn big_state(gpus: u32, pending: usize) -> Sched {
         ));
     }
     let cfg = validate(parse_documents(&y, None).expect("parses")).expect("valid");
-    let mut s = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), false);
+    let mut s = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), Clock::Wall);
     let mut now = 0i64;
     // Fill every share but s000 up to its limit, then let borrowers take the rest.
     for i in 1..shares {
@@ -172,7 +173,7 @@ fn fair_state(policy: &str, pending: usize) -> (Sched, Vec<shareq::model::JobId>
          resourceSharingConfiguration: {{strategy: LEND}}\n"
     );
     let cfg = validate(parse_documents(&y, None).expect("parses")).expect("valid");
-    let mut s = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), false);
+    let mut s = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), Clock::Wall);
     let by = |name: &str, user: usize, q: u32, prio: u32| {
         let mut spec = JobSpec::new(name, "team", q, prio);
         spec.submitter = Some(std::sync::Arc::new(shareq::model::Submitter {

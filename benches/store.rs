@@ -3,8 +3,9 @@
 //! jobs in history. Run: `cargo bench --bench store`.
 
 use shareq::config::{parse_documents, validate};
+use shareq::model::UnitCapacity;
 use shareq::model::{JobId, JobSpec};
-use shareq::sched::{Sched, UnitCapacity};
+use shareq::sched::{Clock, Sched};
 use shareq::store::{Durability, Observed, Store, recovery};
 use std::time::Instant;
 
@@ -24,7 +25,7 @@ resourceSharingConfiguration: {{strategy: LEND}}
 
 fn sched(gpus: u32) -> Sched {
     let c = validate(parse_documents(&config(gpus), None).expect("parse")).expect("valid");
-    Sched::new(&c, &UnitCapacity::simulated(&c), false)
+    Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall)
 }
 
 fn spec(i: u64) -> JobSpec {

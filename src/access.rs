@@ -4,7 +4,7 @@
 //! the user, the action and the rule. The socket and the console ask the same functions,
 //! so a refusal reads the same everywhere.
 
-use crate::config::ValidConfig;
+use crate::model::ValidConfig;
 use crate::model::{JobId, Submitter};
 use nix::unistd::{Gid, Group, Uid, User};
 use serde::{Deserialize, Serialize};

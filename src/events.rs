@@ -7,12 +7,12 @@
 //!
 //! The lines are built when a batch is recorded (`store::Store::record`, in the same
 //! transaction as the decisions), kept in the database's `events` table for the past, and
-//! fanned out to followers (`server::events`) once the batch is committed.
+//! fanned out to followers (`server::runtime::events`) once the batch is committed.
 //!
 //! Every field is one that SPEC §9 lets anyone read (ids, names, shares, users, states,
 //! reasons, devices, times): never a job's command or environment.
 
-use crate::replay::format_event;
+use crate::replay::{event_name, format_event};
 use crate::sched::{Event, Sched};
 use serde::{Deserialize, Serialize};
 
@@ -55,10 +55,6 @@ impl EventLine {
         serde_json::from_str(&self.line).unwrap_or(serde_json::Value::Null)
     }
 }
-
-/// The name of an event, as the replay's `event` field says it (the replay's line
-/// format owns it).
-pub use crate::replay::event_name;
 
 /// Every event name, for `--on` and the docs.
 pub const EVENT_NAMES: &[&str] = &[

@@ -1,8 +1,9 @@
 //! The layering rule, enforced: every `crate::<module>` a top-level module names (outside
 //! comments and tests) is in a strictly lower layer of [`LAYERS`], so there is no import
 //! circle and no upward edge between top-level modules; and inside `server` the rooms
-//! import one way (`boot` → `client` → `front` → `runtime`). docs/ARCHITECTURE.md says
-//! how to read the same graph by hand.
+//! import one way (`boot` → `client` → `front` → `runtime`); and a few modules keep off
+//! lower ones they could reach but must not ([`KEEP_OFF`]: the console reads the picture,
+//! never the database). docs/ARCHITECTURE.md says how to read the same graph by hand.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -22,6 +23,12 @@ const LAYERS: &[&[&str]] = &[
     &["tui"],
     &["cli"],
 ];
+
+/// Lower modules a module must not name although its layer could: (module, kept off).
+/// The console reads what the scheduler publishes (`snapshot`, answers of `server`),
+/// never the state database, so it shows the same whether it runs beside the scheduler
+/// or attaches to one elsewhere.
+const KEEP_OFF: &[(&str, &[&str])] = &[("tui", &["store"])];
 
 /// `server`'s rooms, lowest first.
 const SERVER_ROOMS: &[&str] = &["runtime", "front", "client", "boot"];
@@ -136,6 +143,30 @@ fn top_level_modules_import_only_lower_layers() {
         "upward or sideways edges:\n{}",
         wrong.join("\n")
     );
+}
+
+#[test]
+fn modules_keep_off_what_they_must_not_read() {
+    let mut wrong = Vec::new();
+    for (m, off) in KEEP_OFF {
+        let path = match src().join(m) {
+            d if d.is_dir() => d,
+            _ => src().join(format!("{m}.rs")),
+        };
+        let found = files(&path);
+        assert!(
+            !found.is_empty(),
+            "KEEP_OFF names `{m}`, which has no files"
+        );
+        for f in found {
+            for dep in named(&f, "crate::") {
+                if off.contains(&dep.as_str()) {
+                    wrong.push(format!("{}: `{m}` names `{dep}`", f.display()));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 /// Every import of a later room by a file of `module`'s rooms (`rooms`, lowest first).

@@ -4,9 +4,10 @@
 
 use super::error::{CliError, ExitKind};
 use crate::config::{
-    ConfigError, ConfigUpdate, LoadedConfig, ValidConfig, Watcher, borrow_cap_text, changes,
-    load_dir, min_runtime_notes, one_line, units, warnings,
+    ConfigError, ConfigUpdate, LoadedConfig, Watcher, borrow_cap_text, changes, load_dir,
+    min_runtime_notes, one_line, units, warnings,
 };
+use crate::model::ValidConfig;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;

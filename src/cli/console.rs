@@ -5,7 +5,7 @@
 use super::error::{CliError, ExitKind};
 use crate::exec::StateDir;
 use crate::server::boot::{self, BootError, BootOptions};
-use crate::server::remote;
+use crate::server::client::remote;
 use crate::tui::bridge::{Exit, NoticeFeed, forward};
 use crate::tui::{Action, ConsoleOptions, LogSource, demo, run_console};
 use std::path::{Path, PathBuf};
@@ -298,7 +298,7 @@ fn session(
         // actions here (an attached one goes through the socket, which records them).
         let audit = local
             .as_ref()
-            .map_or_else(crate::server::audit::Audit::off, |h| h.audit.clone());
+            .map_or_else(crate::server::runtime::audit::Audit::off, |h| h.audit.clone());
         let bridge = tokio::spawn(forward(
             actions_rx,
             inputs,

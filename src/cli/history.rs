@@ -2,15 +2,17 @@
 //! the last hour, day or week — per share the average GPUs held within its limit (own),
 //! beyond it (borrowed) and lent, the highest use, the queued GPUs, the longest wait and
 //! the jobs started with their mean wait; the same figures as the console's `h` view.
-//! With `--json`, the bucketed history itself (`store::usage::UsageHistory`). When no
+//! With `--json`, the bucketed history itself (`snapshot::usage::UsageHistory`). When no
 //! scheduler runs, the database is read directly.
 
 use super::error::CliError;
+use crate::duration;
 use crate::exec::now_ms;
 use crate::server::Request;
-use crate::store::usage::{self, UsageHistory, Window};
+use crate::snapshot::usage::{KEEP_DAYS, UsageHistory, Window};
+use crate::store::usage;
 use crate::tui::history::{self, HistoryState};
-use crate::tui::text::{duration_short, pad};
+use crate::tui::text::pad;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -62,8 +64,8 @@ pub fn history(args: &HistoryArgs) -> Result<(), CliError> {
             "no utilisation samples in the last {} (the scheduler writes one every {} while \
              it runs and keeps them {} days)",
             args.window.label(),
-            duration_short(h.interval_ms()),
-            usage::KEEP_DAYS
+            duration::short(h.interval_ms()),
+            KEEP_DAYS
         );
         return Ok(());
     }
@@ -73,9 +75,9 @@ pub fn history(args: &HistoryArgs) -> Result<(), CliError> {
         args.window.label(),
         up,
         h.samples.len(),
-        duration_short(h.bucket_ms)
+        duration::short(h.bucket_ms)
     );
-    let bucket = duration_short(h.bucket_ms);
+    let bucket = duration::short(h.bucket_ms);
     let st = HistoryState {
         window: args.window,
         unit: args.unit.clone(),

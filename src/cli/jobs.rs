@@ -6,9 +6,10 @@
 //! state). Below 140 columns the table drops COMMAND and fits each row to the width.
 
 use super::error::CliError;
+use crate::duration;
 use crate::exec::now_ms;
 use crate::model::JobState;
-use crate::server::input::Span;
+use crate::server::runtime::input::Span;
 use crate::server::{JobsAnswer, Request};
 use crate::snapshot::JobView;
 use crate::store::Store;
@@ -354,7 +355,7 @@ impl Table {
                 v.priority,
                 v.quantity,
                 v.state.as_str(),
-                duration(ms),
+                duration::human(ms),
             );
             let room = self.width.unwrap_or(WIDE).saturating_sub(line.width() + 1);
             if detail.width() <= room {
@@ -382,7 +383,7 @@ impl Table {
             v.priority,
             v.quantity,
             v.state.as_str(),
-            duration(ms),
+            duration::human(ms),
             estimate,
             command,
             visible(detail)
@@ -404,9 +405,6 @@ fn estimate_cell(v: &JobView, now: i64) -> String {
     e.label(now)
 }
 
-/// Durations are written by the one formatter the console and the core use too.
-pub use crate::duration::human as duration;
-
 /// The jobs as the database of `state` holds them (no scheduler running).
 fn from_database(state: &std::path::Path, all: bool, span: Span) -> Result<JobsAnswer, String> {
     let store = Store::open_read_only(state).map_err(|e| e.to_string())?;
@@ -416,7 +414,7 @@ fn from_database(state: &std::path::Path, all: bool, span: Span) -> Result<JobsA
         let Some(rec) = store.job(job.id).map_err(|e| e.to_string())? else {
             continue;
         };
-        let mut view = rec.view();
+        let mut view = JobView::from(&rec);
         if !span.contains(&view) {
             continue;
         }
@@ -439,7 +437,7 @@ fn from_database(state: &std::path::Path, all: bool, span: Span) -> Result<JobsA
             )
             .map_err(|e| e.to_string())?
             .iter()
-            .map(|r| r.view())
+            .map(JobView::from)
             .collect()
     } else {
         Vec::new()

@@ -27,7 +27,7 @@ pub use error::{CliError, ExitKind, exit_code, exit_code_of};
 pub use events::{EventsArgs, events};
 pub use gpus::{gpus, slurm_conf};
 pub use history::{HistoryArgs, history};
-pub use jobs::{JobsArgs, duration, jobs};
+pub use jobs::{JobsArgs, jobs};
 pub use log::{LogArgs, log};
 pub use priority::{PriorityArgs, priority};
 pub use replay::replay;

@@ -65,7 +65,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), CliError> {
         }
     };
     let mut opts = BootOptions::new(state.clone(), args.config.clone());
-    opts.socket_limits = crate::server::conn_limits::SocketLimits {
+    opts.socket_limits = crate::server::front::conn_limits::SocketLimits {
         max_connections: args.max_connections.max(1),
         idle: std::time::Duration::from_secs(args.idle_timeout.max(1)),
     };

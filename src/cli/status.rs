@@ -105,7 +105,7 @@ pub fn status(args: &StatusArgs) -> Result<(), CliError> {
     for sh in &s.shares {
         println!(
             "{:<14} {:<6} {:<16} {:>5} {:>5} {:>6} {:>8} {:>5} {:>7} {:>6}{}",
-            sh.name,
+            sh.share,
             sh.unit,
             sh.strategy.as_str(),
             sh.limit,

@@ -12,7 +12,7 @@ use crate::exec::gpu::discovery::needs_discovery;
 use crate::exec::{Discovery, now_ms};
 use crate::model::{UnitCapacity, ValidConfig};
 use crate::replay::history::{HistoryTrace, what_if};
-use crate::sched::Sched;
+use crate::sched::{Clock, Sched};
 use crate::store::Store;
 use std::path::{Path, PathBuf};
 
@@ -113,7 +113,7 @@ pub(crate) fn live_state(state: &Path) -> Result<(Sched, i64), String> {
     let (_, store) = open(Some(state))?;
     let (_, loaded) = config_in_force(&store, None)?;
     let now = now_ms();
-    let mut sched = Sched::new(&loaded.config, &capacity(&loaded.config), false);
+    let mut sched = Sched::new(&loaded.config, &capacity(&loaded.config), Clock::Wall);
     // Dependencies on ended jobs are judged as the live scheduler judges them (SPEC §13).
     sched.reserve_ids_below(crate::model::JobId(
         store.max_job_id().map_err(|e| e.to_string())?.0 + 1,

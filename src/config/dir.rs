@@ -3,7 +3,8 @@
 
 use super::error::ConfigError;
 use super::parse::parse_documents_partial;
-use super::validate::{Texts, ValidConfig, validate_texts};
+use super::validate::{Texts, validate_texts};
+use crate::model::ValidConfig;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 

@@ -29,5 +29,5 @@ pub use summary::{
     UnitSummary, borrow_cap, borrow_cap_text, changes, min_runtime_notes, one_line, units,
     user_policy_text, warnings,
 };
-pub use validate::{Texts, ValidConfig, valid_name, valid_principal, validate, validate_texts};
+pub use validate::{Texts, valid_name, valid_principal, validate, validate_texts};
 pub use watch::{ConfigUpdate, DEBOUNCE, Watcher};

@@ -2,7 +2,7 @@
 //! this machine? A name that does not is allowed (the account may come later) but is
 //! probably a typo, so `check` and `serve` warn about it.
 
-use super::ValidConfig;
+use crate::model::ValidConfig;
 
 /// One warning per name in `admins` or `members` that this machine's user database does
 /// not know.

@@ -1,7 +1,7 @@
 //! What a valid configuration amounts to, for people: capacity per unit, each share's
 //! terms, and the warnings worth an operator's attention (SPEC §1.2, §5).
 
-use super::validate::ValidConfig;
+use crate::model::ValidConfig;
 use crate::model::{Devices, QuotaShare, ShareState, Strategy};
 
 /// One unit's capacity as configured.

@@ -6,7 +6,7 @@ use super::Document;
 use super::error::ConfigError;
 use super::parse::{Origin, SourcedDocument, at_field};
 use super::suggest::hint;
-pub use crate::model::ValidConfig;
+use crate::model::ValidConfig;
 use crate::model::{Devices, Executor, QuotaShare, ServiceEnvironment, Strategy};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -42,15 +42,15 @@ impl Collector for Gauges {
             },
             Err(_) => return Ok(()),
         };
-        let lane = |s: &crate::snapshot::ShareView| {
-            vec![("share", s.name.clone()), ("unit", s.unit.clone())]
+        let lane = |s: &crate::sched::ShareUnitStats| {
+            vec![("share", s.share.clone()), ("unit", s.unit.clone())]
         };
         // Queued GPUs per (share, unit): one walk over the queue, off the runtime.
         let mut queued_gpus: BTreeMap<(&str, &str), u64> = BTreeMap::new();
         for j in snap.queue.iter() {
             *queued_gpus.entry((&j.share, &j.unit)).or_default() += u64::from(j.quantity);
         }
-        let share_rows = |f: &dyn Fn(&crate::snapshot::ShareView) -> f64| -> Rows {
+        let share_rows = |f: &dyn Fn(&crate::sched::ShareUnitStats) -> f64| -> Rows {
             snap.shares.iter().map(|s| (lane(s), f(s))).collect()
         };
         family(
@@ -95,7 +95,7 @@ impl Collector for Gauges {
             "GPUs asked for by the share's RUNNABLE jobs on the unit",
             &share_rows(&|s| {
                 queued_gpus
-                    .get(&(s.name.as_str(), s.unit.as_str()))
+                    .get(&(s.share.as_str(), s.unit.as_str()))
                     .copied()
                     .unwrap_or(0) as f64
             }),

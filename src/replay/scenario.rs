@@ -2,8 +2,8 @@
 //! an optional CSV trace, with errors that name the file, the line and what is wrong.
 
 use crate::config::Document;
-use crate::config::{ConfigError, SourcedDocument, ValidConfig, validate};
-use crate::model::{JobSpec, MAX_PRIORITY, RetryStrategy};
+use crate::config::{ConfigError, SourcedDocument, validate};
+use crate::model::{JobSpec, MAX_PRIORITY, RetryStrategy, ValidConfig};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;

@@ -6,7 +6,7 @@ use super::scenario::{Action, Scenario, TimedAction};
 use super::summary::Stats;
 use crate::model::JobId;
 use crate::model::UnitCapacity;
-use crate::sched::{Event, Sched};
+use crate::sched::{Clock, Event, Sched};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io::{self, Write};
@@ -92,7 +92,11 @@ fn run_inner<'a, W: Write>(
     opts: Options,
     observer: Observer<'a>,
 ) -> io::Result<Outcome> {
-    let sched = Sched::new(&sc.config, &UnitCapacity::simulated(&sc.config), true);
+    let sched = Sched::new(
+        &sc.config,
+        &UnitCapacity::simulated(&sc.config),
+        Clock::Simulated,
+    );
     let mut sim = Sim::new(sched, observer, out, sc.trace.len() + sc.events.len());
     sim.stats = opts.summary.then(|| Stats::new(1));
     sim.lines = opts.keep_lines.then(Vec::new);

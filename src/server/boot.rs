@@ -5,7 +5,7 @@
 //! load → build the scheduler → record the config if it changed → recovery plan (adopt,
 //! exits seen while down, `LOST_ON_RESTART`) → apply and store it → start the runtime
 //! (carrying out recovery's first pass, watching adopted attempts) → listen on the
-//! control socket → sample the utilisation history (`server::usage`) → watch the config
+//! control socket → sample the utilisation history (`server::runtime::usage`) → watch the config
 //! directory.
 //!
 //! When another scheduler holds the state directory, [`BootError::Locked`] names its pid:
@@ -29,7 +29,7 @@ use super::runtime::{Durable, RuntimeHandle, RuntimeOptions, WatcherGuard, retai
 use crate::config::{ConfigError, Watcher, load_dir};
 use crate::exec::gpu::discovery::needs_discovery;
 use crate::exec::{Discovery, StateDir, now_ms};
-use crate::sched::Sched;
+use crate::sched::{Clock, Sched};
 use crate::store::{Durability, StateLock, Store, StoreError, recovery};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -53,7 +53,7 @@ pub struct BootOptions {
     /// Serve Prometheus metrics on this ADDR:PORT (`None`: the environment's
     /// `metrics.listen`, if any).
     pub metrics: Option<String>,
-    /// How often the utilisation history is sampled (`server::usage`).
+    /// How often the utilisation history is sampled (`server::runtime::usage`).
     pub sample_every: std::time::Duration,
 }
 
@@ -164,7 +164,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     };
     tracing::info!("{}", discovery.describe());
     let (capacity, _) = discovery.capacity(&loaded.config);
-    let mut sched = Sched::new(&loaded.config, &capacity, false);
+    let mut sched = Sched::new(&loaded.config, &capacity, Clock::Wall);
     let source = opts.config_dir.display().to_string();
     if recovered.config.as_ref().map(|c| c.hash.as_str()) != Some(loaded.hash.as_str()) {
         store.record_config(&loaded.hash, &source, loaded.documents().as_deref(), now)?;
@@ -242,7 +242,11 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         events,
         adopted: plan.adopted.clone(),
         preemptions: recovered.preemptions,
-        finished: recovered.history.iter().map(|r| r.view()).collect(),
+        finished: recovered
+            .history
+            .iter()
+            .map(crate::snapshot::JobView::from)
+            .collect(),
         retain_days: days,
         config_hash: Some(loaded.hash.clone()),
         owner: recovered.owner.clone(),

@@ -4,7 +4,7 @@
 //! A durable scheduler (the one `serve` runs, and a console that finds none running) is
 //! started with [`boot::start`]: state lock, database, recovery, runtime, control socket
 //! and config watcher. When the state directory is taken ([`BootError::Locked`]), a
-//! console attaches to the running scheduler with [`remote::attach`], which offers the
+//! console attaches to the running scheduler with [`client::remote::attach`], which offers the
 //! same snapshot receiver and `Input` sender over the socket.
 //!
 //! [`RuntimeHandle::start`] starts a runtime in memory only (no store, no lock); send [`Input`]s on
@@ -52,17 +52,10 @@ pub mod client;
 pub mod front;
 pub mod runtime;
 
-// The paths these modules had before the rooms.
-pub use crate::access as auth;
-pub use client::remote;
-pub use front::{api, conn_limits, guard, protocol, socket};
-pub use runtime::{audit, events, input, usage};
-
-pub use crate::access::{Access, Caller, Denied, EXIT_NOT_ALLOWED};
 pub use boot::{BootError, BootOptions};
 pub use client::{Client, ClientError};
-pub use input::{CancelOutcome, ConfigUpdate, Input};
-pub use protocol::{
+pub use front::protocol::{
     API_VERSION, ErrorCode, Hello, JobsAnswer, MAX_LINE, Request, Response, StatusAnswer,
 };
+pub use runtime::input::{CancelOutcome, Input};
 pub use runtime::{RuntimeHandle, RuntimeOptions};

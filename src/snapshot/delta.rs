@@ -2,8 +2,9 @@
 //! after that only what changed since the version it has — queue rows added, replaced or
 //! removed, plus the small parts (shares, GPUs, running jobs) whole.
 
-use super::{ConfigStatus, JobView, PreemptionRecord, Reasons, ShareView, Snapshot, UnitView};
+use super::{ConfigStatus, JobView, PreemptionRecord, Reasons, Snapshot, UnitView};
 use crate::model::JobId;
+use crate::sched::ShareUnitStats;
 use crate::sched::{LendEdge, QKey};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -94,7 +95,7 @@ pub struct Delta {
     pub env_name: String,
     pub config: ConfigStatus,
     pub units: Vec<UnitView>,
-    pub shares: Vec<ShareView>,
+    pub shares: Vec<ShareUnitStats>,
     pub lending: Vec<LendEdge>,
     pub reasons: Arc<Reasons>,
     pub running: Vec<JobView>,

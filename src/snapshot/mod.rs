@@ -3,10 +3,13 @@
 //! The runtime keeps it up to date change by change ([`Picture`]) and shares it as
 //! `Arc<Snapshot>`; consecutive snapshots share every queue chunk that did not change,
 //! and subscribers get [`Delta`]s. Readers never touch the live scheduler.
+//! The utilisation history's windows ([`usage`]) are read the same way: the store fills
+//! them, the console and the socket only read them.
 
 use crate::access::Access;
-use crate::model::{JobId, JobState, Strategy, Submitter};
-use crate::sched::{LendEdge, Phase, QKey, Sched, StopCause, Time};
+use crate::exec::gpu::telemetry::Telemetry;
+use crate::model::{JobId, JobState, Submitter};
+use crate::sched::{LendEdge, Phase, QKey, Sched, ShareUnitStats, StopCause, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,6 +17,7 @@ use std::sync::Arc;
 pub mod delta;
 pub mod list;
 mod picture;
+pub mod usage;
 
 pub use delta::{Change, ChangeLog, Delta, Update};
 pub use list::JobList;
@@ -35,34 +39,6 @@ pub struct ConfigStatus {
     /// 1 impossible"), worked out on a copy of the state before it was applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effects: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShareView {
-    pub name: String,
-    pub unit: String,
-    pub strategy: Strategy,
-    /// In the applied config (false: removed, jobs left over).
-    pub present: bool,
-    pub enabled: bool,
-    pub in_share: bool,
-    pub limit: u32,
-    /// Borrow cap in GPUs, `None` = unlimited.
-    pub cap: Option<u32>,
-    pub usage: u32,
-    pub borrowed: u32,
-    pub lent: u32,
-    pub idle: u32,
-    pub running: usize,
-    pub queued: usize,
-    /// Submission time of the oldest queued job (ms since the epoch).
-    pub oldest_queued: Option<i64>,
-    /// The share orders its queue by fair share among its users (SPEC §12).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub fair_share: bool,
-    /// `userLimit`: GPUs of each unit one user's jobs may hold.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user_limit: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -323,9 +299,6 @@ pub struct PreemptionRecord {
     pub by_user: Option<String>,
 }
 
-/// GPU telemetry for one device (sampled by `exec::telemetry`).
-pub use crate::exec::gpu::telemetry::Telemetry;
-
 /// (priority, effective submission, submitted, id): a queue key as a reason group sees it.
 pub type BlockKey = (u32, i64, i64, JobId);
 
@@ -357,7 +330,8 @@ pub struct Snapshot {
     pub env_name: String,
     pub config: ConfigStatus,
     pub units: Vec<UnitView>,
-    pub shares: Vec<ShareView>,
+    /// Per share and unit (`ShareView` on the wire).
+    pub shares: Vec<ShareUnitStats>,
     pub lending: Vec<LendEdge>,
     /// RUNNABLE jobs in scheduling order (rows of a reason group carry no reason text:
     /// read it with [`Snapshot::reason`]).
@@ -389,7 +363,7 @@ pub struct Snapshot {
     #[serde(skip)]
     pub link_down_since: Option<i64>,
     /// An attached console's scheduler: its pid and when it started (ms), from the
-    /// socket's peer credentials (set by `server::remote`, never sent).
+    /// socket's peer credentials (set by `server::client::remote`, never sent).
     #[serde(skip)]
     pub served_by: Option<ServedBy>,
     /// Why scheduling is paused (its decisions cannot be written, SPEC §8), while it is.
@@ -546,7 +520,7 @@ impl Snapshot {
         let fair = self
             .shares
             .iter()
-            .any(|s| s.name == j.share && s.fair_share);
+            .any(|s| s.share == j.share && s.fair_share);
         if !fair {
             return None;
         }
@@ -590,7 +564,7 @@ impl Snapshot {
             .shares
             .iter()
             .filter(|s| s.fair_share)
-            .map(|s| s.name.as_str())
+            .map(|s| s.share.as_str())
             .collect();
         let delay: HashMap<(&str, &str), i64> = self
             .users
@@ -755,28 +729,13 @@ impl Snapshot {
         sched: &Sched,
         oldest: &HashMap<(String, String), i64>,
         telemetry: &HashMap<(String, u32), Telemetry>,
-    ) -> (Vec<ShareView>, Vec<UnitView>) {
+    ) -> (Vec<ShareUnitStats>, Vec<UnitView>) {
         let shares = sched
             .share_stats()
             .into_iter()
-            .map(|s| ShareView {
-                fair_share: sched.fair_share_policy(&s.share).is_some(),
-                user_limit: sched.user_limit(&s.share),
+            .map(|s| ShareUnitStats {
                 oldest_queued: oldest.get(&(s.share.clone(), s.unit.clone())).copied(),
-                name: s.share,
-                unit: s.unit,
-                strategy: s.strategy,
-                present: s.present,
-                enabled: s.enabled,
-                in_share: s.in_share,
-                limit: s.limit,
-                cap: s.cap,
-                usage: s.usage,
-                borrowed: s.borrowed,
-                lent: s.lent,
-                idle: s.idle,
-                running: s.running,
-                queued: s.queued,
+                ..s
             })
             .collect();
         let units = sched
@@ -920,5 +879,46 @@ impl Snapshot {
         sched
             .job(id)
             .map(|j| job_view(sched, j, Arc::from(sched.reason(id))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::Strategy;
+    use crate::sched::ShareUnitStats;
+
+    /// A share's row on the wire (`ShareView` in docs/API.md) is the core's record: its
+    /// names, their order and the fields left out when unset stay as they were.
+    #[test]
+    fn a_share_row_keeps_its_wire_shape() {
+        let mut s = ShareUnitStats {
+            share: "vision".into(),
+            unit: "a100".into(),
+            strategy: Strategy::LendAndBorrow,
+            present: true,
+            enabled: true,
+            in_share: false,
+            limit: 4,
+            cap: None,
+            usage: 3,
+            borrowed: 1,
+            lent: 0,
+            idle: 2,
+            running: 2,
+            queued: 1,
+            oldest_queued: Some(5),
+            fair_share: false,
+            user_limit: None,
+        };
+        let head = r#"{"name":"vision","unit":"a100","strategy":"LEND_AND_BORROW","present":true,"enabled":true,"in_share":false,"limit":4,"cap":null,"usage":3,"borrowed":1,"lent":0,"idle":2,"running":2,"queued":1,"oldest_queued":5"#;
+        assert_eq!(serde_json::to_string(&s).unwrap(), format!("{head}}}"));
+        s.fair_share = true;
+        s.user_limit = Some(2);
+        let text = serde_json::to_string(&s).unwrap();
+        assert_eq!(
+            text,
+            format!(r#"{head},"fair_share":true,"user_limit":2}}"#)
+        );
+        assert_eq!(serde_json::from_str::<ShareUnitStats>(&text).unwrap(), s);
     }
 }

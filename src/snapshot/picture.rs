@@ -5,7 +5,8 @@
 use super::delta::{Change, ChangeLog};
 use super::job_view;
 use super::list::JobList;
-use super::{ConfigStatus, GroupReason, JobView, PreemptionRecord, Reasons, Snapshot, Telemetry};
+use super::{ConfigStatus, GroupReason, JobView, PreemptionRecord, Reasons, Snapshot};
+use crate::exec::gpu::telemetry::Telemetry;
 use crate::model::JobId;
 use crate::sched::{Event, QKey, Sched, Time};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -377,8 +378,8 @@ impl Picture {
 mod tests {
     use super::*;
     use crate::config::{parse_documents, validate};
-    use crate::model::JobSpec;
-    use crate::sched::UnitCapacity;
+    use crate::model::{JobSpec, UnitCapacity};
+    use crate::sched::Clock;
 
     const CONFIG: &str = "\
 kind: ServiceEnvironment
@@ -419,7 +420,13 @@ resourceSharingConfiguration: {strategy: RESERVE}
     }
 
     /// Everything a reader sees, with reasons written out.
-    fn shown(s: &Snapshot) -> (Vec<JobView>, Vec<JobView>, Vec<super::super::ShareView>) {
+    fn shown(
+        s: &Snapshot,
+    ) -> (
+        Vec<JobView>,
+        Vec<JobView>,
+        Vec<crate::sched::ShareUnitStats>,
+    ) {
         (s.queue_views(), s.running.clone(), s.shares.clone())
     }
 
@@ -440,7 +447,7 @@ resourceSharingConfiguration: {strategy: RESERVE}
 
     fn random_run(config: &str) {
         let cfg = validate(parse_documents(config, None).unwrap()).unwrap();
-        let mut sched = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), false);
+        let mut sched = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), Clock::Wall);
         let mut picture = Picture::new();
         picture.rebuild(&sched);
         let none = HashMap::new();

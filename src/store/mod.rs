@@ -30,7 +30,6 @@ pub use lock::StateLock;
 pub use record::Observed;
 pub use rows::{AttemptRecord, ConfigRecord, JobRecord, Recovered, StoredHolding, StoredJob};
 pub use schema::SCHEMA_VERSION;
-pub use trace::TraceJob;
 
 use rusqlite::{Connection, MAIN_DB, OpenFlags};
 use std::path::{Path, PathBuf};

@@ -105,44 +105,47 @@ pub struct JobRecord {
     pub array: Option<crate::snapshot::ArrayView>,
 }
 
-impl JobRecord {
-    /// The console's row for a job that is no longer in the scheduler.
-    pub fn view(&self) -> JobView {
-        let reason = match &self.fail_reason {
-            Some(r) if self.state == JobState::Failed => r.clone(),
-            _ => self.state.as_str().to_string(),
+/// The one way a stored job becomes a row of the console and the answers (`jobs`,
+/// `job`), for a job the scheduler no longer holds or when none runs: what only a live
+/// scheduler knows (reason groups, borrowing, nominations, estimates) is left empty, and
+/// the reason is the failure's, else the state's.
+impl From<&JobRecord> for JobView {
+    fn from(r: &JobRecord) -> JobView {
+        let reason = match &r.fail_reason {
+            Some(why) if r.state == JobState::Failed => why.clone(),
+            _ => r.state.as_str().to_string(),
         };
         JobView {
-            id: self.id,
-            name: self.name.clone(),
-            share: self.share.clone(),
-            unit: self.unit.clone(),
-            quantity: self.quantity,
-            priority: self.priority,
-            state: self.state,
-            submitted: self.submitted,
-            started: self.started_at,
-            finished: self.finished_at,
-            devices: self.devices.clone(),
+            id: r.id,
+            name: r.name.clone(),
+            share: r.share.clone(),
+            unit: r.unit.clone(),
+            quantity: r.quantity,
+            priority: r.priority,
+            state: r.state,
+            submitted: r.submitted,
+            started: r.started_at,
+            finished: r.finished_at,
+            devices: r.devices.clone(),
             node: None,
             on_borrowed: false,
             reclaimed_first: false,
             reason: Arc::from(reason),
             reason_group: None,
             stopping: None,
-            attempts: self.attempts,
-            preempted_count: self.preempted_count,
+            attempts: r.attempts,
+            preempted_count: r.preempted_count,
             nominated: false,
-            submitter: self.submitter.clone(),
+            submitter: r.submitter.clone(),
             estimated_start: None,
             estimate_note: None,
             fair_share_delay_seconds: None,
             user_usage_gpu_seconds: None,
-            parent: self.parent,
-            array_index: self.array_index,
+            parent: r.parent,
+            array_index: r.array_index,
             depends_on: Vec::new(),
-            array: self.array.clone(),
-            command: self.command.clone(),
+            array: r.array.clone(),
+            command: r.command.clone(),
         }
     }
 }

@@ -81,7 +81,7 @@ const MIGRATIONS: &[&str] = &[
         value INTEGER NOT NULL
     ) WITHOUT ROWID;
     ",
-    // 2: the audit trail of accepted actions (SPEC §9), written by `server::audit`.
+    // 2: the audit trail of accepted actions (SPEC §9), written by `server::runtime::audit`.
     "
     CREATE TABLE audit (
         seq    INTEGER PRIMARY KEY,

@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::config::{parse_documents, validate};
-use crate::model::JobSpec;
-use crate::sched::{Sched, UnitCapacity};
+use crate::model::{JobSpec, UnitCapacity};
+use crate::sched::{Clock, Sched};
 
 const CONFIG: &str = "
 kind: ServiceEnvironment
@@ -18,7 +18,7 @@ resourceSharingConfiguration: {strategy: LEND}
 
 fn sched() -> Sched {
     let c = validate(parse_documents(CONFIG, None).expect("parse")).expect("valid");
-    Sched::new(&c, &UnitCapacity::simulated(&c), false)
+    Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall)
 }
 
 fn count(store: &Store, sql: &str) -> i64 {

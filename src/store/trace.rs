@@ -3,7 +3,7 @@
 //! `shareq export-trace`).
 
 use super::{Store, StoreError};
-pub use crate::replay::history::TraceJob;
+use crate::replay::history::TraceJob;
 use crate::sched::Time;
 use rusqlite::params;
 

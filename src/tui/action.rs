@@ -22,7 +22,7 @@ pub enum Action {
     /// Re-read the config directory now (`r`).
     Reload,
     /// Fetch the utilisation history of a window (`h`, then 1/2/3 or tab).
-    History(crate::store::usage::Window),
+    History(crate::snapshot::usage::Window),
     /// Leave the console and end the session. `stop_jobs`: stop every running job first
     /// (the "stop all" answer of the quit dialog); `false` when nothing was running.
     Quit { stop_jobs: bool },

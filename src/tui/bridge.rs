@@ -4,11 +4,11 @@
 //! utilisation history the `h` view asked for as [`Feed::History`].
 
 use super::action::Action;
+use crate::access::Caller;
 use crate::model::JobId;
 use crate::server::Input;
-use crate::server::audit::{Audit, AuditEntry};
-use crate::server::auth::Caller;
-use crate::store::usage::UsageHistory;
+use crate::server::runtime::audit::{Audit, AuditEntry};
+use crate::snapshot::usage::UsageHistory;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
@@ -293,7 +293,7 @@ mod tests {
         act_tx.send(Action::Reload).await.unwrap();
         assert_eq!(next().await.text, "reload refused: qs.yaml:3:1: bad");
         act_tx
-            .send(Action::History(crate::store::usage::Window::Day))
+            .send(Action::History(crate::snapshot::usage::Window::Day))
             .await
             .unwrap();
         assert_eq!(

@@ -2,7 +2,7 @@
 //! received, and per share the series and window totals the charts and the table draw
 //! (summed over the units shown). Pure: the history arrives through the bridge.
 
-use crate::store::usage::{UsageHistory, UsagePoint, Window};
+use crate::snapshot::usage::{UsageHistory, UsagePoint, Window};
 
 /// Ask again this often while the view is open.
 pub const REFRESH_MS: i64 = 30_000;
@@ -244,7 +244,7 @@ fn totals(points: &[UsagePoint], samples: &[u32]) -> Totals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::usage::ShareSeries;
+    use crate::snapshot::usage::ShareSeries;
 
     fn history() -> UsageHistory {
         let p = |own: f64, borrowed: f64| UsagePoint {

@@ -7,9 +7,9 @@ use super::draw::pane_at;
 use super::filter::Filter;
 use super::keymap::{UiAction, action_for};
 use super::popups::submit::{FormOutcome, SubmitForm};
-use super::text::duration_short;
+use crate::access::JobAction;
+use crate::duration;
 use crate::model::{JobState, MAX_PRIORITY};
-use crate::server::auth::JobAction;
 use crossterm::event::{
     KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
@@ -256,10 +256,10 @@ fn focus_step(app: &mut App, delta: isize) {
 fn job_label(j: &crate::snapshot::JobView, now: i64) -> String {
     match (j.state, j.started) {
         (JobState::Runnable | JobState::Submitted, _) => {
-            format!("{}, queued {}", j.share, duration_short(now - j.submitted))
+            format!("{}, queued {}", j.share, duration::short(now - j.submitted))
         }
         (_, Some(s)) if j.finished.is_none() => {
-            format!("{}, running {}", j.share, duration_short(now - s))
+            format!("{}, running {}", j.share, duration::short(now - s))
         }
         _ => format!("{}, {}", j.share, j.state.as_str().to_lowercase()),
     }
@@ -303,7 +303,7 @@ fn ask_priority(app: &mut App, j: &crate::snapshot::JobView) {
 /// Keys of the `h` view: 1/2/3 or tab pick the window, u the unit, j/k a share; esc, q
 /// or h close it.
 fn history_key(app: &mut App, key: KeyEvent) -> Option<Action> {
-    use crate::store::usage::Window;
+    use crate::snapshot::usage::Window;
     app.mode = Mode::History;
     let window = match key.code {
         KeyCode::Esc | KeyCode::Char('q' | 'h') => {
@@ -386,7 +386,7 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
                 app.toggle_fold();
             }
             (Pane::Shares, _) => {
-                if let Some(name) = app.snap.shares.get(app.selected()).map(|s| s.name.clone()) {
+                if let Some(name) = app.snap.shares.get(app.selected()).map(|s| s.share.clone()) {
                     set_filter(app, &format!("share:{name}"));
                     app.focus = Pane::Queue;
                     app.say(
@@ -405,7 +405,7 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
         }
         UiAction::Submit => {
             let share = match (app.focus, &job) {
-                (Pane::Shares, _) => app.snap.shares.get(app.selected()).map(|s| s.name.clone()),
+                (Pane::Shares, _) => app.snap.shares.get(app.selected()).map(|s| s.share.clone()),
                 (_, Some(j)) => Some(j.share.clone()),
                 _ => None,
             }
@@ -414,7 +414,7 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
                     .shares
                     .iter()
                     .find(|s| s.enabled && s.present)
-                    .map(|s| s.name.clone())
+                    .map(|s| s.share.clone())
             })
             .unwrap_or_default();
             app.mode = Mode::Submit(Box::new(SubmitForm::new(&share)));

@@ -106,7 +106,7 @@ pub fn app_for(snap: Arc<Snapshot>, opts: &ConsoleOptions) -> App {
     app.mouse = opts.mouse;
     app.logs = opts.logs.clone();
     app.utc_offset_secs = opts.utc_offset_secs.unwrap_or_else(local_utc_offset);
-    app.caller = Some(crate::server::auth::Caller::current());
+    app.caller = Some(crate::access::Caller::current());
     app.attached = opts.attached;
     app
 }

@@ -1,9 +1,7 @@
-//! Words and numbers as the console prints them: durations, clock times, truncation.
+//! Words and numbers as the console prints them: clock times, truncation, padding
+//! (durations are `crate::duration`'s, the one formatter the CLI and the core use too).
 
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
-
-/// Durations are written by the one formatter the CLI and the core use too.
-pub use crate::duration::{human as duration, short as duration_short};
 
 /// `HH:MM:SS` of an instant (ms since the epoch) at a fixed UTC offset.
 pub fn clock(ms: i64, utc_offset_secs: i32) -> String {

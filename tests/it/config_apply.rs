@@ -4,8 +4,9 @@
 //! rejected edit leaves the scheduler's config as it was).
 
 use shareq::config::{ConfigUpdate, Watcher};
+use shareq::model::UnitCapacity;
 use shareq::model::{JobId, JobSpec, JobState};
-use shareq::sched::{Sched, UnitCapacity};
+use shareq::sched::{Clock, Sched};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -91,7 +92,7 @@ fn edits_on_disk_are_applied_to_the_scheduler() {
                 ConfigUpdate::Applied(c) => {
                     let cap = UnitCapacity::simulated(&c.config);
                     match l.sched.as_mut() {
-                        None => l.sched = Some(Sched::new(&c.config, &cap, true)),
+                        None => l.sched = Some(Sched::new(&c.config, &cap, Clock::Simulated)),
                         Some(s) => {
                             s.apply_config(&c.config, &cap, now);
                             s.pass(now);

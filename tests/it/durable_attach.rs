@@ -1,5 +1,5 @@
 //! A second console attaches to the running scheduler through its socket
-//! (`server::remote::attach`): both attached views follow the same snapshots, actions sent
+//! (`server::client::remote::attach`): both attached views follow the same snapshots, actions sent
 //! through an attachment take effect in the one scheduler, and nothing schedules twice.
 
 use crate::common;
@@ -7,7 +7,8 @@ use crate::common;
 use common::{Server, config, share};
 use shareq::exec::StateDir;
 use shareq::model::{Command, JobId, JobSpec, JobState};
-use shareq::server::{Input, boot, remote};
+use shareq::server::client::remote;
+use shareq::server::{Input, boot};
 use shareq::snapshot::Snapshot;
 use std::sync::Arc;
 use std::time::Duration;

@@ -491,7 +491,8 @@ fn a_decision_that_cannot_be_stored_pauses_scheduling_until_a_write_succeeds() {
 #[test]
 fn history_older_than_retain_days_is_pruned_at_start() {
     use shareq::config::{parse_documents, validate};
-    use shareq::sched::{Sched, UnitCapacity};
+    use shareq::model::UnitCapacity;
+    use shareq::sched::{Clock, Sched};
     use shareq::store::{Observed, Store};
     let (_dir, cfg, state, err) = setup(1);
     let yaml = config(1, 1, &share("team", 1, "LEND", false))
@@ -500,7 +501,7 @@ fn history_older_than_retain_days_is_pruned_at_start() {
     // Two finished jobs: one 3 days ago, one 1 day ago.
     {
         let c = validate(parse_documents(&yaml, None).unwrap()).unwrap();
-        let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), false);
+        let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall);
         let mut store = Store::open(&state).unwrap();
         let day = 86_400_000;
         let now = shareq::exec::now_ms();

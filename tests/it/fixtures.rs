@@ -4,9 +4,11 @@
 //! `assets/`. Test data: here, not in the library, so that no release build carries it.
 
 use shareq::config::{parse_documents, validate};
+use shareq::exec::gpu::telemetry::Telemetry;
+use shareq::model::UnitCapacity;
 use shareq::model::{JobId, JobSpec};
-use shareq::sched::{Event, Sched, Time, UnitCapacity};
-use shareq::snapshot::{ConfigStatus, JobList, JobView, PreemptionRecord, Snapshot, Telemetry};
+use shareq::sched::{Clock, Event, Sched, Time};
+use shareq::snapshot::{ConfigStatus, JobList, JobView, PreemptionRecord, Snapshot};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -90,7 +92,7 @@ impl Driver {
         let docs = parse_documents(yaml, Some(source)).map_err(errors)?;
         let cfg = validate(docs).map_err(errors)?;
         Ok(Driver {
-            sched: Sched::new(&cfg, &UnitCapacity::simulated(&cfg), false),
+            sched: Sched::new(&cfg, &UnitCapacity::simulated(&cfg), Clock::Wall),
             log: Vec::new(),
             source: source.to_string(),
             telemetry: HashMap::new(),
@@ -438,7 +440,7 @@ pub fn with_queue_len(base: &Snapshot, n: usize) -> Snapshot {
     }
     s.queue = JobList::from_views(queue);
     for sh in &mut s.shares {
-        sh.queued = s.queue.iter().filter(|j| j.share == sh.name).count();
+        sh.queued = s.queue.iter().filter(|j| j.share == sh.share).count();
     }
     s
 }
@@ -510,8 +512,8 @@ fn member_of(share: &str) -> shareq::model::Submitter {
 /// borrows more and more of nlp's idle guarantee in the second half, its queue waits
 /// longer, infra's use comes and goes, robotics starts at the end, and for a stretch in
 /// the middle no scheduler ran (buckets without samples).
-pub fn history(window: shareq::store::usage::Window) -> shareq::store::usage::UsageHistory {
-    use shareq::store::usage::{BUCKETS, ShareSeries, UsageHistory, UsagePoint};
+pub fn history(window: shareq::snapshot::usage::Window) -> shareq::snapshot::usage::UsageHistory {
+    use shareq::snapshot::usage::{BUCKETS, ShareSeries, UsageHistory, UsagePoint};
     let bucket_ms = window.ms() / BUCKETS as i64;
     let to = (NOW / bucket_ms + 1) * bucket_ms;
     let samples: Vec<u32> = (0..BUCKETS)

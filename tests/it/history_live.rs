@@ -207,7 +207,7 @@ fn jobs_since_and_until_keep_the_jobs_of_a_time_window() {
 async fn the_in_process_console_reads_the_history_through_the_bridge() {
     use shareq::exec::{Discovery, StateDir};
     use shareq::server::boot::{self, BootOptions};
-    use shareq::store::usage::Window;
+    use shareq::snapshot::usage::Window;
     use shareq::tui::Action;
     use shareq::tui::bridge::{Feed, forward};
     use tokio::sync::mpsc;
@@ -248,7 +248,7 @@ async fn the_in_process_console_reads_the_history_through_the_bridge() {
         handle.inputs.clone(),
         "tester".into(),
         feed_tx,
-        shareq::server::audit::Audit::off(),
+        shareq::server::runtime::audit::Audit::off(),
     ));
     let t = Instant::now();
     loop {

@@ -4,8 +4,9 @@
 //! next writer recovers from it.
 
 use shareq::config::{parse_documents, validate};
+use shareq::model::UnitCapacity;
 use shareq::model::{JobId, JobSpec};
-use shareq::sched::{Sched, UnitCapacity};
+use shareq::sched::{Clock, Sched};
 use shareq::store::recovery;
 use shareq::store::{DB_FILE, Observed, StateLock, Store};
 use std::collections::{BTreeMap, HashSet};
@@ -66,7 +67,7 @@ fn crash_writer_child() {
     let _lock = StateLock::acquire(dir).expect("lock");
     let mut store = Store::open(dir).expect("open");
     let c = validate(parse_documents(CONFIG, None).unwrap()).unwrap();
-    let mut sched = Sched::new(&c, &UnitCapacity::simulated(&c), false);
+    let mut sched = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall);
     let rec = store.load().expect("load");
     let plan = recovery::plan(dir, &rec);
     plan.apply(&mut store, &mut sched, now_ms())

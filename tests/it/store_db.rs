@@ -2,8 +2,9 @@
 //! event, the order and durability of a batch, history and pruning.
 
 use shareq::config::{parse_documents, validate};
+use shareq::model::UnitCapacity;
 use shareq::model::{JobId, JobSpec, JobState, RetryStrategy};
-use shareq::sched::{Event, Sched, UnitCapacity};
+use shareq::sched::{Clock, Event, Sched};
 use shareq::store::{DB_FILE, Observed, SCHEMA_VERSION, Store};
 
 const CONFIG: &str = "
@@ -25,7 +26,7 @@ resourceSharingConfiguration: {strategy: LEND}
 
 fn live_sched() -> Sched {
     let c = validate(parse_documents(CONFIG, None).expect("parse")).expect("valid");
-    Sched::new(&c, &UnitCapacity::simulated(&c), false)
+    Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall)
 }
 
 fn spec(name: &str, share: &str, prio: u32) -> JobSpec {
@@ -154,7 +155,7 @@ fn round_trip_of_every_event_kind() {
 
     // Every kind was exercised.
     let kinds: std::collections::BTreeSet<&str> =
-        seen.iter().map(shareq::events::event_name).collect();
+        seen.iter().map(shareq::replay::event_name).collect();
     assert_eq!(kinds.len(), 12, "{kinds:?}");
 
     // Job rows agree with the scheduler.
@@ -397,7 +398,7 @@ resourceSharingConfiguration: {strategy: LEND}
 ";
     let c = validate(parse_documents(SIM, None).unwrap()).unwrap();
     // Simulated: a victim with no stop delay releases its GPUs inside the pass.
-    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), true);
+    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Simulated);
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path()).unwrap();
     step(&mut store, &mut s, 0, &[], |s| {

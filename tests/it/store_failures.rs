@@ -4,7 +4,8 @@
 
 use shareq::config::{parse_documents, validate};
 use shareq::model::JobSpec;
-use shareq::sched::{Sched, UnitCapacity};
+use shareq::model::UnitCapacity;
+use shareq::sched::{Clock, Sched};
 use shareq::store::{DB_FILE, SCHEMA_VERSION, Store, StoreError};
 use std::path::Path;
 
@@ -21,7 +22,7 @@ resourceSharingConfiguration: {strategy: LEND}
 
 fn live_sched() -> Sched {
     let c = validate(parse_documents(CONFIG, None).expect("parse")).expect("valid");
-    Sched::new(&c, &UnitCapacity::simulated(&c), false)
+    Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall)
 }
 
 fn spec(name: &str, share: &str, prio: u32) -> JobSpec {

@@ -7,8 +7,9 @@ use shareq::exec::containment::session::start_time as process_start_time;
 use shareq::exec::state::runfiles::{
     self, Owner, SupervisorStatus, claim_pid, record_path as pid_file, runs_dir, write_exit,
 };
+use shareq::model::UnitCapacity;
 use shareq::model::{JobId, JobSpec, JobState};
-use shareq::sched::{Sched, UnitCapacity};
+use shareq::sched::{Clock, Sched};
 use shareq::store::recovery::{self, Adopted};
 use shareq::store::{LockHolder, Observed, StateLock, Store, StoreError};
 use std::io::{BufRead, BufReader};
@@ -27,7 +28,7 @@ resourceSharingConfiguration: {strategy: LEND}
 
 fn live_sched() -> Sched {
     let c = validate(parse_documents(CONFIG, None).expect("parse")).expect("valid");
-    Sched::new(&c, &UnitCapacity::simulated(&c), false)
+    Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall)
 }
 
 fn owner() -> Owner {

@@ -316,7 +316,7 @@ fn selection_follows_the_job_across_snapshots() {
 /// in the footer with the scheduler's words, before any confirmation dialog.
 #[test]
 fn a_non_admin_is_refused_in_the_footer_before_any_dialog() {
-    use shareq::server::auth::{Access, Caller};
+    use shareq::access::{Access, Caller};
     use std::sync::Arc;
     let mut app = lab();
     let mut snap = (*app.snap).clone();

@@ -127,7 +127,7 @@ async fn keys_drive_the_live_runtime() {
         handle.inputs.clone(),
         "tester".into(),
         notice_tx,
-        shareq::server::audit::Audit::off(),
+        shareq::server::runtime::audit::Audit::off(),
     ));
     let (keys, events) = futures::channel::mpsc::unbounded();
     let mut snaps: watch::Receiver<Arc<Snapshot>> = handle.snapshots.clone();

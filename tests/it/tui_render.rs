@@ -5,7 +5,7 @@ use crate::fixtures::{self, NOW};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Frame;
 use shareq::model::JobId;
-use shareq::store::usage::{UsageHistory, Window};
+use shareq::snapshot::usage::{UsageHistory, Window};
 use shareq::tui::app::{App, Mode, Pane};
 use shareq::tui::input::on_key;
 use shareq::tui::panes;

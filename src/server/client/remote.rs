@@ -3,13 +3,14 @@
 //! scheduler through the control socket; it never schedules itself. The view arrives as
 //! the whole picture once, then as deltas (`snapshot::Update`).
 //!
-//! [`attach`] returns the same pair a local [`super::RuntimeHandle`] offers — a
+//! [`attach`] returns the same pair a local [`crate::server::RuntimeHandle`] offers — a
 //! `watch::Receiver<Arc<Snapshot>>` and an `mpsc::UnboundedSender<Input>` — so a console
 //! drives either one with the same code:
 //!
 //! ```no_run
 //! # async fn demo(state: shareq::exec::StateDir) -> Result<(), shareq::server::ClientError> {
-//! use shareq::server::{Input, remote};
+//! use shareq::server::Input;
+//! use shareq::server::client::remote;
 //! let (mut snapshots, inputs) = remote::attach(&state).await?;
 //! let (tx, rx) = tokio::sync::oneshot::channel();
 //! let spec = shareq::model::JobSpec::new("train", "qs1", 1, 0);

@@ -5,7 +5,7 @@
 use super::protocol::{API_VERSION, API_VERSIONS, ErrorCode, Hello, Response};
 use crate::access::Caller;
 use crate::model::JobId;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{JobView, Snapshot};
 use std::path::PathBuf;
 
 /// The answer to `hello`; with `api`, the version the client speaks must be one this
@@ -70,12 +70,15 @@ pub async fn job(
 
 /// A job the database holds. A scheduler without a database (`shareq demo`) has no
 /// archive: a job out of view is not found.
-fn stored(id: JobId, root: PathBuf) -> Result<Option<crate::snapshot::JobView>, String> {
+fn stored(id: JobId, root: PathBuf) -> Result<Option<JobView>, String> {
     if !root.join(crate::store::DB_FILE).exists() {
         return Ok(None);
     }
     let store = crate::store::Store::open_read_only(&root).map_err(|e| e.to_string())?;
-    Ok(store.job(id).map_err(|e| e.to_string())?.map(|r| r.view()))
+    Ok(store
+        .job(id)
+        .map_err(|e| e.to_string())?
+        .map(|r| JobView::from(&r)))
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 
 use crate::model::{JobId, JobSpec};
 use crate::sched::LendEdge;
+use crate::sched::ShareUnitStats;
 use crate::server::runtime::input::CancelOutcome;
-use crate::snapshot::{ConfigStatus, JobView, PreemptionRecord, ShareView, UnitView};
+use crate::snapshot::{ConfigStatus, JobView, PreemptionRecord, UnitView};
 use serde::{Deserialize, Serialize};
 
 /// The longest request line accepted (1 MiB).
@@ -50,7 +51,7 @@ pub enum Request {
     /// The utilisation history of the last hour, day or week (`store::usage`).
     History {
         #[serde(default)]
-        window: crate::store::usage::Window,
+        window: crate::snapshot::usage::Window,
     },
     Status,
     Reload,
@@ -172,7 +173,7 @@ pub struct StatusAnswer {
     pub env_name: String,
     pub config: ConfigStatus,
     pub units: Vec<UnitView>,
-    pub shares: Vec<ShareView>,
+    pub shares: Vec<ShareUnitStats>,
     pub lending: Vec<LendEdge>,
     pub grace_period_seconds: u32,
     pub queued: usize,
@@ -261,7 +262,7 @@ pub struct Response {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<crate::report::Report>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub history: Option<crate::store::usage::UsageHistory>,
+    pub history: Option<crate::snapshot::usage::UsageHistory>,
     /// On the server only: the whole answer already written out as its JSON line (a long
     /// `jobs` answer, written from the snapshot itself), sent as is.
     #[serde(skip)]

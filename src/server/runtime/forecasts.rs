@@ -288,6 +288,7 @@ mod tests {
     use super::*;
     use crate::config::{parse_documents, validate};
     use crate::model::UnitCapacity;
+    use crate::sched::Clock;
 
     const CONFIG: &str = "\
 kind: ServiceEnvironment
@@ -304,7 +305,7 @@ resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
     /// One job running on the only GPU (its timeout ends it at 60 s), one queued.
     fn busy_sched() -> Sched {
         let cfg = validate(parse_documents(CONFIG, None).unwrap()).unwrap();
-        let mut sched = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), false);
+        let mut sched = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), Clock::Wall);
         for _ in 0..2 {
             let mut spec = JobSpec::new("j", "a", 1, 0);
             spec.timeout_seconds = Some(60);

@@ -1,8 +1,7 @@
 //! What the runtime task receives on its channel: actions from the socket, the console
 //! and the config source, and reports from the processes it runs.
 
-/// A new config, or a refused edit, from the directory watcher or a reload.
-pub use crate::config::ConfigUpdate;
+use crate::config::ConfigUpdate;
 use crate::exec::gpu::telemetry::Samples;
 use crate::model::{JobId, JobSpec};
 use crate::snapshot::JobView;
@@ -82,8 +81,8 @@ pub enum Input {
     /// The utilisation history of a window (`store::usage`), read off the runtime task;
     /// an error when the scheduler keeps no database or it cannot be read.
     History {
-        window: crate::store::usage::Window,
-        reply: oneshot::Sender<Result<crate::store::usage::UsageHistory, String>>,
+        window: crate::snapshot::usage::Window,
+        reply: oneshot::Sender<Result<crate::snapshot::usage::UsageHistory, String>>,
     },
     /// Stop scheduling and end the runtime; with `stop_jobs`, stop every running job
     /// first (SIGTERM, grace, SIGKILL) and wait until they are gone.

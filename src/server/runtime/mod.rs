@@ -21,15 +21,15 @@ pub(crate) mod turn;
 pub mod usage;
 
 use self::carry::Carry;
-use self::input::{CancelOutcome, ConfigUpdate, ExecKind, ExecReport, Input};
+use self::input::{CancelOutcome, ExecKind, ExecReport, Input};
 use self::timers::{Timer, Timers};
 use self::turn::{Deferred, Outcome, Shutdown, Turn, Work};
-use crate::config::{LoadedConfig, load_dir};
+use crate::config::{ConfigUpdate, LoadedConfig, load_dir};
 use crate::exec::backend::{Backend, Context, Report};
 use crate::exec::gpu::telemetry::Samples;
 use crate::exec::{Discovery, StateDir, now_ms};
-use crate::model::{Command, JobId, JobSpec, JobState};
-use crate::sched::{Event, Sched, UnitCapacity};
+use crate::model::{Command, JobId, JobSpec, JobState, UnitCapacity};
+use crate::sched::{Clock, Event, Sched};
 use crate::snapshot::{ConfigStatus, JobView, Picture, Snapshot};
 use crate::store::recovery::Adopted;
 use crate::store::{Observed, StateLock, Store};
@@ -151,11 +151,13 @@ impl RuntimeHandle {
         }
         let (sched, durable) = match durable {
             Some(mut d) => {
-                let sched =
-                    std::mem::replace(&mut d.sched, Sched::new(&initial.config, &capacity, false));
+                let sched = std::mem::replace(
+                    &mut d.sched,
+                    Sched::new(&initial.config, &capacity, Clock::Wall),
+                );
                 (sched, Some(d))
             }
-            None => (Sched::new(&initial.config, &capacity, false), None),
+            None => (Sched::new(&initial.config, &capacity, Clock::Wall), None),
         };
         let mut sched = sched;
         // Reasons that name a time of day read as the operator's clock.
@@ -844,7 +846,7 @@ impl Runtime {
                     .and_then(|s| s.history_in(HISTORY_LISTED, span.since, span.until))
             });
             match history {
-                Some(Ok(h)) => all.extend(h.iter().map(|r| r.view())),
+                Some(Ok(h)) => all.extend(h.iter().map(JobView::from)),
                 Some(Err(e)) => {
                     tracing::warn!("cannot read the history: {e}");
                     all.extend(snap.finished.iter().map(|j| (**j).clone()));
@@ -860,8 +862,8 @@ impl Runtime {
     /// connection (`store::usage`).
     fn read_history(
         &self,
-        window: crate::store::usage::Window,
-        reply: oneshot::Sender<Result<crate::store::usage::UsageHistory, String>>,
+        window: crate::snapshot::usage::Window,
+        reply: oneshot::Sender<Result<crate::snapshot::usage::UsageHistory, String>>,
     ) {
         let Some(_) = &self.persist else {
             let _ = reply.send(Err(

@@ -1,6 +1,6 @@
 //! The utilisation sampler: a thread of its own that, every `every` (30 s by default),
 //! reads the newest published snapshot and writes one sample per share and unit to the
-//! database (`store::usage`), then prunes samples older than `usage::KEEP_DAYS` once an
+//! database (`store::usage`), then prunes samples older than `snapshot::usage::KEEP_DAYS` once an
 //! hour. It never touches the runtime task: the scheduling pass and its commits do not
 //! wait for it, and it costs one small transaction per interval (idle shares write no
 //! row). Own, borrowed and lent are the core's figures, as the snapshot carries them
@@ -16,7 +16,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// How often samples are taken unless `serve --sample-seconds` says otherwise.
-pub const DEFAULT_EVERY: Duration = Duration::from_millis(usage::DEFAULT_EVERY_MS as u64);
+pub const DEFAULT_EVERY: Duration =
+    Duration::from_millis(crate::snapshot::usage::DEFAULT_EVERY_MS as u64);
 
 /// How often old samples are pruned.
 const PRUNE_EVERY_MS: i64 = 3_600_000;
@@ -103,10 +104,10 @@ pub fn samples(snap: &Snapshot, since: i64, at: i64) -> Vec<Sample> {
     snap.shares
         .iter()
         .map(|s| {
-            let key = (s.name.as_str(), s.unit.as_str());
+            let key = (s.share.as_str(), s.unit.as_str());
             let (n, wait) = started.get(&key).copied().unwrap_or_default();
             Sample {
-                share: s.name.clone(),
+                share: s.share.clone(),
                 unit: s.unit.clone(),
                 limit: s.limit,
                 own: s.usage - s.borrowed,

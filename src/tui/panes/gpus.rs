@@ -52,7 +52,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         .snap
         .shares
         .iter()
-        .map(|s| s.name.chars().count())
+        .map(|s| s.share.chars().count())
         .max()
         .unwrap_or(3)
         .clamp(3, if w >= 30 { 10 } else { 6 });
@@ -64,7 +64,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         let mut reserved: Vec<&str> = Vec::new();
         for s in app.snap.shares.iter().filter(|s| s.unit == u.name) {
             if s.strategy == Strategy::Reserve {
-                reserved.extend(std::iter::repeat_n(s.name.as_str(), s.idle as usize));
+                reserved.extend(std::iter::repeat_n(s.share.as_str(), s.idle as usize));
             }
         }
         let mut reserved = reserved.into_iter();

@@ -3,9 +3,10 @@
 //! and highlighted for a few seconds, then settle.
 
 use super::{block, row_style, window};
+use crate::duration;
 use crate::snapshot::PreemptionRecord;
 use crate::tui::app::{App, FRESH_MS, Pane};
-use crate::tui::text::{clock, duration, fit};
+use crate::tui::text::{clock, fit};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -48,7 +49,7 @@ fn spans(app: &App, p: &PreemptionRecord, fresh: bool, narrow: bool) -> Vec<Span
                 .map_or(String::new(), |u| format!(", {}", visible(u))),
             t.dimmed(),
         ),
-        Span::styled(format!(", ran {})", duration(p.ran_for)), t.text()),
+        Span::styled(format!(", ran {})", duration::human(p.ran_for)), t.text()),
     ];
     match (&p.by_name, &p.by_share) {
         (Some(by), Some(bs)) => {

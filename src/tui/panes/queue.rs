@@ -7,8 +7,9 @@
 //! (SPEC §13).
 
 use super::{USER_W, block, header_line, position, row_style, user, window};
+use crate::duration;
 use crate::tui::app::{App, Pane};
-use crate::tui::text::{duration, fit, pad, rpad};
+use crate::tui::text::{fit, pad, rpad};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -117,7 +118,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             Span::raw(" "),
             Span::styled(rpad(&j.quantity.to_string(), 4), t.text()),
             Span::raw(" "),
-            Span::styled(rpad(&duration(app.now - j.submitted), 7), t.text()),
+            Span::styled(rpad(&duration::human(app.now - j.submitted), 7), t.text()),
             Span::raw(" "),
             Span::styled(rpad(&est, est_w), t.dimmed()),
             Span::raw("  "),
@@ -159,7 +160,7 @@ fn estimate(app: &App, id: crate::model::JobId) -> String {
     use crate::forecast::Estimate;
     match app.snap.estimate(id) {
         Estimate::At(t) if t <= app.now => "overdue".to_string(),
-        Estimate::At(t) => format!("~{}", duration(t - app.now)),
+        Estimate::At(t) => format!("~{}", duration::human(t - app.now)),
         // Beyond the horizon as the forecast saw it, as `jobs` says it (`not within 7d`):
         // counted from now, a horizon of 7 days would read `>6d` a second later.
         e @ Estimate::NotWithin(_) => e.label(app.snap.estimates.computed_at),

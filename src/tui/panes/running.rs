@@ -4,9 +4,10 @@
 
 use super::shares::GLYPH_BORROWED;
 use super::{USER_W, block, header_line, position, row_style, window};
+use crate::duration;
 use crate::snapshot::JobView;
 use crate::tui::app::{App, Pane};
-use crate::tui::text::{duration, fit, pad, rpad};
+use crate::tui::text::{fit, pad, rpad};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -71,7 +72,10 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             Some(n) => format!("{n}:{}", devs.join(",")),
             None => devs.join(","),
         };
-        let ran = j.started.map(|s| duration(app.now - s)).unwrap_or_default();
+        let ran = j
+            .started
+            .map(|s| duration::human(app.now - s))
+            .unwrap_or_default();
         let (state, style) = match stopping_text(j, app.now, app.snap.grace_period_seconds) {
             Some(s) if s.chars().count() > state_w => {
                 let short = ["CROSS_SHARE_RECLAIM", "IN_SHARE_PRIORITY", "DEVICE_LOST"]

@@ -2,10 +2,11 @@
 //! `■`, borrowed `▤`, lent `░`, idle `·` — so it reads in monochrome too.
 
 use super::{block, header_line, row_style, window};
+use crate::duration;
 use crate::model::Strategy;
-use crate::snapshot::ShareView;
+use crate::sched::ShareUnitStats;
 use crate::tui::app::{App, Pane};
-use crate::tui::text::{duration, pad, rpad};
+use crate::tui::text::{pad, rpad};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -60,7 +61,7 @@ fn strategy(s: Strategy, wide: bool) -> &'static str {
 
 /// The type column, which is always on screen: a removed share says so there (its row
 /// would otherwise read like a LEND share of limit 0), a DISABLED one too.
-fn type_text(s: &ShareView, wide: bool) -> (String, bool) {
+fn type_text(s: &ShareUnitStats, wide: bool) -> (String, bool) {
     match (s.present, s.enabled, wide) {
         (false, _, true) => ("REMOVED".into(), true),
         (false, _, false) => ("GONE".into(), true),
@@ -70,7 +71,7 @@ fn type_text(s: &ShareView, wide: bool) -> (String, bool) {
     }
 }
 
-fn limit_text(s: &ShareView) -> String {
+fn limit_text(s: &ShareUnitStats) -> String {
     match (s.strategy, s.cap) {
         (Strategy::LendAndBorrow, None) => format!("{} +∞", s.limit),
         (Strategy::LendAndBorrow, Some(c)) => format!("{} +{c}", s.limit),
@@ -116,7 +117,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         .shares
         .iter()
         .map(|s| {
-            s.name.chars().count()
+            s.share.chars().count()
                 + if multi_unit { s.unit.len() + 1 } else { 0 }
                 + if s.fair_share { 2 } else { 0 }
         })
@@ -180,11 +181,11 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         .skip(off)
         .take(rows as usize)
     {
-        let colour = t.share(&s.name);
+        let colour = t.share(&s.share);
         let mut label = if multi_unit {
-            format!("{}/{}", s.name, s.unit)
+            format!("{}/{}", s.share, s.unit)
         } else {
-            s.name.clone()
+            s.share.clone()
         };
         if s.fair_share {
             label.push(' ');
@@ -260,7 +261,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         spans.push(Span::raw(" "));
         let wait = s
             .oldest_queued
-            .map(|t0| duration(app.now - t0))
+            .map(|t0| duration::human(app.now - t0))
             .unwrap_or_else(|| "-".into());
         spans.push(Span::styled(rpad(&s.running.to_string(), 3), t.text()));
         spans.push(Span::raw(" "));

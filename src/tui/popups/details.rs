@@ -1,8 +1,9 @@
 //! Enter on a job: everything the snapshot knows about it, including its full reason.
 
 use super::{centered, frame_block};
+use crate::duration;
 use crate::snapshot::JobView;
-use crate::tui::text::{clock, duration};
+use crate::tui::text::clock;
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -104,13 +105,13 @@ pub fn render(
         format!(
             "{} ({} ago)",
             clock(j.submitted, tz),
-            duration(now - j.submitted)
+            duration::human(now - j.submitted)
         ),
     ));
     if let Some(s) = j.started {
         lines.extend(row(
             "started",
-            format!("{} (running {})", clock(s, tz), duration(now - s)),
+            format!("{} (running {})", clock(s, tz), duration::human(now - s)),
         ));
     }
     if !j.devices.is_empty() {
@@ -137,7 +138,7 @@ pub fn render(
     if let Some((what, since)) = &j.stopping {
         lines.extend(row(
             "stopping",
-            format!("{what}, since {}", duration(now - since)),
+            format!("{what}, since {}", duration::human(now - since)),
         ));
     }
     if j.nominated {

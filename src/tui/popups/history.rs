@@ -4,10 +4,11 @@
 //! share names are the charts' legend. Buckets in which no scheduler ran leave gaps.
 
 use super::frame_block;
-use crate::store::usage::{UsageHistory, Window};
+use crate::duration;
+use crate::snapshot::usage::{UsageHistory, Window};
 use crate::tui::app::App;
 use crate::tui::history::{ShareLine, figures, headings};
-use crate::tui::text::{clock, duration_short, fit, pad};
+use crate::tui::text::{clock, fit, pad};
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -54,8 +55,8 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
                  while it runs (serve --sample-seconds) and keeps them {} days; this one has \
                  none for this window yet.",
                 st.window.label(),
-                duration_short(h.interval_ms()),
-                crate::store::usage::KEEP_DAYS
+                duration::short(h.interval_ms()),
+                crate::snapshot::usage::KEEP_DAYS
             )
         } else {
             format!(
@@ -172,7 +173,7 @@ fn message(f: &mut Frame, area: Rect, text: &str, style: Style) {
     );
 }
 
-fn pick(l: &ShareLine, f: impl Fn(&crate::store::usage::UsagePoint) -> f64) -> Vec<f64> {
+fn pick(l: &ShareLine, f: impl Fn(&crate::snapshot::usage::UsagePoint) -> f64) -> Vec<f64> {
     l.points.iter().map(f).collect()
 }
 
@@ -247,7 +248,7 @@ fn chart(
         .x_axis(
             Axis::default()
                 .style(axis_style)
-                .bounds([0.0, crate::store::usage::BUCKETS as f64])
+                .bounds([0.0, crate::snapshot::usage::BUCKETS as f64])
                 .labels(x_labels.iter().map(|l| Span::styled(l.clone(), axis_style))),
         )
         .y_axis(

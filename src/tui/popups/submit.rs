@@ -115,9 +115,9 @@ impl SubmitForm {
     pub fn problems(&self, snap: &Snapshot) -> Vec<(Field, String)> {
         let mut out = Vec::new();
         let share = self.share.text.trim();
-        match snap.shares.iter().find(|s| s.name == share) {
+        match snap.shares.iter().find(|s| s.share == share) {
             None => {
-                let names: Vec<&str> = snap.shares.iter().map(|s| s.name.as_str()).collect();
+                let names: Vec<&str> = snap.shares.iter().map(|s| s.share.as_str()).collect();
                 out.push((
                     Field::Share,
                     format!(
@@ -230,7 +230,7 @@ impl SubmitForm {
             spec.capacity_unit = snap
                 .shares
                 .iter()
-                .find(|s| s.name == spec.quota_share_name)
+                .find(|s| s.share == spec.quota_share_name)
                 .map(|s| s.unit.clone());
         }
         Some(spec)
@@ -247,7 +247,7 @@ impl SubmitForm {
             .shares
             .iter()
             .filter(|s| s.present && s.enabled)
-            .map(|s| s.name.as_str())
+            .map(|s| s.share.as_str())
             .collect();
         names.dedup();
         if names.is_empty() {

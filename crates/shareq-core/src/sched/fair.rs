@@ -296,7 +296,7 @@ impl Sched {
     pub(crate) fn install_fair(&mut self, s: ShareIx, q: Option<&QuotaShare>, now: Time) {
         let policy = q.and_then(|q| q.fair_share.clone());
         let user_limit = q.and_then(|q| q.user_limit);
-        let tps = self.ticks_per_second;
+        let tps = self.clock.ticks_per_second();
         let h = i64::from(
             policy
                 .as_ref()
@@ -410,7 +410,7 @@ impl Sched {
     /// Every user's standing in every share at `now` (users with no usage left and
     /// holding nothing are left out), by share name then heaviest first: O(users).
     pub fn user_standings(&self, now: Time) -> Vec<UserStanding> {
-        let tps = self.ticks_per_second as f64;
+        let tps = self.clock.ticks_per_second() as f64;
         let mut out = Vec::new();
         for &s in &self.share_order {
             let share = &self.shares[s];
@@ -463,7 +463,7 @@ impl Sched {
     /// restored: each user's figure decays from its instant, and the jobs still holding
     /// GPUs count from then on (what they held before it is in the figure).
     pub fn restore_usage(&mut self, saved: &[SavedUsage], now: Time) {
-        let tps = self.ticks_per_second as f64;
+        let tps = self.clock.ticks_per_second() as f64;
         for r in saved {
             let Some(&s) = self.share_ix.get(&r.share) else {
                 continue;

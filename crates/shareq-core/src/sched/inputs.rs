@@ -341,7 +341,7 @@ impl Sched {
         let devices = self.lowest_free(u, node, q);
         self.start_seq += 1;
         let seq = self.start_seq;
-        let simulated = self.simulated;
+        let at_once = self.clock.acts_at_once();
         if let Some(j) = self.job_mut(id) {
             j.phase = Phase::Holding {
                 node,
@@ -350,7 +350,7 @@ impl Sched {
                 started_at: now,
                 stopping: None,
             };
-            j.state = if simulated {
+            j.state = if at_once {
                 JobState::Running
             } else {
                 JobState::Scheduled
@@ -390,7 +390,7 @@ impl Sched {
 
     /// In a simulation, a victim with a zero stop delay is gone at once.
     pub(crate) fn releases_at_once(&self, id: JobId) -> bool {
-        self.simulated
+        self.clock.acts_at_once()
             && self
                 .job(id)
                 .is_some_and(|j| j.stop_after.min(self.grace) == 0)

@@ -59,8 +59,11 @@ impl Sched {
             .map(|n| n.name.clone())
             .collect();
         self.grace = config.env.preemption.grace_period_seconds;
-        self.reserve_after = i64::from(config.env.reserve_after_seconds) * self.ticks_per_second;
-        self.set_spread(i64::from(config.env.preemption.spread_seconds) * self.ticks_per_second);
+        self.reserve_after =
+            i64::from(config.env.reserve_after_seconds) * self.clock.ticks_per_second();
+        self.set_spread(
+            i64::from(config.env.preemption.spread_seconds) * self.clock.ticks_per_second(),
+        );
         self.install_nodes(config, capacity);
         let nunits = self.units.len();
         for s in &mut self.shares {

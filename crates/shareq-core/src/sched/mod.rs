@@ -14,6 +14,7 @@
 //! of index entries per decision instead of rescanning every job.
 
 mod accounting;
+mod clock;
 mod event;
 mod fair;
 mod inputs;
@@ -31,7 +32,7 @@ mod restore;
 pub mod state;
 mod wake;
 
-pub use crate::model::UnitCapacity;
+pub use clock::Clock;
 pub use event::Event;
 pub use fair::{SavedUsage, UserStanding};
 pub use links::{ArrayCounts, DepStatus, array_state, counts_text};
@@ -41,7 +42,7 @@ pub use reserve::Reservation;
 pub use restore::{RestoredHolding, RestoredJob};
 pub use state::{ArrayLink, FailReason, Job, Phase, PreemptReason, QKey, StopCause};
 
-use crate::model::{JobId, ValidConfig};
+use crate::model::{JobId, UnitCapacity, ValidConfig};
 use state::{NodeIx, NodeState, ShareIx, ShareState, UnitIx, UnitState};
 use std::collections::HashMap;
 
@@ -76,11 +77,10 @@ pub struct Sched {
     /// Some share has a minimum runtime (else no candidate is ever protected: the victim
     /// walk skips the per-candidate check).
     protections: bool,
-    /// The driver's time unit: instants per second (1 in replay, 1000 live), so that
-    /// `minRuntimeSeconds` can be compared with instants.
-    ticks_per_second: i64,
-    /// Simulated victims with a zero stop delay release their GPUs inside the pass.
-    simulated: bool,
+    /// Whose clock the instants are on: it gives the time unit (so that
+    /// `minRuntimeSeconds` can be compared with instants) and whether starts and stops
+    /// take time.
+    clock: Clock,
     /// Local time minus UTC, in seconds, for the times of day reasons name (live only).
     utc_offset_secs: i32,
     env_name: String,
@@ -109,7 +109,7 @@ impl Sched {
         self.utc_offset_secs = secs;
     }
 
-    pub fn new(config: &ValidConfig, capacity: &[UnitCapacity], simulated: bool) -> Sched {
+    pub fn new(config: &ValidConfig, capacity: &[UnitCapacity], clock: Clock) -> Sched {
         let mut s = Sched {
             jobs: Vec::new(),
             units: Vec::new(),
@@ -125,9 +125,8 @@ impl Sched {
             grace: 30,
             spread: 3600,
             reserve_after: 86400,
-            ticks_per_second: if simulated { 1 } else { 1000 },
             protections: false,
-            simulated,
+            clock,
             utc_offset_secs: 0,
             env_name: String::new(),
             events: Vec::new(),
@@ -201,7 +200,7 @@ impl Sched {
         if min == 0 || j.is_stopping() {
             return None;
         }
-        Some(j.started_at()? + i64::from(min) * self.ticks_per_second)
+        Some(j.started_at()? + i64::from(min) * self.clock.ticks_per_second())
     }
 
     /// Is a running job still protected at the current instant?
@@ -230,7 +229,7 @@ impl Sched {
 
     /// Instants per second of the driver's clock.
     pub fn ticks_per_second(&self) -> i64 {
-        self.ticks_per_second
+        self.clock.ticks_per_second()
     }
 
     pub fn env_name(&self) -> &str {

@@ -45,7 +45,7 @@ impl Sched {
         let share = self.job(v).map_or("?", |vj| self.share_name(vj.share));
         // Rounded up to whole seconds: "0s left" would read as "now".
         let left = (until - self.now).max(0);
-        let secs = (left + self.ticks_per_second - 1) / self.ticks_per_second;
+        let secs = (left + self.clock.ticks_per_second() - 1) / self.clock.ticks_per_second();
         Some(format!(
             "waiting for job {v} ({share}) to reach its minimum runtime ({} left)",
             crate::duration::human(secs * 1000)
@@ -91,17 +91,10 @@ impl Sched {
         ))
     }
 
-    /// An instant as an operator reads it: the local time of day (HH:MM) live, where
-    /// instants are milliseconds since the epoch; `t=<seconds>` on simulated time.
+    /// An instant as an operator reads it ([`super::Clock::text`]). The core has no clock
+    /// of its own: the driver says how far local time is from UTC (`Sched::set_utc_offset`).
     fn clock_text(&self, t: super::Time) -> String {
-        if self.simulated {
-            return format!("t={t}");
-        }
-        // The core has no clock of its own: the driver says how far local time is
-        // from UTC (`Sched::set_utc_offset`).
-        let secs = t.div_euclid(1000) + i64::from(self.utc_offset_secs);
-        let minute = secs.div_euclid(60).rem_euclid(24 * 60);
-        format!("{:02}:{:02}", minute / 60, minute % 60)
+        self.clock.text(t, self.utc_offset_secs)
     }
 
     /// `needs 8 a100 on one node; the largest node has 4` (SPEC §10), for a job larger

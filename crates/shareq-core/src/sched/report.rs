@@ -1,16 +1,20 @@
 //! Read-only reports of the scheduler's standing for the console, the CLI, the snapshot
 //! and the replay summary: per share and unit, lending edges, units and devices.
 
-use super::Sched;
 use super::state::{ShareIx, UnitIx};
+use super::{Sched, Time};
 use crate::model::{JobId, Strategy};
 
-/// One share's standing on one unit, for the console, the CLI and the replay summary.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One share's standing on one unit: the one record of it for the snapshot (the console
+/// and the control socket, where docs/API.md calls it `ShareView`), the CLI, the forecast
+/// and the replay summary. Its serde shape is the wire's.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ShareUnitStats {
+    #[serde(rename = "name")]
     pub share: String,
     pub unit: String,
     pub strategy: Strategy,
+    /// In the applied config (false: removed, jobs left over).
     pub present: bool,
     pub enabled: bool,
     pub in_share: bool,
@@ -19,10 +23,20 @@ pub struct ShareUnitStats {
     pub cap: Option<u32>,
     pub usage: u32,
     pub borrowed: u32,
-    pub idle: u32,
     pub lent: u32,
+    pub idle: u32,
     pub running: usize,
     pub queued: usize,
+    /// Submission time of the oldest queued job (ms since the epoch). The core leaves it
+    /// `None` (finding it would walk the queue); the snapshot's picture, which keeps each
+    /// lane's queued jobs by submission time, fills it in.
+    pub oldest_queued: Option<Time>,
+    /// The share orders its queue by fair share among its users (SPEC §12).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fair_share: bool,
+    /// `userLimit`: GPUs of each unit one user's jobs may hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_limit: Option<u32>,
 }
 
 /// `borrower` uses `gpus` GPUs of `lender`'s idle guarantee (`None`: the unassigned pool).
@@ -64,10 +78,13 @@ impl Sched {
                     cap: lane.cap,
                     usage: lane.usage,
                     borrowed: lane.borrowed(),
-                    idle: lane.idle(),
                     lent: lent[s],
+                    idle: lane.idle(),
                     running: lane.running.len() + lane.stopping as usize,
                     queued: lane.queue.len(),
+                    oldest_queued: None,
+                    fair_share: sh.users.policy.is_some(),
+                    user_limit: sh.users.user_limit,
                 });
             }
         }

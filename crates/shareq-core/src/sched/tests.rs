@@ -1,7 +1,7 @@
 //! Unit tests of the accounting and the simplest decisions.
 
 use super::*;
-use crate::model::{JobId, JobSpec, JobState, QuotaShare};
+use crate::model::{JobId, JobSpec, JobState, QuotaShare, UnitCapacity};
 use serde::Deserialize;
 
 /// The documents of `yaml` as the scheduler receives them: the environment and the shares
@@ -48,7 +48,7 @@ resourceSharingConfiguration: {strategy: RESERVE}
 
 fn sched(yaml: &str) -> Sched {
     let c = config(yaml);
-    Sched::new(&c, &UnitCapacity::simulated(&c), true)
+    Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Simulated)
 }
 
 fn stats<'a>(s: &'a [ShareUnitStats], name: &str) -> &'a ShareUnitStats {
@@ -149,7 +149,7 @@ fn rejections_say_why() {
 #[test]
 fn restored_jobs_keep_their_devices_order_and_ids() {
     let c = config(THREE);
-    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), false);
+    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall);
     let held = RestoredJob {
         id: JobId(4),
         spec: JobSpec::new("held", "a", 1, 0),
@@ -231,7 +231,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
 #[test]
 fn a_removed_share_keeps_its_queue_with_a_reason() {
     let c = config(THREE);
-    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), true);
+    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Simulated);
     let run = s.submit(JobSpec::new("run", "c", 1, 0), 0).unwrap();
     let wait = s.submit(JobSpec::new("wait", "c", 1, 0), 0).unwrap();
     s.pass(0);
@@ -332,7 +332,7 @@ resourceSharingConfiguration: {strategy: LEND}
 ";
     // The live clock: milliseconds.
     let c = config(yaml);
-    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), false);
+    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall);
     let _b1 = s.submit(JobSpec::new("b1", "b", 1, 0), 0).unwrap();
     let b2 = s.submit(JobSpec::new("b2", "b", 1, 0), 0).unwrap();
     s.pass(0);
@@ -574,7 +574,7 @@ fn usage_restored_after_a_restart_decays_from_its_instant() {
 fn dependencies_on_forgotten_jobs_children_and_limits() {
     use crate::model::{ArrayProperties, Dependency, JobRef};
     let c = config(THREE);
-    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), true);
+    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Simulated);
     let after = |name: &str, deps: &[JobRef]| {
         let mut spec = JobSpec::new(name, "a", 1, 0);
         spec.depends_on = deps.iter().map(|&r| Dependency::on(r)).collect();

@@ -12,7 +12,7 @@ impl Sched {
     pub(crate) fn note_lapse(&mut self, id: JobId, now: Time) {
         let attempt = self.job(id).map_or(0, |j| j.attempts_started);
         self.retries
-            .insert((now + self.ticks_per_second, id.0, attempt));
+            .insert((now + self.clock.ticks_per_second(), id.0, attempt));
     }
 
     /// Forget retries whose instant has come (the pass at `now` is theirs).
@@ -33,7 +33,7 @@ impl Sched {
             j.is_pending()
                 && !j.is_nominated()
                 && j.attempts_started == attempt
-                && j.lapsed_at == Some(at - self.ticks_per_second)
+                && j.lapsed_at == Some(at - self.clock.ticks_per_second())
         })
     }
 
