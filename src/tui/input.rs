@@ -2,10 +2,11 @@
 //! tail for `l`, so every binding is tested by feeding events to an [`App`].
 
 use super::action::Action;
-use super::app::{App, LineInput, Mode, PENDING_PRIORITY_MS, Pane, PendingPriority};
+use super::app::{App, Mode, PENDING_PRIORITY_MS, Pane, PendingPriority};
 use super::draw::pane_at;
 use super::filter::Filter;
 use super::keymap::{UiAction, action_for};
+use super::line_input::LineInput;
 use super::popups::submit::{FormOutcome, SubmitForm};
 use super::text::duration_short;
 use crate::model::{JobState, MAX_PRIORITY};
