@@ -1,7 +1,8 @@
 //! Installing a configuration (SPEC §5, §4.3): units and shares by stable index, limits
 //! and borrow caps, devices and the jobs that lost theirs, and device loss.
 
-use super::state::{Lane, NodeIx, NodeState, ShareIx, ShareState, Slot, UnitIx, UnitState};
+use super::keys::{NodeIx, ShareIx, UnitIx};
+use super::state::{Lane, NodeState, ShareState, Slot, UnitState};
 use super::{Event, PreemptReason, Sched, Time};
 use crate::model::{Devices, JobId, ShareState as Enabled, Strategy, UnitCapacity, ValidConfig};
 use std::collections::BTreeSet;

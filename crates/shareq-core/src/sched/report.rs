@@ -2,7 +2,7 @@
 //! and the replay summary: per share and unit, lending edges, units and devices.
 
 use super::Sched;
-use super::state::{ShareIx, UnitIx};
+use super::keys::{ShareIx, UnitIx};
 use crate::model::{JobId, Strategy};
 
 /// One share's standing on one unit, for the console, the CLI and the replay summary.
