@@ -7,7 +7,7 @@ use super::error::ConfigError;
 use super::parse::{Origin, SourcedDocument, at_field};
 use super::suggest::hint;
 use crate::model::ValidConfig;
-use crate::model::{Devices, Executor, QuotaShare, ServiceEnvironment, Strategy};
+use crate::model::{Devices, Executor, NodeSpec, QuotaShare, ServiceEnvironment, Strategy};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `[A-Za-z0-9_-]{1,128}`
@@ -231,24 +231,7 @@ fn check_env(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment) -> BTreeSe
 /// devices for Slurm nodes (this machine cannot discover another machine's GPUs).
 fn check_nodes(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment, units: &BTreeSet<String>) {
     let executor = env.executor.clone().unwrap_or(Executor::Local);
-    if let Executor::Slurm(s) = &executor {
-        if s.partition.is_empty() {
-            cx.err(
-                origin,
-                "executor",
-                "the Slurm executor needs `partition`: the Slurm partition shareq alone schedules",
-            );
-        } else if !valid_name(&s.partition) {
-            cx.err(
-                origin,
-                "executor.partition",
-                format!(
-                    "`{}` is not a valid Slurm partition name: use 1-128 of A-Z a-z 0-9 _ -",
-                    s.partition
-                ),
-            );
-        }
-    }
+    check_slurm_partition(cx, origin, &executor);
     let Some(nodes) = &env.nodes else {
         if matches!(executor, Executor::Slurm(_)) {
             cx.err(
@@ -259,6 +242,50 @@ fn check_nodes(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment, units: &
         }
         return;
     };
+    check_node_list(cx, origin, env, nodes);
+    let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut on_some_node: BTreeSet<&str> = BTreeSet::new();
+    for (i, n) in nodes.iter().enumerate() {
+        check_node_name(cx, origin, i, n, &mut names);
+        on_some_node.extend(check_node_devices(cx, origin, i, n, units, &executor));
+    }
+    for unit in units {
+        if !on_some_node.contains(unit.as_str()) && !nodes.is_empty() {
+            cx.err(
+                origin,
+                "nodes",
+                format!("unit `{unit}` is declared in capacityLimits but no node has it: add it to a node's devices"),
+            );
+        }
+    }
+}
+
+/// The Slurm executor's partition: given, and a valid name.
+fn check_slurm_partition(cx: &mut Ctx, origin: &Origin, executor: &Executor) {
+    let Executor::Slurm(s) = executor else {
+        return;
+    };
+    if s.partition.is_empty() {
+        cx.err(
+            origin,
+            "executor",
+            "the Slurm executor needs `partition`: the Slurm partition shareq alone schedules",
+        );
+    } else if !valid_name(&s.partition) {
+        cx.err(
+            origin,
+            "executor.partition",
+            format!(
+                "`{}` is not a valid Slurm partition name: use 1-128 of A-Z a-z 0-9 _ -",
+                s.partition
+            ),
+        );
+    }
+}
+
+/// The `nodes` list as a whole: not empty, the only place devices are given, and one node
+/// when the local executor is written out.
+fn check_node_list(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment, nodes: &[NodeSpec]) {
     if nodes.is_empty() {
         cx.err(
             origin,
@@ -290,100 +317,112 @@ fn check_nodes(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment, units: &
             ),
         );
     }
-    let declared: Vec<&str> = units.iter().map(String::as_str).collect();
-    let mut names: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut on_some_node: BTreeSet<&str> = BTreeSet::new();
-    for (i, n) in nodes.iter().enumerate() {
-        let f = format!("nodes[{i}]");
-        if !valid_name(&n.name) {
+}
+
+/// Node `i`'s name: valid, and not listed before (`names`: the names so far, by index).
+fn check_node_name<'a>(
+    cx: &mut Ctx,
+    origin: &Origin,
+    i: usize,
+    n: &'a NodeSpec,
+    names: &mut BTreeMap<&'a str, usize>,
+) {
+    let f = format!("nodes[{i}]");
+    if !valid_name(&n.name) {
+        cx.err(
+            origin,
+            format!("{f}.name"),
+            format!(
+                "`{}` is not a valid node name: use 1-128 of A-Z a-z 0-9 _ -",
+                n.name
+            ),
+        );
+    }
+    if let Some(first) = names.insert(&n.name, i) {
+        cx.err(
+            origin,
+            format!("{f}.name"),
+            format!(
+                "node `{}` is listed twice (first as nodes[{first}])",
+                n.name
+            ),
+        );
+    }
+}
+
+/// Node `i`'s devices: some, each unit once and declared, each GPU index given once, no
+/// `auto` for Slurm. Returns the declared units the node has.
+fn check_node_devices<'a>(
+    cx: &mut Ctx,
+    origin: &Origin,
+    i: usize,
+    n: &'a NodeSpec,
+    units: &BTreeSet<String>,
+    executor: &Executor,
+) -> Vec<&'a str> {
+    let f = format!("nodes[{i}]");
+    if n.devices.0.is_empty() {
+        cx.err(
+            origin,
+            format!("{f}.devices"),
+            format!("node `{}` lists no devices", n.name),
+        );
+    }
+    let mut declared_here = Vec::new();
+    let mut seen_units = BTreeSet::new();
+    let mut indices: BTreeMap<u32, &str> = BTreeMap::new();
+    for (unit, d) in &n.devices.0 {
+        let uf = format!("{f}.devices.{unit}");
+        if !seen_units.insert(unit.as_str()) {
             cx.err(
                 origin,
-                format!("{f}.name"),
+                uf.clone(),
+                format!("node `{}`: unit `{unit}` is listed twice", n.name),
+            );
+        }
+        if !units.contains(unit) {
+            let declared: Vec<&str> = units.iter().map(String::as_str).collect();
+            cx.err(
+                origin,
+                uf.clone(),
                 format!(
-                    "`{}` is not a valid node name: use 1-128 of A-Z a-z 0-9 _ -",
-                    n.name
+                    "node `{}`: unit `{unit}` is not declared in capacityLimits{} (declared: {})",
+                    n.name,
+                    hint(unit, &declared),
+                    declared.join(", ")
                 ),
             );
+        } else {
+            declared_here.push(unit.as_str());
         }
-        if let Some(first) = names.insert(&n.name, i) {
-            cx.err(
-                origin,
-                format!("{f}.name"),
-                format!(
-                    "node `{}` is listed twice (first as nodes[{first}])",
-                    n.name
-                ),
-            );
-        }
-        if n.devices.0.is_empty() {
-            cx.err(
-                origin,
-                format!("{f}.devices"),
-                format!("node `{}` lists no devices", n.name),
-            );
-        }
-        let mut seen_units = BTreeSet::new();
-        let mut indices: BTreeMap<u32, &str> = BTreeMap::new();
-        for (unit, d) in &n.devices.0 {
-            let uf = format!("{f}.devices.{unit}");
-            if !seen_units.insert(unit.as_str()) {
-                cx.err(
-                    origin,
-                    uf.clone(),
-                    format!("node `{}`: unit `{unit}` is listed twice", n.name),
-                );
-            }
-            if !units.contains(unit) {
-                cx.err(
-                    origin,
-                    uf.clone(),
-                    format!(
-                        "node `{}`: unit `{unit}` is not declared in capacityLimits{} (declared: {})",
-                        n.name,
-                        hint(unit, &declared),
-                        declared.join(", ")
-                    ),
-                );
-            } else {
-                on_some_node.insert(unit.as_str());
-            }
-            match d {
-                Devices::Indices(ix) => {
-                    for &x in ix {
-                        if let Some(other) = indices.insert(x, unit.as_str()) {
-                            let msg = if other == unit {
-                                format!("node `{}`: GPU index {x} is listed twice", n.name)
-                            } else {
-                                format!(
-                                    "node `{}`: GPU index {x} is given to both `{other}` and `{unit}`",
-                                    n.name
-                                )
-                            };
-                            cx.err(origin, uf.clone(), msg);
-                        }
+        match d {
+            Devices::Indices(ix) => {
+                for &x in ix {
+                    if let Some(other) = indices.insert(x, unit.as_str()) {
+                        let msg = if other == unit {
+                            format!("node `{}`: GPU index {x} is listed twice", n.name)
+                        } else {
+                            format!(
+                                "node `{}`: GPU index {x} is given to both `{other}` and `{unit}`",
+                                n.name
+                            )
+                        };
+                        cx.err(origin, uf.clone(), msg);
                     }
                 }
-                Devices::Auto if matches!(executor, Executor::Slurm(_)) => cx.err(
-                    origin,
-                    uf.clone(),
-                    format!(
-                        "node `{}`: `auto` cannot be used with the Slurm executor (shareq cannot look at another machine's GPUs): list the indices, e.g. [0, 1, 2, 3]",
-                        n.name
-                    ),
-                ),
-                _ => {}
             }
-        }
-    }
-    for unit in units {
-        if !on_some_node.contains(unit.as_str()) && !nodes.is_empty() {
-            cx.err(
+            Devices::Auto if matches!(executor, Executor::Slurm(_)) => cx.err(
                 origin,
-                "nodes",
-                format!("unit `{unit}` is declared in capacityLimits but no node has it: add it to a node's devices"),
-            );
+                uf.clone(),
+                format!(
+                    "node `{}`: `auto` cannot be used with the Slurm executor (shareq cannot look at another machine's GPUs): list the indices, e.g. [0, 1, 2, 3]",
+                    n.name
+                ),
+            ),
+            _ => {}
         }
     }
+    declared_here
 }
 
 fn check_principals(cx: &mut Ctx, origin: &Origin, field: &str, list: Option<&[String]>) {

@@ -3,7 +3,8 @@
 //! of a fair-share share (decayed usage) and per device (unit, node, index) where
 //! telemetry has real data (utilisation, memory).
 
-use crate::snapshot::Snapshot;
+use crate::sched::ShareUnitStats;
+use crate::snapshot::{DeviceView, Snapshot, UnitView};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -17,6 +18,7 @@ pub(super) struct Gauges(pub(super) Arc<Mutex<Option<watch::Receiver<Arc<Snapsho
 
 type Rows = Vec<(Vec<(&'static str, String)>, f64)>;
 
+/// Encode one gauge family: its help (ended with a full stop) and a row per label set.
 fn family(
     enc: &mut DescriptorEncoder,
     name: &str,
@@ -42,143 +44,10 @@ impl Collector for Gauges {
             },
             Err(_) => return Ok(()),
         };
-        let lane = |s: &crate::sched::ShareUnitStats| {
-            vec![("share", s.share.clone()), ("unit", s.unit.clone())]
-        };
-        // Queued GPUs per (share, unit): one walk over the queue, off the runtime.
-        let mut queued_gpus: BTreeMap<(&str, &str), u64> = BTreeMap::new();
-        for j in snap.queue.iter() {
-            *queued_gpus.entry((&j.share, &j.unit)).or_default() += u64::from(j.quantity);
-        }
-        let share_rows = |f: &dyn Fn(&crate::sched::ShareUnitStats) -> f64| -> Rows {
-            snap.shares.iter().map(|s| (lane(s), f(s))).collect()
-        };
-        family(
-            &mut enc,
-            "shareq_share_limit_gpus",
-            "The share's guarantee (maxCapacity) on the unit",
-            &share_rows(&|s| f64::from(s.limit)),
-        )?;
-        family(
-            &mut enc,
-            "shareq_share_usage_gpus",
-            "GPUs held by the share's jobs (releasing included)",
-            &share_rows(&|s| f64::from(s.usage)),
-        )?;
-        family(
-            &mut enc,
-            "shareq_share_borrowed_gpus",
-            "GPUs the share uses beyond its limit",
-            &share_rows(&|s| f64::from(s.borrowed)),
-        )?;
-        family(
-            &mut enc,
-            "shareq_share_lent_gpus",
-            "GPUs of the share's idle guarantee that other shares use",
-            &share_rows(&|s| f64::from(s.lent)),
-        )?;
-        family(
-            &mut enc,
-            "shareq_share_idle_gpus",
-            "GPUs of the share's guarantee it does not use",
-            &share_rows(&|s| f64::from(s.idle)),
-        )?;
-        family(
-            &mut enc,
-            "shareq_queued_jobs",
-            "RUNNABLE jobs of the share on the unit",
-            &share_rows(&|s| s.queued as f64),
-        )?;
-        family(
-            &mut enc,
-            "shareq_queued_gpus",
-            "GPUs asked for by the share's RUNNABLE jobs on the unit",
-            &share_rows(&|s| {
-                queued_gpus
-                    .get(&(s.share.as_str(), s.unit.as_str()))
-                    .copied()
-                    .unwrap_or(0) as f64
-            }),
-        )?;
-        family(
-            &mut enc,
-            "shareq_running_jobs",
-            "Jobs of the share holding GPUs of the unit",
-            &share_rows(&|s| s.running as f64),
-        )?;
-        // Fair-share shares only (SPEC §12): bounded by the users of those shares.
-        let user_rows: Rows = snap
-            .users
-            .iter()
-            .filter(|u| u.fair)
-            .map(|u| {
-                (
-                    vec![("share", u.share.clone()), ("user", u.user.clone())],
-                    u.usage_gpu_seconds,
-                )
-            })
-            .collect();
-        family(
-            &mut enc,
-            "shareq_user_usage_gpu_seconds",
-            "A user's decayed usage of a fair-share share, as of the scheduler's last change",
-            &user_rows,
-        )?;
-        let unit_rows = |f: &dyn Fn(&crate::snapshot::UnitView) -> f64| -> Rows {
-            snap.units
-                .iter()
-                .map(|u| (vec![("unit", u.name.clone())], f(u)))
-                .collect()
-        };
-        family(
-            &mut enc,
-            "shareq_unit_usable_gpus",
-            "Usable GPUs of the unit: min(maxCapacity, healthy devices)",
-            &unit_rows(&|u| f64::from(u.usable)),
-        )?;
-        family(
-            &mut enc,
-            "shareq_unit_used_gpus",
-            "GPUs of the unit held by jobs",
-            &unit_rows(&|u| f64::from(u.used)),
-        )?;
-        let device_rows = |f: &dyn Fn(&crate::snapshot::DeviceView) -> Option<f64>| -> Rows {
-            snap.units
-                .iter()
-                .flat_map(|u| {
-                    u.devices.iter().filter_map(|d| {
-                        f(d).map(|v| {
-                            (
-                                vec![
-                                    ("unit", u.name.clone()),
-                                    ("node", d.node.clone()),
-                                    ("device", d.index.to_string()),
-                                ],
-                                v,
-                            )
-                        })
-                    })
-                })
-                .collect()
-        };
-        family(
-            &mut enc,
-            "shareq_device_utilization_ratio",
-            "GPU utilisation from telemetry (0..1), real GPUs only",
-            &device_rows(&|d| d.util.map(|p| f64::from(p) / 100.0)),
-        )?;
-        family(
-            &mut enc,
-            "shareq_device_memory_used_bytes",
-            "GPU memory in use from telemetry, real GPUs only",
-            &device_rows(&|d| d.mem_used.map(|m| (m * 1024 * 1024) as f64)),
-        )?;
-        family(
-            &mut enc,
-            "shareq_device_memory_total_bytes",
-            "GPU memory from telemetry, real GPUs only",
-            &device_rows(&|d| d.mem_total.map(|m| (m * 1024 * 1024) as f64)),
-        )?;
+        share_families(&mut enc, &snap)?;
+        user_family(&mut enc, &snap)?;
+        unit_families(&mut enc, &snap)?;
+        device_families(&mut enc, &snap)?;
         family(
             &mut enc,
             "shareq_config_error",
@@ -191,7 +60,159 @@ impl Collector for Gauges {
                     0.0
                 },
             )],
-        )?;
-        Ok(())
+        )
     }
+}
+
+/// The per (share, unit) gauges: limit, usage, borrowed, lent, idle, queued jobs and
+/// GPUs, running jobs.
+fn share_families(enc: &mut DescriptorEncoder, snap: &Snapshot) -> Result<(), std::fmt::Error> {
+    let lane = |s: &ShareUnitStats| vec![("share", s.share.clone()), ("unit", s.unit.clone())];
+    // Queued GPUs per (share, unit): one walk over the queue, off the runtime.
+    let mut queued_gpus: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for j in snap.queue.iter() {
+        *queued_gpus.entry((&j.share, &j.unit)).or_default() += u64::from(j.quantity);
+    }
+    let share_rows = |f: &dyn Fn(&ShareUnitStats) -> f64| -> Rows {
+        snap.shares.iter().map(|s| (lane(s), f(s))).collect()
+    };
+    family(
+        enc,
+        "shareq_share_limit_gpus",
+        "The share's guarantee (maxCapacity) on the unit",
+        &share_rows(&|s| f64::from(s.limit)),
+    )?;
+    family(
+        enc,
+        "shareq_share_usage_gpus",
+        "GPUs held by the share's jobs (releasing included)",
+        &share_rows(&|s| f64::from(s.usage)),
+    )?;
+    family(
+        enc,
+        "shareq_share_borrowed_gpus",
+        "GPUs the share uses beyond its limit",
+        &share_rows(&|s| f64::from(s.borrowed)),
+    )?;
+    family(
+        enc,
+        "shareq_share_lent_gpus",
+        "GPUs of the share's idle guarantee that other shares use",
+        &share_rows(&|s| f64::from(s.lent)),
+    )?;
+    family(
+        enc,
+        "shareq_share_idle_gpus",
+        "GPUs of the share's guarantee it does not use",
+        &share_rows(&|s| f64::from(s.idle)),
+    )?;
+    family(
+        enc,
+        "shareq_queued_jobs",
+        "RUNNABLE jobs of the share on the unit",
+        &share_rows(&|s| s.queued as f64),
+    )?;
+    family(
+        enc,
+        "shareq_queued_gpus",
+        "GPUs asked for by the share's RUNNABLE jobs on the unit",
+        &share_rows(&|s| {
+            queued_gpus
+                .get(&(s.share.as_str(), s.unit.as_str()))
+                .copied()
+                .unwrap_or(0) as f64
+        }),
+    )?;
+    family(
+        enc,
+        "shareq_running_jobs",
+        "Jobs of the share holding GPUs of the unit",
+        &share_rows(&|s| s.running as f64),
+    )
+}
+
+/// Each user's decayed usage, of fair-share shares only (SPEC §12): bounded by the users
+/// of those shares.
+fn user_family(enc: &mut DescriptorEncoder, snap: &Snapshot) -> Result<(), std::fmt::Error> {
+    let user_rows: Rows = snap
+        .users
+        .iter()
+        .filter(|u| u.fair)
+        .map(|u| {
+            (
+                vec![("share", u.share.clone()), ("user", u.user.clone())],
+                u.usage_gpu_seconds,
+            )
+        })
+        .collect();
+    family(
+        enc,
+        "shareq_user_usage_gpu_seconds",
+        "A user's decayed usage of a fair-share share, as of the scheduler's last change",
+        &user_rows,
+    )
+}
+
+/// The per unit gauges: usable and used GPUs.
+fn unit_families(enc: &mut DescriptorEncoder, snap: &Snapshot) -> Result<(), std::fmt::Error> {
+    let unit_rows = |f: &dyn Fn(&UnitView) -> f64| -> Rows {
+        snap.units
+            .iter()
+            .map(|u| (vec![("unit", u.name.clone())], f(u)))
+            .collect()
+    };
+    family(
+        enc,
+        "shareq_unit_usable_gpus",
+        "Usable GPUs of the unit: min(maxCapacity, healthy devices)",
+        &unit_rows(&|u| f64::from(u.usable)),
+    )?;
+    family(
+        enc,
+        "shareq_unit_used_gpus",
+        "GPUs of the unit held by jobs",
+        &unit_rows(&|u| f64::from(u.used)),
+    )
+}
+
+/// The per device gauges from telemetry (utilisation, memory), for the devices that have
+/// real data.
+fn device_families(enc: &mut DescriptorEncoder, snap: &Snapshot) -> Result<(), std::fmt::Error> {
+    let device_rows = |f: &dyn Fn(&DeviceView) -> Option<f64>| -> Rows {
+        snap.units
+            .iter()
+            .flat_map(|u| {
+                u.devices.iter().filter_map(|d| {
+                    f(d).map(|v| {
+                        (
+                            vec![
+                                ("unit", u.name.clone()),
+                                ("node", d.node.clone()),
+                                ("device", d.index.to_string()),
+                            ],
+                            v,
+                        )
+                    })
+                })
+            })
+            .collect()
+    };
+    family(
+        enc,
+        "shareq_device_utilization_ratio",
+        "GPU utilisation from telemetry (0..1), real GPUs only",
+        &device_rows(&|d| d.util.map(|p| f64::from(p) / 100.0)),
+    )?;
+    family(
+        enc,
+        "shareq_device_memory_used_bytes",
+        "GPU memory in use from telemetry, real GPUs only",
+        &device_rows(&|d| d.mem_used.map(|m| (m * 1024 * 1024) as f64)),
+    )?;
+    family(
+        enc,
+        "shareq_device_memory_total_bytes",
+        "GPU memory from telemetry, real GPUs only",
+        &device_rows(&|d| d.mem_total.map(|m| (m * 1024 * 1024) as f64)),
+    )
 }

@@ -26,13 +26,15 @@
 
 use super::front::socket::{self, SocketError};
 use super::runtime::{Durable, RuntimeHandle, RuntimeOptions, WatcherGuard, retain_days};
-use crate::config::{ConfigError, Watcher, load_dir};
+use crate::config::{ConfigError, LoadedConfig, Watcher, load_dir};
 use crate::exec::gpu::discovery::needs_discovery;
 use crate::exec::{Discovery, StateDir, now_ms};
 use crate::sched::{Clock, Sched};
+use crate::snapshot::JobView;
 use crate::store::{Durability, StateLock, Store, StoreError, recovery};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
+use tokio::net::{TcpListener, UnixListener};
 
 /// How to start.
 #[derive(Debug, Clone)]
@@ -118,138 +120,24 @@ impl From<StoreError> for BootError {
 pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     let t0 = Instant::now();
     let root = opts.state.root().to_path_buf();
-    // Checked before anything in it is opened (SPEC §9).
-    let fds = super::front::conn_limits::raise_fd_limit();
-    tracing::debug!(open_files = fds, "open-file limit");
-    opts.state.create().map_err(|source| {
-        BootError::Store(StoreError::StateDir {
-            path: root.clone(),
-            source,
-        })
-    })?;
-    let lock = StateLock::acquire(&root)?;
-    let loaded = load_dir(&opts.config_dir).map_err(|errors| BootError::Config {
-        dir: opts.config_dir.clone(),
-        errors,
-    })?;
-    // What `check` warns about, the scheduler's log says at start too (a config with no
-    // share at all, admins or members this machine does not know).
-    for w in crate::config::warnings(&loaded.config)
-        .into_iter()
-        .chain(crate::config::unknown_people(&loaded.config))
-    {
-        tracing::warn!("config {}: {w}", opts.config_dir.display());
-    }
-    if let Some(e) = crate::exec::choice::unavailable(&loaded)
-        .or_else(|| crate::exec::choice::unreachable(&loaded))
-    {
-        return Err(BootError::Config {
-            dir: opts.config_dir.clone(),
-            errors: vec![e],
-        });
-    }
-    let mut store = Store::open_with(&root, opts.durability)?;
-    store.integrity_check()?;
-    let now = now_ms();
-    store.set_aside_foreign_files(&root, now)?;
-    let days = retain_days(&loaded);
-    let pruned = store.prune_jobs(days, now)?;
-    crate::exec::state::runfiles::remove_jobs(&opts.state, &pruned);
-    let pruned = pruned.len();
-    let recovered = store.load()?;
-    let discovery = match opts.discovery {
-        Some(d) => d,
-        None if needs_discovery(&loaded.config) => Discovery::run(),
-        None => Discovery::skipped(),
-    };
-    tracing::info!("{}", discovery.describe());
-    let (capacity, _) = discovery.capacity(&loaded.config);
-    let mut sched = Sched::new(&loaded.config, &capacity, Clock::Wall);
-    let source = opts.config_dir.display().to_string();
-    if recovered.config.as_ref().map(|c| c.hash.as_str()) != Some(loaded.hash.as_str()) {
-        store.record_config(&loaded.hash, &source, loaded.documents().as_deref(), now)?;
-    }
-    let live = crate::exec::choice::live_attempts(&loaded.config.executor()).map_err(|e| {
-        BootError::Config {
-            dir: opts.config_dir.clone(),
-            errors: vec![e],
-        }
-    })?;
-    let plan = recovery::plan_with(&root, &recovered, live.as_deref());
-    let events = plan.apply(&mut store, &mut sched, now)?;
-    tracing::info!(
-        jobs = recovered.jobs.len(),
-        adopted = plan.adopted.len(),
-        ended_while_down = plan.observed.len(),
-        lost = plan.lost.len(),
-        pruned,
-        ms = t0.elapsed().as_millis() as u64,
-        "recovered the state"
-    );
-    for id in &plan.lost {
-        tracing::warn!(job = %id, "supervisor vanished while no scheduler ran: requeued (LOST_ON_RESTART)");
-    }
-    let exe = match opts.supervisor_exe {
+    let lock = lock_state_dir(&opts, &root)?;
+    let loaded = load_config(&opts.config_dir)?;
+    let (durable, discovery) = recover(&opts, &root, lock, &loaded, t0)?;
+    let exe = match opts.supervisor_exe.clone() {
         Some(p) => p,
         None => std::env::current_exe().map_err(BootError::Exe)?,
     };
-    let group = loaded
-        .config
-        .env
-        .control_socket
-        .as_ref()
-        .and_then(|c| c.group.clone());
     // Before the socket answers: a directory deleted from then on is seen as deleted.
     let watched =
         super::runtime::state_watch::identify(root.clone(), root.join(crate::store::DB_FILE));
-    let listener = if opts.listen {
-        if group.is_some() {
-            // The group must reach the socket: enter the directory, not list it.
-            crate::exec::state::perms::prepare(&root, true).map_err(|source| {
-                BootError::Store(StoreError::StateDir {
-                    path: root.clone(),
-                    source,
-                })
-            })?;
-        }
-        Some(socket::bind(&opts.state, group.as_deref())?)
-    } else {
-        None
-    };
-    let metrics_addr = opts.metrics.clone().or_else(|| {
-        let m = loaded.config.env.metrics.as_ref();
-        m.map(|m| m.listen.clone())
-    });
-    let metrics_listener = match &metrics_addr {
-        Some(addr) => Some(
-            crate::metrics::http::bind(addr)
-                .await
-                .map_err(BootError::Metrics)?,
-        ),
-        None => None,
-    };
+    let listener = bind_socket(&opts, &root, &loaded)?;
+    let metrics_listener = bind_metrics(&opts, &loaded).await?;
     let audit = match super::runtime::audit::Audit::start(&root.join(crate::store::DB_FILE)) {
         Ok(a) => a,
         Err(e) => {
             tracing::warn!("no audit trail: {e}");
             super::runtime::audit::Audit::off()
         }
-    };
-    let durable = Durable {
-        lock,
-        store,
-        sched,
-        events,
-        adopted: plan.adopted.clone(),
-        preemptions: recovered.preemptions,
-        finished: recovered
-            .history
-            .iter()
-            .map(crate::snapshot::JobView::from)
-            .collect(),
-        retain_days: days,
-        config_hash: Some(loaded.hash.clone()),
-        owner: recovered.owner.clone(),
     };
     let ropts = RuntimeOptions {
         state: opts.state.clone(),
@@ -279,6 +167,183 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         tracing::info!(socket = %opts.state.socket().display(), "scheduler listening");
     }
     handle.audit = audit;
+    serve_sidecars(&mut handle, &opts, &root, metrics_listener, applied_hash);
+    Ok(handle)
+}
+
+/// Raise the open-file limit, create the state directory and take its lock.
+fn lock_state_dir(opts: &BootOptions, root: &Path) -> Result<StateLock, BootError> {
+    // Checked before anything in it is opened (SPEC §9).
+    let fds = super::front::conn_limits::raise_fd_limit();
+    tracing::debug!(open_files = fds, "open-file limit");
+    opts.state.create().map_err(|source| {
+        BootError::Store(StoreError::StateDir {
+            path: root.to_path_buf(),
+            source,
+        })
+    })?;
+    Ok(StateLock::acquire(root)?)
+}
+
+/// Load and check the config directory: its warnings are logged, an executor that cannot
+/// run here is an error.
+fn load_config(dir: &Path) -> Result<LoadedConfig, BootError> {
+    let loaded = load_dir(dir).map_err(|errors| BootError::Config {
+        dir: dir.to_path_buf(),
+        errors,
+    })?;
+    // What `check` warns about, the scheduler's log says at start too (a config with no
+    // share at all, admins or members this machine does not know).
+    for w in crate::config::warnings(&loaded.config)
+        .into_iter()
+        .chain(crate::config::unknown_people(&loaded.config))
+    {
+        tracing::warn!("config {}: {w}", dir.display());
+    }
+    if let Some(e) = crate::exec::choice::unavailable(&loaded)
+        .or_else(|| crate::exec::choice::unreachable(&loaded))
+    {
+        return Err(BootError::Config {
+            dir: dir.to_path_buf(),
+            errors: vec![e],
+        });
+    }
+    Ok(loaded)
+}
+
+/// Open the database, check it, set foreign files aside and prune the history older than
+/// the config keeps; the retention in days and how many jobs were pruned.
+fn open_store(
+    opts: &BootOptions,
+    root: &Path,
+    loaded: &LoadedConfig,
+    now: i64,
+) -> Result<(Store, u32, usize), BootError> {
+    let mut store = Store::open_with(root, opts.durability)?;
+    store.integrity_check()?;
+    store.set_aside_foreign_files(root, now)?;
+    let days = retain_days(loaded);
+    let pruned = store.prune_jobs(days, now)?;
+    crate::exec::state::runfiles::remove_jobs(&opts.state, &pruned);
+    Ok((store, days, pruned.len()))
+}
+
+/// Load the stored state, build the scheduler on this machine's GPUs, record the config if
+/// it changed, and plan and apply recovery (adopted attempts, exits seen while down,
+/// `LOST_ON_RESTART`): what the runtime starts from, and the GPUs found.
+fn recover(
+    opts: &BootOptions,
+    root: &Path,
+    lock: StateLock,
+    loaded: &LoadedConfig,
+    t0: Instant,
+) -> Result<(Durable, Discovery), BootError> {
+    let now = now_ms();
+    let (mut store, days, pruned) = open_store(opts, root, loaded, now)?;
+    let recovered = store.load()?;
+    let discovery = match opts.discovery.clone() {
+        Some(d) => d,
+        None if needs_discovery(&loaded.config) => Discovery::run(),
+        None => Discovery::skipped(),
+    };
+    tracing::info!("{}", discovery.describe());
+    let (capacity, _) = discovery.capacity(&loaded.config);
+    let mut sched = Sched::new(&loaded.config, &capacity, Clock::Wall);
+    let source = opts.config_dir.display().to_string();
+    if recovered.config.as_ref().map(|c| c.hash.as_str()) != Some(loaded.hash.as_str()) {
+        store.record_config(&loaded.hash, &source, loaded.documents().as_deref(), now)?;
+    }
+    let live = crate::exec::choice::live_attempts(&loaded.config.executor()).map_err(|e| {
+        BootError::Config {
+            dir: opts.config_dir.clone(),
+            errors: vec![e],
+        }
+    })?;
+    let plan = recovery::plan_with(root, &recovered, live.as_deref());
+    let events = plan.apply(&mut store, &mut sched, now)?;
+    tracing::info!(
+        jobs = recovered.jobs.len(),
+        adopted = plan.adopted.len(),
+        ended_while_down = plan.observed.len(),
+        lost = plan.lost.len(),
+        pruned,
+        ms = t0.elapsed().as_millis() as u64,
+        "recovered the state"
+    );
+    for id in &plan.lost {
+        tracing::warn!(job = %id, "supervisor vanished while no scheduler ran: requeued (LOST_ON_RESTART)");
+    }
+    let durable = Durable {
+        lock,
+        store,
+        sched,
+        events,
+        adopted: plan.adopted.clone(),
+        preemptions: recovered.preemptions,
+        finished: recovered.history.iter().map(JobView::from).collect(),
+        retain_days: days,
+        config_hash: Some(loaded.hash.clone()),
+        owner: recovered.owner.clone(),
+    };
+    Ok((durable, discovery))
+}
+
+/// Bind the control socket when asked to listen; with a socket group, the state directory
+/// is opened to the group first.
+fn bind_socket(
+    opts: &BootOptions,
+    root: &Path,
+    loaded: &LoadedConfig,
+) -> Result<Option<UnixListener>, BootError> {
+    if !opts.listen {
+        return Ok(None);
+    }
+    let group = loaded
+        .config
+        .env
+        .control_socket
+        .as_ref()
+        .and_then(|c| c.group.clone());
+    if group.is_some() {
+        // The group must reach the socket: enter the directory, not list it.
+        crate::exec::state::perms::prepare(root, true).map_err(|source| {
+            BootError::Store(StoreError::StateDir {
+                path: root.to_path_buf(),
+                source,
+            })
+        })?;
+    }
+    Ok(Some(socket::bind(&opts.state, group.as_deref())?))
+}
+
+/// Bind the metrics address: `--metrics`, else the environment's `metrics.listen`, if any.
+async fn bind_metrics(
+    opts: &BootOptions,
+    loaded: &LoadedConfig,
+) -> Result<Option<TcpListener>, BootError> {
+    let metrics_addr = opts.metrics.clone().or_else(|| {
+        let m = loaded.config.env.metrics.as_ref();
+        m.map(|m| m.listen.clone())
+    });
+    match &metrics_addr {
+        Some(addr) => Ok(Some(
+            crate::metrics::http::bind(addr)
+                .await
+                .map_err(BootError::Metrics)?,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// What runs beside the runtime once it answers: the metrics server, the utilisation
+/// sampler and the config watcher (each only logged when it cannot start).
+fn serve_sidecars(
+    handle: &mut RuntimeHandle,
+    opts: &BootOptions,
+    root: &Path,
+    metrics_listener: Option<TcpListener>,
+    applied_hash: String,
+) {
     if let Some(l) = metrics_listener {
         let addr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
         tracing::info!("serving Prometheus metrics at http://{addr}/metrics");
@@ -307,5 +372,4 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
             Err(e) => tracing::warn!("config changes will not be picked up: {e}"),
         }
     }
-    Ok(handle)
 }

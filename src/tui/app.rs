@@ -3,6 +3,7 @@
 //! `input`; `draw::settle` settles the scroll windows, and `draw::render` only reads it.
 
 use super::filter::{Filter, RowOrder, Sort};
+use super::line_input::LineInput;
 use super::logs::LogSource;
 use super::popups::submit::SubmitForm;
 use super::theme::Theme;
@@ -44,18 +45,6 @@ impl Pane {
             Pane::Running => "Running",
             Pane::Preemptions => "Preemptions",
         }
-    }
-}
-
-/// A one-line text input (cursor at the end).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LineInput {
-    pub text: String,
-}
-
-impl LineInput {
-    pub fn new(text: &str) -> LineInput {
-        LineInput { text: text.into() }
     }
 }
 

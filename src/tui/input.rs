@@ -1,15 +1,22 @@
-//! Keys and mouse → state changes and [`Action`]s. Pure: no I/O except reading a log
-//! tail for `l`, so every binding is tested by feeding events to an [`App`].
+//! Keys and mouse → state changes and [`Action`]s: the main screen's and each overlay's
+//! keys are looked up in the key tables (`keymap`), one handler per screen. Pure: no I/O
+//! except reading a log tail for `l`, so every binding is tested by feeding events to an
+//! [`App`].
 
 use super::action::Action;
-use super::app::{App, LineInput, Mode, PENDING_PRIORITY_MS, Pane, PendingPriority};
+use super::app::{App, Mode, PENDING_PRIORITY_MS, Pane, PendingPriority};
 use super::draw::pane_at;
 use super::filter::Filter;
-use super::keymap::{UiAction, action_for};
+use super::keymap::{
+    CONFIG_ERRORS_KEYS, CONFIRM_CANCEL_KEYS, DETAILS_KEYS, FILTER_KEYS, HELP_KEYS, HISTORY_KEYS,
+    LOG_KEYS, OverlayAction, PRIORITY_KEYS, QUIT_KEYS, UiAction, action_for, overlay_action,
+};
+use super::line_input::LineInput;
 use super::popups::submit::{FormOutcome, SubmitForm};
 use crate::access::JobAction;
 use crate::duration;
-use crate::model::{JobState, MAX_PRIORITY};
+use crate::model::{JobId, JobState, MAX_PRIORITY};
+use crate::snapshot::JobView;
 use crossterm::event::{
     KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
@@ -32,188 +39,227 @@ pub fn on_key(app: &mut App, key: KeyEvent) -> Option<Action> {
             }
         };
     }
+    // Each overlay's handler puts its mode back while it stays open.
     let mode = std::mem::replace(&mut app.mode, Mode::Normal);
     match mode {
         Mode::Normal => normal(app, key),
-        Mode::ConfigErrors { scroll } => {
-            match key.code {
-                KeyCode::Esc | KeyCode::Char('q' | 'e') | KeyCode::Enter => {}
-                KeyCode::Char('j') | KeyCode::Down => {
-                    app.mode = Mode::ConfigErrors { scroll: scroll + 1 }
-                }
-                KeyCode::Char('k') | KeyCode::Up => {
-                    app.mode = Mode::ConfigErrors {
-                        scroll: scroll.saturating_sub(1),
-                    }
-                }
-                _ => app.mode = Mode::ConfigErrors { scroll },
-            }
-            None
-        }
+        Mode::ConfigErrors { scroll } => config_errors_key(app, key, scroll),
         Mode::History => history_key(app, key),
         Mode::Help => {
-            if !matches!(
-                key.code,
-                KeyCode::Esc | KeyCode::Char('?' | 'q') | KeyCode::Enter
-            ) {
+            if overlay_action(HELP_KEYS, key) != Some(OverlayAction::Close) {
                 app.mode = Mode::Help;
             }
             None
         }
-        Mode::Filter { mut input, before } => {
-            match key.code {
-                KeyCode::Enter => {
-                    if let Err(e) = Filter::parse(&input.text) {
-                        app.say(e, true);
-                        app.mode = Mode::Filter { input, before };
-                    }
-                    return None;
-                }
-                KeyCode::Esc => {
-                    set_filter(app, &before);
-                    return None;
-                }
-                KeyCode::Backspace => {
-                    input.text.pop();
-                }
-                KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
-                    input.text.clear()
-                }
-                KeyCode::Char(c) if input.text.len() < 256 => input.text.push(c),
-                _ => {}
-            }
-            if Filter::parse(&input.text).is_ok() {
-                set_filter(app, &input.text);
-            }
-            app.mode = Mode::Filter { input, before };
-            None
-        }
-        Mode::Submit(mut form) => match form.on_key(key, &app.snap) {
-            FormOutcome::Continue => {
-                app.mode = Mode::Submit(form);
-                None
-            }
-            FormOutcome::Cancel => None,
-            FormOutcome::Submit(spec) => {
-                if !app.may_submit(&spec.quota_share_name) {
-                    return None;
-                }
-                app.say(
-                    format!(
-                        "submitted {} to {} ({} GPU)",
-                        spec.job_name, spec.quota_share_name, spec.quantity
-                    ),
-                    false,
-                );
-                Some(Action::Submit(spec))
-            }
-        },
-        Mode::ConfirmCancel { job, question } => match key.code {
-            KeyCode::Char('y' | 'Y') => {
+        Mode::Filter { input, before } => filter_key(app, key, input, before),
+        Mode::Submit(form) => submit_key(app, key, form),
+        Mode::ConfirmCancel { job, question } => match overlay_action(CONFIRM_CANCEL_KEYS, key) {
+            Some(OverlayAction::Yes) => {
                 app.say(format!("cancelling job {job}"), false);
                 Some(Action::Cancel(job))
             }
-            KeyCode::Char('n' | 'N') | KeyCode::Esc | KeyCode::Char('q') => None,
+            Some(OverlayAction::Close) => None,
             _ => {
                 app.mode = Mode::ConfirmCancel { job, question };
                 None
             }
         },
-        Mode::Priority {
-            job,
-            name,
-            mut input,
-        } => {
-            match key.code {
-                KeyCode::Esc => return None,
-                KeyCode::Enter => match input.text.parse::<u32>() {
-                    Ok(p) if p <= MAX_PRIORITY => {
-                        app.say(format!("priority of job {job} {name} → {p}"), false);
-                        let at = app.now;
-                        app.pending_priority
-                            .insert(job, PendingPriority { priority: p, at });
-                        return Some(Action::SetPriority(job, p));
-                    }
-                    _ => {}
-                },
-                KeyCode::Backspace => {
-                    input.text.pop();
-                }
-                KeyCode::Char(c) if c.is_ascii_digit() && input.text.len() < 4 => {
-                    input.text.push(c)
-                }
-                _ => {}
-            }
-            app.mode = Mode::Priority { job, name, input };
-            None
-        }
-        Mode::Quit { running } => match key.code {
-            KeyCode::Char('d' | 'D') => {
-                app.exit = true;
-                Some(Action::Detach)
-            }
-            KeyCode::Char('q' | 'Q') if app.attached => {
-                app.exit = true;
-                Some(Action::Detach)
-            }
-            KeyCode::Char('s' | 'S') if app.attached => {
-                app.say(
-                    "attached: this console cannot stop the other scheduler's jobs (shareq cancel --status running --yes)",
-                    true,
-                );
-                app.mode = Mode::Quit { running };
-                None
-            }
-            KeyCode::Char('s' | 'S') => {
-                app.exit = true;
-                Some(Action::Quit { stop_jobs: true })
-            }
-            KeyCode::Esc | KeyCode::Char('n' | 'c') => None,
-            _ => {
-                app.mode = Mode::Quit { running };
-                None
-            }
-        },
-        Mode::Details(j) => match key.code {
-            KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q') => None,
-            KeyCode::Char('c') => ask_cancel(app, &j),
-            KeyCode::Char('p') => {
-                ask_priority(app, &j);
-                None
-            }
-            KeyCode::Char('l') => {
-                open_log(app, &j);
-                None
-            }
-            _ => {
-                app.mode = Mode::Details(j);
-                None
-            }
-        },
+        Mode::Priority { job, name, input } => priority_key(app, key, job, name, input),
+        Mode::Quit { running } => quit_key(app, key, running),
+        Mode::Details(j) => details_key(app, key, j),
         Mode::Log {
             job,
             name,
-            mut scroll_back,
-        } => {
-            let page = 10;
-            match key.code {
-                KeyCode::Esc | KeyCode::Char('q' | 'l') => return None,
-                KeyCode::Char('k') | KeyCode::Up => scroll_back += 1,
-                KeyCode::Char('j') | KeyCode::Down => scroll_back = scroll_back.saturating_sub(1),
-                KeyCode::PageUp => scroll_back += page,
-                KeyCode::PageDown => scroll_back = scroll_back.saturating_sub(page),
-                KeyCode::Char('G') | KeyCode::End => scroll_back = 0,
-                KeyCode::Char('g') | KeyCode::Home => scroll_back = app.log_lines.len(),
-                _ => {}
+            scroll_back,
+        } => log_key(app, key, job, name, scroll_back),
+    }
+}
+
+/// Keys of the `e` view of the rejected config's errors: scroll, or close it.
+fn config_errors_key(app: &mut App, key: KeyEvent, scroll: usize) -> Option<Action> {
+    app.mode = match overlay_action(CONFIG_ERRORS_KEYS, key) {
+        Some(OverlayAction::Close) => Mode::Normal,
+        Some(OverlayAction::Down) => Mode::ConfigErrors { scroll: scroll + 1 },
+        Some(OverlayAction::Up) => Mode::ConfigErrors {
+            scroll: scroll.saturating_sub(1),
+        },
+        _ => Mode::ConfigErrors { scroll },
+    };
+    None
+}
+
+/// Keys of the `/` prompt: the filter applies as it is typed (when it parses); enter keeps
+/// it, esc restores the one it began with.
+fn filter_key(
+    app: &mut App,
+    key: KeyEvent,
+    mut input: LineInput,
+    before: String,
+) -> Option<Action> {
+    match overlay_action(FILTER_KEYS, key) {
+        Some(OverlayAction::Accept) => {
+            if let Err(e) = Filter::parse(&input.text) {
+                app.say(e, true);
+                app.mode = Mode::Filter { input, before };
             }
-            app.mode = Mode::Log {
-                job,
-                name,
-                scroll_back: scroll_back.min(app.log_lines.len()),
-            };
+            return None;
+        }
+        Some(OverlayAction::Close) => {
+            set_filter(app, &before);
+            return None;
+        }
+        Some(OverlayAction::DeleteBack) => {
+            input.text.pop();
+        }
+        Some(OverlayAction::ClearLine) => input.text.clear(),
+        Some(_) => {}
+        None => match key.code {
+            KeyCode::Char(c) if input.text.len() < 256 => input.text.push(c),
+            _ => {}
+        },
+    }
+    if Filter::parse(&input.text).is_ok() {
+        set_filter(app, &input.text);
+    }
+    app.mode = Mode::Filter { input, before };
+    None
+}
+
+/// Keys of the `s` form, which reads them itself; a submission is checked against the
+/// caller's rights first.
+fn submit_key(app: &mut App, key: KeyEvent, mut form: Box<SubmitForm>) -> Option<Action> {
+    match form.on_key(key, &app.snap) {
+        FormOutcome::Continue => {
+            app.mode = Mode::Submit(form);
+            None
+        }
+        FormOutcome::Cancel => None,
+        FormOutcome::Submit(spec) => {
+            if !app.may_submit(&spec.quota_share_name) {
+                return None;
+            }
+            app.say(
+                format!(
+                    "submitted {} to {} ({} GPU)",
+                    spec.job_name, spec.quota_share_name, spec.quantity
+                ),
+                false,
+            );
+            Some(Action::Submit(spec))
+        }
+    }
+}
+
+/// Keys of the `p` prompt: digits, and enter sends a priority in range.
+fn priority_key(
+    app: &mut App,
+    key: KeyEvent,
+    job: JobId,
+    name: String,
+    mut input: LineInput,
+) -> Option<Action> {
+    match overlay_action(PRIORITY_KEYS, key) {
+        Some(OverlayAction::Close) => return None,
+        Some(OverlayAction::Accept) => {
+            if let Ok(p) = input.text.parse::<u32>()
+                && p <= MAX_PRIORITY
+            {
+                app.say(format!("priority of job {job} {name} → {p}"), false);
+                let at = app.now;
+                app.pending_priority
+                    .insert(job, PendingPriority { priority: p, at });
+                return Some(Action::SetPriority(job, p));
+            }
+        }
+        Some(OverlayAction::DeleteBack) => {
+            input.text.pop();
+        }
+        Some(_) => {}
+        None => match key.code {
+            KeyCode::Char(c) if c.is_ascii_digit() && input.text.len() < 4 => input.text.push(c),
+            _ => {}
+        },
+    }
+    app.mode = Mode::Priority { job, name, input };
+    None
+}
+
+/// Keys of the quit dialog (jobs are running): detach, stop them all, or go back.
+fn quit_key(app: &mut App, key: KeyEvent, running: usize) -> Option<Action> {
+    match overlay_action(QUIT_KEYS, key) {
+        Some(OverlayAction::Detach) => {
+            app.exit = true;
+            Some(Action::Detach)
+        }
+        Some(OverlayAction::DetachAttached) if app.attached => {
+            app.exit = true;
+            Some(Action::Detach)
+        }
+        Some(OverlayAction::StopJobs) if app.attached => {
+            app.say(
+                "attached: this console cannot stop the other scheduler's jobs (shareq cancel --status running --yes)",
+                true,
+            );
+            app.mode = Mode::Quit { running };
+            None
+        }
+        Some(OverlayAction::StopJobs) => {
+            app.exit = true;
+            Some(Action::Quit { stop_jobs: true })
+        }
+        Some(OverlayAction::Close) => None,
+        _ => {
+            app.mode = Mode::Quit { running };
             None
         }
     }
+}
+
+/// Keys of a job's details: cancel it, set its priority, read its log, or close.
+fn details_key(app: &mut App, key: KeyEvent, j: Box<JobView>) -> Option<Action> {
+    match overlay_action(DETAILS_KEYS, key) {
+        Some(OverlayAction::Close) => None,
+        Some(OverlayAction::Cancel) => ask_cancel(app, &j),
+        Some(OverlayAction::Priority) => {
+            ask_priority(app, &j);
+            None
+        }
+        Some(OverlayAction::Log) => {
+            open_log(app, &j);
+            None
+        }
+        _ => {
+            app.mode = Mode::Details(j);
+            None
+        }
+    }
+}
+
+/// Keys of the `l` log tail: scroll by a line, a page or to either end, or close.
+fn log_key(
+    app: &mut App,
+    key: KeyEvent,
+    job: JobId,
+    name: String,
+    mut scroll_back: usize,
+) -> Option<Action> {
+    let page = 10;
+    match overlay_action(LOG_KEYS, key) {
+        Some(OverlayAction::Close) => return None,
+        Some(OverlayAction::Up) => scroll_back += 1,
+        Some(OverlayAction::Down) => scroll_back = scroll_back.saturating_sub(1),
+        Some(OverlayAction::PageUp) => scroll_back += page,
+        Some(OverlayAction::PageDown) => scroll_back = scroll_back.saturating_sub(page),
+        Some(OverlayAction::Last) => scroll_back = 0,
+        Some(OverlayAction::First) => scroll_back = app.log_lines.len(),
+        _ => {}
+    }
+    app.mode = Mode::Log {
+        job,
+        name,
+        scroll_back: scroll_back.min(app.log_lines.len()),
+    };
+    None
 }
 
 fn set_filter(app: &mut App, text: &str) {
@@ -253,7 +299,7 @@ fn focus_step(app: &mut App, delta: isize) {
     app.focus = Pane::ALL[i as usize];
 }
 
-fn job_label(j: &crate::snapshot::JobView, now: i64) -> String {
+fn job_label(j: &JobView, now: i64) -> String {
     match (j.state, j.started) {
         (JobState::Runnable | JobState::Submitted, _) => {
             format!("{}, queued {}", j.share, duration::short(now - j.submitted))
@@ -265,7 +311,7 @@ fn job_label(j: &crate::snapshot::JobView, now: i64) -> String {
     }
 }
 
-fn ask_cancel(app: &mut App, j: &crate::snapshot::JobView) -> Option<Action> {
+fn ask_cancel(app: &mut App, j: &JobView) -> Option<Action> {
     if !app.may(JobAction::Cancel, j) {
         return None;
     }
@@ -289,7 +335,7 @@ fn ask_cancel(app: &mut App, j: &crate::snapshot::JobView) -> Option<Action> {
     None
 }
 
-fn ask_priority(app: &mut App, j: &crate::snapshot::JobView) {
+fn ask_priority(app: &mut App, j: &JobView) {
     if !app.may(JobAction::Priority, j) {
         return;
     }
@@ -305,24 +351,24 @@ fn ask_priority(app: &mut App, j: &crate::snapshot::JobView) {
 fn history_key(app: &mut App, key: KeyEvent) -> Option<Action> {
     use crate::snapshot::usage::Window;
     app.mode = Mode::History;
-    let window = match key.code {
-        KeyCode::Esc | KeyCode::Char('q' | 'h') => {
+    let window = match overlay_action(HISTORY_KEYS, key)? {
+        OverlayAction::Close => {
             app.mode = Mode::Normal;
             return None;
         }
-        KeyCode::Char('1') => Window::Hour,
-        KeyCode::Char('2') => Window::Day,
-        KeyCode::Char('3') => Window::Week,
-        KeyCode::Tab => app.history.window.next(),
-        KeyCode::Char('u') => {
+        OverlayAction::HourWindow => Window::Hour,
+        OverlayAction::DayWindow => Window::Day,
+        OverlayAction::WeekWindow => Window::Week,
+        OverlayAction::NextWindow => app.history.window.next(),
+        OverlayAction::NextUnit => {
             app.history.next_unit();
             return None;
         }
-        KeyCode::Char('j') | KeyCode::Down => {
+        OverlayAction::Down => {
             app.history.step_share(1);
             return None;
         }
-        KeyCode::Char('k') | KeyCode::Up => {
+        OverlayAction::Up => {
             app.history.step_share(-1);
             return None;
         }
@@ -331,7 +377,7 @@ fn history_key(app: &mut App, key: KeyEvent) -> Option<Action> {
     Some(app.history.ask(window, app.now))
 }
 
-fn open_log(app: &mut App, j: &crate::snapshot::JobView) {
+fn open_log(app: &mut App, j: &JobView) {
     if !app.may(JobAction::Log, j) {
         return;
     }
@@ -404,19 +450,7 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
             }
         }
         UiAction::Submit => {
-            let share = match (app.focus, &job) {
-                (Pane::Shares, _) => app.snap.shares.get(app.selected()).map(|s| s.share.clone()),
-                (_, Some(j)) => Some(j.share.clone()),
-                _ => None,
-            }
-            .or_else(|| {
-                app.snap
-                    .shares
-                    .iter()
-                    .find(|s| s.enabled && s.present)
-                    .map(|s| s.share.clone())
-            })
-            .unwrap_or_default();
+            let share = submit_share(app, job.as_ref());
             app.mode = Mode::Submit(Box::new(SubmitForm::new(&share)));
         }
         UiAction::Cancel => match job {
@@ -429,34 +463,7 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
         },
         step @ (UiAction::PriorityUp | UiAction::PriorityDown) => {
             let Some(j) = job else { return nothing(app) };
-            if !app.may(JobAction::Priority, &j) {
-                return None;
-            }
-            // Build on the last value sent, not the one shown: the display may lag behind
-            // quick presses (issue 15), and each press must count.
-            let base = app
-                .pending_priority
-                .get(&j.id)
-                .filter(|p| app.now - p.at < PENDING_PRIORITY_MS)
-                .map_or(j.priority, |p| p.priority);
-            let p = if step == UiAction::PriorityDown {
-                base.saturating_sub(1)
-            } else {
-                (base + 1).min(MAX_PRIORITY)
-            };
-            if p == base {
-                app.say(format!("priority of job {} is already {p}", j.id), true);
-                return None;
-            }
-            app.pending_priority.insert(
-                j.id,
-                PendingPriority {
-                    priority: p,
-                    at: app.now,
-                },
-            );
-            app.say(format!("priority of job {} {} → {p}", j.id, j.name), false);
-            return Some(Action::SetPriority(j.id, p));
+            return bump_priority(app, &j, step == UiAction::PriorityUp);
         }
         UiAction::Filter => {
             let before = app.filter.raw().to_string();
@@ -488,6 +495,56 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
         }
     }
     None
+}
+
+/// The share the `s` form starts on: the selected share, or the selected job's, or the
+/// first enabled one.
+fn submit_share(app: &App, job: Option<&JobView>) -> String {
+    match (app.focus, job) {
+        (Pane::Shares, _) => app.snap.shares.get(app.selected()).map(|s| s.share.clone()),
+        (_, Some(j)) => Some(j.share.clone()),
+        _ => None,
+    }
+    .or_else(|| {
+        app.snap
+            .shares
+            .iter()
+            .find(|s| s.enabled && s.present)
+            .map(|s| s.share.clone())
+    })
+    .unwrap_or_default()
+}
+
+/// `+` / `-`: the job's priority one up or down from the last value sent.
+fn bump_priority(app: &mut App, j: &JobView, up: bool) -> Option<Action> {
+    if !app.may(JobAction::Priority, j) {
+        return None;
+    }
+    // Build on the last value sent, not the one shown: the display may lag behind
+    // quick presses (issue 15), and each press must count.
+    let base = app
+        .pending_priority
+        .get(&j.id)
+        .filter(|p| app.now - p.at < PENDING_PRIORITY_MS)
+        .map_or(j.priority, |p| p.priority);
+    let p = if up {
+        (base + 1).min(MAX_PRIORITY)
+    } else {
+        base.saturating_sub(1)
+    };
+    if p == base {
+        app.say(format!("priority of job {} is already {p}", j.id), true);
+        return None;
+    }
+    app.pending_priority.insert(
+        j.id,
+        PendingPriority {
+            priority: p,
+            at: app.now,
+        },
+    );
+    app.say(format!("priority of job {} {} → {p}", j.id, j.name), false);
+    Some(Action::SetPriority(j.id, p))
 }
 
 /// Handle a mouse event: clicks focus a pane and select the row under the pointer, the

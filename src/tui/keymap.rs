@@ -1,6 +1,9 @@
 //! The console's keys: one table from which the main screen's key handling
 //! (`input::on_key`) finds a [`UiAction`] and from which the `?` help is written, so a key
-//! cannot be bound without being shown, or shown without being bound.
+//! cannot be bound without being shown, or shown without being bound; and one table per
+//! overlay (help, config errors, filter and priority prompts, confirmations, details, log,
+//! history) from which the open overlay's keys find an [`OverlayAction`]. The submit form
+//! reads its own keys (`popups::submit`): they edit its fields.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -192,11 +195,21 @@ pub const TABLE: &[Row] = &[
     Row::Note("·", "idle guarantee"),
 ];
 
+/// The action `find` gives a key event: a Ctrl chord it does not bind does what the key
+/// alone does.
+fn chord<A>(ev: KeyEvent, find: impl Fn(Key) -> Option<A>) -> Option<A> {
+    let ctrl = ev.modifiers.contains(KeyModifiers::CONTROL);
+    find(Key {
+        code: ev.code,
+        ctrl,
+    })
+    .or_else(|| ctrl.then(|| find(key(ev.code))).flatten())
+}
+
 /// The action a key asks for on the main screen, if any. A Ctrl chord the table does not
 /// bind does what the key alone does.
 pub fn action_for(ev: KeyEvent) -> Option<UiAction> {
-    let ctrl = ev.modifiers.contains(KeyModifiers::CONTROL);
-    let find = |pressed: Key| {
+    chord(ev, |pressed| {
         TABLE.iter().find_map(|row| match row {
             Row::Keys { shown, aliases, .. } => shown
                 .iter()
@@ -205,12 +218,170 @@ pub fn action_for(ev: KeyEvent) -> Option<UiAction> {
                 .map(|(_, a)| *a),
             _ => None,
         })
-    };
-    find(Key {
-        code: ev.code,
-        ctrl,
     })
-    .or_else(|| ctrl.then(|| find(key(ev.code))).flatten())
+}
+
+/// What a key asks of an open overlay; each overlay's table binds the ones it knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverlayAction {
+    /// Close the overlay (in the filter prompt: restore the filter it began with).
+    Close,
+    /// Scroll or step one line down (the log: towards its end).
+    Down,
+    /// Scroll or step one line up (the log: back into it).
+    Up,
+    PageDown,
+    PageUp,
+    /// The log's first line.
+    First,
+    /// The log's last line.
+    Last,
+    /// Apply what the prompt holds (enter).
+    Accept,
+    /// Delete the prompt's last character.
+    DeleteBack,
+    /// Empty the prompt.
+    ClearLine,
+    /// Yes to the cancel confirmation.
+    Yes,
+    /// Leave the console, running jobs kept running (the quit dialog's `d`).
+    Detach,
+    /// The quit dialog's `q`: detach from an attached scheduler; nothing otherwise.
+    DetachAttached,
+    /// Stop every running job and quit (the quit dialog's `s`).
+    StopJobs,
+    /// The details' `c`: cancel the job shown (asks y/n).
+    Cancel,
+    /// The details' `p`: set the job's priority.
+    Priority,
+    /// The details' `l`: the job's log tail.
+    Log,
+    /// The history's `1`, `2`, `3`: the last hour, day or week.
+    HourWindow,
+    DayWindow,
+    WeekWindow,
+    /// The history's tab: the next window.
+    NextWindow,
+    /// The history's `u`: the next capacity unit.
+    NextUnit,
+}
+
+use OverlayAction as O;
+
+/// The `?` help's keys.
+pub const HELP_KEYS: &[(Key, OverlayAction)] = &[
+    (key(KeyCode::Esc), O::Close),
+    (ch('?'), O::Close),
+    (ch('q'), O::Close),
+    (key(KeyCode::Enter), O::Close),
+];
+
+/// The `e` config errors' keys.
+pub const CONFIG_ERRORS_KEYS: &[(Key, OverlayAction)] = &[
+    (key(KeyCode::Esc), O::Close),
+    (ch('q'), O::Close),
+    (ch('e'), O::Close),
+    (key(KeyCode::Enter), O::Close),
+    (ch('j'), O::Down),
+    (key(KeyCode::Down), O::Down),
+    (ch('k'), O::Up),
+    (key(KeyCode::Up), O::Up),
+];
+
+/// The `/` filter prompt's keys; every other character is typed.
+pub const FILTER_KEYS: &[(Key, OverlayAction)] = &[
+    (key(KeyCode::Enter), O::Accept),
+    (key(KeyCode::Esc), O::Close),
+    (key(KeyCode::Backspace), O::DeleteBack),
+    (
+        Key {
+            code: KeyCode::Char('u'),
+            ctrl: true,
+        },
+        O::ClearLine,
+    ),
+];
+
+/// The `p` priority prompt's keys; digits are typed.
+pub const PRIORITY_KEYS: &[(Key, OverlayAction)] = &[
+    (key(KeyCode::Esc), O::Close),
+    (key(KeyCode::Enter), O::Accept),
+    (key(KeyCode::Backspace), O::DeleteBack),
+];
+
+/// The cancel confirmation's keys (y/n).
+pub const CONFIRM_CANCEL_KEYS: &[(Key, OverlayAction)] = &[
+    (ch('y'), O::Yes),
+    (ch('Y'), O::Yes),
+    (ch('n'), O::Close),
+    (ch('N'), O::Close),
+    (key(KeyCode::Esc), O::Close),
+    (ch('q'), O::Close),
+];
+
+/// The quit dialog's keys (detach, stop all, back).
+pub const QUIT_KEYS: &[(Key, OverlayAction)] = &[
+    (ch('d'), O::Detach),
+    (ch('D'), O::Detach),
+    (ch('q'), O::DetachAttached),
+    (ch('Q'), O::DetachAttached),
+    (ch('s'), O::StopJobs),
+    (ch('S'), O::StopJobs),
+    (key(KeyCode::Esc), O::Close),
+    (ch('n'), O::Close),
+    (ch('c'), O::Close),
+];
+
+/// The job details' keys.
+pub const DETAILS_KEYS: &[(Key, OverlayAction)] = &[
+    (key(KeyCode::Esc), O::Close),
+    (key(KeyCode::Enter), O::Close),
+    (ch('q'), O::Close),
+    (ch('c'), O::Cancel),
+    (ch('p'), O::Priority),
+    (ch('l'), O::Log),
+];
+
+/// The `l` log tail's keys.
+pub const LOG_KEYS: &[(Key, OverlayAction)] = &[
+    (key(KeyCode::Esc), O::Close),
+    (ch('q'), O::Close),
+    (ch('l'), O::Close),
+    (ch('k'), O::Up),
+    (key(KeyCode::Up), O::Up),
+    (ch('j'), O::Down),
+    (key(KeyCode::Down), O::Down),
+    (key(KeyCode::PageUp), O::PageUp),
+    (key(KeyCode::PageDown), O::PageDown),
+    (ch('G'), O::Last),
+    (key(KeyCode::End), O::Last),
+    (ch('g'), O::First),
+    (key(KeyCode::Home), O::First),
+];
+
+/// The `h` history's keys: 1/2/3 or tab pick the window, u the unit, j/k a share; esc, q
+/// or h close it.
+pub const HISTORY_KEYS: &[(Key, OverlayAction)] = &[
+    (key(KeyCode::Esc), O::Close),
+    (ch('q'), O::Close),
+    (ch('h'), O::Close),
+    (ch('1'), O::HourWindow),
+    (ch('2'), O::DayWindow),
+    (ch('3'), O::WeekWindow),
+    (key(KeyCode::Tab), O::NextWindow),
+    (ch('u'), O::NextUnit),
+    (ch('j'), O::Down),
+    (key(KeyCode::Down), O::Down),
+    (ch('k'), O::Up),
+    (key(KeyCode::Up), O::Up),
+];
+
+/// The action a key asks of an overlay whose keys are `table`, if any. A Ctrl chord the
+/// table does not bind does what the key alone does.
+pub fn overlay_action(table: &[(Key, OverlayAction)], ev: KeyEvent) -> Option<OverlayAction> {
+    chord(ev, |pressed| {
+        table.iter().find(|(k, _)| *k == pressed).map(|(_, a)| *a)
+    })
 }
 
 /// The help's lines as (keys, what they do); an empty first part starts a group.
@@ -320,6 +491,62 @@ mod tests {
             );
             assert_eq!(action_for(ev), Some(*a), "{}", spelling(*k));
         }
+    }
+
+    /// In each overlay too, one key has one meaning, and it is the one `overlay_action`
+    /// finds.
+    #[test]
+    fn each_overlay_key_is_bound_once() {
+        let tables: &[(&str, &[(Key, OverlayAction)])] = &[
+            ("help", HELP_KEYS),
+            ("config errors", CONFIG_ERRORS_KEYS),
+            ("filter", FILTER_KEYS),
+            ("priority", PRIORITY_KEYS),
+            ("confirm cancel", CONFIRM_CANCEL_KEYS),
+            ("quit", QUIT_KEYS),
+            ("details", DETAILS_KEYS),
+            ("log", LOG_KEYS),
+            ("history", HISTORY_KEYS),
+        ];
+        for (name, table) in tables {
+            for (i, (k, a)) in table.iter().enumerate() {
+                assert!(
+                    table[i + 1..].iter().all(|(other, _)| other != k),
+                    "{} is bound twice in the {name} overlay",
+                    spelling(*k)
+                );
+                let ev = KeyEvent::new(
+                    k.code,
+                    if k.ctrl {
+                        KeyModifiers::CONTROL
+                    } else {
+                        KeyModifiers::NONE
+                    },
+                );
+                assert_eq!(
+                    overlay_action(table, ev),
+                    Some(*a),
+                    "{name}: {}",
+                    spelling(*k)
+                );
+            }
+        }
+    }
+
+    /// A prompt's typed characters are no actions: only its editing keys are, and Ctrl-U
+    /// clears the filter while a plain `u` is typed.
+    #[test]
+    fn prompts_leave_typed_characters_alone() {
+        let plain = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE);
+        assert_eq!(overlay_action(FILTER_KEYS, plain('u')), None);
+        assert_eq!(
+            overlay_action(
+                FILTER_KEYS,
+                KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL)
+            ),
+            Some(OverlayAction::ClearLine)
+        );
+        assert_eq!(overlay_action(PRIORITY_KEYS, plain('7')), None);
     }
 
     #[test]

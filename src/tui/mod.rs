@@ -2,7 +2,7 @@
 //! into [`Action`]s on an `mpsc` channel. It never touches scheduler state.
 //!
 //! - [`action`]: what the console asks of the runtime.
-//! - [`app`]: console state; [`input`]: keys and mouse → state and actions, the main
+//! - [`app`]: console state ([`line_input`]: the prompts' one-line input); [`input`]: keys and mouse → state and actions, the main
 //!   screen's keys through [`keymap`], the one key table the `?` help is written from.
 //! - [`draw`]: layout; [`panes`]: one file per pane; [`popups`]: overlays.
 //! - [`theme`]: colour themes; [`filter`]: `/` and `o`; [`logs`]: the `l` log tail;
@@ -23,6 +23,7 @@ pub mod filter;
 pub mod history;
 pub mod input;
 pub mod keymap;
+pub mod line_input;
 pub mod logs;
 pub mod panes;
 pub mod popups;

@@ -4,6 +4,7 @@
 
 use crate::tui::app::App;
 use crate::tui::text::{clock, fit};
+use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -12,11 +13,61 @@ use ratatui::widgets::Paragraph;
 
 const DAY_MS: i64 = 86_400_000;
 
+/// Draw the header line: the scheduler's news, capacity, the config's state and the
+/// warnings, cut to fit, then the clock on the right.
 pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let t = &app.theme;
     let s = &app.snap;
+    let mut spans = scheduler_spans(app);
+    let capacity = capacity_span(app);
+    let over = unit_warnings(app);
+    let config = config_span(app);
+    // A rejected config is the loudest news: it goes first so that a narrow screen still
+    // shows its file:line; otherwise capacity leads.
+    let order: Vec<Span> = if s.config.error.is_some() {
+        [Some(config), Some(capacity), over]
+            .into_iter()
+            .flatten()
+            .collect()
+    } else {
+        [Some(capacity), over, Some(config)]
+            .into_iter()
+            .flatten()
+            .collect()
+    };
+    for part in order {
+        spans.push(sep(t));
+        spans.push(part);
+    }
+    // Jobs not contained or GPUs not isolated (SPEC §7): short here; `shareq gpus` and
+    // the log say why.
+    if let Some(w) = &s.containment {
+        let short = if w.starts_with("jobs are not contained") {
+            "⚠ jobs are not contained"
+        } else {
+            "⚠ GPUs are not isolated"
+        };
+        spans.push(sep(t));
+        spans.push(Span::styled(short, t.warn_style()));
+    }
+    if let Some(w) = &app.theme_warning {
+        spans.push(sep(t));
+        spans.push(Span::styled(w.clone(), t.warn_style()));
+    }
+    f.render_widget(Paragraph::new(with_clock(app, area, spans)), area);
+}
+
+/// The separator between the header's parts.
+fn sep(t: &Theme) -> Span<'static> {
+    Span::styled(" ─ ", t.dimmed())
+}
+
+/// The header's start: the name, a lost link to an attached scheduler, a paused
+/// scheduler, the environment, and whose scheduler an attached console shows.
+fn scheduler_spans(app: &App) -> Vec<Span<'static>> {
+    let t = &app.theme;
+    let s = &app.snap;
     let tz = app.utc_offset_secs;
-    let sep = || Span::styled(" ─ ", t.dimmed());
     let env = if s.env_name.is_empty() {
         "shareq"
     } else {
@@ -27,7 +78,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             " shareq",
             t.text().fg(t.accent).add_modifier(Modifier::BOLD),
         ),
-        sep(),
+        sep(t),
     ];
     // An attached console whose scheduler went away says so first: what it shows is the
     // last picture it had, and it is reconnecting by itself.
@@ -40,7 +91,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             ),
             t.error_style().add_modifier(Modifier::BOLD),
         ));
-        spans.push(sep());
+        spans.push(sep(t));
     }
     // A scheduler that cannot write its decisions says so next (SPEC §8).
     if let Some(why) = &s.paused {
@@ -48,7 +99,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             format!("⏸ {}", crate::visible::visible(why)),
             t.error_style().add_modifier(Modifier::BOLD),
         ));
-        spans.push(sep());
+        spans.push(sep(t));
     }
     spans.push(Span::styled(
         env.to_string(),
@@ -61,25 +112,38 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             Some(at) => format!(", up {}", crate::duration::human(app.now - at)),
             None => String::new(),
         };
-        spans.push(sep());
+        spans.push(sep(t));
         spans.push(Span::styled(
             format!("attached to serve (pid {}{since})", by.pid),
             t.text().fg(t.accent),
         ));
     }
-    let caps: Vec<String> = s
+    spans
+}
+
+/// Each unit's GPUs in use of its usable ones.
+fn capacity_span(app: &App) -> Span<'static> {
+    let caps: Vec<String> = app
+        .snap
         .units
         .iter()
         .map(|u| format!("{}/{} {} in use", u.used, u.usable, u.name))
         .collect();
-    let capacity = Span::styled(
+    Span::styled(
         if caps.is_empty() {
             "no GPUs".to_string()
         } else {
             caps.join(", ")
         },
-        t.text(),
-    );
+        app.theme.text(),
+    )
+}
+
+/// Oversubscribed units and units reserved for a big job, if any.
+fn unit_warnings(app: &App) -> Option<Span<'static>> {
+    let t = &app.theme;
+    let s = &app.snap;
+    let tz = app.utc_offset_secs;
     let mut over: Vec<String> = s
         .units
         .iter()
@@ -114,9 +178,17 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     if !reserved.is_empty() {
         over.push(reserved.join("; "));
     }
-    let over = (!over.is_empty())
-        .then(|| Span::styled(over.join("; "), t.warn_style().add_modifier(Modifier::BOLD)));
-    let config = match (&s.config.error, s.config.applied_at) {
+    (!over.is_empty())
+        .then(|| Span::styled(over.join("; "), t.warn_style().add_modifier(Modifier::BOLD)))
+}
+
+/// The config's state: rejected (its first error, and the config kept), applied (when,
+/// from where, and what it did to the jobs), or none yet.
+fn config_span(app: &App) -> Span<'static> {
+    let t = &app.theme;
+    let s = &app.snap;
+    let tz = app.utc_offset_secs;
+    match (&s.config.error, s.config.applied_at) {
         (Some(_), applied) => {
             let keep = applied
                 .map(|a| format!(" (keeping config applied {})", clock(a, tz)))
@@ -149,47 +221,21 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             Style::new().fg(t.ok),
         ),
         (None, None) => Span::styled("no config applied yet", t.warn_style()),
-    };
-    // A rejected config is the loudest news: it goes first so that a narrow screen still
-    // shows its file:line; otherwise capacity leads.
-    let order: Vec<Span> = if s.config.error.is_some() {
-        [Some(config), Some(capacity), over]
-            .into_iter()
-            .flatten()
-            .collect()
-    } else {
-        [Some(capacity), over, Some(config)]
-            .into_iter()
-            .flatten()
-            .collect()
-    };
-    for part in order {
-        spans.push(sep());
-        spans.push(part);
     }
-    // Jobs not contained or GPUs not isolated (SPEC §7): short here; `shareq gpus` and
-    // the log say why.
-    if let Some(w) = &s.containment {
-        let short = if w.starts_with("jobs are not contained") {
-            "⚠ jobs are not contained"
-        } else {
-            "⚠ GPUs are not isolated"
-        };
-        spans.push(sep());
-        spans.push(Span::styled(short, t.warn_style()));
-    }
-    if let Some(w) = &app.theme_warning {
-        spans.push(sep());
-        spans.push(Span::styled(w.clone(), t.warn_style()));
-    }
-    let right = format!(" {} ", clock(app.now, tz));
+}
+
+/// The header's parts cut to the width left of the clock (in one style when cut), a rule
+/// up to the clock, and the clock.
+fn with_clock<'a>(app: &App, area: Rect, spans: Vec<Span<'a>>) -> Line<'a> {
+    let t = &app.theme;
+    let right = format!(" {} ", clock(app.now, app.utc_offset_secs));
     let width = area.width as usize;
     let left_w = width.saturating_sub(right.len());
     let mut line = Line::from(spans);
     if line.width() > left_w {
         // Keep the start (env, capacity) and the config error's beginning.
         let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
-        let style = if s.config.error.is_some() {
+        let style = if app.snap.config.error.is_some() {
             t.error_style()
         } else {
             t.text()
@@ -200,5 +246,5 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     line.spans.push(Span::styled("─".repeat(pad), t.dimmed()));
     line.spans
         .push(Span::styled(right, t.text().add_modifier(Modifier::BOLD)));
-    f.render_widget(Paragraph::new(line), area);
+    line
 }

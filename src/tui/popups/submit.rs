@@ -6,7 +6,7 @@ use super::{centered, frame_block};
 use crate::forecast::{Prediction, Verdict};
 use crate::model::{Command, JobSpec, MAX_PRIORITY};
 use crate::snapshot::Snapshot;
-use crate::tui::app::LineInput;
+use crate::tui::line_input::LineInput;
 use crate::tui::theme::Theme;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Frame;

@@ -3,7 +3,8 @@
 //! upkeep every change of a job's place goes through, which keeps those quantities
 //! incremental.
 
-use super::state::{NodeIx, Phase, QKey, ShareIx, StopCause, UnitIx, VictimRef};
+use super::keys::{NodeIx, QKey, ShareIx, UnitIx};
+use super::state::{Phase, StopCause, VictimRef};
 use super::{Sched, Time};
 use crate::model::{JobId, Strategy};
 

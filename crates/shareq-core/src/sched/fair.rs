@@ -8,8 +8,8 @@
 //! are folded into one figure), so that a reload changing `halfLifeSeconds` re-weighs the
 //! history.
 
-use super::state::{EFF_SCALE, ShareIx};
-use super::{Sched, Time};
+use super::Sched;
+use super::keys::{EFF_SCALE, ShareIx, Time};
 use crate::model::{FairShare, JobId, QuotaShare};
 use std::collections::HashMap;
 
@@ -256,7 +256,7 @@ impl Sched {
     }
 
     /// The current penalty of the jobs of bucket `bucket` of share s (see
-    /// [`super::state::Job::bucket`]), in `EFF_SCALE` units.
+    /// the job's `bucket`), in `EFF_SCALE` units.
     pub fn bucket_pen(&self, s: ShareIx, bucket: u32) -> i64 {
         self.shares.get(s).map_or(0, |sh| {
             if sh.users.by_user() {
@@ -265,11 +265,6 @@ impl Sched {
                 0
             }
         })
-    }
-
-    /// A job's key in the share's and the global order, with its user's penalty.
-    pub fn qkey(&self, j: &super::state::Job) -> super::state::QKey {
-        j.base_key().shift(self.shares[j.share].users.pen(j.user))
     }
 
     /// Usage upkeep: job `id` started holding its GPUs at `now`.
@@ -390,21 +385,6 @@ impl Sched {
         for u in 0..self.shares[s].lanes.len() {
             self.refresh_lane(s, u);
         }
-    }
-
-    /// The userLimit reason of a job its user's holdings keep waiting (SPEC §12), if so.
-    pub(crate) fn user_limit_reason(&self, j: &super::state::Job) -> Option<String> {
-        let share = &self.shares[j.share];
-        let limit = share.users.user_limit?;
-        let held = share.lanes[j.unit].queue.held(j.bucket);
-        (held + j.quantity > limit).then(|| {
-            format!(
-                "{} holds {held}/{limit} of {}'s {} (userLimit)",
-                share.users.name(j.user),
-                share.name,
-                self.units[j.unit].name
-            )
-        })
     }
 
     /// Every user's standing in every share at `now` (users with no usage left and

@@ -1,8 +1,9 @@
 //! The inputs of the state machine (submit, cancel, priority, exits, releases, timeouts)
 //! and the state transitions they share: start, stop, release, requeue, finish.
 
+use super::keys::NodeIx;
 use super::rejection::Rejection;
-use super::state::{FailReason, Job, NodeIx, Phase, PreemptReason, StopCause};
+use super::state::{FailReason, Job, Phase, PreemptReason, StopCause};
 use super::{Event, Sched, Time};
 use crate::model::{JobId, JobSpec, JobState, MAX_PRIORITY};
 

@@ -1,7 +1,8 @@
 //! Installing a configuration (SPEC §5, §4.3): units and shares by stable index, limits
 //! and borrow caps, devices and the jobs that lost theirs, and device loss.
 
-use super::state::{Lane, NodeIx, NodeState, ShareIx, ShareState, Slot, UnitIx, UnitState};
+use super::keys::{NodeIx, ShareIx, UnitIx};
+use super::state::{Lane, NodeState, ShareState, Slot, UnitState};
 use super::{Event, PreemptReason, Sched, Time};
 use crate::model::{Devices, JobId, ShareState as Enabled, Strategy, UnitCapacity, ValidConfig};
 use std::collections::BTreeSet;
@@ -44,6 +45,9 @@ impl Sched {
         }
     }
 
+    /// Install a config: the environment's settings, nodes and units, shares and their
+    /// fair-share policies, the free devices (jobs on vanished devices are preempted), and
+    /// the nodes that stay drained.
     pub(crate) fn install_config(
         &mut self,
         config: &ValidConfig,
@@ -65,6 +69,52 @@ impl Sched {
             i64::from(config.env.preemption.spread_seconds) * self.clock.ticks_per_second(),
         );
         self.install_nodes(config, capacity);
+        let nunits = self.units.len();
+        self.install_shares(config);
+        for s in 0..self.shares.len() {
+            let name = self.shares[s].name.clone();
+            let q = config.shares.iter().find(|q| q.quota_share_name == name);
+            self.install_fair(s, q, now);
+        }
+        self.protections = self.shares.iter().any(|s| s.min_runtime > 0);
+        let mut order: Vec<ShareIx> = (0..self.shares.len()).collect();
+        order.sort_by(|&a, &b| self.shares[a].name.cmp(&self.shares[b].name));
+        self.share_order = order;
+        for u in 0..nunits {
+            self.units[u].guaranteed = self
+                .shares
+                .iter()
+                .filter(|s| s.present)
+                .map(|s| u64::from(s.lanes[u].limit))
+                .sum();
+        }
+
+        // Devices: rebuild the free sets; jobs on devices that vanished lose them.
+        let mut lost = self.rebuild_free_devices();
+        for u in 0..nunits {
+            self.units[u].room_max = if self.multi_node {
+                self.units[u].most_free_on_a_node()
+            } else {
+                0
+            };
+        }
+        for s in 0..self.shares.len() {
+            for u in 0..nunits {
+                self.refresh_lane(s, u);
+            }
+        }
+        lost.sort();
+        for id in lost {
+            self.preempt_one(id, None, PreemptReason::DeviceLost, now);
+        }
+        for name in drained {
+            self.node_drained(&name, true, now);
+        }
+    }
+
+    /// The config's shares: new ones added, each one's strategy, flags and per-unit limits
+    /// set, removed ones kept with limit 0, and every lane's borrow cap.
+    fn install_shares(&mut self, config: &ValidConfig) {
         let nunits = self.units.len();
         for s in &mut self.shares {
             s.present = false;
@@ -134,25 +184,11 @@ impl Sched {
                 };
             }
         }
-        for s in 0..self.shares.len() {
-            let name = self.shares[s].name.clone();
-            let q = config.shares.iter().find(|q| q.quota_share_name == name);
-            self.install_fair(s, q, now);
-        }
-        self.protections = self.shares.iter().any(|s| s.min_runtime > 0);
-        let mut order: Vec<ShareIx> = (0..self.shares.len()).collect();
-        order.sort_by(|&a, &b| self.shares[a].name.cmp(&self.shares[b].name));
-        self.share_order = order;
-        for u in 0..nunits {
-            self.units[u].guaranteed = self
-                .shares
-                .iter()
-                .filter(|s| s.present)
-                .map(|s| u64::from(s.lanes[u].limit))
-                .sum();
-        }
+    }
 
-        // Devices: rebuild the free sets; jobs on devices that vanished lose them.
+    /// Rebuild each unit's free devices from the jobs' holdings; the jobs (not being
+    /// stopped) that hold a device the config no longer gives.
+    fn rebuild_free_devices(&mut self) -> Vec<JobId> {
         let mut lost = Vec::new();
         for u in 0..self.units.len() {
             let mut free: Vec<BTreeSet<u32>> = self.units[u]
@@ -177,25 +213,7 @@ impl Sched {
             }
             self.units[u].reindex();
         }
-        for u in 0..nunits {
-            self.units[u].room_max = if self.multi_node {
-                self.units[u].most_free_on_a_node()
-            } else {
-                0
-            };
-        }
-        for s in 0..self.shares.len() {
-            for u in 0..nunits {
-                self.refresh_lane(s, u);
-            }
-        }
-        lost.sort();
-        for id in lost {
-            self.preempt_one(id, None, PreemptReason::DeviceLost, now);
-        }
-        for name in drained {
-            self.node_drained(&name, true, now);
-        }
+        lost
     }
 
     /// Units and nodes by stable index (by name; undeclared ones stay, with nothing

@@ -19,6 +19,7 @@ mod event;
 mod fair;
 mod inputs;
 mod install;
+mod keys;
 mod links;
 mod pass;
 mod place;
@@ -35,19 +36,18 @@ mod wake;
 pub use clock::Clock;
 pub use event::Event;
 pub use fair::{SavedUsage, UserStanding};
+pub use keys::{QKey, Time};
 pub use links::{ArrayCounts, DepStatus, array_state, counts_text};
 pub use rejection::{LargerThanAnyNode, Rejection, is_larger_than_any_node};
 pub use report::{LendEdge, ShareUnitStats};
 pub use reserve::Reservation;
 pub use restore::{RestoredHolding, RestoredJob};
-pub use state::{ArrayLink, FailReason, Job, Phase, PreemptReason, QKey, StopCause};
+pub use state::{ArrayLink, FailReason, Job, Phase, PreemptReason, StopCause};
 
 use crate::model::{JobId, UnitCapacity, ValidConfig};
-use state::{NodeIx, NodeState, ShareIx, ShareState, UnitIx, UnitState};
+use keys::{NodeIx, ShareIx, UnitIx};
+use state::{NodeState, ShareState, UnitState};
 use std::collections::HashMap;
-
-/// An instant, in the driver's unit (seconds in replay, milliseconds live).
-pub type Time = i64;
 
 /// The scheduler.
 #[derive(Debug, Clone)]
@@ -286,7 +286,7 @@ impl Sched {
     /// RUNNABLE jobs in global scheduling order (priority, effective submission,
     /// submission, id), as of the last pass.
     pub fn queue(&self) -> Vec<JobId> {
-        let mut keys: Vec<state::QKey> = self
+        let mut keys: Vec<QKey> = self
             .shares
             .iter()
             .flat_map(|s| s.lanes.iter())
@@ -317,6 +317,11 @@ impl Sched {
             self.jobs.resize_with(ix + 1, || None);
         }
         self.jobs[ix] = Some(job);
+    }
+
+    /// A job's key in the share's and the global order, with its user's penalty.
+    pub fn qkey(&self, j: &state::Job) -> QKey {
+        j.base_key().shift(self.shares[j.share].users.pen(j.user))
     }
 
     /// A job's place in the victim order under the applied `spreadSeconds`.

@@ -8,7 +8,7 @@
 //! that would fail.
 
 use super::accounting::Noms;
-use super::state::{QKey, ShareIx, UnitIx};
+use super::keys::{QKey, ShareIx, UnitIx};
 use super::{Sched, Time};
 use crate::model::JobId;
 use std::collections::BTreeMap;

@@ -5,7 +5,7 @@
 
 use super::Sched;
 use super::accounting::Noms;
-use super::state::{NodeIx, UnitIx};
+use super::keys::{NodeIx, UnitIx};
 use crate::model::JobId;
 
 impl Sched {

@@ -2,9 +2,8 @@
 //! set, and carrying a preemption out (stopping victims, nominating the job).
 
 use super::accounting::{Gone, Noms};
-use super::state::{
-    NodeIx, Nomination, Phase, PreemptReason, QKey, ShareIx, StopCause, UnitIx, VKey, VictimRef,
-};
+use super::keys::{NodeIx, QKey, ShareIx, UnitIx};
+use super::state::{Nomination, Phase, PreemptReason, StopCause, VKey, VictimRef};
 use super::{Event, Sched, Time};
 use crate::model::{JobId, Strategy};
 use std::collections::btree_set;

@@ -7,7 +7,7 @@
 //! bucket, so the merged order moves as usage decays without re-sorting anything: a query
 //! costs one range lookup per bucket (per quantity), O(users of the share).
 
-use super::state::QKey;
+use super::keys::{EFF_SCALE, QKey};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound::{self, Excluded, Included, Unbounded};
 
@@ -373,7 +373,7 @@ impl Queue {
         let (_, hi) = QKey::level_bounds(inv_prio);
         let from = QKey {
             inv_prio,
-            eff: fifo.0.saturating_mul(super::state::EFF_SCALE),
+            eff: fifo.0.saturating_mul(EFF_SCALE),
             submitted: fifo.0,
             id: fifo.1,
         };

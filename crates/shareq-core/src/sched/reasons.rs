@@ -3,8 +3,9 @@
 
 use super::Sched;
 use super::accounting::Noms;
+use super::keys::Time;
 use super::rejection::{LargerThanAnyNode, Rejection};
-use super::state::{Phase, StopCause};
+use super::state::{Job, Nomination, Phase, StopCause};
 use crate::model::{JobId, Strategy};
 
 impl Sched {
@@ -93,7 +94,7 @@ impl Sched {
 
     /// An instant as an operator reads it ([`super::Clock::text`]). The core has no clock
     /// of its own: the driver says how far local time is from UTC (`Sched::set_utc_offset`).
-    fn clock_text(&self, t: super::Time) -> String {
+    fn clock_text(&self, t: Time) -> String {
         self.clock.text(t, self.utc_offset_secs)
     }
 
@@ -113,67 +114,111 @@ impl Sched {
         let Some(job) = self.job(id) else {
             return "unknown job".to_string();
         };
-        let (s, u, n) = (job.share, job.unit, job.quantity);
-        let share = &self.shares[s];
-        let lane = &share.lanes[u];
-        let unit = &self.units[u];
         match &job.phase {
-            Phase::Done => {
-                return match &job.fail_reason {
-                    Some(r) => r.to_string(),
-                    None => job.state.as_str().to_string(),
-                };
-            }
-            Phase::Holding { stopping, .. } => {
-                return match stopping {
-                    None if lane.usage > lane.limit => format!(
-                        "running; {} of {}'s GPUs are borrowed",
-                        lane.borrowed(),
-                        share.name
-                    ),
-                    None => "running".to_string(),
-                    Some((StopCause::Cancel, _)) => "cancelled: stopping".to_string(),
-                    Some((StopCause::Timeout, _)) => "timed out: stopping".to_string(),
-                    Some((StopCause::Preempt { by, reason }, _)) => match by {
-                        Some(b) => format!("preempted by job {b} ({}): stopping", reason.as_str()),
-                        None => format!("preempted ({}): stopping", reason.as_str()),
-                    },
-                };
-            }
+            Phase::Done => ended_reason(job),
+            Phase::Holding { stopping, .. } => self.holding_reason(job, stopping),
             Phase::Pending {
                 nominated: Some(nom),
-            } => {
-                let releasing = self.victims_releasing(&nom.victims);
-                if self.multi_node {
-                    return format!(
-                        "preempting: waiting for {releasing} job(s) to release their GPUs on {}",
-                        self.node_name(nom.node)
-                    );
-                }
-                return format!("preempting: waiting for {releasing} job(s) to release their GPUs");
-            }
-            Phase::Dependent => return self.pending_reason(job),
-            Phase::Parent => {
-                let counts = self.array_counts(id);
-                return format!(
-                    "array of {}: {}",
-                    counts.iter().sum::<u32>(),
-                    super::counts_text(&counts)
-                );
-            }
-            Phase::Pending { nominated: None } => {}
+            } => self.nominated_reason(nom),
+            Phase::Dependent => self.pending_reason(job),
+            Phase::Parent => self.array_reason(id),
+            Phase::Pending { nominated: None } => self.runnable_reason(id, job),
         }
+    }
+
+    /// What a job holding GPUs is doing: running (on borrowed GPUs or not), or why it is
+    /// being stopped.
+    fn holding_reason(&self, job: &Job, stopping: &Option<(StopCause, Time)>) -> String {
+        let share = &self.shares[job.share];
+        let lane = &share.lanes[job.unit];
+        match stopping {
+            None if lane.usage > lane.limit => format!(
+                "running; {} of {}'s GPUs are borrowed",
+                lane.borrowed(),
+                share.name
+            ),
+            None => "running".to_string(),
+            Some((StopCause::Cancel, _)) => "cancelled: stopping".to_string(),
+            Some((StopCause::Timeout, _)) => "timed out: stopping".to_string(),
+            Some((StopCause::Preempt { by, reason }, _)) => match by {
+                Some(b) => format!("preempted by job {b} ({}): stopping", reason.as_str()),
+                None => format!("preempted ({}): stopping", reason.as_str()),
+            },
+        }
+    }
+
+    /// A nominated job (SPEC §4.4): how many of its victims are still releasing GPUs, and
+    /// on which node with `nodes`.
+    fn nominated_reason(&self, nom: &Nomination) -> String {
+        let releasing = self.victims_releasing(&nom.victims);
+        if self.multi_node {
+            return format!(
+                "preempting: waiting for {releasing} job(s) to release their GPUs on {}",
+                self.node_name(nom.node)
+            );
+        }
+        format!("preempting: waiting for {releasing} job(s) to release their GPUs")
+    }
+
+    /// An array's parent (SPEC §13): its size and how many children are in each state.
+    fn array_reason(&self, id: JobId) -> String {
+        let counts = self.array_counts(id);
+        format!(
+            "array of {}: {}",
+            counts.iter().sum::<u32>(),
+            super::counts_text(&counts)
+        )
+    }
+
+    /// Why a RUNNABLE job that is not nominated waits: the first that applies of the
+    /// config's, its userLimit's, its queue's, the reservation's, the minimum runtime's and
+    /// capacity's reasons.
+    fn runnable_reason(&self, id: JobId, job: &Job) -> String {
+        if let Some(why) = self.config_reason(job) {
+            return why;
+        }
+        if let Some(why) = self.user_limit_reason(job) {
+            return why;
+        }
+        if let Some(why) = self.blocked_reason(job) {
+            return why;
+        }
+        let noms = self.nominated_totals();
+        if let Some(why) = self.reservation_reason(id, &noms) {
+            return why;
+        }
+        if let Some(why) = self.protection_reason(id, &noms) {
+            return why;
+        }
+        if let Some(why) = self.fragmented_reason(job, &noms) {
+            return why;
+        }
+        let lane = &self.shares[job.share].lanes[job.unit];
+        if lane.usage + job.quantity <= lane.limit {
+            self.guaranteed_wait_reason(job, &noms)
+        } else {
+            self.borrow_wait_reason(job, &noms)
+        }
+    }
+
+    /// The config's reasons (SPEC §2, §5, §10): the share removed, the unit no longer
+    /// declared or no longer listed by the share, a request over what the share may ever
+    /// hold (`..._LIMIT_EXCEEDED`), or larger than any node.
+    fn config_reason(&self, job: &Job) -> Option<String> {
+        let (s, u, n) = (job.share, job.unit, job.quantity);
+        let share = &self.shares[s];
+        let unit = &self.units[u];
         if !share.present {
-            return "quota share removed".to_string();
+            return Some("quota share removed".to_string());
         }
         if !unit.present {
-            return format!("capacity unit {} is no longer declared", unit.name);
+            return Some(format!("capacity unit {} is no longer declared", unit.name));
         }
-        if !lane.listed {
-            return format!(
+        if !share.lanes[u].listed {
+            return Some(format!(
                 "{} no longer lists {}: its jobs of that unit wait until a config lists it again",
                 share.name, unit.name
-            );
+            ));
         }
         let max = self.max_request(s, u);
         if i64::from(n) > max {
@@ -183,111 +228,148 @@ impl Sched {
                 share: share.name.clone(),
                 max,
             };
-            return why.to_string();
+            return Some(why.to_string());
         }
-        if let Some(why) = self.larger_than_any_node(u, n) {
-            return why.to_string();
-        }
-        if let Some(why) = self.user_limit_reason(job) {
-            return why;
-        }
-        if let Some(b) = lane.block()
-            && b < self.qkey(job)
-        {
-            return format!(
+        self.larger_than_any_node(u, n).map(|why| why.to_string())
+    }
+
+    /// The userLimit reason of a job its user's holdings keep waiting (SPEC §12), if so.
+    pub(crate) fn user_limit_reason(&self, j: &Job) -> Option<String> {
+        let share = &self.shares[j.share];
+        let limit = share.users.user_limit?;
+        let held = share.lanes[j.unit].queue.held(j.bucket);
+        (held + j.quantity > limit).then(|| {
+            format!(
+                "{} holds {held}/{limit} of {}'s {} (userLimit)",
+                share.users.name(j.user),
+                share.name,
+                self.units[j.unit].name
+            )
+        })
+    }
+
+    /// `behind job 12 in vision (a100), which is taking GPUs back`: a nominated job ahead
+    /// of this one in its lane blocks the lane's later jobs (SPEC §4.4).
+    fn blocked_reason(&self, job: &Job) -> Option<String> {
+        let share = &self.shares[job.share];
+        let b = share.lanes[job.unit].block()?;
+        (b < self.qkey(job)).then(|| {
+            format!(
                 "behind job {} in {} ({}), which is taking GPUs back",
-                b.id, share.name, unit.name
-            );
+                b.id, share.name, self.units[job.unit].name
+            )
+        })
+    }
+
+    /// `FRAGMENTED: 3 a100 free, at most 2 on one node` (SPEC §10): with `nodes`, enough
+    /// GPUs are available to the job but no one node has room for it.
+    fn fragmented_reason(&self, job: &Job, noms: &Noms) -> Option<String> {
+        if !self.multi_node {
+            return None;
         }
-        let noms = self.nominated_totals();
-        if let Some(why) = self.reservation_reason(id, &noms) {
-            return why;
-        }
-        if let Some(why) = self.protection_reason(id, &noms) {
-            return why;
-        }
+        let (s, u, n) = (job.share, job.unit, job.quantity);
+        let share = &self.shares[s];
+        let lane = &share.lanes[u];
+        let unit = &self.units[u];
+        let within = lane.usage + n <= lane.limit;
+        let counts = if within {
+            self.available_guaranteed(s, u, self.qkey(job), None, noms)
+        } else if share.strategy == Strategy::LendAndBorrow
+            && lane.cap.is_none_or(|c| lane.usage + n <= lane.limit + c)
+        {
+            self.available_borrowing(s, u, None, noms)
+        } else {
+            -1
+        };
+        let room = self.room_max(u, noms);
+        (counts >= i64::from(n) && room < n).then(|| {
+            format!(
+                "FRAGMENTED: {} {} free, at most {room} on one node",
+                unit.free().max(0),
+                unit.name
+            )
+        })
+    }
+
+    /// `waiting for free GPUs: …` for a job within its share's guarantee (SPEC §3): too few
+    /// free GPUs, GPUs held back for other shares, or an oversubscribed unit's global order.
+    fn guaranteed_wait_reason(&self, job: &Job, noms: &Noms) -> String {
+        let (s, u, n) = (job.share, job.unit, job.quantity);
+        let unit = &self.units[u];
         let free = unit.free().max(0);
-        if self.multi_node {
-            let within = lane.usage + n <= lane.limit;
-            let counts = if within {
-                self.available_guaranteed(s, u, self.qkey(job), None, &noms)
-            } else if share.strategy == Strategy::LendAndBorrow
-                && lane.cap.is_none_or(|c| lane.usage + n <= lane.limit + c)
-            {
-                self.available_borrowing(s, u, None, &noms)
-            } else {
-                -1
-            };
-            let room = self.room_max(u, &noms);
-            if counts >= i64::from(n) && room < n {
-                return format!(
-                    "FRAGMENTED: {free} {} free, at most {room} on one node",
-                    unit.name
-                );
-            }
-        }
-        if lane.usage + n <= lane.limit {
-            if unit.oversubscribed() {
-                // Position-dependent: say what the rule is, not a count that differs per job.
-                let over = format!(
-                    "{} is oversubscribed (guarantees {} > {} usable GPUs), so guaranteed jobs start in global order",
-                    unit.name, unit.guaranteed, unit.usable
-                );
-                if free >= i64::from(n) {
-                    return format!(
-                        "waiting for free GPUs: needs {n}, {free} free; {over}, and earlier jobs of other shares or GPUs being freed for a preemption come first"
-                    );
-                }
-                return format!(
-                    "waiting for free GPUs: needs {n}, {free} free of {} ({} in use); {over}: a guarantee can wait for capacity",
-                    unit.usable, unit.used
-                );
-            }
-            let avail = self
-                .available_guaranteed(s, u, self.qkey(job), None, &noms)
-                .max(0);
+        if unit.oversubscribed() {
+            // Position-dependent: say what the rule is, not a count that differs per job.
+            let over = format!(
+                "{} is oversubscribed (guarantees {} > {} usable GPUs), so guaranteed jobs start in global order",
+                unit.name, unit.guaranteed, unit.usable
+            );
             if free >= i64::from(n) {
                 return format!(
-                    "waiting for free GPUs: needs {n}, {avail} available ({} held back for other shares' queued or reserved work)",
-                    (free - avail).max(0)
+                    "waiting for free GPUs: needs {n}, {free} free; {over}, and earlier jobs of other shares or GPUs being freed for a preemption come first"
                 );
             }
             return format!(
-                "waiting for free GPUs: needs {n}, {free} free of {} ({} in use, others are borrowed or releasing)",
+                "waiting for free GPUs: needs {n}, {free} free of {} ({} in use); {over}: a guarantee can wait for capacity",
                 unit.usable, unit.used
             );
         }
-        let avail = self.available_borrowing(s, u, None, &noms).max(0);
+        let avail = self
+            .available_guaranteed(s, u, self.qkey(job), None, noms)
+            .max(0);
+        if free >= i64::from(n) {
+            return format!(
+                "waiting for free GPUs: needs {n}, {avail} available ({} held back for other shares' queued or reserved work)",
+                (free - avail).max(0)
+            );
+        }
+        format!(
+            "waiting for free GPUs: needs {n}, {free} free of {} ({} in use, others are borrowed or releasing)",
+            unit.usable, unit.used
+        )
+    }
+
+    /// `waiting for qs1 capacity (2/2 in use)` for a job beyond its share's guarantee, and
+    /// for a share that borrows, why it cannot (borrow cap, no idle capacity, RESERVE
+    /// shares keeping theirs) (SPEC §1.2, §2).
+    fn borrow_wait_reason(&self, job: &Job, noms: &Noms) -> String {
+        let (s, u, n) = (job.share, job.unit, job.quantity);
+        let share = &self.shares[s];
+        let lane = &share.lanes[u];
         let in_use = format!(
             "waiting for {} capacity ({}/{} in use)",
             share.name, lane.usage, lane.limit
         );
-        match share.strategy {
-            Strategy::LendAndBorrow => {
-                if let Some(cap) = lane.cap
-                    && lane.usage + n > lane.limit + cap
-                {
-                    return format!("{in_use}; borrow cap reached ({cap})");
-                }
-                let reserve: Vec<String> = self
-                    .share_order
-                    .iter()
-                    .map(|&r| &self.shares[r])
-                    .filter(|r| {
-                        r.present && r.strategy == Strategy::Reserve && r.lanes[u].idle() > 0
-                    })
-                    .map(|r| format!("{} reserves {}", r.name, r.lanes[u].idle()))
-                    .collect();
-                if reserve.is_empty() {
-                    format!("no idle capacity to borrow (needs {n}, {avail} available)")
-                } else {
-                    format!(
-                        "no idle capacity to borrow (needs {n}, {avail} available; {})",
-                        reserve.join(", ")
-                    )
-                }
-            }
-            _ => in_use,
+        if share.strategy != Strategy::LendAndBorrow {
+            return in_use;
         }
+        if let Some(cap) = lane.cap
+            && lane.usage + n > lane.limit + cap
+        {
+            return format!("{in_use}; borrow cap reached ({cap})");
+        }
+        let avail = self.available_borrowing(s, u, None, noms).max(0);
+        let reserve: Vec<String> = self
+            .share_order
+            .iter()
+            .map(|&r| &self.shares[r])
+            .filter(|r| r.present && r.strategy == Strategy::Reserve && r.lanes[u].idle() > 0)
+            .map(|r| format!("{} reserves {}", r.name, r.lanes[u].idle()))
+            .collect();
+        if reserve.is_empty() {
+            format!("no idle capacity to borrow (needs {n}, {avail} available)")
+        } else {
+            format!(
+                "no idle capacity to borrow (needs {n}, {avail} available; {})",
+                reserve.join(", ")
+            )
+        }
+    }
+}
+
+/// What an ended job's reason says: why it FAILED, or SUCCEEDED.
+fn ended_reason(job: &Job) -> String {
+    match &job.fail_reason {
+        Some(r) => r.to_string(),
+        None => job.state.as_str().to_string(),
     }
 }

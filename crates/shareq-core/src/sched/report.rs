@@ -1,7 +1,7 @@
 //! Read-only reports of the scheduler's standing for the console, the CLI, the snapshot
 //! and the replay summary: per share and unit, lending edges, units and devices.
 
-use super::state::{ShareIx, UnitIx};
+use super::keys::{ShareIx, UnitIx};
 use super::{Sched, Time};
 use crate::model::{JobId, Strategy};
 

@@ -7,8 +7,8 @@
 //! The state behind it is small: per lane, its first pending job and since when it has
 //! been first (judged at every round of the pass loop), and per unit the reservation.
 
-use super::state::{NodeIx, ShareIx, UnitIx};
-use super::{Sched, Time};
+use super::Sched;
+use super::keys::{NodeIx, ShareIx, Time, UnitIx};
 use crate::model::JobId;
 
 /// A unit's reservation: the job holding it, when it was taken, and with `nodes` the
