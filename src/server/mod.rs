@@ -65,4 +65,5 @@ pub use input::{CancelOutcome, ConfigUpdate, Input};
 pub use protocol::{
     API_VERSION, ErrorCode, Hello, JobsAnswer, MAX_LINE, Request, Response, StatusAnswer,
 };
+pub use runtime::refusal::Refusal;
 pub use runtime::{RuntimeHandle, RuntimeOptions};

@@ -164,7 +164,7 @@ impl RecoveryPlan {
         for r in &self.restore {
             sched
                 .restore_job(r.clone(), now)
-                .map_err(|e| StoreError::bad_record(store.path(), e))?;
+                .map_err(|e| StoreError::bad_record(store.path(), e.to_string()))?;
         }
         // Usage before the jobs' exits: an exit that came while nobody watched releases
         // GPUs the restored figure counts up to its instant.

@@ -31,6 +31,7 @@ use super::ClientError;
 use crate::exec::StateDir;
 use crate::server::front::protocol::{Request, Response};
 use crate::server::runtime::input::{CancelOutcome, Input};
+use crate::server::runtime::refusal::Refusal;
 use crate::snapshot::{JobView, Snapshot, Update};
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -271,13 +272,15 @@ impl Link {
 
 /// Forward inputs to the scheduler, one request at a time, in order.
 async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
-    let gone = |e: String| format!("the scheduler is not reachable: {e}");
+    let gone = |e: String| Refusal::Unreachable(e);
     while let Some(input) = rx.recv().await {
         match input {
             Input::Submit { spec, reply } => {
                 let res = match link.call(&Request::Submit { job: spec }).await {
-                    Ok(a) if a.ok => a.id.ok_or_else(|| "no id in the answer".to_string()),
-                    Ok(a) => Err(a.error.unwrap_or_default()),
+                    Ok(a) if a.ok => {
+                        a.id.ok_or_else(|| Refusal::Relayed("no id in the answer".to_string()))
+                    }
+                    Ok(a) => Err(Refusal::Relayed(a.error.unwrap_or_default())),
                     Err(e) => Err(gone(e)),
                 };
                 if let Some(tx) = reply {
@@ -291,7 +294,7 @@ async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
                         Some(v) => v,
                         None => outcomes_error(&ids, a.error.unwrap_or_default()),
                     },
-                    Err(e) => outcomes_error(&ids, gone(e)),
+                    Err(e) => outcomes_error(&ids, gone(e).to_string()),
                 };
                 if let Some(tx) = reply {
                     let _ = tx.send(res);
@@ -305,7 +308,7 @@ async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
             } => {
                 let res = match link.call(&Request::Priority { id, priority }).await {
                     Ok(a) if a.ok => Ok(a.changed.unwrap_or(false)),
-                    Ok(a) => Err(a.error.unwrap_or_default()),
+                    Ok(a) => Err(Refusal::Relayed(a.error.unwrap_or_default())),
                     Err(e) => Err(gone(e)),
                 };
                 if let Some(tx) = reply {
@@ -315,7 +318,7 @@ async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
             Input::Reload { reply } => {
                 let res = match link.call(&Request::Reload).await {
                     Ok(a) if a.ok => Ok(()),
-                    Ok(a) => Err(a.error.unwrap_or_default()),
+                    Ok(a) => Err(Refusal::Relayed(a.error.unwrap_or_default())),
                     Err(e) => Err(gone(e)),
                 };
                 if let Some(tx) = reply {
@@ -346,7 +349,9 @@ async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
                     Ok(Response {
                         history: Some(h), ..
                     }) => Ok(h),
-                    Ok(a) => Err(a.error.unwrap_or_else(|| "no history in the answer".into())),
+                    Ok(a) => Err(Refusal::Relayed(
+                        a.error.unwrap_or_else(|| "no history in the answer".into()),
+                    )),
                     Err(e) => Err(gone(e)),
                 };
                 let _ = reply.send(res);

@@ -13,6 +13,7 @@ pub(crate) mod carry;
 pub mod events;
 pub(crate) mod forecasts;
 pub mod input;
+pub mod refusal;
 mod reports;
 pub(crate) mod state_watch;
 pub(crate) mod timers;
@@ -22,13 +23,14 @@ pub mod usage;
 
 use self::carry::Carry;
 use self::input::{CancelOutcome, ConfigUpdate, ExecKind, ExecReport, Input};
+use self::refusal::Refusal;
 use self::timers::{Timer, Timers};
 use self::turn::{Deferred, Outcome, Shutdown, Turn, Work};
 use crate::config::{LoadedConfig, load_dir};
 use crate::exec::backend::{Backend, Context, Report};
 use crate::exec::telemetry::Samples;
 use crate::exec::{Discovery, StateDir, now_ms};
-use crate::model::{Command, JobId, JobSpec, JobState};
+use crate::model::{JobId, JobSpec, JobState};
 use crate::sched::{Event, Sched, UnitCapacity};
 use crate::snapshot::{ConfigStatus, JobView, Picture, Snapshot};
 use crate::store::recovery::Adopted;
@@ -579,7 +581,7 @@ impl Runtime {
                 Work::Input(Input::Sync { reply }) => drop(reply.send(())),
                 Work::Input(Input::Submit {
                     reply: Some(reply), ..
-                }) => drop(reply.send(Err(paused.why.clone()))),
+                }) => drop(reply.send(Err(Refusal::Paused(paused.why.clone())))),
                 Work::Input(Input::Exec(ExecReport(ExecKind::StateLost(why)))) => {
                     self.fail(why, paused.turn);
                     return Next::Halted;
@@ -861,18 +863,16 @@ impl Runtime {
     fn read_history(
         &self,
         window: crate::store::usage::Window,
-        reply: oneshot::Sender<Result<crate::store::usage::UsageHistory, String>>,
+        reply: oneshot::Sender<Result<crate::store::usage::UsageHistory, Refusal>>,
     ) {
         let Some(_) = &self.persist else {
-            let _ = reply.send(Err(
-                "this scheduler keeps no database, so no utilisation history".to_string(),
-            ));
+            let _ = reply.send(Err(Refusal::NoHistory));
             return;
         };
         let db = self.opts.state.root().join(crate::store::DB_FILE);
         tokio::task::spawn_blocking(move || {
             let read = crate::store::usage::read_file(&db, window, now_ms())
-                .map_err(|e| format!("cannot read the utilisation history: {e}"));
+                .map_err(|e| Refusal::HistoryUnreadable(e.to_string()));
             let _ = reply.send(read);
         });
     }
