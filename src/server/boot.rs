@@ -99,7 +99,7 @@ pub enum BootError {
     Exe(std::io::Error),
     /// The metrics address is wrong or taken.
     #[error("{0}")]
-    Metrics(String),
+    Metrics(#[from] crate::metrics::http::BindError),
 }
 
 impl From<StoreError> for BootError {
@@ -222,9 +222,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
     });
     let metrics_listener = match &metrics_addr {
         Some(addr) => Some(
-            crate::metrics::http::bind(addr)
-                .await
-                .map_err(BootError::Metrics)?,
+            crate::metrics::http::bind(addr).await?,
         ),
         None => None,
     };

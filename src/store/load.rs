@@ -118,10 +118,11 @@ impl Store {
                 let reason: Option<String> = row.get(11).map_err(e)?;
                 let stopping =
                     decode_stop(kind.as_deref(), row.get(10).map_err(e)?, reason.as_deref())
-                        .map_err(bad)?;
+                        .map_err(|x| bad(x.to_string()))?;
                 let devices: Option<String> = row.get(13).map_err(e)?;
                 let devices =
-                    devices_from_json(devices.as_deref().unwrap_or("null")).map_err(bad)?;
+                    devices_from_json(devices.as_deref().unwrap_or("null"))
+                        .map_err(|x| bad(x.to_string()))?;
                 let started_at: Option<Time> = row.get(12).map_err(e)?;
                 let attempts_started: u32 = row.get(8).map_err(e)?;
                 let open: Option<u32> = row.get(14).map_err(e)?;
@@ -285,7 +286,7 @@ impl Store {
             started_at: row.get(8).map_err(e)?,
             finished_at: row.get(9).map_err(e)?,
             devices: match devices {
-                Some(d) => devices_from_json(&d).map_err(bad)?,
+                Some(d) => devices_from_json(&d).map_err(|x| bad(x.to_string()))?,
                 None => Vec::new(),
             },
             attempts: row.get(11).map_err(e)?,

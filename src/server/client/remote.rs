@@ -153,7 +153,7 @@ async fn follow(
                 current.served_by = by;
                 Ok(())
             }
-            Ok(Update::Delta(d)) => current.apply(*d),
+            Ok(Update::Delta(d)) => current.apply(*d).map_err(|e| e.to_string()),
             Err(e) => Err(format!("unreadable update from the scheduler: {e}")),
         };
         match applied {
@@ -229,8 +229,11 @@ async fn call(
 
 /// Why a request got no answer: never sent (safe to send again), or sent and then the
 /// answer was lost (it may have been carried out: not sent again).
+#[derive(Debug, thiserror::Error)]
 enum CallError {
+    #[error("{0}")]
     Unsent(String),
+    #[error("{0}")]
     Unanswered(String),
 }
 
@@ -242,13 +245,13 @@ struct Link {
 }
 
 impl Link {
-    async fn call(&mut self, req: &Request) -> Result<Response, String> {
-        let mut last = String::new();
+    async fn call(&mut self, req: &Request) -> Result<Response, CallError> {
+        let mut last = CallError::Unsent(String::new());
         for _ in 0..2 {
             if self.conn.is_none() {
                 match connect(&self.state).await {
                     Ok(c) => self.conn = Some(c),
-                    Err(e) => return Err(e.to_string()),
+                    Err(e) => return Err(CallError::Unsent(e.to_string())),
                 }
             }
             let Some((r, w)) = self.conn.as_mut() else {
@@ -256,13 +259,13 @@ impl Link {
             };
             match call(r, w, req).await {
                 Ok(a) => return Ok(a),
-                Err(CallError::Unsent(e)) => {
+                Err(unsent @ CallError::Unsent(_)) => {
                     self.conn = None;
-                    last = e;
+                    last = unsent;
                 }
-                Err(CallError::Unanswered(e)) => {
+                Err(unanswered @ CallError::Unanswered(_)) => {
                     self.conn = None;
-                    return Err(e);
+                    return Err(unanswered);
                 }
             }
         }
@@ -272,7 +275,7 @@ impl Link {
 
 /// Forward inputs to the scheduler, one request at a time, in order.
 async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
-    let gone = |e: String| Refusal::Unreachable(e);
+    let gone = |e: CallError| Refusal::Unreachable(e.to_string());
     while let Some(input) = rx.recv().await {
         match input {
             Input::Submit { spec, reply } => {

@@ -289,7 +289,7 @@ impl Guard {
                 audit: Some(rows),
                 ..Response::ok()
             },
-            Ok(Err(e)) => Response::error(ErrorCode::Unavailable, e),
+            Ok(Err(e)) => Response::error(ErrorCode::Unavailable, e.to_string()),
             Err(e) => Response::error(
                 ErrorCode::Unavailable,
                 format!("cannot read the audit trail: {e}"),

@@ -224,7 +224,10 @@ async fn read_requests(
         }
         // Parsed once: a stream request switches the connection, any other is admitted.
         let next = match parse(&line) {
-            Err(e) => Outgoing::Answer(ready(Response::error(ErrorCode::BadRequest, e))),
+            Err(e) => Outgoing::Answer(ready(Response::error(
+                ErrorCode::BadRequest,
+                e.to_string(),
+            ))),
             Ok(Request::Subscribe) => Outgoing::Subscribe(viewer_of(&caller, &snapshots)),
             Ok(Request::Events {
                 after,
@@ -322,13 +325,22 @@ fn gone() -> Response {
     Response::shutting_down()
 }
 
+/// What is wrong with a request line (answered `bad_request`).
+#[derive(Debug, thiserror::Error)]
+enum BadLine {
+    #[error("empty request: send one JSON object per line")]
+    Empty,
+    #[error("malformed request: {0}")]
+    Malformed(#[from] serde_json::Error),
+}
+
 /// One request line, or what is wrong with it.
-fn parse(line: &[u8]) -> Result<Request, String> {
+fn parse(line: &[u8]) -> Result<Request, BadLine> {
     let text = trim_line(line);
     if text.is_empty() {
-        return Err("empty request: send one JSON object per line".to_string());
+        return Err(BadLine::Empty);
     }
-    serde_json::from_slice(text).map_err(|e| format!("malformed request: {e}"))
+    Ok(serde_json::from_slice(text)?)
 }
 
 /// Check a request against the rules (SPEC §9: a refused request changes nothing and is
