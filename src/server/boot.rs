@@ -221,9 +221,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         m.map(|m| m.listen.clone())
     });
     let metrics_listener = match &metrics_addr {
-        Some(addr) => Some(
-            crate::metrics::http::bind(addr).await?,
-        ),
+        Some(addr) => Some(crate::metrics::http::bind(addr).await?),
         None => None,
     };
     let audit = match super::runtime::audit::Audit::start(&root.join(crate::store::DB_FILE)) {

@@ -120,9 +120,8 @@ impl Store {
                     decode_stop(kind.as_deref(), row.get(10).map_err(e)?, reason.as_deref())
                         .map_err(|x| bad(x.to_string()))?;
                 let devices: Option<String> = row.get(13).map_err(e)?;
-                let devices =
-                    devices_from_json(devices.as_deref().unwrap_or("null"))
-                        .map_err(|x| bad(x.to_string()))?;
+                let devices = devices_from_json(devices.as_deref().unwrap_or("null"))
+                    .map_err(|x| bad(x.to_string()))?;
                 let started_at: Option<Time> = row.get(12).map_err(e)?;
                 let attempts_started: u32 = row.get(8).map_err(e)?;
                 let open: Option<u32> = row.get(14).map_err(e)?;

@@ -259,8 +259,8 @@ pub(crate) fn decode_stop(
         Some("TIMEOUT") => Some(StopCause::Timeout),
         Some("PREEMPT") => {
             let r = reason.unwrap_or_default();
-            let reason = preempt_reason_from_str(r)
-                .ok_or_else(|| BadValue::PreemptReason(r.to_string()))?;
+            let reason =
+                preempt_reason_from_str(r).ok_or_else(|| BadValue::PreemptReason(r.to_string()))?;
             Some(StopCause::Preempt {
                 by: by.map(|b| JobId(b as u64)),
                 reason,

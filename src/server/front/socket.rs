@@ -224,10 +224,9 @@ async fn read_requests(
         }
         // Parsed once: a stream request switches the connection, any other is admitted.
         let next = match parse(&line) {
-            Err(e) => Outgoing::Answer(ready(Response::error(
-                ErrorCode::BadRequest,
-                e.to_string(),
-            ))),
+            Err(e) => {
+                Outgoing::Answer(ready(Response::error(ErrorCode::BadRequest, e.to_string())))
+            }
             Ok(Request::Subscribe) => Outgoing::Subscribe(viewer_of(&caller, &snapshots)),
             Ok(Request::Events {
                 after,
