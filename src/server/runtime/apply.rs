@@ -148,17 +148,17 @@ impl Runtime {
 
     /// The checks in order: the spec's own fields that need no I/O (the model's; whether
     /// `workingDirectory` is a directory the sender asked before, off this task), the state
-    /// filesystem's reserve, the client token (a retry answers with the first job), the
-    /// user's cap, then the scheduler's own (SPEC §2).
+    /// filesystem's reserve (a reading taken off this task; read again here only to
+    /// confirm a refusal), the client
+    /// token (a retry answers with the first job), the user's cap, then the scheduler's own
+    /// (SPEC §2).
     fn submit(&mut self, spec: JobSpec, now: i64) -> Result<JobId, Refusal> {
         spec.check_command()?;
         spec.check_size()?;
         // A full state filesystem stops nothing (SPEC §8): below the reserve, new jobs wait
         // outside, running ones go on.
         let reserve = self.exec.log_limits.reserve_bytes();
-        if let Some(free) = self.exec.state.free_bytes()
-            && free < reserve
-        {
+        if let Some(free) = self.free_space.below(reserve, &self.exec.state) {
             return Err(Refusal::StateFull {
                 free_mib: free >> 20,
                 reserve_mib: reserve >> 20,

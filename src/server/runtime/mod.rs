@@ -5,13 +5,14 @@
 //! answers the clients. See `Runtime::run`; `apply` takes the inputs that change the
 //! scheduler, `reports` what comes back (timers, the executor's reports). The room also
 //! holds the work that runs beside the task: forecasts, the event feed, the audit writer,
-//! the utilisation sampler and the state-directory watch.
+//! the utilisation sampler, the state-directory watch and the free-space reading.
 
 mod apply;
 pub mod audit;
 pub(crate) mod carry;
 pub mod events;
 pub(crate) mod forecasts;
+mod free_space;
 pub mod input;
 pub mod refusal;
 mod reports;
@@ -196,6 +197,7 @@ impl RuntimeHandle {
             None => crate::exec::backend::choose(&executor, ctx),
         };
         let mut exec = Carry::new(opts.state.clone(), owner, backend);
+        let opts_state = opts.state.clone();
         exec.log_limits = initial.config.env.logs.unwrap_or_default();
         let (fatal_tx, fatal_rx) = watch::channel(None);
         let metrics = Arc::new(crate::metrics::Metrics::new());
@@ -231,6 +233,7 @@ impl RuntimeHandle {
             forecasts: self::forecasts::Forecasts::new(None),
             predictions: Vec::new(),
             per_user: HashMap::new(),
+            free_space: self::free_space::FreeSpace::watch(opts_state),
         };
         rt.exec.watch(&mut rt.timers);
         if let Some(d) = durable {
@@ -443,6 +446,8 @@ struct Runtime {
     paused: Option<Paused>,
     /// Jobs not yet ended per submitter uid (`limits.maxQueuedJobsPerUser`, SPEC §9).
     per_user: HashMap<u32, u64>,
+    /// The state filesystem's free bytes, read off this task (the reserve of submits).
+    free_space: self::free_space::FreeSpace,
 }
 
 /// A batch whose decisions could not be stored, held with what came after it.
