@@ -193,9 +193,11 @@ pub struct StatusAnswer {
 pub enum ErrorCode {
     /// The rules of SPEC §9 refuse this caller this action (the message names the rule).
     NotAllowed,
-    /// The scheduler refused the submission (SPEC §2) or the config (`reload`).
+    /// The scheduler refused the submission (SPEC §2; its own fields included) or the
+    /// config (`reload`).
     Rejected,
-    /// A per-caller limit of SPEC §9: request size, connections.
+    /// A limit of SPEC §8/§9: request size, connections, a job's size, one user's queued
+    /// jobs, the state filesystem's reserve.
     Limit,
     /// No such job (or it has no log yet).
     NotFound,
@@ -203,7 +205,8 @@ pub enum ErrorCode {
     ShuttingDown,
     /// The request cannot be read or an argument is out of range.
     BadRequest,
-    /// The scheduler cannot answer this now (a history it cannot read, no database).
+    /// The scheduler cannot answer this now (scheduling paused, a history it cannot read,
+    /// no database).
     Unavailable,
     /// `hello` named an API version this server does not speak.
     UnsupportedApi,
