@@ -147,11 +147,11 @@ impl Runtime {
     }
 
     /// The checks in order: the spec's own fields that need no I/O (the model's; whether
-    /// `workingDirectory` is a directory the sender asked before, off this task), the state
-    /// filesystem's reserve (a reading taken off this task; read again here only to
-    /// confirm a refusal), the client
-    /// token (a retry answers with the first job), the user's cap, then the scheduler's own
-    /// (SPEC §2).
+    /// `workingDirectory` is a directory the sender asked before, off this task), the
+    /// state filesystem's reserve (a reading taken off this task, read again here only to
+    /// confirm a refusal), the client token (a retry answers with the first job: the
+    /// batch's tokens and the stored ones are looked up here, in order with the batch),
+    /// the user's cap, then the scheduler's own (SPEC §2).
     fn submit(&mut self, spec: JobSpec, now: i64) -> Result<JobId, Refusal> {
         spec.check_command()?;
         spec.check_size()?;
