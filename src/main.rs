@@ -128,6 +128,33 @@ fn visible_command() -> clap::Command {
         .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
 }
 
+/// A console option written before a subcommand that cannot take it.
+#[derive(Debug, thiserror::Error)]
+enum Misplaced {
+    #[error("two different directories given for one option, before and after `tui`: give it once")]
+    TwoForTui,
+    #[error(
+        "{flag} before `{sub}` is an option of the console, which `{sub}` does not use: \
+         write the subcommand's own options after it (`shareq {sub} --help`)"
+    )]
+    ConsoleOption { flag: &'static str, sub: String },
+    #[error(
+        "`{sub}` does not use a state directory, so --state {} would be ignored: leave it out",
+        .state.display()
+    )]
+    NoState { sub: String, state: PathBuf },
+    #[error(
+        "two state directories given: {} (before `{sub}`) and {} (after it): give one",
+        .before.display(),
+        .after.display()
+    )]
+    TwoStates {
+        sub: String,
+        before: PathBuf,
+        after: PathBuf,
+    },
+}
+
 /// The console's options written before a subcommand (`shareq --state S jobs`): `--state`
 /// goes to the subcommand's own, `tui` takes them all, and whatever the subcommand does not
 /// take is refused — never ignored in silence.
@@ -135,12 +162,12 @@ fn carry_global(
     global: &shareq::cli::ConsoleArgs,
     sub: &str,
     command: &mut Command,
-) -> Result<(), String> {
+) -> Result<(), Misplaced> {
     if let Command::Tui(own) = command {
         let conflict =
             |a: &Option<PathBuf>, b: &Option<PathBuf>| a.is_some() && b.is_some() && a != b;
         if conflict(&global.state, &own.state) || conflict(&global.config, &own.config) {
-            return Err("two different directories given for one option, before and after `tui`: give it once".into());
+            return Err(Misplaced::TwoForTui);
         }
         own.state = own.state.take().or_else(|| global.state.clone());
         own.config = own.config.take().or_else(|| global.config.clone());
@@ -156,26 +183,26 @@ fn carry_global(
         ("--metrics", global.metrics.is_some()),
     ];
     if let Some((flag, _)) = others.iter().find(|(_, given)| *given) {
-        return Err(format!(
-            "{flag} before `{sub}` is an option of the console, which `{sub}` does not use: \
-             write the subcommand's own options after it (`shareq {sub} --help`)"
-        ));
+        return Err(Misplaced::ConsoleOption {
+            flag,
+            sub: sub.to_string(),
+        });
     }
     let Some(global_state) = &global.state else {
         return Ok(());
     };
     let Some(slot) = state_slot(command) else {
-        return Err(format!(
-            "`{sub}` does not use a state directory, so --state {} would be ignored: leave it out",
-            global_state.display()
-        ));
+        return Err(Misplaced::NoState {
+            sub: sub.to_string(),
+            state: global_state.clone(),
+        });
     };
     match slot {
-        Some(own) if own != global_state => Err(format!(
-            "two state directories given: {} (before `{sub}`) and {} (after it): give one",
-            global_state.display(),
-            own.display()
-        )),
+        Some(own) if own != global_state => Err(Misplaced::TwoStates {
+            sub: sub.to_string(),
+            before: global_state.clone(),
+            after: own.clone(),
+        }),
         _ => {
             *slot = Some(global_state.clone());
             Ok(())

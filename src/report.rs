@@ -88,17 +88,20 @@ fn fact(l: &EventLine) -> Option<Fact<'_>> {
     })
 }
 
+/// Text that names no point in time (what was given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{0}` is not a time: write a span back from now (7d, 12h, 30m, 2w), a date \
+     (2026-12-01, UTC), a date and time (2026-12-01T10:00, UTC), or `now`"
+)]
+pub struct NotATime(pub String);
+
 /// A point in time for `--since` / `--until` (ms since the epoch): a span back from `now`
 /// (`7d`, `12h`, `30m`, `90s`, `2w`), a UTC date `2026-12-01`, a UTC date and time
 /// `2026-12-01T10:00` (or with seconds, or an RFC 3339 offset), `now`, or epoch seconds.
-pub fn parse_time(text: &str, now: i64) -> Result<i64, String> {
+pub fn parse_time(text: &str, now: i64) -> Result<i64, NotATime> {
     let t = text.trim();
-    let bad = || {
-        format!(
-            "`{text}` is not a time: write a span back from now (7d, 12h, 30m, 2w), a date \
-             (2026-12-01, UTC), a date and time (2026-12-01T10:00, UTC), or `now`"
-        )
-    };
+    let bad = || NotATime(text.to_string());
     if t == "now" {
         return Ok(now);
     }
@@ -160,6 +163,7 @@ mod tests {
         assert!(
             parse_time("7x", now)
                 .unwrap_err()
+                .to_string()
                 .contains("`7x` is not a time")
         );
         assert!(parse_time("yesterday", now).is_err());

@@ -30,8 +30,13 @@ pub struct HistoryArgs {
     pub state: Option<PathBuf>,
 }
 
-fn parse_window(s: &str) -> Result<Window, String> {
-    Window::parse(s).ok_or_else(|| format!("`{s}`: give hour, day or week"))
+/// A `--window` that is none of hour, day or week (what was given).
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}`: give hour, day or week")]
+struct NotAWindow(String);
+
+fn parse_window(s: &str) -> Result<Window, NotAWindow> {
+    Window::parse(s).ok_or_else(|| NotAWindow(s.to_string()))
 }
 
 pub fn history(args: &HistoryArgs) -> Result<(), CliError> {
@@ -40,7 +45,6 @@ pub fn history(args: &HistoryArgs) -> Result<(), CliError> {
     };
     let read = |state: &std::path::Path| {
         usage::read_file(&state.join(crate::store::DB_FILE), args.window, now_ms())
-            .map_err(|e| e.to_string())
     };
     let h: UsageHistory = super::ask_or_read(
         "history",

@@ -81,9 +81,16 @@ pub struct JobFilter {
     name: Option<String>,
 }
 
+/// A `--status` that names no job state (what was given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "--status {0}: not a job state (one of PENDING, RUNNABLE, SCHEDULED, STARTING, RUNNING, SUCCEEDED, FAILED, or queued, running, finished)"
+)]
+pub struct NotAState(pub String);
+
 impl JobFilter {
     /// From the command line; an unknown state is an error that lists the known ones.
-    pub fn from_args(args: &FilterArgs) -> Result<JobFilter, String> {
+    pub fn from_args(args: &FilterArgs) -> Result<JobFilter, NotAState> {
         let mut states = Vec::new();
         for s in &args.status {
             match s.to_ascii_lowercase().as_str() {
@@ -99,11 +106,7 @@ impl JobFilter {
                     .find(|st| st.as_str().eq_ignore_ascii_case(other))
                 {
                     Some(st) => states.push(*st),
-                    None => {
-                        return Err(format!(
-                            "--status {s}: not a job state (one of PENDING, RUNNABLE, SCHEDULED, STARTING, RUNNING, SUCCEEDED, FAILED, or queued, running, finished)"
-                        ));
-                    }
+                    None => return Err(NotAState(s.clone())),
                 },
             }
         }
@@ -406,12 +409,16 @@ fn estimate_cell(v: &JobView, now: i64) -> String {
 }
 
 /// The jobs as the database of `state` holds them (no scheduler running).
-fn from_database(state: &std::path::Path, all: bool, span: Span) -> Result<JobsAnswer, String> {
-    let store = Store::open_read_only(state).map_err(|e| e.to_string())?;
+fn from_database(
+    state: &std::path::Path,
+    all: bool,
+    span: Span,
+) -> Result<JobsAnswer, crate::store::StoreError> {
+    let store = Store::open_read_only(state)?;
     let mut queue = Vec::new();
     let mut running = Vec::new();
-    for job in store.active_jobs().map_err(|e| e.to_string())? {
-        let Some(rec) = store.job(job.id).map_err(|e| e.to_string())? else {
+    for job in store.active_jobs()? {
+        let Some(rec) = store.job(job.id)? else {
             continue;
         };
         let mut view = JobView::from(&rec);
@@ -434,15 +441,14 @@ fn from_database(state: &std::path::Path, all: bool, span: Span) -> Result<JobsA
                 crate::server::runtime::HISTORY_LISTED,
                 span.since,
                 span.until,
-            )
-            .map_err(|e| e.to_string())?
+            )?
             .iter()
             .map(JobView::from)
             .collect()
     } else {
         Vec::new()
     };
-    let preemptions = store.preemptions(1000).map_err(|e| e.to_string())?;
+    let preemptions = store.preemptions(1000)?;
     Ok(JobsAnswer {
         queue,
         running,

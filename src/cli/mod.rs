@@ -64,13 +64,13 @@ pub(crate) fn request(state: Option<&Path>, req: &Request) -> anyhow::Result<Res
 /// Ask the scheduler of the state directory for `what` (`pick` takes it from the
 /// answer); when no scheduler runs there, read it from its database with `offline`
 /// (read-only) and say so on stderr.
-pub(crate) fn ask_or_read<T>(
+pub(crate) fn ask_or_read<T, E: std::fmt::Display>(
     cmd: &str,
     state: Option<&Path>,
     req: &Request,
     what: &str,
     pick: impl FnOnce(Response) -> Option<T>,
-    offline: impl FnOnce(&Path) -> Result<T, String>,
+    offline: impl FnOnce(&Path) -> Result<T, E>,
 ) -> Result<T, CliError> {
     use crate::server::ClientError;
     match request(state, req) {

@@ -71,21 +71,34 @@ pub struct SubmitArgs {
     pub command: Vec<String>,
 }
 
+/// What is wrong with the command line of a submission.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadSubmit {
+    #[error("--env `{0}`: expected K=V")]
+    EnvNotKv(String),
+    #[error("--env `{0}`: the name is empty")]
+    EnvNoName(String),
+    #[error("no command given (put it after `--`)")]
+    NoCommand,
+    #[error("--after {0}")]
+    After(#[from] crate::model::BadJobRef),
+}
+
 impl SubmitArgs {
     /// The request body this submission sends.
-    pub fn spec(&self) -> Result<JobSpec, String> {
+    pub fn spec(&self) -> Result<JobSpec, BadSubmit> {
         let mut env = BTreeMap::new();
         for kv in &self.env {
             let Some((k, v)) = kv.split_once('=') else {
-                return Err(format!("--env `{kv}`: expected K=V"));
+                return Err(BadSubmit::EnvNotKv(kv.clone()));
             };
             if k.is_empty() {
-                return Err(format!("--env `{kv}`: the name is empty"));
+                return Err(BadSubmit::EnvNoName(kv.clone()));
             }
             env.insert(k.to_string(), v.to_string());
         }
         let command = match self.command.as_slice() {
-            [] => return Err("no command given (put it after `--`)".to_string()),
+            [] => return Err(BadSubmit::NoCommand),
             [one] => Command::Shell(one.clone()),
             many => Command::Argv(many.to_vec()),
         };
@@ -123,8 +136,8 @@ impl SubmitArgs {
 }
 
 /// One `--after` entry: `12`, `12:3`, `N_TO_N:12` or `SEQUENTIAL` (SPEC §13).
-pub fn parse_after(a: &str) -> Result<Dependency, String> {
-    Dependency::parse(a).map_err(|e| format!("--after {e}"))
+pub fn parse_after(a: &str) -> Result<Dependency, BadSubmit> {
+    Ok(Dependency::parse(a)?)
 }
 
 /// A token for one submission (SPEC §8): 128 random bits from the kernel, in hex.
@@ -281,7 +294,7 @@ mod tests {
         assert_eq!((d.job_id, d.kind), (None, Some(DependencyType::Sequential)));
         for bad in ["", "x", "0", "12:", "12:x", "N_TO_N:"] {
             let e = parse_after(bad).unwrap_err();
-            assert!(e.contains("is not a job id"), "{bad}: {e}");
+            assert!(e.to_string().contains("is not a job id"), "{bad}: {e}");
         }
     }
 }

@@ -54,11 +54,42 @@ pub struct ExportTraceArgs {
     pub state: Option<PathBuf>,
 }
 
+/// Why a what-if, a trace export or a dry run cannot be made (what follows
+/// `shareq whatif: `).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WhatIfError {
+    /// No state directory was found.
+    #[error("{0}")]
+    StateDir(anyhow::Error),
+    #[error("{0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("this state directory has no applied config recorded: give it with --current")]
+    NoConfigRecorded,
+    #[error("the config in {} is not valid:\n  {}", .dir.display(), .errors.join("\n  "))]
+    Invalid { dir: PathBuf, errors: Vec<String> },
+    /// A config the database recorded that does not read back: when it was applied, why.
+    #[error("the config recorded at {at}: {why}")]
+    Recorded { at: i64, why: String },
+    #[error("no config recorded")]
+    NoneRecorded,
+    #[error("--since {0}")]
+    Since(#[from] super::when::NotATime),
+    #[error("{0}")]
+    ConfigDir(#[from] crate::config::ConfigError),
+    #[error("{}: {source}", .path.display())]
+    Yaml {
+        path: PathBuf,
+        source: serde_yaml::Error,
+    },
+    #[error("{0}")]
+    Scenario(serde_yaml::Error),
+}
+
 /// The state directory's database, read-only.
-fn open(state: Option<&Path>) -> Result<(PathBuf, Store), String> {
-    let dir = super::serve::state_dir(state).map_err(|e| e.to_string())?;
+fn open(state: Option<&Path>) -> Result<(PathBuf, Store), WhatIfError> {
+    let dir = super::serve::state_dir(state).map_err(WhatIfError::StateDir)?;
     let root = dir.root().to_path_buf();
-    let store = Store::open_read_only(&root).map_err(|e| e.to_string())?;
+    let store = Store::open_read_only(&root)?;
     Ok((root, store))
 }
 
@@ -67,23 +98,17 @@ fn open(state: Option<&Path>) -> Result<(PathBuf, Store), String> {
 pub(crate) fn config_in_force(
     store: &Store,
     over: Option<&Path>,
-) -> Result<(PathBuf, LoadedConfig), String> {
+) -> Result<(PathBuf, LoadedConfig), WhatIfError> {
     let (dir, recorded) = match over {
         Some(d) => (d.to_path_buf(), None),
         None => {
-            let rec = store.last_config().map_err(|e| e.to_string())?.ok_or(
-                "this state directory has no applied config recorded: give it with --current",
-            )?;
+            let rec = store.last_config()?.ok_or(WhatIfError::NoConfigRecorded)?;
             (PathBuf::from(&rec.source), Some(rec.hash))
         }
     };
-    let loaded = load_dir(&dir).map_err(|errors| {
-        let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        format!(
-            "the config in {} is not valid:\n  {}",
-            dir.display(),
-            list.join("\n  ")
-        )
+    let loaded = load_dir(&dir).map_err(|errors| WhatIfError::Invalid {
+        dir: dir.clone(),
+        errors: errors.iter().map(ToString::to_string).collect(),
     })?;
     if let Some(h) = recorded
         && h != loaded.hash
@@ -109,18 +134,16 @@ pub(crate) fn capacity(config: &ValidConfig) -> Vec<UnitCapacity> {
 
 /// The live state as the database holds it: the jobs queued and running, put back in a
 /// scheduler under the config in force, after one pass (as recovery would).
-pub(crate) fn live_state(state: &Path) -> Result<(Sched, i64), String> {
+pub(crate) fn live_state(state: &Path) -> Result<(Sched, i64), WhatIfError> {
     let (_, store) = open(Some(state))?;
     let (_, loaded) = config_in_force(&store, None)?;
     let now = now_ms();
     let mut sched = Sched::new(&loaded.config, &capacity(&loaded.config), Clock::Wall);
     // Dependencies on ended jobs are judged as the live scheduler judges them (SPEC §13).
-    sched.reserve_ids_below(crate::model::JobId(
-        store.max_job_id().map_err(|e| e.to_string())?.0 + 1,
-    ));
-    let (succeeded, arrays) = store.link_history().map_err(|e| e.to_string())?;
+    sched.reserve_ids_below(crate::model::JobId(store.max_job_id()?.0 + 1));
+    let (succeeded, arrays) = store.link_history()?;
     sched.restore_history(succeeded, arrays);
-    for job in store.active_jobs().map_err(|e| e.to_string())? {
+    for job in store.active_jobs()? {
         if let Err(e) = sched.restore_job(job.restored(true), now) {
             eprintln!("note: {e}");
         }
@@ -130,10 +153,10 @@ pub(crate) fn live_state(state: &Path) -> Result<(Sched, i64), String> {
     Ok((sched, now))
 }
 
-fn window(store: &Store, since: &str) -> Result<HistoryTrace, String> {
+fn window(store: &Store, since: &str) -> Result<HistoryTrace, WhatIfError> {
     let now = now_ms();
-    let from = super::when::parse_instant(since, now).map_err(|e| format!("--since {e}"))?;
-    let jobs = store.trace_jobs(from, now).map_err(|e| e.to_string())?;
+    let from = super::when::parse_instant(since, now)?;
+    let jobs = store.trace_jobs(from, now)?;
     Ok(HistoryTrace::from_jobs(&jobs))
 }
 
@@ -148,7 +171,11 @@ struct InForce {
     label: String,
 }
 
-fn in_force(store: &Store, over: Option<&Path>, trace: &HistoryTrace) -> Result<InForce, String> {
+fn in_force(
+    store: &Store,
+    over: Option<&Path>,
+    trace: &HistoryTrace,
+) -> Result<InForce, WhatIfError> {
     if over.is_some() {
         let (dir, loaded) = config_in_force(store, over)?;
         return Ok(InForce {
@@ -157,9 +184,7 @@ fn in_force(store: &Store, over: Option<&Path>, trace: &HistoryTrace) -> Result<
             label: dir.display().to_string(),
         });
     }
-    let records = store
-        .configs_over(trace.origin_ms, now_ms())
-        .map_err(|e| e.to_string())?;
+    let records = store.configs_over(trace.origin_ms, now_ms())?;
     if records.len() <= 1 {
         let (dir, loaded) = config_in_force(store, None)?;
         return Ok(InForce {
@@ -175,15 +200,15 @@ fn in_force(store: &Store, over: Option<&Path>, trace: &HistoryTrace) -> Result<
     for (rec, docs) in &records {
         let l = match docs {
             Some(text) => {
+                let recorded = |why: String| WhatIfError::Recorded {
+                    at: rec.applied_at,
+                    why,
+                };
                 let docs = crate::config::parse_documents(text, None)
-                    .map_err(|e| format!("the config recorded at {}: {e:?}", rec.applied_at))?;
+                    .map_err(|e| recorded(format!("{e:?}")))?;
                 let config = crate::config::validate(docs).map_err(|errors| {
                     let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
-                    format!(
-                        "the config recorded at {}: {}",
-                        rec.applied_at,
-                        list.join("; ")
-                    )
+                    recorded(list.join("; "))
                 })?;
                 LoadedConfig {
                     config,
@@ -196,7 +221,7 @@ fn in_force(store: &Store, over: Option<&Path>, trace: &HistoryTrace) -> Result<
         loaded.push((rec.applied_at, l));
     }
     let mut loaded = loaded.into_iter();
-    let (_, first) = loaded.next().ok_or("no config recorded")?;
+    let (_, first) = loaded.next().ok_or(WhatIfError::NoneRecorded)?;
     let changes: Vec<(i64, ValidConfig)> = loaded
         .map(|(at, l)| (((at - trace.origin_ms) / 1000).max(0), l.config))
         .collect();
@@ -212,34 +237,31 @@ fn in_force(store: &Store, over: Option<&Path>, trace: &HistoryTrace) -> Result<
 }
 
 pub fn whatif(args: &WhatifArgs) -> Result<(), CliError> {
-    let fail = |e: String, exit: ExitKind| {
+    let fail = |e: &dyn std::fmt::Display, exit: ExitKind| {
         Err(CliError::failed(format!("shareq whatif: {e}")).with_exit(exit))
     };
     let proposed = match load_dir(&args.config) {
         Ok(l) => l,
         Err(errors) => {
             let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            return fail(
-                format!(
-                    "the config in {} is not valid:\n  {}",
-                    args.config.display(),
-                    list.join("\n  ")
-                ),
-                ExitKind::Usage,
-            );
+            let invalid = WhatIfError::Invalid {
+                dir: args.config.clone(),
+                errors: list,
+            };
+            return fail(&invalid, ExitKind::Usage);
         }
     };
     let (_, store) = match open(args.state.as_deref()) {
         Ok(s) => s,
-        Err(e) => return fail(e, ExitKind::Failed),
+        Err(e) => return fail(&e, ExitKind::Failed),
     };
     let trace = match window(&store, &args.since) {
         Ok(t) => t,
-        Err(e) => return fail(e, ExitKind::Usage),
+        Err(e) => return fail(&e, ExitKind::Usage),
     };
     let current = match in_force(&store, args.current.as_deref(), &trace) {
         Ok(c) => c,
-        Err(e) => return fail(e, ExitKind::Failed),
+        Err(e) => return fail(&e, ExitKind::Failed),
     };
     let w = what_if(
         &trace,
@@ -250,7 +272,7 @@ pub fn whatif(args: &WhatifArgs) -> Result<(), CliError> {
     if args.json {
         match serde_json::to_string_pretty(&w) {
             Ok(s) => println!("{s}"),
-            Err(e) => return fail(e.to_string(), ExitKind::Failed),
+            Err(e) => return fail(&e, ExitKind::Failed),
         }
         return Ok(());
     }
@@ -265,16 +287,16 @@ pub fn whatif(args: &WhatifArgs) -> Result<(), CliError> {
 }
 
 pub fn export_trace(args: &ExportTraceArgs) -> Result<(), CliError> {
-    let fail = |e: String, exit: ExitKind| {
+    let fail = |e: &dyn std::fmt::Display, exit: ExitKind| {
         Err(CliError::failed(format!("shareq export-trace: {e}")).with_exit(exit))
     };
     let (_, store) = match open(args.state.as_deref()) {
         Ok(s) => s,
-        Err(e) => return fail(e, ExitKind::Failed),
+        Err(e) => return fail(&e, ExitKind::Failed),
     };
     let trace = match window(&store, &args.since) {
         Ok(t) => t,
-        Err(e) => return fail(e, ExitKind::Usage),
+        Err(e) => return fail(&e, ExitKind::Usage),
     };
     let Some(out) = &args.out else {
         print!("{}", trace.to_csv());
@@ -282,18 +304,18 @@ pub fn export_trace(args: &ExportTraceArgs) -> Result<(), CliError> {
     };
     let (cfg_dir, _) = match config_in_force(&store, args.config.as_deref()) {
         Ok(c) => c,
-        Err(e) => return fail(e, ExitKind::Failed),
+        Err(e) => return fail(&e, ExitKind::Failed),
     };
     let scenario = match scenario_text(&cfg_dir, &trace, &args.since) {
         Ok(s) => s,
-        Err(e) => return fail(e, ExitKind::Failed),
+        Err(e) => return fail(&e, ExitKind::Failed),
     };
     let written = std::fs::create_dir_all(out)
         .and_then(|()| std::fs::write(out.join("trace.csv"), trace.to_csv()))
         .and_then(|()| std::fs::write(out.join("scenario.yaml"), scenario));
     if let Err(e) = written {
         return fail(
-            format!("cannot write {}: {e}", out.display()),
+            &format!("cannot write {}: {e}", out.display()),
             ExitKind::Failed,
         );
     }
@@ -308,15 +330,17 @@ pub fn export_trace(args: &ExportTraceArgs) -> Result<(), CliError> {
 }
 
 /// A scenario holding the config directory's documents and pointing at `trace.csv`.
-fn scenario_text(dir: &Path, trace: &HistoryTrace, since: &str) -> Result<String, String> {
+fn scenario_text(dir: &Path, trace: &HistoryTrace, since: &str) -> Result<String, WhatIfError> {
     use serde::Deserialize;
-    let snap = crate::config::DirSnapshot::read(dir).map_err(|e| e.to_string())?;
+    let snap = crate::config::DirSnapshot::read(dir)?;
     let mut docs = Vec::new();
     for f in &snap.files {
-        let text = f.text.as_ref().map_err(ToString::to_string)?;
+        let text = f.text.as_ref().map_err(|e| e.clone())?;
         for d in serde_yaml::Deserializer::from_str(text) {
-            let v = serde_yaml::Value::deserialize(d)
-                .map_err(|e| format!("{}: {e}", f.path.display()))?;
+            let v = serde_yaml::Value::deserialize(d).map_err(|source| WhatIfError::Yaml {
+                path: f.path.clone(),
+                source,
+            })?;
             if !v.is_null() {
                 docs.push(v);
             }
@@ -335,5 +359,5 @@ fn scenario_text(dir: &Path, trace: &HistoryTrace, since: &str) -> Result<String
     );
     map.insert("config".into(), serde_yaml::Value::Sequence(docs));
     map.insert("trace".into(), "trace.csv".into());
-    serde_yaml::to_string(&map).map_err(|e| e.to_string())
+    serde_yaml::to_string(&map).map_err(WhatIfError::Scenario)
 }

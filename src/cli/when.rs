@@ -5,15 +5,18 @@
 
 use chrono::{Local, NaiveDate, NaiveDateTime, NaiveTime, TimeZone};
 
+/// Text that names no instant (what was given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{0}` is not a time: give an age like 30m, 2h, 1d, 1w (back from now), \
+     a local date or time like 2026-12-01, \"2026-12-01 14:00\", 14:00, or RFC 3339"
+)]
+pub struct NotATime(pub String);
+
 /// The instant `text` names, in ms since the epoch, `now` being the current one.
-pub fn parse_instant(text: &str, now: i64) -> Result<i64, String> {
+pub fn parse_instant(text: &str, now: i64) -> Result<i64, NotATime> {
     let t = text.trim();
-    let err = || {
-        format!(
-            "`{text}` is not a time: give an age like 30m, 2h, 1d, 1w (back from now), \
-             a local date or time like 2026-12-01, \"2026-12-01 14:00\", 14:00, or RFC 3339"
-        )
-    };
+    let err = || NotATime(text.to_string());
     if t.eq_ignore_ascii_case("now") {
         return Ok(now);
     }
@@ -103,7 +106,7 @@ mod tests {
         assert!(parse_instant("14:00", NOW).is_ok());
         for bad in ["", "2x", "h", "yesterday-ish", "2025-13-01", "5"] {
             let e = parse_instant(bad, NOW).unwrap_err();
-            assert!(e.contains("is not a time"), "{bad}: {e}");
+            assert!(e.to_string().contains("is not a time"), "{bad}: {e}");
         }
     }
 }

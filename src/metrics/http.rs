@@ -10,14 +10,29 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
-/// Listen on `addr` (an error names the address and what went wrong).
-pub async fn bind(addr: &str) -> Result<TcpListener, String> {
-    let parsed: SocketAddr = addr.parse().map_err(|_| {
-        format!("metrics address `{addr}` is not ADDR:PORT (for example 127.0.0.1:9400)")
-    })?;
+/// Why the metrics endpoint cannot listen; the error names the address.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error("metrics address `{0}` is not ADDR:PORT (for example 127.0.0.1:9400)")]
+    Address(String),
+    #[error("cannot listen for metrics on {addr}: {source}")]
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
+}
+
+/// Listen on `addr`.
+pub async fn bind(addr: &str) -> Result<TcpListener, BindError> {
+    let parsed: SocketAddr = addr
+        .parse()
+        .map_err(|_| BindError::Address(addr.to_string()))?;
     TcpListener::bind(parsed)
         .await
-        .map_err(|e| format!("cannot listen for metrics on {addr}: {e}"))
+        .map_err(|source| BindError::Listen {
+            addr: addr.to_string(),
+            source,
+        })
 }
 
 /// Serve `/metrics` until the task is dropped.

@@ -123,7 +123,9 @@ pub enum Action {
     Cancel(String),
     Update(SimUpdate),
     /// Boxed: a whole config is large beside the other actions.
-    Config(Box<Result<ValidConfig, String>>),
+    /// A config that does not validate is applied as the live scheduler would: rejected,
+    /// with its errors.
+    Config(Box<Result<ValidConfig, Vec<ConfigError>>>),
     /// A node goes down (SPEC §10): its jobs are preempted with DEVICE_LOST and its
     /// devices leave `usable` until a config event installs it again.
     NodeDown(String),
@@ -215,7 +217,7 @@ fn from_yaml_error(file: &str, e: &serde_yaml::Error) -> ScenarioError {
     scenario_error(file, e.location().map(|l| l.line()), msg)
 }
 
-fn config_errors(errs: &[ConfigError]) -> String {
+pub(crate) fn config_errors(errs: &[ConfigError]) -> String {
     errs.iter()
         .map(|e| e.to_string())
         .collect::<Vec<_>>()
@@ -334,9 +336,7 @@ impl Scenario {
                 }
             } else {
                 let docs = ev.config.unwrap_or_default();
-                Action::Config(Box::new(
-                    validate(sourced(docs)).map_err(|errs| config_errors(&errs)),
-                ))
+                Action::Config(Box::new(validate(sourced(docs))))
             };
             events.push(TimedAction {
                 at: ev.at,

@@ -370,7 +370,9 @@ impl<'a, W: Write> Sim<'a, W> {
                     let cap = UnitCapacity::simulated(cfg);
                     self.sched.apply_config(cfg, &cap, t);
                 }
-                Err(e) => self.sched.config_rejected(e.clone(), t),
+                Err(errs) => self
+                    .sched
+                    .config_rejected(super::scenario::config_errors(errs), t),
             },
             Action::NodeDown(node) => self.sched.node_lost(node, t),
             Action::NodeDrain(node) => self.sched.node_drained(node, true, t),

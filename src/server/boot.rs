@@ -101,7 +101,7 @@ pub enum BootError {
     Exe(std::io::Error),
     /// The metrics address is wrong or taken.
     #[error("{0}")]
-    Metrics(String),
+    Metrics(#[from] crate::metrics::http::BindError),
 }
 
 impl From<StoreError> for BootError {

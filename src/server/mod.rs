@@ -58,4 +58,5 @@ pub use front::protocol::{
     API_VERSION, ErrorCode, Hello, JobsAnswer, MAX_LINE, Request, Response, StatusAnswer,
 };
 pub use runtime::input::{CancelOutcome, Input};
+pub use runtime::refusal::Refusal;
 pub use runtime::{RuntimeHandle, RuntimeOptions};

@@ -212,12 +212,12 @@ impl Snapshot {
     }
 
     /// Apply a delta made against this snapshot's version.
-    pub fn apply(&mut self, d: Delta) -> Result<(), String> {
+    pub fn apply(&mut self, d: Delta) -> Result<(), StaleDelta> {
         if d.base != self.version {
-            return Err(format!(
-                "a delta from version {} cannot apply to version {}",
-                d.base, self.version
-            ));
+            return Err(StaleDelta {
+                base: d.base,
+                version: self.version,
+            });
         }
         // Kept, so that a console taking in this snapshot touches only what changed.
         self.changes
@@ -270,4 +270,12 @@ impl Update {
             Update::Delta(d) => d.version,
         }
     }
+}
+
+/// A delta made against another version than the snapshot's: the stream is out of step.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a delta from version {base} cannot apply to version {version}")]
+pub struct StaleDelta {
+    pub base: u64,
+    pub version: u64,
 }

@@ -1,5 +1,5 @@
 //! The database's identity (SPEC §8): a random id made when the database is created and
-//! recorded in every run file (`exec::runfiles`), so that files of a lost or replaced
+//! recorded in every run file (`exec::state::runfiles`), so that files of a lost or replaced
 //! database are never taken for this one's jobs.
 
 use super::{Store, StoreError};

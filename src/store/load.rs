@@ -118,10 +118,10 @@ impl Store {
                 let reason: Option<String> = row.get(11).map_err(e)?;
                 let stopping =
                     decode_stop(kind.as_deref(), row.get(10).map_err(e)?, reason.as_deref())
-                        .map_err(bad)?;
+                        .map_err(|x| bad(x.to_string()))?;
                 let devices: Option<String> = row.get(13).map_err(e)?;
-                let devices =
-                    devices_from_json(devices.as_deref().unwrap_or("null")).map_err(bad)?;
+                let devices = devices_from_json(devices.as_deref().unwrap_or("null"))
+                    .map_err(|x| bad(x.to_string()))?;
                 let started_at: Option<Time> = row.get(12).map_err(e)?;
                 let attempts_started: u32 = row.get(8).map_err(e)?;
                 let open: Option<u32> = row.get(14).map_err(e)?;
@@ -285,7 +285,7 @@ impl Store {
             started_at: row.get(8).map_err(e)?,
             finished_at: row.get(9).map_err(e)?,
             devices: match devices {
-                Some(d) => devices_from_json(&d).map_err(bad)?,
+                Some(d) => devices_from_json(&d).map_err(|x| bad(x.to_string()))?,
                 None => Vec::new(),
             },
             attempts: row.get(11).map_err(e)?,
@@ -461,7 +461,7 @@ impl Store {
     }
 
     /// [`Store::prune`], returning the ids of the jobs removed (their run files and logs
-    /// go with them: `exec::runfiles::remove_jobs`).
+    /// go with them: `exec::state::runfiles::remove_jobs`).
     pub fn prune_jobs(&mut self, retain_days: u32, now: Time) -> Result<Vec<JobId>, StoreError> {
         let cutoff = now.saturating_sub(i64::from(retain_days).saturating_mul(MS_PER_DAY));
         let path = self.path.clone();

@@ -1,7 +1,7 @@
 //! Restart recovery (SPEC §8): decide, for each job that held GPUs, whether its supervisor
 //! still runs (adopt it), finished while nobody watched (its recorded exit status), or
 //! vanished (queue it again, `LOST_ON_RESTART`), from the attempt's run files (their
-//! layout and formats are `exec::runfiles`'). What is left of a vanished supervisor's
+//! layout and formats are `exec::state::runfiles`'). What is left of a vanished supervisor's
 //! attempt is killed before its GPUs are handed out again (SPEC §7).
 
 use super::record::Observed;
@@ -164,7 +164,7 @@ impl RecoveryPlan {
         for r in &self.restore {
             sched
                 .restore_job(r.clone(), now)
-                .map_err(|e| StoreError::bad_record(store.path(), e))?;
+                .map_err(|e| StoreError::bad_record(store.path(), e.to_string()))?;
         }
         // Usage before the jobs' exits: an exit that came while nobody watched releases
         // GPUs the restored figure counts up to its instant.

@@ -237,25 +237,39 @@ pub(crate) fn encode_stop(
     }
 }
 
+/// A stored value this build cannot read back: what it is, as the record's error says.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BadValue {
+    #[error("unknown preemption reason `{0}`")]
+    PreemptReason(String),
+    #[error("unknown stop kind `{0}`")]
+    StopKind(String),
+    #[error("devices `{text}`: {source}")]
+    Devices {
+        text: String,
+        source: serde_json::Error,
+    },
+}
+
 pub(crate) fn decode_stop(
     kind: Option<&str>,
     by: Option<i64>,
     reason: Option<&str>,
-) -> Result<Option<StopCause>, String> {
+) -> Result<Option<StopCause>, BadValue> {
     Ok(match kind {
         None => None,
         Some("CANCEL") => Some(StopCause::Cancel),
         Some("TIMEOUT") => Some(StopCause::Timeout),
         Some("PREEMPT") => {
             let r = reason.unwrap_or_default();
-            let reason = preempt_reason_from_str(r)
-                .ok_or_else(|| format!("unknown preemption reason `{r}`"))?;
+            let reason =
+                preempt_reason_from_str(r).ok_or_else(|| BadValue::PreemptReason(r.to_string()))?;
             Some(StopCause::Preempt {
                 by: by.map(|b| JobId(b as u64)),
                 reason,
             })
         }
-        Some(other) => return Err(format!("unknown stop kind `{other}`")),
+        Some(other) => return Err(BadValue::StopKind(other.to_string())),
     })
 }
 
@@ -263,6 +277,9 @@ pub(crate) fn devices_json(d: &[u32]) -> String {
     serde_json::to_string(d).unwrap_or_else(|_| "[]".to_string())
 }
 
-pub(crate) fn devices_from_json(s: &str) -> Result<Vec<u32>, String> {
-    serde_json::from_str(s).map_err(|e| format!("devices `{s}`: {e}"))
+pub(crate) fn devices_from_json(s: &str) -> Result<Vec<u32>, BadValue> {
+    serde_json::from_str(s).map_err(|source| BadValue::Devices {
+        text: s.to_string(),
+        source,
+    })
 }

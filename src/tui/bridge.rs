@@ -7,7 +7,9 @@ use super::action::Action;
 use crate::access::Caller;
 use crate::model::JobId;
 use crate::server::Input;
+use crate::server::Refusal;
 use crate::server::runtime::audit::{Audit, AuditEntry};
+use crate::server::runtime::input::check_before_submit;
 use crate::snapshot::usage::UsageHistory;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
@@ -25,7 +27,7 @@ pub enum Feed {
     /// A line for the footer.
     Notice(Notice),
     /// The utilisation history of a window, for the `h` view.
-    History(Result<UsageHistory, String>),
+    History(Result<UsageHistory, Refusal>),
     /// A prediction for the submit form, with the form key it answers.
     Prediction(Box<(String, crate::forecast::Prediction)>),
 }
@@ -97,6 +99,10 @@ pub async fn forward(
                 spec.submitter = Some(submitter.clone());
                 let name = spec.job_name.clone();
                 let detail = format!("{name} to {}", spec.quota_share_name);
+                if let Err(refused) = check_before_submit(&spec).await {
+                    notice(&n, format!("{name} refused: {refused}"), true);
+                    continue;
+                }
                 let (tx, rx) = oneshot::channel();
                 let sent = inputs.send(Input::Submit {
                     spec: *spec,
@@ -224,7 +230,10 @@ mod tests {
                             Some((me.name.as_str(), me.uid))
                         );
                         let answer = if spec.quota_share_name == "nope" {
-                            Err("no share named \"nope\"".to_string())
+                            Err(Refusal::Rejected(crate::sched::Rejection::UnknownShare {
+                                share: "nope".into(),
+                                known: vec!["a".into()],
+                            }))
                         } else {
                             Ok(JobId(7))
                         };
@@ -243,13 +252,19 @@ mod tests {
                         let _ = reply.map(|r| r.send(out));
                     }
                     Input::SetPriority { reply, .. } => {
-                        let _ = reply.map(|r| r.send(Err("0..9999".to_string())));
+                        let out_of_range = crate::sched::PriorityError::OutOfRange {
+                            priority: 10_000,
+                            max: 9999,
+                        };
+                        let _ = reply.map(|r| r.send(Err(out_of_range.into())));
                     }
                     Input::Reload { reply } => {
-                        let _ = reply.map(|r| r.send(Err("qs.yaml:3:1: bad".to_string())));
+                        let bad = Refusal::Config("qs.yaml:3:1: bad".to_string());
+                        let _ = reply.map(|r| r.send(Err(bad)));
                     }
                     Input::History { window, reply } => {
-                        let _ = reply.send(Err(format!("no {} here", window.label())));
+                        let unread = format!("no {} here", window.label());
+                        let _ = reply.send(Err(Refusal::HistoryUnreadable(unread)));
                     }
                     _ => {}
                 }
@@ -283,13 +298,19 @@ mod tests {
             .send(Action::Submit(Box::new(JobSpec::new("b", "nope", 1, 0))))
             .await
             .unwrap();
-        assert_eq!(next().await.text, "b refused: no share named \"nope\"");
+        assert_eq!(
+            next().await.text,
+            "b refused: quota share `nope` does not exist (shares: a)"
+        );
         act_tx.send(Action::Cancel(JobId(7))).await.unwrap();
         assert_eq!(next().await.text, "job 7 cancelled");
         act_tx.send(Action::Cancel(JobId(8))).await.unwrap();
         assert!(next().await.error);
         act_tx.send(Action::SetPriority(JobId(7), 3)).await.unwrap();
-        assert_eq!(next().await.text, "priority of job 7: 0..9999");
+        assert_eq!(
+            next().await.text,
+            "priority of job 7: priority 10000 is out of range 0..9999"
+        );
         act_tx.send(Action::Reload).await.unwrap();
         assert_eq!(next().await.text, "reload refused: qs.yaml:3:1: bad");
         act_tx
@@ -298,7 +319,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             n_rx.recv().await.unwrap(),
-            Feed::History(Err("no day here".into()))
+            Feed::History(Err(Refusal::HistoryUnreadable("no day here".into())))
         );
         act_tx.send(Action::Quit { stop_jobs: true }).await.unwrap();
         assert_eq!(task.await.unwrap(), Exit::Quit { stop_jobs: true });

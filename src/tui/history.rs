@@ -17,7 +17,7 @@ pub struct HistoryState {
     /// every share's use.
     pub share: Option<String>,
     /// The last answer, until the next arrives.
-    pub data: Option<Result<UsageHistory, String>>,
+    pub data: Option<Result<UsageHistory, crate::server::Refusal>>,
     /// When it was last asked for (ms).
     pub asked_at: i64,
 }

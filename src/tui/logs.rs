@@ -5,10 +5,6 @@ use crate::model::JobId;
 use std::fmt;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-/// Reads the last `max_lines` lines of (job, attempt).
-pub type LogReader = Arc<dyn Fn(JobId, u32, usize) -> Result<Vec<String>, String> + Send + Sync>;
 
 /// How the console finds logs.
 #[derive(Clone, Default)]
@@ -18,8 +14,18 @@ pub enum LogSource {
     None,
     /// The state directory: logs at `<dir>/logs/<job-id>/<attempt>.log`.
     StateDir(PathBuf),
-    /// A callback supplied by the runtime.
-    Reader(LogReader),
+}
+
+/// Why a log could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LogUnread {
+    #[error("no state directory: logs are not available here")]
+    NoStateDir,
+    #[error("{}: {source}", .path.display())]
+    File {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl fmt::Debug for LogSource {
@@ -27,7 +33,6 @@ impl fmt::Debug for LogSource {
         match self {
             LogSource::None => f.write_str("None"),
             LogSource::StateDir(p) => write!(f, "StateDir({})", p.display()),
-            LogSource::Reader(_) => f.write_str("Reader(..)"),
         }
     }
 }
@@ -37,13 +42,17 @@ const TAIL_BYTES: u64 = 64 * 1024;
 
 impl LogSource {
     /// The last lines of a job's log for `attempt` (1-based; 0 is treated as 1).
-    pub fn tail(&self, job: JobId, attempt: u32, max_lines: usize) -> Result<Vec<String>, String> {
+    pub fn tail(
+        &self,
+        job: JobId,
+        attempt: u32,
+        max_lines: usize,
+    ) -> Result<Vec<String>, LogUnread> {
         match self {
-            LogSource::None => Err("no state directory: logs are not available here".into()),
-            LogSource::Reader(r) => r(job, attempt.max(1), max_lines),
+            LogSource::None => Err(LogUnread::NoStateDir),
             LogSource::StateDir(dir) => {
                 let path = log_path(dir, job, attempt.max(1));
-                tail_file(&path, max_lines).map_err(|e| format!("{}: {e}", path.display()))
+                tail_file(&path, max_lines).map_err(|source| LogUnread::File { path, source })
             }
         }
     }
@@ -112,7 +121,7 @@ mod tests {
         let t = src.tail(JobId(7), 2, 3).unwrap();
         assert_eq!(t, vec!["line 97", "line 98", "line 99"]);
         let err = src.tail(JobId(8), 1, 3).unwrap_err();
-        assert!(err.contains("logs/8/1.log"), "{err}");
+        assert!(err.to_string().contains("logs/8/1.log"), "{err}");
         assert!(LogSource::None.tail(JobId(1), 1, 3).is_err());
         std::fs::remove_dir_all(&dir).ok();
     }

@@ -290,6 +290,7 @@ async fn the_in_process_console_reads_the_history_through_the_bridge() {
         })
         .unwrap();
     let e = rx.await.unwrap().unwrap_err();
-    assert!(e.contains("keeps no database"), "{e}");
+    assert_eq!(e, shareq::server::Refusal::NoHistory);
+    assert!(e.to_string().contains("keeps no database"), "{e}");
     mem.shutdown(false).await;
 }

@@ -29,6 +29,7 @@ mod history_live;
 mod multi_user;
 mod observability;
 mod python_client;
+mod refusal_codes;
 mod replay_cli;
 mod report_channel;
 mod report_history;

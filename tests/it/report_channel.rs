@@ -1,4 +1,4 @@
-//! The report channel (`exec::report`) between a real supervisor process (`shareq
+//! The report channel (`exec::supervisor::report`) between a real supervisor process (`shareq
 //! __supervise -`, the spec on its standard input, as a Slurm batch script runs it) and
 //! the relay that writes its run files and log: what the supervisor reports lands in the
 //! state directory as the run-file protocol says; output faster than the channel arrives

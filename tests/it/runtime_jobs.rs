@@ -212,7 +212,7 @@ fn a_jobs_command_starts_with_nothing_blocked_the_stop_signals_at_their_defaults
 
 #[test]
 fn a_command_is_found_in_the_jobs_own_path_and_a_script_without_interpreter_line_runs() {
-    // What `execvp` does in the forked child, the spawned start does too (exec::spawn).
+    // What `execvp` does in the forked child, the spawned start does too (exec::supervisor::spawn).
     let s = one_share(1, 1, 1);
     let bin = s.path("bin");
     std::fs::create_dir_all(&bin).unwrap();

@@ -99,7 +99,7 @@ fn aws_example_borrow_reclaim_and_in_share_preemption() {
 }
 
 /// Send raw lines on one connection, return the answers.
-fn ask(s: &Server, lines: &[&[u8]]) -> Vec<Value> {
+pub(crate) fn ask(s: &Server, lines: &[&[u8]]) -> Vec<Value> {
     let stream = UnixStream::connect(s.state.join("shareq.sock")).unwrap();
     let mut w = stream.try_clone().unwrap();
     let mut r = BufReader::new(stream);

@@ -426,7 +426,7 @@ fn no_color_renders_without_colours() {
     assert!(text.contains("■■") && text.contains("▤") && text.contains("░"));
 }
 
-fn history_app(window: Window, data: Option<Result<UsageHistory, String>>) -> App {
+fn history_app(window: Window, data: Option<Result<UsageHistory, shareq::server::Refusal>>) -> App {
     let mut app = fixtures::app(fixtures::lab());
     on_key(&mut app, key('h'));
     if window != Window::Hour {
@@ -458,12 +458,7 @@ fn history_view() {
     });
     check("history_loading", || history_app(Window::Day, None));
     check("history_unavailable", || {
-        history_app(
-            Window::Hour,
-            Some(Err(
-                "this scheduler keeps no database, so no utilisation history".into(),
-            )),
-        )
+        history_app(Window::Hour, Some(Err(shareq::server::Refusal::NoHistory)))
     });
 }
 

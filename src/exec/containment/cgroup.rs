@@ -509,7 +509,7 @@ impl AttemptGroup {
     }
 
     /// The group's directory in the unified (v2) hierarchy, when that is the killing one:
-    /// a process can be started straight into it (`exec::clone_into`).
+    /// a process can be started straight into it (`exec::start::clone_into`).
     pub fn unified(&self) -> Option<&Path> {
         (self.kill == Kill::Unified).then_some(self.main.as_path())
     }

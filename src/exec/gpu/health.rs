@@ -1,7 +1,7 @@
 //! Lost GPUs (SPEC §4.4 `DEVICE_LOST`): telemetry that finds a GPU gone reports it once,
 //! and the runtime preempts the jobs on it and stops handing it out.
 //!
-//! Real GPUs are watched by `exec::telemetry` (NVML's "GPU is lost" and "reset required"
+//! Real GPUs are watched by `exec::gpu::telemetry` (NVML's "GPU is lost" and "reset required"
 //! are fatal). Fake GPUs (`devices: {fake: N}`) fail on purpose, for drills and tests:
 //! a line `UNIT INDEX` in the file `<state>/fake-gpu-faults` (looked at every second) makes
 //! that fake GPU fail as a lost real one would. Lines starting with `#` are comments.

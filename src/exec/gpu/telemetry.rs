@@ -1,7 +1,7 @@
 //! GPU telemetry: where NVML answers, sample each GPU's utilisation and memory every few
 //! seconds on a background thread; where it does not (no driver, fake GPUs), do nothing.
 //! A GPU that NVML reports lost (or needing a reset) is reported once through `lost`
-//! (`exec::device_health`), and its jobs are preempted with `DEVICE_LOST`.
+//! (`exec::gpu::health`), and its jobs are preempted with `DEVICE_LOST`.
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

@@ -2,7 +2,7 @@
 //! node and GPUs shareq chose, submitted as the job's submitter when `serve` is root)
 //! that runs shareq's supervisor, so the stop path is the local executor's own; the
 //! supervisor runs as the submitter and reports over the report channel, whose relay
-//! here writes the same run files and log (`exec::report`). What differs is how an attempt is started
+//! here writes the same run files and log (`exec::supervisor::report`). What differs is how an attempt is started
 //! and signalled (`scancel --full --signal=TERM`, a plain `scancel` as the backstop) and
 //! how its start and end are seen: told by the relay the moment it writes them, and
 //! besides, a look twice a second at the run files, `squeue --json` and `sinfo --json`,

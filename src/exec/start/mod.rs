@@ -8,7 +8,7 @@
 //! - out: `started PID` when the command runs, `exit <ExitRecord>` once every process of
 //!   the attempt is gone, after which the supervisor waits for `stored` (or for the end
 //!   of its input: the runtime is gone, and the status is left in the attempt's record,
-//!   `exec::runfiles`).
+//!   `exec::state::runfiles`).
 
 pub mod clone_into;
 pub mod spawner;
@@ -193,7 +193,7 @@ pub enum Stop {
 /// Start `exe __supervise --channel` (its spec follows on its channel,
 /// [`Supervisor::send_spec`]), which starts a session of its own first thing (`exec::containment::session::enter_own_session`): a Ctrl-C aimed at the scheduler's terminal
 /// never reaches the job, and the session id (= the supervisor's pid) names every process
-/// of the attempt (see `exec::session`).
+/// of the attempt (see `exec::containment::session`).
 ///
 /// With `unified`, the attempt's group in the unified hierarchy, the supervisor starts
 /// inside it ([`crate::exec::start::clone_into`]), and that group is taken out of the spec's list of

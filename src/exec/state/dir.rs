@@ -1,5 +1,5 @@
 //! Where a scheduler keeps its files: the socket, its log, the database, each attempt's
-//! output log, and the run files (whose layout `exec::runfiles` owns).
+//! output log, and the run files (whose layout `exec::state::runfiles` owns).
 
 use crate::model::JobId;
 use std::path::{Path, PathBuf};
@@ -83,7 +83,7 @@ impl StateDir {
         self.job_logs(job).join(format!("{attempt}.log"))
     }
 
-    /// `<state>/runs/<job>` (the run files: see `exec::runfiles`).
+    /// `<state>/runs/<job>` (the run files: see `exec::state::runfiles`).
     pub fn job_runs(&self, job: JobId) -> PathBuf {
         crate::exec::state::runfiles::job_dir(&self.root, job)
     }

@@ -12,7 +12,7 @@ use std::path::Path;
 const CHECK_EVERY: u64 = 64 << 10;
 
 /// Where a supervisor puts the job's output and its own lines: a [`LogSink`] on the
-/// state filesystem, or the report channel (`exec::report::client`) when the scheduler
+/// state filesystem, or the report channel (`exec::supervisor::report::client`) when the scheduler
 /// writes the log.
 pub trait LogOut {
     /// Job output, as it came (never fails: what cannot be kept is dropped, and said).

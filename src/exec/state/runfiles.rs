@@ -14,11 +14,11 @@
 //!   restarted scheduler that declared the attempt lost (then a late supervisor finds it
 //!   taken and does not run the command). The pid is also the attempt's session id: the
 //!   supervisor runs in its own session and the command in a process group inside it
-//!   (see `exec::session`).
+//!   (see `exec::containment::session`).
 //! - a second line, the [`ExitRecord`] (JSON: `code`, `signal`, `finished_at`, `db`, …),
 //!   appended in one write once every process of the attempt is gone, only when the
 //!   scheduler did not take the status over the channel: a local supervisor hands it to
-//!   the scheduler that started it (`exec::proc`) and ends once the scheduler says it is
+//!   the scheduler that started it (`exec::start`) and ends once the scheduler says it is
 //!   stored in the database; when that scheduler is gone (it was killed, or stopped and
 //!   left the job running) the status is appended here, where a restarted one finds it.
 //!
@@ -32,7 +32,7 @@
 //!
 //! Every file names the database (`store::DbIdentity`) it belongs to, so files left by a
 //! lost database are never taken for a new database's jobs (SPEC §8): a file of another
-//! database reads as absent here, and `exec::runfiles_aside` moves such files away at
+//! database reads as absent here, and `exec::state::aside` moves such files away at
 //! start. Files without a database field were written before identities existed; they
 //! count as the database's own only for job ids up to its `legacy_below`.
 
@@ -224,7 +224,7 @@ pub struct LaunchSpec {
     pub cgroup: Vec<PathBuf>,
     /// Set when the supervisor may not write the state directory (Slurm runs it as the
     /// job's submitter): it reports through this channel instead, and the scheduler
-    /// writes its run files and log (`exec::report`).
+    /// writes its run files and log (`exec::supervisor::report`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<ReportTo>,
 }
@@ -443,7 +443,7 @@ pub fn claim_pid(path: &Path, pid: u32, db: &str) -> io::Result<bool> {
 }
 
 /// [`claim_pid`] for a supervisor on another machine, with the pid and start time it
-/// sent (the report channel, `exec::report`): recorded as remote.
+/// sent (the report channel, `exec::supervisor::report`): recorded as remote.
 pub fn claim_pid_remote(path: &Path, pid: u32, start: u64, db: &str) -> io::Result<bool> {
     let rec = PidRecord {
         pid,

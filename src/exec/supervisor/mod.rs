@@ -14,17 +14,17 @@
 //! It runs in its own session (started by the runtime, it makes one first thing), and the
 //! command in a new process group of that session: if the supervisor itself is killed,
 //! the scheduler finds what is left by the session id, which is the supervisor's pid (see
-//! `exec::session`). The job's output comes through a pipe into a [`LogSink`] (cap and
+//! `exec::containment::session`). The job's output comes through a pipe into a [`LogSink`] (cap and
 //! free-space reserve).
 //!
-//! Its files are those of `exec::runfiles`. Started by the runtime, it reads the launch
+//! Its files are those of `exec::state::runfiles`. Started by the runtime, it reads the launch
 //! spec on its channel (standard input), claims the attempt's record, hands the exit
 //! status back on standard output and waits until the runtime says it is stored (else it
 //! appends it to the record), and makes the job's log only when there is something to
-//! keep (`exec::proc` describes the channel). Started by Slurm as the job's submitter
+//! keep (`exec::start` describes the channel). Started by Slurm as the job's submitter
 //! (who may not write the state directory), it reads the spec from standard input and
 //! hands the same records and the job's output to the scheduler over the report channel
-//! (`exec::report`), which writes them.
+//! (`exec::supervisor::report`), which writes them.
 
 pub mod channel;
 pub mod privdrop;
@@ -88,7 +88,7 @@ pub enum SupervisorError {
 /// Where the supervisor keeps what it records of its attempt (SPEC §7): the run files and
 /// the log in the state directory, or — run as the submitter inside a Slurm allocation,
 /// where it may not write there — the report channel, whose other end (the scheduler)
-/// writes them (`exec::report`).
+/// writes them (`exec::supervisor::report`).
 enum Records {
     Files {
         log: FileLog,
@@ -208,7 +208,7 @@ impl Records {
     }
 }
 
-/// Hand the exit status to the scheduler that started this supervisor (`exec::proc`):
+/// Hand the exit status to the scheduler that started this supervisor (`exec::start`):
 /// `exit <record>` on standard output, then wait for its `stored` on standard input
 /// (it answers once the status is in its database). False when it is gone (it was
 /// killed, or stopped and left the job running): then the record keeps the status.
@@ -488,7 +488,7 @@ fn spawn(spec: &LaunchSpec, out: OwnedFd, run_as: Option<&RunAs>) -> std::io::Re
         }
     };
     if run_as.is_none() {
-        // As the supervisor's own user: spawned, not forked (`exec::spawn`), unless that
+        // As the supervisor's own user: spawned, not forked (`exec::supervisor::spawn`), unless that
         // path cannot promise the same start.
         let env = spec.job_env();
         let launch = crate::exec::supervisor::spawn::Launch {

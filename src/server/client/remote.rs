@@ -32,6 +32,7 @@ use super::ClientError;
 use crate::exec::StateDir;
 use crate::server::front::protocol::{Request, Response};
 use crate::server::runtime::input::{CancelOutcome, Input};
+use crate::server::runtime::refusal::Refusal;
 use crate::snapshot::{JobView, Snapshot, Update};
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -153,7 +154,7 @@ async fn follow(
                 current.served_by = by;
                 Ok(())
             }
-            Ok(Update::Delta(d)) => current.apply(*d),
+            Ok(Update::Delta(d)) => current.apply(*d).map_err(|e| e.to_string()),
             Err(e) => Err(format!("unreadable update from the scheduler: {e}")),
         };
         match applied {
@@ -229,8 +230,11 @@ async fn call(
 
 /// Why a request got no answer: never sent (safe to send again), or sent and then the
 /// answer was lost (it may have been carried out: not sent again).
+#[derive(Debug, thiserror::Error)]
 enum CallError {
+    #[error("{0}")]
     Unsent(String),
+    #[error("{0}")]
     Unanswered(String),
 }
 
@@ -242,13 +246,13 @@ struct Link {
 }
 
 impl Link {
-    async fn call(&mut self, req: &Request) -> Result<Response, String> {
-        let mut last = String::new();
+    async fn call(&mut self, req: &Request) -> Result<Response, CallError> {
+        let mut last = CallError::Unsent(String::new());
         for _ in 0..2 {
             if self.conn.is_none() {
                 match connect(&self.state).await {
                     Ok(c) => self.conn = Some(c),
-                    Err(e) => return Err(e.to_string()),
+                    Err(e) => return Err(CallError::Unsent(e.to_string())),
                 }
             }
             let Some((r, w)) = self.conn.as_mut() else {
@@ -256,13 +260,13 @@ impl Link {
             };
             match call(r, w, req).await {
                 Ok(a) => return Ok(a),
-                Err(CallError::Unsent(e)) => {
+                Err(unsent @ CallError::Unsent(_)) => {
                     self.conn = None;
-                    last = e;
+                    last = unsent;
                 }
-                Err(CallError::Unanswered(e)) => {
+                Err(unanswered @ CallError::Unanswered(_)) => {
                     self.conn = None;
-                    return Err(e);
+                    return Err(unanswered);
                 }
             }
         }
@@ -272,13 +276,15 @@ impl Link {
 
 /// Forward inputs to the scheduler, one request at a time, in order.
 async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
-    let gone = |e: String| format!("the scheduler is not reachable: {e}");
+    let gone = |e: CallError| Refusal::Unreachable(e.to_string());
     while let Some(input) = rx.recv().await {
         match input {
             Input::Submit { spec, reply } => {
                 let res = match link.call(&Request::Submit { job: spec }).await {
-                    Ok(a) if a.ok => a.id.ok_or_else(|| "no id in the answer".to_string()),
-                    Ok(a) => Err(a.error.unwrap_or_default()),
+                    Ok(a) if a.ok => {
+                        a.id.ok_or_else(|| Refusal::Relayed("no id in the answer".to_string()))
+                    }
+                    Ok(a) => Err(Refusal::Relayed(a.error.unwrap_or_default())),
                     Err(e) => Err(gone(e)),
                 };
                 if let Some(tx) = reply {
@@ -292,7 +298,7 @@ async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
                         Some(v) => v,
                         None => outcomes_error(&ids, a.error.unwrap_or_default()),
                     },
-                    Err(e) => outcomes_error(&ids, gone(e)),
+                    Err(e) => outcomes_error(&ids, gone(e).to_string()),
                 };
                 if let Some(tx) = reply {
                     let _ = tx.send(res);
@@ -306,7 +312,7 @@ async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
             } => {
                 let res = match link.call(&Request::Priority { id, priority }).await {
                     Ok(a) if a.ok => Ok(a.changed.unwrap_or(false)),
-                    Ok(a) => Err(a.error.unwrap_or_default()),
+                    Ok(a) => Err(Refusal::Relayed(a.error.unwrap_or_default())),
                     Err(e) => Err(gone(e)),
                 };
                 if let Some(tx) = reply {
@@ -316,7 +322,7 @@ async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
             Input::Reload { reply } => {
                 let res = match link.call(&Request::Reload).await {
                     Ok(a) if a.ok => Ok(()),
-                    Ok(a) => Err(a.error.unwrap_or_default()),
+                    Ok(a) => Err(Refusal::Relayed(a.error.unwrap_or_default())),
                     Err(e) => Err(gone(e)),
                 };
                 if let Some(tx) = reply {
@@ -347,7 +353,9 @@ async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
                     Ok(Response {
                         history: Some(h), ..
                     }) => Ok(h),
-                    Ok(a) => Err(a.error.unwrap_or_else(|| "no history in the answer".into())),
+                    Ok(a) => Err(Refusal::Relayed(
+                        a.error.unwrap_or_else(|| "no history in the answer".into()),
+                    )),
                     Err(e) => Err(gone(e)),
                 };
                 let _ = reply.send(res);

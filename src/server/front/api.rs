@@ -50,9 +50,10 @@ pub async fn job(
     });
     let found = match live {
         Some(v) => Ok(Some(v)),
-        None => tokio::task::spawn_blocking(move || stored(id, root))
-            .await
-            .unwrap_or_else(|e| Err(e.to_string())),
+        None => match tokio::task::spawn_blocking(move || stored(id, root)).await {
+            Ok(read) => read.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        },
     };
     match found {
         // Another user's command is not shown (SPEC §9).
@@ -70,15 +71,12 @@ pub async fn job(
 
 /// A job the database holds. A scheduler without a database (`shareq demo`) has no
 /// archive: a job out of view is not found.
-fn stored(id: JobId, root: PathBuf) -> Result<Option<JobView>, String> {
+fn stored(id: JobId, root: PathBuf) -> Result<Option<JobView>, crate::store::StoreError> {
     if !root.join(crate::store::DB_FILE).exists() {
         return Ok(None);
     }
-    let store = crate::store::Store::open_read_only(&root).map_err(|e| e.to_string())?;
-    Ok(store
-        .job(id)
-        .map_err(|e| e.to_string())?
-        .map(|r| JobView::from(&r)))
+    let store = crate::store::Store::open_read_only(&root)?;
+    Ok(store.job(id)?.map(|r| JobView::from(&r)))
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use crate::access::{Caller, Denied, JobAction};
 use crate::exec::StateDir;
 use crate::model::{JobId, Submitter};
 use crate::server::runtime::audit::{Audit, AuditEntry};
-use crate::server::runtime::input::Input;
+use crate::server::runtime::input::{Input, check_before_submit};
 use crate::snapshot::{JobView, Place, Snapshot};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -139,9 +139,14 @@ impl Guard {
             Request::Submit { job } => {
                 job.submitter = Some(Arc::new(caller.submitter()));
                 let access = snapshots.borrow().access.clone();
-                return access
+                access
                     .may_submit(caller, &job.quota_share_name)
-                    .map_err(Response::denied);
+                    .map_err(Response::denied)?;
+                // What needs the file system is asked here, off the runtime task; in
+                // order, as the next request waits for this one to be handed over.
+                return check_before_submit(job)
+                    .await
+                    .map_err(|r| Response::refused(&r));
             }
             Request::Reload => {
                 let access = snapshots.borrow().access.clone();
@@ -284,7 +289,7 @@ impl Guard {
                 audit: Some(rows),
                 ..Response::ok()
             },
-            Ok(Err(e)) => Response::error(ErrorCode::Unavailable, e),
+            Ok(Err(e)) => Response::error(ErrorCode::Unavailable, e.to_string()),
             Err(e) => Response::error(
                 ErrorCode::Unavailable,
                 format!("cannot read the audit trail: {e}"),

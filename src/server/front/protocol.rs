@@ -4,6 +4,7 @@ use crate::model::{JobId, JobSpec};
 use crate::sched::LendEdge;
 use crate::sched::ShareUnitStats;
 use crate::server::runtime::input::CancelOutcome;
+use crate::server::runtime::refusal::Refusal;
 use crate::snapshot::{ConfigStatus, JobView, PreemptionRecord, UnitView};
 use serde::{Deserialize, Serialize};
 
@@ -193,9 +194,11 @@ pub struct StatusAnswer {
 pub enum ErrorCode {
     /// The rules of SPEC §9 refuse this caller this action (the message names the rule).
     NotAllowed,
-    /// The scheduler refused the submission (SPEC §2) or the config (`reload`).
+    /// The scheduler refused the submission (SPEC §2; its own fields included) or the
+    /// config (`reload`).
     Rejected,
-    /// A per-caller limit of SPEC §9: request size, connections.
+    /// A limit of SPEC §8/§9: request size, connections, a job's size, one user's queued
+    /// jobs, the state filesystem's reserve.
     Limit,
     /// No such job (or it has no log yet).
     NotFound,
@@ -203,10 +206,40 @@ pub enum ErrorCode {
     ShuttingDown,
     /// The request cannot be read or an argument is out of range.
     BadRequest,
-    /// The scheduler cannot answer this now (a history it cannot read, no database).
+    /// The scheduler cannot answer this now (scheduling paused, a history it cannot read,
+    /// no database).
     Unavailable,
     /// `hello` named an API version this server does not speak.
     UnsupportedApi,
+}
+
+impl ErrorCode {
+    /// The code of a refusal: from its kind alone, never from its words.
+    pub fn of(refusal: &Refusal) -> ErrorCode {
+        use crate::model::SpecError;
+        use crate::sched::PriorityError;
+        match refusal {
+            Refusal::NotAllowed(_) => ErrorCode::NotAllowed,
+            // A relayed refusal is made by an attached console from an answer it got (no
+            // socket serves it on); were one served, it is the far scheduler's refusal.
+            Refusal::Rejected(_) | Refusal::Config(_) | Refusal::Relayed(_) => ErrorCode::Rejected,
+            Refusal::Spec(SpecError::TooLarge { .. }) => ErrorCode::Limit,
+            Refusal::Spec(
+                SpecError::NoCommand
+                | SpecError::EmptyCommand
+                | SpecError::NotADirectory(_)
+                | SpecError::ClientToken,
+            ) => ErrorCode::Rejected,
+            Refusal::UserLimit { .. } | Refusal::StateFull { .. } => ErrorCode::Limit,
+            Refusal::Paused(_)
+            | Refusal::NoHistory
+            | Refusal::HistoryUnreadable(_)
+            | Refusal::Unreachable(_) => ErrorCode::Unavailable,
+            Refusal::Stopped(_) => ErrorCode::ShuttingDown,
+            Refusal::Priority(PriorityError::OutOfRange { .. }) => ErrorCode::BadRequest,
+            Refusal::Priority(PriorityError::NoJob(_)) => ErrorCode::NotFound,
+        }
+    }
 }
 
 /// The answer to `hello`.
@@ -279,9 +312,15 @@ impl Response {
 
     /// A refusal (see [`crate::access::Denied`]).
     pub fn denied(d: crate::access::Denied) -> Response {
+        Response::refused(&Refusal::NotAllowed(d))
+    }
+
+    /// A refusal's answer: its code ([`ErrorCode::of`]) and its message; one of the rules
+    /// also says `not_allowed` (for older clients).
+    pub fn refused(r: &Refusal) -> Response {
         Response {
-            not_allowed: true,
-            ..Response::error(ErrorCode::NotAllowed, d.0)
+            not_allowed: matches!(r, Refusal::NotAllowed(_)),
+            ..Response::error(ErrorCode::of(r), r.to_string())
         }
     }
 
@@ -298,5 +337,77 @@ impl Response {
     /// The scheduler is stopping: the request was not carried out.
     pub fn shutting_down() -> Response {
         Response::error(ErrorCode::ShuttingDown, "the scheduler is shutting down")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{JobId, SpecError};
+    use crate::sched::{PriorityError, Rejection};
+
+    /// Every kind of refusal has its code from its kind: the same words under another
+    /// kind get that kind's code (tests/it/refusal_codes pins them through the socket).
+    #[test]
+    fn each_refusal_kind_has_its_code() {
+        let words = || "scheduling is paused (limits.x) below the reserve of".to_string();
+        let cases = [
+            (
+                Refusal::NotAllowed(crate::access::Denied(words())),
+                ErrorCode::NotAllowed,
+            ),
+            (Refusal::Rejected(Rejection::Quantity), ErrorCode::Rejected),
+            (Refusal::Spec(SpecError::NoCommand), ErrorCode::Rejected),
+            (Refusal::Spec(SpecError::EmptyCommand), ErrorCode::Rejected),
+            (
+                Refusal::Spec(SpecError::NotADirectory(words())),
+                ErrorCode::Rejected,
+            ),
+            (Refusal::Spec(SpecError::ClientToken), ErrorCode::Rejected),
+            (
+                Refusal::Spec(SpecError::TooLarge { bytes: 1 << 20 }),
+                ErrorCode::Limit,
+            ),
+            (
+                Refusal::UserLimit {
+                    user: "bob".into(),
+                    has: 1,
+                    most: 1,
+                },
+                ErrorCode::Limit,
+            ),
+            (
+                Refusal::StateFull {
+                    free_mib: 1,
+                    reserve_mib: 2,
+                },
+                ErrorCode::Limit,
+            ),
+            (Refusal::Paused(words()), ErrorCode::Unavailable),
+            (Refusal::Stopped(words()), ErrorCode::ShuttingDown),
+            (
+                Refusal::Priority(PriorityError::OutOfRange {
+                    priority: 10_000,
+                    max: 9999,
+                }),
+                ErrorCode::BadRequest,
+            ),
+            (
+                Refusal::Priority(PriorityError::NoJob(JobId(9))),
+                ErrorCode::NotFound,
+            ),
+            (Refusal::Config(words()), ErrorCode::Rejected),
+            (Refusal::NoHistory, ErrorCode::Unavailable),
+            (Refusal::HistoryUnreadable(words()), ErrorCode::Unavailable),
+            (Refusal::Unreachable(words()), ErrorCode::Unavailable),
+            (Refusal::Relayed(words()), ErrorCode::Rejected),
+        ];
+        for (refusal, code) in cases {
+            assert_eq!(ErrorCode::of(&refusal), code, "{refusal:?}");
+            let answer = Response::refused(&refusal);
+            assert_eq!(answer.code, Some(code));
+            assert_eq!(answer.error.as_deref(), Some(refusal.to_string().as_str()));
+            assert_eq!(answer.not_allowed, code == ErrorCode::NotAllowed);
+        }
     }
 }

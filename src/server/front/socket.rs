@@ -8,6 +8,7 @@ use super::protocol::{ErrorCode, MAX_LINE, Request, Response, StatusAnswer};
 use crate::access::Caller;
 use crate::exec::StateDir;
 use crate::server::runtime::input::{CancelOutcome, Input, Span};
+use crate::server::runtime::refusal::Refusal;
 use crate::snapshot::{Snapshot, Update, Viewer};
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
@@ -223,7 +224,9 @@ async fn read_requests(
         }
         // Parsed once: a stream request switches the connection, any other is admitted.
         let next = match parse(&line) {
-            Err(e) => Outgoing::Answer(ready(Response::error(ErrorCode::BadRequest, e))),
+            Err(e) => {
+                Outgoing::Answer(ready(Response::error(ErrorCode::BadRequest, e.to_string())))
+            }
             Ok(Request::Subscribe) => Outgoing::Subscribe(viewer_of(&caller, &snapshots)),
             Ok(Request::Events {
                 after,
@@ -321,13 +324,22 @@ fn gone() -> Response {
     Response::shutting_down()
 }
 
+/// What is wrong with a request line (answered `bad_request`).
+#[derive(Debug, thiserror::Error)]
+enum BadLine {
+    #[error("empty request: send one JSON object per line")]
+    Empty,
+    #[error("malformed request: {0}")]
+    Malformed(#[from] serde_json::Error),
+}
+
 /// One request line, or what is wrong with it.
-fn parse(line: &[u8]) -> Result<Request, String> {
+fn parse(line: &[u8]) -> Result<Request, BadLine> {
     let text = trim_line(line);
     if text.is_empty() {
-        return Err("empty request: send one JSON object per line".to_string());
+        return Err(BadLine::Empty);
     }
-    serde_json::from_slice(text).map_err(|e| format!("malformed request: {e}"))
+    Ok(serde_json::from_slice(text)?)
 }
 
 /// Check a request against the rules (SPEC §9: a refused request changes nothing and is
@@ -391,37 +403,17 @@ fn ask_then<T: Send + 'static, F: Future<Output = Response> + Send + 'static>(
     })
 }
 
-/// A reply that is the runtime's answer or why it refused, with the code the refusal gets.
-fn or_refused<T>(
-    code: impl FnOnce(&str) -> ErrorCode,
-    ok: impl FnOnce(T) -> Response,
-) -> impl FnOnce(Result<T, String>) -> Response {
+/// A reply that is the runtime's answer or why it refused (the code from the refusal's
+/// kind, [`ErrorCode::of`]).
+fn or_refused<T>(ok: impl FnOnce(T) -> Response) -> impl FnOnce(Result<T, Refusal>) -> Response {
     move |r| match r {
         Ok(t) => ok(t),
-        Err(e) => Response::error(code(&e), e),
+        Err(refusal) => Response::refused(&refusal),
     }
 }
 
-/// The code of a refused submit: the scheduler stopped or paused (`shutting_down`,
-/// `unavailable`), a per-user or size limit or the full state filesystem (`limit`), else
-/// the submission itself (`rejected`). The runtime's refusals name their limit (SPEC §9),
-/// which is what is read here.
-fn submit_code(guard: &Guard, paused: bool, msg: &str) -> ErrorCode {
-    if let Some(stopped) = guard.stopped() {
-        return stopped;
-    }
-    if paused || msg.starts_with("scheduling is paused") {
-        return ErrorCode::Unavailable;
-    }
-    let limits = ["(limits.", "(limit: command + env)", "below the reserve of"];
-    if limits.iter().any(|l| msg.contains(l)) {
-        ErrorCode::Limit
-    } else {
-        ErrorCode::Rejected
-    }
-}
-
-/// Hand a request to the runtime now; the returned future waits for its answer.
+/// Hand a request to the runtime now (or answer it from the picture or the records); the
+/// returned future waits for its answer. One handler per family of requests.
 fn dispatch(
     req: Request,
     caller: &Caller,
@@ -430,93 +422,16 @@ fn dispatch(
     snapshots: &watch::Receiver<Arc<Snapshot>>,
 ) -> Pending {
     match req {
-        Request::Submit { job } => {
-            let (read_at, metrics) = (std::time::Instant::now(), guard.metrics.clone());
-            let input = |tx| Input::Submit {
-                spec: job,
-                reply: Some(tx),
-            };
-            let (stopped, snapshots) = (guard.clone(), snapshots.clone());
-            ask(inputs, input, move |r: Result<_, String>| {
-                metrics.submit_took(read_at.elapsed());
-                let paused = snapshots.borrow().paused.is_some();
-                let code = move |e: &str| submit_code(&stopped, paused, e);
-                or_refused(code, |id| Response {
-                    id: Some(id),
-                    ..Response::ok()
-                })(r)
-            })
-        }
-        Request::Cancel { ids } => {
-            if ids.is_empty() {
-                return ready(Response::error(
-                    ErrorCode::BadRequest,
-                    "cancel: no job id given",
-                ));
-            }
-            let by = caller.name.clone();
-            let input = |tx| Input::Cancel {
-                ids,
-                by,
-                reply: Some(tx),
-            };
-            let stopped = guard.clone();
-            ask(inputs, input, move |outcomes: Vec<CancelOutcome>| {
-                let errors: Vec<String> = outcomes.iter().filter_map(|o| o.error.clone()).collect();
-                // An id the runtime could not cancel was never handed out, unless the
-                // scheduler stopped before it could record the cancel.
-                let code = stopped.stopped().unwrap_or(ErrorCode::NotFound);
-                Response {
-                    ok: errors.is_empty(),
-                    error: (!errors.is_empty()).then(|| errors.join("; ")),
-                    code: (!errors.is_empty()).then_some(code),
-                    cancelled: Some(outcomes),
-                    ..Response::default()
-                }
-            })
-        }
-        Request::Priority { id, priority } => {
-            let input = |tx| Input::SetPriority {
-                id,
-                priority,
-                by: caller.name.clone(),
-                reply: Some(tx),
-            };
-            let stopped = guard.clone();
-            // Out of range, or an id never handed out (or not recorded).
-            let code = move |_: &str| {
-                if priority > crate::model::MAX_PRIORITY {
-                    ErrorCode::BadRequest
-                } else {
-                    stopped.stopped().unwrap_or(ErrorCode::NotFound)
-                }
-            };
-            let answer = or_refused(code, |changed| Response {
-                changed: Some(changed),
-                ..Response::ok()
-            });
-            ask(inputs, input, answer)
-        }
-        Request::Reload => {
-            let input = |tx| Input::Reload { reply: Some(tx) };
-            let stopped = guard.clone();
-            ask(inputs, input, move |r: Result<(), String>| match r {
-                Ok(()) => Response::ok(),
-                Err(e) => Response::error(
-                    stopped.stopped().unwrap_or(ErrorCode::Rejected),
-                    format!("config rejected:\n{e}"),
-                ),
-            })
-        }
+        Request::Submit { job } => submit(job, guard, inputs),
+        Request::Cancel { ids } => cancel(ids, caller, guard, inputs),
+        Request::Priority { id, priority } => set_priority(id, priority, caller, inputs),
+        Request::Reload => reload(inputs),
         Request::History { window } => {
             let input = |tx| Input::History { window, reply: tx };
-            let answer = or_refused(
-                |_| ErrorCode::Unavailable,
-                |h| Response {
-                    history: Some(h),
-                    ..Response::ok()
-                },
-            );
+            let answer = or_refused(|h| Response {
+                history: Some(h),
+                ..Response::ok()
+            });
             ask(inputs, input, answer)
         }
         Request::Predict { job } => {
@@ -532,33 +447,23 @@ fn dispatch(
         // Read-your-writes: the snapshot read for the answer must include everything
         // sent before, so a `Sync` is queued behind it now.
         Request::Jobs { all, since, until } => {
-            let (inputs2, snapshots) = (inputs.clone(), snapshots.clone());
             let span = Span { since, until };
-            let viewer = viewer_of(caller, &snapshots);
-            after_sync(inputs, async move {
-                jobs(all, span, viewer, &inputs2, &snapshots).await
-            })
+            list_jobs(all, span, caller, inputs, snapshots)
         }
+        Request::Job { id } => one_job(id, caller, guard, inputs, snapshots),
         Request::Status => {
             let snapshots = snapshots.clone();
             after_sync(inputs, async move { status(&snapshots.borrow()) })
+        }
+        Request::Hello { api } => {
+            let admin = snapshots.borrow().access.is_admin(caller);
+            ready(super::api::hello(api, caller, admin))
         }
         Request::Report {
             since,
             until,
             users,
-        } => {
-            let guard = guard.clone();
-            // Usage against weight in the fair-share shares (SPEC §12), as of now.
-            let fair: Vec<crate::sched::UserStanding> = snapshots
-                .borrow()
-                .users
-                .iter()
-                .filter(|u| u.fair)
-                .cloned()
-                .collect();
-            Box::pin(async move { guard.report(since, until, users == Some(true), fair).await })
-        }
+        } => report(since, until, users == Some(true), guard, snapshots),
         Request::Log {
             id,
             attempt,
@@ -575,19 +480,144 @@ fn dispatch(
             ErrorCode::BadRequest,
             "subscribe: send it as the first request",
         )),
-        Request::Hello { api } => {
-            let admin = snapshots.borrow().access.is_admin(caller);
-            ready(super::api::hello(api, caller, admin))
-        }
-        Request::Job { id } => {
-            let (snapshots, root) = (snapshots.clone(), guard.state_root());
-            let viewer = viewer_of(caller, &snapshots);
-            after_sync(inputs, async move {
-                let snap = snapshots.borrow().clone();
-                super::api::job(id, &snap, root, viewer).await
-            })
-        }
     }
+}
+
+/// `submit`: the runtime's answer, its latency measured from the line's reading.
+fn submit(
+    job: crate::model::JobSpec,
+    guard: &Guard,
+    inputs: &mpsc::UnboundedSender<Input>,
+) -> Pending {
+    let (read_at, metrics) = (std::time::Instant::now(), guard.metrics.clone());
+    let input = |tx| Input::Submit {
+        spec: job,
+        reply: Some(tx),
+    };
+    ask(inputs, input, move |r: Result<_, Refusal>| {
+        metrics.submit_took(read_at.elapsed());
+        or_refused(|id| Response {
+            id: Some(id),
+            ..Response::ok()
+        })(r)
+    })
+}
+
+/// `cancel`: what became of each id; an id the runtime could not cancel was never handed
+/// out (`not_found`), unless the scheduler stopped before it could record the cancel.
+fn cancel(
+    ids: Vec<crate::model::JobId>,
+    caller: &Caller,
+    guard: &Guard,
+    inputs: &mpsc::UnboundedSender<Input>,
+) -> Pending {
+    if ids.is_empty() {
+        return ready(Response::error(
+            ErrorCode::BadRequest,
+            "cancel: no job id given",
+        ));
+    }
+    let by = caller.name.clone();
+    let input = |tx| Input::Cancel {
+        ids,
+        by,
+        reply: Some(tx),
+    };
+    let stopped = guard.clone();
+    ask(inputs, input, move |outcomes: Vec<CancelOutcome>| {
+        let errors: Vec<String> = outcomes.iter().filter_map(|o| o.error.clone()).collect();
+        let code = stopped.stopped().unwrap_or(ErrorCode::NotFound);
+        Response {
+            ok: errors.is_empty(),
+            error: (!errors.is_empty()).then(|| errors.join("; ")),
+            code: (!errors.is_empty()).then_some(code),
+            cancelled: Some(outcomes),
+            ..Response::default()
+        }
+    })
+}
+
+/// `priority`: whether it changed (false: the job had ended).
+fn set_priority(
+    id: crate::model::JobId,
+    priority: u32,
+    caller: &Caller,
+    inputs: &mpsc::UnboundedSender<Input>,
+) -> Pending {
+    let input = |tx| Input::SetPriority {
+        id,
+        priority,
+        by: caller.name.clone(),
+        reply: Some(tx),
+    };
+    let answer = or_refused(|changed| Response {
+        changed: Some(changed),
+        ..Response::ok()
+    });
+    ask(inputs, input, answer)
+}
+
+/// `reload`: a refused config's errors follow `config rejected:`.
+fn reload(inputs: &mpsc::UnboundedSender<Input>) -> Pending {
+    let input = |tx| Input::Reload { reply: Some(tx) };
+    ask(inputs, input, move |r: Result<(), Refusal>| match r {
+        Ok(()) => Response::ok(),
+        Err(refusal) => Response {
+            error: Some(format!("config rejected:\n{refusal}")),
+            ..Response::refused(&refusal)
+        },
+    })
+}
+
+/// `jobs`, from the picture once it includes everything sent before.
+fn list_jobs(
+    all: bool,
+    span: Span,
+    caller: &Caller,
+    inputs: &mpsc::UnboundedSender<Input>,
+    snapshots: &watch::Receiver<Arc<Snapshot>>,
+) -> Pending {
+    let (inputs2, snapshots) = (inputs.clone(), snapshots.clone());
+    let viewer = viewer_of(caller, &snapshots);
+    after_sync(inputs, async move {
+        jobs(all, span, viewer, &inputs2, &snapshots).await
+    })
+}
+
+/// `job`: one job, from the picture once it includes everything sent before.
+fn one_job(
+    id: crate::model::JobId,
+    caller: &Caller,
+    guard: &Guard,
+    inputs: &mpsc::UnboundedSender<Input>,
+    snapshots: &watch::Receiver<Arc<Snapshot>>,
+) -> Pending {
+    let (snapshots, root) = (snapshots.clone(), guard.state_root());
+    let viewer = viewer_of(caller, &snapshots);
+    after_sync(inputs, async move {
+        let snap = snapshots.borrow().clone();
+        super::api::job(id, &snap, root, viewer).await
+    })
+}
+
+/// `report`: usage figures from the history, with usage against weight in the fair-share
+/// shares (SPEC §12) as of now.
+fn report(
+    since: i64,
+    until: i64,
+    users: bool,
+    guard: &Guard,
+    snapshots: &watch::Receiver<Arc<Snapshot>>,
+) -> Pending {
+    let guard = guard.clone();
+    let fair: Vec<crate::sched::UserStanding> = snapshots
+        .borrow()
+        .users
+        .iter()
+        .filter(|u| u.fair)
+        .cloned()
+        .collect();
+    Box::pin(async move { guard.report(since, until, users, fair).await })
 }
 
 /// Queue a `Sync` now; answer with `then` once the runtime has published everything sent

@@ -54,6 +54,7 @@ impl Runtime {
                     }
                     Err(why) => tracing::info!(job = %id, priority, "priority refused: {why}"),
                 }
+                let r = r.map_err(Refusal::Priority);
                 self.picture.touch(id);
                 if let Some(tx) = reply {
                     deferred.push(Deferred::Priority(tx, r));
@@ -99,7 +100,7 @@ impl Runtime {
                     Err(errors) => {
                         let text = errors_text(&errors);
                         self.apply_config(ConfigUpdate::Rejected(errors), now);
-                        Err(text)
+                        Err(Refusal::Config(text))
                     }
                 };
                 if let Some(tx) = reply {
@@ -145,39 +146,27 @@ impl Runtime {
         id.0 >= 1 && id < self.sched.next_job_id()
     }
 
-    fn submit(&mut self, spec: JobSpec, now: i64) -> Result<JobId, String> {
-        match &spec.command {
-            None => return Err("command is required".to_string()),
-            Some(Command::Argv(v)) if v.is_empty() => {
-                return Err("command is empty".to_string());
-            }
-            Some(Command::Shell(s)) if s.trim().is_empty() => {
-                return Err("command is empty".to_string());
-            }
-            _ => {}
-        }
-        if let Some(dir) = &spec.working_directory
-            && !std::path::Path::new(dir).is_dir()
-        {
-            return Err(format!("workingDirectory `{dir}` is not a directory"));
-        }
-        check_job_size(&spec)?;
+    /// The checks in order: the spec's own fields that need no I/O (the model's; whether
+    /// `workingDirectory` is a directory the sender asked before, off this task), the
+    /// state filesystem's reserve (a reading taken off this task, read again here only to
+    /// confirm a refusal), the client token (a retry answers with the first job: the
+    /// batch's tokens and the stored ones are looked up here, in order with the batch),
+    /// the user's cap, then the scheduler's own (SPEC §2).
+    fn submit(&mut self, spec: JobSpec, now: i64) -> Result<JobId, Refusal> {
+        spec.check_command()?;
+        spec.check_size()?;
         // A full state filesystem stops nothing (SPEC §8): below the reserve, new jobs wait
         // outside, running ones go on.
         let reserve = self.exec.log_limits.reserve_bytes();
-        if let Some(free) = self.exec.state.free_bytes()
-            && free < reserve
-        {
-            return Err(format!(
-                "the state filesystem has {} MiB free, below the reserve of {} MiB \
-                 (logs.minFreeMiB): no new jobs until space is freed there",
-                free >> 20,
-                reserve >> 20
-            ));
+        if let Some(free) = self.free_space.below(reserve, &self.exec.state) {
+            return Err(Refusal::StateFull {
+                free_mib: free >> 20,
+                reserve_mib: reserve >> 20,
+            });
         }
         let mut spec = spec;
+        spec.check_client_token()?;
         if let Some(t) = &spec.client_token {
-            super::tokens::ClientTokens::check(t)?;
             // Scoped to the caller (SPEC §9): another user's token is a different token.
             spec.client_token = Some(super::tokens::scoped(t, spec.submitter.as_deref()));
         }
@@ -197,15 +186,15 @@ impl Runtime {
             let most = self.access.limits.max_queued_jobs_per_user;
             let has = self.per_user.get(&sub.uid).copied().unwrap_or(0);
             if has + jobs > most {
-                return Err(format!(
-                    "{} has {has} jobs queued or running, the most one user may have \
-                     (limits.maxQueuedJobsPerUser = {most}): wait for some to end",
-                    sub.name
-                ));
+                return Err(Refusal::UserLimit {
+                    user: sub.name.clone(),
+                    has,
+                    most,
+                });
             }
         }
         let uid = spec.submitter.as_ref().map(|s| s.uid);
-        let id = self.sched.submit(spec, now).map_err(|r| r.to_string())?;
+        let id = self.sched.submit(spec, now)?;
         if let Some(uid) = uid {
             *self.per_user.entry(uid).or_default() += jobs;
         }
@@ -292,28 +281,4 @@ impl Runtime {
             }
         }
     }
-}
-
-/// The most a job's command and environment may take together (SPEC §9, limits).
-pub(crate) const MAX_JOB_BYTES: usize = 64 << 10;
-
-/// A job's command plus environment within [`MAX_JOB_BYTES`]: every byte of it is kept
-/// in the database and handed to its supervisor.
-fn check_job_size(spec: &JobSpec) -> Result<(), String> {
-    let command = match &spec.command {
-        Some(Command::Argv(v)) => v.iter().map(|a| a.len() + 1).sum(),
-        Some(Command::Shell(s)) => s.len(),
-        None => 0,
-    };
-    let env: usize = spec.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
-    let total = command + env;
-    if total > MAX_JOB_BYTES {
-        return Err(format!(
-            "the job's command and environment take {} KiB, more than the {} KiB a job may \
-             carry (limit: command + env); pass large data in a file",
-            total.div_ceil(1024),
-            MAX_JOB_BYTES >> 10
-        ));
-    }
-    Ok(())
 }

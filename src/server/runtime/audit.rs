@@ -80,12 +80,21 @@ impl Audit {
     }
 
     /// The newest `limit` entries, newest first (blocking: call it off the runtime).
-    pub fn read(&self, limit: usize) -> Result<Vec<AuditEntry>, String> {
+    pub fn read(&self, limit: usize) -> Result<Vec<AuditEntry>, AuditUnread> {
         let Some(db) = &self.db else {
-            return Err("this scheduler keeps no database, so no audit trail".to_string());
+            return Err(AuditUnread::NoDatabase);
         };
-        read(db, limit).map_err(|e| format!("cannot read the audit trail: {e}"))
+        Ok(read(db, limit)?)
     }
+}
+
+/// Why the audit trail could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditUnread {
+    #[error("this scheduler keeps no database, so no audit trail")]
+    NoDatabase,
+    #[error("cannot read the audit trail: {0}")]
+    Database(#[from] rusqlite::Error),
 }
 
 fn open(db: &Path, read_only: bool) -> Result<Connection, rusqlite::Error> {

@@ -1,9 +1,10 @@
 //! What the runtime task receives on its channel: actions from the socket, the console
 //! and the config source, and reports from the processes it runs.
 
+use super::refusal::Refusal;
 use crate::config::ConfigUpdate;
 use crate::exec::gpu::telemetry::Samples;
-use crate::model::{JobId, JobSpec};
+use crate::model::{JobId, JobSpec, SpecError};
 use crate::snapshot::JobView;
 use tokio::sync::oneshot;
 
@@ -34,16 +35,38 @@ impl Span {
     }
 }
 
+/// What the sender of an [`Input::Submit`] asks first, off the runtime task: whether
+/// `workingDirectory` is a directory, which takes the file system (on a blocking thread).
+/// With one, the command is checked before it, as the runtime would: a spec wrong in both
+/// is refused for its command. The runtime checks the rest.
+pub async fn check_before_submit(spec: &JobSpec) -> Result<(), Refusal> {
+    let Some(dir) = spec.working_directory.clone() else {
+        return Ok(());
+    };
+    spec.check_command()?;
+    let asked = dir.clone();
+    let is_dir = tokio::task::spawn_blocking(move || std::path::Path::new(&asked).is_dir())
+        .await
+        .unwrap_or(false);
+    if is_dir {
+        Ok(())
+    } else {
+        Err(SpecError::NotADirectory(dir).into())
+    }
+}
+
 /// Where an answer goes. `None` when the sender does not wait for one.
 pub type Reply<T> = Option<oneshot::Sender<T>>;
 
 /// One input of the runtime.
 #[derive(Debug)]
 pub enum Input {
-    /// Submit a job; answers with its id or why it was refused.
+    /// Submit a job; answers with its id or why it was refused. Whether its
+    /// `workingDirectory` is a directory is for the sender to ask first, off this task
+    /// ([`check_before_submit`]); the runtime checks the rest.
     Submit {
         spec: JobSpec,
-        reply: Reply<Result<JobId, String>>,
+        reply: Reply<Result<JobId, Refusal>>,
     },
     /// Cancel jobs on behalf of user `by`.
     Cancel {
@@ -57,12 +80,12 @@ pub enum Input {
         id: JobId,
         priority: u32,
         by: String,
-        reply: Reply<Result<bool, String>>,
+        reply: Reply<Result<bool, Refusal>>,
     },
     /// A new config from the watcher.
     Config(ConfigUpdate),
     /// Re-read the config directory now; answers with the errors when refused.
-    Reload { reply: Reply<Result<(), String>> },
+    Reload { reply: Reply<Result<(), Refusal>> },
     /// Publish a snapshot now if anything changed, then answer: afterwards the
     /// snapshot receiver shows every input sent before this one. (Without it, snapshots
     /// follow changes within ~20 ms.)
@@ -82,7 +105,7 @@ pub enum Input {
     /// an error when the scheduler keeps no database or it cannot be read.
     History {
         window: crate::snapshot::usage::Window,
-        reply: oneshot::Sender<Result<crate::snapshot::usage::UsageHistory, String>>,
+        reply: oneshot::Sender<Result<crate::snapshot::usage::UsageHistory, Refusal>>,
     },
     /// Stop scheduling and end the runtime; with `stop_jobs`, stop every running job
     /// first (SIGTERM, grace, SIGKILL) and wait until they are gone.
@@ -103,7 +126,7 @@ pub(crate) enum ExecKind {
     /// The config directory, read and validated off the runtime task (`Input::Reload`).
     Reloaded {
         loaded: Result<Box<crate::config::LoadedConfig>, Vec<crate::config::ConfigError>>,
-        reply: Reply<Result<(), String>>,
+        reply: Reply<Result<(), Refusal>>,
     },
     /// The state directory was deleted or replaced (`server::state_watch`): stop.
     StateLost(String),

@@ -5,14 +5,16 @@
 //! answers the clients. See `Runtime::run`; `apply` takes the inputs that change the
 //! scheduler, `reports` what comes back (timers, the executor's reports). The room also
 //! holds the work that runs beside the task: forecasts, the event feed, the audit writer,
-//! the utilisation sampler and the state-directory watch.
+//! the utilisation sampler, the state-directory watch and the free-space reading.
 
 mod apply;
 pub mod audit;
 pub(crate) mod carry;
 pub mod events;
 pub(crate) mod forecasts;
+mod free_space;
 pub mod input;
+pub mod refusal;
 mod reports;
 pub(crate) mod state_watch;
 pub(crate) mod timers;
@@ -22,13 +24,14 @@ pub mod usage;
 
 use self::carry::Carry;
 use self::input::{CancelOutcome, ExecKind, ExecReport, Input};
+use self::refusal::Refusal;
 use self::timers::{Timer, Timers};
 use self::turn::{Deferred, Outcome, Shutdown, Turn, Work};
 use crate::config::{ConfigUpdate, LoadedConfig, load_dir};
 use crate::exec::backend::{Backend, Context, Report};
 use crate::exec::gpu::telemetry::Samples;
 use crate::exec::{Discovery, StateDir, now_ms};
-use crate::model::{Command, JobId, JobSpec, JobState, UnitCapacity};
+use crate::model::{JobId, JobSpec, JobState, UnitCapacity};
 use crate::sched::{Clock, Event, Sched};
 use crate::snapshot::{ConfigStatus, JobView, Picture, Snapshot};
 use crate::store::recovery::Adopted;
@@ -196,6 +199,7 @@ impl RuntimeHandle {
             None => crate::exec::choice::choose(&executor, ctx),
         };
         let mut exec = Carry::new(opts.state.clone(), owner, backend);
+        let opts_state = opts.state.clone();
         exec.log_limits = initial.config.env.logs.unwrap_or_default();
         let (fatal_tx, fatal_rx) = watch::channel(None);
         let metrics = Arc::new(crate::metrics::Metrics::new());
@@ -231,6 +235,7 @@ impl RuntimeHandle {
             forecasts: self::forecasts::Forecasts::new(None),
             predictions: Vec::new(),
             per_user: HashMap::new(),
+            free_space: self::free_space::FreeSpace::watch(opts_state),
         };
         rt.exec.watch(&mut rt.timers);
         if let Some(d) = durable {
@@ -443,6 +448,8 @@ struct Runtime {
     paused: Option<Paused>,
     /// Jobs not yet ended per submitter uid (`limits.maxQueuedJobsPerUser`, SPEC §9).
     per_user: HashMap<u32, u64>,
+    /// The state filesystem's free bytes, read off this task (the reserve of submits).
+    free_space: self::free_space::FreeSpace,
 }
 
 /// A batch whose decisions could not be stored, held with what came after it.
@@ -581,7 +588,7 @@ impl Runtime {
                 Work::Input(Input::Sync { reply }) => drop(reply.send(())),
                 Work::Input(Input::Submit {
                     reply: Some(reply), ..
-                }) => drop(reply.send(Err(paused.why.clone()))),
+                }) => drop(reply.send(Err(Refusal::Paused(paused.why.clone())))),
                 Work::Input(Input::Exec(ExecReport(ExecKind::StateLost(why)))) => {
                     self.fail(why, paused.turn);
                     return Next::Halted;
@@ -863,18 +870,16 @@ impl Runtime {
     fn read_history(
         &self,
         window: crate::snapshot::usage::Window,
-        reply: oneshot::Sender<Result<crate::snapshot::usage::UsageHistory, String>>,
+        reply: oneshot::Sender<Result<crate::snapshot::usage::UsageHistory, Refusal>>,
     ) {
         let Some(_) = &self.persist else {
-            let _ = reply.send(Err(
-                "this scheduler keeps no database, so no utilisation history".to_string(),
-            ));
+            let _ = reply.send(Err(Refusal::NoHistory));
             return;
         };
         let db = self.opts.state.root().join(crate::store::DB_FILE);
         tokio::task::spawn_blocking(move || {
             let read = crate::store::usage::read_file(&db, window, now_ms())
-                .map_err(|e| format!("cannot read the utilisation history: {e}"));
+                .map_err(|e| Refusal::HistoryUnreadable(e.to_string()));
             let _ = reply.send(read);
         });
     }

@@ -3,14 +3,11 @@
 //! stored are found in the database (with the job's spec); those of the batch under way,
 //! not stored yet, are kept here until the batch is recorded. A token is scoped to its
 //! caller (SPEC §9): it is kept as `<uid>:<token>`, so another user replaying it makes a
-//! job of their own and never learns of the first.
+//! job of their own and never learns of the first. (Its shape is the model's check.)
 
 use crate::model::{JobId, Submitter};
 use crate::store::Store;
 use std::collections::HashMap;
-
-/// The longest client token accepted.
-pub const MAX_TOKEN: usize = 128;
 
 /// The token as kept: prefixed by the caller's uid (`-` for a job with no submitter, such
 /// as one made by the scheduler's own console in tests).
@@ -27,19 +24,6 @@ pub(crate) struct ClientTokens {
 }
 
 impl ClientTokens {
-    /// Is the token well-formed? 1 to 128 printable ASCII characters.
-    pub(crate) fn check(token: &str) -> Result<(), String> {
-        if token.is_empty()
-            || token.len() > MAX_TOKEN
-            || !token.bytes().all(|b| b.is_ascii_graphic())
-        {
-            return Err(format!(
-                "clientToken must be 1 to {MAX_TOKEN} printable ASCII characters without spaces"
-            ));
-        }
-        Ok(())
-    }
-
     /// The job a submit with this token made before, if any.
     pub(crate) fn lookup(&self, token: &str, store: Option<&Store>) -> Option<JobId> {
         if let Some(&id) = self.unstored.get(token) {

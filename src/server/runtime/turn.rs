@@ -2,6 +2,7 @@
 //! answers held back until the turn's decisions are recorded and carried out.
 
 use super::input::{CancelOutcome, Input};
+use super::refusal::Refusal;
 use super::timers::Timer;
 use crate::model::JobId;
 use tokio::sync::oneshot;
@@ -10,12 +11,15 @@ use tokio::sync::oneshot;
 /// recorded): a job is accepted only once that is done.
 pub(super) enum Deferred {
     Submit(
-        oneshot::Sender<Result<JobId, String>>,
-        Result<JobId, String>,
+        oneshot::Sender<Result<JobId, Refusal>>,
+        Result<JobId, Refusal>,
     ),
     Cancel(oneshot::Sender<Vec<CancelOutcome>>, Vec<CancelOutcome>),
-    Priority(oneshot::Sender<Result<bool, String>>, Result<bool, String>),
-    Reload(oneshot::Sender<Result<(), String>>, Result<(), String>),
+    Priority(
+        oneshot::Sender<Result<bool, Refusal>>,
+        Result<bool, Refusal>,
+    ),
+    Reload(oneshot::Sender<Result<(), Refusal>>, Result<(), Refusal>),
 }
 
 /// A shutdown asked for: whether to stop the jobs first, and who waits for the end.
@@ -58,11 +62,13 @@ impl Turn {
         self.changed |= outcome != Outcome::Nothing;
     }
 
-    /// The turn's decisions could not be recorded: refuse everything that waits for them.
+    /// The turn's decisions could not be recorded (the scheduler stops, `msg` says why):
+    /// refuse everything that waits for them.
     pub(super) fn refuse(self, msg: &str) {
+        let stopped = || Refusal::Stopped(msg.to_string());
         for d in self.deferred {
             match d {
-                Deferred::Submit(tx, _) => drop(tx.send(Err(msg.to_string()))),
+                Deferred::Submit(tx, _) => drop(tx.send(Err(stopped()))),
                 Deferred::Cancel(tx, v) => drop(
                     tx.send(
                         v.into_iter()
@@ -74,8 +80,8 @@ impl Turn {
                             .collect(),
                     ),
                 ),
-                Deferred::Priority(tx, _) => drop(tx.send(Err(msg.to_string()))),
-                Deferred::Reload(tx, _) => drop(tx.send(Err(msg.to_string()))),
+                Deferred::Priority(tx, _) => drop(tx.send(Err(stopped()))),
+                Deferred::Reload(tx, _) => drop(tx.send(Err(stopped()))),
             }
         }
     }

@@ -44,7 +44,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     f.render_widget(block, r);
     let h = match &st.data {
         None => return message(f, inner, "reading the history…", t.dimmed()),
-        Some(Err(e)) => return message(f, inner, e, t.error_style()),
+        Some(Err(e)) => return message(f, inner, &e.to_string(), t.error_style()),
         Some(Ok(h)) => h,
     };
     let lines = st.lines();

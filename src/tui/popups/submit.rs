@@ -73,6 +73,19 @@ pub enum FormOutcome {
     Submit(Box<JobSpec>),
 }
 
+/// What is wrong with the form's `dependsOn` or array size, worded as `submit --after` and
+/// `--array` word it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum BadLinks {
+    #[error("after {0}")]
+    After(#[from] crate::model::BadJobRef),
+    #[error(
+        "--array: 2..{} children, or empty for one job",
+        crate::model::MAX_ARRAY_SIZE
+    )]
+    ArraySize,
+}
+
 impl SubmitForm {
     pub fn new(share: &str) -> SubmitForm {
         SubmitForm {
@@ -153,36 +166,30 @@ impl SubmitForm {
             ));
         }
         if let Err(e) = self.links() {
-            let field = if e.starts_with("--array") {
-                Field::Array
-            } else {
-                Field::After
+            let field = match e {
+                BadLinks::After(_) => Field::After,
+                BadLinks::ArraySize => Field::Array,
             };
-            out.push((field, e));
+            out.push((field, e.to_string()));
         }
         out
     }
 
     /// The form's `dependsOn` and array size, read as `submit --after` and `--array` read
     /// theirs (`Dependency::parse` serves both).
-    fn links(&self) -> Result<(Vec<crate::model::Dependency>, Option<u32>), String> {
+    fn links(&self) -> Result<(Vec<crate::model::Dependency>, Option<u32>), BadLinks> {
         let deps = self
             .after
             .text
             .split(',')
             .filter(|t| !t.trim().is_empty())
-            .map(|a| crate::model::Dependency::parse(a).map_err(|e| format!("after {e}")))
+            .map(crate::model::Dependency::parse)
             .collect::<Result<Vec<_>, _>>()?;
         let size = match self.array.text.trim() {
             "" => None,
             n => match n.parse::<u32>() {
                 Ok(n) if (2..=crate::model::MAX_ARRAY_SIZE).contains(&n) => Some(n),
-                _ => {
-                    return Err(format!(
-                        "--array: 2..{} children, or empty for one job",
-                        crate::model::MAX_ARRAY_SIZE
-                    ));
-                }
+                _ => return Err(BadLinks::ArraySize),
             },
         };
         Ok((deps, size))

@@ -128,7 +128,7 @@ impl Dependency {
 
     /// A dependency as people write one (`submit --after`, the console's form): `12`,
     /// `12:3` (an array's child), `N_TO_N:12` or `SEQUENTIAL`.
-    pub fn parse(text: &str) -> Result<Dependency, String> {
+    pub fn parse(text: &str) -> Result<Dependency, BadJobRef> {
         let a = text.trim();
         if a.eq_ignore_ascii_case("SEQUENTIAL") {
             return Ok(Dependency {
@@ -192,11 +192,26 @@ impl fmt::Display for JobRef {
     }
 }
 
+/// Text that names no job: what was given. Its `Display` says what a job reference is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadJobRef(pub String);
+
+impl fmt::Display for BadJobRef {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "`{}` is not a job id (a number, or PARENT:INDEX for an array's child)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BadJobRef {}
+
 impl std::str::FromStr for JobRef {
-    type Err = String;
-    fn from_str(s: &str) -> Result<JobRef, String> {
-        let bad =
-            || format!("`{s}` is not a job id (a number, or PARENT:INDEX for an array's child)");
+    type Err = BadJobRef;
+    fn from_str(s: &str) -> Result<JobRef, BadJobRef> {
+        let bad = || BadJobRef(s.to_string());
         let (job, index) = match s.trim().split_once(':') {
             None => (s.trim(), None),
             Some((p, i)) => (p, Some(i.parse::<u32>().map_err(|_| bad())?)),

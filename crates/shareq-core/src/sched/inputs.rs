@@ -2,7 +2,7 @@
 //! and the state transitions they share: start, stop, release, requeue, finish.
 
 use super::keys::NodeIx;
-use super::rejection::Rejection;
+use super::rejection::{PriorityError, Rejection};
 use super::state::{FailReason, Job, Phase, PreemptReason, StopCause};
 use super::{Event, Sched, Time};
 use crate::model::{JobId, JobSpec, JobState, MAX_PRIORITY};
@@ -160,7 +160,12 @@ impl Sched {
     }
 
     /// Change a job's priority. Returns false when it was already finished.
-    pub fn set_priority(&mut self, id: JobId, priority: u32, now: Time) -> Result<bool, String> {
+    pub fn set_priority(
+        &mut self,
+        id: JobId,
+        priority: u32,
+        now: Time,
+    ) -> Result<bool, PriorityError> {
         self.set_priority_by(id, priority, None, now)
     }
 
@@ -171,15 +176,16 @@ impl Sched {
         priority: u32,
         by: Option<&str>,
         now: Time,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, PriorityError> {
         self.now = now;
         if priority > MAX_PRIORITY {
-            return Err(format!(
-                "priority {priority} is out of range 0..{MAX_PRIORITY}"
-            ));
+            return Err(PriorityError::OutOfRange {
+                priority,
+                max: MAX_PRIORITY,
+            });
         }
         let Some(job) = self.job(id) else {
-            return Err(format!("no job {id}"));
+            return Err(PriorityError::NoJob(id));
         };
         if job.state.is_finished() || matches!(job.stop_cause(), Some(StopCause::Cancel)) {
             return Ok(false);

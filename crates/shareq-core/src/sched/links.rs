@@ -176,24 +176,22 @@ impl Sched {
     }
 
     /// The id of what a user names: a job, or child `index` of an array.
-    pub fn resolve(&self, r: JobRef) -> Result<JobId, String> {
+    pub fn resolve(&self, r: JobRef) -> Result<JobId, UnknownRef> {
         let Some(index) = r.index else {
             return match self.dep_status(r.job) {
                 Some(_) => Ok(r.job),
-                None => Err(format!("job {} does not exist", r.job)),
+                None => Err(UnknownRef::NoJob(r.job)),
             };
         };
         match self.arrays.get(&r.job.0) {
             Some(&size) if index < size => Ok(r.id()),
-            Some(&size) => Err(format!(
-                "array {} has {size} children (0..{}), no child {index}",
-                r.job,
-                size - 1
-            )),
-            None if self.dep_status(r.job).is_some() => {
-                Err(format!("job {} is not an array", r.job))
-            }
-            None => Err(format!("job {} does not exist", r.job)),
+            Some(&size) => Err(UnknownRef::NoChild {
+                array: r.job,
+                size,
+                index,
+            }),
+            None if self.dep_status(r.job).is_some() => Err(UnknownRef::NotAnArray(r.job)),
+            None => Err(UnknownRef::NoJob(r.job)),
         }
     }
 
@@ -237,7 +235,9 @@ impl Sched {
                             "an N_TO_N dependency (on {r}) is for arrays (arrayProperties)"
                         ));
                     };
-                    let other = self.resolve(r).map_err(Rejection::Links)?;
+                    let other = self
+                        .resolve(r)
+                        .map_err(|e| Rejection::Links(e.to_string()))?;
                     match self.arrays.get(&other.0) {
                         Some(&m) if r.index.is_none() && m == n => plan.each.push(other),
                         Some(&m) if r.index.is_none() => {
@@ -250,7 +250,9 @@ impl Sched {
                     }
                 }
                 (Some(r), _) => {
-                    let id = self.resolve(r).map_err(Rejection::Links)?;
+                    let id = self
+                        .resolve(r)
+                        .map_err(|e| Rejection::Links(e.to_string()))?;
                     if !plan.plain.contains(&id) {
                         plan.plain.push(id);
                     }
@@ -570,3 +572,31 @@ impl Sched {
             .unwrap_or_default()
     }
 }
+
+/// Why a job reference names no job the scheduler knows (`Sched::resolve`). Its
+/// `Display` is the submitter's error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnknownRef {
+    /// No job with this id, finished or not.
+    NoJob(JobId),
+    /// The array has `size` children, none at `index`.
+    NoChild { array: JobId, size: u32, index: u32 },
+    /// A child was named of a job that is not an array.
+    NotAnArray(JobId),
+}
+
+impl std::fmt::Display for UnknownRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            UnknownRef::NoJob(id) => write!(f, "job {id} does not exist"),
+            UnknownRef::NoChild { array, size, index } => write!(
+                f,
+                "array {array} has {size} children (0..{}), no child {index}",
+                size.saturating_sub(1)
+            ),
+            UnknownRef::NotAnArray(id) => write!(f, "job {id} is not an array"),
+        }
+    }
+}
+
+impl std::error::Error for UnknownRef {}

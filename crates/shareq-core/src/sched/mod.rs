@@ -37,10 +37,12 @@ pub use clock::Clock;
 pub use event::Event;
 pub use fair::{SavedUsage, UserStanding};
 pub use keys::{QKey, Time};
+pub use links::UnknownRef;
 pub use links::{ArrayCounts, DepStatus, array_state, counts_text};
-pub use rejection::{LargerThanAnyNode, Rejection, is_larger_than_any_node};
+pub use rejection::{LargerThanAnyNode, PriorityError, Rejection, is_larger_than_any_node};
 pub use report::{LendEdge, ShareUnitStats};
 pub use reserve::Reservation;
+pub use restore::RestoreError;
 pub use restore::{RestoredHolding, RestoredJob};
 pub use state::{ArrayLink, FailReason, Job, Phase, PreemptReason, StopCause};
 

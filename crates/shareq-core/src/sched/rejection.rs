@@ -1,6 +1,8 @@
 //! Why a submission is refused (SPEC §2, and §10 for a request no node can hold): one
-//! variant per reason, worded as the replay's `rejected` line and the CLI show it.
+//! variant per reason, worded as the replay's `rejected` line and the CLI show it; and
+//! why a priority change is.
 
+use crate::model::JobId;
 use std::fmt;
 
 /// Why a submission was refused. Its `Display` is the error the operator reads.
@@ -123,6 +125,28 @@ impl fmt::Display for Rejection {
 }
 
 impl std::error::Error for Rejection {}
+
+/// Why a priority change was refused. Its `Display` is the error the caller reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PriorityError {
+    /// Above `max` (an argument out of range).
+    OutOfRange { priority: u32, max: u32 },
+    /// No such job in the scheduler's tables.
+    NoJob(JobId),
+}
+
+impl fmt::Display for PriorityError {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            PriorityError::OutOfRange { priority, max } => {
+                write!(f, "priority {priority} is out of range 0..{max}")
+            }
+            PriorityError::NoJob(id) => write!(f, "no job {id}"),
+        }
+    }
+}
+
+impl std::error::Error for PriorityError {}
 
 #[cfg(test)]
 mod tests {

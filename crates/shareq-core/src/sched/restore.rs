@@ -44,9 +44,9 @@ pub struct RestoredHolding {
 impl Sched {
     /// Put a recorded job back. Jobs must be restored in id order. A job whose share or
     /// unit is no longer configured is kept, waiting with a reason, like after a reload.
-    pub fn restore_job(&mut self, r: RestoredJob, now: Time) -> Result<(), String> {
+    pub fn restore_job(&mut self, r: RestoredJob, now: Time) -> Result<(), RestoreError> {
         if self.job(r.id).is_some() {
-            return Err(format!("job {} is restored twice", r.id));
+            return Err(RestoreError::Twice(r.id));
         }
         let u = self.unit_or_ghost(&r.unit);
         let s = self.share_or_ghost(&r.spec.quota_share_name);
@@ -58,10 +58,10 @@ impl Sched {
                 .flat_map(|j| j.devices().iter().copied())
                 .collect();
             if let Some(d) = h.devices.iter().find(|d| held.contains(d)) {
-                return Err(format!(
-                    "job {}: device {d} is already held by another restored job",
-                    r.id
-                ));
+                return Err(RestoreError::DeviceHeld {
+                    job: r.id,
+                    device: *d,
+                });
             }
         }
         let phase = match &r.holding {
@@ -205,3 +205,27 @@ impl Sched {
         s
     }
 }
+
+/// Why a recorded job cannot be put back (`Sched::restore_job`): a database that
+/// contradicts itself. Its `Display` names the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreError {
+    /// The job was restored already.
+    Twice(JobId),
+    /// Another restored job holds one of its devices.
+    DeviceHeld { job: JobId, device: u32 },
+}
+
+impl std::fmt::Display for RestoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            RestoreError::Twice(id) => write!(f, "job {id} is restored twice"),
+            RestoreError::DeviceHeld { job, device } => write!(
+                f,
+                "job {job}: device {device} is already held by another restored job"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RestoreError {}

@@ -1,0 +1,132 @@
+//! Why a request was refused — by the rules before it reached the runtime, or by the
+//! runtime (a submit, a priority change, a reload, a history read): one type with the
+//! structured reason, from where it was refused to whoever asked. Its `Display` is the
+//! message the user reads; the control socket gives each variant its error code in one
+//! `match` (`front::protocol::ErrorCode::of`), never from the words.
+
+use crate::access::Denied;
+use crate::model::SpecError;
+use crate::sched::{PriorityError, Rejection};
+
+/// Why an input was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The rules of SPEC §9 refuse this caller this action (the message names the rule).
+    #[error("{0}")]
+    NotAllowed(Denied),
+    /// The scheduler refused the submission (SPEC §2, §10, §13).
+    #[error("{0}")]
+    Rejected(Rejection),
+    /// The submission's own fields are wrong (no command, a working directory that is
+    /// none, a client token out of shape), or too large to carry (a limit).
+    #[error("{0}")]
+    Spec(SpecError),
+    /// The user already has the most jobs queued or running one user may have (SPEC §9).
+    #[error(
+        "{user} has {has} jobs queued or running, the most one user may have \
+         (limits.maxQueuedJobsPerUser = {most}): wait for some to end"
+    )]
+    UserLimit { user: String, has: u64, most: u64 },
+    /// The state filesystem is below its reserve (SPEC §8): new jobs wait outside.
+    #[error(
+        "the state filesystem has {free_mib} MiB free, below the reserve of {reserve_mib} MiB \
+         (logs.minFreeMiB): no new jobs until space is freed there"
+    )]
+    StateFull { free_mib: u64, reserve_mib: u64 },
+    /// Scheduling is paused (its decisions cannot be written, SPEC §8); why, as the
+    /// status shows it.
+    #[error("{0}")]
+    Paused(String),
+    /// The scheduler stopped before it could record the answer (or is shutting down);
+    /// why.
+    #[error("{0}")]
+    Stopped(String),
+    /// The priority change itself is refused (out of range, no such job).
+    #[error("{0}")]
+    Priority(PriorityError),
+    /// A reloaded config did not validate, or this scheduler cannot carry it out: its
+    /// errors, one a line.
+    #[error("{0}")]
+    Config(String),
+    /// The scheduler keeps no database, so it has no history to read.
+    #[error("this scheduler keeps no database, so no utilisation history")]
+    NoHistory,
+    /// The history could not be read: what the database said.
+    #[error("cannot read the utilisation history: {0}")]
+    HistoryUnreadable(String),
+    /// An attached console's scheduler could not be reached: why.
+    #[error("the scheduler is not reachable: {0}")]
+    Unreachable(String),
+    /// An attached console's scheduler refused, with this message (its code stays on the
+    /// socket: the console only shows it).
+    #[error("{0}")]
+    Relayed(String),
+}
+
+impl From<Rejection> for Refusal {
+    fn from(r: Rejection) -> Refusal {
+        Refusal::Rejected(r)
+    }
+}
+
+impl From<SpecError> for Refusal {
+    fn from(e: SpecError) -> Refusal {
+        Refusal::Spec(e)
+    }
+}
+
+impl From<PriorityError> for Refusal {
+    fn from(e: PriorityError) -> Refusal {
+        Refusal::Priority(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::JobId;
+
+    /// The words are the ones users read before the refusal was typed.
+    #[test]
+    fn refusals_read_as_before() {
+        let limit = Refusal::UserLimit {
+            user: "bob".into(),
+            has: 3,
+            most: 3,
+        };
+        assert_eq!(
+            limit.to_string(),
+            "bob has 3 jobs queued or running, the most one user may have \
+             (limits.maxQueuedJobsPerUser = 3): wait for some to end"
+        );
+        let full = Refusal::StateFull {
+            free_mib: 10,
+            reserve_mib: 64,
+        };
+        assert_eq!(
+            full.to_string(),
+            "the state filesystem has 10 MiB free, below the reserve of 64 MiB \
+             (logs.minFreeMiB): no new jobs until space is freed there"
+        );
+        assert_eq!(
+            Refusal::from(Rejection::Quantity).to_string(),
+            "quantity must be at least 1"
+        );
+        assert_eq!(
+            Refusal::from(SpecError::NoCommand).to_string(),
+            "command is required"
+        );
+        assert_eq!(
+            Refusal::from(PriorityError::NoJob(JobId(4))).to_string(),
+            "no job 4"
+        );
+        assert_eq!(
+            Refusal::NoHistory.to_string(),
+            "this scheduler keeps no database, so no utilisation history"
+        );
+        assert_eq!(
+            Refusal::HistoryUnreadable("locked".into()).to_string(),
+            "cannot read the utilisation history: locked"
+        );
+    }
+}
