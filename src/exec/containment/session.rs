@@ -25,8 +25,8 @@ pub struct ProcStat {
     pub session: u32,
     /// Start time in clock ticks since boot (field 22).
     pub start: u64,
-    /// The top of its main thread's stack (field 28; 0 where the reader may not see its
-    /// memory): placed afresh, at random, by every `exec`, and kept by a copy.
+    /// The top of its main thread's stack (field 28; 0 where absent, or where the reader
+    /// may not see its memory): placed afresh, at random, by every `exec`, kept by a copy.
     pub stack: usize,
 }
 
@@ -44,7 +44,7 @@ impl ProcStat {
             ppid: f.get(1)?.parse().ok()?,
             session: f.get(3)?.parse().ok()?,
             start: f.get(19)?.parse().ok()?,
-            stack: f.get(25)?.parse().ok()?,
+            stack: f.get(25).and_then(|v| v.parse().ok()).unwrap_or(0),
         })
     }
 
