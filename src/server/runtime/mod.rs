@@ -174,16 +174,7 @@ impl RuntimeHandle {
             effects: None,
         };
         let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::empty()));
-        start_telemetry(&capacity, &initial, &tx);
-        crate::exec::gpu::health::start_fake(
-            &opts.state,
-            devices_of(&capacity, &initial, true),
-            device_lost_sink(&tx),
-            {
-                let tx = tx.clone();
-                move || !tx.is_closed()
-            },
-        );
+        start_gpu_watch(&opts.state, &capacity, &initial, &tx);
         let owner = durable
             .as_ref()
             .map_or_else(Carry::memory_owner, |d| d.owner.clone());
@@ -239,36 +230,7 @@ impl RuntimeHandle {
         };
         rt.exec.watch(&mut rt.timers);
         if let Some(d) = durable {
-            let (sched, exec, timers) = (&mut rt.sched, &mut rt.exec, &mut rt.timers);
-            exec.seed_preemptions(d.preemptions);
-            for a in &d.adopted {
-                // Its supervisor recorded itself, so the command runs (or is about to).
-                if sched
-                    .job(a.job)
-                    .is_some_and(|j| matches!(j.state, JobState::Scheduled | JobState::Starting))
-                {
-                    sched.set_running_state(a.job, JobState::Running);
-                    rt.observed.push(Observed::StateChanged { job: a.job });
-                }
-                exec.adopt(sched, timers, a.job, a.attempt, a.pid, now);
-            }
-            // Recovery's first pass, already stored: carry it out now.
-            exec.carry_out(sched, timers, d.events, now);
-            rt.maybe_done = rt
-                .sched
-                .jobs()
-                .filter(|j| j.state.is_finished())
-                .map(|j| j.id)
-                .collect();
-            rt.finished = d.finished.into_iter().map(Arc::new).collect();
-            rt.persist = Some(Persist {
-                store: d.store,
-                _lock: d.lock,
-                retain_days: d.retain_days,
-                config_hash: d.config_hash,
-            });
-            rt.timers.set(Timer::Prune, PRUNE_EVERY);
-            rt.forecasts = self::forecasts::Forecasts::new(Some(rt.opts.state.root().into()));
+            rt.resume(d, now);
         }
         rt.timers.set(Timer::Forecast, Duration::from_millis(500));
         // Every job the scheduler holds counts for its user until it is archived.
@@ -370,6 +332,26 @@ fn device_lost_sink(
         })))
         .is_ok()
     }
+}
+
+/// Watch the GPUs: NVML telemetry where it answers, and the fake GPUs made to fail on
+/// purpose (`exec::gpu::health`); both stop when the runtime's inputs close.
+fn start_gpu_watch(
+    state: &StateDir,
+    capacity: &[UnitCapacity],
+    initial: &LoadedConfig,
+    tx: &mpsc::UnboundedSender<Input>,
+) {
+    start_telemetry(capacity, initial, tx);
+    crate::exec::gpu::health::start_fake(
+        state,
+        devices_of(capacity, initial, true),
+        device_lost_sink(tx),
+        {
+            let tx = tx.clone();
+            move || !tx.is_closed()
+        },
+    );
 }
 
 fn start_telemetry(
@@ -488,6 +470,42 @@ const FINISHED_KEPT: usize = 20_000;
 const FINISHED_IN_SNAPSHOT: usize = 200;
 
 impl Runtime {
+    /// Take over what recovery made of the store (see `boot::start`): the preemption log,
+    /// the adopted attempts, recovery's first pass (already stored: carried out now), the
+    /// finished jobs, and the store itself.
+    fn resume(&mut self, d: Durable, now: i64) {
+        let (sched, exec, timers) = (&mut self.sched, &mut self.exec, &mut self.timers);
+        exec.seed_preemptions(d.preemptions);
+        for a in &d.adopted {
+            // Its supervisor recorded itself, so the command runs (or is about to).
+            if sched
+                .job(a.job)
+                .is_some_and(|j| matches!(j.state, JobState::Scheduled | JobState::Starting))
+            {
+                sched.set_running_state(a.job, JobState::Running);
+                self.observed.push(Observed::StateChanged { job: a.job });
+            }
+            exec.adopt(sched, timers, a.job, a.attempt, a.pid, now);
+        }
+        // Recovery's first pass, already stored: carry it out now.
+        exec.carry_out(sched, timers, d.events, now);
+        self.maybe_done = self
+            .sched
+            .jobs()
+            .filter(|j| j.state.is_finished())
+            .map(|j| j.id)
+            .collect();
+        self.finished = d.finished.into_iter().map(Arc::new).collect();
+        self.persist = Some(Persist {
+            store: d.store,
+            _lock: d.lock,
+            retain_days: d.retain_days,
+            config_hash: d.config_hash,
+        });
+        self.timers.set(Timer::Prune, PRUNE_EVERY);
+        self.forecasts = self::forecasts::Forecasts::new(Some(self.opts.state.root().into()));
+    }
+
     /// The loop: one turn per batch of inputs and due timers.
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Input>) {
         while let Some(batch) = self.next_batch(&mut rx).await {
