@@ -112,22 +112,10 @@ mod tests {
 
     fn spec(command: Option<Command>) -> JobSpec {
         JobSpec {
-            job_name: "j".into(),
-            quota_share_name: "qs".into(),
-            capacity_unit: None,
-            quantity: 1,
-            scheduling_priority: 0,
             command,
-            env: Default::default(),
-            working_directory: None,
-            preemption_retries_before_termination: None,
-            retry_strategy: None,
-            timeout_seconds: None,
-            client_token: None,
-            submitter: None,
-            depends_on: Vec::new(),
-            array_properties: None,
+            ..JobSpec::new("j", "qs", 1, 0)
         }
+    }
     }
 
     #[test]
