@@ -116,7 +116,6 @@ mod tests {
             ..JobSpec::new("j", "qs", 1, 0)
         }
     }
-    }
 
     #[test]
     fn a_command_is_required_and_not_empty() {
