@@ -114,7 +114,7 @@ impl Serve {
     }
 
     /// Every one of the `n` jobs SUCCEEDED, and serve started their supervisors the way
-    /// `SHAREQ_SUPERVISOR_START` asked (serve's log says which at the first start).
+    /// `SHAREQ_SUPERVISOR_START` asked, where set (serve's log says which at its first start).
     fn check_outcome(&self, n: usize) {
         let j = self.ask(r#"{"op":"jobs","all":true}"#);
         let finished = j["jobs"]["finished"]
@@ -131,13 +131,16 @@ impl Serve {
             finished.len(),
             bad.first()
         );
-        let path = std::env::var("SHAREQ_SUPERVISOR_START").unwrap_or("spawner".into());
-        let log = std::fs::read_to_string(self.state.join("shareq.log")).unwrap_or_default();
-        assert!(
-            log.contains(&format!("supervisors start by: {path}")),
-            "serve's log does not say that supervisors start by: {path}"
-        );
-        println!("start path {path}: all {n} jobs SUCCEEDED");
+        // The path is checked where one was asked for (a build before the switch, run as
+        // `SHAREQ_BIN` for a comparison, says nothing of it).
+        if let Ok(path) = std::env::var("SHAREQ_SUPERVISOR_START") {
+            let log = std::fs::read_to_string(self.state.join("shareq.log")).unwrap_or_default();
+            assert!(
+                log.contains(&format!("supervisors start by: {path}")),
+                "serve's log does not say that supervisors start by: {path}"
+            );
+        }
+        println!("all {n} jobs SUCCEEDED");
     }
 
     fn finished(&self) -> usize {
