@@ -124,13 +124,13 @@ fn run_ok(cmd: &mut Command) {
 
 /// The binary, copied where every user may run it; shared by the tests that overlap in
 /// time (a copy being written cannot be executed: ETXTBSY), removed with its last user.
-struct BinCopy {
+pub(crate) struct BinCopy {
     dir: PathBuf,
-    bin: PathBuf,
+    pub(crate) bin: PathBuf,
 }
 
 impl BinCopy {
-    fn get() -> Arc<BinCopy> {
+    pub(crate) fn get() -> Arc<BinCopy> {
         static SHARED: Mutex<Weak<BinCopy>> = Mutex::new(Weak::new());
         let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(b) = shared.upgrade() {
