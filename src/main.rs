@@ -290,7 +290,12 @@ fn main() -> ExitCode {
         } => shareq::cli::check::check(&dir, watch, against.as_deref()),
         Command::Whatif(a) => shareq::cli::whatif(&a),
         Command::ExportTrace(a) => shareq::cli::export_trace(&a),
-        Command::Serve(a) => shareq::cli::serve(&a),
+        Command::Serve(a) => {
+            // Before it opens anything: what is open above standard error now was
+            // inherited, and no job (nor the scheduler) is to hold it (SPEC §9).
+            shareq::exec::containment::fds::close_inherited();
+            shareq::cli::serve(&a)
+        }
         Command::Submit(a) => shareq::cli::submit(&a),
         Command::Cancel(a) => shareq::cli::cancel(&a),
         Command::Priority(a) => shareq::cli::priority(&a),

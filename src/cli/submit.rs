@@ -107,8 +107,9 @@ impl SubmitArgs {
             let base = first.rsplit('/').next().unwrap_or(first);
             base.chars().take(128).collect()
         });
+        // A relative `--cwd` is this process's directory's, never the scheduler's.
         let cwd = match &self.cwd {
-            Some(p) => Some(p.clone()),
+            Some(p) => Some(std::path::absolute(p).unwrap_or_else(|_| p.clone())),
             None => std::env::current_dir().ok(),
         };
         Ok(JobSpec {

@@ -101,6 +101,7 @@ pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
         Shape::Map(&[
             opt("maxQueuedJobsPerUser", Shape::Count),
             opt("maxConnectionsPerUser", Shape::Count),
+            opt("pidsPerJob", Shape::Count),
         ]),
     ),
 ]);

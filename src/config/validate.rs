@@ -213,6 +213,18 @@ fn check_env(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment) -> BTreeSe
                 );
             }
         }
+        let least = crate::model::MIN_PIDS_PER_JOB;
+        if l.pids_per_job < least {
+            cx.err(
+                origin,
+                "limits.pidsPerJob",
+                format!(
+                    "must be at least {least}, not {} (a job's shell and command need a few; \
+                     remove it for the default, 4096)",
+                    l.pids_per_job
+                ),
+            );
+        }
     }
     if let Some(g) = env.control_socket.as_ref().and_then(|c| c.group.as_deref())
         && (g.starts_with('@') || !valid_principal(g))

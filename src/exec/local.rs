@@ -69,6 +69,9 @@ impl Local {
             Some(w) => tracing::warn!("{w}"),
             None => tracing::info!("each attempt runs in a cgroup of its own; GPUs are isolated"),
         }
+        if let Some(why) = containment.cgroups().and_then(|c| c.no_pids_limit()) {
+            tracing::warn!("{why}");
+        }
         if let Some(slow) = containment.slow_moves(crate::exec::start::starts_inside_groups()) {
             tracing::info!("{slow}");
         }
@@ -114,6 +117,7 @@ fn contain(
     let name = group_name(spec.job.0, spec.attempt, &spec.unit, &spec.devices);
     let group = cg.attempt(&name);
     group.create(&spec.devices)?;
+    group.limit_pids(spec.pids_max)?;
     spec.cgroup = group.dirs();
     Ok(Some(group))
 }
@@ -170,6 +174,14 @@ impl Backend for Local {
                     supervisor,
                 }) => {
                     spec.cgroup = group.dirs();
+                    if let Err(e) = group.limit_pids(spec.pids_max) {
+                        // Its supervisor ends without running anything (as an undone
+                        // start's, `unprepare`), and the group goes.
+                        tracing::error!(job = %job, attempt, "cannot start a supervisor: {e}");
+                        supervisor.abandon().await;
+                        let _ = tokio::task::spawn_blocking(move || group.remove()).await;
+                        return not_started(&reports, job, attempt);
+                    }
                     Ok(supervisor
                         .supervisor(&mut spec, Some(&dir))
                         .map(|s| (s, Some(group))))

@@ -9,6 +9,10 @@
 //! attempts to spare) and runs again.
 //!
 //! `SHAREQ_CRASH_SEED=N` replays another sequence of kill moments.
+//!
+//! Its short form runs the same with three real users submitting side by side (as root,
+//! with test users made by `multi_user`'s `Users`), 90 jobs and 10 kills: the multi-user
+//! load test of issue 44, in the time `cargo test` has.
 
 use crate::common;
 
@@ -24,6 +28,16 @@ use std::time::{Duration, Instant};
 const JOBS: usize = 200;
 const KILLS: usize = 20;
 const GPUS: u32 = 4;
+
+/// One run: how many jobs, how many kill rounds, and who submits them (in turn; none:
+/// this process's user, with the build's binary).
+struct Load {
+    jobs: usize,
+    kills: usize,
+    users: Vec<String>,
+    /// The CLI the users run (one they may execute).
+    bin: std::path::PathBuf,
+}
 
 struct Rng(u64);
 
@@ -97,6 +111,35 @@ fn live_supervisors(state: &Path) -> Vec<(u64, i32)> {
 
 #[test]
 fn kill_9_at_random_moments_loses_nothing_and_runs_nothing_twice() {
+    run(&Load {
+        jobs: JOBS,
+        kills: KILLS,
+        users: Vec::new(),
+        bin: BIN.into(),
+    });
+}
+
+#[test]
+fn three_users_under_kill_9_lose_nothing_and_share_no_gpu_short() {
+    if let Some(why) = crate::multi_user::skip_reason() {
+        eprintln!("skipping: {why} (three real users need root)");
+        return;
+    }
+    let users = crate::multi_user::Users::create(&["ann", "ben", "cat"], &[]);
+    let copy = crate::multi_user::BinCopy::get();
+    run(&Load {
+        jobs: 90,
+        kills: 10,
+        users: ["ann", "ben", "cat"].map(|n| users.name(n)).to_vec(),
+        bin: copy.bin.clone(),
+    });
+}
+
+fn run(load: &Load) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    };
     let seed: u64 = std::env::var("SHAREQ_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -114,6 +157,19 @@ fn kill_9_at_random_moments_loses_nothing_and_runs_nothing_twice() {
     let state = root.join("state");
     for d in ["M", "G", "V", "D"] {
         std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    if !load.users.is_empty() {
+        // The users reach the socket and write their markers; the GPUs' markers exist
+        // already, writable by all, in a directory none of them may change.
+        mode(&root, 0o711);
+        for d in ["M", "V", "D"] {
+            mode(&root.join(d), 0o777);
+        }
+        for g in 0..GPUS {
+            let f = root.join(format!("G/{g}"));
+            std::fs::write(&f, "").unwrap();
+            mode(&f, 0o666);
+        }
     }
     let r = root.display();
     // M/<job>: this job's command runs; G/<gpu>: this GPU is in use; each held with a
@@ -136,10 +192,19 @@ fn kill_9_at_random_moments_loses_nothing_and_runs_nothing_twice() {
         let (acked, unsure, done, state) =
             (acked.clone(), unsure.clone(), done.clone(), state.clone());
         let mut pace = Rng(seed.rotate_left(17) | 1);
+        let (jobs, users, bin) = (load.jobs, load.users.clone(), load.bin.clone());
         std::thread::spawn(move || {
-            for n in 0..JOBS {
+            for n in 0..jobs {
                 loop {
-                    let out = Command::new(BIN)
+                    let mut cli = match users.get(n % users.len().max(1)) {
+                        Some(u) => {
+                            let mut c = Command::new("runuser");
+                            c.args(["-u", u, "--"]).arg(&bin).current_dir("/");
+                            c
+                        }
+                        None => Command::new(&bin),
+                    };
+                    let out = cli
                         .args(["submit", "--share", "team", "--attempts", "10", "--name"])
                         .arg(format!("j{n}"))
                         .arg("--state")
@@ -218,7 +283,7 @@ fn kill_9_at_random_moments_loses_nothing_and_runs_nothing_twice() {
 
     let t0 = Instant::now();
     let mut hit = BTreeSet::new();
-    for round in 0..KILLS {
+    for round in 0..load.kills {
         std::thread::sleep(Duration::from_millis(100 + rng.below(500)));
         let acked_before = acked.lock().unwrap().clone();
         let what = rng.below(3);
@@ -279,6 +344,15 @@ fn kill_9_at_random_moments_loses_nothing_and_runs_nothing_twice() {
         jobs.len(),
         acked.len()
     );
+    // Each user's jobs are theirs.
+    if !load.users.is_empty() {
+        let by: BTreeSet<&str> = jobs
+            .values()
+            .filter_map(|j| j["submitter"]["name"].as_str())
+            .collect();
+        let want: BTreeSet<&str> = load.users.iter().map(String::as_str).collect();
+        assert_eq!(by, want, "submitters");
+    }
     // Each job's command ran to its end exactly once (a job whose supervisor was killed
     // may have been killed after its last step: at least once).
     let mut ran: BTreeMap<u64, usize> = BTreeMap::new();
@@ -296,9 +370,10 @@ fn kill_9_at_random_moments_loses_nothing_and_runs_nothing_twice() {
         }
     }
     eprintln!(
-        "{} jobs ({} acknowledged, {unsure} unsure), {KILLS} kills, {:.1}s",
+        "{} jobs ({} acknowledged, {unsure} unsure), {} kill rounds, {:.1}s",
         jobs.len(),
         acked.len(),
+        load.kills,
         t0.elapsed().as_secs_f64()
     );
 }

@@ -26,6 +26,7 @@ mod faults_server;
 mod forecast;
 mod forecast_live;
 mod history_live;
+mod jobs_confined;
 mod multi_user;
 mod observability;
 mod python_client;

@@ -87,7 +87,7 @@ impl Users {
         format!("{}{n}", self.prefix)
     }
 
-    fn uid(&self, n: &str) -> u32 {
+    pub(crate) fn uid(&self, n: &str) -> u32 {
         nix::unistd::User::from_name(&self.name(n))
             .unwrap()
             .unwrap()
@@ -124,13 +124,13 @@ fn run_ok(cmd: &mut Command) {
 
 /// The binary, copied where every user may run it; shared by the tests that overlap in
 /// time (a copy being written cannot be executed: ETXTBSY), removed with its last user.
-struct BinCopy {
+pub(crate) struct BinCopy {
     dir: PathBuf,
-    bin: PathBuf,
+    pub(crate) bin: PathBuf,
 }
 
 impl BinCopy {
-    fn get() -> Arc<BinCopy> {
+    pub(crate) fn get() -> Arc<BinCopy> {
         static SHARED: Mutex<Weak<BinCopy>> = Mutex::new(Weak::new());
         let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(b) = shared.upgrade() {
@@ -164,10 +164,10 @@ impl Drop for BinCopy {
 /// A directory every user may enter (not list), holding the config and the state
 /// directory; removed on drop.
 pub(crate) struct Lab {
-    root: PathBuf,
-    bin: PathBuf,
+    pub(crate) root: PathBuf,
+    pub(crate) bin: PathBuf,
     _copy: Arc<BinCopy>,
-    state: PathBuf,
+    pub(crate) state: PathBuf,
     config: PathBuf,
     pub(crate) serve: Option<Child>,
 }
@@ -206,9 +206,18 @@ impl Lab {
 
     /// `serve`, with more arguments.
     pub(crate) fn serve_with(&mut self, extra: &[&str]) -> Result<(), String> {
+        self.serve_adjusted(extra, |_| {})
+    }
+
+    /// `serve_with`, its command adjusted first by `adjust` (what it inherits, say).
+    pub(crate) fn serve_adjusted(
+        &mut self,
+        extra: &[&str],
+        adjust: impl FnOnce(&mut Command),
+    ) -> Result<(), String> {
         let err = self.root.join("serve.err");
-        let child = Command::new(&self.bin)
-            .args(["serve", "--stop-jobs-on-exit"])
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(["serve", "--stop-jobs-on-exit"])
             .args(extra)
             .arg("--config")
             .arg(&self.config)
@@ -216,9 +225,9 @@ impl Lab {
             .arg(&self.state)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&err).unwrap())
-            .spawn()
-            .unwrap();
+            .stderr(std::fs::File::create(&err).unwrap());
+        adjust(&mut cmd);
+        let child = cmd.spawn().unwrap();
         self.serve = Some(child);
         let sock = self.state.join("shareq.sock");
         let t = Instant::now();
@@ -298,7 +307,7 @@ impl Lab {
         }
     }
 
-    fn log(&self, id: u64) -> String {
+    pub(crate) fn log(&self, id: u64) -> String {
         std::fs::read_to_string(self.state.join(format!("logs/{id}/1.log"))).unwrap_or_default()
     }
 }

@@ -9,6 +9,12 @@
 //! thaw), with v1 `pids` beside that one when present. Device isolation uses the v1 `devices`
 //! hierarchy (a v2 device program needs BPF, which this build does not load).
 //!
+//! Each attempt may hold at most `limits.pidsPerJob` processes and threads (`pids.max`),
+//! so that a fork bomb in one job cannot take the process slots the scheduler and the
+//! other users' jobs need: in the attempt's v2 group where the unified hierarchy has the
+//! `pids` controller (enabled below the scheduler's group), else in its v1 `pids` group,
+//! else not at all, and [`Containment::describe`] says so.
+//!
 //! Where: below the scheduler's own cgroup in each hierarchy (root's, or a delegated
 //! subtree such as a systemd unit with `Delegate=yes`), in `shareq-<place>-<database>/`:
 //! place names the state directory and database its database, so two schedulers never
@@ -56,8 +62,12 @@ pub struct Cgroups {
     kill: Kill,
     /// The base directory (the scheduler's `shareq-<scope>`) in the killing hierarchy.
     base: PathBuf,
-    /// The same in v1 `pids`, when mounted and the freezer kills.
+    /// The same in v1 `pids`, when mounted and the unified hierarchy cannot limit
+    /// processes.
     pids: Option<PathBuf>,
+    /// The unified hierarchy limits each attempt's processes (its `pids` controller is
+    /// enabled for the attempts' groups).
+    pids_unified: bool,
     /// The same in v1 `devices`, when usable: device isolation.
     devices: Option<PathBuf>,
     /// Why devices are not isolated, when they are not.
@@ -166,7 +176,7 @@ fn describe_in(root: &Path, is_root: bool, slow: bool) -> String {
     let unified = [root.to_path_buf(), root.join("unified")]
         .into_iter()
         .find(|m| m.join("cgroup.controllers").exists());
-    let kill = match (is_root, unified, cgroup(root.join("freezer"))) {
+    let kill = match (is_root, unified.as_ref(), cgroup(root.join("freezer"))) {
         (false, _, _) => None,
         (true, Some(_), _) => Some("cgroup v2"),
         (true, None, true) => Some("cgroup v1 freezer"),
@@ -182,6 +192,19 @@ fn describe_in(root: &Path, is_root: bool, slow: bool) -> String {
             "jobs are not contained ({why}); GPUs are not isolated: CUDA_VISIBLE_DEVICES is advisory"
         );
     };
+    let pids = match unified.as_deref() {
+        Some(u)
+            if kill == "cgroup v2"
+                && std::fs::read_to_string(u.join("cgroup.controllers"))
+                    .is_ok_and(|t| t.split_whitespace().any(|c| c == "pids")) =>
+        {
+            "processes per attempt limited (cgroup v2 pids, limits.pidsPerJob)".to_string()
+        }
+        _ if cgroup(root.join("pids")) => {
+            "processes per attempt limited (cgroup v1 pids, limits.pidsPerJob)".to_string()
+        }
+        _ => NO_PIDS.to_string(),
+    };
     let kill = if slow && kill == "cgroup v2" {
         "cgroup v2 without favordynmods: each start waits ≈10 ms to enter it"
     } else {
@@ -189,11 +212,11 @@ fn describe_in(root: &Path, is_root: bool, slow: bool) -> String {
     };
     if cgroup(root.join("devices")) {
         format!(
-            "jobs are contained ({kill}, one cgroup per attempt); GPUs are isolated (cgroup v1 devices)"
+            "jobs are contained ({kill}, one cgroup per attempt); {pids}; GPUs are isolated (cgroup v1 devices)"
         )
     } else {
         format!(
-            "jobs are contained ({kill}, one cgroup per attempt); GPUs are not isolated (no cgroup v1 devices controller): CUDA_VISIBLE_DEVICES is advisory"
+            "jobs are contained ({kill}, one cgroup per attempt); {pids}; GPUs are not isolated (no cgroup v1 devices controller): CUDA_VISIBLE_DEVICES is advisory"
         )
     }
 }
@@ -279,13 +302,15 @@ fn detect_in(root: &Path, self_cgroup: &Path, scope: &str) -> Containment {
         };
         return Containment::NotContained(why.to_string());
     };
-    // v1 `pids` goes with the v1 freezer (SPEC §7: "else v1 freezer/pids"); beside the
-    // unified hierarchy it would be one more group to make, enter and remove per start
-    // (a `mkdir`, a move and an `rmdir` of the scheduler's and the supervisor's time)
-    // that nothing reads.
-    let pids = match kill {
-        Kill::Freezer => usable(root.join("pids"), own_path("pids"), "pids.max"),
-        Kill::Unified => None,
+    // The process limit: in the attempt's own v2 group where the unified hierarchy has
+    // `pids`; else v1 `pids` (with the v1 freezer, SPEC §7: "else v1 freezer/pids", and
+    // beside a unified hierarchy without it: one more group to make, enter and remove
+    // per start, the price of the limit).
+    let pids_unified = kill == Kill::Unified && enable_unified_pids(&base);
+    let pids = if pids_unified {
+        None
+    } else {
+        usable(root.join("pids"), own_path("pids"), "pids.max")
     };
     let devices = usable(root.join("devices"), own_path("devices"), "devices.deny");
     let no_isolation = devices.is_none().then(|| {
@@ -296,9 +321,34 @@ fn detect_in(root: &Path, self_cgroup: &Path, scope: &str) -> Containment {
         kill,
         base,
         pids,
+        pids_unified,
         devices,
         no_isolation,
     })
+}
+
+/// What `describe` and the log say where no `pids` controller is usable.
+const NO_PIDS: &str = "no usable pids controller (cgroup v2 `pids` below the scheduler's \
+                       group, or v1 `pids`): a job's processes are not limited \
+                       (limits.pidsPerJob), a fork bomb can take every process slot";
+
+/// Make the unified hierarchy's `pids` controller available to the attempt groups below
+/// `base` (the scheduler's `shareq-<scope>`, which holds no process itself): enabled in
+/// the parent's `cgroup.subtree_control` when it is not yet (only a group without
+/// processes of its own, such as the root, accepts that), then in `base`'s. False when
+/// it cannot be.
+fn enable_unified_pids(base: &Path) -> bool {
+    let listed = |file: PathBuf| {
+        std::fs::read_to_string(file).is_ok_and(|t| t.split_whitespace().any(|c| c == "pids"))
+    };
+    if !listed(base.join("cgroup.controllers"))
+        && let Some(parent) = base.parent()
+    {
+        let _ = std::fs::write(parent.join("cgroup.subtree_control"), "+pids");
+    }
+    listed(base.join("cgroup.controllers"))
+        && (listed(base.join("cgroup.subtree_control"))
+            || std::fs::write(base.join("cgroup.subtree_control"), "+pids").is_ok())
 }
 
 /// One attempt's group, in every hierarchy used.
@@ -312,6 +362,8 @@ pub struct AttemptGroup {
     /// In the devices hierarchy, the group of its device set (shared, never removed
     /// with the attempt).
     devices: Option<PathBuf>,
+    /// Its `pids.max` (in the v2 group or the v1 `pids` one), where processes are limited.
+    pids_max: Option<PathBuf>,
 }
 
 /// The name of an attempt's group: job, attempt and the devices it holds.
@@ -379,11 +431,18 @@ impl Cgroups {
     pub fn attempt(&self, name: &str) -> AttemptGroup {
         let devices = self.devices.as_ref().map(|b| b.join(device_set(name)));
         let others: Vec<PathBuf> = self.pids.iter().map(|b| b.join(name)).collect();
+        let main = self.base.join(name);
+        let pids_max = if self.pids_unified {
+            Some(main.join("pids.max"))
+        } else {
+            others.first().map(|g| g.join("pids.max"))
+        };
         AttemptGroup {
             kill: self.kill.clone(),
-            main: self.base.join(name),
+            main,
             others,
             devices,
+            pids_max,
         }
     }
 
@@ -457,6 +516,12 @@ impl Cgroups {
     pub fn isolates(&self) -> bool {
         self.devices.is_some()
     }
+
+    /// Why an attempt's processes are not limited (`limits.pidsPerJob`), when they are
+    /// not: no usable `pids` controller.
+    pub fn no_pids_limit(&self) -> Option<&'static str> {
+        (self.pids.is_none() && !self.pids_unified).then_some(NO_PIDS)
+    }
 }
 
 fn list_dirs(dir: &Path) -> Vec<String> {
@@ -496,6 +561,21 @@ impl AttemptGroup {
             }
         }
         Ok(())
+    }
+
+    /// Let the attempt hold at most `most` processes and threads at once (made, before
+    /// its supervisor starts the command); nothing where processes are not limited
+    /// ([`Cgroups::no_pids_limit`]).
+    pub fn limit_pids(&self, most: u64) -> io::Result<()> {
+        match &self.pids_max {
+            Some(file) => std::fs::write(file, most.to_string()).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot limit the processes in {}: {e}", file.display()),
+                )
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The group's directory in every hierarchy (what the supervisor enters).
@@ -700,6 +780,15 @@ mod tests {
             d.contains("(cgroup v2 without favordynmods: each start waits"),
             "{d}"
         );
+        assert!(d.contains("no usable pids controller"), "{d}");
+        std::fs::write(dir.path().join("unified/cgroup.controllers"), "cpu pids").unwrap();
+        let d = describe_in(dir.path(), true, false);
+        assert!(d.contains("limited (cgroup v2 pids"), "{d}");
+        std::fs::write(dir.path().join("unified/cgroup.controllers"), "").unwrap();
+        std::fs::create_dir_all(dir.path().join("pids")).unwrap();
+        std::fs::write(dir.path().join("pids/cgroup.procs"), "").unwrap();
+        let d = describe_in(dir.path(), true, false);
+        assert!(d.contains("limited (cgroup v1 pids"), "{d}");
         std::fs::create_dir_all(dir.path().join("devices")).unwrap();
         std::fs::write(dir.path().join("devices/cgroup.procs"), "").unwrap();
         assert!(describe_in(dir.path(), true, false).contains("GPUs are isolated"));

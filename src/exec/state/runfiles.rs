@@ -209,6 +209,10 @@ pub struct LaunchSpec {
     /// (`logs.minFreeBytes`).
     #[serde(default = "default_reserve")]
     pub free_reserve: u64,
+    /// The most processes the attempt may hold (`limits.pidsPerJob`): its cgroup's
+    /// `pids.max`, written by the scheduler before the command starts.
+    #[serde(default = "default_pids_max")]
+    pub pids_max: u64,
     /// Who the command runs as when the supervisor is root (SPEC §9): the submitter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitter: Option<crate::model::Submitter>,
@@ -235,6 +239,10 @@ fn default_log_cap() -> u64 {
 
 fn default_reserve() -> u64 {
     crate::model::LogLimits::default().reserve_bytes()
+}
+
+fn default_pids_max() -> u64 {
+    crate::model::UserLimits::default().pids_per_job
 }
 
 impl LaunchSpec {
@@ -653,6 +661,7 @@ mod tests {
             grace_seconds: 1,
             log_cap: 1,
             free_reserve: 1,
+            pids_max: 64,
             submitter: None,
             timeout_seconds: None,
             unit: String::new(),

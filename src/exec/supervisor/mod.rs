@@ -487,6 +487,11 @@ fn spawn(spec: &LaunchSpec, out: OwnedFd, run_as: Option<&RunAs>) -> std::io::Re
             (OsStr::new(prog), args.iter().map(OsStr::new).collect())
         }
     };
+    // The command inherits no descriptor of the supervisor's above standard error (its
+    // own, or what whoever started it left open), and can gain no privilege by `exec`
+    // (SPEC §9): set here, for both ways of starting it below.
+    crate::exec::containment::fds::cloexec_above_stderr();
+    crate::exec::containment::fds::no_new_privs()?;
     if run_as.is_none() {
         // As the supervisor's own user: spawned, not forked (`exec::supervisor::spawn`), unless that
         // path cannot promise the same start.

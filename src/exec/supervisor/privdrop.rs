@@ -5,12 +5,16 @@
 //! dropped in the child between fork and exec, and the drop is checked: a command that
 //! could get root back is never executed. A supervisor that runs as the submitter already
 //! (Slurm's `--uid`) gives the command the same clean environment, without a drop.
+//!
+//! Whether a submitter may enter a working directory is asked at submit time with that
+//! user's credentials too ([`may_enter`]), so a refusal tells nobody more than they could
+//! see themselves.
 
 use crate::model::Submitter;
 use nix::unistd::{Gid, Uid, User};
 use std::ffi::CString;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `PATH` for a job when the scheduler's own has none.
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -90,6 +94,37 @@ impl RunAs {
         })
     }
 
+    /// Could this user enter `dir` (a directory they may search, reached through
+    /// directories they may search)? Asked on a thread of its own that takes the user's
+    /// groups and file-system ids (Linux keeps them per thread: the raw `setgroups`, and
+    /// `setfsuid`/`setfsgid`, change that thread alone, and it ends with the answer), so
+    /// the scheduler's privileges decide nothing.
+    pub fn may_enter(&self, dir: &Path) -> bool {
+        if !self.switch {
+            return enterable(dir);
+        }
+        let (uid, gid) = (self.uid.as_raw(), self.gid.as_raw());
+        let groups: Vec<nix::libc::gid_t> = self.groups.iter().map(|g| g.as_raw()).collect();
+        let dir = dir.to_path_buf();
+        let asked = std::thread::Builder::new()
+            .name("shareq-cwd-check".into())
+            .spawn(move || {
+                use nix::libc;
+                // SAFETY: system calls on this thread's own credentials, with a live array.
+                let switched = unsafe {
+                    libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) == 0 && {
+                        libc::setfsgid(gid);
+                        libc::setfsuid(uid);
+                        // An invalid id changes nothing and returns the one in force.
+                        libc::setfsgid(u32::MAX) == gid as libc::c_int
+                            && libc::setfsuid(u32::MAX) == uid as libc::c_int
+                    }
+                };
+                switched && enterable(&dir)
+            });
+        asked.is_ok_and(|t| t.join().unwrap_or(false))
+    }
+
     /// Set up `cmd` to run as this user in `cwd` (default: the user's home): a clean
     /// environment plus `job_env`, and the drop itself before exec. Register it after any
     /// other `pre_exec` step that needs root.
@@ -141,5 +176,77 @@ impl RunAs {
             });
         }
         Ok(())
+    }
+}
+
+/// May the submitter enter `dir`, the working directory of a job (SPEC §9)? Checked with
+/// the submitter's own credentials where the scheduler runs as root ([`RunAs::may_enter`]),
+/// else as this process's user, whom the job then runs as. A relative path is never
+/// resolved here (the client resolves it against its own directory): no. Nor where the
+/// submitter cannot be looked up.
+pub fn may_enter(submitter: Option<&Submitter>, dir: &str) -> bool {
+    let dir = Path::new(dir);
+    if !dir.is_absolute() {
+        return false;
+    }
+    match RunAs::for_submitter(submitter) {
+        Ok(Some(user)) => user.may_enter(dir),
+        Ok(None) => enterable(dir),
+        Err(_) => false,
+    }
+}
+
+/// Is `dir` a directory this thread's credentials may enter (search permission)?
+fn enterable(dir: &Path) -> bool {
+    let Ok(c) = CString::new(dir.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated path; AT_EACCESS: the effective (file-system) ids and groups.
+    dir.is_dir()
+        && unsafe {
+            nix::libc::faccessat(
+                nix::libc::AT_FDCWD,
+                c.as_ptr(),
+                nix::libc::X_OK,
+                nix::libc::AT_EACCESS,
+            )
+        } == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// As root: `nobody` may not enter a root-only directory, nor one below it, that root
+    /// enters; a relative path is never resolved.
+    #[test]
+    fn a_directory_is_checked_with_the_submitters_credentials() {
+        let nobody = User::from_name("nobody").ok().flatten();
+        let (true, Some(nobody)) = (nix::unistd::geteuid().is_root(), nobody) else {
+            eprintln!("skipped: needs root and a `nobody` user");
+            return;
+        };
+        let who = Submitter {
+            name: nobody.name.clone(),
+            uid: nobody.uid.as_raw(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        let closed = dir.path().join("closed");
+        std::fs::create_dir_all(closed.join("inside")).unwrap();
+        std::fs::create_dir_all(&open).unwrap();
+        for (d, mode) in [(dir.path(), 0o755), (&open, 0o755), (&closed, 0o700)] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let s = |p: &Path| p.display().to_string();
+        assert!(may_enter(Some(&who), &s(&open)));
+        assert!(!may_enter(Some(&who), &s(&closed)));
+        assert!(!may_enter(Some(&who), &s(&closed.join("inside"))));
+        assert!(!may_enter(Some(&who), &s(&dir.path().join("missing"))));
+        assert!(!may_enter(Some(&who), "tmp"));
+        // The scheduler's own user (root) enters all of them; this thread kept its ids.
+        assert!(may_enter(None, &s(&closed.join("inside"))));
+        assert!(nix::unistd::access(&closed, nix::unistd::AccessFlags::X_OK).is_ok());
     }
 }

@@ -41,6 +41,8 @@ pub(crate) struct Carry {
     owner: Owner,
     /// `logs:` of the config in force, for the next starts.
     pub(crate) log_limits: LogLimits,
+    /// `limits.pidsPerJob` of the config in force, for the next starts.
+    pub(crate) pids_per_job: u64,
 }
 
 impl Carry {
@@ -54,6 +56,7 @@ impl Carry {
             stopped_all: false,
             owner,
             log_limits: LogLimits::default(),
+            pids_per_job: crate::model::UserLimits::default().pids_per_job,
         }
     }
 
@@ -283,6 +286,7 @@ impl Carry {
             grace_seconds: sched.grace_period_seconds(),
             log_cap: self.log_limits.cap_bytes(),
             free_reserve: self.log_limits.reserve_bytes(),
+            pids_max: self.pids_per_job,
             submitter: j.spec.submitter.as_deref().cloned(),
             timeout_seconds: j.spec.timeout_seconds,
             unit: sched.unit_name(j.unit).to_string(),

@@ -36,19 +36,26 @@ impl Span {
 }
 
 /// What the sender of an [`Input::Submit`] asks first, off the runtime task: whether
-/// `workingDirectory` is a directory, which takes the file system (on a blocking thread).
-/// With one, the command is checked before it, as the runtime would: a spec wrong in both
-/// is refused for its command. The runtime checks the rest.
+/// `workingDirectory` is a directory its submitter may enter, asked with the submitter's
+/// credentials (`exec::supervisor::privdrop::may_enter`: a directory they may not see
+/// is refused as a missing one, so the answer tells them nothing more) and never
+/// resolved against the scheduler's own directory (a relative one is refused). That
+/// takes the file system (on a blocking thread). With one, the command is checked before
+/// it, as the runtime would: a spec wrong in both is refused for its command. The
+/// runtime checks the rest.
 pub async fn check_before_submit(spec: &JobSpec) -> Result<(), Refusal> {
     let Some(dir) = spec.working_directory.clone() else {
         return Ok(());
     };
     spec.check_command()?;
     let asked = dir.clone();
-    let is_dir = tokio::task::spawn_blocking(move || std::path::Path::new(&asked).is_dir())
-        .await
-        .unwrap_or(false);
-    if is_dir {
+    let submitter = spec.submitter.clone();
+    let may_enter = tokio::task::spawn_blocking(move || {
+        crate::exec::supervisor::privdrop::may_enter(submitter.as_deref(), &asked)
+    })
+    .await
+    .unwrap_or(false);
+    if may_enter {
         Ok(())
     } else {
         Err(SpecError::NotADirectory(dir).into())

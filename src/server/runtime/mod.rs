@@ -192,6 +192,7 @@ impl RuntimeHandle {
         let mut exec = Carry::new(opts.state.clone(), owner, backend);
         let opts_state = opts.state.clone();
         exec.log_limits = initial.config.env.logs.unwrap_or_default();
+        exec.pids_per_job = initial.config.env.limits.unwrap_or_default().pids_per_job;
         let (fatal_tx, fatal_rx) = watch::channel(None);
         let metrics = Arc::new(crate::metrics::Metrics::new());
         metrics.watch(snap_rx.clone());

@@ -50,7 +50,8 @@ pub struct ServiceEnvironment {
 }
 
 /// Per-user limits of the control socket (SPEC §9): no user can take the scheduler from
-/// the others. Root and admins are exempt from the connection cap.
+/// the others. Root and admins are exempt from the connection cap. And per job: the most
+/// processes one attempt may hold (a fork bomb takes nobody else's process slots).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UserLimits {
@@ -58,6 +59,10 @@ pub struct UserLimits {
     pub max_queued_jobs_per_user: u64,
     #[serde(default = "default_max_connections")]
     pub max_connections_per_user: u64,
+    /// The most processes and threads one attempt may hold at once (its cgroup's
+    /// `pids.max`, where a `pids` controller is usable).
+    #[serde(default = "default_pids_per_job")]
+    pub pids_per_job: u64,
 }
 
 impl Default for UserLimits {
@@ -65,6 +70,7 @@ impl Default for UserLimits {
         UserLimits {
             max_queued_jobs_per_user: default_max_queued(),
             max_connections_per_user: default_max_connections(),
+            pids_per_job: default_pids_per_job(),
         }
     }
 }
@@ -76,6 +82,13 @@ fn default_max_queued() -> u64 {
 fn default_max_connections() -> u64 {
     64
 }
+
+fn default_pids_per_job() -> u64 {
+    4096
+}
+
+/// The least `limits.pidsPerJob` may be: a job's shell, its command and a few helpers.
+pub const MIN_PIDS_PER_JOB: u64 = 8;
 
 /// Where the scheduler serves `/metrics`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
