@@ -131,6 +131,7 @@ impl SubmitArgs {
                 .map(|a| parse_after(a))
                 .collect::<Result<_, _>>()?,
             array_properties: self.array.map(|size| ArrayProperties { size }),
+            checkpoint_every_seconds: None,
         })
     }
 }

@@ -1,7 +1,7 @@
 //! The usage figures of a run: per share GPU-seconds (within the limit, borrowed, lent,
 //! idle guarantee), jobs finished, wait times and preemptions, and the overall
 //! utilisation; per share and overall, what preemption cost: the most preemptions of one
-//! job, the GPU-seconds lost (work that restarts from zero) and the jobs started and
+//! job, the GPU-seconds lost (work since the attempt's last save, SPEC §14) and the jobs started and
 //! preempted at the same instant.
 //!
 //! One accumulator serves both `replay --summary` (fed from the simulated scheduler at each
@@ -27,8 +27,8 @@ struct Totals {
     waits: Vec<i64>,
     /// The most times one job of the group was preempted.
     max_preemptions_of_one_job: u64,
-    /// GPU-seconds held by attempts that were preempted, from their start until they
-    /// released their GPUs: that work restarts from zero.
+    /// GPU-seconds held by attempts that were preempted, from their last save (their
+    /// start when they saved nothing) until they released their GPUs (SPEC §14).
     gpu_seconds_lost: f64,
     /// Preemptions of a job at the very instant it started.
     started_and_preempted_same_instant: u64,
@@ -152,14 +152,14 @@ impl FactKind {
                 },
             ),
             Event::Succeeded { job } => (*job, FactKind::Succeeded),
-            Event::Failed { job, reason } => (
+            Event::Failed { job, reason, .. } => (
                 *job,
                 FactKind::Failed {
                     exhausted: *reason == FailReason::PreemptionRetriesExhausted,
                 },
             ),
             Event::Cancelled { job, .. } => (*job, FactKind::Cancelled),
-            Event::Requeued { job } => (*job, FactKind::Requeued),
+            Event::Requeued { job, .. } => (*job, FactKind::Requeued),
             Event::Preempted { job, .. } => (*job, FactKind::Preempted),
             _ => return None,
         })
@@ -351,6 +351,12 @@ impl Stats {
             return;
         };
         let Some(j) = sched.job(id) else { return };
+        // SPEC §14: a preemption loses the work since the attempt's last save.
+        if let Event::Requeued { lost: Some(l), .. } | Event::Failed { lost: Some(l), .. } = ev
+            && let Some(st) = self.stopping.get_mut(&id.0)
+        {
+            st.started_at = st.started_at.max(l.since);
+        }
         // An array parent runs nothing: its children are the jobs counted (SPEC §13).
         if j.array_size().is_some() {
             return;

@@ -419,7 +419,10 @@ resourceSharingConfiguration: {strategy: LEND}
                 by: Some(b1),
                 reason: shareq::sched::PreemptReason::CrossShareReclaim
             },
-            Event::Requeued { job: a2 },
+            Event::Requeued {
+                job: a2,
+                lost: None
+            },
             Event::Started {
                 node: None,
                 job: b1,

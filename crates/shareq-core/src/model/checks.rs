@@ -127,6 +127,7 @@ mod tests {
             submitter: None,
             depends_on: Vec::new(),
             array_properties: None,
+            checkpoint_every_seconds: None,
         }
     }
 
