@@ -108,9 +108,8 @@ pub fn min_runtime_notes(cfg: &ValidConfig) -> Vec<String> {
     let min_of = |s: &QuotaShare| s.preemption_configuration.min_runtime_seconds;
     let notice_of = |s: &QuotaShare| s.preemption_configuration.notice.map_or(0, |n| n.seconds);
     let grace_of = |s: &QuotaShare| s.preemption_configuration.grace(env_grace);
-    let longest = |s: &QuotaShare| {
-        u64::from(min_of(s)) + u64::from(notice_of(s)) + u64::from(grace_of(s))
-    };
+    let longest =
+        |s: &QuotaShare| u64::from(min_of(s)) + u64::from(notice_of(s)) + u64::from(grace_of(s));
     let mut out = Vec::new();
     for s in &cfg.shares {
         if min_of(s) > 0 {
