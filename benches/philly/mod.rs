@@ -175,7 +175,9 @@ pub fn write_checkpoint_variant(
             if c.get("kind").and_then(|k| k.as_str()) != Some("QuotaShare") {
                 continue;
             }
-            let Some(m) = c.as_mapping_mut() else { continue };
+            let Some(m) = c.as_mapping_mut() else {
+                continue;
+            };
             let pc = m
                 .entry("preemptionConfiguration".into())
                 .or_insert_with(|| serde_yaml::Mapping::new().into());

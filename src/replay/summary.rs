@@ -124,6 +124,10 @@ pub struct Fact<'a> {
     pub user: Option<&'a str>,
     pub submitted: i64,
     pub kind: FactKind,
+    /// On the `requeued` or `failed` that ends a preemption: the GPU-seconds it lost, as
+    /// the core computed it (SPEC §14: since the attempt's last save); absent, the attempt
+    /// lost everything since its start.
+    pub lost: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -352,11 +356,12 @@ impl Stats {
         };
         let Some(j) = sched.job(id) else { return };
         // SPEC §14: a preemption loses the work since the attempt's last save.
-        if let Event::Requeued { lost: Some(l), .. } | Event::Failed { lost: Some(l), .. } = ev
-            && let Some(st) = self.stopping.get_mut(&id.0)
-        {
-            st.started_at = st.started_at.max(l.since);
-        }
+        let lost = match ev {
+            Event::Requeued { lost: Some(l), .. } | Event::Failed { lost: Some(l), .. } => {
+                Some(l.gpu_ticks() as f64 / self.per_second)
+            }
+            _ => None,
+        };
         // An array parent runs nothing: its children are the jobs counted (SPEC §13).
         if j.array_size().is_some() {
             return;
@@ -382,6 +387,7 @@ impl Stats {
                 user,
                 submitted: j.submitted,
                 kind,
+                lost,
             },
             t,
         );
@@ -421,7 +427,7 @@ impl Stats {
             }
             FactKind::Failed { exhausted } => {
                 if exhausted {
-                    self.count_loss(f.job, t);
+                    self.count_loss(f.job, t, f.lost);
                 } else {
                     self.stopping.remove(&f.job);
                 }
@@ -434,7 +440,7 @@ impl Stats {
                 groups(self, &mut |e| e.failed += 1);
             }
             FactKind::Requeued => {
-                self.count_loss(f.job, t);
+                self.count_loss(f.job, t, f.lost);
                 self.end_holding(f.job, t);
             }
             FactKind::Preempted => {
@@ -519,10 +525,13 @@ impl Stats {
         }
     }
 
-    /// A preempted attempt released its GPUs at `t`: what it ran is lost.
-    fn count_loss(&mut self, job: u64, t: i64) {
+    /// A preempted attempt released its GPUs at `t`: what it ran since its last save (the
+    /// `lost` its line carries; else since its start) is lost.
+    fn count_loss(&mut self, job: u64, t: i64, lost: Option<f64>) {
         if let Some(st) = self.stopping.remove(&job) {
-            let lost = f64::from(st.quantity) * (t - st.started_at) as f64 / self.per_second;
+            let lost = lost.unwrap_or_else(|| {
+                f64::from(st.quantity) * (t - st.started_at) as f64 / self.per_second
+            });
             self.shares.entry(st.share).or_default().gpu_seconds_lost += lost;
             if let Some(u) = st.user {
                 self.users.entry(u).or_default().gpu_seconds_lost += lost;

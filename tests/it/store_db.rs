@@ -419,9 +419,16 @@ resourceSharingConfiguration: {strategy: LEND}
                 by: Some(b1),
                 reason: shareq::sched::PreemptReason::CrossShareReclaim
             },
+            // Started at 0, released at once at 10: all of it lost (SPEC §14).
             Event::Requeued {
                 job: a2,
-                lost: None
+                lost: Some(shareq::sched::Lost {
+                    gpus: 1,
+                    since: 0,
+                    until: 10,
+                    checkpointed: false,
+                    noticed: false,
+                })
             },
             Event::Started {
                 node: None,
