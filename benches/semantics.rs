@@ -178,9 +178,12 @@ fn lost_from_lines(text: &str) -> f64 {
     lost
 }
 
+/// A checkpoint run: its label, (longer than, save every) in seconds, the notice's seconds.
+type CheckpointRun = (&'static str, Option<(i64, u64)>, Option<u32>);
+
 /// SPEC §14 on the 1/8 trace: checkpoints and notices against today.
 fn checkpoints(dir: &std::path::Path) {
-    let runs: [(&str, Option<(i64, u64)>, Option<u32>); 3] = [
+    let runs: [CheckpointRun; 3] = [
         ("today: no checkpoints, no notice", None, None),
         ("jobs > 1 h save every 30 min", Some((3600, 1800)), None),
         (
