@@ -153,7 +153,7 @@ pub fn job_of(ev: &Event) -> Option<crate::model::JobId> {
         Event::Submitted { job }
         | Event::Started { job, .. }
         | Event::Preempted { job, .. }
-        | Event::Requeued { job }
+        | Event::Requeued { job, .. }
         | Event::Failed { job, .. }
         | Event::Cancelled { job, .. }
         | Event::TimedOut { job }

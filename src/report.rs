@@ -85,6 +85,10 @@ fn fact(l: &EventLine) -> Option<Fact<'_>> {
         user: l.user.as_deref(),
         submitted: l.submitted.unwrap_or(l.at),
         kind,
+        // SPEC §14: the line that ends a preemption says what it lost, where it says it.
+        lost: matches!(kind, FactKind::Requeued | FactKind::Failed { .. })
+            .then(|| l.value()["lost"].as_f64())
+            .flatten(),
     })
 }
 

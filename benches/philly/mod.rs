@@ -130,6 +130,74 @@ pub fn write_variant(dir: &Path, name: &str, priorities: bool, env: &[(&[&str], 
     path
 }
 
+/// The trace with a `checkpointEverySeconds` column (SPEC §14): `every` for each job that
+/// runs longer than `longer_than` seconds, empty (no checkpoints) for the others.
+pub fn with_checkpoints(csv: &str, longer_than: i64, every: u64) -> String {
+    let mut out = String::with_capacity(csv.len() + csv.len() / 8);
+    let mut duration_col = 1;
+    for (i, line) in csv.lines().enumerate() {
+        out.push_str(line);
+        if i == 0 {
+            duration_col = line.split(',').position(|c| c == "duration").unwrap_or(1);
+            out.push_str(",checkpointEverySeconds");
+        } else {
+            let d: i64 = line
+                .split(',')
+                .nth(duration_col)
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(0);
+            out.push(',');
+            if d > longer_than {
+                out.push_str(&every.to_string());
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The 1/8 scenario with checkpoints ([`with_checkpoints`], when `every` is given) and a
+/// notice of `notice` seconds (SIGUSR1) on every share.
+pub fn write_checkpoint_variant(
+    dir: &Path,
+    name: &str,
+    every: Option<(i64, u64)>,
+    notice: Option<u32>,
+) -> PathBuf {
+    let path = write_variant(dir, name, false, &[]);
+    let text = std::fs::read_to_string(&path).expect("scenario");
+    let mut doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
+    if let (Some(secs), Some(configs)) = (
+        notice,
+        doc.get_mut("config").and_then(|c| c.as_sequence_mut()),
+    ) {
+        for c in configs.iter_mut() {
+            if c.get("kind").and_then(|k| k.as_str()) != Some("QuotaShare") {
+                continue;
+            }
+            let Some(m) = c.as_mapping_mut() else {
+                continue;
+            };
+            let pc = m
+                .entry("preemptionConfiguration".into())
+                .or_insert_with(|| serde_yaml::Mapping::new().into());
+            if let Some(pc) = pc.as_mapping_mut() {
+                let mut n = serde_yaml::Mapping::new();
+                n.insert("signal".into(), "SIGUSR1".into());
+                n.insert("seconds".into(), u64::from(secs).into());
+                pc.insert("notice".into(), n.into());
+            }
+        }
+    }
+    if let Some((longer_than, c)) = every {
+        let trace = dir.join(format!("{name}.csv"));
+        let csv = std::fs::read_to_string(&trace).expect("trace");
+        std::fs::write(&trace, with_checkpoints(&csv, longer_than, c)).expect("write trace");
+    }
+    std::fs::write(&path, serde_yaml::to_string(&doc).expect("yaml")).expect("write");
+    path
+}
+
 /// Users per share in [`with_users`].
 pub const USERS_PER_SHARE: usize = 8;
 

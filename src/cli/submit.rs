@@ -132,6 +132,7 @@ impl SubmitArgs {
                 .map(|a| parse_after(a))
                 .collect::<Result<_, _>>()?,
             array_properties: self.array.map(|size| ArrayProperties { size }),
+            checkpoint_every_seconds: None,
         })
     }
 }

@@ -131,6 +131,14 @@ pub const QUOTA_SHARE: Shape = Shape::Map(&[
         Shape::Map(&[
             opt("inSharePreemption", TOGGLE),
             opt("minRuntimeSeconds", Shape::Count),
+            opt("gracePeriodSeconds", Shape::Count),
+            opt(
+                "notice",
+                Shape::Map(&[
+                    req("signal", Shape::Enum(crate::model::NoticeSignal::NAMES)),
+                    req("seconds", Shape::Count),
+                ]),
+            ),
         ]),
     ),
     opt("state", TOGGLE),

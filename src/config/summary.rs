@@ -99,12 +99,17 @@ pub fn borrow_cap_text(share: &QuotaShare) -> String {
     }
 }
 
-/// What a minimum runtime (SPEC §11) means for the shares: how long their own jobs are
-/// protected, and how long taking lent GPUs back may take at most (the longest minimum
-/// runtime among the shares that may borrow them, plus the grace period).
+/// What a minimum runtime (SPEC §11) and the stop settings (§14) mean for the shares: how
+/// long their own jobs are protected, and, per lending share, how long taking its lent
+/// GPUs back may take at most (the slowest share that may borrow them: its minimum runtime
+/// + its notice + its grace period).
 pub fn min_runtime_notes(cfg: &ValidConfig) -> Vec<String> {
-    let grace = cfg.env.preemption.grace_period_seconds;
+    let env_grace = cfg.env.preemption.grace_period_seconds;
     let min_of = |s: &QuotaShare| s.preemption_configuration.min_runtime_seconds;
+    let notice_of = |s: &QuotaShare| s.preemption_configuration.notice.map_or(0, |n| n.seconds);
+    let grace_of = |s: &QuotaShare| s.preemption_configuration.grace(env_grace);
+    let longest =
+        |s: &QuotaShare| u64::from(min_of(s)) + u64::from(notice_of(s)) + u64::from(grace_of(s));
     let mut out = Vec::new();
     for s in &cfg.shares {
         if min_of(s) > 0 {
@@ -124,17 +129,28 @@ pub fn min_runtime_notes(cfg: &ValidConfig) -> Vec<String> {
             .iter()
             .filter(|b| b.quota_share_name != l.quota_share_name)
             .filter(|b| b.resource_sharing_configuration.strategy == Strategy::LendAndBorrow)
-            .filter(|b| min_of(b) > 0)
-            .max_by_key(|b| (min_of(b), std::cmp::Reverse(b.quota_share_name.clone())));
-        if let Some(b) = slowest {
-            out.push(format!(
-                "share `{}` lends its idle GPUs: taking them back may take up to {} s ({}'s minRuntimeSeconds {} + gracePeriodSeconds {grace})",
-                l.quota_share_name,
-                u64::from(min_of(b)) + u64::from(grace),
-                b.quota_share_name,
-                min_of(b)
-            ));
+            .max_by_key(|b| (longest(b), std::cmp::Reverse(b.quota_share_name.clone())));
+        let Some(b) = slowest else { continue };
+        let pc = &b.preemption_configuration;
+        // Only the environment's grace: nothing worth a note.
+        if min_of(b) == 0 && pc.notice.is_none() && pc.grace_period_seconds.is_none() {
+            continue;
         }
+        let mut terms = Vec::new();
+        if min_of(b) > 0 {
+            terms.push(format!("minRuntimeSeconds {}", min_of(b)));
+        }
+        if let Some(n) = pc.notice {
+            terms.push(format!("notice {} s ({})", n.seconds, n.signal.as_str()));
+        }
+        terms.push(format!("gracePeriodSeconds {}", grace_of(b)));
+        out.push(format!(
+            "share `{}` lends its idle GPUs: taking them back may take up to {} s ({}'s {})",
+            l.quota_share_name,
+            longest(b),
+            b.quota_share_name,
+            terms.join(" + ")
+        ));
     }
     out
 }
@@ -270,6 +286,16 @@ fn share_terms(s: &QuotaShare) -> Vec<(String, String)> {
         "minRuntimeSeconds".into(),
         s.preemption_configuration.min_runtime_seconds.to_string(),
     ));
+    // SPEC §14, only where the share sets them.
+    if let Some(g) = s.preemption_configuration.grace_period_seconds {
+        out.push(("gracePeriodSeconds".into(), g.to_string()));
+    }
+    if let Some(n) = s.preemption_configuration.notice {
+        out.push((
+            "notice".into(),
+            format!("{} {} s before SIGTERM", n.signal.as_str(), n.seconds),
+        ));
+    }
     out.push((
         "state".into(),
         toggle(s.state == ShareState::Enabled).into(),
@@ -425,5 +451,40 @@ resourceSharingConfiguration: {strategy: LEND}
             ]
         );
         assert!(min_runtime_notes(&cfg(BASE)).is_empty());
+    }
+
+    #[test]
+    fn the_reclaim_note_adds_the_borrowers_notice_and_grace() {
+        let c = cfg("kind: ServiceEnvironment
+name: t
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 3, devices: {fake: 3}}]
+preemption: {gracePeriodSeconds: 15}
+---
+kind: QuotaShare
+quotaShareName: b
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+preemptionConfiguration: {minRuntimeSeconds: 600, gracePeriodSeconds: 120, notice: {signal: SIGUSR1, seconds: 300}}
+---
+kind: QuotaShare
+quotaShareName: c
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+preemptionConfiguration: {notice: {signal: SIGUSR2, seconds: 60}}
+---
+kind: QuotaShare
+quotaShareName: l
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND}
+");
+        let notes = min_runtime_notes(&c);
+        assert_eq!(
+            notes[1..],
+            [
+                "share `b` lends its idle GPUs: taking them back may take up to 75 s (c's notice 60 s (SIGUSR2) + gracePeriodSeconds 15)".to_string(),
+                "share `c` lends its idle GPUs: taking them back may take up to 1020 s (b's minRuntimeSeconds 600 + notice 300 s (SIGUSR1) + gracePeriodSeconds 120)".to_string(),
+                "share `l` lends its idle GPUs: taking them back may take up to 1020 s (b's minRuntimeSeconds 600 + notice 300 s (SIGUSR1) + gracePeriodSeconds 120)".to_string(),
+            ]
+        );
     }
 }

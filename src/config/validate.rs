@@ -7,7 +7,10 @@ use super::error::ConfigError;
 use super::parse::{Origin, SourcedDocument, at_field};
 use super::suggest::hint;
 use crate::model::ValidConfig;
-use crate::model::{Devices, Executor, NodeSpec, QuotaShare, ServiceEnvironment, Strategy};
+use crate::model::{
+    Devices, Executor, MAX_GRACE_SECONDS, MAX_NOTICE_SECONDS, NodeSpec, QuotaShare,
+    ServiceEnvironment, Strategy,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `[A-Za-z0-9_-]{1,128}`
@@ -551,11 +554,40 @@ fn check_share(cx: &mut Ctx, origin: &Origin, s: &QuotaShare, declared: Option<&
             }
         }
     }
+    check_stop_settings(cx, origin, s);
     if s.user_limit == Some(0) {
         cx.err(
             origin,
             "userLimit",
             format!("share `{name}`: userLimit is 0, must be at least 1 (remove it for no cap)"),
+        );
+    }
+}
+
+/// SPEC §14: a share's own grace period (0..=3600 s) and its notice (1..=3600 s; the
+/// signal's name is checked with the document's shape).
+fn check_stop_settings(cx: &mut Ctx, origin: &Origin, s: &QuotaShare) {
+    let name = &s.quota_share_name;
+    let pc = &s.preemption_configuration;
+    if let Some(g) = pc.grace_period_seconds
+        && g > MAX_GRACE_SECONDS
+    {
+        cx.err(
+            origin,
+            "preemptionConfiguration.gracePeriodSeconds",
+            format!("share `{name}`: gracePeriodSeconds is {g}, must be 0..{MAX_GRACE_SECONDS}"),
+        );
+    }
+    if let Some(n) = pc.notice
+        && !(1..=MAX_NOTICE_SECONDS).contains(&n.seconds)
+    {
+        cx.err(
+            origin,
+            "preemptionConfiguration.notice.seconds",
+            format!(
+                "share `{name}`: notice.seconds is {}, must be 1..{MAX_NOTICE_SECONDS} (remove the notice for none)",
+                n.seconds
+            ),
         );
     }
 }

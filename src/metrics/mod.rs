@@ -178,7 +178,7 @@ impl Metrics {
                         .inc();
                 }
                 Event::Succeeded { job } => self.finished(share(job), "succeeded"),
-                Event::Failed { job, reason } => {
+                Event::Failed { job, reason, .. } => {
                     let outcome = match reason {
                         FailReason::PreemptionRetriesExhausted => "preemption_retries_exhausted",
                         _ => "failed",

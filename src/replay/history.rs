@@ -143,6 +143,7 @@ impl HistoryTrace {
                     user: r.user.clone(),
                     depends_on: Vec::new(),
                     array_properties: None,
+                    checkpoint_every_seconds: None,
                 })),
                 line: None,
             })

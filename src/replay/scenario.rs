@@ -69,6 +69,10 @@ pub struct SimSubmit {
     pub depends_on: Vec<SimDependency>,
     #[serde(default)]
     pub array_properties: Option<crate::model::ArrayProperties>,
+    /// SPEC §14: the job saves at every multiple of this of its attempt's run time (and
+    /// at once on a notice); absent = it saves nothing.
+    #[serde(default)]
+    pub checkpoint_every_seconds: Option<u64>,
 }
 
 /// One `dependsOn` entry of a scenario: a job by its name, or `{type: SEQUENTIAL}`.
@@ -105,6 +109,7 @@ impl SimSubmit {
             })
         });
         spec.array_properties = self.array_properties;
+        spec.checkpoint_every_seconds = self.checkpoint_every_seconds;
         spec
     }
 }
@@ -301,6 +306,16 @@ impl Scenario {
                 ));
             }
             let action = if let Some(s) = ev.submit {
+                if s.checkpoint_every_seconds == Some(0) {
+                    return Err(scenario_error(
+                        file,
+                        line,
+                        format!(
+                            "submit of `{}`: checkpointEverySeconds must be at least 1 (leave it out for none)",
+                            s.job_name
+                        ),
+                    ));
+                }
                 Action::Submit(Box::new(s))
             } else if let Some(c) = ev.cancel {
                 Action::Cancel(c)
@@ -416,6 +431,7 @@ pub fn load_trace(path: &Path) -> Result<Vec<TimedAction>, ScenarioError> {
         "schedulingPriority",
         "capacityUnit",
         "user",
+        "checkpointEverySeconds",
     ];
     let mut col: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, h) in headers.iter().enumerate() {
@@ -486,6 +502,18 @@ pub fn load_trace(path: &Path) -> Result<Vec<TimedAction>, ScenarioError> {
         if duration.is_some_and(|d| d < 0) {
             return Err(scenario_error(&file, Some(line), "duration is negative"));
         }
+        let every = num("checkpointEverySeconds")?;
+        let every = every
+            .map(|c| {
+                u64::try_from(c).ok().filter(|&c| c >= 1).ok_or_else(|| {
+                    scenario_error(
+                        &file,
+                        Some(line),
+                        format!("checkpointEverySeconds {c} must be at least 1 (empty for none)"),
+                    )
+                })
+            })
+            .transpose()?;
         let quantity = num("quantity")?
             .ok_or_else(|| scenario_error(&file, Some(line), "quantity: missing"))?;
         let quantity = u32::try_from(quantity).map_err(|_| {
@@ -527,6 +555,7 @@ pub fn load_trace(path: &Path) -> Result<Vec<TimedAction>, ScenarioError> {
                 user: get("user").filter(|u| !u.is_empty()).map(str::to_string),
                 depends_on: Vec::new(),
                 array_properties: None,
+                checkpoint_every_seconds: every,
             })),
         });
     }

@@ -1,6 +1,7 @@
 //! The simulated clock (SPEC §6): drives the scheduler through a scenario, instant by
 //! instant, in the spec's order (finishes, releases, trace rows, events, one pass), and
-//! writes one JSON object per decision.
+//! writes one JSON object per decision. Jobs with `checkpointEverySeconds` save as SPEC
+//! §14 says; a save makes no instant of its own.
 
 use super::scenario::{Action, Scenario, TimedAction};
 use super::summary::Stats;
@@ -39,6 +40,51 @@ enum TimerKind {
 /// the order it was scheduled.
 type Timer = Reverse<(i64, TimerKind, u64, u64, u32)>;
 
+/// (time, job, attempt): a periodic save (SPEC §14). Saves make no instant: those due by
+/// an instant are told to the scheduler at its beginning, before anything else.
+type Save = Reverse<(i64, u64, u32)>;
+
+/// How a job of the scenario runs.
+#[derive(Debug, Clone, Copy, Default)]
+struct Run {
+    /// Its whole running time; `None` = until stopped.
+    duration: Option<i64>,
+    exit_code: i32,
+    /// `checkpointEverySeconds` (SPEC §14).
+    every: Option<i64>,
+    /// Work saved so far: the next attempt runs `duration − progress`.
+    progress: i64,
+    /// The current attempt's start and the progress it started from.
+    start: i64,
+    base: i64,
+}
+
+impl Run {
+    fn plain(duration: Option<i64>) -> Run {
+        Run {
+            duration,
+            ..Run::default()
+        }
+    }
+
+    /// What an attempt starting now has to run.
+    fn remaining(&self) -> Option<i64> {
+        self.duration.map(|d| d - self.progress)
+    }
+
+    /// Is `at` a save of the current attempt? Only before its remaining work ends (a
+    /// multiple where it ends is no save, SPEC §14).
+    fn saves_at(&self, at: i64) -> bool {
+        self.duration
+            .is_none_or(|d| at - self.start < d - self.base)
+    }
+
+    /// The progress saved by a save at `at` of the current attempt.
+    fn saved_by(&self, at: i64) -> i64 {
+        self.base + (at - self.start)
+    }
+}
+
 /// What an observer of a run sees: the scheduler just before each pass (`events` empty,
 /// `before_pass` true) and after each batch of decisions (the batch in `events`).
 pub struct Observation<'a> {
@@ -55,9 +101,10 @@ struct Sim<'a, W: Write> {
     observer: Observer<'a>,
     out: &'a mut W,
     names: HashMap<&'a str, JobId>,
-    /// Per job id - 1: (duration, exit code).
-    runs: Vec<(Option<i64>, i32)>,
+    /// Per job id - 1: how it runs.
+    runs: Vec<Run>,
     timers: BinaryHeap<Timer>,
+    saves: BinaryHeap<Save>,
     seq: u64,
     lines: Option<Vec<String>>,
     stats: Option<Stats>,
@@ -152,9 +199,9 @@ pub fn forward(f: Forward, observe: &mut dyn FnMut(Observation)) -> (Sched, bool
             (j.id, d, j.started_at(), j.is_stopping())
         })
         .collect();
-    sim.runs = vec![(None, 0); n];
+    sim.runs = vec![Run::default(); n];
     for &(id, d, started, stopping) in &holding {
-        sim.runs[(id.0 - 1) as usize] = (d, 0);
+        sim.runs[(id.0 - 1) as usize] = Run::plain(d);
         match (started, stopping) {
             (Some(t0), true) => {
                 let since = sim
@@ -192,6 +239,7 @@ impl<'a, W: Write> Sim<'a, W> {
             names: HashMap::with_capacity(n),
             runs: Vec::with_capacity(n),
             timers: BinaryHeap::new(),
+            saves: BinaryHeap::new(),
             seq: 0,
             lines: None,
             stats: None,
@@ -243,6 +291,8 @@ impl<'a, W: Write> Sim<'a, W> {
             if let Some(st) = &mut self.stats {
                 st.advance(&self.sched, t);
             }
+            // The saves due by t (a save at a release counts, SPEC §14).
+            self.apply_saves(t);
             // 1-2. jobs finishing at t, then victims releasing at t.
             while let Some(Reverse((at, kind, _, job, attempt))) = self.timers.peek().copied() {
                 if at != t {
@@ -309,8 +359,15 @@ impl<'a, W: Write> Sim<'a, W> {
         }
         match kind {
             TimerKind::Finish => {
-                let code = self.runs[(id.0 - 1) as usize].1;
-                self.sched.job_exited(id, code, t);
+                // A retry after a non-zero exit goes on from the last save (SPEC §14).
+                let save = self.sched.job(id).and_then(|j| j.last_save);
+                let run = &mut self.runs[(id.0 - 1) as usize];
+                if let Some(at) = save {
+                    run.progress = run.saved_by(at);
+                }
+                let code = run.exit_code;
+                // The work ran out: finished, even during a stop (SPEC §6).
+                self.sched.job_finished(id, code, t);
             }
             TimerKind::Release => self.sched.gpus_released(id, t),
             TimerKind::ProtectionEnd => {}
@@ -347,10 +404,18 @@ impl<'a, W: Write> Sim<'a, W> {
                     self.names.insert(s.job_name.as_str(), id);
                     let last = id.0 + u64::from(s.array_properties.map_or(0, |a| a.size));
                     if self.runs.len() < last as usize {
-                        self.runs.resize(last as usize, (None, 0));
+                        self.runs.resize(last as usize, Run::default());
                     }
+                    let every = s
+                        .checkpoint_every_seconds
+                        .map(|c| i64::try_from(c).unwrap_or(i64::MAX));
                     for ix in id.0 - 1..last {
-                        self.runs[ix as usize] = (s.duration, s.exit_code);
+                        self.runs[ix as usize] = Run {
+                            duration: s.duration,
+                            exit_code: s.exit_code,
+                            every,
+                            ..Run::default()
+                        };
                     }
                 }
             }
@@ -387,6 +452,39 @@ impl<'a, W: Write> Sim<'a, W> {
             .push(Reverse((at, kind, self.seq, id.0, attempt)));
     }
 
+    /// Tell the scheduler of the saves due by `t`, each at its own instant, and arm each
+    /// job's next one.
+    fn apply_saves(&mut self, t: i64) {
+        while let Some(&Reverse((at, job, attempt))) = self.saves.peek() {
+            if at > t {
+                break;
+            }
+            self.saves.pop();
+            let id = JobId(job);
+            let live = self
+                .sched
+                .job(id)
+                .is_some_and(|j| j.is_holding() && j.attempts_started == attempt);
+            if live {
+                self.sched.checkpoint(id, attempt, at);
+                self.arm_save(id, attempt, at);
+            }
+        }
+    }
+
+    /// Arm the save after `from` of attempt `attempt`, if its job saves and the attempt
+    /// still has work then.
+    fn arm_save(&mut self, id: JobId, attempt: u32, from: i64) {
+        let Some(run) = self.runs.get((id.0 - 1) as usize) else {
+            return;
+        };
+        let Some(every) = run.every else { return };
+        let next = from.saturating_add(every);
+        if run.saves_at(next) {
+            self.saves.push(Reverse((next, id.0, attempt)));
+        }
+    }
+
     /// Write the scheduler's new events and arm the timers they imply.
     fn flush(&mut self, t: i64) -> io::Result<()> {
         let events = self.sched.take_events();
@@ -404,8 +502,18 @@ impl<'a, W: Write> Sim<'a, W> {
             }
             match &ev {
                 Event::Started { job, .. } => {
-                    if let Some(d) = self.runs.get((job.0 - 1) as usize).and_then(|r| r.0) {
+                    let ix = (job.0 - 1) as usize;
+                    if let Some(run) = self.runs.get_mut(ix) {
+                        run.start = t;
+                        run.base = run.progress;
+                    }
+                    let run = self.runs.get(ix).copied().unwrap_or_default();
+                    if let Some(d) = run.remaining() {
                         self.schedule(t + d, TimerKind::Finish, *job);
+                    }
+                    if run.every.is_some() {
+                        let attempt = self.sched.job(*job).map_or(0, |j| j.attempts_started);
+                        self.arm_save(*job, attempt, t);
                     }
                     if let Some(until) = self.sched.protected_until(*job) {
                         self.schedule(until, TimerKind::ProtectionEnd, *job);
@@ -431,6 +539,15 @@ impl<'a, W: Write> Sim<'a, W> {
                     };
                     if delay > 0 && self.sched.job(*job).is_some_and(|j| j.is_stopping()) {
                         self.schedule(t + delay, TimerKind::Release, *job);
+                    }
+                }
+                // The work saved before a preemption carries over (SPEC §14).
+                Event::Requeued { job, lost: Some(l) }
+                | Event::Failed {
+                    job, lost: Some(l), ..
+                } if l.checkpointed => {
+                    if let Some(run) = self.runs.get_mut((job.0 - 1) as usize) {
+                        run.progress = run.saved_by(l.since);
                     }
                 }
                 _ => {}
@@ -480,6 +597,25 @@ fn field(out: &mut String, key: &str, value: &str) {
 fn num(out: &mut String, key: &str, value: impl std::fmt::Display) {
     use std::fmt::Write as _;
     let _ = write!(out, ",\"{key}\":{value}");
+}
+
+/// `"lost"`, in GPU-seconds, on the line that ends a preemption (SPEC §14): only for a job
+/// that declares `checkpointEverySeconds` or whose share sent it a notice, so that other
+/// replays print what they always did.
+fn lost_field(sched: &Sched, out: &mut String, job: &JobId, lost: &Option<crate::sched::Lost>) {
+    let Some(l) = lost else { return };
+    let saves = sched
+        .job(*job)
+        .is_some_and(|j| j.spec.checkpoint_every_seconds.is_some());
+    if !(saves || l.noticed) {
+        return;
+    }
+    let tps = sched.ticks_per_second();
+    if tps == 1 {
+        num(out, "lost", l.gpu_ticks());
+    } else {
+        num(out, "lost", l.gpu_ticks() as f64 / tps as f64);
+    }
 }
 
 /// The name of an event, as the replay's `event` field says it.
@@ -564,10 +700,11 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
             }
             field(out, "reason", reason.as_str());
         }
-        Event::Requeued { job } => {
+        Event::Requeued { job, lost } => {
             field(out, "job", &name(job));
+            lost_field(sched, out, job, lost);
         }
-        Event::Failed { job, reason } => {
+        Event::Failed { job, reason, lost } => {
             field(out, "job", &name(job));
             field(out, "reason", reason.code());
             array_size(out, job);
@@ -578,6 +715,7 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
                 }
                 _ => {}
             }
+            lost_field(sched, out, job, lost);
         }
         Event::Cancelled { job, .. } => {
             field(out, "job", &name(job));

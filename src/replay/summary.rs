@@ -1,7 +1,7 @@
 //! The usage figures of a run: per share GPU-seconds (within the limit, borrowed, lent,
 //! idle guarantee), jobs finished, wait times and preemptions, and the overall
 //! utilisation; per share and overall, what preemption cost: the most preemptions of one
-//! job, the GPU-seconds lost (work that restarts from zero) and the jobs started and
+//! job, the GPU-seconds lost (work since the attempt's last save, SPEC §14) and the jobs started and
 //! preempted at the same instant.
 //!
 //! One accumulator serves both `replay --summary` (fed from the simulated scheduler at each
@@ -27,8 +27,8 @@ struct Totals {
     waits: Vec<i64>,
     /// The most times one job of the group was preempted.
     max_preemptions_of_one_job: u64,
-    /// GPU-seconds held by attempts that were preempted, from their start until they
-    /// released their GPUs: that work restarts from zero.
+    /// GPU-seconds held by attempts that were preempted, from their last save (their
+    /// start when they saved nothing) until they released their GPUs (SPEC §14).
     gpu_seconds_lost: f64,
     /// Preemptions of a job at the very instant it started.
     started_and_preempted_same_instant: u64,
@@ -124,6 +124,10 @@ pub struct Fact<'a> {
     pub user: Option<&'a str>,
     pub submitted: i64,
     pub kind: FactKind,
+    /// On the `requeued` or `failed` that ends a preemption: the GPU-seconds it lost, as
+    /// the core computed it (SPEC §14: since the attempt's last save); absent, the attempt
+    /// lost everything since its start.
+    pub lost: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,14 +156,14 @@ impl FactKind {
                 },
             ),
             Event::Succeeded { job } => (*job, FactKind::Succeeded),
-            Event::Failed { job, reason } => (
+            Event::Failed { job, reason, .. } => (
                 *job,
                 FactKind::Failed {
                     exhausted: *reason == FailReason::PreemptionRetriesExhausted,
                 },
             ),
             Event::Cancelled { job, .. } => (*job, FactKind::Cancelled),
-            Event::Requeued { job } => (*job, FactKind::Requeued),
+            Event::Requeued { job, .. } => (*job, FactKind::Requeued),
             Event::Preempted { job, .. } => (*job, FactKind::Preempted),
             _ => return None,
         })
@@ -351,6 +355,13 @@ impl Stats {
             return;
         };
         let Some(j) = sched.job(id) else { return };
+        // SPEC §14: a preemption loses the work since the attempt's last save.
+        let lost = match ev {
+            Event::Requeued { lost: Some(l), .. } | Event::Failed { lost: Some(l), .. } => {
+                Some(l.gpu_ticks() as f64 / self.per_second)
+            }
+            _ => None,
+        };
         // An array parent runs nothing: its children are the jobs counted (SPEC §13).
         if j.array_size().is_some() {
             return;
@@ -376,6 +387,7 @@ impl Stats {
                 user,
                 submitted: j.submitted,
                 kind,
+                lost,
             },
             t,
         );
@@ -415,7 +427,7 @@ impl Stats {
             }
             FactKind::Failed { exhausted } => {
                 if exhausted {
-                    self.count_loss(f.job, t);
+                    self.count_loss(f.job, t, f.lost);
                 } else {
                     self.stopping.remove(&f.job);
                 }
@@ -428,7 +440,7 @@ impl Stats {
                 groups(self, &mut |e| e.failed += 1);
             }
             FactKind::Requeued => {
-                self.count_loss(f.job, t);
+                self.count_loss(f.job, t, f.lost);
                 self.end_holding(f.job, t);
             }
             FactKind::Preempted => {
@@ -513,10 +525,13 @@ impl Stats {
         }
     }
 
-    /// A preempted attempt released its GPUs at `t`: what it ran is lost.
-    fn count_loss(&mut self, job: u64, t: i64) {
+    /// A preempted attempt released its GPUs at `t`: what it ran since its last save (the
+    /// `lost` its line carries; else since its start) is lost.
+    fn count_loss(&mut self, job: u64, t: i64, lost: Option<f64>) {
         if let Some(st) = self.stopping.remove(&job) {
-            let lost = f64::from(st.quantity) * (t - st.started_at) as f64 / self.per_second;
+            let lost = lost.unwrap_or_else(|| {
+                f64::from(st.quantity) * (t - st.started_at) as f64 / self.per_second
+            });
             self.shares.entry(st.share).or_default().gpu_seconds_lost += lost;
             if let Some(u) = st.user {
                 self.users.entry(u).or_default().gpu_seconds_lost += lost;

@@ -84,7 +84,7 @@ impl Picture {
             match e {
                 Event::Submitted { job }
                 | Event::Started { job, .. }
-                | Event::Requeued { job }
+                | Event::Requeued { job, .. }
                 | Event::Failed { job, .. }
                 | Event::Cancelled { job, .. }
                 | Event::TimedOut { job }

@@ -370,11 +370,11 @@ fn record_event(
             preemption_outcome(tx, *job, "cancelled")?;
         }
         Event::TimedOut { job } => set_stop(tx, *job, "TIMEOUT")?,
-        Event::Requeued { job } => {
+        Event::Requeued { job, .. } => {
             close_attempt(tx, *job, now)?;
             preemption_outcome(tx, *job, "requeued")?;
         }
-        Event::Failed { job, reason } => {
+        Event::Failed { job, reason, .. } => {
             close_attempt(tx, *job, now)?;
             preemption_outcome(tx, *job, &format!("failed ({})", reason.code()))?;
         }

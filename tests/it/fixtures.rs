@@ -203,8 +203,8 @@ impl Driver {
                     },
                 );
             }
-            Event::Requeued { job } => self.outcome(job, "requeued".into()),
-            Event::Failed { job, reason } => {
+            Event::Requeued { job, .. } => self.outcome(job, "requeued".into()),
+            Event::Failed { job, reason, .. } => {
                 self.outcome(job, format!("failed ({})", reason.code()))
             }
             _ => {}

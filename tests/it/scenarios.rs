@@ -127,3 +127,65 @@ fn the_summary_says_what_preemption_cost() {
     assert_eq!(s["shares"]["A"]["preemptions"], 1, "{s}");
     assert_eq!(s["gpu_seconds_lost_to_preemption"], 0.0, "{s}");
 }
+
+#[test]
+fn the_summary_counts_the_work_lost_since_the_last_save() {
+    // b lost 50 s twice (since its saves at 200 and 500), not the 250 s and 250 s it ran.
+    let s = summary_of("ckpt-11-progress-over-two-preemptions.yaml");
+    assert_eq!(
+        s["shares"]["bor"]["gpu_seconds_lost_to_preemption"], 100.0,
+        "{s}"
+    );
+    assert_eq!(s["shares"]["bor"]["preemptions"], 2, "{s}");
+    // With a notice: 45 s after b2's save at the notice, and b1's whole 380 s.
+    let s = summary_of("ckpt-02-notice.yaml");
+    assert_eq!(
+        s["shares"]["bor"]["gpu_seconds_lost_to_preemption"], 425.0,
+        "{s}"
+    );
+}
+
+#[test]
+fn a_trace_column_declares_checkpoints_and_an_empty_cell_none() {
+    let dir = std::env::temp_dir().join(format!("shareq-ckpt-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(
+        dir.join("t.csv"),
+        "at,duration,quantity,quotaShareName,jobName,checkpointEverySeconds\n\
+         0,100000,1,bor,k,\n\
+         0,1000,1,bor,b,100\n\
+         250,50,1,own,o1,\n",
+    )
+    .expect("trace");
+    std::fs::write(
+        dir.join("s.yaml"),
+        "config:
+- {kind: ServiceEnvironment, name: sim, capacityLimits: [{capacityUnit: gpu, maxCapacity: 2, devices: {fake: 2}}], preemption: {spreadSeconds: 0}}
+- {kind: QuotaShare, quotaShareName: own, capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}], resourceSharingConfiguration: {strategy: LEND}}
+- {kind: QuotaShare, quotaShareName: bor, capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}], resourceSharingConfiguration: {strategy: LEND_AND_BORROW}}
+trace: t.csv
+",
+    )
+    .expect("scenario");
+    let (_, out, _) = replay(&dir.join("s.yaml"), Options::default());
+    let text = String::from_utf8(out).expect("utf-8");
+    assert!(
+        text.contains(r#"{"t":250,"event":"requeued","job":"b","lost":50}"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"{"t":1100,"event":"succeeded","job":"b"}"#),
+        "{text}"
+    );
+    std::fs::write(
+        dir.join("t.csv"),
+        "at,duration,quantity,quotaShareName,checkpointEverySeconds\n0,10,1,bor,0\n",
+    )
+    .expect("trace");
+    let err = shareq::replay::Scenario::load(&dir.join("s.yaml")).expect_err("C = 0");
+    assert!(
+        err.to_string().contains("checkpointEverySeconds 0"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

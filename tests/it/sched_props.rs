@@ -399,7 +399,7 @@ impl Checker {
                         ));
                     }
                 }
-                Event::Requeued { job } | Event::Failed { job, .. } => {
+                Event::Requeued { job, .. } | Event::Failed { job, .. } => {
                     let j = sched.job(*job).expect("job");
                     *self.held.entry(j.share).or_insert(0) -= i64::from(j.quantity);
                     self.used -= i64::from(j.quantity);

@@ -419,7 +419,17 @@ resourceSharingConfiguration: {strategy: LEND}
                 by: Some(b1),
                 reason: shareq::sched::PreemptReason::CrossShareReclaim
             },
-            Event::Requeued { job: a2 },
+            // Started at 0, released at once at 10: all of it lost (SPEC §14).
+            Event::Requeued {
+                job: a2,
+                lost: Some(shareq::sched::Lost {
+                    gpus: 1,
+                    since: 0,
+                    until: 10,
+                    checkpointed: false,
+                    noticed: false,
+                })
+            },
             Event::Started {
                 node: None,
                 job: b1,

@@ -30,6 +30,7 @@ fn first_minute(seed: u64) -> Vec<serde_json::Value> {
                 user: None,
                 depends_on: Vec::new(),
                 array_properties: None,
+                checkpoint_every_seconds: None,
             })),
             line: None,
         })

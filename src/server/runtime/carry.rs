@@ -222,11 +222,11 @@ impl Carry {
                     tracing::info!(job = %job, "timed out");
                     self.stop(timers, job, grace);
                 }
-                Event::Requeued { job } => {
+                Event::Requeued { job, .. } => {
                     tracing::info!(job = %job, "requeued");
                     self.set_outcome(job, "requeued".to_string());
                 }
-                Event::Failed { job, reason } => {
+                Event::Failed { job, reason, .. } => {
                     tracing::info!(job = %job, reason = %reason, "failed");
                     self.set_outcome(job, format!("failed ({})", reason.code()));
                 }

@@ -458,7 +458,86 @@ pub struct PreemptionConfiguration {
     /// current attempt has run this long (SPEC §11). 0 = no protection.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub min_runtime_seconds: u32,
+    /// This share's stops: SIGTERM → wait → SIGKILL (SPEC §14); absent = the
+    /// environment's `preemption.gracePeriodSeconds`. 0..=3600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_period_seconds: Option<u32>,
+    /// Warn a victim this long before SIGTERM, with this signal (SPEC §14).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<Notice>,
 }
+
+impl PreemptionConfiguration {
+    /// The grace period of this share's stops, given the environment's.
+    pub fn grace(&self, env_grace: u32) -> u32 {
+        self.grace_period_seconds.unwrap_or(env_grace)
+    }
+}
+
+/// `notice: {signal, seconds}` (SPEC §14): a victim's process group gets `signal` at once,
+/// SIGTERM `seconds` later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Notice {
+    pub signal: NoticeSignal,
+    /// 1..=3600.
+    pub seconds: u32,
+}
+
+/// The signals a notice may send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum NoticeSignal {
+    #[serde(rename = "SIGUSR1")]
+    Usr1,
+    #[serde(rename = "SIGUSR2")]
+    Usr2,
+    #[serde(rename = "SIGINT")]
+    Int,
+    #[serde(rename = "SIGHUP")]
+    Hup,
+    #[serde(rename = "SIGTERM")]
+    Term,
+    #[serde(rename = "SIGURG")]
+    Urg,
+    #[serde(rename = "SIGWINCH")]
+    Winch,
+}
+
+impl NoticeSignal {
+    /// Every signal a notice may send, as written in a config.
+    pub const NAMES: &'static [&'static str] = &[
+        "SIGUSR1", "SIGUSR2", "SIGINT", "SIGHUP", "SIGTERM", "SIGURG", "SIGWINCH",
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoticeSignal::Usr1 => "SIGUSR1",
+            NoticeSignal::Usr2 => "SIGUSR2",
+            NoticeSignal::Int => "SIGINT",
+            NoticeSignal::Hup => "SIGHUP",
+            NoticeSignal::Term => "SIGTERM",
+            NoticeSignal::Urg => "SIGURG",
+            NoticeSignal::Winch => "SIGWINCH",
+        }
+    }
+
+    /// The signal's number on Linux (what `kill(2)` takes).
+    pub fn linux_number(self) -> i32 {
+        match self {
+            NoticeSignal::Usr1 => 10,
+            NoticeSignal::Usr2 => 12,
+            NoticeSignal::Int => 2,
+            NoticeSignal::Hup => 1,
+            NoticeSignal::Term => 15,
+            NoticeSignal::Urg => 23,
+            NoticeSignal::Winch => 28,
+        }
+    }
+}
+
+/// The longest notice and grace a share may set (SPEC §14).
+pub const MAX_NOTICE_SECONDS: u32 = 3600;
+pub const MAX_GRACE_SECONDS: u32 = 3600;
 
 /// `ENABLED` / `DISABLED`, as AWS spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

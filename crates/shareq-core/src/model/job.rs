@@ -97,6 +97,10 @@ pub struct JobSpec {
     /// One submission, `size` children (SPEC §13).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array_properties: Option<ArrayProperties>,
+    /// How often the job saves its work, in seconds (SPEC §14): replay saves it at every
+    /// multiple of this of an attempt's run time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_every_seconds: Option<u64>,
 }
 
 /// At most this many dependencies per job (SPEC §13).
@@ -296,6 +300,7 @@ impl JobSpec {
             submitter: None,
             depends_on: Vec::new(),
             array_properties: None,
+            checkpoint_every_seconds: None,
         }
     }
 

@@ -394,7 +394,10 @@ impl Sched {
         let Some(j) = self.job(id) else { return };
         let (s, u, q, vkey) = (j.share, j.unit, j.quantity, self.vkey(j));
         let was_stopping = j.is_stopping();
-        let delay = j.stop_after.min(self.grace);
+        let plan = self.plan_stop(j, cause);
+        // Replay: `stopAfter` counts from the first signal, and the release comes at the
+        // latest when the notice and the grace have run out (SPEC §6, §14).
+        let delay = j.stop_after.min(plan.longest());
         if let Some(job) = self.job_mut(id)
             && let Phase::Holding { stopping, .. } = &mut job.phase
         {
@@ -402,6 +405,7 @@ impl Sched {
             *stopping = Some((cause, since));
             if !was_stopping {
                 job.stop_delay = Some(delay);
+                job.stop_plan = Some(plan);
             }
         }
         if !was_stopping {
@@ -411,6 +415,17 @@ impl Sched {
             }
             lane.releasing += q;
             lane.stopping += 1;
+            // Replay: a job that declares how often it saves saves at once on a notice
+            // (SPEC §14), before a release that may come at once.
+            let saves_on_notice = self.clock.acts_at_once()
+                && self.job(id).is_some_and(|j| {
+                    j.spec.checkpoint_every_seconds.is_some()
+                        && j.stop_plan.is_some_and(|p| p.notice.is_some())
+                });
+            if saves_on_notice {
+                let attempt = self.job(id).map_or(0, |j| j.attempts_started);
+                self.checkpoint(id, attempt, now);
+            }
         }
     }
 }

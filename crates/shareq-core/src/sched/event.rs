@@ -1,7 +1,7 @@
 //! What the scheduler decides and reports: the output side of the state machine.
 //! The replay prints these as JSON lines; the live runtime persists and carries them out.
 
-use super::state::{FailReason, PreemptReason};
+use super::state::{FailReason, Lost, PreemptReason};
 use crate::model::JobId;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,12 +30,17 @@ pub enum Event {
         reason: PreemptReason,
     },
     /// Back to RUNNABLE after a preemption or a failed attempt that will be retried.
+    /// `lost`: the work the preemption it ends lost (SPEC §14); `None` after a failed
+    /// attempt.
     Requeued {
         job: JobId,
+        lost: Option<Lost>,
     },
+    /// `lost`: set when a preemption ends the job (`PREEMPTION_RETRIES_EXHAUSTED`).
     Failed {
         job: JobId,
         reason: FailReason,
+        lost: Option<Lost>,
     },
     /// Cancelled; `stop` when processes must now be stopped (it was running).
     Cancelled {

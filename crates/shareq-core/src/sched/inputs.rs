@@ -3,7 +3,7 @@
 
 use super::keys::NodeIx;
 use super::rejection::{PriorityError, Rejection};
-use super::state::{FailReason, Job, Phase, PreemptReason, StopCause};
+use super::state::{FailReason, Job, Lost, Phase, PreemptReason, StopCause, StopPlan};
 use super::{Event, Sched, Time};
 use crate::model::{JobId, JobSpec, JobState, MAX_PRIORITY};
 
@@ -241,9 +241,32 @@ impl Sched {
         Ok(true)
     }
 
-    /// The job's command ended by itself with `code`.
+    /// The job's command ended by itself with `code` (live). An exit during a stop for
+    /// preemption is the preemption, whatever its status (SPEC §14): requeued, or FAILED
+    /// with `PREEMPTION_RETRIES_EXHAUSTED`; never SUCCEEDED, never a retry attempt. The
+    /// release that follows it is then ignored, as is an exit after the release.
     pub fn job_exited(&mut self, id: JobId, code: i32, now: Time) {
         self.now = now;
+        if self
+            .job(id)
+            .is_some_and(|j| matches!(j.stop_cause(), Some(StopCause::Preempt { .. })))
+        {
+            self.preemption_ended(id, now);
+            self.settle();
+            return;
+        }
+        self.work_ended(id, code, now);
+    }
+
+    /// Replay: the job's `duration` ran out, so it finished its work (SPEC §6: a victim
+    /// whose duration runs out before its stop releases its GPUs finishes normally,
+    /// succeeded or failed by its exit code).
+    pub fn job_finished(&mut self, id: JobId, code: i32, now: Time) {
+        self.now = now;
+        self.work_ended(id, code, now);
+    }
+
+    fn work_ended(&mut self, id: JobId, code: i32, now: Time) {
         let Some(job) = self.job(id) else { return };
         if !job.is_holding() {
             return;
@@ -277,29 +300,110 @@ impl Sched {
         let Some(cause) = job.stop_cause() else {
             return;
         };
-        self.release(id, now);
         match cause {
-            StopCause::Preempt { .. } => {
-                let limit = self
-                    .job(id)
-                    .and_then(|j| j.spec.preemption_retries_before_termination);
-                let count = {
-                    let Some(j) = self.job_mut(id) else { return };
-                    j.preempted_count += 1;
-                    j.preempted_count
-                };
-                if limit.is_some_and(|l| count > l) {
-                    let reason = FailReason::PreemptionRetriesExhausted;
-                    self.finish(id, JobState::Failed, Some(reason.clone()), now);
-                    self.emit(Event::Failed { job: id, reason });
-                } else {
-                    self.requeue(id);
-                }
+            StopCause::Preempt { .. } => self.preemption_ended(id, now),
+            StopCause::Cancel => {
+                self.release(id, now);
+                self.finish(id, JobState::Failed, None, now);
             }
-            StopCause::Cancel => self.finish(id, JobState::Failed, None, now),
-            StopCause::Timeout => self.attempt_failed(id, FailReason::Timeout, now),
+            StopCause::Timeout => {
+                self.release(id, now);
+                self.attempt_failed(id, FailReason::Timeout, now);
+            }
         }
         self.settle();
+    }
+
+    /// A preempted attempt is over (its GPUs released, or its command exited during the
+    /// stop): count the preemption, requeue or fail the job, and report the work lost.
+    fn preemption_ended(&mut self, id: JobId, now: Time) {
+        let Some(j) = self.job(id) else { return };
+        let Some(since) = j.last_save_or_start() else {
+            return;
+        };
+        let lost = Lost {
+            gpus: j.quantity,
+            since,
+            until: now,
+            checkpointed: j.last_save.is_some(),
+            noticed: j.stop_plan.is_some_and(|p| p.notice.is_some()),
+        };
+        let limit = j.spec.preemption_retries_before_termination;
+        self.release(id, now);
+        let count = {
+            let Some(j) = self.job_mut(id) else { return };
+            j.preempted_count += 1;
+            j.preempted_count
+        };
+        if limit.is_some_and(|l| count > l) {
+            let reason = FailReason::PreemptionRetriesExhausted;
+            self.finish(id, JobState::Failed, Some(reason.clone()), now);
+            self.emit(Event::Failed {
+                job: id,
+                reason,
+                lost: Some(lost),
+            });
+        } else {
+            self.requeue(id, Some(lost));
+        }
+    }
+
+    /// A job reports that attempt `attempt` (its `attempts_started` when it reported)
+    /// saved its work at `at` (SPEC §14: `shareq checkpoint`; the replay's saves). Its
+    /// last save moves the job in the victim order. A report for another attempt, for a
+    /// job not holding GPUs, or older than the attempt's last save changes nothing;
+    /// returns whether it was taken. A report while a stop is under way is taken too.
+    pub fn checkpoint(&mut self, id: JobId, attempt: u32, at: Time) -> bool {
+        let Some(j) = self.job(id) else { return false };
+        let Some(current) = j.last_save_or_start() else {
+            return false;
+        };
+        if j.attempts_started != attempt || at < current || j.last_save == Some(at) {
+            return false;
+        }
+        let (s, u, stopping, old) = (j.share, j.unit, j.is_stopping(), self.vkey(j));
+        if let Some(j) = self.job_mut(id) {
+            j.last_save = Some(at);
+        }
+        if !stopping {
+            let new = self.job(id).and_then(|j| self.vkey(j));
+            let lane = &mut self.shares[s].lanes[u];
+            if let Some(k) = old {
+                lane.running.remove(&k);
+            }
+            if let Some(k) = new {
+                lane.running.insert(k);
+            }
+        }
+        true
+    }
+
+    /// How a stop of this job for `cause` would go now (SPEC §14): its share's grace (or
+    /// the environment's), and its share's notice for a preemption other than
+    /// `DEVICE_LOST`.
+    pub(crate) fn plan_stop(&self, j: &Job, cause: StopCause) -> StopPlan {
+        let share = &self.shares[j.share];
+        let notice = match cause {
+            StopCause::Preempt { reason, .. } if reason != PreemptReason::DeviceLost => {
+                share.notice
+            }
+            _ => None,
+        };
+        StopPlan {
+            notice,
+            grace: share.grace.unwrap_or(self.grace),
+        }
+    }
+
+    /// The notice and grace of a job's stop: the ones fixed when its current stop began,
+    /// or, for a job not being stopped, those a cancel or timeout would get now (no
+    /// notice). The live runtime signals by it.
+    pub fn stop_plan(&self, id: JobId) -> Option<StopPlan> {
+        let j = self.job(id)?;
+        match (j.stop_plan, j.stop_cause()) {
+            (Some(plan), Some(_)) => Some(plan),
+            _ => Some(self.plan_stop(j, StopCause::Cancel)),
+        }
     }
 
     /// A running job passed its `timeoutSeconds`: stop it (the attempt fails on release).
@@ -363,6 +467,8 @@ impl Sched {
                 JobState::Scheduled
             };
             j.attempts_started += 1;
+            j.last_save = None;
+            j.stop_plan = None;
         }
         self.index_holding(id);
         self.usage_started(id, now);
@@ -397,18 +503,18 @@ impl Sched {
 
     /// In a simulation, a victim with a zero stop delay is gone at once.
     pub(crate) fn releases_at_once(&self, id: JobId) -> bool {
-        self.clock.acts_at_once()
-            && self
-                .job(id)
-                .is_some_and(|j| j.stop_after.min(self.grace) == 0)
+        self.clock.acts_at_once() && self.job(id).is_some() && self.stop_delay(id) == 0
     }
 
-    /// The replay's stop delay for a job: min(stopAfter, gracePeriodSeconds), as it was
-    /// when the job's current stop began (SPEC §6), or as it would be for a stop now.
+    /// The replay's stop delay for a job: min(stopAfter, notice + grace) with its share's
+    /// settings (no notice but for a preemption), as it was when the job's current stop
+    /// began (SPEC §6, §14), or as it would be for a cancel now.
     pub fn stop_delay(&self, id: JobId) -> u32 {
         self.job(id).map_or(0, |j| match j.stop_delay {
             Some(d) if j.is_stopping() => d,
-            _ => j.stop_after.min(self.grace),
+            _ => j
+                .stop_after
+                .min(self.plan_stop(j, StopCause::Cancel).longest()),
         })
     }
 
@@ -427,24 +533,28 @@ impl Sched {
         }
     }
 
-    fn requeue(&mut self, id: JobId) {
+    fn requeue(&mut self, id: JobId, lost: Option<Lost>) {
         if let Some(j) = self.job_mut(id) {
             j.phase = Phase::Pending { nominated: None };
             j.state = JobState::Runnable;
             j.finished_at = None;
         }
         self.index_pending(id);
-        self.emit(Event::Requeued { job: id });
+        self.emit(Event::Requeued { job: id, lost });
     }
 
     fn attempt_failed(&mut self, id: JobId, reason: FailReason, now: Time) {
         let Some(j) = self.job_mut(id) else { return };
         j.failed_attempts += 1;
         if j.failed_attempts < j.spec.attempts() {
-            self.requeue(id);
+            self.requeue(id, None);
         } else {
             self.finish(id, JobState::Failed, Some(reason.clone()), now);
-            self.emit(Event::Failed { job: id, reason });
+            self.emit(Event::Failed {
+                job: id,
+                reason,
+                lost: None,
+            });
         }
     }
 

@@ -133,6 +133,8 @@ impl Sched {
                         in_share: false,
                         borrow_limit: -1,
                         min_runtime: 0,
+                        grace: None,
+                        notice: None,
                         lanes: vec![Lane::default(); nunits],
                         levels: Default::default(),
                         users: Default::default(),
@@ -148,6 +150,8 @@ impl Sched {
             s.in_share = q.preemption_configuration.in_share_preemption.is_enabled();
             s.borrow_limit = q.resource_sharing_configuration.borrow_limit.unwrap_or(-1);
             s.min_runtime = q.preemption_configuration.min_runtime_seconds;
+            s.grace = q.preemption_configuration.grace_period_seconds;
+            s.notice = q.preemption_configuration.notice;
             for lane in &mut s.lanes {
                 lane.limit = 0;
                 lane.listed = false;
@@ -166,6 +170,8 @@ impl Sched {
                 s.in_share = false;
                 s.borrow_limit = 0;
                 s.min_runtime = 0;
+                s.grace = None;
+                s.notice = None;
                 for lane in &mut s.lanes {
                     lane.limit = 0;
                     lane.listed = false;

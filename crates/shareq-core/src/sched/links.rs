@@ -294,6 +294,8 @@ impl Sched {
             bucket: 0,
             stop_after,
             stop_delay: None,
+            stop_plan: None,
+            last_save: None,
             finished_at: None,
             deps: Box::new([]),
             unmet: 0,
@@ -395,7 +397,11 @@ impl Sched {
             label: self.label(dep),
         };
         self.finish(id, JobState::Failed, Some(reason.clone()), now);
-        self.emit(Event::Failed { job: id, reason });
+        self.emit(Event::Failed {
+            job: id,
+            reason,
+            lost: None,
+        });
     }
 
     /// A job ended: count it in its parent's summary and, once the batch's events for it
@@ -475,6 +481,7 @@ impl Sched {
             self.emit(Event::Failed {
                 job: parent,
                 reason,
+                lost: None,
             });
         }
     }

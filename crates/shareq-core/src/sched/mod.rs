@@ -2,7 +2,7 @@
 //! no I/O and no threads.
 //!
 //! Inputs go in through methods (`submit`, `cancel`, `set_priority`, `apply_config`,
-//! `job_exited`, `gpus_released`, `device_lost`, `timeout`), and `pass` runs one
+//! `job_exited`, `gpus_released`, `checkpoint`, `device_lost`, `timeout`), and `pass` runs one
 //! scheduling pass. Every decision is appended to an outbox of [`Event`]s that the caller
 //! drains with [`Sched::take_events`]. `shareq replay` drives it on simulated seconds;
 //! the live runtime on wall-clock milliseconds. The time unit is the caller's: the core
@@ -44,7 +44,7 @@ pub use report::{LendEdge, ShareUnitStats};
 pub use reserve::Reservation;
 pub use restore::RestoreError;
 pub use restore::{RestoredHolding, RestoredJob};
-pub use state::{ArrayLink, FailReason, Job, Phase, PreemptReason, StopCause};
+pub use state::{ArrayLink, FailReason, Job, Lost, Phase, PreemptReason, StopCause, StopPlan};
 
 use crate::model::{JobId, UnitCapacity, ValidConfig};
 use keys::{NodeIx, ShareIx, UnitIx};
@@ -343,3 +343,5 @@ impl Sched {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ckpt;

@@ -99,6 +99,8 @@ impl Sched {
             bucket: 0,
             stop_after: 0,
             stop_delay: None,
+            stop_plan: None,
+            last_save: None,
             finished_at: None,
             deps: r.deps.into_boxed_slice(),
             unmet: 0,
@@ -188,6 +190,8 @@ impl Sched {
             in_share: false,
             borrow_limit: 0,
             min_runtime: 0,
+            grace: None,
+            notice: None,
             lanes: vec![
                 Lane {
                     cap: Some(0),

@@ -6,10 +6,11 @@ use crate::model::{JobId, JobSpec, JobState, Strategy};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Victim-candidate order (SPEC §4.1): lowest priority first, then the latest *effective
-/// start* first (the current attempt's start minus `spreadSeconds` per preemption so far:
-/// the attempt that loses the least work goes first, and a job preempted again and again
-/// is spared as if it had run longer), then the later start (by start sequence) first.
+/// Victim-candidate order (SPEC §4.1, §14): lowest priority first, then the latest
+/// *effective last save* first (the current attempt's last checkpoint report, or its start
+/// when it has none, minus `spreadSeconds` per preemption so far: the attempt that loses
+/// the least work goes first, and a job preempted again and again is spared as if it had
+/// run longer), then the later start (by start sequence) first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct VKey {
     pub prio: u32,
@@ -44,6 +45,51 @@ impl PreemptReason {
             PreemptReason::InSharePriority => "IN_SHARE_PRIORITY",
             PreemptReason::DeviceLost => "DEVICE_LOST",
         }
+    }
+}
+
+/// How a stop goes, fixed when it begins (SPEC §14: a share's settings are read when the
+/// stop begins; a reload changes only later stops).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StopPlan {
+    /// The notice sent first, for a preemption of a job whose share has one (never for a
+    /// cancel, a timeout or `DEVICE_LOST`).
+    pub notice: Option<crate::model::Notice>,
+    /// Seconds from SIGTERM to SIGKILL.
+    pub grace: u32,
+}
+
+impl StopPlan {
+    /// Seconds from the stop's first signal to SIGTERM.
+    pub fn notice_seconds(&self) -> u32 {
+        self.notice.map_or(0, |n| n.seconds)
+    }
+
+    /// The longest a stop may take, from its first signal to SIGKILL, in seconds.
+    pub fn longest(&self) -> u32 {
+        self.notice_seconds().saturating_add(self.grace)
+    }
+}
+
+/// The work a preemption lost (SPEC §14): the victim's GPUs × (the release of its GPUs −
+/// its attempt's last save), reported with the `requeued` or `failed` that ends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lost {
+    pub gpus: u32,
+    /// The attempt's last save: its latest checkpoint report, or its start.
+    pub since: Time,
+    /// The release of its GPUs.
+    pub until: Time,
+    /// The attempt had reported a checkpoint (`since` is that report, not the start).
+    pub checkpointed: bool,
+    /// The stop began with a notice.
+    pub noticed: bool,
+}
+
+impl Lost {
+    /// GPUs × instants lost (GPU-seconds on a clock of seconds).
+    pub fn gpu_ticks(&self) -> i64 {
+        i64::from(self.gpus).saturating_mul(self.until.saturating_sub(self.since).max(0))
     }
 }
 
@@ -181,6 +227,10 @@ pub struct Job {
     /// Replay only: the stop delay fixed when the current stop began (SPEC §6: a reload
     /// that changes `gracePeriodSeconds` affects only stops that begin later).
     pub stop_delay: Option<u32>,
+    /// The current stop's notice and grace, fixed when it began (SPEC §14).
+    pub stop_plan: Option<StopPlan>,
+    /// The current attempt's last checkpoint report (SPEC §14); `None` until it reports.
+    pub last_save: Option<Time>,
     pub finished_at: Option<Time>,
     /// The jobs it waits for, resolved to ids (SPEC §13; an array child's N_TO_N and
     /// SEQUENTIAL partners included).
@@ -249,7 +299,8 @@ impl Job {
             } => Some(VKey {
                 prio: self.priority,
                 effective: Reverse(
-                    started_at
+                    self.last_save
+                        .unwrap_or(*started_at)
                         .saturating_sub(spread.saturating_mul(i64::from(self.preempted_count))),
                 ),
                 started: Reverse(*start_seq),
@@ -324,6 +375,12 @@ impl Job {
             Phase::Pending { nominated } => nominated.as_ref(),
             _ => None,
         }
+    }
+
+    /// The current attempt's last save (SPEC §14): its latest checkpoint report, or its
+    /// start; `None` unless it holds GPUs.
+    pub fn last_save_or_start(&self) -> Option<Time> {
+        self.started_at().map(|t0| self.last_save.unwrap_or(t0))
     }
 
     pub fn started_at(&self) -> Option<Time> {
@@ -419,6 +476,11 @@ pub struct ShareState {
     /// `minRuntimeSeconds` (SPEC §11): running jobs are no preemption candidates until
     /// their current attempt has run this long.
     pub min_runtime: u32,
+    /// `preemptionConfiguration.gracePeriodSeconds` (SPEC §14); `None` = the environment's.
+    pub grace: Option<u32>,
+    /// `preemptionConfiguration.notice` (SPEC §14): sent first when a job of the share is
+    /// preempted.
+    pub notice: Option<crate::model::Notice>,
     /// One lane per unit index.
     pub lanes: Vec<Lane>,
     /// The share's users, their decayed usage, and its fair-share policy (SPEC §12).

@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 /// The documents of `yaml` as the scheduler receives them: the environment and the shares
 /// in name order. (shareq's `config` checks a configuration; the ones here are valid.)
-fn config(yaml: &str) -> ValidConfig {
+pub(super) fn config(yaml: &str) -> ValidConfig {
     let mut env = None;
     let mut shares: Vec<QuotaShare> = Vec::new();
     for doc in serde_yaml::Deserializer::from_str(yaml) {
