@@ -10,6 +10,7 @@
 //! connection) while they do not. A reader that takes nothing for the patience it was
 //! given while lines wait is cut off ([`StreamEnd::SlowReader`]): room for the line that
 //! says so is always kept in the socket, so the reader finds it after what it was sent.
+//! At most [`READING`] streams read the database at once.
 
 use crate::events::EventLine;
 use crate::store::Store;
@@ -28,9 +29,13 @@ const FEED_BATCHES: usize = 1024;
 /// The most bytes of lines one stream holds for its reader at once.
 pub const BUFFER: usize = 64 * 1024;
 
-/// How many stored lines are read at once (a line is a few hundred bytes: a page is
-/// written in one or two buffers).
-const PAGE: usize = 128;
+/// How many stored lines are read at once (a line is about 600 bytes written: a page
+/// fits one buffer).
+const PAGE: usize = 64;
+
+/// How many streams read the database at once (each read holds a connection and its
+/// pages): the others wait their turn.
+static READING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
 
 /// Room kept free in the socket's send buffer for the line that says why a stream was
 /// cut (and the kernel's own overhead of one more write).
@@ -227,6 +232,7 @@ async fn catch_up(
 ) -> Result<(), StreamEnd> {
     let mut store: Option<Store> = None;
     loop {
+        let turn = READING.acquire().await.map_err(std::io::Error::other)?;
         let s = match store.take() {
             Some(s) => s,
             None => open(root.to_path_buf()).await?,
@@ -238,7 +244,9 @@ async fn catch_up(
         })
         .await
         .map_err(std::io::Error::other)?;
+        drop(turn);
         let page = page.map_err(|e| std::io::Error::other(e.to_string()))?;
+        // The connection is kept for the next page while the reader has room for this one.
         if sink.fits(sink.unread(), BUFFER) {
             store = Some(s);
         }
