@@ -207,6 +207,9 @@ fn while_paused_reads_answer_and_a_cancel_is_refused_at_once() {
     let history = answer_within(&s, b"{\"op\":\"history\"}\n", second);
     assert_eq!(history["ok"], true, "{history}");
     assert!(history["history"].is_object(), "{history}");
+    let predict = serde_json::to_vec(&json!({"op": "predict", "job": job(json!({}))})).unwrap();
+    let predict = answer_within(&s, &[predict, b"\n".to_vec()].concat(), second);
+    assert_eq!(predict["ok"], true, "{predict}");
     let t = Instant::now();
     let cancel = format!("{{\"op\":\"cancel\",\"ids\":[{id}]}}\n");
     let a = answer_within(&s, cancel.as_bytes(), second);
@@ -215,6 +218,10 @@ fn while_paused_reads_answer_and_a_cancel_is_refused_at_once() {
     assert_eq!(code, "unavailable", "{error}");
     assert!(error.starts_with("scheduling is paused: "), "{error}");
     assert_eq!(a["cancelled"][0]["cancelled"], false, "{a}");
+    let priority = format!("{{\"op\":\"priority\",\"id\":{id},\"priority\":7}}\n");
+    let a = answer_within(&s, priority.as_bytes(), second);
+    let (code, error) = refused(&a);
+    assert_eq!(code, "unavailable", "{error}");
     // The lock goes: the held submit is answered, the refused cancel was never done.
     db.execute_batch("ROLLBACK").unwrap();
     drop(db);

@@ -602,9 +602,9 @@ impl Runtime {
         }
     }
 
-    /// While paused: answer who only reads (`jobs`, `history`, `status`), refuse submits,
-    /// cancels, priority changes and reloads saying why, keep the rest for later, and
-    /// try the write again. On success carry out the held batch, then the backlog. A lost
+    /// While paused: answer who only reads (`jobs`, `history`, `status`, `predict`),
+    /// refuse submits, cancels, priority changes and reloads saying why, keep the rest for
+    /// later, and try the write again when its timer fires. On success carry out the held batch, then the backlog. A lost
     /// state directory halts at once; a shutdown ends the loop without the held batch
     /// (nothing of it was stored: a restart recovers, jobs go on under their supervisors).
     fn while_paused(&mut self, batch: Vec<Work>, now: i64) -> Next {
@@ -621,6 +621,9 @@ impl Runtime {
                 // Reads answer from memory and the database read-only (SPEC §8).
                 Work::Input(Input::AllJobs { span, reply }) => self.list_all_jobs(span, reply),
                 Work::Input(Input::History { window, reply }) => self.read_history(window, reply),
+                Work::Input(Input::Predict { spec, reply }) => {
+                    self.forecasts.predict(&self.sched, spec, now, reply)
+                }
                 // Changes are refused at once, saying why: none could be stored.
                 Work::Input(Input::Cancel {
                     ids,
