@@ -41,6 +41,9 @@ pub const DB_FILE: &str = "shareq.db";
 /// Finished jobs are kept this many days unless `history.retainDays` says otherwise.
 pub const DEFAULT_RETAIN_DAYS: u32 = 30;
 
+/// How long the scheduler's writes wait for another connection's lock before they fail.
+pub const LOCK_WAIT: Duration = Duration::from_secs(5);
+
 /// How hard each commit is pushed to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
@@ -101,7 +104,7 @@ impl Store {
                 detail: "the database file is write-protected".to_string(),
             });
         }
-        conn.busy_timeout(Duration::from_secs(5)).map_err(err)?;
+        conn.busy_timeout(LOCK_WAIT).map_err(err)?;
         let version = schema::check(&conn, &path)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
@@ -160,6 +163,12 @@ impl Store {
             standing: None,
             durability: Durability::Normal,
         })
+    }
+
+    /// How long a statement waits for another connection's lock before it fails
+    /// ([`LOCK_WAIT`] from `open`).
+    pub fn set_lock_wait(&self, wait: Duration) -> Result<(), StoreError> {
+        self.conn.busy_timeout(wait).map_err(|e| self.err(e))
     }
 
     /// The database file.

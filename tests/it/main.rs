@@ -19,6 +19,7 @@ mod deps_live;
 mod durable_attach;
 mod durable_crash;
 mod durable_restart;
+mod events_memory;
 mod fair_share_live;
 mod faults_db;
 mod faults_jobs;

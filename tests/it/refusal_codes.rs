@@ -163,6 +163,77 @@ fn a_submit_while_scheduling_is_paused_is_unavailable() {
     assert_eq!(answer["ok"], true, "{answer}");
 }
 
+/// One request on a connection of its own, its answer waited for at most `within`.
+fn answer_within(s: &Server, line: &[u8], within: Duration) -> Value {
+    let stream = UnixStream::connect(s.state.join("shareq.sock")).unwrap();
+    stream.set_read_timeout(Some(within)).unwrap();
+    (&stream).write_all(line).unwrap();
+    let mut a = String::new();
+    let read = BufReader::new(&stream).read_line(&mut a);
+    assert!(
+        matches!(read, Ok(n) if n > 0),
+        "no answer to {} within {within:?}: {read:?}",
+        String::from_utf8_lossy(line).trim()
+    );
+    serde_json::from_str(&a).unwrap()
+}
+
+/// While scheduling is paused (SPEC §8), reads answer from memory and the database opened
+/// read-only, and a cancel is refused at once, saying why; nothing of it is carried out.
+#[test]
+fn while_paused_reads_answer_and_a_cancel_is_refused_at_once() {
+    let s = Server::start(&config(1, 1, &share("team", 1, "LEND", false)));
+    let a = ask(&s, &[&submit(job(json!({"jobName": "kept"})))]);
+    let id = a[0]["id"].as_u64().expect("an id");
+    ask(&s, &[b"{\"op\":\"jobs\"}\n"]);
+    let db = rusqlite::Connection::open(s.state.join("shareq.db")).unwrap();
+    db.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    // A change that cannot be written pauses scheduling.
+    let held = UnixStream::connect(s.state.join("shareq.sock")).unwrap();
+    (&held)
+        .write_all(&submit(job(json!({"jobName": "held"}))))
+        .unwrap();
+    let t = Instant::now();
+    while ask(&s, &[b"{\"op\":\"status\"}\n"])[0]["status"]["paused"].is_null() {
+        assert!(t.elapsed() < Duration::from_secs(30), "never paused");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let second = Duration::from_secs(1);
+    let status = answer_within(&s, b"{\"op\":\"status\"}\n", second);
+    assert_eq!(status["ok"], true, "{status}");
+    let all = answer_within(&s, b"{\"op\":\"jobs\",\"all\":true}\n", second);
+    assert_eq!(all["ok"], true, "{all}");
+    assert!(all["jobs"].to_string().contains("\"kept\""), "{all}");
+    let history = answer_within(&s, b"{\"op\":\"history\"}\n", second);
+    assert_eq!(history["ok"], true, "{history}");
+    assert!(history["history"].is_object(), "{history}");
+    let predict = serde_json::to_vec(&json!({"op": "predict", "job": job(json!({}))})).unwrap();
+    let predict = answer_within(&s, &[predict, b"\n".to_vec()].concat(), second);
+    assert_eq!(predict["ok"], true, "{predict}");
+    let t = Instant::now();
+    let cancel = format!("{{\"op\":\"cancel\",\"ids\":[{id}]}}\n");
+    let a = answer_within(&s, cancel.as_bytes(), second);
+    assert!(t.elapsed() < second, "the cancel waited {:?}", t.elapsed());
+    let (code, error) = refused(&a);
+    assert_eq!(code, "unavailable", "{error}");
+    assert!(error.starts_with("scheduling is paused: "), "{error}");
+    assert_eq!(a["cancelled"][0]["cancelled"], false, "{a}");
+    let priority = format!("{{\"op\":\"priority\",\"id\":{id},\"priority\":7}}\n");
+    let a = answer_within(&s, priority.as_bytes(), second);
+    let (code, error) = refused(&a);
+    assert_eq!(code, "unavailable", "{error}");
+    // The lock goes: the held submit is answered, the refused cancel was never done.
+    db.execute_batch("ROLLBACK").unwrap();
+    drop(db);
+    held.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut answer = String::new();
+    let read = BufReader::new(&held).read_line(&mut answer);
+    assert!(read.is_ok(), "{read:?}: {}", s.stderr());
+    assert!(answer.contains("\"ok\":true"), "{answer}");
+    assert_ne!(s.state_of(id), "CANCELLED");
+}
+
 /// A caller the rules refuse: `not_allowed`, with `not_allowed: true` for older clients.
 /// Needs another user than the scheduler's: run as root, the request is sent as `nobody`
 /// (by the system's Python); skipped, saying so, where that cannot be done.

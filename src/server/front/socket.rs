@@ -237,6 +237,7 @@ async fn read_requests(
                     after,
                     since,
                     follow,
+                    patience: idle,
                 },
                 guard.state_root(),
                 guard.feed.clone(),
@@ -259,9 +260,7 @@ async fn write_answers(
         let answer = match next {
             Outgoing::Answer(pending) => pending.await,
             Outgoing::Subscribe(viewer) => return stream_updates(w, snapshots, viewer).await,
-            Outgoing::Events(ask, root, feed) => {
-                return crate::server::runtime::events::stream(w, root, feed, ask).await;
-            }
+            Outgoing::Events(ask, root, feed) => return events(w, root, feed, ask).await,
         };
         // A long job list comes written out already (off the async workers).
         let out = match answer.line {
@@ -271,6 +270,30 @@ async fn write_answers(
         w.write_all(&out).await?;
     }
     Ok(())
+}
+
+/// The decision stream; a reader cut off for taking too little reads why as its last
+/// line (`limit`, with the `after` to go on from).
+async fn events(
+    mut w: tokio::net::unix::OwnedWriteHalf,
+    root: std::path::PathBuf,
+    feed: crate::server::runtime::events::EventFeed,
+    ask: crate::server::runtime::events::Ask,
+) -> std::io::Result<()> {
+    use crate::server::runtime::events::{StreamEnd, stream};
+    match stream(&mut w, root, feed, ask).await {
+        Ok(()) => Ok(()),
+        Err(StreamEnd::Io(e)) => Err(e),
+        Err(cut @ StreamEnd::SlowReader { .. }) => {
+            tracing::info!("{cut}");
+            // The stream kept room in the socket for this line: it does not wait.
+            let line = answer_bytes(&Response::error(ErrorCode::Limit, cut.to_string()));
+            let second = std::time::Duration::from_secs(1);
+            let _ = tokio::time::timeout(second, w.write_all(&line)).await;
+            let _ = tokio::time::timeout(second, w.shutdown()).await;
+            Ok(())
+        }
+    }
 }
 
 fn answer_bytes(answer: &Response) -> Vec<u8> {
@@ -423,7 +446,7 @@ fn dispatch(
 ) -> Pending {
     match req {
         Request::Submit { job } => submit(job, guard, inputs),
-        Request::Cancel { ids } => cancel(ids, caller, guard, inputs),
+        Request::Cancel { ids } => cancel(ids, caller, guard, inputs, snapshots),
         Request::Priority { id, priority } => set_priority(id, priority, caller, inputs),
         Request::Reload => reload(inputs),
         Request::History { window } => {
@@ -510,6 +533,7 @@ fn cancel(
     caller: &Caller,
     guard: &Guard,
     inputs: &mpsc::UnboundedSender<Input>,
+    snapshots: &watch::Receiver<Arc<Snapshot>>,
 ) -> Pending {
     if ids.is_empty() {
         return ready(Response::error(
@@ -523,10 +547,17 @@ fn cancel(
         by,
         reply: Some(tx),
     };
-    let stopped = guard.clone();
+    let (stopped, snapshots) = (guard.clone(), snapshots.clone());
     ask(inputs, input, move |outcomes: Vec<CancelOutcome>| {
         let errors: Vec<String> = outcomes.iter().filter_map(|o| o.error.clone()).collect();
-        let code = stopped.stopped().unwrap_or(ErrorCode::NotFound);
+        // Refused while scheduling is paused (the runtime published the pause before it
+        // answered): `unavailable`, as a submit then is.
+        let paused = snapshots
+            .borrow()
+            .paused
+            .is_some()
+            .then_some(ErrorCode::Unavailable);
+        let code = stopped.stopped().or(paused).unwrap_or(ErrorCode::NotFound);
         Response {
             ok: errors.is_empty(),
             error: (!errors.is_empty()).then(|| errors.join("; ")),

@@ -458,6 +458,10 @@ enum Next {
 /// How often a paused scheduler tries its write again.
 const PAUSED_RETRY: Duration = Duration::from_secs(1);
 
+/// How long a paused scheduler's retry waits for another connection's lock (the runtime
+/// answers nobody meanwhile).
+const PAUSED_LOCK_WAIT: Duration = Duration::from_millis(100);
+
 /// Snapshots are published at most this often while inputs pour in (a reader that must
 /// see its own change asks with `Input::Sync`).
 const PUBLISH_EVERY: Duration = Duration::from_millis(20);
@@ -469,6 +473,17 @@ const MAX_BATCH: usize = 8192;
 const FINISHED_KEPT: usize = 20_000;
 /// How many of them each snapshot carries.
 const FINISHED_IN_SNAPSHOT: usize = 200;
+
+/// A cancel while paused: no id is cancelled, each says why.
+fn paused_cancels(ids: Vec<JobId>, why: &str) -> Vec<CancelOutcome> {
+    ids.into_iter()
+        .map(|id| CancelOutcome {
+            id,
+            cancelled: false,
+            error: Some(why.to_string()),
+        })
+        .collect()
+}
 
 impl Runtime {
     /// Take over what recovery made of the store (see `boot::start`): the preemption log,
@@ -590,24 +605,56 @@ impl Runtime {
             turn,
             backlog: Vec::new(),
         });
-        self.timers.set(Timer::Flush, PAUSED_RETRY);
+        self.lock_wait(PAUSED_LOCK_WAIT);
         self.publish(now);
+        // After the publish, which cancels the held-back publish's timer (the same one).
+        self.timers.set(Timer::Flush, PAUSED_RETRY);
     }
 
-    /// While paused: answer who only reads, refuse submits, keep the rest for later, and
-    /// try the write again. On success carry out the held batch, then the backlog. A lost
+    /// How long the store's writes wait for another connection's lock: briefly while
+    /// paused, so that a retry never keeps the runtime from answering for long.
+    fn lock_wait(&self, wait: Duration) {
+        if let Some(p) = &self.persist
+            && let Err(e) = p.store.set_lock_wait(wait)
+        {
+            tracing::warn!("cannot set the database's lock wait: {e}");
+        }
+    }
+
+    /// While paused: answer who only reads (`jobs`, `history`, `status`, `predict`),
+    /// refuse submits, cancels, priority changes and reloads saying why, keep the rest for
+    /// later, and try the write again when its timer fires. On success carry out the held batch, then the backlog. A lost
     /// state directory halts at once; a shutdown ends the loop without the held batch
     /// (nothing of it was stored: a restart recovers, jobs go on under their supervisors).
     fn while_paused(&mut self, batch: Vec<Work>, now: i64) -> Next {
         let Some(mut paused) = self.paused.take() else {
             return Next::Go;
         };
+        let mut retry = false;
         for work in batch {
             match work {
                 Work::Input(Input::Sync { reply }) => drop(reply.send(())),
                 Work::Input(Input::Submit {
                     reply: Some(reply), ..
                 }) => drop(reply.send(Err(Refusal::Paused(paused.why.clone())))),
+                // Reads answer from memory and the database read-only (SPEC §8).
+                Work::Input(Input::AllJobs { span, reply }) => self.list_all_jobs(span, reply),
+                Work::Input(Input::History { window, reply }) => self.read_history(window, reply),
+                Work::Input(Input::Predict { spec, reply }) => {
+                    self.forecasts.predict(&self.sched, spec, now, reply)
+                }
+                // Changes are refused at once, saying why: none could be stored.
+                Work::Input(Input::Cancel {
+                    ids,
+                    reply: Some(reply),
+                    ..
+                }) => drop(reply.send(paused_cancels(ids, &paused.why))),
+                Work::Input(Input::SetPriority {
+                    reply: Some(reply), ..
+                }) => drop(reply.send(Err(Refusal::Paused(paused.why.clone())))),
+                Work::Input(Input::Reload { reply: Some(reply) }) => {
+                    drop(reply.send(Err(Refusal::Paused(paused.why.clone()))))
+                }
                 Work::Input(Input::Exec(ExecReport(ExecKind::StateLost(why)))) => {
                     self.fail(why, paused.turn);
                     return Next::Halted;
@@ -621,9 +668,14 @@ impl Runtime {
                     s.replies.extend(reply);
                     return Next::Done;
                 }
-                Work::Timer(Timer::Flush) => {}
+                Work::Timer(Timer::Flush) => retry = true,
                 other => paused.backlog.push(other),
             }
+        }
+        // The write is tried again when its timer says, not for every read.
+        if !retry {
+            self.paused = Some(paused);
+            return Next::Go;
         }
         if let Err(e) = self.record(paused.now, &paused.events) {
             tracing::warn!("still cannot write the decisions: {e}");
@@ -632,6 +684,7 @@ impl Runtime {
             return Next::Go;
         }
         tracing::info!("the database takes writes again: scheduling resumes");
+        self.lock_wait(crate::store::LOCK_WAIT);
         let Paused {
             events,
             turn,
