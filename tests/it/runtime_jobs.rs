@@ -128,6 +128,27 @@ fn a_job_ignoring_sigterm_is_killed_after_the_grace_period() {
     assert_eq!(s.exit_code(id, 1), Some(137));
 }
 
+/// A share's own `gracePeriodSeconds` (SPEC §14) governs its jobs' stops, not the
+/// environment's.
+#[test]
+fn a_shares_grace_period_governs_its_jobs_stops() {
+    let team = "kind: QuotaShare\nquotaShareName: team\ncapacityLimits:\n  - {capacityUnit: gpu, maxCapacity: 1}\nresourceSharingConfiguration: {strategy: LEND_AND_BORROW}\npreemptionConfiguration: {inSharePreemption: ENABLED, gracePeriodSeconds: 1}\n";
+    let s = Server::start(&config(1, 60, team));
+    let id = s.submit(&["--share", "team"], &["trap '' TERM; echo up; sleep 1000"]);
+    wait_for(20, "job output", || s.log(id, 1).contains("up"));
+    let t = Instant::now();
+    assert!(s.cli(&["cancel", &id.to_string()]).status.success());
+    s.wait_state(id, "FAILED", 20);
+    // Killed after the share's 1 s, long before the environment's 60 s.
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    assert_eq!(s.exit_code(id, 1), Some(137));
+}
+
 /// (ppid, process group, session) from `/proc/PID/stat`.
 fn ids_of(stat: &str) -> (u32, u32, u32) {
     let f: Vec<u32> = stat[stat.rfind(')').unwrap() + 1..]

@@ -156,10 +156,10 @@ impl Carry {
         self.watch(timers);
         let Some(j) = j else { return };
         if j.is_stopping() {
-            self.stop(timers, job, sched.grace_period_seconds());
+            self.stop(timers, job, stop_grace(sched, job));
         } else if let Some(secs) = j.spec.timeout_seconds {
             let started = j.started_at().unwrap_or(now);
-            let backstop = timeout_backstop(secs, sched);
+            let backstop = timeout_backstop(secs, sched, job);
             let left_ms = i64::try_from(backstop.as_millis())
                 .unwrap_or(i64::MAX / 2)
                 .saturating_sub(now - started)
@@ -198,8 +198,9 @@ impl Carry {
         events: Vec<Event>,
         now: i64,
     ) {
-        let grace = sched.grace_period_seconds();
         for e in events {
+            // The stop's grace (SPEC §14: its share's, read when the stop began).
+            let grace = |job| stop_grace(sched, job);
             match e {
                 Event::Started { job, devices, .. } => self.start(sched, timers, job, devices),
                 Event::Preempted { job, by, reason } => {
@@ -210,17 +211,17 @@ impl Carry {
                         }
                         None => tracing::info!(job = %job, reason = reason.as_str(), "preempted"),
                     }
-                    self.stop(timers, job, grace);
+                    self.stop(timers, job, grace(job));
                 }
                 Event::Cancelled { job, stop } => {
                     tracing::info!(job = %job, stop, "cancelled");
                     if stop {
-                        self.stop(timers, job, grace);
+                        self.stop(timers, job, grace(job));
                     }
                 }
                 Event::TimedOut { job } => {
                     tracing::info!(job = %job, "timed out");
-                    self.stop(timers, job, grace);
+                    self.stop(timers, job, grace(job));
                 }
                 Event::Requeued { job, .. } => {
                     tracing::info!(job = %job, "requeued");
@@ -283,7 +284,7 @@ impl Carry {
             log: self.state.attempt_log(job, attempt),
             state: self.state.root().to_path_buf(),
             db: self.owner.db.clone(),
-            grace_seconds: sched.grace_period_seconds(),
+            grace_seconds: stop_grace(sched, job),
             log_cap: self.log_limits.cap_bytes(),
             free_reserve: self.log_limits.reserve_bytes(),
             pids_max: self.pids_per_job,
@@ -310,7 +311,7 @@ impl Carry {
             // backstop for one that cannot (it stops answering, say).
             timers.set(
                 Timer::Timeout { job, attempt },
-                timeout_backstop(secs, sched),
+                timeout_backstop(secs, sched, job),
             );
         }
         self.watch(timers);
@@ -378,11 +379,20 @@ impl Carry {
     }
 }
 
+/// Seconds from SIGTERM to SIGKILL for a stop of `job`: its share's `gracePeriodSeconds`
+/// where set, else the environment's (SPEC §14), as the core planned the stop (a stop under
+/// way keeps the times it began with).
+fn stop_grace(sched: &Sched, job: JobId) -> u32 {
+    sched
+        .stop_plan(job)
+        .map_or(sched.grace_period_seconds(), |p| p.grace)
+}
+
 /// When the runtime stops an attempt that is still running past its timeout: the
 /// supervisor stops it at `timeoutSeconds` itself, so only one that could not (it hangs)
 /// gets here, a grace period and 10 s later.
-fn timeout_backstop(secs: u64, sched: &Sched) -> Duration {
-    Duration::from_secs(secs.saturating_add(u64::from(sched.grace_period_seconds()) + 10))
+fn timeout_backstop(secs: u64, sched: &Sched, job: JobId) -> Duration {
+    Duration::from_secs(secs.saturating_add(u64::from(stop_grace(sched, job)) + 10))
 }
 
 /// A job's environment: its spec's, and an array child's index under both names (SPEC
