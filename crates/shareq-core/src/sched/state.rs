@@ -490,6 +490,10 @@ pub struct UnitState {
     /// Which job holds each (node, device) of this unit, kept with the holdings
     /// (`index_holding`): the device map reads it instead of every job.
     pub held: BTreeMap<(NodeIx, u32), JobId>,
+    /// Devices something outside this scheduler holds for now (a process of an earlier
+    /// scheduler, SPEC §8), with why: out of `devices` until they are given back, yet
+    /// counted in what a share may ever hold, so that a request for them waits.
+    pub withheld: BTreeMap<(NodeIx, u32), String>,
 }
 
 impl UnitState {
@@ -510,6 +514,7 @@ impl UnitState {
             guaranteed: 0,
             reservation: None,
             held: BTreeMap::new(),
+            withheld: BTreeMap::new(),
         }
     }
 
@@ -520,6 +525,12 @@ impl UnitState {
     /// Σ limit(·,u) > usable(u): guarantees overlap (SPEC §1.2, §3).
     pub fn oversubscribed(&self) -> bool {
         self.guaranteed > u64::from(self.usable)
+    }
+
+    /// What `usable` will be once the withheld devices are given back.
+    pub fn usable_to_come(&self) -> u32 {
+        self.max_capacity
+            .min(self.healthy() + self.withheld.len() as u32)
     }
 
     /// Healthy devices on all nodes.
