@@ -537,3 +537,30 @@ fn a_gpu_an_earlier_schedulers_job_held_comes_back_when_that_job_ends() {
     .unwrap();
     s.wait_state(new, "SUCCEEDED", 20);
 }
+
+#[test]
+fn a_job_killed_from_outside_says_by_which_signal_and_not_by_shareq() {
+    let s = Server::start(&config(1, 1, &share("a", 1, "LEND", false)));
+    let d = s.dir.path().display().to_string();
+    let id = s.submit(
+        &["--share", "a"],
+        &[&format!("echo $$ > {d}/job.pid; exec sleep 300")],
+    );
+    s.wait_state(id, "RUNNING", 20);
+    wait_for(10, "the job's pid", || s.path("job.pid").exists());
+    let pid = read_pid(&s.path("job.pid")).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let j = s.wait_state(id, "FAILED", 20);
+    assert_eq!(
+        j["reason"], "NON_ZERO_EXIT: killed by SIGKILL (not by shareq)",
+        "{j}"
+    );
+    // An exit with the same code by itself is an exit code.
+    let other = s.submit(&["--share", "a"], &["exit 137"]);
+    let j = s.wait_state(other, "FAILED", 20);
+    assert_eq!(j["reason"], "NON_ZERO_EXIT (exit code 137)", "{j}");
+}

@@ -189,6 +189,7 @@ impl Runtime {
                 return Err(Refusal::UserLimit {
                     user: sub.name.clone(),
                     has,
+                    asks: jobs,
                     most,
                 });
             }
@@ -266,6 +267,9 @@ impl Runtime {
                         }
                     }
                 }
+                let user_labels = loaded.config.env.metrics.as_ref();
+                self.metrics
+                    .show_user_labels(user_labels.is_some_and(|m| m.user_labels));
                 self.config.applied_at = Some(now);
                 self.config.hash = Some(loaded.hash);
                 self.config.error = None;

@@ -218,7 +218,7 @@ impl Runtime {
                 code: Some(code),
             }
         } else {
-            Observed::Exited { job, code }
+            Observed::ended(job, code, status.signal)
         };
         fact.apply(&mut self.sched, now);
         self.observed.push(fact);
