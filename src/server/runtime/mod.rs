@@ -204,6 +204,8 @@ impl RuntimeHandle {
         let (fatal_tx, fatal_rx) = watch::channel(None);
         let metrics = Arc::new(crate::metrics::Metrics::new());
         metrics.watch(snap_rx.clone());
+        let user_labels = initial.config.env.metrics.as_ref();
+        metrics.show_user_labels(user_labels.is_some_and(|m| m.user_labels));
         let feed = self::events::EventFeed::default();
         let mut rt = Runtime {
             metrics: metrics.clone(),
