@@ -1,8 +1,8 @@
 //! `shareq log ID [--attempt N] [--follow] [--raw]`: print a job's output log. The
 //! scheduler serves it (logs belong to the scheduler, SPEC §7); the files are read
-//! directly only when no scheduler runs. The output goes out as it is to the job's owner,
-//! into a pipe, or with `--raw`; shown to anyone else on a terminal, its control
-//! characters are made visible (SPEC §9).
+//! directly only when no scheduler runs. The output goes out as it is to the job's owner
+//! or with `--raw`; to anyone else, on a terminal or into a pipe, its control characters
+//! are made visible (SPEC §9).
 
 use super::error::CliError;
 use super::request;
@@ -23,19 +23,20 @@ pub struct LogArgs {
     /// Keep printing new output until the job has finished.
     #[arg(long, short)]
     pub follow: bool,
-    /// Print the output as it is, control characters and all, even to a terminal and
-    /// for someone else's job.
+    /// Print the output as it is, control characters and all, even for someone else's
+    /// job.
     #[arg(long)]
     pub raw: bool,
     #[arg(long)]
     pub state: Option<PathBuf>,
 }
 
-/// Does the output go out as it is? To its owner, into a pipe or a file, or with `--raw`.
+/// Does the output go out as it is? To the job's owner, or with `--raw`. Anyone else —
+/// an admin reading a hostile log — gets its control characters made visible, into a
+/// pipe too (`| less -R`, `| tail` on a terminal would still run them); so does whoever
+/// reads the files directly while no scheduler runs (who owns the job is not known then).
 fn as_is(raw: bool, owner: Option<u32>) -> bool {
-    use std::io::IsTerminal;
-    raw || !std::io::stdout().is_terminal()
-        || owner.is_some_and(|o| o == nix::unistd::geteuid().as_raw())
+    raw || owner.is_some_and(|o| o == nix::unistd::geteuid().as_raw())
 }
 
 /// Write a piece of output, made visible unless it goes out as it is.

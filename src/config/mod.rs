@@ -30,4 +30,4 @@ pub use summary::{
     user_policy_text, warnings,
 };
 pub use validate::{Texts, valid_name, valid_principal, validate, validate_texts};
-pub use watch::{ConfigUpdate, DEBOUNCE, Watcher};
+pub use watch::{ConfigUpdate, DEBOUNCE, Refusals, Watcher};

@@ -13,6 +13,8 @@ pub enum Shape {
     Enum(&'static [&'static str]),
     /// A string (quoted or not).
     Text,
+    /// `true` or `false`.
+    Flag,
     /// A whole number 0..=u32::MAX.
     Count,
     /// A whole number (may be negative).
@@ -72,7 +74,10 @@ pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
     opt("reserveAfterSeconds", Shape::Count),
     opt("admins", Shape::List(&Shape::Text)),
     opt("controlSocket", Shape::Map(&[opt("group", Shape::Text)])),
-    opt("metrics", Shape::Map(&[req("listen", Shape::Text)])),
+    opt(
+        "metrics",
+        Shape::Map(&[req("listen", Shape::Text), opt("userLabels", Shape::Flag)]),
+    ),
     opt("history", Shape::Map(&[opt("retainDays", Shape::Count)])),
     opt(
         "nodes",
@@ -283,6 +288,8 @@ fn walk(v: &Value, shape: &Shape, path: &str, out: &mut Vec<ShapeError>) {
         }
         (Shape::Text, Value::String(_)) | (Shape::Kind, _) => {}
         (Shape::Text, v) => expected(out, path, "text", v),
+        (Shape::Flag, Value::Bool(_)) => {}
+        (Shape::Flag, v) => expected(out, path, "`true` or `false`", v),
         (Shape::Count, v) if is_count(v) => {}
         (Shape::Count, v) => expected(out, path, "a whole number >= 0", v),
         (Shape::Int, v) if v.as_i64().is_some() => {}

@@ -19,6 +19,9 @@
 //!   is missing it is also polled, in case the parent went as well;
 //! - repeats: a state is delivered only when the content hash or the validity changed,
 //!   so events that change nothing (a swap file, `git status`) cost a read and no more.
+//! - a state refused by a read elsewhere (the scheduler's explicit `reload`), which this
+//!   watcher may never have seen (the file removed right after): told to it
+//!   ([`Refusals`]), so that the change undoing it is delivered and clears the error.
 
 use super::dir::{DirSnapshot, LoadedConfig};
 use super::error::ConfigError;
@@ -50,7 +53,23 @@ pub enum ConfigUpdate {
 enum Msg {
     Changed,
     ReloadNow,
+    /// A read elsewhere (an explicit `reload`) refused the directory with this content
+    /// hash, and that is what its owner now reports.
+    Refused(String),
     Stop,
+}
+
+/// Tells a watcher what a read elsewhere refused (`Watcher::refused_elsewhere`), so that
+/// the change that undoes it is delivered even when the watcher never saw it.
+#[derive(Debug, Clone)]
+pub struct Refusals(Sender<Msg>);
+
+impl Refusals {
+    /// The directory with content hash `hash` was refused and is reported so: from now
+    /// on, a directory that differs from it is delivered.
+    pub fn refused(&self, hash: String) {
+        let _ = self.0.send(Msg::Refused(hash));
+    }
 }
 
 /// Watches a config directory until dropped.
@@ -125,6 +144,11 @@ impl Watcher {
     /// (the console's `r` key: the operator wants to see an answer).
     pub fn reload_now(&self) {
         let _ = self.tx.send(Msg::ReloadNow);
+    }
+
+    /// How a read made elsewhere tells this watcher what it refused.
+    pub fn refusals(&self) -> Refusals {
+        Refusals(self.tx.clone())
     }
 }
 
@@ -281,20 +305,32 @@ impl Worker {
                 rx.recv().unwrap_or(Msg::Stop)
             };
             let mut force = matches!(msg, Msg::ReloadNow);
-            if matches!(msg, Msg::Stop) {
-                return;
+            match msg {
+                Msg::Stop => return,
+                Msg::Refused(hash) => self.refused(hash),
+                Msg::Changed | Msg::ReloadNow => {}
             }
             // Everything queued meanwhile is covered by the one read below.
             while let Ok(m) = rx.try_recv() {
                 match m {
                     Msg::Stop => return,
                     Msg::ReloadNow => force = true,
+                    Msg::Refused(hash) => self.refused(hash),
                     Msg::Changed => {}
                 }
             }
             self.rearm();
             self.reload(force);
         }
+    }
+
+    /// What its owner reports now is the refusal of `hash` (read elsewhere): the next
+    /// read delivers the directory unless it is still that.
+    fn refused(&mut self, hash: String) {
+        self.last = Some(Delivered {
+            hash: Some(hash),
+            valid: false,
+        });
     }
 
     /// Read until the directory holds still, then deliver what it says when that differs

@@ -45,6 +45,8 @@ pub enum Report {
         device: u32,
         why: String,
     },
+    /// What held a device a `DeviceHeld` named has ended: the device may be handed out.
+    DeviceFree { unit: String, device: u32 },
 }
 
 /// Where a backend sends its reports (the runtime's input channel). `send` is false once

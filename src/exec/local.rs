@@ -18,6 +18,48 @@ use std::time::Duration;
 /// How often an adopted attempt's run files are looked at.
 const ADOPTED_POLL: Duration = Duration::from_millis(200);
 
+/// How often the groups of an earlier scheduler's live attempts are looked at.
+const FOREIGN_POLL: Duration = Duration::from_millis(500);
+
+/// Why a device an earlier scheduler's attempt holds is withheld (the reason jobs that
+/// need it wait with).
+const FOREIGN_HOLDS: &str = "a process of an earlier scheduler holds it (its state directory \
+                             was recreated while that job ran); it is given back when that \
+                             process ends";
+
+/// Watch the groups of an earlier scheduler's live attempts, on a thread of its own (a
+/// read of `cgroup.procs` each), until each is empty: then its devices are reported free.
+fn watch_foreign(groups: Vec<cgroup::ForeignGroup>, reports: Reports) {
+    if groups.is_empty() {
+        return;
+    }
+    let watch = move || {
+        let mut left = groups;
+        while !left.is_empty() {
+            std::thread::sleep(FOREIGN_POLL);
+            let (ended, live): (Vec<_>, Vec<_>) = left.into_iter().partition(|g| g.ended());
+            left = live;
+            for g in ended {
+                tracing::info!(unit = %g.unit, devices = ?g.devices, "the earlier scheduler's attempt on these GPUs has ended: they are handed out again");
+                for device in g.devices {
+                    let unit = g.unit.clone();
+                    if !reports.send(Report::DeviceFree { unit, device }) {
+                        return; // the runtime is gone
+                    }
+                }
+            }
+        }
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("shareq-foreign".into())
+        .spawn(watch)
+    {
+        tracing::error!(
+            "cannot watch the earlier scheduler's attempts (their GPUs stay withheld until a restart): {e}"
+        );
+    }
+}
+
 /// What the local executor knows of one attempt.
 #[derive(Debug, Default)]
 struct LocalAttempt {
@@ -76,16 +118,19 @@ impl Local {
             tracing::info!("{slow}");
         }
         if let Some(cg) = containment.cgroups() {
-            // A live attempt of an earlier scheduler holds these: never handed out.
-            for (unit, device) in cg.foreign_held() {
-                ctx.reports.send(Report::DeviceHeld {
-                    unit,
-                    device,
-                    why: "a live attempt of an earlier scheduler (its state directory was \
-                          recreated) still holds it"
-                        .to_string(),
-                });
+            // A live attempt of an earlier scheduler holds these: not handed out until
+            // it has ended.
+            let foreign = cg.foreign_held();
+            for g in &foreign {
+                for &device in &g.devices {
+                    ctx.reports.send(Report::DeviceHeld {
+                        unit: g.unit.clone(),
+                        device,
+                        why: FOREIGN_HOLDS.to_string(),
+                    });
+                }
             }
+            watch_foreign(foreign, ctx.reports.clone());
         }
         Local {
             ctx,

@@ -1,6 +1,7 @@
 //! The gauges, read from the latest published snapshot at scrape time: per share and unit
 //! (limit, usage, borrowed, lent, queued jobs and GPUs), per unit (usable, used), per user
-//! of a fair-share share (decayed usage) and per device (unit, node, index) where
+//! of a fair-share share (decayed usage, only with `metrics.userLabels`: the endpoint asks
+//! no one who they are) and per device (unit, node, index) where
 //! telemetry has real data (utilisation, memory).
 
 use crate::sched::ShareUnitStats;
@@ -10,11 +11,16 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 #[derive(Debug)]
-pub(super) struct Gauges(pub(super) Arc<Mutex<Option<watch::Receiver<Arc<Snapshot>>>>>);
+pub(super) struct Gauges {
+    pub(super) snapshots: Arc<Mutex<Option<watch::Receiver<Arc<Snapshot>>>>>,
+    /// Per-user gauges are shown (`metrics.userLabels`, off by default).
+    pub(super) user_labels: Arc<AtomicBool>,
+}
 
 type Rows = Vec<(Vec<(&'static str, String)>, f64)>;
 
@@ -37,7 +43,7 @@ fn family(
 
 impl Collector for Gauges {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let snap = match self.0.lock() {
+        let snap = match self.snapshots.lock() {
             Ok(g) => match g.as_ref() {
                 Some(rx) => rx.borrow().clone(),
                 None => return Ok(()),
@@ -45,7 +51,9 @@ impl Collector for Gauges {
             Err(_) => return Ok(()),
         };
         share_families(&mut enc, &snap)?;
-        user_family(&mut enc, &snap)?;
+        if self.user_labels.load(Ordering::Relaxed) {
+            user_family(&mut enc, &snap)?;
+        }
         unit_families(&mut enc, &snap)?;
         device_families(&mut enc, &snap)?;
         family(

@@ -1,13 +1,16 @@
 //! The metrics endpoint: a small HTTP/1 server (hyper) on the scheduler's tokio runtime.
 //! `GET /metrics` answers the Prometheus text format; `/` says where the metrics are;
 //! anything else is 404. Encoding runs on the blocking pool, never on the runtime task.
+//! Connections are capped, per client address and in all (`Open`): one client holding
+//! connections open cannot take the scheduler's descriptors or shut out Prometheus.
 
 use super::Metrics;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Method, Request, Response, StatusCode};
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
 
 /// Why the metrics endpoint cannot listen; the error names the address.
@@ -35,10 +38,70 @@ pub async fn bind(addr: &str) -> Result<TcpListener, BindError> {
         })
 }
 
+/// The most connections one client address may have open at once (a scraper needs one).
+pub const PER_CLIENT: usize = 4;
+/// The most connections open at once, from all clients together.
+pub const TOTAL: usize = 64;
+
+/// The connections open, per client address.
+#[derive(Debug, Clone, Default)]
+struct Open(Arc<Mutex<HashMap<IpAddr, usize>>>);
+
+/// One open connection, counted against its client until dropped.
+struct Counted {
+    open: Open,
+    ip: IpAddr,
+}
+
+impl Open {
+    /// Count a connection of `ip`, or say why it is one too many.
+    fn take(&self, ip: IpAddr) -> Result<Counted, String> {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if m.values().sum::<usize>() >= TOTAL {
+            return Err(format!("too many connections (at most {TOTAL})"));
+        }
+        let n = m.entry(ip).or_default();
+        if *n >= PER_CLIENT {
+            return Err(format!(
+                "too many connections from {ip} (at most {PER_CLIENT} per client)"
+            ));
+        }
+        *n += 1;
+        Ok(Counted {
+            open: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut m = self.open.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                m.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Tell a connection over the cap why (if its socket takes the few bytes now) and close it.
+fn refuse(stream: tokio::net::TcpStream, why: &str) {
+    let body = format!("{why}: try again shortly\n");
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.try_write(answer.as_bytes());
+}
+
 /// Serve `/metrics` until the task is dropped.
 pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    let open = Open::default();
     loop {
-        let (stream, _) = match listener.accept().await {
+        let (stream, peer) = match listener.accept().await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!("metrics accept failed: {e}");
@@ -46,8 +109,17 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
                 continue;
             }
         };
+        let counted = match open.take(peer.ip()) {
+            Ok(c) => c,
+            Err(why) => {
+                tracing::debug!("metrics connection refused: {why}");
+                refuse(stream, &why);
+                continue;
+            }
+        };
         let metrics = metrics.clone();
         tokio::spawn(async move {
+            let _counted = counted;
             let io = hyper_util::rt::TokioIo::new(stream);
             let service = hyper::service::service_fn(move |req| answer(req, metrics.clone()));
             let conn = hyper::server::conn::http1::Builder::new()

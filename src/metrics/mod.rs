@@ -36,6 +36,8 @@ pub struct Metrics {
     commits: Counter,
     /// Where the gauges come from (set once the runtime publishes).
     snapshots: Arc<std::sync::Mutex<Option<watch::Receiver<Arc<Snapshot>>>>>,
+    /// Per-user gauges are shown: the config's `metrics.userLabels`.
+    user_labels: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn wait_buckets() -> Histogram {
@@ -109,7 +111,11 @@ impl Metrics {
             commits.clone(),
         );
         let snapshots = Arc::new(std::sync::Mutex::new(None));
-        registry.register_collector(Box::new(gauges::Gauges(snapshots.clone())));
+        let user_labels = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        registry.register_collector(Box::new(gauges::Gauges {
+            snapshots: snapshots.clone(),
+            user_labels: user_labels.clone(),
+        }));
         Metrics {
             registry,
             preemptions,
@@ -122,7 +128,14 @@ impl Metrics {
             submit_latency,
             commits,
             snapshots,
+            user_labels,
         }
+    }
+
+    /// Show the per-user gauges or not (the config in force's `metrics.userLabels`).
+    pub fn show_user_labels(&self, on: bool) {
+        self.user_labels
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Read the gauges from these snapshots.

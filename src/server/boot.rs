@@ -368,7 +368,10 @@ fn serve_sidecars(
             handle.config_sink(),
             Some(applied_hash),
         ) {
-            Ok(w) => handle.watcher = Some(WatcherGuard(w)),
+            Ok(w) => {
+                handle.watching(w.refusals());
+                handle.watcher = Some(WatcherGuard(w));
+            }
             Err(e) => tracing::warn!("config changes will not be picked up: {e}"),
         }
     }

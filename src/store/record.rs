@@ -15,6 +15,9 @@ use std::collections::{BTreeSet, HashMap};
 pub enum Observed {
     /// The job's command ended by itself: `sched.job_exited(job, code)`.
     Exited { job: JobId, code: i32 },
+    /// The job's command was killed by `signal` from outside, not by shareq (its `code`
+    /// is 128 + signal): `sched.job_killed(job, signal)`.
+    Killed { job: JobId, signal: i32, code: i32 },
     /// A job being stopped is gone: `sched.gpus_released(job)`. `code` when known.
     Released { job: JobId, code: Option<i32> },
     /// Something without an event changed (SCHEDULED → STARTING → RUNNING): store the
@@ -23,9 +26,18 @@ pub enum Observed {
 }
 
 impl Observed {
+    /// A command's end by itself: `Killed` when a signal ended it, else `Exited`.
+    pub fn ended(job: JobId, code: i32, signal: Option<i32>) -> Observed {
+        match signal {
+            Some(signal) => Observed::Killed { job, signal, code },
+            None => Observed::Exited { job, code },
+        }
+    }
+
     pub fn job(&self) -> JobId {
         match *self {
             Observed::Exited { job, .. }
+            | Observed::Killed { job, .. }
             | Observed::Released { job, .. }
             | Observed::StateChanged { job } => job,
         }
@@ -35,6 +47,7 @@ impl Observed {
     pub fn apply(&self, sched: &mut Sched, now: Time) {
         match *self {
             Observed::Exited { job, code } => sched.job_exited(job, code, now),
+            Observed::Killed { job, signal, .. } => sched.job_killed(job, signal, now),
             Observed::Released { job, .. } => sched.gpus_released(job, now),
             Observed::StateChanged { .. } => {}
         }
@@ -42,7 +55,7 @@ impl Observed {
 
     fn code(&self) -> Option<i32> {
         match *self {
-            Observed::Exited { code, .. } => Some(code),
+            Observed::Exited { code, .. } | Observed::Killed { code, .. } => Some(code),
             Observed::Released { code, .. } => code,
             Observed::StateChanged { .. } => None,
         }

@@ -127,10 +127,9 @@ impl RecoveryPlan {
                 job: job.id,
                 code: Some(st.code),
             }),
-            SupervisorStatus::Exited(st) => self.observed.push(Observed::Exited {
-                job: job.id,
-                code: st.code,
-            }),
+            SupervisorStatus::Exited(st) => self
+                .observed
+                .push(Observed::ended(job.id, st.code, st.signal)),
             SupervisorStatus::Vanished { .. } if stopping => {
                 self.observed.push(Observed::Released {
                     job: job.id,

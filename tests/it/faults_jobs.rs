@@ -496,3 +496,71 @@ fn a_scheduler_on_a_recreated_state_directory_never_hands_out_a_gpu_still_in_use
     )
     .unwrap();
 }
+
+#[test]
+fn a_gpu_an_earlier_schedulers_job_held_comes_back_when_that_job_ends() {
+    if !contained() {
+        return;
+    }
+    // One GPU, held by the job of a scheduler whose state directory is then recreated.
+    let mut s = Server::start(&config(1, 1, &share("a", 1, "LEND", false)));
+    let d = s.dir.path().display().to_string();
+    let old = s.submit(
+        &["--share", "a"],
+        &[&format!("echo $$ > {d}/old.pid; exec sleep 300")],
+    );
+    s.wait_state(old, "RUNNING", 20);
+    wait_for(10, "the old job's pid", || s.path("old.pid").exists());
+    let old_pid = read_pid(&s.path("old.pid")).unwrap();
+    let pid = nix::unistd::Pid::from_raw(s.child().unwrap().id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    let _ = s.child().unwrap().wait();
+    std::fs::rename(&s.state, s.path("state.gone")).unwrap();
+    s.restart(&[]);
+    // Accepted, not refused with "may hold at most 0": it waits, saying for what. (Job 1
+    // of the new database is cancelled: the earlier job's supervisor, when its job ends,
+    // writes job 1's run files where its state directory was.)
+    let first = s.submit(&["--share", "a"], &["true"]);
+    assert!(s.cli(&["cancel", &first.to_string()]).status.success());
+    let new = s.submit(&["--share", "a"], &["true"]);
+    wait_for(10, "the withheld GPU's reason", || {
+        s.job(new)["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("earlier scheduler"))
+    });
+    assert_eq!(s.state_of(new), "RUNNABLE", "{}", s.job(new));
+    // The earlier job ends: its GPU comes back without a restart and the job runs on it.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(old_pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    s.wait_state(new, "SUCCEEDED", 20);
+}
+
+#[test]
+fn a_job_killed_from_outside_says_by_which_signal_and_not_by_shareq() {
+    let s = Server::start(&config(1, 1, &share("a", 1, "LEND", false)));
+    let d = s.dir.path().display().to_string();
+    let id = s.submit(
+        &["--share", "a"],
+        &[&format!("echo $$ > {d}/job.pid; exec sleep 300")],
+    );
+    s.wait_state(id, "RUNNING", 20);
+    wait_for(10, "the job's pid", || s.path("job.pid").exists());
+    let pid = read_pid(&s.path("job.pid")).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let j = s.wait_state(id, "FAILED", 20);
+    assert_eq!(
+        j["reason"], "NON_ZERO_EXIT: killed by SIGKILL (not by shareq)",
+        "{j}"
+    );
+    // An exit with the same code by itself is an exit code.
+    let other = s.submit(&["--share", "a"], &["exit 137"]);
+    let j = s.wait_state(other, "FAILED", 20);
+    assert_eq!(j["reason"], "NON_ZERO_EXIT (exit code 137)", "{j}");
+}

@@ -1131,3 +1131,26 @@ fn one_user_may_queue_only_so_many_jobs() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A hostile log read by an admin through a pipe (`| less -R`) runs nothing: its control
+/// characters are made visible; its owner gets it as it is, and so does `--raw`.
+#[test]
+fn an_admin_piping_another_users_log_gets_its_escapes_made_visible() {
+    root_only!();
+    let u = Users::create(&["alice", "carol"], &["carol"]);
+    let (alice, carol) = (u.name("alice"), u.name("carol"));
+    let mut lab = Lab::new();
+    lab.write_config(&config(&u));
+    lab.serve().expect("serve");
+    let id = id_of(&lab.submit_as(&alice, "open", "evil", r"printf '\033]0;pwned\007hi\n'"));
+    lab.wait_state(id, &["SUCCEEDED"]);
+    let l = id.to_string();
+    // Output captured: a pipe, for each of them.
+    let admin = lab.cli_as(Some(&carol), &["log", &l]);
+    assert!(admin.status.success(), "{}", text(&admin.stderr));
+    assert_eq!(text(&admin.stdout), "\\x1b]0;pwned\\x07hi\n");
+    let raw = lab.cli_as(Some(&carol), &["log", "--raw", &l]);
+    assert_eq!(text(&raw.stdout), "\x1b]0;pwned\x07hi\n");
+    let own = lab.cli_as(Some(&alice), &["log", &l]);
+    assert_eq!(text(&own.stdout), "\x1b]0;pwned\x07hi\n");
+}

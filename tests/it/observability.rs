@@ -508,7 +508,8 @@ fn a_follower_says_so_when_the_scheduler_stops() {
 }
 
 /// Fair share (SPEC §12) where operators look: the user's decayed usage as a metric of
-/// the fair-share share only, and `report --users` setting it against the weight.
+/// the fair-share share only (once `metrics.userLabels` turns user names on), and
+/// `report --users` setting it against the weight.
 #[test]
 fn a_fair_share_shares_usage_is_a_metric_and_in_the_report() {
     let dir = tempfile::tempdir().unwrap();
@@ -535,6 +536,28 @@ fn a_fair_share_shares_usage_is_a_metric_and_in_the_report() {
     let b = s.submit(&["--share", "plain"], &["sleep", "1"]);
     s.wait_state(a, "SUCCEEDED", 30);
     s.wait_state(b, "SUCCEEDED", 30);
+    // The endpoint asks no one who they are: no user names until the admin turns them on.
+    let m = fresh_scrape(&s, &addr);
+    assert!(
+        !m.samples
+            .iter()
+            .any(|x| x.metric == "shareq_user_usage_gpu_seconds"),
+        "per-user series without metrics.userLabels"
+    );
+    let env = std::fs::read_to_string(s.config.join("c.yaml"))
+        .unwrap()
+        .replacen(
+            "name: t\n",
+            "name: t\nmetrics: {listen: \"127.0.0.1:0\", userLabels: true}\n",
+            1,
+        );
+    std::fs::write(s.config.join("c.yaml"), env).unwrap();
+    let out = s.cli(&["reload"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let m = fresh_scrape(&s, &addr);
     let used = value(
         &m,
@@ -634,4 +657,45 @@ fn a_burst_of_submits_is_committed_together_and_every_ok_survives_kill_9() {
         found, ids,
         "every submit answered ok is there after kill -9"
     );
+}
+
+/// One client holding connections to `/metrics` open gets a few, not all: the next one is
+/// told why and closed, and once it lets one go a scrape works again.
+#[test]
+fn one_client_cannot_hold_every_metrics_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    let cfg = common::config(1, 1, &common::share("a", 1, "LEND", false));
+    std::fs::write(config.join("c.yaml"), cfg).unwrap();
+    let s = Server::start_dir(dir, config, &["--metrics", "127.0.0.1:0"]);
+    let addr = metrics_addr(&s);
+    let held: Vec<std::net::TcpStream> = (0..shareq::metrics::http::PER_CLIENT)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    // The held ones are counted once accepted: the next is refused, with the reason.
+    let mut text = String::new();
+    wait_for(10, "a refusal", || {
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = write!(
+            c,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        );
+        text.clear();
+        let _ = c.read_to_string(&mut text);
+        text.starts_with("HTTP/1.1 503")
+    });
+    assert!(text.contains("at most 4 per client"), "{text}");
+    drop(held);
+    wait_for(10, "a scrape once the connections are let go", || {
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        let _ = write!(
+            c,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        );
+        let mut t = String::new();
+        let _ = c.read_to_string(&mut t);
+        t.starts_with("HTTP/1.1 200")
+    });
 }

@@ -185,3 +185,19 @@ fn log_follow_carries_on_across_a_preemption_until_the_job_ends() {
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout), "a1\na2\ndone\n");
 }
+
+/// A file an explicit `reload` refused, then removed: the directory is back to the config
+/// in force, and the error is no longer reported.
+#[test]
+fn a_file_a_reload_refused_is_forgotten_once_removed() {
+    let s = Server::start(&config(2, 1, &share("team", 1, "LEND", false)));
+    let bad = s.config.join("bad.yaml");
+    std::fs::write(&bad, "kind: QuotaShare\nquotaShareName: [oops\n").unwrap();
+    let a = request(&s, r#"{"op":"reload"}"#);
+    assert_eq!(a["ok"], false, "{a}");
+    assert!(status(&s)["config"]["error"].as_str().is_some());
+    std::fs::remove_file(&bad).unwrap();
+    wait_for(10, "the error forgotten", || {
+        status(&s)["config"]["error"].is_null()
+    });
+}

@@ -446,9 +446,10 @@ impl Cgroups {
         }
     }
 
-    /// Devices held by live attempts of other schedulers' groups beside ours (a state
-    /// directory recreated under a running attempt of the one before, SPEC §8).
-    pub fn foreign_held(&self) -> Vec<(String, u32)> {
+    /// The live attempt groups of other schedulers beside ours (a state directory
+    /// recreated under a running attempt of the one before, SPEC §8), with the devices
+    /// they hold.
+    pub fn foreign_held(&self) -> Vec<ForeignGroup> {
         let Some(parent) = self.base.parent() else {
             return Vec::new();
         };
@@ -470,7 +471,7 @@ impl Cgroups {
                     continue;
                 }
                 if let Some((unit, devices)) = parse_group_name(&name) {
-                    held.extend(devices.into_iter().map(|d| (unit.clone(), d)));
+                    held.push(ForeignGroup { dir, unit, devices });
                 }
             }
         }
@@ -521,6 +522,27 @@ impl Cgroups {
     /// not: no usable `pids` controller.
     pub fn no_pids_limit(&self) -> Option<&'static str> {
         (self.pids.is_none() && !self.pids_unified).then_some(NO_PIDS)
+    }
+}
+
+/// A live attempt group of another scheduler of this state directory: the devices it
+/// holds are not this scheduler's to hand out until nothing runs in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignGroup {
+    dir: PathBuf,
+    pub unit: String,
+    pub devices: Vec<u32>,
+}
+
+impl ForeignGroup {
+    /// Has everything in it ended? Then the (empty) group is removed, so that nothing
+    /// names its devices again.
+    pub fn ended(&self) -> bool {
+        if !members(&self.dir).is_empty() {
+            return false;
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+        true
     }
 }
 

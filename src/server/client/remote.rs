@@ -376,7 +376,7 @@ async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
                     let _ = reply.send(p);
                 }
             }
-            Input::Config(_) | Input::Exec(_) => {}
+            Input::Config(_) | Input::Watching(_) | Input::Exec(_) => {}
         }
     }
 }

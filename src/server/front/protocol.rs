@@ -372,6 +372,7 @@ mod tests {
                 Refusal::UserLimit {
                     user: "bob".into(),
                     has: 1,
+                    asks: 1,
                     most: 1,
                 },
                 ErrorCode::Limit,

@@ -70,14 +70,17 @@ impl Runtime {
                 // never on this task. The result comes back as `Reloaded`.
                 let (dir, tx) = (self.opts.config_dir.clone(), self.inputs.clone());
                 tokio::spawn(async move {
-                    let loaded = tokio::task::spawn_blocking(move || load_dir(&dir).map(Box::new))
+                    let (loaded, hash) = tokio::task::spawn_blocking(move || read_dir(&dir))
                         .await
                         .unwrap_or_else(|e| {
-                            Err(vec![crate::config::ConfigError::new(format!(
-                                "reading the config failed: {e}"
-                            ))])
+                            let why = format!("reading the config failed: {e}");
+                            (Err(vec![crate::config::ConfigError::new(why)]), None)
                         });
-                    let report = ExecKind::Reloaded { loaded, reply };
+                    let report = ExecKind::Reloaded {
+                        loaded,
+                        hash,
+                        reply,
+                    };
                     let _ = tx.send(Input::Exec(ExecReport(report)));
                 });
                 Outcome::Nothing
@@ -86,7 +89,18 @@ impl Runtime {
                 self.halted = Some(why);
                 Outcome::Nothing
             }
-            Input::Exec(ExecReport(ExecKind::Reloaded { loaded, reply })) => {
+            Input::Watching(refusals) => {
+                if let Some(hash) = self.refused_config.clone() {
+                    refusals.refused(hash);
+                }
+                self.config_refusals = Some(refusals);
+                Outcome::Nothing
+            }
+            Input::Exec(ExecReport(ExecKind::Reloaded {
+                loaded,
+                hash,
+                reply,
+            })) => {
                 // A config this build cannot carry out is refused like an invalid one.
                 let loaded = loaded.and_then(|l| match self.executor_refusal(&l) {
                     Some(e) => Err(vec![e]),
@@ -100,6 +114,12 @@ impl Runtime {
                     Err(errors) => {
                         let text = errors_text(&errors);
                         self.apply_config(ConfigUpdate::Rejected(errors), now);
+                        // The watcher may never see this directory (a file removed right
+                        // after): it delivers whatever differs from it, which clears this.
+                        if let (Some(r), Some(hash)) = (&self.config_refusals, &hash) {
+                            r.refused(hash.clone());
+                        }
+                        self.refused_config = hash;
                         Err(Refusal::Config(text))
                     }
                 };
@@ -189,6 +209,7 @@ impl Runtime {
                 return Err(Refusal::UserLimit {
                     user: sub.name.clone(),
                     has,
+                    asks: jobs,
                     most,
                 });
             }
@@ -267,6 +288,10 @@ impl Runtime {
                         }
                     }
                 }
+                self.refused_config = None;
+                let user_labels = loaded.config.env.metrics.as_ref();
+                self.metrics
+                    .show_user_labels(user_labels.is_some_and(|m| m.user_labels));
                 self.config.applied_at = Some(now);
                 self.config.hash = Some(loaded.hash);
                 self.config.error = None;

@@ -93,6 +93,9 @@ pub enum Input {
     Config(ConfigUpdate),
     /// Re-read the config directory now; answers with the errors when refused.
     Reload { reply: Reply<Result<(), Refusal>> },
+    /// The config watcher runs: a directory an explicit reload refuses is told to it, so
+    /// that undoing the change (removing the file) is delivered and clears the error.
+    Watching(crate::config::Refusals),
     /// Publish a snapshot now if anything changed, then answer: afterwards the
     /// snapshot receiver shows every input sent before this one. (Without it, snapshots
     /// follow changes within ~20 ms.)
@@ -133,6 +136,8 @@ pub(crate) enum ExecKind {
     /// The config directory, read and validated off the runtime task (`Input::Reload`).
     Reloaded {
         loaded: Result<Box<crate::config::LoadedConfig>, Vec<crate::config::ConfigError>>,
+        /// The content hash of the directory read, when it could be read.
+        hash: Option<String>,
         reply: Reply<Result<(), Refusal>>,
     },
     /// The state directory was deleted or replaced (`server::state_watch`): stop.

@@ -27,7 +27,7 @@ use self::input::{CancelOutcome, ExecKind, ExecReport, Input};
 use self::refusal::Refusal;
 use self::timers::{Timer, Timers};
 use self::turn::{Deferred, Outcome, Shutdown, Turn, Work};
-use crate::config::{ConfigUpdate, LoadedConfig, load_dir};
+use crate::config::{ConfigUpdate, LoadedConfig};
 use crate::exec::backend::{Backend, Context, Report};
 use crate::exec::gpu::telemetry::Samples;
 use crate::exec::{Discovery, StateDir, now_ms};
@@ -196,6 +196,8 @@ impl RuntimeHandle {
         let (fatal_tx, fatal_rx) = watch::channel(None);
         let metrics = Arc::new(crate::metrics::Metrics::new());
         metrics.watch(snap_rx.clone());
+        let user_labels = initial.config.env.metrics.as_ref();
+        metrics.show_user_labels(user_labels.is_some_and(|m| m.user_labels));
         let feed = self::events::EventFeed::default();
         let mut rt = Runtime {
             metrics: metrics.clone(),
@@ -224,6 +226,8 @@ impl RuntimeHandle {
             tokens: Default::default(),
             halted: None,
             lost_devices: Default::default(),
+            config_refusals: None,
+            refused_config: None,
             forecasts: self::forecasts::Forecasts::new(None),
             predictions: Vec::new(),
             per_user: HashMap::new(),
@@ -256,6 +260,11 @@ impl RuntimeHandle {
             events: feed,
             metrics_server: None,
         }
+    }
+
+    /// The config watcher runs: an explicit reload's refusal is told to it.
+    pub fn watching(&self, refusals: crate::config::Refusals) {
+        let _ = self.inputs.send(Input::Watching(refusals));
     }
 
     /// A callback that hands config updates to the runtime, in the shape the directory
@@ -420,6 +429,11 @@ struct Runtime {
     /// config says.
     /// GPUs lost while running, with when (ms): never handed out again until restart.
     lost_devices: std::collections::BTreeMap<(String, u32), i64>,
+    /// Where a directory an explicit reload refused is told to the config watcher.
+    config_refusals: Option<crate::config::Refusals>,
+    /// The content hash of the directory an explicit reload refused, while that refusal
+    /// is what the status reports (told to the watcher once it runs).
+    refused_config: Option<String>,
     /// Start estimates and predictions, run off this task.
     forecasts: self::forecasts::Forecasts,
     /// Predictions asked for in this batch: made after its pass, on the state it left.
@@ -1048,6 +1062,23 @@ pub(crate) fn retain_days(loaded: &LoadedConfig) -> u32 {
         .history
         .as_ref()
         .map_or(crate::store::DEFAULT_RETAIN_DAYS, |h| h.retain_days)
+}
+
+/// The config directory, read and validated (blocking), with its content hash when it
+/// could be read.
+type ReadConfig = (
+    Result<Box<LoadedConfig>, Vec<crate::config::ConfigError>>,
+    Option<String>,
+);
+
+fn read_dir(dir: &std::path::Path) -> ReadConfig {
+    match crate::config::DirSnapshot::read(dir) {
+        Ok(snap) => {
+            let hash = snap.hash.clone();
+            (snap.load().map(Box::new), Some(hash))
+        }
+        Err(e) => (Err(vec![e]), None),
+    }
 }
 
 fn errors_text(errors: &[crate::config::ConfigError]) -> String {

@@ -21,12 +21,15 @@ pub enum Refusal {
     /// none, a client token out of shape), or too large to carry (a limit).
     #[error("{0}")]
     Spec(SpecError),
-    /// The user already has the most jobs queued or running one user may have (SPEC §9).
-    #[error(
-        "{user} has {has} jobs queued or running, the most one user may have \
-         (limits.maxQueuedJobsPerUser = {most}): wait for some to end"
-    )]
-    UserLimit { user: String, has: u64, most: u64 },
+    /// The user's jobs queued or running (`has`) and the `asks` this submit adds (an
+    /// array's size) would be more than one user may have (SPEC §9).
+    #[error("{}", user_limit(user, *has, *asks, *most))]
+    UserLimit {
+        user: String,
+        has: u64,
+        asks: u64,
+        most: u64,
+    },
     /// The state filesystem is below its reserve (SPEC §8): new jobs wait outside.
     #[error(
         "the state filesystem has {free_mib} MiB free, below the reserve of {reserve_mib} MiB \
@@ -63,6 +66,23 @@ pub enum Refusal {
     Relayed(String),
 }
 
+/// The words of [`Refusal::UserLimit`]: an array too large for what is left says its size
+/// and what is left, not only how many the user has.
+fn user_limit(user: &str, has: u64, asks: u64, most: u64) -> String {
+    let rule = format!("(limits.maxQueuedJobsPerUser = {most})");
+    if asks <= 1 {
+        return format!(
+            "{user} has {has} jobs queued or running, the most one user may have {rule}: \
+             wait for some to end"
+        );
+    }
+    let left = most.saturating_sub(has);
+    format!(
+        "an array of {asks} jobs is more than {user} may still queue: {user} has {has} jobs \
+         queued or running and may have at most {most} {rule}, so {left} more"
+    )
+}
+
 impl From<Rejection> for Refusal {
     fn from(r: Rejection) -> Refusal {
         Refusal::Rejected(r)
@@ -92,12 +112,25 @@ mod tests {
         let limit = Refusal::UserLimit {
             user: "bob".into(),
             has: 3,
+            asks: 1,
             most: 3,
         };
         assert_eq!(
             limit.to_string(),
             "bob has 3 jobs queued or running, the most one user may have \
              (limits.maxQueuedJobsPerUser = 3): wait for some to end"
+        );
+        // An array larger than what is left: its size and the real counts.
+        let array = Refusal::UserLimit {
+            user: "bob".into(),
+            has: 0,
+            asks: 500,
+            most: 100,
+        };
+        assert_eq!(
+            array.to_string(),
+            "an array of 500 jobs is more than bob may still queue: bob has 0 jobs queued \
+             or running and may have at most 100 (limits.maxQueuedJobsPerUser = 100), so 100 more"
         );
         let full = Refusal::StateFull {
             free_mib: 10,

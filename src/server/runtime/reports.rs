@@ -112,10 +112,35 @@ impl Runtime {
         Outcome::Reschedule
     }
 
+    /// A GPU held by something outside this scheduler (an earlier scheduler's attempt,
+    /// SPEC §8): withheld until [`Report::DeviceFree`]; jobs that need it wait, saying why.
+    fn device_held(&mut self, unit: String, device: u32, why: &str, now: i64) -> Outcome {
+        if self.lost_devices.contains_key(&(unit.clone(), device)) {
+            return Outcome::Nothing;
+        }
+        self.lost_devices.insert((unit.clone(), device), now);
+        tracing::warn!(unit = %unit, device, "GPU withheld: {why}");
+        self.sched.device_withheld(None, &unit, device, why, now);
+        self.picture.touch_all();
+        Outcome::Reschedule
+    }
+
+    /// A withheld GPU is free again: it is handed out as before.
+    fn device_free(&mut self, unit: String, device: u32, now: i64) -> Outcome {
+        if !self.sched.device_returned(&unit, device, now) {
+            return Outcome::Nothing;
+        }
+        self.lost_devices.remove(&(unit.clone(), device));
+        tracing::info!(unit = %unit, device, "GPU given back: it is handed out again");
+        self.picture.touch_all();
+        Outcome::Reschedule
+    }
+
     /// Relay what the executor saw to the core.
     fn attempt_report(&mut self, report: Report, now: i64) -> Outcome {
         match report {
-            Report::DeviceHeld { unit, device, why } => self.device_gone(unit, device, &why, now),
+            Report::DeviceHeld { unit, device, why } => self.device_held(unit, device, &why, now),
+            Report::DeviceFree { unit, device } => self.device_free(unit, device, now),
             Report::Accepted { job, attempt } => {
                 let starting = self
                     .sched
@@ -193,7 +218,7 @@ impl Runtime {
                 code: Some(code),
             }
         } else {
-            Observed::Exited { job, code }
+            Observed::ended(job, code, status.signal)
         };
         fact.apply(&mut self.sched, now);
         self.observed.push(fact);

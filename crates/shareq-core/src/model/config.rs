@@ -96,6 +96,11 @@ pub const MIN_PIDS_PER_JOB: u64 = 8;
 pub struct MetricsSettings {
     /// ADDR:PORT, e.g. `127.0.0.1:9400` or `0.0.0.0:9400`.
     pub listen: String,
+    /// Per-user gauges (`shareq_user_usage_gpu_seconds`, labelled with user names) on the
+    /// unauthenticated endpoint: off unless the admin turns them on (who uses how much is
+    /// an admin's view, SPEC §9).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub user_labels: bool,
 }
 
 /// One machine of `nodes:`: its name and, per unit, which GPUs it has.

@@ -271,6 +271,12 @@ impl Sched {
 
     /// `max(s,u)`: the most a job of s may ever ask for on u (SPEC §2).
     pub(crate) fn max_request(&self, s: ShareIx, u: UnitIx) -> i64 {
+        // Withheld devices come back (SPEC §8): a request for them waits, it is not refused.
+        self.max_request_of(s, u, self.units[u].usable_to_come())
+    }
+
+    /// [`Sched::max_request`] were `usable` devices of unit `u` usable.
+    pub(crate) fn max_request_of(&self, s: ShareIx, u: UnitIx, usable: u32) -> i64 {
         let lane = &self.shares[s].lanes[u];
         let own = match lane.cap {
             None => i64::MAX,
@@ -283,7 +289,7 @@ impl Sched {
             .filter(|(r, sh)| *r != s && sh.present && sh.strategy == Strategy::Reserve)
             .map(|(_, sh)| i64::from(sh.lanes[u].limit))
             .sum();
-        own.min(i64::from(self.units[u].usable) - reserved)
+        own.min(i64::from(usable) - reserved)
     }
 
     // ---- index upkeep: every change of a job's place goes through these ----

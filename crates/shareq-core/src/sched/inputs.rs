@@ -246,6 +246,17 @@ impl Sched {
     /// with `PREEMPTION_RETRIES_EXHAUSTED`; never SUCCEEDED, never a retry attempt. The
     /// release that follows it is then ignored, as is an exit after the release.
     pub fn job_exited(&mut self, id: JobId, code: i32, now: Time) {
+        self.command_ended(id, code, FailReason::NonZeroExit(code), now);
+    }
+
+    /// The job's command was killed by `signal` from outside (shareq stopped nothing):
+    /// as [`Sched::job_exited`] with a non-zero code, its reason naming the signal.
+    pub fn job_killed(&mut self, id: JobId, signal: i32, now: Time) {
+        self.command_ended(id, 128 + signal, FailReason::Signalled(signal), now);
+    }
+
+    /// A command ended with `code`; `failed`: the reason when it is not 0.
+    fn command_ended(&mut self, id: JobId, code: i32, failed: FailReason, now: Time) {
         self.now = now;
         if self
             .job(id)
@@ -286,7 +297,7 @@ impl Sched {
                     self.finish(id, JobState::Succeeded, None, now);
                     self.emit(Event::Succeeded { job: id });
                 } else {
-                    self.attempt_failed(id, FailReason::NonZeroExit(code), now);
+                    self.attempt_failed(id, failed, now);
                 }
             }
         }

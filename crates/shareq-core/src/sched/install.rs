@@ -1,5 +1,6 @@
 //! Installing a configuration (SPEC §5, §4.3): units and shares by stable index, limits
-//! and borrow caps, devices and the jobs that lost theirs, and device loss.
+//! and borrow caps, devices and the jobs that lost theirs, device loss, and devices
+//! withheld for a while.
 
 use super::keys::{NodeIx, ShareIx, UnitIx};
 use super::state::{Lane, NodeState, ShareState, Slot, UnitState};
@@ -311,6 +312,63 @@ impl Sched {
         };
         let Some(n) = n else { return };
         self.lose_devices(u, n, &[device], now);
+    }
+
+    /// Something outside this scheduler holds a device for now (a process of an earlier
+    /// scheduler on a recreated state directory, SPEC §8): it leaves the usable devices
+    /// like a lost one (a job on it is preempted, DEVICE_LOST), and jobs that need it
+    /// wait, saying `why`, until [`Sched::device_returned`].
+    pub fn device_withheld(
+        &mut self,
+        node: Option<&str>,
+        unit: &str,
+        device: u32,
+        why: &str,
+        now: Time,
+    ) {
+        self.now = now;
+        let Some(&u) = self.unit_ix.get(unit) else {
+            return;
+        };
+        let n = match node {
+            Some(name) => self.node_ix.get(name).copied(),
+            None => (0..self.nodes.len()).find(|&n| self.units[u].has_device(n, device)),
+        };
+        let Some(n) = n else { return };
+        self.units[u].withheld.insert((n, device), why.to_string());
+        self.lose_devices(u, n, &[device], now);
+    }
+
+    /// A withheld device is free again: it is handed out as before. False when it was
+    /// not withheld.
+    pub fn device_returned(&mut self, unit: &str, device: u32, now: Time) -> bool {
+        self.now = now;
+        let Some(&u) = self.unit_ix.get(unit) else {
+            return false;
+        };
+        let unit = &mut self.units[u];
+        let Some(&(n, _)) = unit.withheld.keys().find(|(_, d)| *d == device) else {
+            return false;
+        };
+        unit.withheld.remove(&(n, device));
+        if let Some(slot) = unit.slots.get_mut(n)
+            && slot.devices.binary_search(&device).is_err()
+        {
+            if slot.drained {
+                slot.parked.push(device);
+            } else {
+                slot.devices.push(device);
+                slot.devices.sort_unstable();
+                slot.free.insert(device);
+            }
+        }
+        unit.reindex();
+        unit.usable = unit.max_capacity.min(unit.healthy());
+        self.refresh_room(u);
+        for s in 0..self.shares.len() {
+            self.refresh_lane(s, u);
+        }
+        true
     }
 
     /// A node went down (SPEC §10): every device of it is unhealthy, its jobs are

@@ -177,6 +177,9 @@ impl Sched {
         if let Some(why) = self.config_reason(job) {
             return why;
         }
+        if let Some(why) = self.withheld_reason(job) {
+            return why;
+        }
         if let Some(why) = self.user_limit_reason(job) {
             return why;
         }
@@ -231,6 +234,22 @@ impl Sched {
             return Some(why.to_string());
         }
         self.larger_than_any_node(u, n).map(|why| why.to_string())
+    }
+
+    /// `waits for a100 GPU 0: a process of an earlier scheduler holds it (…)`: the job
+    /// asks for more than its share could hold without the devices withheld from this
+    /// scheduler (SPEC §8); it starts once they are given back.
+    fn withheld_reason(&self, job: &Job) -> Option<String> {
+        let unit = &self.units[job.unit];
+        let ((_, device), why) = unit.withheld.iter().next()?;
+        let now = self.max_request_of(job.share, job.unit, unit.usable);
+        (i64::from(job.quantity) > now).then(|| {
+            let more = match unit.withheld.len() {
+                1 => String::new(),
+                k => format!(" (and {} more)", k - 1),
+            };
+            format!("waits for {} GPU {device}{more}: {why}", unit.name)
+        })
     }
 
     /// The userLimit reason of a job its user's holdings keep waiting (SPEC §12), if so.

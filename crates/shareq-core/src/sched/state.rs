@@ -147,6 +147,9 @@ pub enum ArrayLink {
 pub enum FailReason {
     PreemptionRetriesExhausted,
     NonZeroExit(i32),
+    /// Its command was killed by this signal, not by shareq (from outside: an admin, the
+    /// kernel's OOM killer). Its code is NON_ZERO_EXIT's, the API's reason code.
+    Signalled(i32),
     Timeout,
     Cancelled(String),
     /// A job it depends on ended FAILED (SPEC §13): `label` is how that job is named
@@ -166,7 +169,7 @@ impl FailReason {
     pub fn code(&self) -> &'static str {
         match self {
             FailReason::PreemptionRetriesExhausted => "PREEMPTION_RETRIES_EXHAUSTED",
-            FailReason::NonZeroExit(_) => "NON_ZERO_EXIT",
+            FailReason::NonZeroExit(_) | FailReason::Signalled(_) => "NON_ZERO_EXIT",
             FailReason::Timeout => "TIMEOUT",
             FailReason::Cancelled(_) => "CANCELLED",
             FailReason::DependencyFailed { .. } => "DEPENDENCY_FAILED",
@@ -175,10 +178,41 @@ impl FailReason {
     }
 }
 
+/// `SIGKILL` for 9: the signals a job is commonly killed by, by their Linux numbers;
+/// `signal 42` for the others.
+fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        10 => "SIGUSR1",
+        11 => "SIGSEGV",
+        12 => "SIGUSR2",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        24 => "SIGXCPU",
+        25 => "SIGXFSZ",
+        _ => return format!("signal {sig}"),
+    };
+    name.to_string()
+}
+
 impl std::fmt::Display for FailReason {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         match self {
             FailReason::NonZeroExit(c) => write!(f, "NON_ZERO_EXIT (exit code {c})"),
+            FailReason::Signalled(sig) => write!(
+                f,
+                "NON_ZERO_EXIT: killed by {} (not by shareq)",
+                signal_name(*sig)
+            ),
             FailReason::Cancelled(by) => write!(f, "CANCELLED: by {by}"),
             FailReason::DependencyFailed { label, .. } => {
                 write!(f, "DEPENDENCY_FAILED: job {label} FAILED")
@@ -552,6 +586,10 @@ pub struct UnitState {
     /// Which job holds each (node, device) of this unit, kept with the holdings
     /// (`index_holding`): the device map reads it instead of every job.
     pub held: BTreeMap<(NodeIx, u32), JobId>,
+    /// Devices something outside this scheduler holds for now (a process of an earlier
+    /// scheduler, SPEC §8), with why: out of `devices` until they are given back, yet
+    /// counted in what a share may ever hold, so that a request for them waits.
+    pub withheld: BTreeMap<(NodeIx, u32), String>,
 }
 
 impl UnitState {
@@ -572,6 +610,7 @@ impl UnitState {
             guaranteed: 0,
             reservation: None,
             held: BTreeMap::new(),
+            withheld: BTreeMap::new(),
         }
     }
 
@@ -582,6 +621,12 @@ impl UnitState {
     /// Σ limit(·,u) > usable(u): guarantees overlap (SPEC §1.2, §3).
     pub fn oversubscribed(&self) -> bool {
         self.guaranteed > u64::from(self.usable)
+    }
+
+    /// What `usable` will be once the withheld devices are given back.
+    pub fn usable_to_come(&self) -> u32 {
+        self.max_capacity
+            .min(self.healthy() + self.withheld.len() as u32)
     }
 
     /// Healthy devices on all nodes.

@@ -634,3 +634,42 @@ fn dependencies_on_forgotten_jobs_children_and_limits() {
             .contains("2..10000")
     );
 }
+
+const ONE_GPU: &str = "
+kind: ServiceEnvironment
+name: t
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1, devices: {fake: 1}}]
+---
+kind: QuotaShare
+quotaShareName: a
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND}
+";
+
+#[test]
+fn a_withheld_gpu_makes_jobs_wait_with_why_and_comes_back() {
+    let mut s = sched(ONE_GPU);
+    s.device_withheld(
+        None,
+        "gpu",
+        0,
+        "a process of an earlier scheduler holds it",
+        0,
+    );
+    // Not refused ("may hold at most 0"): it waits, saying for what.
+    let j = s.submit(JobSpec::new("j", "a", 1, 0), 0).unwrap();
+    s.pass(0);
+    assert_eq!(s.job(j).unwrap().state, JobState::Runnable);
+    assert_eq!(
+        s.reason(j),
+        "waits for gpu GPU 0: a process of an earlier scheduler holds it"
+    );
+    // More than the unit has, withheld devices included, is still refused.
+    let e = s.submit(JobSpec::new("k", "a", 2, 0), 0).unwrap_err();
+    assert!(e.to_string().contains("at most 1"), "{e}");
+    assert!(s.device_returned("gpu", 0, 10));
+    assert!(!s.device_returned("gpu", 0, 10));
+    s.pass(10);
+    assert_eq!(s.job(j).unwrap().state, JobState::Running);
+    assert_eq!(s.job(j).unwrap().devices(), &[0]);
+}
