@@ -266,7 +266,7 @@ impl Sched {
             self.settle();
             return;
         }
-        self.work_ended(id, code, now);
+        self.work_ended(id, code, failed, now);
     }
 
     /// Replay: the job's `duration` ran out, so it finished its work (SPEC §6: a victim
@@ -274,10 +274,12 @@ impl Sched {
     /// succeeded or failed by its exit code).
     pub fn job_finished(&mut self, id: JobId, code: i32, now: Time) {
         self.now = now;
-        self.work_ended(id, code, now);
+        self.work_ended(id, code, FailReason::NonZeroExit(code), now);
     }
 
-    fn work_ended(&mut self, id: JobId, code: i32, now: Time) {
+    /// The job's work ended with `code` (`failed`: the reason when it is not 0), outside a
+    /// preemption stop.
+    fn work_ended(&mut self, id: JobId, code: i32, failed: FailReason, now: Time) {
         let Some(job) = self.job(id) else { return };
         if !job.is_holding() {
             return;
