@@ -23,7 +23,9 @@ pub type LinkHistory = (Vec<JobId>, Vec<(JobId, u32)>);
 const JOB_RECORD_COLUMNS: &str = "id, name, share, unit, quantity, priority, state, submitted,
     started_at, finished_at, devices, attempts_started, preempted_count, fail_reason,
     json_extract(spec, '$.submitter.name'), json_extract(spec, '$.submitter.uid'),
-    json_type(spec, '$.command'), json_extract(spec, '$.command'), parent, array_index,
+    (SELECT json_type(w.spec, '$.command') FROM job_specs w WHERE w.job = jobs.id),
+    (SELECT json_extract(w.spec, '$.command') FROM job_specs w WHERE w.job = jobs.id),
+    parent, array_index,
     array_size";
 
 impl Store {
@@ -81,7 +83,7 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT id, spec, unit, submitted, priority, state, preempted_count,
+                "SELECT id, (SELECT spec FROM job_specs WHERE job = jobs.id), unit, submitted, priority, state, preempted_count,
                     failed_attempts, attempts_started, stop_kind, stop_by, stop_reason,
                     started_at, devices,
                     (SELECT attempt FROM attempts WHERE job = jobs.id AND ended_at IS NULL

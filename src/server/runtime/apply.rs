@@ -157,10 +157,17 @@ impl Runtime {
         spec.check_size()?;
         // A full state filesystem stops nothing (SPEC §8): below the reserve, new jobs wait
         // outside, running ones go on.
+        // The database's ballast, while given up, is owed on top of the reserve: the
+        // space it held stays the scheduler's own (`store::room`).
+        let owed = self.persist.as_ref().map_or(0, |p| p.store.ballast_owed());
         let reserve = self.exec.log_limits.reserve_bytes();
-        if let Some(free) = self.free_space.below(reserve, &self.exec.state) {
+        let cost = super::free_space::cost(&spec);
+        if let Err(free) =
+            self.free_space
+                .take(cost, reserve.saturating_add(owed), &self.exec.state)
+        {
             return Err(Refusal::StateFull {
-                free_mib: free >> 20,
+                free_mib: free.saturating_sub(cost.saturating_add(owed)) >> 20,
                 reserve_mib: reserve >> 20,
             });
         }

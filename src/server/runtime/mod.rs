@@ -452,6 +452,16 @@ struct Runtime {
     free_space: self::free_space::FreeSpace,
 }
 
+/// After a commit, the database's own room on the state filesystem (SPEC §8): short of
+/// space (below the reserve and a ballast), the write-ahead log is folded in and truncated
+/// (it would keep its size); with room for it again, the ballast given up is made whole.
+fn keep_room(store: &crate::store::Store, free: u64, reserve: u64) {
+    if free < reserve.saturating_add(store.ballast_bytes().saturating_mul(2)) {
+        store.shrink_log();
+    }
+    store.restore_ballast_if(|size| free >= reserve.saturating_add(size.saturating_mul(2)));
+}
+
 /// A batch whose decisions could not be stored, held with what came after it.
 struct Paused {
     /// What the console and `status` say.
@@ -540,6 +550,7 @@ impl Runtime {
     /// Carry out a recorded batch's decisions and answer who waits for them; true when
     /// the shutdown is complete.
     fn carry_out(&mut self, now: i64, events: Vec<Event>, mut turn: Turn) -> bool {
+        self.free_space.committed();
         self.metrics.observe(now, &events, &self.sched);
         turn.changed |= !events.is_empty();
         self.exec
@@ -810,6 +821,10 @@ impl Runtime {
         self.labels_due = false;
         self.timers.cancel(Timer::Labels);
         self.feed.publish(p.store.take_recorded());
+        let reserve = self.exec.log_limits.reserve_bytes();
+        if let Some(free) = self.free_space.latest() {
+            off_the_async_workers(|| keep_room(&p.store, free, reserve));
+        }
         self.tokens.stored();
         // Supervisors that waited with an exit status now stored may end.
         self.exec.stored();

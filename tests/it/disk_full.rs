@@ -1,0 +1,176 @@
+//! A full state filesystem never stops the scheduler and no user takes it from the others
+//! (SPEC §8, issue 44 items 1 and 3), on a real root `serve` whose state directory is a
+//! small tmpfs, with real users (the `multi_user` harness). Skipped, saying so, when not
+//! root, when the user tools are missing or when no tmpfs can be mounted.
+
+use super::multi_user::{Lab, Users, id_of, skip_reason, text};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A small tmpfs mounted at a path (root only), unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, mib: u32) -> Option<Tmpfs> {
+        std::fs::create_dir_all(at).unwrap();
+        let ok = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={mib}m,mode=0755"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("skipped: cannot mount a tmpfs here");
+            return None;
+        }
+        Some(Tmpfs(at.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        super::common::kill_supervisors_of(&self.0);
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Free bytes for unprivileged writers on the filesystem of `p`.
+fn free(p: &Path) -> u64 {
+    let s = nix::sys::statvfs::statvfs(p).unwrap();
+    s.blocks_available() as u64 * s.fragment_size() as u64
+}
+
+/// One fake GPU, one share everyone may use, the reserve at `reserve_mib`; carol's group
+/// are the admins.
+fn config(u: &Users, reserve_mib: u32, extra_logs: &str) -> String {
+    format!(
+        "kind: ServiceEnvironment\nname: lab\ncapacityLimits:\n  - {{capacityUnit: gpu, maxCapacity: 1, devices: {{fake: 1}}}}\n\
+         preemption: {{gracePeriodSeconds: 1}}\nadmins: [{carol}]\n\
+         logs: {{maxMiBPerAttempt: 1024, minFreeMiB: {reserve_mib}{extra_logs}}}\n---\n\
+         kind: QuotaShare\nquotaShareName: open\ncapacityLimits: [{{capacityUnit: gpu, maxCapacity: 1}}]\n\
+         resourceSharingConfiguration: {{strategy: LEND_AND_BORROW}}\n",
+        carol = u.name("carol"),
+    )
+}
+
+fn status(lab: &Lab) -> Value {
+    let out = lab.cli_as(None, &["status", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn wait_for(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(secs), "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `user` submits jobs carrying a 60 KiB environment until one is refused; the ids taken
+/// and the refusal.
+fn flood(lab: &Lab, user: &str) -> (Vec<u64>, String) {
+    let script = format!(
+        "big=$(head -c 61440 /dev/zero | tr '\\0' y); i=0; \
+         while out=$({bin} submit --state {state} --share open --name flood$i --env E=$big -- true 2>&1); do \
+           echo \"$out\"; i=$((i+1)); [ $i -lt 2000 ] || break; done; echo \"refused: $out\"",
+        bin = lab.bin().display(),
+        state = lab.state().display(),
+    );
+    let out = Command::new("runuser")
+        .args(["-u", user, "--", "sh", "-c", &script])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    let ids = stdout
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    let refusal = stdout
+        .lines()
+        .find(|l| l.starts_with("refused: "))
+        .unwrap_or_default()
+        .to_string();
+    (ids, refusal)
+}
+
+/// The flood of issue 44 item 1: one user's big-environment submits fill the state
+/// filesystem to the reserve; cancelling them (by her, one by one, then by an admin, all
+/// at once) must be stored, scheduling must not pause, and a job queued behind the flood
+/// runs once the GPU is free. A restart finds the cancels stored.
+#[test]
+fn cancelling_a_flood_that_filled_the_state_filesystem_never_pauses_scheduling() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipping: {why} (these tests need root to create users)");
+        return;
+    }
+    let u = Users::create(&["alice", "carol"], &[]);
+    let (alice, carol) = (u.name("alice"), u.name("carol"));
+    let mut lab = Lab::new();
+    let Some(_fs) = Tmpfs::mount(lab.state(), 48) else {
+        return;
+    };
+    lab.write_config(&config(&u, 8, ""));
+    lab.serve().expect("serve");
+    let holder = id_of(&lab.submit_as(&alice, "open", "holder", "sleep 300"));
+    lab.wait_state(holder, &["RUNNING"]);
+    let waiting = id_of(&lab.submit_as(&carol, "open", "waiting", "true"));
+    let t = Instant::now();
+    let (ids, refusal) = flood(&lab, &alice);
+    eprintln!(
+        "flood: {} jobs in {:?}, {} MiB left free; {refusal}",
+        ids.len(),
+        t.elapsed(),
+        free(lab.state()) >> 20
+    );
+    assert!(ids.len() > 50, "{} jobs, {refusal}", ids.len());
+    assert!(refusal.contains("below the reserve"), "{refusal}");
+
+    // She cancels a tenth of them one by one, then carol (an admin) the rest at once.
+    let tenth = ids.len() / 10;
+    for id in &ids[..tenth] {
+        let out = lab.cli_as(Some(&alice), &["cancel", &id.to_string()]);
+        assert!(out.status.success(), "cancel {id}: {}", text(&out.stderr));
+    }
+    let rest: Vec<String> = ids[tenth..].iter().map(u64::to_string).collect();
+    let mut args = vec!["cancel"];
+    args.extend(rest.iter().map(String::as_str));
+    let out = lab.cli_as(Some(&carol), &args);
+    assert!(out.status.success(), "admin cancel: {}", text(&out.stderr));
+    let out = lab.cli_as(Some(&alice), &["cancel", &holder.to_string()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // Scheduling goes on: the job queued behind the flood runs.
+    let j = lab.wait_state(waiting, &["SUCCEEDED"]);
+    assert_eq!(j["state"], "SUCCEEDED");
+    let st = status(&lab);
+    assert!(st["paused"].is_null(), "{st}");
+    for id in [ids[0], ids[tenth], *ids.last().unwrap()] {
+        let j = lab.job(id);
+        assert!(j["state"] == "FAILED" || j["state"] == "CANCELLED", "{j}");
+    }
+
+    // A restart finds the cancels stored, and schedules.
+    if let Some(mut c) = lab.serve.take() {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = c.wait();
+    }
+    lab.serve().expect("serve again");
+    let j = lab.job(*ids.last().unwrap());
+    assert!(j["state"] == "FAILED" || j["state"] == "CANCELLED", "{j}");
+    assert!(status(&lab)["paused"].is_null());
+    wait_for(10, "the scheduler to settle", || {
+        status(&lab)["queued"].as_u64() == Some(0)
+    });
+}
