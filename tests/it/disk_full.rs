@@ -174,3 +174,149 @@ fn cancelling_a_flood_that_filled_the_state_filesystem_never_pauses_scheduling()
         status(&lab)["queued"].as_u64() == Some(0)
     });
 }
+
+/// Issue 44 item 3: parallel submits must not take the state filesystem below the
+/// reserve (they went 6–8 MiB below it: a cached reading, and the batch not counted).
+#[test]
+fn parallel_submits_never_take_the_state_filesystem_below_the_reserve() {
+    use std::io::{BufRead, BufReader, Write};
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(_fs) = Tmpfs::mount(&dir.path().join("state"), 64) else {
+        return;
+    };
+    let cfgdir = dir.path().join("config");
+    std::fs::create_dir_all(&cfgdir).unwrap();
+    let cfg = super::common::config(1, 1, &super::common::share("a", 1, "LEND", false)).replacen(
+        "preemption:",
+        "logs: {maxMiBPerAttempt: 1, minFreeMiB: 16}\npreemption:",
+        1,
+    );
+    std::fs::write(cfgdir.join("c.yaml"), cfg).unwrap();
+    let s = super::common::Server::start_dir(dir, cfgdir, &["--stop-jobs-on-exit"]);
+    let holder = s.submit(&["--share", "a"], &["sleep", "300"]);
+    s.wait_state(holder, "RUNNING", 20);
+    let env = "y".repeat(60 << 10);
+    let sock = s.state.join("shareq.sock");
+    // 16 clients, each pipelining its submits 8 at a time, until refused.
+    let clients: Vec<_> = (0..16)
+        .map(|c| {
+            let (sock, env) = (sock.clone(), env.clone());
+            std::thread::spawn(move || {
+                let conn = std::os::unix::net::UnixStream::connect(sock).unwrap();
+                let mut w = conn.try_clone().unwrap();
+                let mut r = BufReader::new(conn);
+                let (mut ok, mut refused) = (0, Vec::new());
+                for round in 0..200 {
+                    for i in 0..8 {
+                        let line = format!(
+                            "{{\"op\":\"submit\",\"job\":{{\"jobName\":\"c{c}r{round}i{i}\",\"quotaShareName\":\"a\",\"command\":\"true\",\"env\":{{\"E\":\"{env}\"}}}}}}\n"
+                        );
+                        w.write_all(line.as_bytes()).unwrap();
+                    }
+                    for _ in 0..8 {
+                        let mut answer = String::new();
+                        r.read_line(&mut answer).unwrap();
+                        if answer.contains("\"ok\":true") {
+                            ok += 1;
+                        } else {
+                            refused.push(answer);
+                        }
+                    }
+                    if !refused.is_empty() {
+                        break;
+                    }
+                }
+                (ok, refused)
+            })
+        })
+        .collect();
+    let (mut ok, mut refused) = (0, Vec::new());
+    for c in clients {
+        let (o, r) = c.join().unwrap();
+        ok += o;
+        refused.extend(r);
+    }
+    let left = free(&s.state);
+    let reserve: u64 = 16 << 20;
+    eprintln!(
+        "{ok} submits taken, {} refused; {:.2} MiB free, reserve 16 MiB: {:.2} MiB below it",
+        refused.len(),
+        left as f64 / f64::from(1 << 20),
+        (reserve as f64 - left as f64) / f64::from(1 << 20)
+    );
+    assert!(ok > 50 && !refused.is_empty(), "{ok} taken");
+    for r in &refused {
+        assert!(r.contains("below the reserve"), "{r}");
+    }
+    assert!(
+        left >= reserve,
+        "{left} bytes free, below the reserve of {reserve}"
+    );
+    // The scheduler answers and schedules on.
+    assert!(s.cli(&["status"]).status.success());
+}
+
+/// The database's ballast (issue 44 item 1): on a filesystem filled to the last byte by
+/// something else, a batch of decisions is still stored (the ballast is given up for it),
+/// and the ballast is owed until there is room for it again.
+#[test]
+fn a_write_that_finds_no_room_takes_the_ballast() {
+    use shareq::config::{parse_documents, validate};
+    use shareq::model::{JobSpec, UnitCapacity};
+    use shareq::sched::{Clock, Sched};
+    use shareq::store::{BALLAST_FILE, Store};
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let Some(_fs) = Tmpfs::mount(&state, 16) else {
+        return;
+    };
+    let mut store = Store::open(&state).unwrap();
+    assert!(state.join(BALLAST_FILE).exists(), "made at open");
+    assert_eq!(store.ballast_owed(), 0);
+    let c = validate(
+        parse_documents(
+            "kind: ServiceEnvironment\nname: t\ncapacityLimits: [{capacityUnit: gpu, maxCapacity: 1, devices: {fake: 1}}]\n---\n\
+             kind: QuotaShare\nquotaShareName: a\ncapacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]\n\
+             resourceSharingConfiguration: {strategy: LEND}\n",
+            None,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut sched = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall);
+    // Fill the filesystem to the last byte.
+    let filler = state.join("filler");
+    let mut f = std::fs::File::create(&filler).unwrap();
+    let chunk = vec![7u8; 64 << 10];
+    while std::io::Write::write_all(&mut f, &chunk).is_ok() {}
+    while std::io::Write::write_all(&mut f, &[7u8]).is_ok() {}
+    drop(f);
+    assert!(free(&state) < 4096);
+    let mut spec = JobSpec::new("big", "a", 1, 0);
+    spec.env.insert("E".into(), "z".repeat(60 << 10));
+    for i in 0..4 {
+        let mut s = spec.clone();
+        s.job_name = format!("big{i}");
+        sched.submit(s, 1).unwrap();
+    }
+    let events = sched.take_events();
+    store
+        .record_events(2, &events, &sched)
+        .expect("stored in the ballast's room");
+    assert!(!state.join(BALLAST_FILE).exists());
+    assert!(store.ballast_owed() > 0);
+    // Space freed: the ballast is made again once there is room for it.
+    std::fs::remove_file(&filler).unwrap();
+    store.restore_ballast_if(|size| free(&state) > 2 * size);
+    assert_eq!(store.ballast_owed(), 0);
+    drop(store);
+    assert_eq!(Store::open(&state).unwrap().load().unwrap().jobs.len(), 4);
+}
