@@ -94,6 +94,7 @@ pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
         Shape::Map(&[
             opt("maxMiBPerAttempt", Shape::Count),
             opt("minFreeMiB", Shape::Count),
+            opt("maxMiBPerUser", Shape::Count),
         ]),
     ),
     opt(

@@ -320,3 +320,71 @@ fn a_write_that_finds_no_room_takes_the_ballast() {
     drop(store);
     assert_eq!(Store::open(&state).unwrap().load().unwrap().jobs.len(), 4);
 }
+
+/// Issue 44 item 3: one user's job output must not make everyone's submits fail. Her
+/// logs are held to her budget (`logs.maxMiBPerUser`), each cut one saying so in its last
+/// line; her jobs run on; another user's submits are taken and his job's log is whole.
+#[test]
+fn one_users_output_is_held_to_her_log_budget_and_others_submit_on() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipping: {why} (these tests need root to create users)");
+        return;
+    }
+    let u = Users::create(&["alice", "bob", "carol"], &[]);
+    let (alice, bob) = (u.name("alice"), u.name("bob"));
+    let mut lab = Lab::new();
+    let Some(_fs) = Tmpfs::mount(lab.state(), 48) else {
+        return;
+    };
+    let cfg = config(&u, 8, ", maxMiBPerUser: 2")
+        .replace(
+            "maxCapacity: 1, devices: {fake: 1}",
+            "maxCapacity: 3, devices: {fake: 3}",
+        )
+        .replace(
+            "quotaShareName: open\ncapacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]",
+            "quotaShareName: open\ncapacityLimits: [{capacityUnit: gpu, maxCapacity: 3}]",
+        );
+    lab.write_config(&cfg);
+    lab.serve().expect("serve");
+    let log_of = |id: u64| lab.state().join(format!("logs/{id}/1.log"));
+    let cut = |id: u64| {
+        std::fs::read(log_of(id)).is_ok_and(|b| b.windows(12).any(|w| w == b"log cut here"))
+    };
+    // Her first job writes 1.5 MiB and sleeps; her second floods.
+    let a = id_of(&lab.submit_as(
+        &alice,
+        "open",
+        "some",
+        "head -c 1572864 /dev/zero; sleep 300",
+    ));
+    wait_for(20, "the first log", || {
+        std::fs::metadata(log_of(a)).is_ok_and(|m| m.len() >= 1_572_864)
+    });
+    std::thread::sleep(Duration::from_millis(2500));
+    let b = id_of(&lab.submit_as(&alice, "open", "chatty", "yes"));
+    wait_for(30, "the chatty log's cut", || cut(b));
+    std::thread::sleep(Duration::from_millis(500));
+    let text = String::from_utf8_lossy(&std::fs::read(log_of(b)).unwrap()).into_owned();
+    let last = text.lines().last().unwrap_or_default().to_string();
+    assert!(
+        last.contains(&format!("the logs of user {alice}")) && last.contains("logs.maxMiBPerUser"),
+        "{last}"
+    );
+    let total =
+        std::fs::metadata(log_of(a)).unwrap().len() + std::fs::metadata(log_of(b)).unwrap().len();
+    assert!(total <= (2 << 20) + 4096, "her logs hold {total} bytes");
+    assert_eq!(lab.job(b)["state"], "RUNNING");
+    // Bob's submits are taken, and his job's log is his whole output.
+    let c = id_of(&lab.submit_as(&bob, "open", "his", "echo hello from bob"));
+    lab.wait_state(c, &["SUCCEEDED"]);
+    assert_eq!(
+        std::fs::read_to_string(log_of(c)).unwrap(),
+        "hello from bob\n"
+    );
+    assert!(
+        free(lab.state()) > 16 << 20,
+        "{} bytes free",
+        free(lab.state())
+    );
+}

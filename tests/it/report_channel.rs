@@ -29,6 +29,7 @@ fn spec(state: &StateDir, attempt: u32, script: &str) -> LaunchSpec {
         grace_seconds: 1,
         log_cap: 64,
         free_reserve: 0,
+        user_log: None,
         submitter: None,
         timeout_seconds: None,
         unit: "gpu".into(),

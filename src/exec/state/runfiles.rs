@@ -209,6 +209,9 @@ pub struct LaunchSpec {
     /// (`logs.minFreeBytes`).
     #[serde(default = "default_reserve")]
     pub free_reserve: u64,
+    /// The attempt's share of its user's log budget (`logs.maxMiBPerUser`); `None`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_log: Option<crate::exec::state::log_sink::UserLog>,
     /// Who the command runs as when the supervisor is root (SPEC §9): the submitter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitter: Option<crate::model::Submitter>,
@@ -653,6 +656,7 @@ mod tests {
             grace_seconds: 1,
             log_cap: 1,
             free_reserve: 1,
+            user_log: None,
             submitter: None,
             timeout_seconds: None,
             unit: String::new(),

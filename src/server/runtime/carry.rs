@@ -41,11 +41,14 @@ pub(crate) struct Carry {
     owner: Owner,
     /// `logs:` of the config in force, for the next starts.
     pub(crate) log_limits: LogLimits,
+    /// The users' log bytes, for each start's share of its user's budget.
+    pub(crate) log_budget: super::log_budget::LogBudget,
 }
 
 impl Carry {
     pub(crate) fn new(state: StateDir, owner: Owner, backend: Box<dyn Backend>) -> Self {
         Carry {
+            log_budget: super::log_budget::LogBudget::watch(state.clone()),
             state,
             backend,
             running: HashMap::new(),
@@ -267,6 +270,12 @@ impl Carry {
     fn start(&mut self, sched: &Sched, timers: &mut Timers, job: JobId, devices: Vec<u32>) {
         let Some(j) = sched.job(job) else { return };
         let attempt = j.attempts_started;
+        let budget = self.log_limits.user_budget_bytes();
+        let user_log = j
+            .spec
+            .submitter
+            .as_deref()
+            .and_then(|s| self.log_budget.room(job, s.uid, &s.name, budget));
         let spec = LaunchSpec {
             job,
             attempt,
@@ -283,6 +292,7 @@ impl Carry {
             grace_seconds: sched.grace_period_seconds(),
             log_cap: self.log_limits.cap_bytes(),
             free_reserve: self.log_limits.reserve_bytes(),
+            user_log,
             submitter: j.spec.submitter.as_deref().cloned(),
             timeout_seconds: j.spec.timeout_seconds,
             unit: sched.unit_name(j.unit).to_string(),

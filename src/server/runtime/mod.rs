@@ -14,6 +14,7 @@ pub mod events;
 pub(crate) mod forecasts;
 mod free_space;
 pub mod input;
+mod log_budget;
 pub mod refusal;
 mod reports;
 pub(crate) mod state_watch;
@@ -275,6 +276,13 @@ impl RuntimeHandle {
         for j in rt.sched.jobs().filter(|j| !j.is_parent()) {
             if let Some(s) = &j.spec.submitter {
                 *rt.per_user.entry(s.uid).or_default() += 1;
+                rt.exec.log_budget.owner(j.id, s.uid, &s.name);
+            }
+        }
+        // The logs of the finished jobs it lists count for their users too.
+        for j in &rt.finished {
+            if let Some(s) = &j.submitter {
+                rt.exec.log_budget.owner(j.id, s.uid, &s.name);
             }
         }
         rt.picture.rebuild(&rt.sched);
