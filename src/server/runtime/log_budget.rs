@@ -65,6 +65,14 @@ impl LogBudget {
         self.lock().owners.insert(job, (uid, name.to_string()));
     }
 
+    /// `jobs` were pruned with their logs: they count no more.
+    pub(crate) fn forget(&self, jobs: &[JobId]) {
+        let mut s = self.lock();
+        for j in jobs {
+            s.owners.remove(j);
+        }
+    }
+
     /// What a new attempt of `job` (its user's `uid`, `name`) may write under `budget`
     /// (bytes; `None`: no budget), by the last sum; the job's logs count for its user
     /// from now on.
@@ -174,5 +182,12 @@ mod tests {
         assert_eq!(b.room(JobId(4), 1000, "alice", Some(1000)).unwrap().room, 0);
         assert_eq!(b.room(JobId(5), 1001, "bob", Some(1000)).unwrap().room, 995);
         assert!(b.room(JobId(5), 1001, "bob", None).is_none());
+        // Pruned: alice's logs count no more.
+        b.forget(&[JobId(1), JobId(2), JobId(4)]);
+        sweep(&state, &b.0);
+        assert_eq!(
+            b.room(JobId(6), 1000, "alice", Some(1000)).unwrap().room,
+            1000
+        );
     }
 }
