@@ -75,8 +75,8 @@ impl Ballast {
         }
     }
 
-    /// Make the ballast whole, written with bytes no filesystem compresses or shares, so
-    /// that it really holds its blocks. A failure (no room) leaves no partial file.
+    /// Make the ballast whole, written with bytes no filesystem compresses, so that it
+    /// really holds its blocks. A failure (no room) leaves no partial file.
     pub(super) fn make(&self) -> std::io::Result<()> {
         if self.owed() == 0 {
             return Ok(());
@@ -90,17 +90,17 @@ impl Ballast {
                 .create(true)
                 .truncate(true)
                 .open(&tmp)?;
+            // One MiB of xorshift64 bytes, written again and again: nothing compresses it.
             let mut chunk = vec![0u8; 1 << 20];
             let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ self.size;
+            for b in chunk.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                b.copy_from_slice(&x.to_le_bytes()[..b.len()]);
+            }
             let mut left = self.size;
             while left > 0 {
-                for b in chunk.chunks_mut(8) {
-                    // xorshift64: cheap bytes that neither compress nor deduplicate.
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    b.copy_from_slice(&x.to_le_bytes()[..b.len()]);
-                }
                 let n = left.min(chunk.len() as u64) as usize;
                 f.write_all(&chunk[..n])?;
                 left -= n as u64;
