@@ -102,6 +102,7 @@ pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
         Shape::Map(&[
             opt("maxQueuedJobsPerUser", Shape::Count),
             opt("maxConnectionsPerUser", Shape::Count),
+            opt("maxDataMiBPerUser", Shape::Count),
         ]),
     ),
 ]);

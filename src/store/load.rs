@@ -29,6 +29,27 @@ const JOB_RECORD_COLUMNS: &str = "id, name, share, unit, quantity, priority, sta
     array_size";
 
 impl Store {
+    /// Each submitter's bytes of job data (commands and envs as stored), by uid.
+    pub fn data_by_user(&self) -> Result<Vec<(u32, u64)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT json_extract(j.spec, '$.submitter.uid') AS uid, sum(length(s.spec))
+                 FROM job_specs s JOIN jobs j ON j.id = s.job
+                 WHERE uid IS NOT NULL GROUP BY uid",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (uid, bytes) = row.map_err(|e| self.err(e))?;
+            out.push((uid as u32, bytes.max(0) as u64));
+        }
+        Ok(out)
+    }
+
     /// Everything a restarting runtime needs: jobs to queue or adopt (in id order), the
     /// preemption log, recent history, the highest id handed out and the last config.
     pub fn load(&self) -> Result<Recovered, StoreError> {

@@ -388,3 +388,59 @@ fn one_users_output_is_held_to_her_log_budget_and_others_submit_on() {
         free(lab.state())
     );
 }
+
+/// Issue 44 item 1, the budget: one user's submits are refused at her budget of job data
+/// and logs (`limits.maxDataMiBPerUser`), naming it, long before the reserve; another
+/// user's are taken.
+#[test]
+fn a_users_submits_stop_at_her_budget_of_job_data_long_before_the_reserve() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipping: {why} (these tests need root to create users)");
+        return;
+    }
+    let u = Users::create(&["alice", "bob", "carol"], &[]);
+    let (alice, bob) = (u.name("alice"), u.name("bob"));
+    let mut lab = Lab::new();
+    let Some(_fs) = Tmpfs::mount(lab.state(), 48) else {
+        return;
+    };
+    let cfg = config(&u, 8, "").replacen("logs:", "limits: {maxDataMiBPerUser: 2}\nlogs:", 1);
+    lab.write_config(&cfg);
+    lab.serve().expect("serve");
+    let holder = id_of(&lab.submit_as(&bob, "open", "holder", "sleep 300"));
+    lab.wait_state(holder, &["RUNNING"]);
+    let (ids, refusal) = flood(&lab, &alice);
+    eprintln!("{} jobs taken; {refusal}", ids.len());
+    // 60 KiB each: about 2 MiB of them, then the budget.
+    assert!(
+        (25..=34).contains(&ids.len()),
+        "{} jobs, {refusal}",
+        ids.len()
+    );
+    assert!(
+        refusal.contains(&format!("user {alice} holds "))
+            && refusal
+                .contains(" MiB of job data and logs, budget 2 MiB (limits.maxDataMiBPerUser)"),
+        "{refusal}"
+    );
+    assert!(
+        free(lab.state()) > 30 << 20,
+        "{} bytes free",
+        free(lab.state())
+    );
+    // Bob's are taken.
+    let b = lab.submit_as(&bob, "open", "his", "true");
+    assert!(b.status.success(), "{}", text(&b.stderr));
+    // The budget holds across a restart: it is summed from the database.
+    if let Some(mut c) = lab.serve.take() {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = c.wait();
+    }
+    lab.serve().expect("serve again");
+    let (again, refusal) = flood(&lab, &alice);
+    assert!(again.len() <= 1, "{} more taken", again.len());
+    assert!(refusal.contains("limits.maxDataMiBPerUser"), "{refusal}");
+}

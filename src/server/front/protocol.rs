@@ -230,7 +230,9 @@ impl ErrorCode {
                 | SpecError::NotADirectory(_)
                 | SpecError::ClientToken,
             ) => ErrorCode::Rejected,
-            Refusal::UserLimit { .. } | Refusal::StateFull { .. } => ErrorCode::Limit,
+            Refusal::UserLimit { .. } | Refusal::UserData { .. } | Refusal::StateFull { .. } => {
+                ErrorCode::Limit
+            }
             Refusal::Paused(_)
             | Refusal::NoHistory
             | Refusal::HistoryUnreadable(_)
@@ -380,6 +382,14 @@ mod tests {
                 Refusal::StateFull {
                     free_mib: 1,
                     reserve_mib: 2,
+                },
+                ErrorCode::Limit,
+            ),
+            (
+                Refusal::UserData {
+                    user: "bob".into(),
+                    held: 2,
+                    budget: 1,
                 },
                 ErrorCode::Limit,
             ),

@@ -200,10 +200,31 @@ impl Runtime {
                 });
             }
         }
+        // One user's bytes on the state filesystem are capped too, long before the
+        // reserve: their jobs' commands and envs, and their logs.
+        let rows = spec.array_properties.map_or(1, |a| u64::from(a.size) + 1);
+        let data = (spec.carried_bytes() as u64 + 512).saturating_mul(rows);
+        if let Some(sub) = &spec.submitter {
+            let budget = self
+                .access
+                .limits
+                .max_data_mib_per_user
+                .saturating_mul(1 << 20);
+            let held = self.data_per_user.get(&sub.uid).copied().unwrap_or(0)
+                + self.exec.log_budget.held(sub.uid);
+            if held.saturating_add(data) > budget {
+                return Err(Refusal::UserData {
+                    user: sub.name.clone(),
+                    held,
+                    budget,
+                });
+            }
+        }
         let uid = spec.submitter.as_ref().map(|s| s.uid);
         let id = self.sched.submit(spec, now)?;
         if let Some(uid) = uid {
             *self.per_user.entry(uid).or_default() += jobs;
+            *self.data_per_user.entry(uid).or_default() += data;
         }
         if let Some(t) = token {
             self.tokens.remember(t, id);

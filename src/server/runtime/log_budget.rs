@@ -65,6 +65,11 @@ impl LogBudget {
         self.lock().owners.insert(job, (uid, name.to_string()));
     }
 
+    /// The bytes of `uid`'s logs at the last sum.
+    pub(crate) fn held(&self, uid: u32) -> u64 {
+        self.lock().totals.get(&uid).copied().unwrap_or(0)
+    }
+
     /// `jobs` were pruned with their logs: they count no more.
     pub(crate) fn forget(&self, jobs: &[JobId]) {
         let mut s = self.lock();

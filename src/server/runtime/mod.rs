@@ -236,6 +236,7 @@ impl RuntimeHandle {
             forecasts: self::forecasts::Forecasts::new(None),
             predictions: Vec::new(),
             per_user: HashMap::new(),
+            data_per_user: HashMap::new(),
             free_space: self::free_space::FreeSpace::watch(opts_state),
         };
         rt.exec.watch(&mut rt.timers);
@@ -262,6 +263,10 @@ impl RuntimeHandle {
                 .map(|j| j.id)
                 .collect();
             rt.finished = d.finished.into_iter().map(Arc::new).collect();
+            match d.store.data_by_user() {
+                Ok(rows) => rt.data_per_user = rows.into_iter().collect(),
+                Err(e) => tracing::warn!("cannot sum the users' job data: {e}"),
+            }
             rt.persist = Some(Persist {
                 store: d.store,
                 _lock: d.lock,
@@ -454,6 +459,10 @@ struct Runtime {
     feed: self::events::EventFeed,
     /// Set while a batch's decisions cannot be written (SPEC §8).
     paused: Option<Paused>,
+    /// Bytes of job data (commands and envs) in the database per submitter uid
+    /// (`limits.maxDataMiBPerUser`): read at start and after each prune, added to by
+    /// each submit.
+    data_per_user: HashMap<u32, u64>,
     /// Jobs not yet ended per submitter uid (`limits.maxQueuedJobsPerUser`, SPEC §9).
     per_user: HashMap<u32, u64>,
     /// The state filesystem's free bytes, read off this task (the reserve of submits).

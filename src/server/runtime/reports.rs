@@ -48,6 +48,10 @@ impl Runtime {
                         Ok(ids) => {
                             tracing::info!(jobs = ids.len(), days, "history pruned");
                             self.exec.log_budget.forget(&ids);
+                            match off_the_async_workers(|| p.store.data_by_user()) {
+                                Ok(rows) => self.data_per_user = rows.into_iter().collect(),
+                                Err(e) => tracing::warn!("cannot sum the users' job data: {e}"),
+                            }
                             let state = self.opts.state.clone();
                             tokio::task::spawn_blocking(move || {
                                 crate::exec::state::runfiles::remove_jobs(&state, &ids)

@@ -58,6 +58,14 @@ pub struct UserLimits {
     pub max_queued_jobs_per_user: u64,
     #[serde(default = "default_max_connections")]
     pub max_connections_per_user: u64,
+    /// The most bytes (MiB) one user's jobs may hold on the state filesystem: their
+    /// commands and envs in the database, and their logs.
+    #[serde(rename = "maxDataMiBPerUser", default = "default_max_data_mib")]
+    pub max_data_mib_per_user: u64,
+}
+
+fn default_max_data_mib() -> u64 {
+    1024
 }
 
 impl Default for UserLimits {
@@ -65,6 +73,7 @@ impl Default for UserLimits {
         UserLimits {
             max_queued_jobs_per_user: default_max_queued(),
             max_connections_per_user: default_max_connections(),
+            max_data_mib_per_user: default_max_data_mib(),
         }
     }
 }
