@@ -29,23 +29,31 @@ const JOB_RECORD_COLUMNS: &str = "id, name, share, unit, quantity, priority, sta
     array_size";
 
 impl Store {
-    /// Each submitter's bytes of job data (commands and envs as stored), by uid.
-    pub fn data_by_user(&self) -> Result<Vec<(u32, u64)>, StoreError> {
+    /// Each submitter's bytes of job data (commands and envs as stored): uid, name, bytes.
+    pub fn data_by_user(&self) -> Result<Vec<(u32, String, u64)>, StoreError> {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT json_extract(j.spec, '$.submitter.uid') AS uid, sum(length(s.spec))
+                "SELECT json_extract(j.spec, '$.submitter.uid') AS uid,
+                    max(json_extract(j.spec, '$.submitter.name')), sum(length(s.spec))
                  FROM job_specs s JOIN jobs j ON j.id = s.job
                  WHERE uid IS NOT NULL GROUP BY uid",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })
             .map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (uid, bytes) = row.map_err(|e| self.err(e))?;
-            out.push((uid as u32, bytes.max(0) as u64));
+            let (uid, name, bytes) = row.map_err(|e| self.err(e))?;
+            let name = name.unwrap_or_else(|| uid.to_string());
+            out.push((uid as u32, name, bytes.max(0) as u64));
         }
         Ok(out)
     }

@@ -133,6 +133,18 @@ fn cancelling_a_flood_that_filled_the_state_filesystem_never_pauses_scheduling()
     );
     assert!(ids.len() > 50, "{} jobs, {refusal}", ids.len());
     assert!(refusal.contains("below the reserve"), "{refusal}");
+    // `status` says whose data fills it (issue 44 item 1).
+    let disk = status(&lab)["disk"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        disk.contains("MiB free, reserve 8 MiB")
+            && disk.contains(&format!("most job data and logs: {alice} ")),
+        "{disk}"
+    );
+    let out = lab.cli_as(Some(&carol), &["status"]);
+    assert!(text(&out.stdout).contains("DISK: the state filesystem has"));
 
     // She cancels a tenth of them one by one, then carol (an admin) the rest at once.
     let tenth = ids.len() / 10;

@@ -185,6 +185,10 @@ pub struct StatusAnswer {
     /// Why scheduling is paused (its decisions cannot be written), while it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<String>,
+    /// While the state filesystem is short of space: its figures and the users whose job
+    /// data and logs fill it, most first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<String>,
 }
 
 /// What kind of error an answer carries: the machine-readable half of an error, stable

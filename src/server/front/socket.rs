@@ -642,6 +642,7 @@ fn status(s: &Snapshot) -> Response {
             pending: s.linked.pending.len(),
             running: s.running.len(),
             paused: s.paused.clone(),
+            disk: s.disk.clone(),
         }),
         ..Response::ok()
     }

@@ -221,10 +221,14 @@ impl Runtime {
             }
         }
         let uid = spec.submitter.as_ref().map(|s| s.uid);
+        let submitter = spec.submitter.as_deref().cloned();
         let id = self.sched.submit(spec, now)?;
         if let Some(uid) = uid {
             *self.per_user.entry(uid).or_default() += jobs;
             *self.data_per_user.entry(uid).or_default() += data;
+        }
+        if let Some(sub) = submitter {
+            self.user_names.entry(sub.uid).or_insert(sub.name);
         }
         if let Some(t) = token {
             self.tokens.remember(t, id);

@@ -70,6 +70,11 @@ impl LogBudget {
         self.lock().totals.get(&uid).copied().unwrap_or(0)
     }
 
+    /// Each user's log bytes at the last sum, by uid.
+    pub(crate) fn totals(&self) -> HashMap<u32, u64> {
+        self.lock().totals.clone()
+    }
+
     /// `jobs` were pruned with their logs: they count no more.
     pub(crate) fn forget(&self, jobs: &[JobId]) {
         let mut s = self.lock();

@@ -237,6 +237,7 @@ impl RuntimeHandle {
             predictions: Vec::new(),
             per_user: HashMap::new(),
             data_per_user: HashMap::new(),
+            user_names: HashMap::new(),
             free_space: self::free_space::FreeSpace::watch(opts_state),
         };
         rt.exec.watch(&mut rt.timers);
@@ -264,7 +265,7 @@ impl RuntimeHandle {
                 .collect();
             rt.finished = d.finished.into_iter().map(Arc::new).collect();
             match d.store.data_by_user() {
-                Ok(rows) => rt.data_per_user = rows.into_iter().collect(),
+                Ok(rows) => rt.set_data_per_user(rows),
                 Err(e) => tracing::warn!("cannot sum the users' job data: {e}"),
             }
             rt.persist = Some(Persist {
@@ -463,6 +464,8 @@ struct Runtime {
     /// (`limits.maxDataMiBPerUser`): read at start and after each prune, added to by
     /// each submit.
     data_per_user: HashMap<u32, u64>,
+    /// Submitters' names by uid, for the users `status` names when space is short.
+    user_names: HashMap<u32, String>,
     /// Jobs not yet ended per submitter uid (`limits.maxQueuedJobsPerUser`, SPEC §9).
     per_user: HashMap<u32, u64>,
     /// The state filesystem's free bytes, read off this task (the reserve of submits).
@@ -944,6 +947,61 @@ impl Runtime {
         }
     }
 
+    /// The users' job data, summed by the store (at start, after a prune).
+    fn set_data_per_user(&mut self, rows: Vec<(u32, String, u64)>) {
+        self.data_per_user.clear();
+        for (uid, name, bytes) in rows {
+            self.data_per_user.insert(uid, bytes);
+            self.user_names.insert(uid, name);
+        }
+    }
+
+    /// While the state filesystem is short of space (within twice the database's ballast,
+    /// at least 16 MiB, of the reserve; the ballast given up; or scheduling paused): its
+    /// figures and the three users whose job data and logs hold the most of it.
+    fn disk_line(&self) -> Option<String> {
+        let free = self.free_space.latest()?;
+        let reserve = self.exec.log_limits.reserve_bytes();
+        let (ballast, owed) = self.persist.as_ref().map_or((0, 0), |p| {
+            (p.store.ballast_bytes(), p.store.ballast_owed())
+        });
+        let margin = (ballast * 2).max(16 << 20);
+        if free >= reserve.saturating_add(margin) && owed == 0 && self.paused.is_none() {
+            return None;
+        }
+        let mut held: HashMap<u32, u64> = self.data_per_user.clone();
+        for (uid, bytes) in self.exec.log_budget.totals() {
+            *held.entry(uid).or_default() += bytes;
+        }
+        let mut top: Vec<(u32, u64)> = held.into_iter().filter(|&(_, b)| b > 0).collect();
+        top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let names: Vec<String> = top
+            .iter()
+            .take(3)
+            .map(|(uid, bytes)| {
+                let name = self
+                    .user_names
+                    .get(uid)
+                    .cloned()
+                    .unwrap_or_else(|| uid.to_string());
+                format!("{name} {:.1} MiB", *bytes as f64 / f64::from(1 << 20))
+            })
+            .collect();
+        let mib = |b: u64| b >> 20;
+        let mut line = format!(
+            "the state filesystem has {} MiB free, reserve {} MiB",
+            mib(free),
+            mib(reserve)
+        );
+        if owed > 0 {
+            line += &format!(" (the database's {} MiB ballast is given up)", mib(owed));
+        }
+        if !names.is_empty() {
+            line += &format!("; most job data and logs: {}", names.join(", "));
+        }
+        Some(line)
+    }
+
     /// Publish the picture with the jobs touched since the last one (O(changes)).
     fn publish(&mut self, now: i64) {
         self.dirty = false;
@@ -967,6 +1025,7 @@ impl Runtime {
             }
         }
         snap.paused = self.paused.as_ref().map(|p| p.why.clone());
+        snap.disk = self.disk_line();
         snap.containment = self.exec.warning();
         self.snapshots.send_replace(Arc::new(snap));
     }

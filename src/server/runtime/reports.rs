@@ -49,7 +49,7 @@ impl Runtime {
                             tracing::info!(jobs = ids.len(), days, "history pruned");
                             self.exec.log_budget.forget(&ids);
                             match off_the_async_workers(|| p.store.data_by_user()) {
-                                Ok(rows) => self.data_per_user = rows.into_iter().collect(),
+                                Ok(rows) => self.set_data_per_user(rows),
                                 Err(e) => tracing::warn!("cannot sum the users' job data: {e}"),
                             }
                             let state = self.opts.state.clone();
