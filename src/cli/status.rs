@@ -51,6 +51,9 @@ pub fn status(args: &StatusArgs) -> Result<(), CliError> {
     if let Some(why) = &s.paused {
         println!("PAUSED: {}", crate::visible::visible(why));
     }
+    if let Some(disk) = &s.disk {
+        println!("DISK: {}", crate::visible::visible(disk));
+    }
     match (&s.config.error, s.config.applied_at) {
         (Some(e), _) => println!("config: last edit REJECTED, previous config in force:\n  {e}"),
         (None, Some(_)) => match &s.config.effects {

@@ -99,6 +99,7 @@ pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
         Shape::Map(&[
             opt("maxMiBPerAttempt", Shape::Count),
             opt("minFreeMiB", Shape::Count),
+            opt("maxMiBPerUser", Shape::Count),
         ]),
     ),
     opt(
@@ -107,6 +108,7 @@ pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
             opt("maxQueuedJobsPerUser", Shape::Count),
             opt("maxConnectionsPerUser", Shape::Count),
             opt("pidsPerJob", Shape::Count),
+            opt("maxDataMiBPerUser", Shape::Count),
         ]),
     ),
 ]);

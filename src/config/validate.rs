@@ -207,6 +207,7 @@ fn check_env(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment) -> BTreeSe
         for (field, v) in [
             ("limits.maxQueuedJobsPerUser", l.max_queued_jobs_per_user),
             ("limits.maxConnectionsPerUser", l.max_connections_per_user),
+            ("limits.maxDataMiBPerUser", l.max_data_mib_per_user),
         ] {
             if v < 1 {
                 cx.err(

@@ -118,6 +118,9 @@ pub struct Delta {
     /// Why scheduling is paused, while it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<String>,
+    /// Whose data fills the state filesystem, while it is short of space.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<String>,
     /// Jobs not contained or GPUs not isolated, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<String>,
@@ -201,6 +204,7 @@ impl Snapshot {
                 estimates: (!Arc::ptr_eq(&self.estimates, &b.estimates))
                     .then(|| self.estimates.clone()),
                 paused: self.paused.clone(),
+                disk: self.disk.clone(),
                 containment: self.containment.clone(),
                 users: self.users.clone(),
             })
@@ -252,6 +256,7 @@ impl Snapshot {
         }
         self.grace_period_seconds = d.grace_period_seconds;
         self.paused = d.paused;
+        self.disk = d.disk;
         self.containment = d.containment;
         self.users = d.users;
         self.access = d.access;

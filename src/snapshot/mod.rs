@@ -369,6 +369,10 @@ pub struct Snapshot {
     /// Why scheduling is paused (its decisions cannot be written, SPEC §8), while it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<String>,
+    /// While the state filesystem is short of space: its free bytes and reserve, and
+    /// whose job data and logs fill it (the top users by bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<String>,
     /// Jobs not contained or GPUs not isolated, and why (SPEC §7); `None` when they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<String>,
@@ -453,6 +457,7 @@ impl Snapshot {
             link_down_since: None,
             served_by: None,
             paused: None,
+            disk: None,
             containment: None,
             users: Arc::default(),
         }

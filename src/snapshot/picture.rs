@@ -366,6 +366,7 @@ impl Picture {
             link_down_since: None,
             served_by: None,
             paused: None,
+            disk: None,
             containment: None,
             users: Arc::new(sched.user_standings(at)),
             // The rules are the runtime's: it sets them (`Runtime::publish`).

@@ -23,10 +23,41 @@ pub type LinkHistory = (Vec<JobId>, Vec<(JobId, u32)>);
 const JOB_RECORD_COLUMNS: &str = "id, name, share, unit, quantity, priority, state, submitted,
     started_at, finished_at, devices, attempts_started, preempted_count, fail_reason,
     json_extract(spec, '$.submitter.name'), json_extract(spec, '$.submitter.uid'),
-    json_type(spec, '$.command'), json_extract(spec, '$.command'), parent, array_index,
+    (SELECT json_type(w.spec, '$.command') FROM job_specs w WHERE w.job = jobs.id),
+    (SELECT json_extract(w.spec, '$.command') FROM job_specs w WHERE w.job = jobs.id),
+    parent, array_index,
     array_size";
 
 impl Store {
+    /// Each submitter's bytes of job data (commands and envs as stored): uid, name, bytes.
+    pub fn data_by_user(&self) -> Result<Vec<(u32, String, u64)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT json_extract(j.spec, '$.submitter.uid') AS uid,
+                    max(json_extract(j.spec, '$.submitter.name')), sum(length(s.spec))
+                 FROM job_specs s JOIN jobs j ON j.id = s.job
+                 WHERE uid IS NOT NULL GROUP BY uid",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (uid, name, bytes) = row.map_err(|e| self.err(e))?;
+            let name = name.unwrap_or_else(|| uid.to_string());
+            out.push((uid as u32, name, bytes.max(0) as u64));
+        }
+        Ok(out)
+    }
+
     /// Everything a restarting runtime needs: jobs to queue or adopt (in id order), the
     /// preemption log, recent history, the highest id handed out and the last config.
     pub fn load(&self) -> Result<Recovered, StoreError> {
@@ -81,7 +112,7 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT id, spec, unit, submitted, priority, state, preempted_count,
+                "SELECT id, (SELECT spec FROM job_specs WHERE job = jobs.id), unit, submitted, priority, state, preempted_count,
                     failed_attempts, attempts_started, stop_kind, stop_by, stop_reason,
                     started_at, devices,
                     (SELECT attempt FROM attempts WHERE job = jobs.id AND ended_at IS NULL

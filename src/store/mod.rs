@@ -17,6 +17,7 @@ mod load;
 mod lock;
 mod record;
 pub mod recovery;
+mod room;
 mod rows;
 mod schema;
 mod trace;
@@ -28,6 +29,7 @@ pub use events::{HistoryWindow, StandingRow};
 pub use file::what_to_do;
 pub use lock::StateLock;
 pub use record::Observed;
+pub use room::{BALLAST_FILE, ballast_size};
 pub use rows::{AttemptRecord, ConfigRecord, JobRecord, Recovered, StoredHolding, StoredJob};
 pub use schema::SCHEMA_VERSION;
 
@@ -68,6 +70,8 @@ pub struct Store {
     standing: Option<crate::replay::Standing>,
     /// How hard a commit is pushed to disk (a read-only store: `Normal`, never used).
     durability: Durability,
+    /// The database's own room on a full filesystem (`None`: a read-only store).
+    ballast: Option<room::Ballast>,
 }
 
 impl Store {
@@ -128,13 +132,19 @@ impl Store {
             .map_err(err)?;
         schema::migrate(&mut conn, &path, version)?;
         identity::ensure(&conn, &path, false)?;
-        Ok(Store {
+        let ballast = room::Ballast::beside(&path);
+        let store = Store {
             conn,
             path,
             recorded: Vec::new(),
             standing: None,
             durability,
-        })
+            ballast: Some(ballast),
+        };
+        // A log left by the last run (a full filesystem, a crash) is folded in now.
+        store.shrink_log();
+        store.restore_ballast_if(|size| store.free_bytes().is_some_and(|f| f >= 4 * size));
+        Ok(store)
     }
 
     /// Open an existing database for reading only (`shareq jobs --all` when no scheduler
@@ -162,6 +172,7 @@ impl Store {
             recorded: Vec::new(),
             standing: None,
             durability: Durability::Normal,
+            ballast: None,
         })
     }
 
@@ -208,6 +219,63 @@ impl Store {
                 detail: format!("{}; {fk} dangling attempt rows", lines.join("; ")),
             })
         }
+    }
+
+    /// Fold the write-ahead log into the database and truncate it
+    /// (`wal_checkpoint(TRUNCATE)`); best effort: a reader may hold it (then it is not
+    /// truncated). True when the log was emptied.
+    pub fn shrink_log(&self) -> bool {
+        let done: Result<i64, _> =
+            self.conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0));
+        match done {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => {
+                tracing::debug!("checkpoint failed: {e}");
+                false
+            }
+        }
+    }
+
+    /// Make room for the database's own write when the filesystem is full: give the
+    /// ballast up and truncate the log. True when anything may have been freed.
+    pub fn make_room(&mut self) -> bool {
+        let released = self.ballast.as_ref().is_some_and(room::Ballast::release);
+        let shrunk = self.shrink_log();
+        released || shrunk
+    }
+
+    /// Bytes the ballast lacks (given up, or never made for want of room): submits wait
+    /// for that much more than the reserve, so the space stays the database's.
+    pub fn ballast_owed(&self) -> u64 {
+        self.ballast.as_ref().map_or(0, room::Ballast::owed)
+    }
+
+    /// The ballast's full size (0 for a read-only store).
+    pub fn ballast_bytes(&self) -> u64 {
+        self.ballast.as_ref().map_or(0, room::Ballast::size)
+    }
+
+    /// Make the ballast whole again when `room(size)` says the filesystem has room for it.
+    pub fn restore_ballast_if(&self, room: impl FnOnce(u64) -> bool) {
+        let Some(b) = &self.ballast else { return };
+        if b.owed() == 0 || !room(b.size()) {
+            return;
+        }
+        match b.make() {
+            Ok(()) => tracing::info!("the database's ballast ({} MiB) is made", b.size() >> 20),
+            Err(e) => tracing::debug!("cannot make the database's ballast: {e}"),
+        }
+    }
+
+    /// Free bytes for unprivileged writers on the database's filesystem.
+    pub fn free_bytes(&self) -> Option<u64> {
+        let dir = self.path.parent()?;
+        let s = nix::sys::statvfs::statvfs(dir).ok()?;
+        // The counts are `fsblkcnt_t` / `c_ulong`: u64 here, narrower elsewhere.
+        #[allow(clippy::unnecessary_cast)]
+        Some((s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64))
     }
 
     fn err(&self, e: rusqlite::Error) -> StoreError {

@@ -111,7 +111,12 @@ impl Store {
                 .pragma_update(None, "synchronous", "NORMAL")
                 .map_err(|e| StoreError::from_sqlite(&self.path, e))?;
         }
-        let stored = self.record_batch(now, observed, events, sched);
+        let mut stored = self.record_batch(now, observed, events, sched);
+        // Out of space: the ballast and the write-ahead log's slack are the database's
+        // own room (`room`); give them up and try once more.
+        if matches!(stored, Err(StoreError::DiskFull { .. })) && self.make_room() {
+            stored = self.record_batch(now, observed, events, sched);
+        }
         if relaxed {
             self.conn
                 .pragma_update(None, "synchronous", "FULL")
@@ -246,9 +251,20 @@ impl Store {
     }
 }
 
+/// The whole spec, stored once (a job's spec never changes after its submit).
+const INSERT_SPEC: &str =
+    "INSERT INTO job_specs (job, spec) VALUES (?1, ?2) ON CONFLICT(job) DO NOTHING";
+
 fn upsert_job(tx: &Transaction, job: &Job, sched: &Sched) -> rusqlite::Result<()> {
-    let spec = serde_json::to_string(&job.spec)
-        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+    let to_sql = |e| rusqlite::Error::ToSqlConversionFailure(Box::new(e));
+    // `jobs.spec` leaves out the command and env (the bulk of a job): a state change
+    // rewrites this row, and must stay small (schema step 10).
+    let mut slim = serde_json::to_value(&job.spec).map_err(to_sql)?;
+    if let Some(fields) = slim.as_object_mut() {
+        fields.remove("command");
+        fields.remove("env");
+    }
+    let spec = slim.to_string();
     let (kind, by, reason) = encode_stop(job.stop_cause());
     let deps = (!job.deps.is_empty()).then(|| {
         let ids: Vec<u64> = job.deps.iter().map(|d| d.0).collect();
@@ -279,6 +295,15 @@ fn upsert_job(tx: &Transaction, job: &Job, sched: &Sched) -> rusqlite::Result<()
         job.array_size(),
         deps,
     ])?;
+    let stored = tx
+        .prepare_cached("SELECT 1 FROM job_specs WHERE job = ?1")?
+        .query_row([job.id.0 as i64], |_| Ok(()))
+        .optional()?;
+    if stored.is_none() {
+        let whole = serde_json::to_string(&job.spec).map_err(to_sql)?;
+        tx.prepare_cached(INSERT_SPEC)?
+            .execute(params![job.id.0 as i64, whole])?;
+    }
     Ok(())
 }
 

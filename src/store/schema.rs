@@ -195,6 +195,19 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE jobs ADD COLUMN depends_on TEXT;
     CREATE INDEX jobs_parent ON jobs(parent) WHERE parent IS NOT NULL;
     ",
+    // 10: a job's whole spec (its command and env, up to 64 KiB) in a table of its own,
+    // written once at submit; `jobs.spec` keeps the spec without them. A state change
+    // then rewrites a small row, not the env's overflow pages: cancelling a thousand big
+    // jobs on a nearly full state filesystem takes kilobytes, not their size again
+    // (SPEC §8, issue 44).
+    "
+    CREATE TABLE job_specs (
+        job  INTEGER PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,
+        spec TEXT    NOT NULL                -- JobSpec as JSON, whole
+    );
+    INSERT INTO job_specs (job, spec) SELECT id, spec FROM jobs;
+    UPDATE jobs SET spec = json_remove(spec, '$.env', '$.command');
+    ",
 ];
 
 /// The schema version this code writes.

@@ -16,6 +16,7 @@ mod config_samples;
 mod config_watch;
 mod deploy_doc;
 mod deps_live;
+mod disk_full;
 mod durable_attach;
 mod durable_crash;
 mod durable_restart;

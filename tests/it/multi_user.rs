@@ -195,6 +195,16 @@ impl Lab {
         }
     }
 
+    /// The state directory (made by `serve`, or mounted there before it).
+    pub(crate) fn state(&self) -> &std::path::Path {
+        &self.state
+    }
+
+    /// The shareq binary every user may run.
+    pub(crate) fn bin(&self) -> &std::path::Path {
+        &self.bin
+    }
+
     pub(crate) fn write_config(&self, yaml: &str) {
         std::fs::write(self.config.join("config.yaml"), yaml).unwrap();
     }

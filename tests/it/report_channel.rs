@@ -30,6 +30,7 @@ fn spec(state: &StateDir, attempt: u32, script: &str) -> LaunchSpec {
         log_cap: 64,
         free_reserve: 0,
         pids_max: 64,
+        user_log: None,
         submitter: None,
         timeout_seconds: None,
         unit: "gpu".into(),

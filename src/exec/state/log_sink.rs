@@ -1,12 +1,14 @@
 //! One attempt's output log, written by its supervisor from the job's stdout/stderr pipe,
-//! with the limits of SPEC §7: at most `cap` bytes per attempt, and nothing written while
+//! with the limits of SPEC §7: at most `cap` bytes per attempt, at most what was left of
+//! its user's log budget when it started ([`UserLog`]; cut too once the scheduler marks
+//! the log, the user's logs together having reached the budget), and nothing written while
 //! the state filesystem has less than `reserve` bytes free (so the database always has
 //! room). A cut log ends with one line saying where and why it was cut; the job keeps
 //! running and its further output is read and dropped, so it never blocks on a full pipe.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// How often (in bytes written) the free space is looked at.
 const CHECK_EVERY: u64 = 64 << 10;
@@ -35,6 +37,26 @@ impl LogOut for LogSink {
     }
 }
 
+/// An attempt's share of its user's log budget (`logs.maxMiBPerUser`), given at its start.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct UserLog {
+    /// The submitter's name, for the line that says why the log was cut.
+    pub user: String,
+    /// What this attempt may write: the budget less what the user's logs held.
+    pub room: u64,
+    /// The budget.
+    pub budget: u64,
+}
+
+impl UserLog {
+    /// The mark beside `log` that tells its supervisor to cut it (its text says why).
+    pub fn mark_of(log: &Path) -> PathBuf {
+        let mut p = log.as_os_str().to_owned();
+        p.push(".cut");
+        PathBuf::from(p)
+    }
+}
+
 pub struct LogSink {
     file: File,
     written: u64,
@@ -42,6 +64,8 @@ pub struct LogSink {
     reserve: u64,
     since_check: u64,
     cut: bool,
+    /// The user's budget, and the mark to look for (set by [`LogSink::for_user`]).
+    user: Option<(UserLog, PathBuf)>,
 }
 
 impl LogSink {
@@ -59,6 +83,7 @@ impl LogSink {
             reserve,
             since_check: CHECK_EVERY,
             cut: false,
+            user: None,
         })
     }
 
@@ -72,7 +97,14 @@ impl LogSink {
             reserve,
             since_check: CHECK_EVERY,
             cut: false,
+            user: None,
         }
+    }
+
+    /// Hold the log at `path` to its user's budget too (`None`: no budget).
+    pub fn for_user(mut self, user: Option<UserLog>, path: &Path) -> LogSink {
+        self.user = user.map(|u| (u, UserLog::mark_of(path)));
+        self
     }
 
     /// Has the log been cut?
@@ -100,8 +132,14 @@ impl LogSink {
                 );
                 return self.cut_here(&why);
             }
+            if let Some((_, mark)) = &self.user
+                && let Ok(why) = std::fs::read_to_string(mark)
+            {
+                return self.cut_here(why.trim());
+            }
         }
-        let room = self.cap.saturating_sub(self.written);
+        let user_room = self.user.as_ref().map_or(u64::MAX, |(u, _)| u.room);
+        let room = self.cap.min(user_room).saturating_sub(self.written);
         let take = (buf.len() as u64).min(room) as usize;
         if take > 0 {
             if let Err(e) = self.file.write_all(&buf[..take]) {
@@ -110,10 +148,19 @@ impl LogSink {
             self.written += take as u64;
         }
         if take < buf.len() {
-            let why = format!(
-                "the log of one attempt may hold at most {} (logs.maxMiBPerAttempt)",
-                mib(self.cap)
-            );
+            let why = match &self.user {
+                Some((u, _)) if u.room < self.cap => format!(
+                    "the logs of user {} may hold at most {} together, and this attempt \
+                     started with {} of it left (logs.maxMiBPerUser)",
+                    u.user,
+                    mib(u.budget),
+                    mib(u.room)
+                ),
+                _ => format!(
+                    "the log of one attempt may hold at most {} (logs.maxMiBPerAttempt)",
+                    mib(self.cap)
+                ),
+            };
             self.cut_here(&why);
         }
     }
@@ -134,7 +181,8 @@ impl LogSink {
     }
 }
 
-fn mib(bytes: u64) -> String {
+/// Bytes as MiB with one decimal, as the cut lines say them.
+pub fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
 }
 
@@ -170,6 +218,49 @@ mod tests {
         assert!(text.starts_with("123456789a\n[shareq: log cut here after 10 bytes"));
         assert!(text.contains("logs.maxMiBPerAttempt"), "{text}");
         assert_eq!(text.matches("log cut").count(), 1);
+    }
+
+    #[test]
+    fn a_log_is_cut_at_its_users_budget_and_at_the_mark() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("1.log");
+        let user = UserLog {
+            user: "alice".into(),
+            room: 8,
+            budget: 3 << 20,
+        };
+        let mut s = LogSink::open(&p, 100, 0)
+            .unwrap()
+            .for_user(Some(user.clone()), &p);
+        s.write(b"12345");
+        s.write(b"6789abcdef");
+        assert!(s.is_cut());
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.starts_with("12345678\n[shareq: log cut here after 8 bytes"));
+        assert!(
+            text.contains("the logs of user alice may hold at most 3.0 MiB together")
+                && text.contains("logs.maxMiBPerUser"),
+            "{text}"
+        );
+        // The scheduler's mark cuts a log that still has room, at the next look.
+        let q = dir.path().join("2.log");
+        let mut s = LogSink::open(&q, u64::MAX, 0).unwrap().for_user(
+            Some(UserLog {
+                room: u64::MAX,
+                ..user
+            }),
+            &q,
+        );
+        s.write(b"before ");
+        std::fs::write(UserLog::mark_of(&q), "the logs of user alice hold 3.1 MiB").unwrap();
+        s.write(&vec![b'y'; CHECK_EVERY as usize]);
+        assert!(s.is_cut());
+        let text = std::fs::read_to_string(&q).unwrap();
+        assert!(text.starts_with("before \n[shareq: log cut here"), "{text}");
+        assert!(
+            text.contains("the logs of user alice hold 3.1 MiB"),
+            "{text}"
+        );
     }
 
     #[test]

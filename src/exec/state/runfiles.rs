@@ -213,6 +213,9 @@ pub struct LaunchSpec {
     /// `pids.max`, written by the scheduler before the command starts.
     #[serde(default = "default_pids_max")]
     pub pids_max: u64,
+    /// The attempt's share of its user's log budget (`logs.maxMiBPerUser`); `None`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_log: Option<crate::exec::state::log_sink::UserLog>,
     /// Who the command runs as when the supervisor is root (SPEC §9): the submitter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitter: Option<crate::model::Submitter>,
@@ -662,6 +665,7 @@ mod tests {
             log_cap: 1,
             free_reserve: 1,
             pids_max: 64,
+            user_log: None,
             submitter: None,
             timeout_seconds: None,
             unit: String::new(),

@@ -107,6 +107,7 @@ struct FileLog {
     owner: Option<u32>,
     cap: u64,
     reserve: u64,
+    user: Option<crate::exec::state::log_sink::UserLog>,
     sink: Option<LogSink>,
     /// Why the log could not be opened: the attempt fails (its output would be lost).
     failed: Option<String>,
@@ -119,6 +120,7 @@ impl FileLog {
             owner: None,
             cap: spec.log_cap,
             reserve: spec.free_reserve,
+            user: spec.user_log.clone(),
             sink: None,
             failed: None,
         }
@@ -127,7 +129,11 @@ impl FileLog {
     fn sink(&mut self) -> Option<&mut LogSink> {
         if self.sink.is_none() && self.failed.is_none() {
             match open_log_at(&self.path, self.owner) {
-                Ok(file) => self.sink = Some(LogSink::from_file(file, self.cap, self.reserve)),
+                Ok(file) => {
+                    let sink = LogSink::from_file(file, self.cap, self.reserve)
+                        .for_user(self.user.clone(), &self.path);
+                    self.sink = Some(sink);
+                }
                 Err(e) => {
                     self.failed = Some(format!(
                         "cannot open the job log {}: {e}",

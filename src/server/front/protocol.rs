@@ -185,6 +185,10 @@ pub struct StatusAnswer {
     /// Why scheduling is paused (its decisions cannot be written), while it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<String>,
+    /// While the state filesystem is short of space: its figures and the users whose job
+    /// data and logs fill it, most first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<String>,
 }
 
 /// What kind of error an answer carries: the machine-readable half of an error, stable
@@ -230,7 +234,9 @@ impl ErrorCode {
                 | SpecError::NotADirectory(_)
                 | SpecError::ClientToken,
             ) => ErrorCode::Rejected,
-            Refusal::UserLimit { .. } | Refusal::StateFull { .. } => ErrorCode::Limit,
+            Refusal::UserLimit { .. } | Refusal::UserData { .. } | Refusal::StateFull { .. } => {
+                ErrorCode::Limit
+            }
             Refusal::Paused(_)
             | Refusal::NoHistory
             | Refusal::HistoryUnreadable(_)
@@ -381,6 +387,14 @@ mod tests {
                 Refusal::StateFull {
                     free_mib: 1,
                     reserve_mib: 2,
+                },
+                ErrorCode::Limit,
+            ),
+            (
+                Refusal::UserData {
+                    user: "bob".into(),
+                    held: 2,
+                    budget: 1,
                 },
                 ErrorCode::Limit,
             ),

@@ -673,6 +673,7 @@ fn status(s: &Snapshot) -> Response {
             pending: s.linked.pending.len(),
             running: s.running.len(),
             paused: s.paused.clone(),
+            disk: s.disk.clone(),
         }),
         ..Response::ok()
     }

@@ -177,10 +177,17 @@ impl Runtime {
         spec.check_size()?;
         // A full state filesystem stops nothing (SPEC §8): below the reserve, new jobs wait
         // outside, running ones go on.
+        // The database's ballast, while given up, is owed on top of the reserve: the
+        // space it held stays the scheduler's own (`store::room`).
+        let owed = self.persist.as_ref().map_or(0, |p| p.store.ballast_owed());
         let reserve = self.exec.log_limits.reserve_bytes();
-        if let Some(free) = self.free_space.below(reserve, &self.exec.state) {
+        let cost = super::free_space::cost(&spec);
+        if let Err(free) =
+            self.free_space
+                .take(cost, reserve.saturating_add(owed), &self.exec.state)
+        {
             return Err(Refusal::StateFull {
-                free_mib: free >> 20,
+                free_mib: free.saturating_sub(cost.saturating_add(owed)) >> 20,
                 reserve_mib: reserve >> 20,
             });
         }
@@ -214,10 +221,35 @@ impl Runtime {
                 });
             }
         }
+        // One user's bytes on the state filesystem are capped too, long before the
+        // reserve: their jobs' commands and envs, and their logs.
+        let rows = spec.array_properties.map_or(1, |a| u64::from(a.size) + 1);
+        let data = (spec.carried_bytes() as u64 + 512).saturating_mul(rows);
+        if let Some(sub) = &spec.submitter {
+            let budget = self
+                .access
+                .limits
+                .max_data_mib_per_user
+                .saturating_mul(1 << 20);
+            let held = self.data_per_user.get(&sub.uid).copied().unwrap_or(0)
+                + self.exec.log_budget.held(sub.uid);
+            if held.saturating_add(data) > budget {
+                return Err(Refusal::UserData {
+                    user: sub.name.clone(),
+                    held,
+                    budget,
+                });
+            }
+        }
         let uid = spec.submitter.as_ref().map(|s| s.uid);
+        let submitter = spec.submitter.as_deref().cloned();
         let id = self.sched.submit(spec, now)?;
         if let Some(uid) = uid {
             *self.per_user.entry(uid).or_default() += jobs;
+            *self.data_per_user.entry(uid).or_default() += data;
+        }
+        if let Some(sub) = submitter {
+            self.user_names.entry(sub.uid).or_insert(sub.name);
         }
         if let Some(t) = token {
             self.tokens.remember(t, id);

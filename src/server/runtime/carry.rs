@@ -43,11 +43,14 @@ pub(crate) struct Carry {
     pub(crate) log_limits: LogLimits,
     /// `limits.pidsPerJob` of the config in force, for the next starts.
     pub(crate) pids_per_job: u64,
+    /// The users' log bytes, for each start's share of its user's budget.
+    pub(crate) log_budget: super::log_budget::LogBudget,
 }
 
 impl Carry {
     pub(crate) fn new(state: StateDir, owner: Owner, backend: Box<dyn Backend>) -> Self {
         Carry {
+            log_budget: super::log_budget::LogBudget::watch(state.clone()),
             state,
             backend,
             running: HashMap::new(),
@@ -271,6 +274,12 @@ impl Carry {
     fn start(&mut self, sched: &Sched, timers: &mut Timers, job: JobId, devices: Vec<u32>) {
         let Some(j) = sched.job(job) else { return };
         let attempt = j.attempts_started;
+        let budget = self.log_limits.user_budget_bytes();
+        let user_log = j
+            .spec
+            .submitter
+            .as_deref()
+            .and_then(|s| self.log_budget.room(job, s.uid, &s.name, budget));
         let spec = LaunchSpec {
             job,
             attempt,
@@ -288,6 +297,7 @@ impl Carry {
             log_cap: self.log_limits.cap_bytes(),
             free_reserve: self.log_limits.reserve_bytes(),
             pids_max: self.pids_per_job,
+            user_log,
             submitter: j.spec.submitter.as_deref().cloned(),
             timeout_seconds: j.spec.timeout_seconds,
             unit: sched.unit_name(j.unit).to_string(),

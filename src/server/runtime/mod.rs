@@ -14,6 +14,7 @@ pub mod events;
 pub(crate) mod forecasts;
 mod free_space;
 pub mod input;
+mod log_budget;
 pub mod refusal;
 mod reports;
 pub(crate) mod state_watch;
@@ -231,6 +232,8 @@ impl RuntimeHandle {
             forecasts: self::forecasts::Forecasts::new(None),
             predictions: Vec::new(),
             per_user: HashMap::new(),
+            data_per_user: HashMap::new(),
+            user_names: HashMap::new(),
             free_space: self::free_space::FreeSpace::watch(opts_state),
         };
         rt.exec.watch(&mut rt.timers);
@@ -242,6 +245,13 @@ impl RuntimeHandle {
         for j in rt.sched.jobs().filter(|j| !j.is_parent()) {
             if let Some(s) = &j.spec.submitter {
                 *rt.per_user.entry(s.uid).or_default() += 1;
+                rt.exec.log_budget.owner(j.id, s.uid, &s.name);
+            }
+        }
+        // The logs of the finished jobs it lists count for their users too.
+        for j in &rt.finished {
+            if let Some(s) = &j.submitter {
+                rt.exec.log_budget.owner(j.id, s.uid, &s.name);
             }
         }
         rt.picture.rebuild(&rt.sched);
@@ -443,10 +453,26 @@ struct Runtime {
     feed: self::events::EventFeed,
     /// Set while a batch's decisions cannot be written (SPEC §8).
     paused: Option<Paused>,
+    /// Bytes of job data (commands and envs) in the database per submitter uid
+    /// (`limits.maxDataMiBPerUser`): read at start and after each prune, added to by
+    /// each submit.
+    data_per_user: HashMap<u32, u64>,
+    /// Submitters' names by uid, for the users `status` names when space is short.
+    user_names: HashMap<u32, String>,
     /// Jobs not yet ended per submitter uid (`limits.maxQueuedJobsPerUser`, SPEC §9).
     per_user: HashMap<u32, u64>,
     /// The state filesystem's free bytes, read off this task (the reserve of submits).
     free_space: self::free_space::FreeSpace,
+}
+
+/// After a commit, the database's own room on the state filesystem (SPEC §8): short of
+/// space (below the reserve and a ballast), the write-ahead log is folded in and truncated
+/// (it would keep its size); with room for it again, the ballast given up is made whole.
+fn keep_room(store: &crate::store::Store, free: u64, reserve: u64) {
+    if free < reserve.saturating_add(store.ballast_bytes().saturating_mul(2)) {
+        store.shrink_log();
+    }
+    store.restore_ballast_if(|size| free >= reserve.saturating_add(size.saturating_mul(2)));
 }
 
 /// A batch whose decisions could not be stored, held with what came after it.
@@ -526,6 +552,10 @@ impl Runtime {
             .map(|j| j.id)
             .collect();
         self.finished = d.finished.into_iter().map(Arc::new).collect();
+        match d.store.data_by_user() {
+            Ok(rows) => self.set_data_per_user(rows),
+            Err(e) => tracing::warn!("cannot sum the users' job data: {e}"),
+        }
         self.persist = Some(Persist {
             store: d.store,
             _lock: d.lock,
@@ -588,6 +618,7 @@ impl Runtime {
     /// Carry out a recorded batch's decisions and answer who waits for them; true when
     /// the shutdown is complete.
     fn carry_out(&mut self, now: i64, events: Vec<Event>, mut turn: Turn) -> bool {
+        self.free_space.committed();
         self.metrics.observe(now, &events, &self.sched);
         turn.changed |= !events.is_empty();
         self.exec
@@ -896,6 +927,10 @@ impl Runtime {
         self.labels_due = false;
         self.timers.cancel(Timer::Labels);
         self.feed.publish(p.store.take_recorded());
+        let reserve = self.exec.log_limits.reserve_bytes();
+        if let Some(free) = self.free_space.latest() {
+            off_the_async_workers(|| keep_room(&p.store, free, reserve));
+        }
         self.tokens.stored();
         // Supervisors that waited with an exit status now stored may end.
         self.exec.stored();
@@ -998,6 +1033,61 @@ impl Runtime {
         }
     }
 
+    /// The users' job data, summed by the store (at start, after a prune).
+    fn set_data_per_user(&mut self, rows: Vec<(u32, String, u64)>) {
+        self.data_per_user.clear();
+        for (uid, name, bytes) in rows {
+            self.data_per_user.insert(uid, bytes);
+            self.user_names.insert(uid, name);
+        }
+    }
+
+    /// While the state filesystem is short of space (within twice the database's ballast,
+    /// at least 16 MiB, of the reserve; the ballast given up; or scheduling paused): its
+    /// figures and the three users whose job data and logs hold the most of it.
+    fn disk_line(&self) -> Option<String> {
+        let free = self.free_space.latest()?;
+        let reserve = self.exec.log_limits.reserve_bytes();
+        let (ballast, owed) = self.persist.as_ref().map_or((0, 0), |p| {
+            (p.store.ballast_bytes(), p.store.ballast_owed())
+        });
+        let margin = (ballast * 2).max(16 << 20);
+        if free >= reserve.saturating_add(margin) && owed == 0 && self.paused.is_none() {
+            return None;
+        }
+        let mut held: HashMap<u32, u64> = self.data_per_user.clone();
+        for (uid, bytes) in self.exec.log_budget.totals() {
+            *held.entry(uid).or_default() += bytes;
+        }
+        let mut top: Vec<(u32, u64)> = held.into_iter().filter(|&(_, b)| b > 0).collect();
+        top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let names: Vec<String> = top
+            .iter()
+            .take(3)
+            .map(|(uid, bytes)| {
+                let name = self
+                    .user_names
+                    .get(uid)
+                    .cloned()
+                    .unwrap_or_else(|| uid.to_string());
+                format!("{name} {:.1} MiB", *bytes as f64 / f64::from(1 << 20))
+            })
+            .collect();
+        let mib = |b: u64| b >> 20;
+        let mut line = format!(
+            "the state filesystem has {} MiB free, reserve {} MiB",
+            mib(free),
+            mib(reserve)
+        );
+        if owed > 0 {
+            line += &format!(" (the database's {} MiB ballast is given up)", mib(owed));
+        }
+        if !names.is_empty() {
+            line += &format!("; most job data and logs: {}", names.join(", "));
+        }
+        Some(line)
+    }
+
     /// Publish the picture with the jobs touched since the last one (O(changes)).
     fn publish(&mut self, now: i64) {
         self.dirty = false;
@@ -1021,6 +1111,7 @@ impl Runtime {
             }
         }
         snap.paused = self.paused.as_ref().map(|p| p.why.clone());
+        snap.disk = self.disk_line();
         snap.containment = self.exec.warning();
         self.snapshots.send_replace(Arc::new(snap));
     }

@@ -30,6 +30,19 @@ pub enum Refusal {
         asks: u64,
         most: u64,
     },
+    /// The user's jobs hold their budget of bytes on the state filesystem (job data and
+    /// logs, `limits.maxDataMiBPerUser`).
+    #[error(
+        "user {user} holds {} of job data and logs, budget {} (limits.maxDataMiBPerUser): \
+         wait for their history to be pruned, or ask an admin",
+        size(*held),
+        size(*budget)
+    )]
+    UserData {
+        user: String,
+        held: u64,
+        budget: u64,
+    },
     /// The state filesystem is below its reserve (SPEC §8): new jobs wait outside.
     #[error(
         "the state filesystem has {free_mib} MiB free, below the reserve of {reserve_mib} MiB \
@@ -83,6 +96,16 @@ fn user_limit(user: &str, has: u64, asks: u64, most: u64) -> String {
     )
 }
 
+/// Bytes to the nearest MiB, or in GiB when whole.
+fn size(bytes: u64) -> String {
+    let mib = bytes.saturating_add(1 << 19) >> 20;
+    if mib >= 1024 && mib.is_multiple_of(1024) {
+        format!("{} GiB", mib >> 10)
+    } else {
+        format!("{mib} MiB")
+    }
+}
+
 impl From<Rejection> for Refusal {
     fn from(r: Rejection) -> Refusal {
         Refusal::Rejected(r)
@@ -105,6 +128,20 @@ impl From<PriorityError> for Refusal {
 mod tests {
     use super::*;
     use crate::model::JobId;
+
+    #[test]
+    fn a_users_data_budget_is_named() {
+        let r = Refusal::UserData {
+            user: "alice".into(),
+            held: 812 << 20,
+            budget: 1 << 30,
+        };
+        assert!(
+            r.to_string()
+                .starts_with("user alice holds 812 MiB of job data and logs, budget 1 GiB"),
+            "{r}"
+        );
+    }
 
     /// The words are the ones users read before the refusal was typed.
     #[test]

@@ -47,6 +47,11 @@ impl Runtime {
                     match off_the_async_workers(|| p.store.prune_jobs(days, now)) {
                         Ok(ids) => {
                             tracing::info!(jobs = ids.len(), days, "history pruned");
+                            self.exec.log_budget.forget(&ids);
+                            match off_the_async_workers(|| p.store.data_by_user()) {
+                                Ok(rows) => self.set_data_per_user(rows),
+                                Err(e) => tracing::warn!("cannot sum the users' job data: {e}"),
+                            }
                             let state = self.opts.state.clone();
                             tokio::task::spawn_blocking(move || {
                                 crate::exec::state::runfiles::remove_jobs(&state, &ids)

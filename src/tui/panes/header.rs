@@ -1,6 +1,7 @@
 //! Header: environment, the scheduler an attached console shows, capacity totals, config
 //! state (applied at …, or the last error with file:line in red), oversubscription,
-//! containment and theme warnings, a paused scheduler, and the clock.
+//! containment and theme warnings, a paused scheduler, a state filesystem short of space (and
+//! whose data fills it), and the clock.
 
 use crate::tui::app::App;
 use crate::tui::text::{clock, fit};
@@ -97,6 +98,14 @@ fn scheduler_spans(app: &App) -> Vec<Span<'static>> {
     if let Some(why) = &s.paused {
         spans.push(Span::styled(
             format!("⏸ {}", crate::visible::visible(why)),
+            t.error_style().add_modifier(Modifier::BOLD),
+        ));
+        spans.push(sep(t));
+    }
+    // A state filesystem short of space says whose data fills it (SPEC §8).
+    if let Some(disk) = &s.disk {
+        spans.push(Span::styled(
+            format!("⛁ {}", crate::visible::visible(disk)),
             t.error_style().add_modifier(Modifier::BOLD),
         ));
         spans.push(sep(t));

@@ -63,6 +63,14 @@ pub struct UserLimits {
     /// `pids.max`, where a `pids` controller is usable).
     #[serde(default = "default_pids_per_job")]
     pub pids_per_job: u64,
+    /// The most bytes (MiB) one user's jobs may hold on the state filesystem: their
+    /// commands and envs in the database, and their logs.
+    #[serde(rename = "maxDataMiBPerUser", default = "default_max_data_mib")]
+    pub max_data_mib_per_user: u64,
+}
+
+fn default_max_data_mib() -> u64 {
+    1024
 }
 
 impl Default for UserLimits {
@@ -71,6 +79,7 @@ impl Default for UserLimits {
             max_queued_jobs_per_user: default_max_queued(),
             max_connections_per_user: default_max_connections(),
             pids_per_job: default_pids_per_job(),
+            max_data_mib_per_user: default_max_data_mib(),
         }
     }
 }
@@ -264,7 +273,7 @@ fn default_retain_days() -> u32 {
 }
 
 /// `logs:` of the service environment: each attempt's log is cut at `maxMiBPerAttempt`,
-/// and no log is written while the state filesystem has less than `minFreeMiB` free (so
+/// one user's logs together at `maxMiBPerUser`, and no log is written while the state filesystem has less than `minFreeMiB` free (so
 /// the database always has room to write).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -273,6 +282,14 @@ pub struct LogLimits {
     pub max_mib_per_attempt: u32,
     #[serde(rename = "minFreeMiB", default = "default_min_free_mib")]
     pub min_free_mib: u32,
+    /// The most one user's logs kept on the state filesystem may hold, all their jobs'
+    /// attempts together; 0: no budget.
+    #[serde(rename = "maxMiBPerUser", default = "default_user_log_mib")]
+    pub max_mib_per_user: u32,
+}
+
+fn default_user_log_mib() -> u32 {
+    4096
 }
 
 fn default_log_cap_mib() -> u32 {
@@ -288,6 +305,7 @@ impl Default for LogLimits {
         LogLimits {
             max_mib_per_attempt: default_log_cap_mib(),
             min_free_mib: default_min_free_mib(),
+            max_mib_per_user: default_user_log_mib(),
         }
     }
 }
@@ -299,6 +317,11 @@ impl LogLimits {
 
     pub fn reserve_bytes(&self) -> u64 {
         u64::from(self.min_free_mib) << 20
+    }
+
+    /// One user's log budget in bytes; `None`: no budget.
+    pub fn user_budget_bytes(&self) -> Option<u64> {
+        (self.max_mib_per_user > 0).then(|| u64::from(self.max_mib_per_user) << 20)
     }
 }
 

@@ -234,11 +234,10 @@ impl Files {
         if self.log.is_none() && !self.unwritable {
             match crate::exec::supervisor::open_log(&self.spec, None) {
                 Ok(file) => {
-                    self.log = Some(LogSink::from_file(
-                        file,
-                        self.spec.log_cap,
-                        self.spec.free_reserve,
-                    ))
+                    self.log = Some(
+                        LogSink::from_file(file, self.spec.log_cap, self.spec.free_reserve)
+                            .for_user(self.spec.user_log.clone(), &self.spec.log),
+                    )
                 }
                 Err(e) => {
                     tracing::warn!(
