@@ -219,12 +219,17 @@ fn run(load: &Load) {
                         assert!(acked.lock().unwrap().insert(id), "id {id} given twice");
                         break;
                     }
-                    if stderr.contains("no scheduler is listening") {
-                        // Certainly not submitted: try again once it is back.
+                    if stderr.contains("no scheduler is listening")
+                        || stderr.starts_with("runuser:")
+                    {
+                        // Certainly not submitted (no scheduler yet, or the CLI did not
+                        // start: a copy of the binary still open elsewhere, ETXTBSY):
+                        // try again.
                         std::thread::sleep(Duration::from_millis(20));
                         continue;
                     }
                     // Killed while asking: it may or may not have been stored.
+                    eprintln!("submit j{n}: unsure: {}", stderr.trim_end());
                     *unsure.lock().unwrap() += 1;
                     break;
                 }

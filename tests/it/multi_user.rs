@@ -552,7 +552,7 @@ fn members_owners_and_admins_under_a_root_scheduler() {
         "refusals are not accepted actions"
     );
 
-    // A directory the submitter cannot enter fails the attempt, saying why.
+    // A directory the submitter cannot enter is refused at submit, as a missing one.
     let closed = lab.root.join("closed");
     std::fs::create_dir(&closed).unwrap();
     std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -568,12 +568,14 @@ fn members_owners_and_admins_under_a_root_scheduler() {
             "true",
         ],
     );
-    let id = id_of(&out);
-    lab.wait_state(id, &["FAILED"]);
+    assert!(!out.status.success(), "{}", text(&out.stdout));
     assert!(
-        lab.log(id).contains("cannot enter the working directory"),
+        text(&out.stderr).contains(&format!(
+            "workingDirectory `{}` is not a directory",
+            closed.display()
+        )),
         "{}",
-        lab.log(id)
+        text(&out.stderr)
     );
 
     // No file in the state directory is readable by another user, except the socket
