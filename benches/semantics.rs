@@ -89,37 +89,8 @@ fn main() {
             let name = format!("{base}-{i}");
             let path = write_variant(&dir, &name, priorities, env);
             let (text, s, elapsed) = philly::replay_summary(&path);
-            // Preemptions per preempted job, from the decision lines.
-            let mut per_job: HashMap<&str, u64> = HashMap::new();
-            for l in text
-                .lines()
-                .filter(|l| l.contains("\"event\":\"preempted\""))
-            {
-                if let Some(job) = l
-                    .split("\"job\":\"")
-                    .nth(1)
-                    .and_then(|r| r.split('"').next())
-                {
-                    *per_job.entry(job).or_default() += 1;
-                }
-            }
-            let mut counts: Vec<u64> = per_job.into_values().collect();
-            counts.sort_unstable();
-            let p95 = counts
-                .get(((counts.len() as f64 * 0.95).ceil() as usize).saturating_sub(1))
-                .copied()
-                .unwrap_or(0);
-            let days = |w: &serde_json::Value, k: &str| w[k].as_f64().unwrap_or(0.0) / 86400.0;
-            let class = |k: &str| {
-                let w = &s[k];
-                format!(
-                    "{:.1} / {:.1} / {:.1} ({} jobs)",
-                    days(w, "p50"),
-                    days(w, "p95"),
-                    days(w, "max"),
-                    w["jobs"]
-                )
-            };
+            let p95 = preemptions_p95(&text);
+            let class = |k: &str| wait_class(&s, k);
             println!(
                 "| {base} | {label} | {:.2} | {:.3} | {} | {p95} | {} | {} | {:.2} s |",
                 s["gpu_seconds_lost_to_preemption_pct"]
@@ -207,36 +178,8 @@ fn checkpoints(dir: &std::path::Path) {
         } else {
             0.0
         };
-        let mut per_job: HashMap<&str, u64> = HashMap::new();
-        for l in text
-            .lines()
-            .filter(|l| l.contains("\"event\":\"preempted\""))
-        {
-            if let Some(job) = l
-                .split("\"job\":\"")
-                .nth(1)
-                .and_then(|r| r.split('"').next())
-            {
-                *per_job.entry(job).or_default() += 1;
-            }
-        }
-        let mut counts: Vec<u64> = per_job.into_values().collect();
-        counts.sort_unstable();
-        let p95 = counts
-            .get(((counts.len() as f64 * 0.95).ceil() as usize).saturating_sub(1))
-            .copied()
-            .unwrap_or(0);
-        let days = |w: &serde_json::Value, k: &str| w[k].as_f64().unwrap_or(0.0) / 86400.0;
-        let class = |k: &str| {
-            let w = &s[k];
-            format!(
-                "{:.1} / {:.1} / {:.1} ({} jobs)",
-                days(w, "p50"),
-                days(w, "p95"),
-                days(w, "max"),
-                w["jobs"]
-            )
-        };
+        let p95 = preemptions_p95(&text);
+        let class = |k: &str| wait_class(&s, k);
         println!(
             "| {label} | {lines_pct:.2} | {:.2} | {:.3} | {} | {p95} | {} | {} | {:.2} s |",
             s["gpu_seconds_lost_to_preemption_pct"]
@@ -249,4 +192,40 @@ fn checkpoints(dir: &std::path::Path) {
             elapsed.as_secs_f64(),
         );
     }
+}
+
+/// The 95th percentile of preemptions per preempted job, from the decision lines.
+fn preemptions_p95(text: &str) -> u64 {
+    let mut per_job: HashMap<&str, u64> = HashMap::new();
+    for l in text
+        .lines()
+        .filter(|l| l.contains("\"event\":\"preempted\""))
+    {
+        if let Some(job) = l
+            .split("\"job\":\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+        {
+            *per_job.entry(job).or_default() += 1;
+        }
+    }
+    let mut counts: Vec<u64> = per_job.into_values().collect();
+    counts.sort_unstable();
+    counts
+        .get(((counts.len() as f64 * 0.95).ceil() as usize).saturating_sub(1))
+        .copied()
+        .unwrap_or(0)
+}
+
+/// A size class's waits from the summary, `p50 / p95 / max (N jobs)` in days.
+fn wait_class(s: &serde_json::Value, k: &str) -> String {
+    let days = |w: &serde_json::Value, k: &str| w[k].as_f64().unwrap_or(0.0) / 86400.0;
+    let w = &s[k];
+    format!(
+        "{:.1} / {:.1} / {:.1} ({} jobs)",
+        days(w, "p50"),
+        days(w, "p95"),
+        days(w, "max"),
+        w["jobs"]
+    )
 }

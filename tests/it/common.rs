@@ -450,3 +450,40 @@ impl Drop for Cleanup {
         kill_supervisors_of(&self.0);
     }
 }
+
+/// A small tmpfs mounted at a path (root only: `None`, with a message, elsewhere), mode
+/// 0755 as a state directory must be, unmounted on drop (what runs from it killed first).
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    pub fn mount(at: &Path, mib: u32) -> Option<Tmpfs> {
+        if !nix::unistd::Uid::effective().is_root() {
+            eprintln!("skipped: mounting a tmpfs needs root");
+            return None;
+        }
+        std::fs::create_dir_all(at).unwrap();
+        let ok = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={mib}m,mode=0755"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("skipped: cannot mount a tmpfs here");
+            return None;
+        }
+        Some(Tmpfs(at.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        kill_supervisors_of(&self.0);
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}

@@ -4,42 +4,11 @@
 //! root, when the user tools are missing or when no tmpfs can be mounted.
 
 use super::multi_user::{Lab, Users, id_of, skip_reason, text};
+use crate::common::Tmpfs;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// A small tmpfs mounted at a path (root only), unmounted on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(at: &Path, mib: u32) -> Option<Tmpfs> {
-        std::fs::create_dir_all(at).unwrap();
-        let ok = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={mib}m,mode=0755"),
-                "tmpfs",
-            ])
-            .arg(at)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("skipped: cannot mount a tmpfs here");
-            return None;
-        }
-        Some(Tmpfs(at.to_path_buf()))
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        super::common::kill_supervisors_of(&self.0);
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
 
 /// Free bytes for unprivileged writers on the filesystem of `p`.
 fn free(p: &Path) -> u64 {

@@ -5,6 +5,7 @@
 //! history takes its run files and logs along.
 
 use crate::common;
+use crate::common::Tmpfs;
 
 use common::{Server, alive, config, share, wait_for};
 use std::time::Duration;
@@ -137,46 +138,6 @@ fn a_chatty_job_is_cut_at_its_log_cap_and_keeps_running() {
         &text[text.len() - 300..]
     );
     assert_eq!(s.state_of(a), "RUNNING");
-}
-
-/// Mount a small tmpfs (root only): `None`, with a message, otherwise.
-struct Tmpfs(std::path::PathBuf);
-
-impl Tmpfs {
-    fn mount(at: &std::path::Path, mib: u32) -> Option<Tmpfs> {
-        if !nix::unistd::Uid::effective().is_root() {
-            eprintln!("skipped: mounting a tmpfs needs root");
-            return None;
-        }
-        std::fs::create_dir_all(at).unwrap();
-        let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
-            .arg(at)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("skipped: cannot mount a tmpfs here");
-            return None;
-        }
-        // A fresh tmpfs is mode 1777; the scheduler refuses a state directory others
-        // may write to.
-        std::fs::set_permissions(
-            at,
-            <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
-        )
-        .unwrap();
-        Some(Tmpfs(at.to_path_buf()))
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        common::kill_supervisors_of(&self.0);
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
 }
 
 #[test]
