@@ -205,14 +205,7 @@ impl Sched {
                     j.priority = priority;
                 }
                 if !stopping {
-                    let new = self.job(id).and_then(|j| self.vkey(j));
-                    let lane = &mut self.shares[s].lanes[u];
-                    if let Some(k) = old {
-                        lane.running.remove(&k);
-                    }
-                    if let Some(k) = new {
-                        lane.running.insert(k);
-                    }
+                    self.rekey_running(id, s, u, old);
                 }
             }
             Phase::Dependent => {
@@ -379,16 +372,28 @@ impl Sched {
             j.last_save = Some(at);
         }
         if !stopping {
-            let new = self.job(id).and_then(|j| self.vkey(j));
-            let lane = &mut self.shares[s].lanes[u];
-            if let Some(k) = old {
-                lane.running.remove(&k);
-            }
-            if let Some(k) = new {
-                lane.running.insert(k);
-            }
+            self.rekey_running(id, s, u, old);
         }
         true
+    }
+
+    /// A running job's victim key changed (its priority, its last save): move it in its
+    /// lane's running set from `old` to its key now.
+    fn rekey_running(
+        &mut self,
+        id: JobId,
+        s: super::keys::ShareIx,
+        u: super::keys::UnitIx,
+        old: Option<super::state::VKey>,
+    ) {
+        let new = self.job(id).and_then(|j| self.vkey(j));
+        let lane = &mut self.shares[s].lanes[u];
+        if let Some(k) = old {
+            lane.running.remove(&k);
+        }
+        if let Some(k) = new {
+            lane.running.insert(k);
+        }
     }
 
     /// How a stop of this job for `cause` would go now (SPEC §14): its share's grace (or

@@ -303,15 +303,21 @@ impl Sched {
     /// that has the device, which is the only one without `nodes`).
     pub fn device_lost(&mut self, node: Option<&str>, unit: &str, device: u32, now: Time) {
         self.now = now;
-        let Some(&u) = self.unit_ix.get(unit) else {
+        let Some((u, n)) = self.device_place(node, unit, device) else {
             return;
         };
+        self.lose_devices(u, n, &[device], now);
+    }
+
+    /// The unit and node of `device` of `unit` (`node`: its name; `None`: the first node
+    /// that has the device, the only one without `nodes`).
+    fn device_place(&self, node: Option<&str>, unit: &str, device: u32) -> Option<(usize, usize)> {
+        let &u = self.unit_ix.get(unit)?;
         let n = match node {
             Some(name) => self.node_ix.get(name).copied(),
             None => (0..self.nodes.len()).find(|&n| self.units[u].has_device(n, device)),
-        };
-        let Some(n) = n else { return };
-        self.lose_devices(u, n, &[device], now);
+        }?;
+        Some((u, n))
     }
 
     /// Something outside this scheduler holds a device for now (a process of an earlier
@@ -327,14 +333,9 @@ impl Sched {
         now: Time,
     ) {
         self.now = now;
-        let Some(&u) = self.unit_ix.get(unit) else {
+        let Some((u, n)) = self.device_place(node, unit, device) else {
             return;
         };
-        let n = match node {
-            Some(name) => self.node_ix.get(name).copied(),
-            None => (0..self.nodes.len()).find(|&n| self.units[u].has_device(n, device)),
-        };
-        let Some(n) = n else { return };
         self.units[u].withheld.insert((n, device), why.to_string());
         self.lose_devices(u, n, &[device], now);
     }
