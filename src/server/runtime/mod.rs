@@ -636,13 +636,16 @@ impl Runtime {
     /// waiting for them is answered; scheduling pauses — later inputs wait, submits are
     /// refused saying why — and the write is tried again every second until it succeeds.
     /// The scheduler never exits for it.
-    fn pause(&mut self, why: String, now: i64, events: Vec<Event>, turn: Turn) {
+    fn pause(&mut self, why: String, now: i64, events: Vec<Event>, mut turn: Turn) {
         let why = format!(
             "scheduling is paused: the scheduler cannot write its decisions to the database \
              ({why}); nothing starts or is preempted, and it resumes by itself once a write \
              succeeds"
         );
         tracing::error!("{why}");
+        // Who only waited for the picture (a read's `Sync`) is answered once it is
+        // published below: nothing of theirs waits for the write.
+        let readers = std::mem::take(&mut turn.syncs);
         self.paused = Some(Paused {
             why,
             now,
@@ -652,6 +655,9 @@ impl Runtime {
         });
         self.lock_wait(PAUSED_LOCK_WAIT);
         self.publish(now);
+        for tx in readers {
+            let _ = tx.send(());
+        }
         // After the publish, which cancels the held-back publish's timer (the same one).
         self.timers.set(Timer::Flush, PAUSED_RETRY);
     }
