@@ -6,6 +6,7 @@
 //!   [`duration`], re-exported from the `shareq-core` crate.
 //! - [`duration`]: spans of time as people read them, one formatter for every output.
 //! - [`visible`]: terminal safety, user-controlled text with its control characters shown.
+//! - [`counted`]: things open at once counted per key, given back on drop (connection caps).
 //! - [`config`]: parsing, validating and watching configuration documents.
 //! - [`sched`]: the pure, deterministic scheduling core, on a wall or simulated clock.
 //! - [`exec`]: carrying attempts out: executors, GPUs, the supervisor and run files.
@@ -25,6 +26,7 @@
 pub mod access;
 pub mod cli;
 pub mod config;
+pub mod counted;
 pub mod events;
 pub mod exec;
 pub mod forecast;

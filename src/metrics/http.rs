@@ -5,12 +5,12 @@
 //! connections open cannot take the scheduler's descriptors or shut out Prometheus.
 
 use super::Metrics;
+use crate::counted::{Counts, Held, Over};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Method, Request, Response, StatusCode};
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::net::TcpListener;
 
 /// Why the metrics endpoint cannot listen; the error names the address.
@@ -39,51 +39,20 @@ pub async fn bind(addr: &str) -> Result<TcpListener, BindError> {
 }
 
 /// The most connections one client address may have open at once (a scraper needs one).
-pub const PER_CLIENT: usize = 4;
+pub const PER_CLIENT: u64 = 4;
 /// The most connections open at once, from all clients together.
-pub const TOTAL: usize = 64;
+pub const TOTAL: u64 = 64;
 
-/// The connections open, per client address.
-#[derive(Debug, Clone, Default)]
-struct Open(Arc<Mutex<HashMap<IpAddr, usize>>>);
-
-/// One open connection, counted against its client until dropped.
-struct Counted {
-    open: Open,
-    ip: IpAddr,
-}
-
-impl Open {
-    /// Count a connection of `ip`, or say why it is one too many.
-    fn take(&self, ip: IpAddr) -> Result<Counted, String> {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if m.values().sum::<usize>() >= TOTAL {
-            return Err(format!("too many connections (at most {TOTAL})"));
-        }
-        let n = m.entry(ip).or_default();
-        if *n >= PER_CLIENT {
-            return Err(format!(
-                "too many connections from {ip} (at most {PER_CLIENT} per client)"
-            ));
-        }
-        *n += 1;
-        Ok(Counted {
-            open: self.clone(),
-            ip,
-        })
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        let mut m = self.open.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = m.get_mut(&self.ip) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                m.remove(&self.ip);
+/// Count a connection of `ip` against [`PER_CLIENT`] and [`TOTAL`], or say why it is one
+/// too many.
+fn take(open: &Counts<IpAddr>, ip: IpAddr) -> Result<Held<IpAddr>, String> {
+    open.take_within(ip, PER_CLIENT, TOTAL)
+        .map_err(|over| match over {
+            Over::Total => format!("too many connections (at most {TOTAL})"),
+            Over::Key => {
+                format!("too many connections from {ip} (at most {PER_CLIENT} per client)")
             }
-        }
-    }
+        })
 }
 
 /// Tell a connection over the cap why (if its socket takes the few bytes now) and close it.
@@ -99,7 +68,7 @@ fn refuse(stream: tokio::net::TcpStream, why: &str) {
 
 /// Serve `/metrics` until the task is dropped.
 pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
-    let open = Open::default();
+    let open = Counts::default();
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(s) => s,
@@ -109,7 +78,7 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
                 continue;
             }
         };
-        let counted = match open.take(peer.ip()) {
+        let counted = match take(&open, peer.ip()) {
             Ok(c) => c,
             Err(why) => {
                 tracing::debug!("metrics connection refused: {why}");

@@ -75,16 +75,7 @@ impl LogSink {
             std::fs::create_dir_all(dir)?;
         }
         let file = OpenOptions::new().create(true).append(true).open(path)?;
-        let written = file.metadata().map_or(0, |m| m.len());
-        Ok(LogSink {
-            file,
-            written,
-            cap,
-            reserve,
-            since_check: CHECK_EVERY,
-            cut: false,
-            user: None,
-        })
+        Ok(LogSink::from_file(file, cap, reserve))
     }
 
     /// A sink over a log file already opened for appending.

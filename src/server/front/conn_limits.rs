@@ -66,45 +66,6 @@ pub fn refusal(cap: usize) -> Vec<u8> {
     msg.into_bytes()
 }
 
-/// Open connections per uid (admins are not counted).
-#[derive(Debug, Clone, Default)]
-pub struct PerUser(std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u32, u64>>>);
-
-/// One connection counted against its user; given back when dropped.
-#[derive(Debug)]
-pub struct Slot {
-    of: PerUser,
-    uid: u32,
-}
-
-impl PerUser {
-    /// Count one more connection of `uid`, if it has fewer than `most` open.
-    pub fn take(&self, uid: u32, most: u64) -> Option<Slot> {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let n = m.entry(uid).or_default();
-        if *n >= most {
-            return None;
-        }
-        *n += 1;
-        Some(Slot {
-            of: self.clone(),
-            uid,
-        })
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut m = self.of.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = m.get_mut(&self.uid) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                m.remove(&self.uid);
-            }
-        }
-    }
-}
-
 /// The answer a user over their connection cap gets before the connection is closed.
 pub fn user_refusal(user: &str, most: u64) -> Vec<u8> {
     let v = serde_json::json!({
@@ -118,20 +79,4 @@ pub fn user_refusal(user: &str, most: u64) -> Vec<u8> {
     let mut out = v.to_string().into_bytes();
     out.push(b'\n');
     out
-}
-
-#[cfg(test)]
-mod per_user_tests {
-    use super::*;
-
-    #[test]
-    fn a_user_gets_at_most_their_connections_and_gets_them_back() {
-        let p = PerUser::default();
-        let a: Vec<Slot> = (0..3).filter_map(|_| p.take(7, 3)).collect();
-        assert_eq!(a.len(), 3);
-        assert!(p.take(7, 3).is_none());
-        assert!(p.take(8, 3).is_some(), "another user is not held back");
-        drop(a);
-        assert!(p.take(7, 3).is_some());
-    }
 }

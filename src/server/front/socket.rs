@@ -81,7 +81,7 @@ pub async fn serve(
 ) {
     let cap = limits.cap();
     let permits = Arc::new(tokio::sync::Semaphore::new(cap));
-    let per_user = super::conn_limits::PerUser::default();
+    let per_user = crate::counted::Counts::default();
     loop {
         match listener.accept().await {
             Ok((mut stream, _)) => {
@@ -148,7 +148,7 @@ async fn connection(
     snapshots: watch::Receiver<Arc<Snapshot>>,
     guard: Guard,
     idle: std::time::Duration,
-    per_user: super::conn_limits::PerUser,
+    per_user: crate::counted::Counts<u32>,
 ) -> std::io::Result<()> {
     // Who is calling, from the kernel; never from the request.
     let cred = stream.peer_cred()?;
