@@ -1,9 +1,10 @@
 //! The decision stream (`shareq events`): each decision of the live scheduler as one
 //! line in the replay's format (SPEC §6: `t`, `event`, then the replay's fields), followed
 //! by what only the live scheduler knows: the job's `id`, its submitter (`user`), the
-//! preemptor's id (`by_id`), who cancelled a job (`cancelled_by`) and the line's sequence
-//! number (`seq`). `t` is the Unix time in
-//! seconds with milliseconds.
+//! preemptor's id (`by_id`), who cancelled a job (`cancelled_by`), the work lost by the
+//! preemption a `requeued` or `failed` line ends (`lostGpuSeconds`, with `lostGpus`,
+//! `lastSave` and `saved`: SPEC §14) and the line's sequence number (`seq`). `t` is the
+//! Unix time in seconds with milliseconds.
 //!
 //! The lines are built when a batch is recorded (`store::Store::record`, in the same
 //! transaction as the decisions), kept in the database's `events` table for the past, and
@@ -113,6 +114,10 @@ pub fn lines(now: i64, events: &[Event], sched: &Sched) -> Vec<EventLine> {
             if let Event::Preempted { by: Some(b), .. } = ev {
                 line.push_str(&format!(",\"by_id\":{}", b.0));
             }
+            if let Event::Requeued { lost: Some(l), .. } | Event::Failed { lost: Some(l), .. } = ev
+            {
+                lost_fields(&mut line, l, sched.ticks_per_second());
+            }
             // Who cancelled: the user the job's end names (`CANCELLED: by bob`).
             if let (Event::Cancelled { .. }, Some(j)) = (ev, job)
                 && let Some(crate::sched::FailReason::Cancelled(by)) = &j.fail_reason
@@ -145,6 +150,25 @@ pub fn lines(now: i64, events: &[Event], sched: &Sched) -> Vec<EventLine> {
             }
         })
         .collect()
+}
+
+/// The work lost by the preemption a line ends (SPEC §14), in seconds of a clock of `tps`
+/// ticks a second (the live clock's milliseconds): `lostGpuSeconds` (its GPUs × the span),
+/// `lostGpus`, `lastSave` (epoch seconds, the attempt's last checkpoint report or its
+/// start) and `saved` (it was a report).
+fn lost_fields(line: &mut String, l: &crate::sched::Lost, tps: i64) {
+    let secs = |ticks: i64| match tps {
+        1000 => seconds(ticks),
+        1 => ticks.to_string(),
+        _ => (ticks as f64 / tps as f64).to_string(),
+    };
+    line.push_str(&format!(
+        ",\"lostGpuSeconds\":{},\"lostGpus\":{},\"lastSave\":{},\"saved\":{}",
+        secs(l.gpu_ticks()),
+        l.gpus,
+        secs(l.since),
+        l.checkpointed
+    ));
 }
 
 /// The job an event is about.

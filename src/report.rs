@@ -85,9 +85,13 @@ fn fact(l: &EventLine) -> Option<Fact<'_>> {
         user: l.user.as_deref(),
         submitted: l.submitted.unwrap_or(l.at),
         kind,
-        // SPEC §14: the line that ends a preemption says what it lost, where it says it.
+        // SPEC §14: the line that ends a preemption says what it lost: every live line
+        // (`lostGpuSeconds`), a replay-format line where it says it (`lost`).
         lost: matches!(kind, FactKind::Requeued | FactKind::Failed { .. })
-            .then(|| l.value()["lost"].as_f64())
+            .then(|| {
+                let v = l.value();
+                v["lostGpuSeconds"].as_f64().or_else(|| v["lost"].as_f64())
+            })
             .flatten(),
     })
 }

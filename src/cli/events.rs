@@ -127,7 +127,9 @@ pub fn events(args: &EventsArgs) -> Result<(), CliError> {
 }
 
 /// `2026-12-01 17:40:03.123  preempted  job=train id=12 share=qs1 by=x ...`: the time,
-/// the event, then every other field of the line in its order.
+/// the event, then every other field of the line in its order; a line that ends a
+/// preemption ends with what it lost as the console's preemption log says it
+/// (`lost 2 GPU × 12m`, `saved 40s before`).
 pub fn human(ev: &EventLine) -> String {
     let when = chrono::DateTime::from_timestamp_millis(ev.at)
         .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f").to_string())
@@ -146,7 +148,23 @@ pub fn human(ev: &EventLine) -> String {
             out.push_str(&format!(" {k}={text}"));
         }
     }
+    if let Some(l) = lost_work(ev) {
+        out.push_str(&format!("  ({})", l.text()));
+    }
     out.trim_end().to_string()
+}
+
+/// The work lost by the preemption a live line ends (`crate::events`' `lostGpus`,
+/// `lastSave`, `saved`; released at the line's time).
+fn lost_work(ev: &EventLine) -> Option<crate::snapshot::LostWork> {
+    let v = ev.value();
+    let last_save = v["lastSave"].as_f64()?;
+    Some(crate::snapshot::LostWork {
+        gpus: u32::try_from(v["lostGpus"].as_u64()?).ok()?,
+        last_save: (last_save * 1000.0).round() as i64,
+        released: ev.at,
+        saved: v["saved"].as_bool().unwrap_or(false),
+    })
 }
 
 fn run_hook(command: &[String], ev: &EventLine) {

@@ -246,6 +246,6 @@ pub fn table(rep: &Report) -> String {
             out.push_str(&fair_share_table(&rep.fair_share));
         }
     }
-    out.push_str("\nGPU-hours; WAIT = submission to first start; LOST = GPU-hours of preempted attempts (work restarts from zero).\n");
+    out.push_str("\nGPU-hours; WAIT = submission to first start; LOST = GPU-hours of work preempted attempts lost (their GPUs × the time from their last checkpoint, or their start, to their release).\n");
     out
 }

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 type Labels = Vec<(&'static str, String)>;
+type FloatCounter = Counter<f64, std::sync::atomic::AtomicU64>;
 type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
 
 /// Every counter and histogram of a scheduler, and the registry that encodes them with
@@ -26,6 +27,8 @@ type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
 pub struct Metrics {
     registry: Registry,
     preemptions: Family<Labels, Counter>,
+    /// GPU-seconds lost by preemptions (SPEC §14), by the victim's share.
+    lost: Family<Labels, FloatCounter>,
     starts: Family<Labels, Counter>,
     finishes: Family<Labels, Counter>,
     submits: Family<Labels, Counter>,
@@ -55,6 +58,7 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
         let preemptions = Family::<Labels, Counter>::default();
+        let lost = Family::<Labels, FloatCounter>::default();
         let starts = Family::<Labels, Counter>::default();
         let finishes = Family::<Labels, Counter>::default();
         let submits = Family::<Labels, Counter>::default();
@@ -68,6 +72,11 @@ impl Metrics {
             "shareq_preemptions",
             "Preemptions, by reason, the victim's share and the preemptor's share",
             preemptions.clone(),
+        );
+        registry.register(
+            "shareq_preemption_lost_gpu_seconds",
+            "GPU-seconds of work lost by preemptions (each victim's GPUs times the time from its last checkpoint, or its start, to its release), by the victim's share",
+            lost.clone(),
         );
         registry.register(
             "shareq_job_starts",
@@ -119,6 +128,7 @@ impl Metrics {
         Metrics {
             registry,
             preemptions,
+            lost,
             starts,
             finishes,
             submits,
@@ -190,8 +200,12 @@ impl Metrics {
                         ])
                         .inc();
                 }
+                Event::Requeued { job, lost: Some(l) } => self.lost(share(job), l),
                 Event::Succeeded { job } => self.finished(share(job), "succeeded"),
-                Event::Failed { job, reason, .. } => {
+                Event::Failed { job, reason, lost } => {
+                    if let Some(l) = lost {
+                        self.lost(share(job), l);
+                    }
                     let outcome = match reason {
                         FailReason::PreemptionRetriesExhausted => "preemption_retries_exhausted",
                         _ => "failed",
@@ -204,6 +218,13 @@ impl Metrics {
                 _ => {}
             }
         }
+    }
+
+    /// A preemption of a job of `share` ended, losing `l` (GPU-ms on the live clock).
+    fn lost(&self, share: String, l: &crate::sched::Lost) {
+        self.lost
+            .get_or_create(&vec![("share", share)])
+            .inc_by(l.gpu_ticks() as f64 / 1000.0);
     }
 
     fn finished(&self, share: String, outcome: &str) {

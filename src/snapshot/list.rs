@@ -329,6 +329,7 @@ mod tests {
             stopping: None,
             attempts: 0,
             preempted_count: 0,
+            lost_gpu_ms: 0,
             nominated: false,
             submitter: None,
             estimated_start: None,

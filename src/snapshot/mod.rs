@@ -162,6 +162,9 @@ pub struct JobView {
     pub stopping: Option<(String, i64)>,
     pub attempts: u32,
     pub preempted_count: u32,
+    /// GPU-ms its preemptions lost so far (SPEC §14); `lostGpuSeconds` in JSON.
+    #[serde(rename = "lostGpuSeconds", default, with = "gpu_seconds")]
+    pub lost_gpu_ms: i64,
     pub nominated: bool,
     /// Who submitted it (SPEC §9); `None` only for jobs stored before shareq knew.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -297,6 +300,87 @@ pub struct PreemptionRecord {
     pub victim_user: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by_user: Option<String>,
+    /// What the preemption lost (SPEC §14), once its victim released its GPUs; `None`
+    /// while it is stopping, and for one that ended otherwise (cancelled, finished).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<LostWork>,
+}
+
+/// The work a preemption lost (SPEC §14): the victim's GPUs × (the release of its GPUs −
+/// its attempt's last save). How it reads ([`LostWork::text`]) is the same in the
+/// console's preemption log and the CLI (`events`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LostWork {
+    pub gpus: u32,
+    /// The attempt's last save (ms since the epoch): its latest checkpoint report, or its
+    /// start when it reported none.
+    pub last_save: i64,
+    /// The release of its GPUs (ms since the epoch).
+    pub released: i64,
+    /// The attempt had reported a checkpoint: `last_save` is that report.
+    pub saved: bool,
+}
+
+impl LostWork {
+    /// A victim that saved less than this long (per GPU) before its release reads
+    /// `saved 40s before` rather than what it lost.
+    pub const SAVED_SHORTLY_MS: i64 = 60_000;
+
+    /// The core's figure, on the live clock (ms).
+    pub fn of(l: &crate::sched::Lost) -> LostWork {
+        LostWork {
+            gpus: l.gpus,
+            last_save: l.since,
+            released: l.until,
+            saved: l.checkpointed,
+        }
+    }
+
+    /// From its release back to its last save (ms), per GPU.
+    pub fn span_ms(&self) -> i64 {
+        self.released.saturating_sub(self.last_save).max(0)
+    }
+
+    /// GPUs × ms lost.
+    pub fn gpu_ms(&self) -> i64 {
+        i64::from(self.gpus).saturating_mul(self.span_ms())
+    }
+
+    /// GPU-seconds lost.
+    pub fn gpu_seconds(&self) -> f64 {
+        self.gpu_ms() as f64 / 1000.0
+    }
+
+    /// `saved 40s before` for a victim that had reported a checkpoint less than a minute
+    /// before its release ([`Self::SAVED_SHORTLY_MS`]), else `lost 2 GPU × 12m` (the span
+    /// since its last save, or its start, in minutes below an hour, `2h05m` above).
+    pub fn text(&self) -> String {
+        let span = self.span_ms();
+        if self.saved && span < Self::SAVED_SHORTLY_MS {
+            return format!("saved {} before", crate::duration::human(span));
+        }
+        let d = if span < 3_600_000 {
+            crate::duration::short(span)
+        } else {
+            crate::duration::human(span)
+        };
+        format!("lost {} GPU × {d}", self.gpus)
+    }
+}
+
+/// A job's total lost GPU-time as `jobs --json` writes it: GPU-seconds (ms kept as a
+/// fraction), read back to ms.
+pub mod gpu_seconds {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(*ms as f64 / 1000.0)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+        Ok((f64::deserialize(d)? * 1000.0).round() as i64)
+    }
 }
 
 /// (priority, effective submission, submitted, id): a queue key as a reason group sees it.
@@ -828,6 +912,7 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         }),
         attempts: j.attempts_started,
         preempted_count: j.preempted_count,
+        lost_gpu_ms: j.lost_ticks,
         nominated: j.is_nominated(),
         submitter: j.spec.submitter.clone(),
         estimated_start: None,
@@ -891,6 +976,45 @@ impl Snapshot {
 mod tests {
     use crate::model::Strategy;
     use crate::sched::ShareUnitStats;
+
+    /// How a preemption's loss reads (SPEC §14): `saved Ns before` only for a victim that
+    /// reported a checkpoint less than a minute before its release; otherwise what it lost,
+    /// per GPU, since its last save or its start.
+    #[test]
+    fn lost_work_reads_as_saved_shortly_before_or_as_what_was_lost() {
+        let at = |since: i64, saved: bool| super::LostWork {
+            gpus: 2,
+            last_save: 1_000_000 - since,
+            released: 1_000_000,
+            saved,
+        };
+        assert_eq!(at(40_000, true).text(), "saved 40s before");
+        assert_eq!(at(59_999, true).text(), "saved 59s before");
+        assert_eq!(at(60_000, true).text(), "lost 2 GPU × 1m");
+        assert_eq!(at(40_000, false).text(), "lost 2 GPU × 40s");
+        assert_eq!(at(12 * 60_000 + 5_000, false).text(), "lost 2 GPU × 12m");
+        assert_eq!(at(7_500_000, true).text(), "lost 2 GPU × 2h05m");
+        assert_eq!(at(12 * 60_000, false).gpu_ms(), 2 * 12 * 60_000);
+        assert_eq!(at(1_500, false).gpu_seconds(), 3.0);
+        // A release recorded before the save (clocks of two machines) loses nothing.
+        let mut odd = at(0, true);
+        odd.last_save += 5_000;
+        assert_eq!((odd.gpu_ms(), odd.text().as_str()), (0, "saved 0s before"));
+    }
+
+    /// `lostGpuSeconds` is written in seconds and read back to the millisecond.
+    #[test]
+    fn a_jobs_lost_gpu_time_is_seconds_on_the_wire() {
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct W {
+            #[serde(with = "super::gpu_seconds")]
+            v: i64,
+        }
+        let text = serde_json::to_string(&W { v: 1_440_123 }).unwrap();
+        assert_eq!(text, r#"{"v":1440.123}"#);
+        let back: W = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.v, 1_440_123);
+    }
 
     /// A share's row on the wire (`ShareView` in docs/API.md) is the core's record: its
     /// names, their order and the fields left out when unset stay as they were.

@@ -26,7 +26,7 @@ const JOB_RECORD_COLUMNS: &str = "id, name, share, unit, quantity, priority, sta
     (SELECT json_type(w.spec, '$.command') FROM job_specs w WHERE w.job = jobs.id),
     (SELECT json_extract(w.spec, '$.command') FROM job_specs w WHERE w.job = jobs.id),
     parent, array_index,
-    array_size";
+    array_size, lost_gpu_ms";
 
 impl Store {
     /// Each submitter's bytes of job data (commands and envs as stored): uid, name, bytes.
@@ -118,6 +118,7 @@ impl Store {
                     (SELECT attempt FROM attempts WHERE job = jobs.id AND ended_at IS NULL
                      ORDER BY attempt DESC LIMIT 1),
                     fail_reason, node, depends_on, parent, array_index, array_size,
+                    lost_gpu_ms,
                     CASE WHEN array_size IS NULL THEN 0 ELSE (SELECT count(*) FROM jobs c
                         WHERE c.parent = jobs.id AND c.finished_at IS NULL) END,
                     CASE WHEN array_size IS NULL THEN 0 ELSE (SELECT count(*) FROM jobs c
@@ -182,8 +183,8 @@ impl Store {
             }),
             (_, _, Some(size)) => Some(crate::sched::ArrayLink::Parent {
                 size,
-                left: row.get(21).map_err(e)?,
-                failed: row.get(22).map_err(e)?,
+                left: row.get(22).map_err(e)?,
+                failed: row.get(23).map_err(e)?,
             }),
             _ => None,
         };
@@ -201,6 +202,7 @@ impl Store {
             holding,
             deps,
             array,
+            lost_gpu_ms: row.get(21).map_err(e)?,
         })
     }
 
@@ -321,6 +323,7 @@ impl Store {
             },
             attempts: row.get(11).map_err(e)?,
             preempted_count: row.get(12).map_err(e)?,
+            lost_gpu_ms: row.get(21).map_err(e)?,
             fail_reason: row.get(13).map_err(e)?,
             submitter: match (
                 row.get::<_, Option<String>>(14).map_err(e)?,
@@ -383,7 +386,8 @@ impl Store {
                 "SELECT at, victim, victim_name, victim_share, by_job, by_name, by_share,
                     reason, gpus, ran_for, outcome,
                     (SELECT json_extract(spec, '$.submitter.name') FROM jobs WHERE jobs.id = victim),
-                    (SELECT json_extract(spec, '$.submitter.name') FROM jobs WHERE jobs.id = by_job)
+                    (SELECT json_extract(spec, '$.submitter.name') FROM jobs WHERE jobs.id = by_job),
+                    last_save, saved, released
                  FROM preemptions ORDER BY seq DESC LIMIT ?1",
             )
             .map_err(|e| self.err(e))?;
@@ -403,6 +407,15 @@ impl Store {
                     outcome: r.get(10)?,
                     victim_user: r.get(11)?,
                     by_user: r.get(12)?,
+                    lost: match (r.get::<_, Option<i64>>(13)?, r.get::<_, Option<i64>>(15)?) {
+                        (Some(last_save), Some(released)) => Some(crate::snapshot::LostWork {
+                            gpus: r.get(8)?,
+                            last_save,
+                            released,
+                            saved: r.get::<_, Option<bool>>(14)?.unwrap_or(false),
+                        }),
+                        _ => None,
+                    },
                 })
             })
             .map_err(|e| self.err(e))?;

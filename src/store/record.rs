@@ -73,16 +73,16 @@ const CLOSE_ATTEMPT: &str = "UPDATE attempts SET ended_at = ?2, outcome = CASE
 const UPSERT_JOB: &str = "INSERT INTO jobs (id, name, share, unit, quantity, priority, spec,
         submitted, state, preempted_count, failed_attempts, attempts_started, fail_reason,
         stop_kind, stop_by, stop_reason, stop_since, finished_at, parent, array_index, array_size,
-        depends_on)
+        depends_on, lost_gpu_ms)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-        ?20, ?21, ?22)
+        ?20, ?21, ?22, ?23)
     ON CONFLICT(id) DO UPDATE SET priority = excluded.priority, state = excluded.state,
         preempted_count = excluded.preempted_count, failed_attempts = excluded.failed_attempts,
         attempts_started = excluded.attempts_started,
         fail_reason = COALESCE(excluded.fail_reason, jobs.fail_reason),
         stop_kind = excluded.stop_kind, stop_by = excluded.stop_by,
         stop_reason = excluded.stop_reason, stop_since = excluded.stop_since,
-        finished_at = excluded.finished_at";
+        finished_at = excluded.finished_at, lost_gpu_ms = excluded.lost_gpu_ms";
 
 impl Store {
     /// Persist one batch of decisions in one transaction: `observed` are the facts fed to
@@ -294,6 +294,7 @@ fn upsert_job(tx: &Transaction, job: &Job, sched: &Sched) -> rusqlite::Result<()
         job.array_index(),
         job.array_size(),
         deps,
+        job.lost_ticks,
     ])?;
     let stored = tx
         .prepare_cached("SELECT 1 FROM job_specs WHERE job = ?1")?
@@ -323,6 +324,27 @@ fn preemption_outcome(tx: &Transaction, job: JobId, outcome: &str) -> rusqlite::
     tx.prepare_cached("UPDATE preemptions SET outcome = ?2 WHERE victim = ?1 AND outcome IS NULL")?
         .execute(params![job.0 as i64, outcome])
         .map(drop)
+}
+
+/// The work the open preemption of `job` lost (SPEC §14), written with its end.
+fn preemption_lost(
+    tx: &Transaction,
+    job: JobId,
+    lost: Option<&crate::sched::Lost>,
+) -> rusqlite::Result<()> {
+    let Some(l) = lost else { return Ok(()) };
+    tx.prepare_cached(
+        "UPDATE preemptions SET lost_gpu_ms = ?2, last_save = ?3, saved = ?4, released = ?5
+         WHERE victim = ?1 AND outcome IS NULL",
+    )?
+    .execute(params![
+        job.0 as i64,
+        l.gpu_ticks(),
+        l.since,
+        l.checkpointed,
+        l.until
+    ])
+    .map(drop)
 }
 
 fn record_event(
@@ -408,12 +430,14 @@ fn record_event(
             preemption_outcome(tx, *job, "cancelled")?;
         }
         Event::TimedOut { job } => set_stop(tx, *job, "TIMEOUT")?,
-        Event::Requeued { job, .. } => {
+        Event::Requeued { job, lost } => {
             close_attempt(tx, *job, now)?;
+            preemption_lost(tx, *job, lost.as_ref())?;
             preemption_outcome(tx, *job, "requeued")?;
         }
-        Event::Failed { job, reason, .. } => {
+        Event::Failed { job, reason, lost } => {
             close_attempt(tx, *job, now)?;
+            preemption_lost(tx, *job, lost.as_ref())?;
             preemption_outcome(tx, *job, &format!("failed ({})", reason.code()))?;
         }
         Event::Succeeded { job } => {

@@ -26,6 +26,8 @@ pub struct StoredJob {
     pub deps: Vec<JobId>,
     /// Its place in an array (a parent's counts from its children's rows).
     pub array: Option<crate::sched::ArrayLink>,
+    /// GPU-ms its preemptions lost so far (SPEC §14).
+    pub lost_gpu_ms: i64,
 }
 
 /// The attempt a job was running when the scheduler last wrote.
@@ -73,6 +75,7 @@ impl StoredJob {
             holding,
             deps: self.deps.clone(),
             array: self.array,
+            lost_ticks: self.lost_gpu_ms,
         }
     }
 }
@@ -95,6 +98,8 @@ pub struct JobRecord {
     pub devices: Vec<u32>,
     pub attempts: u32,
     pub preempted_count: u32,
+    /// GPU-ms its preemptions lost (SPEC §14).
+    pub lost_gpu_ms: i64,
     pub fail_reason: Option<String>,
     pub submitter: Option<std::sync::Arc<crate::model::Submitter>>,
     /// The command as one line (`Command::line`).
@@ -135,6 +140,7 @@ impl From<&JobRecord> for JobView {
             stopping: None,
             attempts: r.attempts,
             preempted_count: r.preempted_count,
+            lost_gpu_ms: r.lost_gpu_ms,
             nominated: false,
             submitter: r.submitter.clone(),
             estimated_start: None,

@@ -208,6 +208,18 @@ const MIGRATIONS: &[&str] = &[
     INSERT INTO job_specs (job, spec) SELECT id, spec FROM jobs;
     UPDATE jobs SET spec = json_remove(spec, '$.env', '$.command');
     ",
+    // 11: lost work (SPEC §14): each preemption's, written when its victim released its
+    // GPUs (its GPUs × (the release − the attempt's last save), that last save, whether
+    // it was a checkpoint report, the release), and each job's total over its
+    // preemptions. NULL for a preemption still stopping, or ended otherwise, or recorded
+    // before.
+    "
+    ALTER TABLE preemptions ADD COLUMN lost_gpu_ms INTEGER;
+    ALTER TABLE preemptions ADD COLUMN last_save INTEGER;   -- ms since the epoch
+    ALTER TABLE preemptions ADD COLUMN saved INTEGER;       -- 1: last_save was a checkpoint
+    ALTER TABLE preemptions ADD COLUMN released INTEGER;    -- ms since the epoch
+    ALTER TABLE jobs ADD COLUMN lost_gpu_ms INTEGER NOT NULL DEFAULT 0;
+    ",
 ];
 
 /// The schema version this code writes.

@@ -289,6 +289,7 @@ fn every_type_and_its_fields_are_documented() {
         ("JobsAnswer", fields::<server::JobsAnswer>()),
         ("JobView", fields::<snapshot::JobView>()),
         ("PreemptionRecord", fields::<snapshot::PreemptionRecord>()),
+        ("LostWork", fields::<snapshot::LostWork>()),
         ("CancelOutcome", fields::<server::CancelOutcome>()),
         ("LogChunk", fields::<server::front::protocol::LogChunk>()),
         ("Hello", fields::<server::Hello>()),

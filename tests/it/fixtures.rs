@@ -200,23 +200,25 @@ impl Driver {
                         outcome: None,
                         victim_user: user(&self.sched, Some(job)),
                         by_user: user(&self.sched, by),
+                        lost: None,
                     },
                 );
             }
-            Event::Requeued { job, .. } => self.outcome(job, "requeued".into()),
-            Event::Failed { job, reason, .. } => {
-                self.outcome(job, format!("failed ({})", reason.code()))
+            Event::Requeued { job, lost } => self.outcome(job, "requeued".into(), lost),
+            Event::Failed { job, reason, lost } => {
+                self.outcome(job, format!("failed ({})", reason.code()), lost)
             }
             _ => {}
         }
     }
 
-    fn outcome(&mut self, job: JobId, what: String) {
+    fn outcome(&mut self, job: JobId, what: String, lost: Option<shareq::sched::Lost>) {
         if let Some(r) = self
             .log
             .iter_mut()
             .find(|r| r.victim == job && r.outcome.is_none())
         {
+            r.lost = lost.as_ref().map(shareq::snapshot::LostWork::of);
             let n = self.sched.job(job).map_or(1, |j| j.preempted_count);
             r.outcome = Some(if what == "requeued" {
                 format!("requeued ({} preemption)", shareq::tui::text::ordinal(n))

@@ -29,7 +29,7 @@ fn aws_server() -> Server {
 }
 
 /// The metrics address the server logged (it listens on a port the kernel chose).
-fn metrics_addr(s: &Server) -> String {
+pub(crate) fn metrics_addr(s: &Server) -> String {
     let mut addr = String::new();
     wait_for(10, "the metrics address in the log", || {
         let err = s.stderr();
@@ -52,7 +52,7 @@ fn metrics_addr(s: &Server) -> String {
 
 /// GET /metrics after everything done so far is in the published snapshot (`status`
 /// syncs with the runtime; the gauges follow the snapshot, at most 20 ms behind).
-fn fresh_scrape(s: &Server, addr: &str) -> prometheus_parse::Scrape {
+pub(crate) fn fresh_scrape(s: &Server, addr: &str) -> prometheus_parse::Scrape {
     let out = s.cli(&["status"]);
     assert!(
         out.status.success(),
@@ -85,7 +85,11 @@ fn scrape(addr: &str) -> prometheus_parse::Scrape {
 }
 
 /// The value of the sample `metric` whose labels include `labels`.
-fn value(s: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
+pub(crate) fn value(
+    s: &prometheus_parse::Scrape,
+    metric: &str,
+    labels: &[(&str, &str)],
+) -> Option<f64> {
     s.samples
         .iter()
         .find(|x| x.metric == metric && labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
@@ -167,6 +171,12 @@ fn decision(v: &Value) -> Value {
         "cancelled_by",
         "reprioritized_by",
         "seq",
+        // What a preemption lost, on every live line that ends one (SPEC §14); the
+        // replay says it only for jobs that save or get a notice.
+        "lostGpuSeconds",
+        "lostGpus",
+        "lastSave",
+        "saved",
     ] {
         m.remove(k);
     }
@@ -317,7 +327,7 @@ fn a_live_aws_run_is_scraped_streamed_and_reported() {
     );
 
     // The report's per-share figures are the history's: qs1 borrowed (and qs2 lent) from
-    // j2's start until its GPU was released; the preempted attempts' time is lost.
+    // j2's start until its GPU was released; the preempted attempts' work is lost.
     let rep = s.cli(&["report", "--since", "1h", "--json"]);
     assert!(
         rep.status.success(),
@@ -326,7 +336,15 @@ fn a_live_aws_run_is_scraped_streamed_and_reported() {
     );
     let rep: Value = serde_json::from_slice(&rep.stdout).unwrap();
     let borrowed = at(&lines, "requeued", "j2") - at(&lines, "started", "j2");
-    let lost = borrowed + at(&lines, "requeued", "j3") - at(&lines, "started", "j3");
+    let held = borrowed + at(&lines, "requeued", "j3") - at(&lines, "started", "j3");
+    // SPEC §14: what each preemption lost, as the line that ends it says (from the
+    // attempt's start to the release of its GPUs, which the line reports a moment later).
+    let lost: f64 = lines
+        .iter()
+        .filter(|l| l["event"] == "requeued")
+        .map(|l| l["lostGpuSeconds"].as_f64().unwrap())
+        .sum();
+    assert!(lost > 0.0 && lost <= held + 0.0015, "{lost} vs {held}");
     let qs1 = &rep["shares"]["qs1"];
     let near = |a: &Value, b: f64| (a.as_f64().unwrap() - b).abs() < 0.0015;
     assert!(

@@ -104,6 +104,39 @@ fn every_pane_alone() {
     });
 }
 
+/// The preemption log says what each reclaim lost (SPEC §14): `lost 1 GPU × 40m` for a
+/// victim that had saved nothing, `saved 12s before` for one that reported a checkpoint
+/// shortly before its release.
+#[test]
+fn the_preemption_log_says_what_each_preemption_lost() {
+    let mut snap = fixtures::lab();
+    {
+        let log = std::sync::Arc::make_mut(&mut snap.preemptions);
+        let ended = log
+            .iter_mut()
+            .find(|p| p.lost.is_some())
+            .expect("an ended preemption with its loss");
+        let released = ended.lost.map(|l| l.released).unwrap_or(ended.at);
+        ended.lost = Some(shareq::snapshot::LostWork {
+            gpus: 1,
+            last_save: released - 12_000,
+            released,
+            saved: true,
+        });
+    }
+    let app = fixtures::app(snap);
+    let text = fixtures::render_with(160, 8, |f| panes::preemptions::render(f, f.area(), &app));
+    assert!(
+        text.contains("requeued (1st preemption)  saved 12s before"),
+        "{text}"
+    );
+    assert!(
+        text.contains("requeued (1st preemption)  lost 1 GPU × 11m"),
+        "{text}"
+    );
+    assert_screen("pane_preemptions_saved_160x8", &text);
+}
+
 fn lab_with(keys: &[KeyEvent]) -> App {
     let mut app = fixtures::app(fixtures::lab());
     for k in keys {

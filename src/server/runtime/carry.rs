@@ -1,7 +1,7 @@
 //! Carrying the scheduler's decisions out, whatever the backend: launch each start
 //! through the `exec::backend::Backend` in force, stop attempts (SIGTERM, grace, SIGKILL)
 //! for preemptions, cancels and timeouts, arm their timers in the runtime's timer set,
-//! keep the attempt table and the preemption log.
+//! keep the attempt table and the preemption log (with each preemption's lost work).
 
 use super::timers::{Timer, Timers};
 use crate::exec::backend::Backend;
@@ -226,13 +226,13 @@ impl Carry {
                     tracing::info!(job = %job, "timed out");
                     self.stop(timers, job, grace(job));
                 }
-                Event::Requeued { job, .. } => {
+                Event::Requeued { job, lost } => {
                     tracing::info!(job = %job, "requeued");
-                    self.set_outcome(job, "requeued".to_string());
+                    self.set_outcome(job, "requeued".to_string(), lost);
                 }
-                Event::Failed { job, reason, .. } => {
+                Event::Failed { job, reason, lost } => {
                     tracing::info!(job = %job, reason = %reason, "failed");
-                    self.set_outcome(job, format!("failed ({})", reason.code()));
+                    self.set_outcome(job, format!("failed ({})", reason.code()), lost);
                 }
                 Event::Succeeded { job } => tracing::info!(job = %job, "succeeded"),
                 Event::Released { job } => {
@@ -372,18 +372,22 @@ impl Carry {
             outcome: None,
             victim_user: v.spec.submitter.as_ref().map(|s| s.name.clone()),
             by_user: by_job.and_then(|b| b.spec.submitter.as_ref().map(|s| s.name.clone())),
+            lost: None,
         });
         self.preemptions.truncate(PREEMPTION_LOG_LEN);
         self.preemptions_changed = true;
     }
 
-    fn set_outcome(&mut self, job: JobId, outcome: String) {
+    /// The open preemption of `job` is over: what became of its victim, and the work it
+    /// lost (SPEC §14) when a preemption ended it.
+    fn set_outcome(&mut self, job: JobId, outcome: String, lost: Option<crate::sched::Lost>) {
         if let Some(r) = self
             .preemptions
             .iter_mut()
             .find(|r| r.victim == job && r.outcome.is_none())
         {
             r.outcome = Some(outcome);
+            r.lost = lost.as_ref().map(crate::snapshot::LostWork::of);
             self.preemptions_changed = true;
         }
     }

@@ -1,6 +1,7 @@
 //! Preemption log: time, victim and its share, the job that caused it and its share, the
-//! reason, how long the victim ran, and what became of it. New entries are marked `●`
-//! and highlighted for a few seconds, then settle.
+//! reason, how long the victim ran, what became of it and the work it lost (SPEC §14:
+//! `lost 2 GPU × 12m`, or `saved 40s before`, as `snapshot::LostWork::text` says it). New
+//! entries are marked `●` and highlighted for a few seconds, then settle.
 
 use super::{block, row_style, window};
 use crate::duration;
@@ -77,6 +78,14 @@ fn spans(app: &App, p: &PreemptionRecord, fresh: bool, narrow: bool) -> Vec<Span
         t.text()
     };
     out.push(Span::styled(format!("  {outcome}"), outcome_style));
+    if let Some(l) = &p.lost {
+        let style = if l.text().starts_with("saved") {
+            t.dimmed()
+        } else {
+            t.warn_style()
+        };
+        out.push(Span::styled(format!("  {}", l.text()), style));
+    }
     out
 }
 

@@ -339,6 +339,7 @@ impl Sched {
         let count = {
             let Some(j) = self.job_mut(id) else { return };
             j.preempted_count += 1;
+            j.lost_ticks = j.lost_ticks.saturating_add(lost.gpu_ticks());
             j.preempted_count
         };
         if limit.is_some_and(|l| count > l) {

@@ -296,6 +296,7 @@ impl Sched {
             stop_delay: None,
             stop_plan: None,
             last_save: None,
+            lost_ticks: 0,
             finished_at: None,
             deps: Box::new([]),
             unmet: 0,

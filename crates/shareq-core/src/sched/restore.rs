@@ -27,6 +27,8 @@ pub struct RestoredJob {
     /// Its place in an array; a parent's counts (children not ended, failed) as the store
     /// has them.
     pub array: Option<ArrayLink>,
+    /// GPUs × ticks its preemptions lost so far (SPEC §14).
+    pub lost_ticks: i64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -101,6 +103,7 @@ impl Sched {
             stop_delay: None,
             stop_plan: None,
             last_save: None,
+            lost_ticks: r.lost_ticks,
             finished_at: None,
             deps: r.deps.into_boxed_slice(),
             unmet: 0,

@@ -265,6 +265,9 @@ pub struct Job {
     pub stop_plan: Option<StopPlan>,
     /// The current attempt's last checkpoint report (SPEC §14); `None` until it reports.
     pub last_save: Option<Time>,
+    /// GPUs × ticks lost over all its preemptions so far (SPEC §14: each one's
+    /// [`Lost::gpu_ticks`]); GPU-ms on the live clock.
+    pub lost_ticks: i64,
     pub finished_at: Option<Time>,
     /// The jobs it waits for, resolved to ids (SPEC §13; an array child's N_TO_N and
     /// SEQUENTIAL partners included).

@@ -162,6 +162,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         fail_reason: None,
         deps: Vec::new(),
         array: None,
+        lost_ticks: 5_000,
         holding: Some(RestoredHolding {
             node: None,
             devices: vec![0],
@@ -171,6 +172,8 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         }),
     };
     s.restore_job(held, 100).unwrap();
+    // What its earlier preemptions lost is kept (SPEC §14).
+    assert_eq!(s.job(JobId(4)).map(|j| j.lost_ticks), Some(5_000));
     for (id, name) in [(5, "q1"), (7, "q2")] {
         let r = RestoredJob {
             id: JobId(id),
@@ -184,6 +187,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
             fail_reason: None,
             deps: Vec::new(),
             array: None,
+            lost_ticks: 0,
             holding: None,
         };
         s.restore_job(r, 100).unwrap();
@@ -201,6 +205,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         fail_reason: None,
         deps: Vec::new(),
         array: None,
+        lost_ticks: 0,
         holding: Some(RestoredHolding {
             node: None,
             devices: vec![0],

@@ -75,6 +75,7 @@ fn exit_then_release_during_a_preemption_is_the_preemption() {
         let j = s.job(b1).unwrap();
         assert_eq!(j.state, JobState::Runnable, "exit {code} is requeued");
         assert_eq!((j.preempted_count, j.failed_attempts), (1, 0));
+        assert_eq!(j.lost_ticks, 20, "the job's total lost");
         let ev = s.take_events();
         assert!(!ev.iter().any(|e| matches!(e, Event::Succeeded { .. })));
         let lost = lost_of(&ev, b1).expect("lost reported");
@@ -119,6 +120,7 @@ fn an_exit_during_a_preemption_with_no_retries_left_fails_with_lost() {
         let j = s.job(b1).unwrap();
         assert_eq!(j.state, JobState::Failed);
         assert_eq!(j.fail_reason, Some(FailReason::PreemptionRetriesExhausted));
+        assert_eq!(j.lost_ticks, 40);
         let ev = s.take_events();
         assert_eq!(lost_of(&ev, b1).map(|l| l.gpu_ticks()), Some(40));
     }
