@@ -151,3 +151,19 @@ members: [\"@root\", \"@nosuch-group-25\", nosuch-user-25]
     }
     assert!(!out.contains("`root`"), "root exists:\n{out}");
 }
+
+/// The lending-with-checkpoints sample (docs/CHECKPOINTS.md): valid, and `check` says how
+/// long a reclaim of the lender's GPUs may take (the borrower's notice + its grace).
+#[test]
+fn checkpoints_sample_is_valid_and_says_how_long_a_reclaim_takes() {
+    let (code, out, err) = check("sample-configs/checkpoints");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("2 quota shares"), "{out}");
+    assert!(
+        out.contains(
+            "share `research` lends its idle GPUs: taking them back may take up to 180 s \
+             (background's notice 120 s (SIGUSR1) + gracePeriodSeconds 60)"
+        ),
+        "{out}"
+    );
+}

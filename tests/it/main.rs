@@ -29,6 +29,7 @@ mod forecast;
 mod forecast_live;
 mod history_live;
 mod jobs_confined;
+mod lost_work;
 mod multi_user;
 mod observability;
 mod python_client;
