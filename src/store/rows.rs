@@ -133,6 +133,7 @@ impl From<&JobRecord> for JobView {
             reason: Arc::from(reason),
             reason_group: None,
             stopping: None,
+            stop: None,
             attempts: r.attempts,
             preempted_count: r.preempted_count,
             nominated: false,

@@ -30,6 +30,7 @@ mod forecast_live;
 mod history_live;
 mod jobs_confined;
 mod multi_user;
+mod notice;
 mod observability;
 mod python_client;
 mod refusal_codes;
