@@ -10,13 +10,13 @@ use std::path::Path;
 
 const NOTICE_SECONDS: u32 = 3;
 
-/// One share of 1 GPU with in-share preemption, a notice of [`NOTICE_SECONDS`] (SIGUSR1)
-/// and a grace of 5 s; the environment's grace is 60 s.
-fn notice_config() -> String {
+/// One share of `gpus` GPUs with in-share preemption, a notice of [`NOTICE_SECONDS`]
+/// (SIGUSR1) and a grace of 5 s; the environment's grace is 60 s.
+fn notice_config(gpus: u32) -> String {
     let share = format!(
-        "kind: QuotaShare\nquotaShareName: bg\ncapacityLimits:\n  - {{capacityUnit: gpu, maxCapacity: 1}}\nresourceSharingConfiguration: {{strategy: LEND_AND_BORROW}}\npreemptionConfiguration: {{inSharePreemption: ENABLED, gracePeriodSeconds: 5, notice: {{signal: SIGUSR1, seconds: {NOTICE_SECONDS}}}}}\n"
+        "kind: QuotaShare\nquotaShareName: bg\ncapacityLimits:\n  - {{capacityUnit: gpu, maxCapacity: {gpus}}}\nresourceSharingConfiguration: {{strategy: LEND_AND_BORROW}}\npreemptionConfiguration: {{inSharePreemption: ENABLED, gracePeriodSeconds: 5, notice: {{signal: SIGUSR1, seconds: {NOTICE_SECONDS}}}}}\n"
     );
-    config(1, 60, &share)
+    config(gpus, 60, &share)
 }
 
 /// A job that records when it gets SIGUSR1 and SIGTERM (`<stem>.usr1`, `<stem>.term`,
@@ -60,7 +60,7 @@ fn assert_lead(lead: f64) {
 
 #[test]
 fn a_victim_gets_the_notice_then_sigterm_and_its_exit_is_the_preemption() {
-    let s = Server::start(&notice_config());
+    let s = Server::start(&notice_config(1));
     let stem = s.path("victim");
     let victim = s.submit(&["--share", "bg", "--priority", "1"], &[&trapping(&stem)]);
     wait_for(20, "the victim runs", || s.log(victim, 1).contains("up"));
@@ -106,7 +106,7 @@ fn a_victim_gets_the_notice_then_sigterm_and_its_exit_is_the_preemption() {
 
 #[test]
 fn a_cancel_and_a_timeout_send_no_notice() {
-    let s = Server::start(&notice_config().replace("maxCapacity: 1", "maxCapacity: 2"));
+    let s = Server::start(&notice_config(2));
     let (a, b) = (s.path("cancelled"), s.path("timed"));
     let cancelled = s.submit(&["--share", "bg"], &[&trapping(&a)]);
     let timed = s.submit(&["--share", "bg", "--timeout", "2"], &[&trapping(&b)]);
@@ -130,7 +130,7 @@ fn a_cancel_and_a_timeout_send_no_notice() {
 #[test]
 fn the_supervisor_keeps_the_notices_times_across_a_restart() {
     // Without --stop-jobs-on-exit: the job outlives `serve`, whose successor adopts it.
-    let mut s = Server::start_with(&notice_config(), &[]);
+    let mut s = Server::start_with(&notice_config(1), &[]);
     let stem = s.path("victim");
     let victim = s.submit(&["--share", "bg", "--priority", "1"], &[&trapping(&stem)]);
     wait_for(20, "the victim runs", || s.log(victim, 1).contains("up"));
