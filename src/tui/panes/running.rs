@@ -82,8 +82,8 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
                     .fold(s, |acc, r| {
                         acc.replace(r, super::preemptions::short_reason(r))
                     })
-                    .replace("SIGTERM in ", "")
-                    .replace("SIGKILL in ", "");
+                    .replace("notice: SIGTERM in ", "notice ")
+                    .replace("stopping: SIGKILL in ", "");
                 (short, t.warn_style().add_modifier(Modifier::BOLD))
             }
             Some(s) => (s, t.warn_style().add_modifier(Modifier::BOLD)),
