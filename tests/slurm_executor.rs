@@ -4,7 +4,8 @@
 //! sample-configs/slurm-2nodes runs the AWS example on it: QS1 borrows, a QS2 job
 //! reclaims, a raised priority preempts in QS1; jobs are pinned to the node and GPUs
 //! shareq chose (checked against `squeue --json`); a job that ignores SIGTERM is killed at
-//! the grace period; `kill -9` of serve and a restart adopt the running Slurm jobs; a
+//! the grace period; a victim of a share with a notice gets it on its node, SIGTERM the
+//! notice's seconds later (SPEC §14); `kill -9` of serve and a restart adopt the running Slurm jobs; a
 //! drained node takes no new job while its job runs on; a node taken down has its job
 //! preempted with DEVICE_LOST; a real user's job (`useradd`, removed at the end) is that
 //! user's in `squeue` and `sacct`, writes nothing into the state directory, and its
@@ -315,6 +316,64 @@ fn a_users_job_is_theirs_in_slurm_and_writes_nothing_in_the_state_directory(
     );
 }
 
+/// SPEC §14 on Slurm: qs3 gets a notice (a reload of `config`); a victim of an in-share
+/// preemption there gets SIGUSR1 on its node, from its supervisor inside the allocation,
+/// and SIGTERM the notice's seconds later; it exits 0 then and is requeued, not
+/// SUCCEEDED. `how` names the run.
+fn a_preemption_with_a_notice_reaches_the_job_before_sigterm(s: &Server, config: &str, how: &str) {
+    let hash = || {
+        let out = s.cli(&["status", "--json"]);
+        serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null)["config"]["hash"]
+            .clone()
+    };
+    let before = hash();
+    let with_notice = config.replace(
+        "resourceSharingConfiguration: {strategy: RESERVE}",
+        "resourceSharingConfiguration: {strategy: RESERVE}\npreemptionConfiguration: {inSharePreemption: ENABLED, notice: {signal: SIGUSR1, seconds: 3}}",
+    );
+    std::fs::write(s.config.join("config.yaml"), with_notice).unwrap();
+    wait_for(20, "the notice to apply", || hash() != before);
+    let stem = s.path(&format!("noticed-{how}")).display().to_string();
+    let script = format!(
+        "[ \"$SHAREQ_ATTEMPT\" = 2 ] && exit 0; \
+         echo \"vars $SHAREQ_NOTICE_SIGNAL $SHAREQ_NOTICE_SECONDS $SHAREQ_GRACE_SECONDS\"; \
+         trap 'date +%s.%N > {stem}.usr1' USR1; \
+         trap 'date +%s.%N > {stem}.term; exit 0' TERM; \
+         echo up; while true; do sleep 0.05; done"
+    );
+    let victim = s.submit(
+        &["--share", "qs3", "--gpus", "2", "--priority", "1"],
+        &["sh", "-c", &script],
+    );
+    wait_for(30, "the victim to run", || s.log(victim, 1).contains("up"));
+    assert!(
+        s.log(victim, 1).contains("vars SIGUSR1 3 2"),
+        "{}",
+        s.log(victim, 1)
+    );
+    let high = s.submit(
+        &["--share", "qs3", "--gpus", "1", "--priority", "5"],
+        &["sleep", "1"],
+    );
+    let read = |ext: &str| -> Option<f64> {
+        std::fs::read_to_string(format!("{stem}.{ext}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    wait_for(30, "SIGTERM after the notice", || read("term").is_some());
+    let lead = read("term").unwrap() - read("usr1").expect("the notice came");
+    assert!(
+        (lead - 3.0).abs() <= 0.5,
+        "the notice led SIGTERM by {lead:.3} s on the node, not 3 s"
+    );
+    s.wait_state(high, "SUCCEEDED", 30);
+    let v = s.wait_state(victim, "SUCCEEDED", 30);
+    assert_eq!(v["preempted_count"], 1, "requeued after its exit 0: {v}");
+    eprintln!("notice on Slurm ({how}): SIGTERM {lead:.3} s after SIGUSR1 (3 s asked)");
+}
+
 fn config(grace: u32) -> String {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-configs/slurm-2nodes");
     let env = std::fs::read_to_string(dir.join("environment.yaml")).unwrap();
@@ -389,6 +448,7 @@ fn the_aws_example_runs_on_slurm_with_every_quota_rule() {
     );
 
     a_users_job_is_theirs_in_slurm_and_writes_nothing_in_the_state_directory(&c, &s);
+    a_preemption_with_a_notice_reaches_the_job_before_sigterm(&s, &config(2), "batch");
 
     // kill -9 of serve, and a restart: the running Slurm jobs are adopted, not restarted.
     if let Some(child) = s.child() {
@@ -573,6 +633,8 @@ fn the_aws_example_runs_on_slurm_with_every_quota_rule() {
     });
     // A user's job started by `srun` is theirs in Slurm too (`srun` runs as them).
     a_users_job_is_theirs_in_slurm_and_writes_nothing_in_the_state_directory(&c, &s);
+    // The notice request reaches an `srun` step's supervisor too.
+    a_preemption_with_a_notice_reaches_the_job_before_sigterm(&s, &srun, "srun");
     let said = s.stderr();
     assert!(
         said.contains("srun ended") || said.contains("runs no step"),

@@ -207,7 +207,10 @@ pub fn jobs(args: &JobsArgs) -> Result<(), CliError> {
         let devices = crate::snapshot::devices_text(v.node.as_deref(), &v.devices);
         // The console's words: which of a borrowing share's jobs a reclaim would take.
         let detail = match &v.stopping {
-            Some((what, _)) => format!("{what}; devices {devices}"),
+            Some((what, _)) => match v.stop {
+                Some(stop) => format!("{what}; {}; devices {devices}", stop.text(now)),
+                None => format!("{what}; devices {devices}"),
+            },
             None if v.reclaimed_first => {
                 format!("reclaim next ({} borrows); devices {devices}", v.share)
             }

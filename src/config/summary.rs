@@ -193,12 +193,6 @@ pub fn warnings(cfg: &ValidConfig) -> Vec<String> {
     }
     for s in &cfg.shares {
         let name = &s.quota_share_name;
-        if s.preemption_configuration.notice.is_some() {
-            out.push(format!(
-                "share `{name}`: `notice` is replayed and planned, but a live stop does not send it yet: \
-                 its jobs get SIGTERM, then SIGKILL after the grace period (SPEC §14)"
-            ));
-        }
         if s.members.as_ref().is_some_and(Vec::is_empty) {
             out.push(format!(
                 "share `{name}`: `members: []`, so no one can submit to it (remove `members` to let everyone)"
@@ -429,21 +423,6 @@ resourceSharingConfiguration: {strategy: LEND}
         assert_eq!(borrow_cap_text(&new.shares[0]), "+1 gpu (50%)");
         assert!(warnings(&new).iter().any(|w| w.contains("oversubscribed")));
         assert!(warnings(&new).iter().any(|w| w.contains("`c` is DISABLED")));
-    }
-
-    #[test]
-    fn a_notice_warns_that_live_stops_do_not_send_it_yet() {
-        assert!(!warnings(&cfg(BASE)).iter().any(|w| w.contains("notice")));
-        let with = cfg(&BASE.replace(
-            "{strategy: LEND}",
-            "{strategy: LEND}\npreemptionConfiguration: {notice: {signal: SIGUSR1, seconds: 60}}",
-        ));
-        let w = warnings(&with);
-        assert!(
-            w.iter()
-                .any(|w| w.starts_with("share `b`: `notice`") && w.contains("does not send it yet")),
-            "{w:?}"
-        );
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub struct Launch {
     pub attempt: u32,
     pub node: String,
     pub devices: Vec<u32>,
+    /// The environment its command would get (`LaunchSpec::job_env`).
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default)]
@@ -95,6 +97,7 @@ impl Backend for Scripted {
             job: spec.job,
             attempt: spec.attempt,
             node: node.to_string(),
+            env: spec.job_env(),
             devices: spec.devices,
         });
     }

@@ -327,6 +327,7 @@ mod tests {
             reason: Arc::from(""),
             reason_group: None,
             stopping: None,
+            stop: None,
             attempts: 0,
             preempted_count: 0,
             lost_gpu_ms: 0,

@@ -17,11 +17,13 @@ use std::sync::Arc;
 pub mod delta;
 pub mod list;
 mod picture;
+pub mod stop;
 pub mod usage;
 
 pub use delta::{Change, ChangeLog, Delta, Update};
 pub use list::JobList;
 pub use picture::Picture;
+pub use stop::{StopPhase, StopView};
 
 /// The config as the runtime last saw it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -160,6 +162,9 @@ pub struct JobView {
     pub reason_group: Option<u32>,
     /// Being stopped: why, and since when (ms).
     pub stopping: Option<(String, i64)>,
+    /// Being stopped: its phase and the times of its signals (SPEC §14).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<StopView>,
     pub attempts: u32,
     pub preempted_count: u32,
     /// GPU-ms its preemptions lost so far (SPEC §14); `lostGpuSeconds` in JSON.
@@ -910,6 +915,10 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
             };
             (what, j.stopping_since().unwrap_or(0))
         }),
+        stop: j
+            .stopping_since()
+            .zip(sched.stop_plan(j.id))
+            .map(|(since, plan)| StopView::new(since, plan)),
         attempts: j.attempts_started,
         preempted_count: j.preempted_count,
         lost_gpu_ms: j.lost_ticks,

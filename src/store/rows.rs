@@ -138,6 +138,7 @@ impl From<&JobRecord> for JobView {
             reason: Arc::from(reason),
             reason_group: None,
             stopping: None,
+            stop: None,
             attempts: r.attempts,
             preempted_count: r.preempted_count,
             lost_gpu_ms: r.lost_gpu_ms,

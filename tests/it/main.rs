@@ -31,6 +31,7 @@ mod history_live;
 mod jobs_confined;
 mod lost_work;
 mod multi_user;
+mod notice;
 mod observability;
 mod python_client;
 mod refusal_codes;

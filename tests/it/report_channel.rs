@@ -27,6 +27,7 @@ fn spec(state: &StateDir, attempt: u32, script: &str) -> LaunchSpec {
         state: state.root().to_path_buf(),
         db: "db-report-test".into(),
         grace_seconds: 1,
+        notice: None,
         log_cap: 64,
         free_reserve: 0,
         pids_max: 64,

@@ -299,6 +299,7 @@ fn cancel_named((job, attempt): (JobId, u32), how: Stop, partition: &str) {
 
 fn signal_now(to: commands::Cancel, how: Stop, batch: bool) {
     let sig = match how {
+        Stop::Notice => crate::exec::supervisor::channel::NOTICE_REQUEST_NAME,
         Stop::Term => "TERM",
         Stop::Kill => "KILL",
     };

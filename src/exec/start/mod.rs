@@ -181,9 +181,14 @@ pub enum Ended {
     Gone(ExitStatus),
 }
 
-/// How to stop an attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How to stop an attempt, weakest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Stop {
+    /// A preemption with a notice (SPEC §14): the supervisor sends its launch spec's
+    /// notice signal to the job's process group at once and SIGTERM `seconds` later, on
+    /// its own clock (a repeated request changes nothing; without a notice in its spec
+    /// it is [`Stop::Term`]).
+    Notice,
     /// SIGTERM to the job's process group.
     Term,
     /// SIGKILL to the group and everything left under the supervisor.
@@ -452,6 +457,7 @@ impl Supervisor {
 /// reported by whoever waits for it.
 pub fn signal(pid: i32, how: Stop) {
     let sig = match how {
+        Stop::Notice => crate::exec::supervisor::channel::NOTICE_REQUEST,
         Stop::Term => Signal::SIGTERM,
         Stop::Kill => Signal::SIGUSR1,
     };

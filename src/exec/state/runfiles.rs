@@ -199,9 +199,14 @@ pub struct LaunchSpec {
     pub state: PathBuf,
     /// The identity of the database that started the attempt.
     pub db: String,
-    /// How long processes left behind by a command that ended by itself get between
-    /// SIGTERM and SIGKILL.
+    /// Seconds from SIGTERM to SIGKILL of a stop of this attempt as its share's settings
+    /// were at its start (SPEC §14: `SHAREQ_GRACE_SECONDS`); also what processes left
+    /// behind by a command that ended by itself get.
     pub grace_seconds: u32,
+    /// Its share's notice at its start (SPEC §14: `SHAREQ_NOTICE_*`): what the supervisor
+    /// sends when asked to stop with notice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<crate::model::Notice>,
     /// The most bytes the attempt's log may take (`logs.maxBytesPerAttempt`).
     #[serde(default = "default_log_cap")]
     pub log_cap: u64,
@@ -269,6 +274,12 @@ impl LaunchSpec {
         set("SHAREQ_SHARE", self.share.clone());
         set("SHAREQ_ATTEMPT", self.attempt.to_string());
         set("SHAREQ_PREEMPTED_COUNT", self.preempted_count.to_string());
+        // How a preemption stops it (SPEC §14).
+        set("SHAREQ_GRACE_SECONDS", self.grace_seconds.to_string());
+        if let Some(n) = self.notice {
+            set("SHAREQ_NOTICE_SIGNAL", n.signal.as_str().to_string());
+            set("SHAREQ_NOTICE_SECONDS", n.seconds.to_string());
+        }
         env
     }
 
@@ -662,6 +673,10 @@ mod tests {
             state: "s".into(),
             db: "d".into(),
             grace_seconds: 1,
+            notice: Some(crate::model::Notice {
+                signal: crate::model::NoticeSignal::Usr1,
+                seconds: 90,
+            }),
             log_cap: 1,
             free_reserve: 1,
             pids_max: 64,
@@ -679,6 +694,17 @@ mod tests {
         assert_eq!(e["SHAREQ_ATTEMPT"], "2");
         assert_eq!(e["SHAREQ_PREEMPTED_COUNT"], "1");
         assert_eq!(e["MINE"], "x");
+        assert_eq!(e["SHAREQ_GRACE_SECONDS"], "1");
+        assert_eq!(e["SHAREQ_NOTICE_SIGNAL"], "SIGUSR1");
+        assert_eq!(e["SHAREQ_NOTICE_SECONDS"], "90");
+        let plain = LaunchSpec {
+            notice: None,
+            ..spec
+        }
+        .job_env();
+        assert!(!plain.contains_key("SHAREQ_NOTICE_SIGNAL"));
+        assert!(!plain.contains_key("SHAREQ_NOTICE_SECONDS"));
+        assert_eq!(plain["SHAREQ_GRACE_SECONDS"], "1");
     }
 
     #[test]

@@ -5,7 +5,15 @@
 //!
 //! Signals it understands (sent by the runtime to the supervisor's pid):
 //! - SIGTERM: forward SIGTERM to the job's process group (the polite stop);
+//! - SIGURG (`channel::NOTICE_REQUEST`): a preemption with notice (SPEC §14): the spec's
+//!   notice signal to the job's process group at once, SIGTERM `seconds` later, timed on
+//!   the supervisor's own clock (so a scheduler restarted meanwhile changes nothing; a
+//!   repeated request is ignored; a SIGTERM meanwhile ends the notice early). Without a
+//!   notice in the spec it is SIGTERM;
 //! - SIGUSR1: SIGKILL the process group and every process left under the supervisor.
+//!
+//! SIGKILL after the grace period is the scheduler's to send (it knows the grace a stop
+//! began with), but for a timeout, which the supervisor enforces itself.
 //!
 //! The supervisor is a child subreaper, so background processes that a job forks (even
 //! ones that start their own session) are reparented to it: it finishes only when none
@@ -273,6 +281,7 @@ fn block_handled_signals() -> nix::Result<SigSet> {
     for s in [
         Signal::SIGTERM,
         Signal::SIGUSR1,
+        channel::NOTICE_REQUEST,
         Signal::SIGCHLD,
         Signal::SIGINT,
         Signal::SIGHUP,
@@ -429,8 +438,11 @@ fn run_command(
         .map(|secs| began + Duration::from_secs(secs));
     let mut status = wait_all(
         Pid::from_raw(child as i32),
-        spec.grace_seconds,
-        deadline,
+        Stops {
+            grace: spec.grace_seconds,
+            notice: spec.notice,
+            deadline,
+        },
         sfd,
         output,
     );
@@ -617,18 +629,31 @@ impl<'a> Output<'a> {
     }
 }
 
+/// How the supervisor stops its attempt itself: the grace period of a timeout (and of
+/// processes left behind), the notice it sends when asked (SPEC §14), the timeout.
+struct Stops {
+    grace: u32,
+    notice: Option<crate::model::Notice>,
+    deadline: Option<Instant>,
+}
+
 /// Reap until the command and every process it left behind are gone, copying their
 /// output into the log meanwhile. At `deadline` (the job's timeout) the attempt is
 /// stopped as a preemption would stop it: SIGTERM, then SIGKILL after the grace period.
-fn wait_all(
-    child: Pid,
-    grace: u32,
-    deadline: Option<Instant>,
-    sfd: &SignalFd,
-    mut out: Output,
-) -> ExitStatus {
+/// Asked for a preemption with notice, it sends the notice, and SIGTERM when the notice
+/// is over.
+fn wait_all(child: Pid, stops: Stops, sfd: &SignalFd, mut out: Output) -> ExitStatus {
+    let Stops {
+        grace,
+        notice,
+        deadline,
+    } = stops;
     let mut main: Option<(i32, Option<i32>)> = None;
     let mut kill_at: Option<Instant> = None;
+    // A notice was sent: SIGTERM is due then (`None` again once it is sent).
+    let mut term_at: Option<Instant> = None;
+    // A stop's SIGTERM (or the notice) went out: a later notice request changes nothing.
+    let mut stop_begun = false;
     let mut timed_out = false;
     let mut log_lost = false;
     loop {
@@ -662,15 +687,22 @@ fn wait_all(
         if main.is_some() && kill_at.is_none() {
             // The command ended by itself but left processes behind.
             kill_at = Some(leftovers_term(child, grace));
+            term_at = None;
         }
         if main.is_none() && !timed_out && deadline.is_some_and(|d| Instant::now() >= d) {
             timed_out = true;
             kill_at = Some(leftovers_term(child, grace));
+            term_at = None;
         }
-        let wake = match (kill_at, deadline.filter(|_| !timed_out)) {
-            (Some(k), Some(d)) => Some(k.min(d)),
-            (k, d) => k.or(d),
-        };
+        if term_at.is_some_and(|t| Instant::now() >= t) {
+            term_at = None;
+            out.log.note("notice over: SIGTERM");
+            let _ = killpg(child, Signal::SIGTERM);
+        }
+        let wake = [kill_at, deadline.filter(|_| !timed_out), term_at]
+            .into_iter()
+            .flatten()
+            .min();
         let timeout = match wake {
             Some(t) => {
                 let left = t.saturating_duration_since(Instant::now());
@@ -702,7 +734,14 @@ fn wait_all(
         while let Ok(Some(info)) = sfd.read_signal() {
             match Signal::try_from(info.ssi_signo as i32) {
                 Ok(Signal::SIGTERM) => {
+                    stop_begun = true;
+                    term_at = None;
                     let _ = killpg(child, Signal::SIGTERM);
+                }
+                // A repeated request (or one after SIGTERM) changes nothing.
+                Ok(s) if s == channel::NOTICE_REQUEST && !stop_begun => {
+                    stop_begun = true;
+                    term_at = send_notice(child, notice, &mut *out.log);
                 }
                 Ok(Signal::SIGUSR1) => {
                     kill_everything(child);
@@ -716,6 +755,28 @@ fn wait_all(
             kill_at = Some(Instant::now() + Duration::from_secs(1));
         }
     }
+}
+
+/// A preemption with notice begins (SPEC §14): the notice signal to the job's process
+/// group now; returns when SIGTERM is due. Without a notice, SIGTERM now.
+fn send_notice(
+    group: Pid,
+    notice: Option<crate::model::Notice>,
+    log: &mut dyn LogOut,
+) -> Option<Instant> {
+    let Some((n, sig)) =
+        notice.and_then(|n| Some((n, Signal::try_from(n.signal.linux_number()).ok()?)))
+    else {
+        let _ = killpg(group, Signal::SIGTERM);
+        return None;
+    };
+    log.note(&format!(
+        "preempted: {} now (notice), SIGTERM in {} s",
+        n.signal.as_str(),
+        n.seconds
+    ));
+    let _ = killpg(group, sig);
+    Some(Instant::now() + Duration::from_secs(u64::from(n.seconds)))
 }
 
 /// The command ended by itself: ask what it left running to stop too. Returns when to

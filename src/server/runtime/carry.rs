@@ -1,15 +1,16 @@
 //! Carrying the scheduler's decisions out, whatever the backend: launch each start
-//! through the `exec::backend::Backend` in force, stop attempts (SIGTERM, grace, SIGKILL)
-//! for preemptions, cancels and timeouts, arm their timers in the runtime's timer set,
-//! keep the attempt table and the preemption log (with each preemption's lost work).
+//! through the `exec::backend::Backend` in force, stop attempts (a preemption's notice,
+//! SIGTERM, grace, SIGKILL) for preemptions, cancels and timeouts, arm their timers in
+//! the runtime's timer set, keep the attempt table and the preemption log (with each
+//! preemption's lost work).
 
 use super::timers::{Timer, Timers};
 use crate::exec::backend::Backend;
 use crate::exec::start::Stop;
 use crate::exec::state::runfiles::Owner;
 use crate::exec::{LaunchSpec, StateDir};
-use crate::model::{Command, JobId, LogLimits};
-use crate::sched::{Event, Sched};
+use crate::model::{Command, JobId, LogLimits, Notice};
+use crate::sched::{Event, Sched, StopPlan};
 use crate::snapshot::PreemptionRecord;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -25,6 +26,8 @@ struct Attempt {
     attempt: u32,
     /// The strongest stop asked for so far (the backend delivers it once it can).
     stop: Option<Stop>,
+    /// The notice its supervisor sends when asked (its share's at its start, SPEC §14).
+    notice: Option<Notice>,
 }
 
 /// The attempt table and the stop path, in front of the backend that carries attempts out
@@ -151,6 +154,8 @@ impl Carry {
             Attempt {
                 attempt,
                 stop: None,
+                // Not known from here: what its share has now, as its stop plan.
+                notice: sched.share_notice(job),
             },
         );
         let j = sched.job(job);
@@ -159,7 +164,8 @@ impl Carry {
         self.watch(timers);
         let Some(j) = j else { return };
         if j.is_stopping() {
-            self.stop(timers, job, stop_grace(sched, job));
+            // Asked again: a supervisor whose notice is under way keeps its times.
+            self.stop(timers, job, stop_plan(sched, job));
         } else if let Some(secs) = j.spec.timeout_seconds {
             let started = j.started_at().unwrap_or(now);
             let backstop = timeout_backstop(secs, sched, job);
@@ -188,7 +194,14 @@ impl Carry {
         self.stopped_all = true;
         let jobs: Vec<JobId> = self.running.keys().copied().collect();
         for job in jobs {
-            self.stop(timers, job, grace);
+            self.stop(
+                timers,
+                job,
+                StopPlan {
+                    notice: None,
+                    grace,
+                },
+            );
         }
         true
     }
@@ -202,8 +215,8 @@ impl Carry {
         now: i64,
     ) {
         for e in events {
-            // The stop's grace (SPEC §14: its share's, read when the stop began).
-            let grace = |job| stop_grace(sched, job);
+            // The stop's notice and grace (SPEC §14: its share's, read when it began).
+            let plan = |job| stop_plan(sched, job);
             match e {
                 Event::Started { job, devices, .. } => self.start(sched, timers, job, devices),
                 Event::Preempted { job, by, reason } => {
@@ -214,17 +227,17 @@ impl Carry {
                         }
                         None => tracing::info!(job = %job, reason = reason.as_str(), "preempted"),
                     }
-                    self.stop(timers, job, grace(job));
+                    self.stop(timers, job, plan(job));
                 }
                 Event::Cancelled { job, stop } => {
                     tracing::info!(job = %job, stop, "cancelled");
                     if stop {
-                        self.stop(timers, job, grace(job));
+                        self.stop(timers, job, plan(job));
                     }
                 }
                 Event::TimedOut { job } => {
                     tracing::info!(job = %job, "timed out");
-                    self.stop(timers, job, grace(job));
+                    self.stop(timers, job, plan(job));
                 }
                 Event::Requeued { job, lost } => {
                     tracing::info!(job = %job, "requeued");
@@ -294,6 +307,7 @@ impl Carry {
             state: self.state.root().to_path_buf(),
             db: self.owner.db.clone(),
             grace_seconds: stop_grace(sched, job),
+            notice: sched.share_notice(job),
             log_cap: self.log_limits.cap_bytes(),
             free_reserve: self.log_limits.reserve_bytes(),
             pids_max: self.pids_per_job,
@@ -312,6 +326,7 @@ impl Carry {
             Attempt {
                 attempt,
                 stop: None,
+                notice: spec.notice,
             },
         );
         self.backend
@@ -327,15 +342,32 @@ impl Carry {
         self.watch(timers);
     }
 
-    /// SIGTERM now, SIGKILL when the grace period is over (if it is still running).
-    fn stop(&mut self, timers: &mut Timers, job: JobId, grace: u32) {
+    /// Stop an attempt as `plan` says (SPEC §4.4, §14): with a notice, its supervisor
+    /// sends the notice now and SIGTERM when the notice is over ([`Stop::Notice`]); else
+    /// SIGTERM now. SIGKILL when the grace period after SIGTERM is over, if it still runs.
+    /// An attempt started before its share had a notice gets none (its environment did
+    /// not announce one).
+    fn stop(&mut self, timers: &mut Timers, job: JobId, plan: StopPlan) {
         let Some(a) = self.running.get_mut(&job) else {
             return;
         };
         if a.stop.is_some() {
             return;
         }
-        let how = if grace == 0 { Stop::Kill } else { Stop::Term };
+        let notice = a.notice.filter(|_| plan.notice.is_some());
+        let (how, kill_after) = match notice {
+            Some(n) => (Stop::Notice, n.seconds.saturating_add(plan.grace)),
+            None if plan.grace == 0 => (Stop::Kill, 0),
+            None => (Stop::Term, plan.grace),
+        };
+        if let Some(n) = notice {
+            tracing::info!(
+                job = %job,
+                signal = n.signal.as_str(),
+                seconds = n.seconds,
+                "notice: SIGTERM after it"
+            );
+        }
         a.stop = Some(how);
         self.backend.signal(job, a.attempt, how);
         if how == Stop::Kill {
@@ -344,7 +376,7 @@ impl Carry {
         let attempt = a.attempt;
         timers.set(
             Timer::Grace { job, attempt },
-            Duration::from_secs(u64::from(grace)),
+            Duration::from_secs(u64::from(kill_after)),
         );
     }
 
@@ -393,13 +425,19 @@ impl Carry {
     }
 }
 
-/// Seconds from SIGTERM to SIGKILL for a stop of `job`: its share's `gracePeriodSeconds`
-/// where set, else the environment's (SPEC §14), as the core planned the stop (a stop under
-/// way keeps the times it began with).
+/// How a stop of `job` goes (SPEC §14): its share's notice (a preemption's only) and
+/// `gracePeriodSeconds` where set, else the environment's grace, as the core planned the
+/// stop (a stop under way keeps the times it began with).
+fn stop_plan(sched: &Sched, job: JobId) -> StopPlan {
+    sched.stop_plan(job).unwrap_or(StopPlan {
+        notice: None,
+        grace: sched.grace_period_seconds(),
+    })
+}
+
+/// Seconds from SIGTERM to SIGKILL for a stop of `job` ([`stop_plan`]'s grace).
 fn stop_grace(sched: &Sched, job: JobId) -> u32 {
-    sched
-        .stop_plan(job)
-        .map_or(sched.grace_period_seconds(), |p| p.grace)
+    stop_plan(sched, job).grace
 }
 
 /// When the runtime stops an attempt that is still running past its timeout: the

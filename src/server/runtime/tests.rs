@@ -152,6 +152,67 @@ async fn a_start_goes_to_the_backend_and_its_reports_move_the_job_on() {
 }
 
 #[tokio::test]
+async fn a_reclaim_of_a_share_with_a_notice_asks_for_it_and_kills_after_notice_and_grace() {
+    let yaml = one_node(1).replacen(
+        "resourceSharingConfiguration: {strategy: LEND_AND_BORROW}\n",
+        "resourceSharingConfiguration: {strategy: LEND_AND_BORROW}\npreemptionConfiguration: {notice: {signal: SIGUSR2, seconds: 1}}\n",
+        1,
+    );
+    let rig = Rig::start(&yaml);
+    let borrower = rig.submit("a", 2, None).await;
+    let launch = &rig.script.launches()[0];
+    assert_eq!(launch.env["SHAREQ_NOTICE_SIGNAL"], "SIGUSR2");
+    assert_eq!(launch.env["SHAREQ_NOTICE_SECONDS"], "1");
+    assert_eq!(launch.env["SHAREQ_GRACE_SECONDS"], "1");
+    rig.run(borrower, 1).await;
+    rig.submit("b", 1, None).await;
+    // The supervisor is asked for the notice; SIGKILL only after notice + grace.
+    assert_eq!(rig.script.signals(), vec![(borrower, 1, Stop::Notice)]);
+    let stop = rig.job(borrower).stop.expect("a stop under way");
+    assert_eq!(stop.term_at - stop.since, 1000);
+    assert_eq!(stop.kill_at - stop.since, 2000);
+    let t0 = Instant::now();
+    rig.wait(6, "SIGKILL", |r| r.script.signals().len() == 2)
+        .await;
+    assert!(
+        t0.elapsed() >= Duration::from_millis(1900),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(rig.script.signals()[1], (borrower, 1, Stop::Kill));
+    // It saved and exited 0 meanwhile: still the preemption (SPEC §14), requeued.
+    rig.ended(borrower, 1, 0).await;
+    assert_eq!(rig.job(borrower).preempted_count, 1);
+    assert_eq!(rig.state(borrower), JobState::Runnable);
+    rig.handle.shutdown(false).await;
+}
+
+#[tokio::test]
+async fn a_cancel_of_a_job_whose_share_has_a_notice_sends_no_notice() {
+    let yaml = one_node(1).replacen(
+        "resourceSharingConfiguration: {strategy: LEND_AND_BORROW}\n",
+        "resourceSharingConfiguration: {strategy: LEND_AND_BORROW}\npreemptionConfiguration: {notice: {signal: SIGUSR2, seconds: 60}}\n",
+        1,
+    );
+    let rig = Rig::start(&yaml);
+    let id = rig.submit("a", 1, None).await;
+    rig.run(id, 1).await;
+    let (reply, done) = tokio::sync::oneshot::channel();
+    rig.handle
+        .inputs
+        .send(Input::Cancel {
+            ids: vec![id],
+            by: "root".to_string(),
+            reply: Some(reply),
+        })
+        .unwrap();
+    let _ = done.await;
+    rig.sync().await;
+    assert_eq!(rig.script.signals(), vec![(id, 1, Stop::Term)]);
+    rig.handle.shutdown(false).await;
+}
+
+#[tokio::test]
 async fn a_reclaim_signals_term_then_kill_after_the_grace_period() {
     let rig = Rig::start(&one_node(1));
     let borrower = rig.submit("a", 2, None).await;

@@ -1,6 +1,6 @@
 //! Running: jobs holding GPUs — share, priority, devices, run time, a `▤` marker when
-//! their share is borrowing (saying which jobs a reclaim would take first), and a
-//! countdown to SIGKILL while they are being stopped.
+//! their share is borrowing (saying which jobs a reclaim would take first), and while
+//! they are being stopped the stop's phase and what is left of it (SPEC §14).
 
 use super::shares::GLYPH_BORROWED;
 use super::{USER_W, block, header_line, position, row_style, window};
@@ -19,15 +19,14 @@ pub fn wanted_height(app: &App) -> u16 {
     app.running_rows.len().max(1) as u16 + 3
 }
 
-/// "stopping 23s: preempted (CROSS_SHARE_RECLAIM)" — seconds left of the grace period.
-pub fn stopping_text(j: &JobView, now: i64, grace_s: u32) -> Option<String> {
-    let (what, since) = j.stopping.as_ref()?;
-    let left = i64::from(grace_s) * 1000 - (now - since);
-    Some(if left > 0 {
-        format!("⏳ SIGKILL in {}s: {what}", (left + 999) / 1000)
-    } else {
-        format!("⏳ killing: {what}")
-    })
+/// "⏳ notice: SIGTERM in 3m12s: preempted (CROSS_SHARE_RECLAIM)" — the stop's phase
+/// and what is left of it (`snapshot::StopView`), and why.
+pub fn stopping_text(j: &JobView, now: i64) -> Option<String> {
+    let (what, _) = j.stopping.as_ref()?;
+    let phase = j
+        .stop
+        .map_or_else(|| "stopping".to_string(), |s| s.text(now));
+    Some(format!("⏳ {phase}: {what}"))
 }
 
 pub fn render(f: &mut Frame, area: Rect, app: &App) {
@@ -76,14 +75,15 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             .started
             .map(|s| duration::human(app.now - s))
             .unwrap_or_default();
-        let (state, style) = match stopping_text(j, app.now, app.snap.grace_period_seconds) {
+        let (state, style) = match stopping_text(j, app.now) {
             Some(s) if s.chars().count() > state_w => {
                 let short = ["CROSS_SHARE_RECLAIM", "IN_SHARE_PRIORITY", "DEVICE_LOST"]
                     .iter()
                     .fold(s, |acc, r| {
                         acc.replace(r, super::preemptions::short_reason(r))
                     })
-                    .replace("SIGKILL in ", "");
+                    .replace("notice: SIGTERM in ", "notice ")
+                    .replace("stopping: SIGKILL in ", "");
                 (short, t.warn_style().add_modifier(Modifier::BOLD))
             }
             Some(s) => (s, t.warn_style().add_modifier(Modifier::BOLD)),

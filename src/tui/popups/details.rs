@@ -140,6 +140,9 @@ pub fn render(
             "stopping",
             format!("{what}, since {}", duration::human(now - since)),
         ));
+        if let Some(stop) = j.stop {
+            lines.extend(row("phase", stop.text(now)));
+        }
     }
     if j.nominated {
         lines.extend(row("nominated", "GPUs are being freed for it".into()));

@@ -425,6 +425,12 @@ impl Sched {
         }
     }
 
+    /// The notice a preemption of this job would send now (SPEC §14): its share's. What
+    /// an attempt is told at its start (`SHAREQ_NOTICE_*`), and what its supervisor sends.
+    pub fn share_notice(&self, id: JobId) -> Option<crate::model::Notice> {
+        self.job(id).and_then(|j| self.shares[j.share].notice)
+    }
+
     /// A running job passed its `timeoutSeconds`: stop it (the attempt fails on release).
     pub fn timeout(&mut self, id: JobId, now: Time) {
         self.now = now;

@@ -83,7 +83,7 @@ impl Sched {
         let user = self.shares[s]
             .users
             .ix_of(crate::model::charged_user(r.spec.submitter.as_deref()));
-        let job = Job {
+        let mut job = Job {
             id: r.id,
             share: s,
             unit: u,
@@ -110,6 +110,9 @@ impl Sched {
             array: r.array,
             spec: r.spec.into(),
         };
+        // A stop under way goes on as its share's settings say now (SPEC §14): the
+        // notice and grace it began with were not stored; the supervisor keeps its times.
+        job.stop_plan = job.stop_cause().map(|c| self.plan_stop(&job, c));
         let holding = job.is_holding();
         let parent = matches!(job.array, Some(ArrayLink::Parent { .. }));
         let waits = !job.deps.is_empty() && !holding && job.attempts_started == 0;

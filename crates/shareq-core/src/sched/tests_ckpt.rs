@@ -211,3 +211,42 @@ fn a_job_that_never_saves_is_ordered_by_its_start() {
     assert_eq!(first, Some(b3));
     let _ = b2;
 }
+
+#[test]
+fn a_restored_stop_is_planned_again_by_its_cause() {
+    let mut s = wall(LEND);
+    let restored = |id: u64, device: u32, cause: StopCause| RestoredJob {
+        id: JobId(id),
+        spec: JobSpec::new("r", "bor", 1, 0),
+        unit: "gpu".into(),
+        submitted: 0,
+        priority: 0,
+        preempted_count: 0,
+        failed_attempts: 0,
+        attempts_started: 1,
+        fail_reason: None,
+        deps: Vec::new(),
+        array: None,
+        holding: Some(RestoredHolding {
+            node: None,
+            devices: vec![device],
+            started_at: 5,
+            state: JobState::Running,
+            stopping: Some(cause),
+        }),
+    };
+    let reclaim = StopCause::Preempt {
+        by: None,
+        reason: PreemptReason::CrossShareReclaim,
+    };
+    s.restore_job(restored(1, 0, reclaim), 100).unwrap();
+    s.restore_job(restored(2, 1, StopCause::Cancel), 100)
+        .unwrap();
+    // A reclaim under way when the scheduler stopped goes on with its share's notice (the
+    // supervisor keeps its own times); a cancel has none.
+    let plan = s.stop_plan(JobId(1)).unwrap();
+    assert_eq!((plan.notice_seconds(), plan.grace), (60, 20));
+    assert_eq!(s.job(JobId(1)).unwrap().stopping_since(), Some(100));
+    let plan = s.stop_plan(JobId(2)).unwrap();
+    assert_eq!((plan.notice, plan.grace), (None, 20));
+}
