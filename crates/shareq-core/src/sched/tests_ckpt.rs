@@ -227,6 +227,7 @@ fn a_restored_stop_is_planned_again_by_its_cause() {
         fail_reason: None,
         deps: Vec::new(),
         array: None,
+        lost_ticks: 0,
         holding: Some(RestoredHolding {
             node: None,
             devices: vec![device],
