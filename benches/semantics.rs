@@ -261,15 +261,17 @@ impl Outcomes {
 
 /// The useful and the busy share of the GPUs while work waits, from the decision lines:
 /// over the time during which some job was pending (submitted or requeued, not started,
-/// not ended), the GPU-seconds of the attempts that were not later preempted (useful) and
-/// of every attempt (busy), each over `capacity` × that time.
+/// not ended), the GPU-seconds of the attempts that were not later preempted (useful; of a
+/// preempted attempt that saved its work, SPEC §14, the part up to its last save: its
+/// ending line's `"lost"` is the rest) and of every attempt (busy), each over `capacity` ×
+/// that time.
 fn shares_while_waiting(text: &str, capacity: f64) -> (f64, f64) {
     let mut pending: std::collections::HashSet<String> = Default::default();
     // The time with a job pending, as closed intervals in time order.
     let mut waiting: Vec<(f64, f64)> = Vec::new();
     let mut open: Option<f64> = None;
-    // Attempts: (start, end, GPUs, preempted).
-    let mut attempts: Vec<(f64, f64, f64, bool)> = Vec::new();
+    // Attempts: (start, end of the useful part, end, GPUs).
+    let mut attempts: Vec<(f64, f64, f64, f64)> = Vec::new();
     let mut running: HashMap<String, (f64, f64)> = HashMap::new();
     let mut stopping: std::collections::HashSet<String> = Default::default();
     for line in text.lines() {
@@ -283,10 +285,15 @@ fn shares_while_waiting(text: &str, capacity: f64) -> (f64, f64) {
             continue; // an array's parent is never scheduled
         }
         let t = v["t"].as_f64().unwrap_or(0.0);
-        // The attempt of `job` ends at t.
+        // The attempt of `job` ends at t; a preempted one keeps only what it saved.
         let mut end_attempt = |preempted: bool| {
             if let Some((t0, q)) = running.remove(job) {
-                attempts.push((t0, t, q, preempted));
+                let kept = match (preempted, v["lost"].as_f64()) {
+                    (false, _) => t,
+                    (true, Some(lost)) if q > 0.0 => (t - lost / q).max(t0),
+                    (true, _) => t0,
+                };
+                attempts.push((t0, kept, t, q));
             }
         };
         match ev {
@@ -340,12 +347,9 @@ fn shares_while_waiting(text: &str, capacity: f64) -> (f64, f64) {
         before[i - 1] + (t.min(b) - a)
     };
     let (mut useful, mut busy) = (0.0, 0.0);
-    for &(t0, t1, q, preempted) in &attempts {
-        let gpu_s = q * (upto(t1) - upto(t0));
-        busy += gpu_s;
-        if !preempted {
-            useful += gpu_s;
-        }
+    for &(t0, kept, t1, q) in &attempts {
+        busy += q * (upto(t1) - upto(t0));
+        useful += q * (upto(kept) - upto(t0));
     }
     let denom = capacity * sum;
     if denom > 0.0 {
