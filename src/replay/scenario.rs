@@ -2,7 +2,7 @@
 //! an optional CSV trace, with errors that name the file, the line and what is wrong.
 
 use crate::config::Document;
-use crate::config::{ConfigError, SourcedDocument, validate};
+use crate::config::{ConfigError, SourcedDocument, parse_value_documents, validate};
 use crate::model::{JobSpec, MAX_PRIORITY, RetryStrategy, ValidConfig};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
@@ -156,8 +156,10 @@ struct RawEvent {
     cancel: Option<String>,
     #[serde(default)]
     update: Option<SimUpdate>,
+    /// Read as plain YAML: a reload that does not parse is rejected as an event, as live
+    /// (SPEC §6); only the initial config makes a scenario unreadable.
     #[serde(default)]
-    config: Option<Vec<Document>>,
+    config: Option<Vec<serde_yaml::Value>>,
     #[serde(default, rename = "nodeDown")]
     node_down: Option<String>,
     #[serde(default, rename = "nodeDrain")]
@@ -351,7 +353,9 @@ impl Scenario {
                 }
             } else {
                 let docs = ev.config.unwrap_or_default();
-                Action::Config(Box::new(validate(sourced(docs))))
+                Action::Config(Box::new(
+                    parse_value_documents(&docs, None).and_then(validate),
+                ))
             };
             events.push(TimedAction {
                 at: ev.at,

@@ -101,6 +101,8 @@ struct Sim<'a, W: Write> {
     observer: Observer<'a>,
     out: &'a mut W,
     names: HashMap<&'a str, JobId>,
+    /// The size of each array submitted, by its parent's id.
+    arrays: HashMap<u64, u32>,
     /// Per job id - 1: how it runs.
     runs: Vec<Run>,
     timers: BinaryHeap<Timer>,
@@ -237,6 +239,7 @@ impl<'a, W: Write> Sim<'a, W> {
             observer,
             out,
             names: HashMap::with_capacity(n),
+            arrays: HashMap::new(),
             runs: Vec::with_capacity(n),
             timers: BinaryHeap::new(),
             saves: BinaryHeap::new(),
@@ -383,8 +386,8 @@ impl<'a, W: Write> Sim<'a, W> {
                 for d in &s.depends_on {
                     let job_id = match &d.job_name {
                         None => None,
-                        Some(n) => match self.names.get(n.as_str()) {
-                            Some(&id) => Some(crate::model::JobRef::job(id.0)),
+                        Some(n) => match self.lookup(n) {
+                            Some(id) => Some(crate::model::JobRef::job(id.0)),
                             None => {
                                 let error = format!(
                                     "dependsOn: no job named `{n}` was accepted before this one"
@@ -402,6 +405,9 @@ impl<'a, W: Write> Sim<'a, W> {
                 }
                 if let Ok(id) = self.sched.submit_with_stop(spec, s.stop_after, t) {
                     self.names.insert(s.job_name.as_str(), id);
+                    if let Some(a) = s.array_properties {
+                        self.arrays.insert(id.0, a.size);
+                    }
                     let last = id.0 + u64::from(s.array_properties.map_or(0, |a| a.size));
                     if self.runs.len() < last as usize {
                         self.runs.resize(last as usize, Run::default());
@@ -420,13 +426,13 @@ impl<'a, W: Write> Sim<'a, W> {
                 }
             }
             Action::Cancel(name) => {
-                if let Some(&id) = self.names.get(name.as_str()) {
+                if let Some(id) = self.lookup(name) {
                     self.sched.cancel(id, "replay", t);
                 }
             }
             Action::Update(u) => {
                 // The priority's range was checked when the scenario was read.
-                if let Some(&id) = self.names.get(u.job_name.as_str()) {
+                if let Some(id) = self.lookup(&u.job_name) {
                     let _ = self.sched.set_priority(id, u.scheduling_priority, t);
                 }
             }
@@ -443,6 +449,19 @@ impl<'a, W: Write> Sim<'a, W> {
             Action::NodeDrain(node) => self.sched.node_drained(node, true, t),
         }
         self.flush(t)
+    }
+
+    /// The job a scenario names: a submission's `jobName`, or `<name>:<i>` for child i of
+    /// the array submitted as `<name>` (SPEC §13).
+    fn lookup(&self, name: &str) -> Option<JobId> {
+        if let Some(&id) = self.names.get(name) {
+            return Some(id);
+        }
+        let (parent, index) = name.rsplit_once(':')?;
+        let index: u32 = index.parse().ok()?;
+        let &parent = self.names.get(parent)?;
+        let &size = self.arrays.get(&parent.0)?;
+        (index < size).then(|| JobId(parent.0 + 1 + u64::from(index)))
     }
 
     fn schedule(&mut self, at: i64, kind: TimerKind, id: JobId) {

@@ -229,6 +229,84 @@ fn each_child_sees_its_index_and_cancelling_the_parent_cancels_the_rest() {
 }
 
 #[test]
+fn cancelling_a_sequential_array_cancels_every_child_as_one_action() {
+    let s = server(2);
+    let dir = s.path("work");
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.display().to_string();
+    // Each child of a SEQUENTIAL array of 3 waits for the one before; a job outside the
+    // array waits for child 1.
+    let steps = s.submit(
+        &[
+            "--share",
+            "team",
+            "--name",
+            "steps",
+            "--array",
+            "3",
+            "--after",
+            "SEQUENTIAL",
+        ],
+        &[&format!("touch {d}/step-$SHAREQ_ARRAY_INDEX; sleep 30")],
+    );
+    let after = s.submit(
+        &[
+            "--share",
+            "team",
+            "--name",
+            "after",
+            "--after",
+            &format!("{steps}:1"),
+        ],
+        &[&format!("touch {d}/after")],
+    );
+    wait_job(&s, steps + 1, "RUNNING", 20);
+    wait_for(10, "child 0's process", || dir.join("step-0").exists());
+    assert_eq!(find(&s, steps + 2).unwrap()["state"], "PENDING");
+    let out = s.cli(&["cancel", &steps.to_string()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p = wait_job(&s, steps, "FAILED", 20);
+    assert!(
+        p["reason"].as_str().unwrap().starts_with("CANCELLED: by"),
+        "{p}"
+    );
+    // Every child reads CANCELLED: the running one and the two that waited for a sibling
+    // cancelled by the same action; none DEPENDENCY_FAILED.
+    for i in 0..3u64 {
+        let c = wait_job(&s, steps + 1 + i, "FAILED", 20);
+        assert!(
+            c["reason"].as_str().unwrap().starts_with("CANCELLED: by"),
+            "child {i}: {c}"
+        );
+    }
+    // The job outside the array fails because its dependency was cancelled.
+    let a = wait_job(&s, after, "FAILED", 20);
+    assert_eq!(
+        a["reason"].as_str().unwrap(),
+        format!("DEPENDENCY_FAILED: job {steps}:1 FAILED"),
+        "{a}"
+    );
+    // The decision stream says `cancelled` for each child.
+    let out = s.cli(&["events", "--json", "--on", "cancelled"]);
+    let lines = String::from_utf8_lossy(&out.stdout).to_string();
+    for i in 0..3u64 {
+        assert!(
+            lines
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .any(|l| l["id"] == steps + 1 + i),
+            "no cancelled line for child {i}: {lines}"
+        );
+    }
+    assert!(!dir.join("step-1").exists(), "child 1 ran");
+    assert!(!dir.join("after").exists(), "after ran");
+}
+
+#[test]
 fn pending_jobs_stay_pending_over_a_restart_and_a_lost_release_is_not_lost() {
     // Jobs outlive the scheduler (no --stop-jobs-on-exit): a restart adopts them.
     let mut s = Server::start_with(

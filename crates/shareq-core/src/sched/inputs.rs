@@ -473,6 +473,7 @@ impl Sched {
         let node = self
             .best_fit_except(u, q, &noms, Some(id), except)
             .unwrap_or(0);
+        let reserved = self.units[u].reservation.is_some_and(|r| r.job == id);
         self.unindex_pending(id);
         let devices = self.lowest_free(u, node, q);
         self.start_seq += 1;
@@ -492,6 +493,7 @@ impl Sched {
                 JobState::Scheduled
             };
             j.attempts_started += 1;
+            j.reserved_start = reserved;
             j.last_save = None;
             j.stop_plan = None;
         }
@@ -571,6 +573,8 @@ impl Sched {
     fn attempt_failed(&mut self, id: JobId, reason: FailReason, now: Time) {
         let Some(j) = self.job_mut(id) else { return };
         j.failed_attempts += 1;
+        // Only a preempted attempt keeps its place at the reservation (SPEC §3).
+        j.reserved_start = false;
         if j.failed_attempts < j.spec.attempts() {
             self.requeue(id, None);
         } else {

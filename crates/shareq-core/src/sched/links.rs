@@ -290,6 +290,7 @@ impl Sched {
             attempts_started: 0,
             fail_reason: None,
             lapsed_at: None,
+            reserved_start: false,
             user,
             bucket: 0,
             stop_after,
@@ -508,10 +509,16 @@ impl Sched {
         if let Some(p) = self.job_mut(parent) {
             p.fail_reason = Some(FailReason::Cancelled(by.to_string()));
         }
+        // One action (SPEC §13): every child not yet ended is cancelled before any end is
+        // carried over, so a SEQUENTIAL sibling reads `cancelled`, not DEPENDENCY_FAILED;
+        // jobs outside the array that wait for a child fail after.
+        let outer = std::mem::replace(&mut self.draining, true);
         let mut any = false;
         for i in 0..size {
             any |= self.cancel(child(parent, i), by, now);
         }
+        self.draining = outer;
+        self.settle();
         any
     }
 

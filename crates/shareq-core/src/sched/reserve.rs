@@ -4,12 +4,28 @@
 //! order). While a unit is reserved, step 2 starts no other job of it (with `nodes`: none
 //! on the reserved node, chosen when the reservation is taken). Steps 1 and 3 go on.
 //!
+//! A job that started on the reservation and is preempted takes it back as soon as it is
+//! first again and the unit is free of any other reservation, without waiting anew, before
+//! the jobs that qualified meanwhile; a job its userLimit holds back neither takes nor keeps
+//! it.
+//!
 //! The state behind it is small: per lane, its first pending job and since when it has
-//! been first (judged at every round of the pass loop), and per unit the reservation.
+//! been first (judged at every round of the pass loop), per job whether its latest attempt
+//! started on the reservation, and per unit the reservation.
 
 use super::Sched;
 use super::keys::{NodeIx, ShareIx, Time, UnitIx};
 use crate::model::JobId;
+
+/// A lane's first pending job as a claimant of its unit's reservation: from when it
+/// qualifies, and whether it takes the reservation back (it started on it and was
+/// preempted, SPEC §3).
+#[derive(Debug, Clone, Copy)]
+struct Claim {
+    job: JobId,
+    at: Time,
+    back: bool,
+}
 
 /// A unit's reservation: the job holding it, when it was taken, and with `nodes` the
 /// node it holds.
@@ -24,8 +40,10 @@ impl Sched {
     /// Would the first pending job of lane (s,u) qualify for a reservation once it has
     /// been first long enough: it asks for more than its share's guarantee, its share may
     /// borrow, and its request can be met at all (no `..._LIMIT_EXCEEDED`, not larger than
-    /// every node)? Returns its id and the instant it qualifies.
-    fn reservation_candidate(&self, s: ShareIx, u: UnitIx) -> Option<(JobId, Time)> {
+    /// every node), and its userLimit does not hold it back? Returns its claim: the instant
+    /// it qualifies is `reserveAfterSeconds` after it became first, or that very moment for
+    /// a job whose preempted attempt had started on the reservation.
+    fn reservation_candidate(&self, s: ShareIx, u: UnitIx) -> Option<Claim> {
         if self.reserve_after <= 0 {
             return None;
         }
@@ -43,12 +61,24 @@ impl Sched {
             && self.larger_than_any_node(u, n).is_none()
             // Waiting for its own user's jobs (SPEC §12), not for borrowers.
             && self.user_limit_reason(job).is_none();
-        ok.then_some((job.id, since + self.reserve_after))
+        // Pending again after an attempt on the reservation: a preempted one (a failed
+        // attempt clears the mark).
+        let back = job.reserved_start;
+        ok.then_some(Claim {
+            job: job.id,
+            at: if back {
+                since
+            } else {
+                since + self.reserve_after
+            },
+            back,
+        })
     }
 
     /// Judge the reservations at a round of the pass loop (SPEC §3): record each lane's
     /// first pending job, end the reservations whose job stopped qualifying, and give each
-    /// free unit to the earliest qualifying job (ties in global order).
+    /// free unit to a job taking it back, else to the earliest qualifying job (ties in
+    /// global order).
     pub(crate) fn refresh_reservations(&mut self, now: Time) {
         for s in 0..self.shares.len() {
             for u in 0..self.shares[s].lanes.len() {
@@ -63,7 +93,7 @@ impl Sched {
             if let Some(r) = self.units[u].reservation {
                 let still = self.job(r.job).is_some_and(|j| {
                     self.reservation_candidate(j.share, u)
-                        .is_some_and(|(k, at)| k == r.job && at <= now)
+                        .is_some_and(|c| c.job == r.job && c.at <= now)
                 });
                 if !still {
                     self.units[u].reservation = None;
@@ -74,10 +104,10 @@ impl Sched {
             }
             let best = (0..self.shares.len())
                 .filter_map(|s| self.reservation_candidate(s, u))
-                .filter(|&(_, at)| at <= now)
-                .filter_map(|(id, at)| Some((at, self.qkey(self.job(id)?), id)))
+                .filter(|c| c.at <= now)
+                .filter_map(|c| Some((!c.back, c.at, self.qkey(self.job(c.job)?), c.job)))
                 .min();
-            if let Some((_, _, id)) = best {
+            if let Some((_, _, _, id)) = best {
                 let n = self.job(id).map_or(0, |j| j.quantity);
                 let node = if self.multi_node {
                     match self.reserved_node(u, n) {
@@ -128,7 +158,7 @@ impl Sched {
         (0..self.shares.len())
             .flat_map(|s| (0..self.units.len()).map(move |u| (s, u)))
             .filter_map(|(s, u)| self.reservation_candidate(s, u))
-            .map(|(_, at)| at)
+            .map(|c| c.at)
             .filter(|&at| at > now)
             .min()
     }

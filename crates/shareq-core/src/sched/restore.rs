@@ -97,6 +97,7 @@ impl Sched {
             attempts_started: r.attempts_started,
             fail_reason: r.fail_reason,
             lapsed_at: None,
+            reserved_start: false,
             user,
             bucket: 0,
             stop_after: 0,

@@ -251,6 +251,10 @@ pub struct Job {
     pub fail_reason: Option<FailReason>,
     /// The instant its last nomination lapsed: it may not preempt again at that instant.
     pub lapsed_at: Option<Time>,
+    /// Its latest attempt started while it held its unit's reservation and, if it ended,
+    /// was preempted (SPEC §3): pending again, it takes the reservation back as soon as it
+    /// is first again, without a new wait.
+    pub reserved_start: bool,
     /// The submitter's index among its share's users (SPEC §12).
     pub user: u32,
     /// The lane bucket the job is indexed in: `user` where the share orders or caps by

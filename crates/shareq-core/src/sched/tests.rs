@@ -510,6 +510,125 @@ resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
     assert!(s.job(w1).unwrap().is_holding());
 }
 
+#[test]
+fn a_reclaimed_reservation_start_takes_the_reservation_back_before_later_claimants() {
+    // v, y and z may each hold 1 GPU and borrow; l lends 3 and reclaims them.
+    let mut s = sched(
+        "
+kind: ServiceEnvironment
+name: t
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 6, devices: {fake: 6}}]
+reserveAfterSeconds: 60
+---
+kind: QuotaShare
+quotaShareName: l
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 3}]
+resourceSharingConfiguration: {strategy: LEND}
+---
+kind: QuotaShare
+quotaShareName: v
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+---
+kind: QuotaShare
+quotaShareName: y
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+---
+kind: QuotaShare
+quotaShareName: z
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+",
+    );
+    // Every GPU taken within the guarantees: l0 (3), one job of v, y and z each.
+    let l0 = s.submit(JobSpec::new("l0", "l", 3, 0), 0).unwrap();
+    for share in ["v", "y", "z"] {
+        s.submit(JobSpec::new("g", share, 1, 0), 0).unwrap();
+    }
+    s.pass(0);
+    let big = s.submit(JobSpec::new("big", "v", 2, 0), 10).unwrap();
+    s.pass(10);
+    s.pass(70);
+    assert_eq!(s.reservation(0).map(|r| r.job), Some(big));
+    // l0 ends: big starts on its reservation (borrowing 1), which ends.
+    s.job_exited(l0, 0, 100);
+    s.pass(100);
+    assert!(s.job(big).unwrap().is_holding());
+    assert!(s.reservation(0).is_none());
+    // y's and z's big jobs qualify while big runs; y's takes the reservation.
+    let by = s.submit(JobSpec::new("by", "y", 2, 0), 110).unwrap();
+    let bz = s.submit(JobSpec::new("bz", "z", 2, 0), 120).unwrap();
+    s.pass(110);
+    s.pass(120);
+    s.pass(170);
+    s.pass(180);
+    assert_eq!(s.reservation(0).map(|r| r.job), Some(by));
+    // l reclaims its GPUs: big is preempted and requeued, and waits while by holds the
+    // reservation.
+    let l1 = s.submit(JobSpec::new("l1", "l", 3, 0), 200).unwrap();
+    s.pass(200);
+    assert!(s.job(l1).unwrap().is_holding());
+    assert!(s.job(big).unwrap().is_pending());
+    assert_eq!(s.job(big).unwrap().preempted_count, 1);
+    assert_eq!(s.reservation(0).map(|r| r.job), Some(by));
+    // by gives it up: big takes it back at once, before bz, which qualified at 180.
+    s.cancel(by, "t", 210);
+    s.pass(210);
+    let r = s.reservation(0).expect("reserved");
+    assert_eq!((r.job, r.since), (big, 210));
+    assert!(s.job(bz).unwrap().is_pending());
+}
+
+#[test]
+fn a_reservation_start_that_failed_waits_anew() {
+    let mut s = sched(
+        "
+kind: ServiceEnvironment
+name: t
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 3, devices: {fake: 3}}]
+reserveAfterSeconds: 60
+---
+kind: QuotaShare
+quotaShareName: v
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+---
+kind: QuotaShare
+quotaShareName: w
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+---
+kind: QuotaShare
+quotaShareName: x
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND}
+",
+    );
+    let w1 = s.submit(JobSpec::new("w1", "w", 2, 0), 0).unwrap();
+    s.pass(0);
+    let mut spec = JobSpec::new("big", "v", 2, 0);
+    spec.retry_strategy = Some(crate::model::RetryStrategy { attempts: 2 });
+    let big = s.submit(spec, 10).unwrap();
+    s.pass(10);
+    s.pass(70);
+    assert_eq!(s.reservation(0).map(|r| r.job), Some(big));
+    s.job_exited(w1, 0, 100);
+    s.pass(100);
+    assert!(s.job(big).unwrap().is_holding());
+    // Its attempt fails and is retried while two guaranteed jobs take two GPUs: a failed
+    // attempt keeps no place, so big waits reserveAfterSeconds anew.
+    s.job_exited(big, 1, 150);
+    s.submit(JobSpec::new("w2", "w", 1, 0), 150).unwrap();
+    s.submit(JobSpec::new("x1", "x", 1, 0), 150).unwrap();
+    s.pass(150);
+    assert!(s.job(big).unwrap().is_pending());
+    assert!(s.reservation(0).is_none());
+    assert_eq!(s.next_wakeup(150), Some(210));
+    s.pass(210);
+    assert_eq!(s.reservation(0).map(|r| (r.job, r.since)), Some((big, 210)));
+}
+
 const FAIR: &str = "
 kind: ServiceEnvironment
 name: t
