@@ -151,6 +151,11 @@ fn every_request() -> Vec<Request> {
             until: 2,
             users: Some(true),
         },
+        Request::PutConfig {
+            file: "shares.yaml".into(),
+            text: "kind: QuotaShare".into(),
+            dry_run: true,
+        },
     ]
 }
 
@@ -189,6 +194,11 @@ fn every_request_is_listed(r: Request) {
             since: _,
             until: _,
             users: _,
+        }
+        | Request::PutConfig {
+            file: _,
+            text: _,
+            dry_run: _,
         } => {}
     }
 }
@@ -302,6 +312,7 @@ fn every_type_and_its_fields_are_documented() {
         ("ShareView", fields::<sched::ShareUnitStats>()),
         ("LendEdge", fields::<sched::LendEdge>()),
         ("Prediction", fields::<forecast::Prediction>()),
+        ("ConfigWritten", fields::<server::ConfigWritten>()),
         ("AuditEntry", fields::<server::runtime::audit::AuditEntry>()),
         ("UsageHistory", fields::<snapshot::usage::UsageHistory>()),
         ("ShareSeries", fields::<snapshot::usage::ShareSeries>()),

@@ -31,6 +31,8 @@ mod history_live;
 mod jobs_confined;
 mod multi_user;
 mod observability;
+mod predict_members;
+mod python_admin;
 mod python_client;
 mod refusal_codes;
 mod replay_cli;

@@ -385,6 +385,7 @@ async fn admit(
             | Request::Cancel { .. }
             | Request::Priority { .. }
             | Request::Reload
+            | Request::PutConfig { .. }
     );
     if !audited {
         return dispatch(req, caller, guard, inputs, snapshots);
@@ -449,6 +450,11 @@ fn dispatch(
         Request::Cancel { ids } => cancel(ids, caller, guard, inputs, snapshots),
         Request::Priority { id, priority } => set_priority(id, priority, caller, inputs),
         Request::Reload => reload(inputs),
+        Request::PutConfig {
+            file,
+            text,
+            dry_run,
+        } => put_config(file, text, dry_run, inputs),
         Request::History { window } => {
             let input = |tx| Input::History { window, reply: tx };
             let answer = or_refused(|h| Response {
@@ -597,6 +603,33 @@ fn reload(inputs: &mpsc::UnboundedSender<Input>) -> Pending {
             error: Some(format!("config rejected:\n{refusal}")),
             ..Response::refused(&refusal)
         },
+    })
+}
+
+/// `put_config`: the file written and the config reloaded, or why not (a refused
+/// config's errors follow `config rejected:`, as `reload` words them).
+fn put_config(
+    file: String,
+    text: String,
+    dry_run: bool,
+    inputs: &mpsc::UnboundedSender<Input>,
+) -> Pending {
+    let input = |tx| Input::PutConfig {
+        file,
+        text,
+        dry_run,
+        reply: tx,
+    };
+    ask(inputs, input, move |r: Result<_, Refusal>| match r {
+        Ok(written) => Response {
+            config: Some(written),
+            ..Response::ok()
+        },
+        Err(refusal @ Refusal::Config(_)) => Response {
+            error: Some(format!("config rejected:\n{refusal}")),
+            ..Response::refused(&refusal)
+        },
+        Err(refusal) => Response::refused(&refusal),
     })
 }
 
