@@ -112,6 +112,10 @@ fn set(names: &[&str]) -> BTreeSet<String> {
 fn every_request() -> Vec<Request> {
     let mut job = JobSpec::new("a", "qs1", 1, 0);
     job.command = Some(shareq::model::Command::Argv(vec!["true".into()]));
+    let file = shareq::whatif::ConfigFile {
+        path: "new/shares.yaml".into(),
+        text: "kind: QuotaShare".into(),
+    };
     vec![
         Request::Hello { api: Some(1) },
         Request::Submit { job: job.clone() },
@@ -156,6 +160,12 @@ fn every_request() -> Vec<Request> {
             text: "kind: QuotaShare".into(),
             dry_run: true,
         },
+        Request::Whatif {
+            config: vec![file.clone()],
+            current: Some(vec![file.clone()]),
+            since: 1,
+        },
+        Request::DryRun { config: vec![file] },
     ]
 }
 
@@ -199,7 +209,13 @@ fn every_request_is_listed(r: Request) {
             file: _,
             text: _,
             dry_run: _,
-        } => {}
+        }
+        | Request::Whatif {
+            config: _,
+            current: _,
+            since: _,
+        }
+        | Request::DryRun { config: _ } => {}
     }
 }
 
@@ -313,6 +329,9 @@ fn every_type_and_its_fields_are_documented() {
         ("LendEdge", fields::<sched::LendEdge>()),
         ("Prediction", fields::<forecast::Prediction>()),
         ("ConfigWritten", fields::<server::ConfigWritten>()),
+        ("ConfigFile", fields::<whatif::ConfigFile>()),
+        ("WhatIfAnswer", fields::<whatif::WhatIfAnswer>()),
+        ("DryRunAnswer", fields::<whatif::DryRunAnswer>()),
         ("AuditEntry", fields::<server::runtime::audit::AuditEntry>()),
         ("UsageHistory", fields::<snapshot::usage::UsageHistory>()),
         ("ShareSeries", fields::<snapshot::usage::ShareSeries>()),

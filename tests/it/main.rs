@@ -7,6 +7,7 @@
 mod common;
 mod fixtures;
 
+mod admin_reads;
 mod api_doc;
 mod cli_docs;
 mod config_apply;

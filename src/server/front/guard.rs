@@ -169,6 +169,18 @@ impl Guard {
                     .may_administer(caller, "write the config")
                     .map_err(Response::denied);
             }
+            Request::Whatif { .. } => {
+                let access = snapshots.borrow().access.clone();
+                return access
+                    .may_administer(caller, "run a what-if on the scheduler's history")
+                    .map_err(Response::denied);
+            }
+            Request::DryRun { .. } => {
+                let access = snapshots.borrow().access.clone();
+                return access
+                    .may_administer(caller, "dry-run a config on the scheduler's jobs")
+                    .map_err(Response::denied);
+            }
             Request::Audit { .. } => {
                 let access = snapshots.borrow().access.clone();
                 return access

@@ -122,6 +122,20 @@ pub enum Request {
         #[serde(default, rename = "dryRun")]
         dry_run: bool,
     },
+    /// `shareq whatif` on this scheduler's database, for admins who cannot read it: the
+    /// jobs submitted since `since` (ms) replayed under the configs in force (or
+    /// `current`) and under `config`, each sent as its files' text.
+    Whatif {
+        config: Vec<crate::whatif::ConfigFile>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        current: Option<Vec<crate::whatif::ConfigFile>>,
+        since: i64,
+    },
+    /// `shareq check --against` this scheduler's state, for admins who cannot read its
+    /// database: what applying `config` now would do to the jobs it holds.
+    DryRun {
+        config: Vec<crate::whatif::ConfigFile>,
+    },
 }
 
 /// A job as the API names it: a number, or `"P:I"` for child I of array P (as the CLI
@@ -326,6 +340,12 @@ pub struct Response {
     /// The answer to `put_config`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<ConfigWritten>,
+    /// The answer to `whatif`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whatif: Option<crate::whatif::WhatIfAnswer>,
+    /// The answer to `dry_run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<crate::whatif::DryRunAnswer>,
     /// On the server only: the whole answer already written out as its JSON line (a long
     /// `jobs` answer, written from the snapshot itself), sent as is.
     #[serde(skip)]

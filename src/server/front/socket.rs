@@ -501,6 +501,19 @@ fn dispatch(
             let (guard, snapshots) = (guard.clone(), snapshots.clone());
             Box::pin(async move { guard.log(id, attempt, offset, &snapshots).await })
         }
+        Request::Whatif {
+            config,
+            current,
+            since,
+        } => Box::pin(super::admin_reads::whatif(
+            guard.state_root(),
+            config,
+            current,
+            since,
+        )),
+        Request::DryRun { config } => {
+            Box::pin(super::admin_reads::dry_run(guard.state_root(), config))
+        }
         Request::Audit { limit } => {
             let guard = guard.clone();
             Box::pin(async move { guard.audit(limit).await })
