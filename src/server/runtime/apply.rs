@@ -396,6 +396,13 @@ async fn put_config(
     }
     let answer = match rx.await {
         Ok(Ok(())) => Ok(written),
+        // Changed between the check and the reload (another writer), or a config this
+        // build cannot carry out: the file stays written, and the answer says so.
+        Ok(Err(Refusal::Config(errors))) => Err(Refusal::Config(format!(
+            "{} was written, but the directory was refused when reloaded (the previous \
+             config stays in force):\n{errors}",
+            written.path
+        ))),
         Ok(Err(refusal)) => Err(refusal),
         Err(_) => Err(Refusal::Stopped(
             "the scheduler stopped before it reloaded the config".into(),

@@ -47,6 +47,12 @@ fn file_name(name: &str) -> Result<&str, Refusal> {
 /// Validate the directory `dir` with `name` holding `text`; unless `dry`, write it.
 pub(crate) fn put(dir: &Path, name: &str, text: &str, dry: bool) -> Result<ConfigWritten, Refusal> {
     let name = file_name(name)?;
+    // One writer at a time: two requests checked against the same directory must not
+    // both be written (together they could be invalid).
+    static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = WRITING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let path = dir.join(name);
     let mut snap = DirSnapshot::read(dir).map_err(|e| Refusal::Config(e.to_string()))?;
     snap.files.retain(|f| f.path != path);
