@@ -18,7 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["events", "forecast"],
     &["snapshot"],
     &["store", "metrics"],
-    &["report"],
+    &["report", "whatif"],
     &["server"],
     &["tui"],
     &["cli"],

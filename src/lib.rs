@@ -19,6 +19,8 @@
 //! - [`store`]: durable state in SQLite: jobs, attempts, history, usage samples, recovery.
 //! - [`metrics`]: Prometheus counters, histograms and gauges.
 //! - [`report`]: `shareq report`, usage figures over a window of the live history.
+//! - [`whatif`]: what a config would do, read from a state directory's database (`whatif`,
+//!   `check --against`), for the CLI and for the scheduler serving admins.
 //! - [`server`]: the live runtime task, the control socket and its client.
 //! - [`tui`]: the console, a ratatui view over the snapshots that sends actions.
 //! - [`cli`]: the subcommands' bodies.
@@ -38,6 +40,7 @@ pub mod snapshot;
 pub mod store;
 pub mod tui;
 pub mod visible;
+pub mod whatif;
 
 /// The layering rule, checked by tests.
 #[cfg(test)]

@@ -249,7 +249,7 @@ pub fn check(dir: &Path, watch: bool, against: Option<&Path>) -> Result<(), CliE
             }
             match against {
                 None => Ok(()),
-                Some(state) => dry_run(&loaded, state),
+                Some(state) => dry_run(dir, &loaded, state),
             }
         }
         Err(errors) => {
@@ -265,23 +265,52 @@ pub fn check(dir: &Path, watch: bool, against: Option<&Path>) -> Result<(), CliE
     }
 }
 
-/// The `--against STATE` section: what applying `loaded` would do to the jobs now.
-fn dry_run(loaded: &LoadedConfig, state: &Path) -> Result<(), CliError> {
-    let (sched, now) = match super::whatif::live_state(state) {
-        Ok(s) => s,
-        Err(e) => {
-            return Err(CliError::failed(format!(
-                "shareq check --against {}: {e}",
-                state.display()
-            )));
+/// The `--against STATE` section: what applying `loaded` (read from `dir`) would do to the
+/// jobs now. A user who cannot read the state's database gets it from the scheduler,
+/// which serves dry runs to admins (`dry_run` request).
+fn dry_run(dir: &Path, loaded: &LoadedConfig, state: &Path) -> Result<(), CliError> {
+    let cmd = format!("check --against {}", state.display());
+    let answer = match crate::whatif::unreadable(state) {
+        Some(why) => ask_scheduler(&cmd, dir, state, &why)?,
+        None => {
+            let mut notes = Vec::new();
+            match crate::whatif::dry_run_on(state, &loaded.config, &mut notes) {
+                Ok(d) => crate::whatif::DryRunAnswer::of(&d, notes),
+                Err(e) => return Err(CliError::failed(format!("shareq {cmd}: {e}"))),
+            }
         }
     };
-    let cap = super::whatif::capacity(&loaded.config);
-    let d = crate::forecast::dry_run(sched, &loaded.config, &cap, now);
+    for n in &answer.notes {
+        eprintln!("{n}");
+    }
     println!(
         "\nagainst {} (the jobs its database holds now; nothing is changed):",
         state.display()
     );
-    print!("{}", d.text());
+    print!("{}", answer.text);
     Ok(())
+}
+
+/// The dry run from the scheduler of `state`, on the files of `dir` as this user reads them.
+fn ask_scheduler(
+    cmd: &str,
+    dir: &Path,
+    state: &Path,
+    why: &str,
+) -> Result<crate::whatif::DryRunAnswer, CliError> {
+    let files =
+        crate::whatif::files_of(dir).map_err(|e| CliError::failed(format!("shareq {cmd}: {e}")))?;
+    let req = crate::server::Request::DryRun { config: files };
+    match super::request(Some(state), &req) {
+        Ok(crate::server::Response {
+            ok: true,
+            dry_run: Some(d),
+            ..
+        }) => {
+            eprintln!("note: {why}; asked the scheduler (you are an admin)");
+            Ok(d)
+        }
+        Ok(r) => Err(super::whatif::refused_by_scheduler(cmd, why, &r)),
+        Err(e) => Err(super::whatif::no_scheduler(cmd, why, &e)),
+    }
 }

@@ -32,7 +32,7 @@ pub use log::{LogArgs, log};
 pub use priority::{PriorityArgs, priority};
 pub use replay::replay;
 pub use report::{ReportArgs, report};
-pub use serve::{ServeArgs, serve};
+pub use serve::{SYSTEM_STATE, ServeArgs, client_state, serve};
 pub use status::{StatusArgs, status};
 pub use submit::{SubmitArgs, submit};
 pub use supervise::supervise;

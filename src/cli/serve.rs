@@ -217,7 +217,9 @@ pub(crate) fn state_dir(flag: Option<&Path>) -> anyhow::Result<StateDir> {
     client_state(flag, |k| std::env::var_os(k), |p| p.exists())
 }
 
-pub(crate) fn client_state(
+/// [`state_dir`] with the environment and the test for a socket given (the Python client's
+/// `default_state_dir` follows the same steps: tests/it/python_client.rs compares them).
+pub fn client_state(
     flag: Option<&Path>,
     env: impl Fn(&str) -> Option<std::ffi::OsString>,
     exists: impl Fn(&Path) -> bool,

@@ -241,8 +241,9 @@ pub fn submit(args: &SubmitArgs) -> Result<(), CliError> {
     }
 }
 
-/// `--predict`: ask, print, submit nothing. Exit 0 whatever the verdict (1 when the
-/// scheduler cannot be asked).
+/// `--predict`: ask, print, submit nothing. Exit 0 whatever the verdict; refused as the
+/// submit would be refused by the rules (SPEC §9), exit 3; 1 when the scheduler cannot be
+/// asked.
 fn predict(args: &SubmitArgs, spec: JobSpec) -> Result<(), CliError> {
     let p = match request(args.state.as_deref(), &Request::Predict { job: spec }) {
         Ok(crate::server::Response {
@@ -250,11 +251,13 @@ fn predict(args: &SubmitArgs, spec: JobSpec) -> Result<(), CliError> {
             prediction: Some(p),
             ..
         }) => p,
+        // Refused as the submit would be (not a member of the share: exit 3).
         Ok(r) => {
-            return Err(CliError::failed(format!(
-                "shareq submit --predict: {}",
-                r.error.unwrap_or_default()
-            )));
+            let why = crate::visible::visible(r.error.as_deref().unwrap_or("no reason given"));
+            return Err(CliError::refused(
+                &r,
+                format!("shareq submit --predict: {why}"),
+            ));
         }
         Err(e) => {
             return Err(CliError::failed(format!("shareq submit --predict: {e}")));

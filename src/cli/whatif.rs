@@ -1,19 +1,19 @@
 //! The commands that read a state directory's history and replay or dry-run on it:
 //! `shareq whatif --config NEW_DIR [--since 7d] [--json]` (the window's real submissions
-//! replayed under the configs in force over it and under NEW_DIR, side by side per share),
-//! `shareq export-trace [--since 7d] [--out DIR]` (that trace, to edit and replay), and
-//! the state behind `shareq check DIR --against STATE` (what applying DIR would do now).
+//! replayed under the configs in force over it and under NEW_DIR, side by side per share)
+//! and `shareq export-trace [--since 7d] [--out DIR]` (that trace, to edit and replay).
+//! The work is `crate::whatif`'s.
 //!
-//! All read the database read-only, so they work whether or not a scheduler runs on it.
+//! Both read the database read-only, so they work whether or not a scheduler runs on it.
+//! A user who cannot read it (the system scheduler's is root's) gets the what-if from the
+//! scheduler, which serves it to admins (`whatif` request).
 
 use super::error::{CliError, ExitKind};
-use crate::config::{LoadedConfig, load_dir};
-use crate::exec::gpu::discovery::needs_discovery;
-use crate::exec::{Discovery, now_ms};
-use crate::model::{UnitCapacity, ValidConfig};
-use crate::replay::history::{HistoryTrace, what_if};
-use crate::sched::{Clock, Sched};
-use crate::store::Store;
+use crate::config::load_dir;
+use crate::exec::now_ms;
+use crate::replay::history::HistoryTrace;
+use crate::server::{Request, Response};
+use crate::whatif::{Current, WhatIfAnswer, WhatIfError, files_of};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
@@ -54,188 +54,6 @@ pub struct ExportTraceArgs {
     pub state: Option<PathBuf>,
 }
 
-/// Why a what-if, a trace export or a dry run cannot be made (what follows
-/// `shareq whatif: `).
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum WhatIfError {
-    /// No state directory was found.
-    #[error("{0}")]
-    StateDir(anyhow::Error),
-    #[error("{0}")]
-    Store(#[from] crate::store::StoreError),
-    #[error("this state directory has no applied config recorded: give it with --current")]
-    NoConfigRecorded,
-    #[error("the config in {} is not valid:\n  {}", .dir.display(), .errors.join("\n  "))]
-    Invalid { dir: PathBuf, errors: Vec<String> },
-    /// A config the database recorded that does not read back: when it was applied, why.
-    #[error("the config recorded at {at}: {why}")]
-    Recorded { at: i64, why: String },
-    #[error("no config recorded")]
-    NoneRecorded,
-    #[error("--since {0}")]
-    Since(#[from] super::when::NotATime),
-    #[error("{0}")]
-    ConfigDir(#[from] crate::config::ConfigError),
-    #[error("{}: {source}", .path.display())]
-    Yaml {
-        path: PathBuf,
-        source: serde_yaml::Error,
-    },
-    #[error("{0}")]
-    Scenario(serde_yaml::Error),
-}
-
-/// The state directory's database, read-only.
-fn open(state: Option<&Path>) -> Result<(PathBuf, Store), WhatIfError> {
-    let dir = super::serve::state_dir(state).map_err(WhatIfError::StateDir)?;
-    let root = dir.root().to_path_buf();
-    let store = Store::open_read_only(&root)?;
-    Ok((root, store))
-}
-
-/// The config the scheduler applied last: read again from the directory it came from
-/// (with a warning when that directory changed since), or `over` when given.
-pub(crate) fn config_in_force(
-    store: &Store,
-    over: Option<&Path>,
-) -> Result<(PathBuf, LoadedConfig), WhatIfError> {
-    let (dir, recorded) = match over {
-        Some(d) => (d.to_path_buf(), None),
-        None => {
-            let rec = store.last_config()?.ok_or(WhatIfError::NoConfigRecorded)?;
-            (PathBuf::from(&rec.source), Some(rec.hash))
-        }
-    };
-    let loaded = load_dir(&dir).map_err(|errors| WhatIfError::Invalid {
-        dir: dir.clone(),
-        errors: errors.iter().map(ToString::to_string).collect(),
-    })?;
-    if let Some(h) = recorded
-        && h != loaded.hash
-    {
-        eprintln!(
-            "note: {} changed since the scheduler applied it (hash {h}, now {}); using it as it is now",
-            dir.display(),
-            loaded.hash
-        );
-    }
-    Ok((dir, loaded))
-}
-
-/// The devices a config's units have on this machine.
-pub(crate) fn capacity(config: &ValidConfig) -> Vec<UnitCapacity> {
-    let d = if needs_discovery(config) {
-        Discovery::run()
-    } else {
-        Discovery::skipped()
-    };
-    d.capacity(config).0
-}
-
-/// The live state as the database holds it: the jobs queued and running, put back in a
-/// scheduler under the config in force, after one pass (as recovery would).
-pub(crate) fn live_state(state: &Path) -> Result<(Sched, i64), WhatIfError> {
-    let (_, store) = open(Some(state))?;
-    let (_, loaded) = config_in_force(&store, None)?;
-    let now = now_ms();
-    let mut sched = Sched::new(&loaded.config, &capacity(&loaded.config), Clock::Wall);
-    // Dependencies on ended jobs are judged as the live scheduler judges them (SPEC §13).
-    sched.reserve_ids_below(crate::model::JobId(store.max_job_id()?.0 + 1));
-    let (succeeded, arrays) = store.link_history()?;
-    sched.restore_history(succeeded, arrays);
-    for job in store.active_jobs()? {
-        if let Err(e) = sched.restore_job(job.restored(true), now) {
-            eprintln!("note: {e}");
-        }
-    }
-    sched.pass(now);
-    let _ = sched.take_events();
-    Ok((sched, now))
-}
-
-fn window(store: &Store, since: &str) -> Result<HistoryTrace, WhatIfError> {
-    let now = now_ms();
-    let from = super::when::parse_instant(since, now)?;
-    let jobs = store.trace_jobs(from, now)?;
-    Ok(HistoryTrace::from_jobs(&jobs))
-}
-
-/// The configs in force over the trace, from the store: the one in force at its first
-/// submission and each applied after it, at its instant (seconds after the origin). A
-/// config recorded without its documents (an older database) is read from its
-/// directory as it is now. With `--current`, that one directory throughout.
-struct InForce {
-    first: LoadedConfig,
-    changes: Vec<(i64, ValidConfig)>,
-    /// What the header says the current column replays.
-    label: String,
-}
-
-fn in_force(
-    store: &Store,
-    over: Option<&Path>,
-    trace: &HistoryTrace,
-) -> Result<InForce, WhatIfError> {
-    if over.is_some() {
-        let (dir, loaded) = config_in_force(store, over)?;
-        return Ok(InForce {
-            first: loaded,
-            changes: Vec::new(),
-            label: dir.display().to_string(),
-        });
-    }
-    let records = store.configs_over(trace.origin_ms, now_ms())?;
-    if records.len() <= 1 {
-        let (dir, loaded) = config_in_force(store, None)?;
-        return Ok(InForce {
-            first: loaded,
-            changes: Vec::new(),
-            label: format!(
-                "{} (the config in force over the whole window)",
-                dir.display()
-            ),
-        });
-    }
-    let mut loaded = Vec::new();
-    for (rec, docs) in &records {
-        let l = match docs {
-            Some(text) => {
-                let recorded = |why: String| WhatIfError::Recorded {
-                    at: rec.applied_at,
-                    why,
-                };
-                let docs = crate::config::parse_documents(text, None)
-                    .map_err(|e| recorded(format!("{e:?}")))?;
-                let config = crate::config::validate(docs).map_err(|errors| {
-                    let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
-                    recorded(list.join("; "))
-                })?;
-                LoadedConfig {
-                    config,
-                    files: Vec::new(),
-                    hash: rec.hash.clone(),
-                }
-            }
-            None => config_in_force(store, Some(Path::new(&rec.source)))?.1,
-        };
-        loaded.push((rec.applied_at, l));
-    }
-    let mut loaded = loaded.into_iter();
-    let (_, first) = loaded.next().ok_or(WhatIfError::NoneRecorded)?;
-    let changes: Vec<(i64, ValidConfig)> = loaded
-        .map(|(at, l)| (((at - trace.origin_ms) / 1000).max(0), l.config))
-        .collect();
-    let label = format!(
-        "the {} configs in force over the window (each from when it was applied)",
-        changes.len() + 1
-    );
-    Ok(InForce {
-        first,
-        changes,
-        label,
-    })
-}
-
 pub fn whatif(args: &WhatifArgs) -> Result<(), CliError> {
     let fail = |e: &dyn std::fmt::Display, exit: ExitKind| {
         Err(CliError::failed(format!("shareq whatif: {e}")).with_exit(exit))
@@ -251,26 +69,45 @@ pub fn whatif(args: &WhatifArgs) -> Result<(), CliError> {
             return fail(&invalid, ExitKind::Usage);
         }
     };
-    let (_, store) = match open(args.state.as_deref()) {
+    let state = match super::serve::state_dir(args.state.as_deref()) {
         Ok(s) => s,
         Err(e) => return fail(&e, ExitKind::Failed),
     };
-    let trace = match window(&store, &args.since) {
+    let from = match super::when::parse_instant(&args.since, now_ms()) {
         Ok(t) => t,
-        Err(e) => return fail(&e, ExitKind::Usage),
+        Err(e) => return fail(&format!("--since {e}"), ExitKind::Usage),
     };
-    let current = match in_force(&store, args.current.as_deref(), &trace) {
-        Ok(c) => c,
-        Err(e) => return fail(&e, ExitKind::Failed),
+    let answer = match crate::whatif::unreadable(state.root()) {
+        Some(why) => ask_scheduler(args, state.root(), &why, from)?,
+        None => {
+            let current = match &args.current {
+                None => Current::Recorded,
+                Some(dir) => match load_dir(dir) {
+                    Ok(l) => Current::Given(Box::new(l), dir.display().to_string()),
+                    Err(errors) => {
+                        let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                        let invalid = WhatIfError::Invalid {
+                            dir: dir.clone(),
+                            errors: list,
+                        };
+                        return fail(&invalid, ExitKind::Failed);
+                    }
+                },
+            };
+            let mut notes = Vec::new();
+            let run =
+                crate::whatif::what_if_on(state.root(), proposed.config, current, from, &mut notes);
+            match run {
+                Ok(run) => WhatIfAnswer::of(run, notes),
+                Err(e) => return fail(&e, ExitKind::Failed),
+            }
+        }
     };
-    let w = what_if(
-        &trace,
-        current.first.config,
-        current.changes,
-        proposed.config,
-    );
+    for n in &answer.notes {
+        eprintln!("{n}");
+    }
     if args.json {
-        match serde_json::to_string_pretty(&w) {
+        match serde_json::to_string_pretty(&answer.result) {
             Ok(s) => println!("{s}"),
             Err(e) => return fail(&e, ExitKind::Failed),
         }
@@ -279,33 +116,100 @@ pub fn whatif(args: &WhatifArgs) -> Result<(), CliError> {
     println!(
         "what if: the last {} of history, replayed under {} (current) and {} (proposed)",
         args.since,
-        current.label,
+        answer.label,
         args.config.display()
     );
-    print!("{}", w.text());
+    print!("{}", answer.text);
     Ok(())
+}
+
+/// The what-if from the scheduler, for a user who cannot read its database (`why` says
+/// so): it serves what-ifs to admins, on the files of the configs as this user reads them.
+fn ask_scheduler(
+    args: &WhatifArgs,
+    root: &Path,
+    why: &str,
+    from: i64,
+) -> Result<WhatIfAnswer, CliError> {
+    let files =
+        |dir: &Path| files_of(dir).map_err(|e| CliError::failed(format!("shareq whatif: {e}")));
+    let req = Request::Whatif {
+        config: files(&args.config)?,
+        current: args.current.as_deref().map(files).transpose()?,
+        since: from,
+    };
+    match super::request(Some(root), &req) {
+        Ok(Response {
+            ok: true,
+            whatif: Some(w),
+            ..
+        }) => {
+            eprintln!("note: {why}; asked the scheduler (you are an admin)");
+            Ok(w)
+        }
+        Ok(r) => Err(refused_by_scheduler("whatif", why, &r)),
+        Err(e) => Err(no_scheduler("whatif", why, &e)),
+    }
+}
+
+/// A user who cannot read the database, refused by the scheduler: both causes, and who
+/// may (the scheduler's words name the admins). Exit 3 when the rules refused it.
+pub(crate) fn refused_by_scheduler(cmd: &str, why: &str, r: &Response) -> CliError {
+    let said = crate::visible::visible_lines(r.error.as_deref().unwrap_or("no reason given"));
+    let msg = if r.not_allowed {
+        format!("shareq {cmd}: {why}, and the scheduler serves this to admins only: {said}")
+    } else {
+        format!("shareq {cmd}: {why}; the scheduler, asked instead: {said}")
+    };
+    CliError::refused(r, msg)
+}
+
+/// A user who cannot read the database, and no scheduler to ask.
+pub(crate) fn no_scheduler(cmd: &str, why: &str, e: &anyhow::Error) -> CliError {
+    CliError::failed(format!(
+        "shareq {cmd}: {why}; the scheduler serves this to admins, but it cannot be asked: {e}"
+    ))
 }
 
 pub fn export_trace(args: &ExportTraceArgs) -> Result<(), CliError> {
     let fail = |e: &dyn std::fmt::Display, exit: ExitKind| {
         Err(CliError::failed(format!("shareq export-trace: {e}")).with_exit(exit))
     };
-    let (_, store) = match open(args.state.as_deref()) {
+    let state = match super::serve::state_dir(args.state.as_deref()) {
         Ok(s) => s,
         Err(e) => return fail(&e, ExitKind::Failed),
     };
-    let trace = match window(&store, &args.since) {
-        Ok(t) => t,
-        Err(e) => return fail(&e, ExitKind::Usage),
+    if let Some(why) = crate::whatif::unreadable(state.root()) {
+        // The scheduler serves what-ifs and dry runs to admins, not the trace itself.
+        return fail(
+            &format!("{why}: run it as that user (`shareq whatif` works for admins)"),
+            ExitKind::Failed,
+        );
+    }
+    let store = match crate::whatif::open(state.root()) {
+        Ok(s) => s,
+        Err(e) => return fail(&e, ExitKind::Failed),
+    };
+    let trace = match super::when::parse_instant(&args.since, now_ms()) {
+        Ok(from) => match crate::whatif::window(&store, from) {
+            Ok(t) => t,
+            Err(e) => return fail(&e, ExitKind::Failed),
+        },
+        Err(e) => return fail(&format!("--since {e}"), ExitKind::Usage),
     };
     let Some(out) = &args.out else {
         print!("{}", trace.to_csv());
         return Ok(());
     };
-    let (cfg_dir, _) = match config_in_force(&store, args.config.as_deref()) {
-        Ok(c) => c,
-        Err(e) => return fail(&e, ExitKind::Failed),
-    };
+    let mut notes = Vec::new();
+    let (cfg_dir, _) =
+        match crate::whatif::config_in_force(&store, args.config.as_deref(), &mut notes) {
+            Ok(c) => c,
+            Err(e) => return fail(&e, ExitKind::Failed),
+        };
+    for n in notes {
+        eprintln!("{n}");
+    }
     let scenario = match scenario_text(&cfg_dir, &trace, &args.since) {
         Ok(s) => s,
         Err(e) => return fail(&e, ExitKind::Failed),
@@ -330,14 +234,28 @@ pub fn export_trace(args: &ExportTraceArgs) -> Result<(), CliError> {
 }
 
 /// A scenario holding the config directory's documents and pointing at `trace.csv`.
-fn scenario_text(dir: &Path, trace: &HistoryTrace, since: &str) -> Result<String, WhatIfError> {
+/// Why the scenario of `export-trace --out` cannot be written.
+#[derive(Debug, thiserror::Error)]
+enum ScenarioError {
+    #[error("{0}")]
+    ConfigDir(#[from] crate::config::ConfigError),
+    #[error("{}: {source}", .path.display())]
+    Yaml {
+        path: PathBuf,
+        source: serde_yaml::Error,
+    },
+    #[error("{0}")]
+    Scenario(serde_yaml::Error),
+}
+
+fn scenario_text(dir: &Path, trace: &HistoryTrace, since: &str) -> Result<String, ScenarioError> {
     use serde::Deserialize;
     let snap = crate::config::DirSnapshot::read(dir)?;
     let mut docs = Vec::new();
     for f in &snap.files {
         let text = f.text.as_ref().map_err(|e| e.clone())?;
         for d in serde_yaml::Deserializer::from_str(text) {
-            let v = serde_yaml::Value::deserialize(d).map_err(|source| WhatIfError::Yaml {
+            let v = serde_yaml::Value::deserialize(d).map_err(|source| ScenarioError::Yaml {
                 path: f.path.clone(),
                 source,
             })?;
@@ -359,5 +277,5 @@ fn scenario_text(dir: &Path, trace: &HistoryTrace, since: &str) -> Result<String
     );
     map.insert("config".into(), serde_yaml::Value::Sequence(docs));
     map.insert("trace".into(), "trace.csv".into());
-    serde_yaml::to_string(&map).map_err(WhatIfError::Scenario)
+    serde_yaml::to_string(&map).map_err(ScenarioError::Scenario)
 }

@@ -55,7 +55,8 @@ pub mod runtime;
 pub use boot::{BootError, BootOptions};
 pub use client::{Client, ClientError};
 pub use front::protocol::{
-    API_VERSION, ErrorCode, Hello, JobsAnswer, MAX_LINE, Request, Response, StatusAnswer,
+    API_VERSION, ConfigWritten, ErrorCode, Hello, JobsAnswer, MAX_LINE, Request, Response,
+    StatusAnswer,
 };
 pub use runtime::input::{CancelOutcome, Input};
 pub use runtime::refusal::Refusal;

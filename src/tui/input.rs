@@ -451,7 +451,8 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
         }
         UiAction::Submit => {
             let share = submit_share(app, job.as_ref());
-            app.mode = Mode::Submit(Box::new(SubmitForm::new(&share)));
+            let form = SubmitForm::for_caller(&share, app.caller.clone(), &app.snap);
+            app.mode = Mode::Submit(Box::new(form));
         }
         UiAction::Cancel => match job {
             Some(j) => return ask_cancel(app, &j),

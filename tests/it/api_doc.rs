@@ -112,6 +112,10 @@ fn set(names: &[&str]) -> BTreeSet<String> {
 fn every_request() -> Vec<Request> {
     let mut job = JobSpec::new("a", "qs1", 1, 0);
     job.command = Some(shareq::model::Command::Argv(vec!["true".into()]));
+    let file = shareq::whatif::ConfigFile {
+        path: "new/shares.yaml".into(),
+        text: "kind: QuotaShare".into(),
+    };
     vec![
         Request::Hello { api: Some(1) },
         Request::Submit { job: job.clone() },
@@ -151,6 +155,17 @@ fn every_request() -> Vec<Request> {
             until: 2,
             users: Some(true),
         },
+        Request::PutConfig {
+            file: "shares.yaml".into(),
+            text: "kind: QuotaShare".into(),
+            dry_run: true,
+        },
+        Request::Whatif {
+            config: vec![file.clone()],
+            current: Some(vec![file.clone()]),
+            since: 1,
+        },
+        Request::DryRun { config: vec![file] },
     ]
 }
 
@@ -189,7 +204,18 @@ fn every_request_is_listed(r: Request) {
             since: _,
             until: _,
             users: _,
-        } => {}
+        }
+        | Request::PutConfig {
+            file: _,
+            text: _,
+            dry_run: _,
+        }
+        | Request::Whatif {
+            config: _,
+            current: _,
+            since: _,
+        }
+        | Request::DryRun { config: _ } => {}
     }
 }
 
@@ -303,6 +329,10 @@ fn every_type_and_its_fields_are_documented() {
         ("ShareView", fields::<sched::ShareUnitStats>()),
         ("LendEdge", fields::<sched::LendEdge>()),
         ("Prediction", fields::<forecast::Prediction>()),
+        ("ConfigWritten", fields::<server::ConfigWritten>()),
+        ("ConfigFile", fields::<whatif::ConfigFile>()),
+        ("WhatIfAnswer", fields::<whatif::WhatIfAnswer>()),
+        ("DryRunAnswer", fields::<whatif::DryRunAnswer>()),
         ("AuditEntry", fields::<server::runtime::audit::AuditEntry>()),
         ("UsageHistory", fields::<snapshot::usage::UsageHistory>()),
         ("ShareSeries", fields::<snapshot::usage::ShareSeries>()),

@@ -7,6 +7,7 @@
 mod common;
 mod fixtures;
 
+mod admin_reads;
 mod api_doc;
 mod cli_docs;
 mod config_apply;
@@ -33,6 +34,8 @@ mod lost_work;
 mod multi_user;
 mod notice;
 mod observability;
+mod predict_members;
+mod python_admin;
 mod python_client;
 mod refusal_codes;
 mod replay_cli;

@@ -87,6 +87,11 @@ impl Users {
         format!("{}{n}", self.prefix)
     }
 
+    /// The group (named in `admins` by the configs of these tests).
+    pub(crate) fn group(&self) -> &str {
+        &self.group
+    }
+
     pub(crate) fn uid(&self, n: &str) -> u32 {
         nix::unistd::User::from_name(&self.name(n))
             .unwrap()

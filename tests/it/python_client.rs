@@ -12,12 +12,12 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The client's source directory (what `pip install ./clients/python` installs).
-fn client_src() -> PathBuf {
+pub(crate) fn client_src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/python/src")
 }
 
 /// A python3 that runs, or why there is none.
-fn python() -> Result<String, String> {
+pub(crate) fn python() -> Result<String, String> {
     let found = Command::new("python3")
         .args(["-c", "import sys; print(sys.executable)"])
         .stdin(Stdio::null())
@@ -46,7 +46,7 @@ macro_rules! needs_python {
 
 /// Run `script` with the client importable and `SHAREQ_STATE` pointing at the server;
 /// the script's last stdout line is JSON.
-fn run_py(py: &str, s: &Server, script: &str) -> Value {
+pub(crate) fn run_py(py: &str, s: &Server, script: &str) -> Value {
     let out = Command::new(py)
         .arg("-c")
         .arg(script)
@@ -59,7 +59,7 @@ fn run_py(py: &str, s: &Server, script: &str) -> Value {
     last_json(&out, &s.stderr())
 }
 
-fn last_json(out: &Output, context: &str) -> Value {
+pub(crate) fn last_json(out: &Output, context: &str) -> Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -91,8 +91,10 @@ fn submit_wait_succeeds_and_the_log_is_readable() {
         &s,
         r#"
 import json, os, pwd, shareq
-# The CLI's state lookup (exec::StateDir::resolve): SHAREQ_STATE, XDG_STATE_HOME, HOME.
-d = shareq.default_state_dir
+# The CLI's state lookup (no socket anywhere: the user's own directory; the rest of the
+# order is compared with the CLI's in the_client_finds_the_scheduler_as_the_cli_does).
+none = lambda p: False
+d = lambda env: shareq.default_state_dir(env, none)
 assert d({"SHAREQ_STATE": "/s", "XDG_STATE_HOME": "/x", "HOME": "/h"}) == "/s"
 assert d({"SHAREQ_STATE": "", "XDG_STATE_HOME": "/x", "HOME": "/h"}) == "/x/shareq"
 assert d({"HOME": "/h"}) == "/h/.local/state/shareq"
@@ -136,6 +138,165 @@ print(json.dumps({"hello": hello, "id": job.id, "name": job.name, "user": job.us
     );
     let id = r["id"].as_u64().unwrap();
     assert_eq!(s.log(id, 1), "epochs=10\n");
+}
+
+/// One lookup order for the CLI and the client (docs/DEPLOY.md, "Where the CLI looks for
+/// the scheduler"): the same environments and sockets give the same directory, the system
+/// scheduler's `/var/lib/shareq` included, and no directory in neither.
+#[test]
+fn the_client_finds_the_scheduler_as_the_cli_does() {
+    let py = needs_python!();
+    let own = "/home/a/.local/state/shareq/shareq.sock";
+    let xdg = "/x/shareq/shareq.sock";
+    let system = "/var/lib/shareq/shareq.sock";
+    let envs: Vec<Vec<(&str, &str)>> = vec![
+        vec![("HOME", "/home/a")],
+        vec![("HOME", "/home/a"), ("XDG_STATE_HOME", "/x")],
+        vec![("HOME", "/home/a"), ("SHAREQ_STATE", "/s")],
+        vec![("HOME", "/home/a"), ("SHAREQ_STATE", "")],
+        vec![("HOME", "")],
+        vec![],
+    ];
+    let socket_sets: Vec<Vec<&str>> = vec![
+        vec![],
+        vec![system],
+        vec![own, system],
+        vec![xdg, system],
+        vec![own],
+    ];
+    let mut cases = Vec::new();
+    for env in &envs {
+        for sockets in &socket_sets {
+            let map: std::collections::BTreeMap<&str, &str> = env.iter().copied().collect();
+            let cli = shareq::cli::client_state(
+                None,
+                |k| map.get(k).map(std::ffi::OsString::from),
+                |p| sockets.iter().any(|s| Path::new(s) == p),
+            )
+            .ok()
+            .map(|d| d.root().display().to_string());
+            cases.push(serde_json::json!({"env": map, "sockets": sockets, "cli": cli}));
+        }
+    }
+    let script = format!(
+        r#"
+import json, shareq
+cases = json.loads({cases:?})
+out = []
+for c in cases:
+    try:
+        got = shareq.default_state_dir(c["env"], lambda p: p in c["sockets"])
+    except shareq.ShareqError:
+        got = None
+    out.append(got)
+print(json.dumps(out))
+"#,
+        cases = serde_json::to_string(&cases).unwrap()
+    );
+    let out = Command::new(&py)
+        .arg("-c")
+        .arg(&script)
+        .env("PYTHONPATH", client_src())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run python3");
+    let got = last_json(&out, "");
+    for (i, case) in cases.iter().enumerate() {
+        assert_eq!(got[i], case["cli"], "the client and the CLI differ: {case}");
+    }
+    // The system scheduler is found when the user runs none of their own.
+    assert!(
+        cases.iter().any(|c| c["cli"] == "/var/lib/shareq"),
+        "{cases:?}"
+    );
+}
+
+/// After `wait()`, a job ended since serve started still says when its attempt started
+/// (the server's `job` answer, through the raw socket and the client); an array child is
+/// named `"P:I"` in `log` and `job` as on the CLI; `events(since=)` takes the API's ms or
+/// an aware datetime, and refuses a naive one.
+#[test]
+fn an_ended_job_keeps_its_start_and_a_child_is_named_as_on_the_cli() {
+    let py = needs_python!();
+    let s = Server::start(&two_shares());
+    let r = run_py(
+        &py,
+        &s,
+        r#"
+import json, socket, time, shareq
+from datetime import datetime, timezone, timedelta
+c = shareq.Client()
+t0 = int(time.time() * 1000) - 1000
+job = c.submit(share="qs1", command=["true"], cwd="/")
+done = c.wait(job.id, timeout=60)
+arr = c.submit(share="qs1", command=["sh", "-c", "echo child=$SHAREQ_ARRAY_INDEX"], array=3,
+               cwd="/")
+child = c.wait(f"{arr.id}:2", timeout=60)
+log = c.log(f"{arr.id}:2")
+# The same answer on the raw socket.
+s = socket.socket(socket.AF_UNIX)
+s.connect(c.socket_path)
+s.sendall((json.dumps({"op": "job", "id": job.id}) + "\n").encode())
+raw = json.loads(s.makefile().readline())
+s.close()
+def names(since):
+    return sorted({e.get("event") for e in c.events(follow=False, since=since)
+                   if e.get("id") == job.id})
+ms = names(t0)
+aware = names(datetime.fromtimestamp(t0 / 1000, timezone.utc))
+try:
+    names(datetime.now())
+    naive = None
+except ValueError as e:
+    naive = str(e)
+try:
+    c.log("x:1")
+    bad = None
+except ValueError as e:
+    bad = str(e)
+print(json.dumps({"state": done.state, "started": done.started is not None,
+                  "order": bool(done.started and done.started <= done.finished),
+                  "raw": raw["job"].get("started"), "child": child.id,
+                  "child_state": child.state, "child_started": child.started is not None,
+                  "arr": arr.id, "log": log, "ms": ms, "aware": aware, "naive": naive,
+                  "bad": bad}))
+"#,
+    );
+    assert_eq!(r["state"], "SUCCEEDED", "{r}");
+    assert_eq!(r["started"], true, "job(id).started after wait(): {r}");
+    assert_eq!(r["order"], true, "{r}");
+    assert!(
+        r["raw"].is_i64(),
+        "the socket's `job` answer has `started`: {r}"
+    );
+    let arr = r["arr"].as_u64().unwrap();
+    assert_eq!(r["child"].as_u64(), Some(arr + 3), "child 2 of {arr}: {r}");
+    assert_eq!(r["child_state"], "SUCCEEDED", "{r}");
+    assert_eq!(r["child_started"], true, "{r}");
+    assert_eq!(r["log"], "child=2\n", "{r}");
+    assert!(
+        r["ms"].as_array().is_some_and(|v| !v.is_empty()),
+        "events since ms: {r}"
+    );
+    assert_eq!(r["ms"], r["aware"], "one instant, two spellings: {r}");
+    assert!(
+        r["naive"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no timezone"),
+        "{r}"
+    );
+    assert!(
+        r["bad"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("is not a job id"),
+        "{r}"
+    );
+    // The CLI names the child the same way.
+    let out = s.cli(&["log", &format!("{arr}:2")]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "child=2\n");
 }
 
 #[test]
@@ -489,7 +650,7 @@ print(json.dumps({"answer": answer, "fields": fields, "queued": queued}))
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// Why the two-user test cannot run here, if it cannot.
-fn multi_user_skip() -> Option<String> {
+pub(crate) fn multi_user_skip() -> Option<String> {
     if !nix::unistd::geteuid().is_root() {
         return Some("not running as root".into());
     }
@@ -508,10 +669,10 @@ fn multi_user_skip() -> Option<String> {
 }
 
 /// A test user, removed on drop (also when the test fails).
-struct TestUser(String);
+pub(crate) struct TestUser(pub(crate) String);
 
 impl TestUser {
-    fn create() -> TestUser {
+    pub(crate) fn create() -> TestUser {
         let name = format!(
             "sqpy{}{}",
             std::process::id() % 100_000,
@@ -543,7 +704,7 @@ impl Drop for TestUser {
 }
 
 /// Copy the client package where every user can read it.
-fn public_copy(to: &Path) {
+pub(crate) fn public_copy(to: &Path) {
     let dst = to.join("shareq");
     std::fs::create_dir_all(&dst).unwrap();
     std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -559,7 +720,7 @@ fn public_copy(to: &Path) {
 }
 
 /// A python3 that `user` may run (the one on root's PATH may live under /root).
-fn python_for(user: &str, first: &str) -> Option<String> {
+pub(crate) fn python_for(user: &str, first: &str) -> Option<String> {
     let real = std::fs::canonicalize(first)
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| first.to_string());

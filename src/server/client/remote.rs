@@ -368,13 +368,50 @@ async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
                 return;
             }
             Input::Predict { spec, reply } => {
-                if let Ok(Response {
-                    prediction: Some(p),
-                    ..
-                }) = link.call(&Request::Predict { job: spec }).await
-                {
-                    let _ = reply.send(p);
+                match link.call(&Request::Predict { job: spec }).await {
+                    Ok(Response {
+                        prediction: Some(p),
+                        ..
+                    }) => {
+                        let _ = reply.send(p);
+                    }
+                    // Refused as the submit would be (not a member of the share): the form
+                    // shows the refusal as its verdict.
+                    Ok(Response {
+                        ok: false,
+                        error: Some(why),
+                        ..
+                    }) => {
+                        let _ = reply.send(crate::forecast::Prediction {
+                            verdict: crate::forecast::Verdict::Reject,
+                            why,
+                            start: None,
+                            beyond: None,
+                            at: crate::exec::now_ms(),
+                        });
+                    }
+                    _ => {}
                 }
+            }
+            Input::PutConfig {
+                file,
+                text,
+                dry_run,
+                reply,
+            } => {
+                let req = Request::PutConfig {
+                    file,
+                    text,
+                    dry_run,
+                };
+                let res = match link.call(&req).await {
+                    Ok(Response {
+                        config: Some(c), ..
+                    }) => Ok(c),
+                    Ok(a) => Err(Refusal::Relayed(a.error.unwrap_or_default())),
+                    Err(e) => Err(gone(e)),
+                };
+                let _ = reply.send(res);
             }
             Input::Config(_) | Input::Watching(_) | Input::Exec(_) => {}
         }

@@ -148,10 +148,37 @@ impl Guard {
                     .await
                     .map_err(|r| Response::refused(&r));
             }
+            // A prediction is answered as the submit would be (issue 46): the same
+            // member rule, and made for the caller (fair share, per-user limits).
+            Request::Predict { job } => {
+                job.submitter = Some(Arc::new(caller.submitter()));
+                let access = snapshots.borrow().access.clone();
+                return access
+                    .may_submit(caller, &job.quota_share_name)
+                    .map_err(Response::denied);
+            }
             Request::Reload => {
                 let access = snapshots.borrow().access.clone();
                 return access
                     .may_administer(caller, "reload the config")
+                    .map_err(Response::denied);
+            }
+            Request::PutConfig { .. } => {
+                let access = snapshots.borrow().access.clone();
+                return access
+                    .may_administer(caller, "write the config")
+                    .map_err(Response::denied);
+            }
+            Request::Whatif { .. } => {
+                let access = snapshots.borrow().access.clone();
+                return access
+                    .may_administer(caller, "run a what-if on the scheduler's history")
+                    .map_err(Response::denied);
+            }
+            Request::DryRun { .. } => {
+                let access = snapshots.borrow().access.clone();
+                return access
+                    .may_administer(caller, "dry-run a config on the scheduler's jobs")
                     .map_err(Response::denied);
             }
             Request::Audit { .. } => {
@@ -180,7 +207,6 @@ impl Guard {
             | Request::History { .. }
             | Request::Status
             | Request::Subscribe
-            | Request::Predict { .. }
             | Request::Events { .. } => return Ok(()),
         };
         let access = snapshots.borrow().access.clone();
@@ -242,6 +268,11 @@ impl Guard {
                 entry("priority", Some(*id), format!("priority {priority}"))
             }
             Request::Reload if answer.ok => entry("reload", None, String::new()),
+            Request::PutConfig { file, .. } => {
+                if let Some(c) = answer.config.as_ref().filter(|c| c.written) {
+                    entry("put_config", None, format!("{file} (hash {})", c.hash));
+                }
+            }
             _ => {}
         }
     }

@@ -59,12 +59,14 @@ pub enum Request {
     /// One job, queued, running or finished (from the history when the scheduler no
     /// longer has it in view); `not_found` for an id it does not know.
     Job {
+        #[serde(deserialize_with = "job_or_child")]
         id: JobId,
     },
     /// Part of a job's output log, from byte `offset` of attempt `attempt` (default: the
     /// latest). For callers who cannot read the file themselves (admins who are not
     /// root); the owner and admins only.
     Log {
+        #[serde(deserialize_with = "job_or_child")]
         id: JobId,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         attempt: Option<u32>,
@@ -109,7 +111,40 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         users: Option<bool>,
     },
+    /// Write one file of the config directory (admins only): `text` (YAML documents) as
+    /// `file` (a plain `*.yaml` / `*.yml` name in the directory), validated with the rest
+    /// of the directory as the watcher would; a valid set is written and reloaded, an
+    /// invalid one changes nothing and is answered with its errors (`rejected`). With
+    /// `dryRun`, only validated.
+    PutConfig {
+        file: String,
+        text: String,
+        #[serde(default, rename = "dryRun")]
+        dry_run: bool,
+    },
+    /// `shareq whatif` on this scheduler's database, for admins who cannot read it: the
+    /// jobs submitted since `since` (ms) replayed under the configs in force (or
+    /// `current`) and under `config`, each sent as its files' text.
+    Whatif {
+        config: Vec<crate::whatif::ConfigFile>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        current: Option<Vec<crate::whatif::ConfigFile>>,
+        since: i64,
+    },
+    /// `shareq check --against` this scheduler's state, for admins who cannot read its
+    /// database: what applying `config` now would do to the jobs it holds.
+    DryRun {
+        config: Vec<crate::whatif::ConfigFile>,
+    },
 }
+
+/// A job as the API names it: a number, or `"P:I"` for child I of array P (as the CLI
+/// takes it); the id it names is [`crate::model::JobRef::id`]'s.
+fn job_or_child<'de, D: serde::Deserializer<'de>>(d: D) -> Result<JobId, D::Error> {
+    crate::model::JobRef::deserialize(d).map(crate::model::JobRef::id)
+}
+
+pub use crate::server::runtime::config_write::ConfigWritten;
 
 impl Request {
     /// `jobs` without a time window.
@@ -302,6 +337,15 @@ pub struct Response {
     pub report: Option<crate::report::Report>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<crate::snapshot::usage::UsageHistory>,
+    /// The answer to `put_config`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<ConfigWritten>,
+    /// The answer to `whatif`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whatif: Option<crate::whatif::WhatIfAnswer>,
+    /// The answer to `dry_run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<crate::whatif::DryRunAnswer>,
     /// On the server only: the whole answer already written out as its JSON line (a long
     /// `jobs` answer, written from the snapshot itself), sent as is.
     #[serde(skip)]

@@ -385,6 +385,7 @@ async fn admit(
             | Request::Cancel { .. }
             | Request::Priority { .. }
             | Request::Reload
+            | Request::PutConfig { .. }
     );
     if !audited {
         return dispatch(req, caller, guard, inputs, snapshots);
@@ -449,6 +450,11 @@ fn dispatch(
         Request::Cancel { ids } => cancel(ids, caller, guard, inputs, snapshots),
         Request::Priority { id, priority } => set_priority(id, priority, caller, inputs),
         Request::Reload => reload(inputs),
+        Request::PutConfig {
+            file,
+            text,
+            dry_run,
+        } => put_config(file, text, dry_run, inputs),
         Request::History { window } => {
             let input = |tx| Input::History { window, reply: tx };
             let answer = or_refused(|h| Response {
@@ -494,6 +500,19 @@ fn dispatch(
         } => {
             let (guard, snapshots) = (guard.clone(), snapshots.clone());
             Box::pin(async move { guard.log(id, attempt, offset, &snapshots).await })
+        }
+        Request::Whatif {
+            config,
+            current,
+            since,
+        } => Box::pin(super::admin_reads::whatif(
+            guard.state_root(),
+            config,
+            current,
+            since,
+        )),
+        Request::DryRun { config } => {
+            Box::pin(super::admin_reads::dry_run(guard.state_root(), config))
         }
         Request::Audit { limit } => {
             let guard = guard.clone();
@@ -597,6 +616,33 @@ fn reload(inputs: &mpsc::UnboundedSender<Input>) -> Pending {
             error: Some(format!("config rejected:\n{refusal}")),
             ..Response::refused(&refusal)
         },
+    })
+}
+
+/// `put_config`: the file written and the config reloaded, or why not (a refused
+/// config's errors follow `config rejected:`, as `reload` words them).
+fn put_config(
+    file: String,
+    text: String,
+    dry_run: bool,
+    inputs: &mpsc::UnboundedSender<Input>,
+) -> Pending {
+    let input = |tx| Input::PutConfig {
+        file,
+        text,
+        dry_run,
+        reply: tx,
+    };
+    ask(inputs, input, move |r: Result<_, Refusal>| match r {
+        Ok(written) => Response {
+            config: Some(written),
+            ..Response::ok()
+        },
+        Err(refusal @ Refusal::Config(_)) => Response {
+            error: Some(format!("config rejected:\n{refusal}")),
+            ..Response::refused(&refusal)
+        },
+        Err(refusal) => Response::refused(&refusal),
     })
 }
 

@@ -85,6 +85,18 @@ impl Runtime {
                 });
                 Outcome::Nothing
             }
+            Input::PutConfig {
+                file,
+                text,
+                dry_run,
+                reply,
+            } => {
+                // Files are read and written off this task; a written file is reloaded
+                // through `Reloaded`, as `reload` is, and answered once applied.
+                let (dir, tx) = (self.opts.config_dir.clone(), self.inputs.clone());
+                tokio::spawn(put_config(dir, file, text, dry_run, tx, reply));
+                Outcome::Nothing
+            }
             Input::Exec(ExecReport(ExecKind::StateLost(why))) => {
                 self.halted = Some(why);
                 Outcome::Nothing
@@ -339,4 +351,62 @@ impl Runtime {
             }
         }
     }
+}
+
+/// `put_config` off the runtime task: validate and write the file (`config_write`); a
+/// written one is reloaded as `reload` reloads (`Reloaded`, answered once applied), and
+/// the answer says what was written.
+async fn put_config(
+    dir: PathBuf,
+    file: String,
+    text: String,
+    dry_run: bool,
+    inputs: mpsc::UnboundedSender<Input>,
+    reply: oneshot::Sender<Result<super::config_write::ConfigWritten, Refusal>>,
+) {
+    let d = dir.clone();
+    let put =
+        tokio::task::spawn_blocking(move || super::config_write::put(&d, &file, &text, dry_run))
+            .await
+            .unwrap_or_else(|e| Err(Refusal::Config(format!("writing the config failed: {e}"))));
+    let written = match put {
+        Ok(w) if w.written => w,
+        other => {
+            let _ = reply.send(other);
+            return;
+        }
+    };
+    let (loaded, hash) = tokio::task::spawn_blocking(move || read_dir(&dir))
+        .await
+        .unwrap_or_else(|e| {
+            let why = format!("reading the config failed: {e}");
+            (Err(vec![crate::config::ConfigError::new(why)]), None)
+        });
+    let (tx, rx) = oneshot::channel();
+    let report = ExecKind::Reloaded {
+        loaded,
+        hash,
+        reply: Some(tx),
+    };
+    if inputs.send(Input::Exec(ExecReport(report))).is_err() {
+        let _ = reply.send(Err(Refusal::Stopped(
+            "the scheduler stopped before it reloaded the config".into(),
+        )));
+        return;
+    }
+    let answer = match rx.await {
+        Ok(Ok(())) => Ok(written),
+        // Changed between the check and the reload (another writer), or a config this
+        // build cannot carry out: the file stays written, and the answer says so.
+        Ok(Err(Refusal::Config(errors))) => Err(Refusal::Config(format!(
+            "{} was written, but the directory was refused when reloaded (the previous \
+             config stays in force):\n{errors}",
+            written.path
+        ))),
+        Ok(Err(refusal)) => Err(refusal),
+        Err(_) => Err(Refusal::Stopped(
+            "the scheduler stopped before it reloaded the config".into(),
+        )),
+    };
+    let _ = reply.send(answer);
 }

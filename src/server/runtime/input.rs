@@ -93,6 +93,15 @@ pub enum Input {
     Config(ConfigUpdate),
     /// Re-read the config directory now; answers with the errors when refused.
     Reload { reply: Reply<Result<(), Refusal>> },
+    /// Write one file of the config directory and reload (`put_config`, admins):
+    /// validated with the rest of the directory first, written only when valid (see
+    /// `config_write`); with `dry_run`, validated only.
+    PutConfig {
+        file: String,
+        text: String,
+        dry_run: bool,
+        reply: oneshot::Sender<Result<super::config_write::ConfigWritten, Refusal>>,
+    },
     /// The config watcher runs: a directory an explicit reload refuses is told to it, so
     /// that undoing the change (removing the file) is delivered and clears the error.
     Watching(crate::config::Refusals),

@@ -10,6 +10,7 @@
 mod apply;
 pub mod audit;
 pub(crate) mod carry;
+pub mod config_write;
 pub mod events;
 pub(crate) mod forecasts;
 mod free_space;
@@ -216,6 +217,7 @@ impl RuntimeHandle {
             snapshots: snap_tx,
             finished: VecDeque::new(),
             maybe_done: Vec::new(),
+            ended_starts: HashMap::new(),
             dirty: false,
             last_publish: None,
             persist: None,
@@ -417,6 +419,10 @@ struct Runtime {
     finished: VecDeque<Arc<JobView>>,
     /// Jobs that may have finished in this batch.
     maybe_done: Vec<JobId>,
+    /// When each job's latest ended attempt started: kept for its view once it is
+    /// archived (the core forgets an attempt's start when it ends; `job` and the console
+    /// show it, as the history does).
+    ended_starts: HashMap<JobId, i64>,
     /// Something changed since the last snapshot.
     dirty: bool,
     last_publish: Option<Instant>,
@@ -704,6 +710,9 @@ impl Runtime {
                     reply: Some(reply), ..
                 }) => drop(reply.send(Err(Refusal::Paused(paused.why.clone())))),
                 Work::Input(Input::Reload { reply: Some(reply) }) => {
+                    drop(reply.send(Err(Refusal::Paused(paused.why.clone()))))
+                }
+                Work::Input(Input::PutConfig { reply, .. }) => {
                     drop(reply.send(Err(Refusal::Paused(paused.why.clone()))))
                 }
                 Work::Input(Input::Exec(ExecReport(ExecKind::StateLost(why)))) => {
@@ -1016,8 +1025,10 @@ impl Runtime {
         let mut archived = false;
         for id in std::mem::take(&mut self.maybe_done) {
             if self.sched.job(id).is_some_and(|j| j.state.is_finished())
-                && let Some(view) = Snapshot::job(&self.sched, id)
+                && let Some(mut view) = Snapshot::job(&self.sched, id)
             {
+                let started = self.ended_starts.remove(&id);
+                view.started = view.started.or(started);
                 if let Some(n) = view
                     .submitter
                     .as_ref()

@@ -214,6 +214,9 @@ impl Runtime {
             self.sched.timeout(job, now);
         }
         let stopping = self.sched.job(job).is_some_and(|j| j.is_stopping());
+        if let Some(t) = self.sched.job(job).and_then(|j| j.started_at()) {
+            self.ended_starts.insert(job, t);
+        }
         tracing::info!(job = %job, attempt, code, stopping, "attempt ended");
         self.maybe_done.push(job);
         self.picture.touch(job);

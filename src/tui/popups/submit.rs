@@ -1,8 +1,10 @@
 //! The `s` submit form: share, GPUs, priority, name, command, and the jobs it runs after
-//! and its array size (SPEC §13), validated as you type,
-//! with a prediction of what the scheduler will do (start now, borrow, preempt, wait).
+//! and its array size (SPEC §13), validated as you type (the share among those the person
+//! at the keyboard may submit to), with a prediction of what the scheduler will do (start
+//! now, borrow, preempt, wait; after the jobs it depends on).
 
 use super::{centered, frame_block};
+use crate::access::{Caller, Denied};
 use crate::forecast::{Prediction, Verdict};
 use crate::model::{Command, JobSpec, MAX_PRIORITY};
 use crate::snapshot::Snapshot;
@@ -62,6 +64,9 @@ pub struct SubmitForm {
     pub after: LineInput,
     /// `--array`: the number of children (empty: one job).
     pub array: LineInput,
+    /// Who fills it in: the shares offered are those they may submit to (SPEC §9; `None`:
+    /// every share, as in render tests).
+    pub caller: Option<Caller>,
 }
 
 /// What a key did to the form.
@@ -97,7 +102,43 @@ impl SubmitForm {
             command: LineInput::default(),
             after: LineInput::default(),
             array: LineInput::default(),
+            caller: None,
         }
+    }
+
+    /// The form of `caller`, starting on `share` when they may submit to it, else on the
+    /// first share they may.
+    pub fn for_caller(share: &str, caller: Option<Caller>, snap: &Snapshot) -> SubmitForm {
+        let mut form = SubmitForm::new(share);
+        form.caller = caller;
+        if form.may_use(snap, share).is_err()
+            && let Some(first) = form.offered(snap).first()
+        {
+            form.share = LineInput::new(first);
+        }
+        form
+    }
+
+    /// May the person filling in the form submit to `share` (the scheduler's rule and
+    /// words)? An empty picture (nothing from the scheduler yet) has no rules to apply.
+    fn may_use(&self, snap: &Snapshot, share: &str) -> Result<(), Denied> {
+        match &self.caller {
+            Some(c) if !snap.access.scheduler_user.is_empty() => snap.access.may_submit(c, share),
+            _ => Ok(()),
+        }
+    }
+
+    /// The shares the form cycles through: taking jobs, and open to the caller.
+    fn offered<'a>(&self, snap: &'a Snapshot) -> Vec<&'a str> {
+        let mut names: Vec<&str> = snap
+            .shares
+            .iter()
+            .filter(|s| s.present && s.enabled)
+            .map(|s| s.share.as_str())
+            .filter(|name| self.may_use(snap, name).is_ok())
+            .collect();
+        names.dedup();
+        names
     }
 
     fn input(&mut self, f: Field) -> &mut LineInput {
@@ -130,7 +171,7 @@ impl SubmitForm {
         let share = self.share.text.trim();
         match snap.shares.iter().find(|s| s.share == share) {
             None => {
-                let names: Vec<&str> = snap.shares.iter().map(|s| s.share.as_str()).collect();
+                let names = self.offered(snap);
                 out.push((
                     Field::Share,
                     format!(
@@ -142,7 +183,11 @@ impl SubmitForm {
             Some(s) if !s.present || !s.enabled => {
                 out.push((Field::Share, format!("{share} takes no new jobs")))
             }
-            Some(_) => {}
+            Some(_) => {
+                if let Err(d) = self.may_use(snap, share) {
+                    out.push((Field::Share, d.0));
+                }
+            }
         }
         match self.gpus.text.trim().parse::<u32>() {
             Ok(n) if n >= 1 => {}
@@ -250,13 +295,7 @@ impl SubmitForm {
     }
 
     fn cycle_share(&mut self, snap: &Snapshot, delta: isize) {
-        let mut names: Vec<&str> = snap
-            .shares
-            .iter()
-            .filter(|s| s.present && s.enabled)
-            .map(|s| s.share.as_str())
-            .collect();
-        names.dedup();
+        let names = self.offered(snap);
         if names.is_empty() {
             return;
         }
@@ -267,6 +306,24 @@ impl SubmitForm {
             None => 0,
         };
         self.share = LineInput::new(names[next]);
+    }
+
+    /// The jobs the form's job would wait for, as typed (`12, 14:3, SEQUENTIAL`), when
+    /// there are any and they read.
+    fn after_text(&self) -> Option<String> {
+        let (deps, _) = self.links().ok()?;
+        if deps.is_empty() {
+            return None;
+        }
+        let words: Vec<String> = self
+            .after
+            .text
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect();
+        Some(words.join(", "))
     }
 
     pub fn on_key(&mut self, key: KeyEvent, snap: &Snapshot) -> FormOutcome {
@@ -321,7 +378,8 @@ pub fn render(
     prediction: Option<&Prediction>,
     theme: &Theme,
 ) {
-    let r = centered(area, 72, 14);
+    let after = form.after_text();
+    let r = centered(area, 72, if after.is_some() { 16 } else { 14 });
     f.render_widget(Clear, r);
     let block = frame_block(" Submit a job ", theme);
     let inner = block.inner(r);
@@ -372,6 +430,17 @@ pub fn render(
             spans.push(Span::styled(": ", style));
             spans.push(Span::styled(pred.why.clone(), theme.text()));
             lines.push(Line::from(spans));
+            // The prediction is for the job as if free to run: with dependencies it is
+            // PENDING until they have all succeeded (SPEC §13).
+            if let Some(after) = &after {
+                lines.push(Line::styled(
+                    format!(
+                        "    after {after}: PENDING until they have all SUCCEEDED; \
+                         the prediction is for once they have"
+                    ),
+                    theme.warn_style(),
+                ));
+            }
         }
         None => lines.push(Line::styled(
             "  ⇒ asking the scheduler what this job would do…",

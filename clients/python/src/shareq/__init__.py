@@ -9,7 +9,7 @@ repository). Pure standard library.
 'SUCCEEDED'
 """
 
-from .client import API_VERSION, Client, Job, default_state_dir
+from .client import API_VERSION, SYSTEM_STATE, Client, Job, default_state_dir, quota_share
 from .errors import (
     BadRequest,
     LimitExceeded,
@@ -36,8 +36,10 @@ __all__ = [
     "ProtocolError",
     "Rejected",
     "ShareqError",
+    "SYSTEM_STATE",
     "ShuttingDown",
     "Unavailable",
     "UnsupportedApi",
     "default_state_dir",
+    "quota_share",
 ]

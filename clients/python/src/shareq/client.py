@@ -13,7 +13,18 @@ import socket
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Union,
+)
 
 from .errors import NotRunning, ProtocolError, ShareqError, from_answer
 
@@ -35,29 +46,70 @@ _STATE_WORDS = {
 }
 
 Strings = Union[str, Iterable[str]]
-When = Union[datetime, float, int, None]
+#: An instant: milliseconds since the Unix epoch (the API's unit), or a timezone-aware
+#: :class:`~datetime.datetime`.
+When = Union[datetime, int, None]
+#: A job: its id, or ``"P:I"`` for child I of array P (as the CLI takes it).
+JobRef = Union[int, str]
+
+#: Where the system scheduler keeps its state (docs/DEPLOY.md).
+SYSTEM_STATE = "/var/lib/shareq"
 
 
-def default_state_dir(env: Optional[Mapping[str, str]] = None) -> str:
-    """The state directory the CLI uses without ``--state``: ``$SHAREQ_STATE``, else
-    ``$XDG_STATE_HOME/shareq``, else ``~/.local/state/shareq`` (empty variables count as
-    unset). Raises :class:`ShareqError` when none can be found."""
-    env = os.environ if env is None else env
-
-    def var(k: str) -> Optional[str]:
-        v = env.get(k)
-        return v if v else None
-
-    s = var("SHAREQ_STATE")
-    if s:
-        return s
-    x = var("XDG_STATE_HOME")
+def _own_state_dir(env: Mapping[str, str]) -> Optional[str]:
+    """The user's own state directory: ``$XDG_STATE_HOME/shareq``, else
+    ``~/.local/state/shareq`` (``None`` without either variable)."""
+    x = env.get("XDG_STATE_HOME")
     if x:
         return os.path.join(x, "shareq")
-    h = var("HOME")
+    h = env.get("HOME")
     if h:
         return os.path.join(h, ".local/state/shareq")
+    return None
+
+
+def default_state_dir(
+    env: Optional[Mapping[str, str]] = None,
+    exists: Optional[Callable[[str], bool]] = None,
+) -> str:
+    """The state directory the CLI talks to without ``--state``, found the same way
+    (docs/DEPLOY.md, "Where the CLI looks for the scheduler"): ``$SHAREQ_STATE``; else the
+    user's own (``$XDG_STATE_HOME/shareq``, else ``~/.local/state/shareq``) when a
+    scheduler listens there (its ``shareq.sock`` exists); else the system scheduler's
+    ``/var/lib/shareq`` when one listens there; else the user's own. Empty variables count
+    as unset. ``env`` and ``exists`` (a path test) default to the process's. Raises
+    :class:`ShareqError` when none can be found."""
+    env = os.environ if env is None else env
+    exists = os.path.exists if exists is None else exists
+    s = env.get("SHAREQ_STATE")
+    if s:
+        return s
+    own = _own_state_dir(env)
+    if own is not None and exists(os.path.join(own, "shareq.sock")):
+        return own
+    if exists(os.path.join(SYSTEM_STATE, "shareq.sock")):
+        return SYSTEM_STATE
+    if own is not None:
+        return own
     raise ShareqError("no state directory: pass state=DIR or set SHAREQ_STATE")
+
+
+def _job_ref(id: JobRef) -> Union[int, str]:
+    """A job as the API takes it: an int, or ``"P:I"`` for an array's child; raises
+    :class:`ValueError` (with the CLI's words) for anything else."""
+    if isinstance(id, bool):
+        raise TypeError(f"{id!r} is not a job id")
+    if isinstance(id, int):
+        if id < 1:
+            raise ValueError(f"`{id}` is not a job id (a number, or PARENT:INDEX for an array's child)")
+        return id
+    text = str(id).strip()
+    parent, sep, index = text.partition(":")
+    if parent.isdigit() and int(parent) > 0 and (not sep or index.isdigit()):
+        return f"{int(parent)}:{int(index)}" if sep else int(parent)
+    raise ValueError(
+        f"`{id}` is not a job id (a number, or PARENT:INDEX for an array's child)"
+    )
 
 
 def _time(ms: Optional[int]) -> Optional[datetime]:
@@ -67,13 +119,22 @@ def _time(ms: Optional[int]) -> Optional[datetime]:
 
 
 def _ms(t: When) -> Optional[int]:
+    """An instant in the API's unit: ms since the epoch (an int, as given) or a
+    timezone-aware datetime. A naive datetime is refused: it names no instant."""
     if t is None:
         return None
     if isinstance(t, datetime):
-        if t.tzinfo is None:
-            t = t.astimezone()
+        if t.tzinfo is None or t.tzinfo.utcoffset(t) is None:
+            raise ValueError(
+                f"{t!r} has no timezone: give an aware datetime "
+                "(e.g. datetime.now(timezone.utc)) or ms since the epoch"
+            )
         return int(t.timestamp() * 1000)
-    return int(float(t) * 1000)
+    if isinstance(t, bool) or not isinstance(t, int):
+        raise TypeError(
+            f"{t!r}: give ms since the epoch (an int, the API's unit) or an aware datetime"
+        )
+    return t
 
 
 def _strings(v: Optional[Strings]) -> List[str]:
@@ -82,6 +143,40 @@ def _strings(v: Optional[Strings]) -> List[str]:
     if isinstance(v, str):
         return [p for p in v.split(",") if p]
     return list(v)
+
+
+def quota_share(
+    name: str,
+    gpus: int,
+    strategy: str = "RESERVE",
+    borrow_limit: Optional[int] = None,
+    in_share_preemption: bool = False,
+    unit: str = "gpu",
+    members: Optional[Sequence[str]] = None,
+    enabled: bool = True,
+) -> Dict[str, Any]:
+    """A ``QuotaShare`` config document (docs/CONFIG.md) for :meth:`Client.put_config`,
+    with the AWS Batch API's names: ``gpus`` of ``unit`` guaranteed (``maxCapacity``),
+    ``strategy`` ``RESERVE``, ``LEND`` or ``LEND_AND_BORROW``, ``borrow_limit`` (a
+    percentage of ``gpus``; only with ``LEND_AND_BORROW``; ``None``: no cap),
+    ``in_share_preemption``, ``members`` (user names or ``@group``s; ``None``: everyone)
+    and ``enabled`` (``state``). The scheduler validates it."""
+    sharing: Dict[str, Any] = {"strategy": strategy}
+    if borrow_limit is not None:
+        sharing["borrowLimit"] = int(borrow_limit)
+    doc: Dict[str, Any] = {
+        "kind": "QuotaShare",
+        "quotaShareName": name,
+        "capacityLimits": [{"capacityUnit": unit, "maxCapacity": int(gpus)}],
+        "resourceSharingConfiguration": sharing,
+        "preemptionConfiguration": {
+            "inSharePreemption": "ENABLED" if in_share_preemption else "DISABLED"
+        },
+        "state": "ENABLED" if enabled else "DISABLED",
+    }
+    if members is not None:
+        doc["members"] = list(members)
+    return doc
 
 
 @dataclass(frozen=True)
@@ -171,8 +266,8 @@ class Job:
 class Client:
     """A client of the scheduler on one state directory.
 
-    ``state``: the state directory (default: as the CLI finds it, see
-    :func:`default_state_dir`). ``timeout``: seconds one request may take (``None``: no
+    ``state``: the state directory (default: as the CLI finds it, the system scheduler's
+    ``/var/lib/shareq`` included; see :func:`default_state_dir`). ``timeout``: seconds one request may take (``None``: no
     limit). Each call opens its own connection, so one Client may be shared by threads.
     """
 
@@ -397,11 +492,13 @@ class Client:
         )
         return self._call({"op": "predict", "job": spec})["prediction"]
 
-    def job(self, id: int) -> Job:
-        """One job by id, queued, running or finished. Raises :class:`~shareq.NotFound`."""
-        return Job.from_view(self._call({"op": "job", "id": int(id)})["job"])
+    def job(self, id: JobRef) -> Job:
+        """One job by id (or ``"P:I"``, child I of array P), queued, running or finished;
+        a finished one with its last attempt's ``started``. Raises
+        :class:`~shareq.NotFound`."""
+        return Job.from_view(self._call({"op": "job", "id": _job_ref(id)})["job"])
 
-    def wait(self, id: int, timeout: Optional[float] = None, poll: float = 0.5) -> Job:
+    def wait(self, id: JobRef, timeout: Optional[float] = None, poll: float = 0.5) -> Job:
         """Wait until the job has ended and return it (its ``state`` is SUCCEEDED or
         FAILED). Raises :class:`TimeoutError` after ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -425,8 +522,9 @@ class Client:
     ) -> Dict[str, Any]:
         """The ``jobs`` answer as the scheduler sends it: ``queue``, ``running``,
         ``finished`` (with ``all``), ``preemptions`` (the same object as
-        ``shareq jobs --json``). ``since``/``until`` (datetimes or epoch seconds) keep the
-        jobs queued or running at some instant between them, and imply ``all``."""
+        ``shareq jobs --json``). ``since``/``until`` (ms since the epoch, or timezone-aware
+        datetimes) keep the jobs queued or running at some instant between them, and imply
+        ``all``."""
         ranged = since is not None or until is not None
         req: Dict[str, Any] = {"op": "jobs", "all": bool(all or ranged)}
         if since is not None:
@@ -500,14 +598,49 @@ class Client:
         ``status`` answer, as ``shareq status --json`` shows it)."""
         return self._call({"op": "status"})["status"]
 
-    def log(self, id: int, attempt: Optional[int] = None) -> str:
+    def put_config(
+        self,
+        file: str,
+        documents: Union[str, Sequence[Mapping[str, Any]]],
+        dry_run: bool = False,
+    ) -> Dict[str, Any]:
+        """Create or replace one file of the scheduler's config directory, then reload
+        (admins only; the counterpart of the AWS example's ``create_quota_share`` /
+        ``update_quota_share``).
+
+        ``file``: a plain ``*.yaml`` / ``*.yml`` name in the directory (e.g.
+        ``"shares.yaml"``). ``documents``: YAML text, or a list of documents as dicts
+        (see :func:`quota_share`), each written as one JSON document (JSON is YAML).
+        The scheduler validates the directory with this file exactly as its watcher would;
+        only a valid set is written (atomically, with the file's owner and mode) and
+        reloaded. Returns the scheduler's verdict: ``{"path": ..., "written": True,
+        "hash": ..., "summary": "3 shares; gpu 3/3 guaranteed ..."}``; with ``dry_run``,
+        validated only (``"written": False``).
+
+        Raises :class:`~shareq.Rejected` with every ``file:line:column: what is wrong``
+        of an invalid config (nothing is changed), :class:`~shareq.NotAllowed` for a
+        caller who is not an admin.
+        """
+        if isinstance(documents, str):
+            text = documents
+        else:
+            docs = [json.dumps(dict(d), indent=2) for d in documents]
+            if not docs:
+                raise ValueError("documents is empty")
+            text = "\n---\n".join(docs) + "\n"
+        req = {"op": "put_config", "file": file, "text": text, "dryRun": bool(dry_run)}
+        return self._call(req)["config"]
+
+    def log(self, id: JobRef, attempt: Optional[int] = None) -> str:
         """A job's output log so far (of ``attempt``, default the latest), as text with
-        invalid UTF-8 replaced. The scheduler serves it to the job's owner and admins.
+        invalid UTF-8 replaced. ``id``: a job id, or ``"P:I"`` for child I of array P (as
+        ``shareq log`` takes it). The scheduler serves it to the job's owner and admins.
         Raises :class:`~shareq.NotFound` when the job has no log yet."""
         parts: List[str] = []
         offset = 0
+        ref = _job_ref(id)
         while True:
-            req: Dict[str, Any] = {"op": "log", "id": int(id), "offset": offset}
+            req: Dict[str, Any] = {"op": "log", "id": ref, "offset": offset}
             if attempt is not None:
                 req["attempt"] = attempt
             chunk = self._call(req)["log"]
@@ -522,8 +655,8 @@ class Client:
     ) -> Iterator[Dict[str, Any]]:
         """The scheduler's decisions, one dict per line, the same objects as
         ``shareq events --json`` prints (``event``, ``at``, ``job``, ``share``, ``user``,
-        ..., and ``seq``): the stored ones from ``since`` (datetime or epoch seconds;
-        default: now with ``follow``, else a day back) or after sequence number
+        ..., and ``seq``): the stored ones from ``since`` (ms since the epoch, the API's
+        unit, or a timezone-aware datetime; default: now with ``follow``, else a day back) or after sequence number
         ``after``, then with ``follow`` the live ones as they are made, until the
         generator is closed. A followed stream that the scheduler ends (it stopped or
         restarted) raises :class:`~shareq.NotRunning`, whose message gives the
