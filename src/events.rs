@@ -1,8 +1,9 @@
 //! The decision stream (`shareq events`): each decision of the live scheduler as one
 //! line in the replay's format (SPEC §6: `t`, `event`, then the replay's fields), followed
 //! by what only the live scheduler knows: the job's `id`, its submitter (`user`), the
-//! preemptor's id (`by_id`), who cancelled a job (`cancelled_by`) and the line's sequence
-//! number (`seq`). `t` is the Unix time in
+//! preemptor's id (`by_id`), who cancelled a job (`cancelled_by`), a kill from outside in
+//! words (`detail`: `killed by SIGKILL (not by shareq)`) and the line's sequence number
+//! (`seq`). `t` is the Unix time in
 //! seconds with milliseconds.
 //!
 //! The lines are built when a batch is recorded (`store::Store::record`, in the same
@@ -106,6 +107,17 @@ pub fn lines(now: i64, events: &[Event], sched: &Sched) -> Vec<EventLine> {
                 line.push_str(&format!(",\"dependency_id\":{}", dep.0));
                 line.push_str(",\"dependency_label\":");
                 line.push_str(&serde_json::to_string(label).unwrap_or_default());
+            }
+            // A kill from outside says so in words, as `jobs` does.
+            if let Event::Failed {
+                reason: why @ crate::sched::FailReason::Signalled(_),
+                ..
+            } = ev
+            {
+                line.push_str(",\"detail\":");
+                let words = why.to_string();
+                let words = words.strip_prefix("NON_ZERO_EXIT: ").unwrap_or(&words);
+                line.push_str(&serde_json::to_string(words).unwrap_or_default());
             }
             if let Some((parent, index)) = job_id.and_then(|id| sched.array_of(id)) {
                 line.push_str(&format!(",\"parent\":{},\"arrayIndex\":{index}", parent.0));

@@ -710,6 +710,11 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
             array_size(out, job);
             match reason {
                 crate::sched::FailReason::NonZeroExit(c) => num(out, "exitCode", c),
+                // Live only: killed from outside, by this signal (not by shareq).
+                crate::sched::FailReason::Signalled(sig) => {
+                    num(out, "exitCode", 128 + sig);
+                    field(out, "signal", &crate::sched::state::signal_name(*sig));
+                }
                 crate::sched::FailReason::DependencyFailed { job, .. } => {
                     field(out, "dependency", &name(job));
                 }

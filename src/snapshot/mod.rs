@@ -155,6 +155,10 @@ pub struct JobView {
     /// Why it waits (queued), or what it is doing. Empty for a queued row of a reason
     /// group: see [`Snapshot::reason`].
     pub reason: Arc<str>,
+    /// A FAILED job whose command was killed from outside (not by shareq): the signal,
+    /// by name (`SIGKILL`); its reason code stays `NON_ZERO_EXIT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
     /// The reason group of a queued row (`Snapshot::reasons`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason_group: Option<u32>,
@@ -817,6 +821,11 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         on_borrowed: j.is_holding() && lane_borrowing,
         reclaimed_first: sched.reclaimed_first(j.id),
         reason,
+        signal: j
+            .fail_reason
+            .as_ref()
+            .filter(|_| j.state == JobState::Failed)
+            .and_then(|r| r.signal()),
         reason_group: None,
         stopping: j.stop_cause().map(|c| {
             let what = match c {

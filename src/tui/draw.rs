@@ -7,7 +7,7 @@ use super::app::{App, Mode, Pane, PaneArea};
 use super::panes::{
     footer, gpus, header, header_rows, lending, preemptions, queue, running, shares, window,
 };
-use super::popups::{config_errors, confirm, details, help, history, log, submit};
+use super::popups::{config_errors, confirm, details, ended, help, history, log, submit};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
@@ -218,6 +218,7 @@ pub fn render(f: &mut Frame, app: &App) {
         }
         Mode::ConfigErrors { scroll } => config_errors::render(f, area, app, *scroll),
         Mode::History => history::render(f, area, app),
+        Mode::Ended => ended::render(f, area, app),
     }
 }
 

@@ -564,3 +564,69 @@ fn a_job_beyond_the_horizon_reads_as_jobs_says_it() {
         .unwrap_or_else(|| panic!("{text}"));
     assert!(row.contains(">7d"), "{row}");
 }
+
+/// `F` (issue 46 item 3): the jobs that ended, newest first, each with its outcome and
+/// reason (a kill from outside says by which signal); the `/` filter narrows them; enter
+/// opens a job's details, whose esc comes back to the view; esc closes it.
+#[test]
+fn f_shows_the_jobs_that_ended_and_enter_opens_one() {
+    let ended_with = |keys: &[KeyEvent]| {
+        let mut app = fixtures::app(fixtures::ended());
+        for k in keys {
+            on_key(&mut app, *k);
+        }
+        app
+    };
+    check("ended", || ended_with(&[key('F')]));
+    // The filter in force applies, and `/` inside the view sets it.
+    let mut typed = vec![key('F'), key('/')];
+    typed.extend("share:qs1".chars().map(key));
+    typed.push(code(KeyCode::Enter));
+    check("ended_filtered", || ended_with(&typed));
+    let app = ended_with(&typed);
+    assert_eq!(
+        app.mode,
+        Mode::Ended,
+        "the filter prompt goes back to the view"
+    );
+    // The third row (sweep, killed from outside): its details, with when it ended.
+    check("ended_details", || {
+        ended_with(&[key('F'), key('j'), key('j'), code(KeyCode::Enter)])
+    });
+    let mut app = ended_with(&[key('F'), key('j'), key('j'), code(KeyCode::Enter)]);
+    let Mode::Details(j) = &app.mode else {
+        panic!("enter opens the details: {:?}", app.mode)
+    };
+    assert_eq!(j.name, "sweep");
+    assert_eq!(
+        &*j.reason,
+        "NON_ZERO_EXIT: killed by SIGKILL (not by shareq)"
+    );
+    on_key(&mut app, code(KeyCode::Esc));
+    assert_eq!(
+        app.mode,
+        Mode::Ended,
+        "closing the details goes back to the view"
+    );
+    on_key(&mut app, code(KeyCode::Esc));
+    assert_eq!(app.mode, Mode::Normal);
+    on_key(&mut app, code(KeyCode::Esc));
+    assert_eq!(app.mode, Mode::Normal, "a closed view stays closed");
+    // The killed job carries its signal as a field, its code kept.
+    let snap = fixtures::ended();
+    let sweep = snap.finished.iter().find(|j| j.name == "sweep").unwrap();
+    assert_eq!(sweep.signal.as_deref(), Some("SIGKILL"));
+    assert_eq!(
+        &*sweep.reason,
+        "NON_ZERO_EXIT: killed by SIGKILL (not by shareq)"
+    );
+    let json = serde_json::to_value(&**sweep).unwrap();
+    assert_eq!(json["signal"], "SIGKILL");
+    let eval = snap.finished.iter().find(|j| j.name == "eval").unwrap();
+    assert!(
+        serde_json::to_value(&**eval)
+            .unwrap()
+            .get("signal")
+            .is_none()
+    );
+}
