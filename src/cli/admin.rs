@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct ReloadArgs {
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 
@@ -20,7 +20,7 @@ pub struct AuditArgs {
     /// Print the entries as JSON.
     #[arg(long)]
     pub json: bool,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 

@@ -21,7 +21,7 @@ pub struct CancelArgs {
     /// Cancel the jobs the filters match without asking.
     #[arg(long, short = 'y')]
     pub yes: bool,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 
@@ -41,15 +41,24 @@ fn matching(args: &CancelArgs) -> Result<Vec<JobId>, CliError> {
         }
     };
     // PENDING jobs (SPEC §13) are queued work too: `jobs` lists them, so they match.
-    let hits: Vec<_> = jobs
+    // Filters match only what the caller may cancel (SPEC §9): their own jobs, or every
+    // job for an admin; the others' are counted and left out.
+    let me = crate::access::Caller::current().uid;
+    let (hits, others): (Vec<_>, Vec<_>) = jobs
         .running
         .iter()
         .chain(jobs.queue.iter())
         .chain(jobs.pending.iter())
         .filter(|v| filter.matches(v))
-        .collect();
+        .partition(|v| jobs.caller_is_admin || v.submitter.as_ref().is_some_and(|s| s.uid == me));
+    if !others.is_empty() {
+        println!(
+            "{} job(s) of other users match too, left out: only admins may cancel them",
+            others.len()
+        );
+    }
     if hits.is_empty() {
-        println!("no queued, PENDING or running job matches");
+        println!("no queued, PENDING or running job of yours matches");
         return Ok(Vec::new());
     }
     for v in &hits {

@@ -39,7 +39,7 @@ pub struct JobsArgs {
     pub expand: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 
@@ -456,5 +456,7 @@ fn from_database(
         arrays: Vec::new(),
         finished,
         preemptions,
+        // Read without a scheduler: no one to ask who may do what.
+        caller_is_admin: false,
     })
 }

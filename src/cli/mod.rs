@@ -55,6 +55,11 @@ pub fn end_quietly_on_closed_pipe() {
 }
 
 /// Send one request to the scheduler of the state directory.
+/// `--state`'s help in every client subcommand: where the scheduler to ask is found
+/// (`serve::state_dir`).
+pub const STATE_HELP: &str = "The scheduler's state directory (default: $SHAREQ_STATE, else \
+    your own when a scheduler runs there, else /var/lib/shareq when the system's does)";
+
 pub(crate) fn request(state: Option<&Path>, req: &Request) -> anyhow::Result<Response> {
     let state = serve::state_dir(state)?;
     let mut client = Client::connect(&state)?;

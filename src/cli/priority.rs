@@ -12,7 +12,7 @@ pub struct PriorityArgs {
     pub id: crate::model::JobRef,
     /// The new priority, 0..9999.
     pub priority: u32,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 

@@ -28,7 +28,7 @@ pub struct ReportArgs {
     /// One CSV row per share (and user), in GPU-hours and seconds.
     #[arg(long)]
     pub csv: bool,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 

@@ -269,6 +269,21 @@ impl App {
         self.permit(|a, c| a.may_submit(c, share))
     }
 
+    /// The command that stops the running jobs the person at the keyboard may stop: every
+    /// running job for an admin, else their own (`--user NAME`; `cancel` would leave the
+    /// others' jobs out anyway).
+    pub fn stop_hint(&self) -> String {
+        let all = "shareq cancel --status running --yes";
+        match &self.caller {
+            Some(c)
+                if !self.snap.access.scheduler_user.is_empty() && !self.snap.access.is_admin(c) =>
+            {
+                format!("shareq cancel --status running --user {} --yes", c.name)
+            }
+            _ => all.to_string(),
+        }
+    }
+
     pub fn may_reload(&mut self) -> bool {
         self.permit(|a, c| a.may_administer(c, "reload the config"))
     }

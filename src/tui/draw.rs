@@ -201,7 +201,10 @@ pub fn render(f: &mut Frame, app: &App) {
             let what = format!("job {job} {name}");
             confirm::render_priority(f, area, &what, &input.text, ok, t)
         }
-        Mode::Quit { running } => confirm::render_quit(f, area, *running, app.attached, t),
+        Mode::Quit { running } => {
+            let hint = app.stop_hint();
+            confirm::render_quit(f, area, *running, app.attached, &hint, t)
+        }
         Mode::Details(j) => {
             let fair = (j.state == crate::model::JobState::Runnable)
                 .then(|| app.snap.fair_share_note(j))

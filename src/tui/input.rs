@@ -212,8 +212,9 @@ fn quit_key(app: &mut App, key: KeyEvent, running: usize) -> Option<Action> {
             Some(Action::Detach)
         }
         Some(OverlayAction::StopJobs) if app.attached => {
+            let hint = app.stop_hint();
             app.say(
-                "attached: this console cannot stop the other scheduler's jobs (shareq cancel --status running --yes)",
+                format!("attached: this console cannot stop the other scheduler's jobs ({hint})"),
                 true,
             );
             app.mode = Mode::Quit { running };

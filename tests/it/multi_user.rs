@@ -493,6 +493,17 @@ fn members_owners_and_admins_under_a_root_scheduler() {
         );
     }
     assert_eq!(lab.job(later)["state"], "PENDING");
+    // Nor through `cancel`'s filters (issue 46 item 6): they match only what bob may
+    // cancel, and say that the others' jobs were left out.
+    let out = lab.cli_as(Some(&bob), &["cancel", "--status", "running", "--yes"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("1 job(s) of other users match too, left out")
+            && said.contains("no queued, PENDING or running job of yours matches"),
+        "{said}"
+    );
+    assert_eq!(lab.job(long)["state"], "RUNNING");
     // Nor reload, nor read the audit trail.
     for args in [vec!["reload"], vec!["audit"]] {
         let out = lab.cli_as(Some(&bob), &args);

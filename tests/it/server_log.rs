@@ -55,6 +55,9 @@ fn the_log_speaks_words_and_sighup_rereads_the_config() {
         &format!("priority set job={a} priority=7 by={me}"),
         "SIGHUP: re-reading the config in ",
         "devices=local:[0]",
+        // The start names its executor (issue 46 item 6).
+        "scheduler listening socket=",
+        "executor=local",
     ] {
         assert!(log.contains(want), "{want:?} missing:\n{log}");
     }

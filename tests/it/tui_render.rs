@@ -206,6 +206,38 @@ fn the_quit_dialog_of_an_attached_console() {
         on_key(&mut app, key('q'));
         app
     });
+    // A non-admin is offered the command for their own jobs, never one for everyone's
+    // (issue 46 item 6); an admin the one for every job.
+    let attached_as = |uid: u32, name: &str, admins: Vec<String>| {
+        let mut snap = fixtures::lab();
+        let access = std::sync::Arc::make_mut(&mut snap.access);
+        access.scheduler_uid = 0;
+        access.scheduler_user = "root".into();
+        access.admins = admins;
+        let mut app = fixtures::app(snap);
+        app.attached = true;
+        app.caller = Some(shareq::access::Caller {
+            uid,
+            name: name.into(),
+            groups: Vec::new(),
+        });
+        on_key(&mut app, key('q'));
+        fixtures::render_text(&mut app, 100, 30)
+    };
+    let screen = attached_as(1001, "vera", Vec::new());
+    assert!(
+        screen.contains("shareq cancel --status running --user vera --yes"),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("cancel --status running --yes"),
+        "{screen}"
+    );
+    let screen = attached_as(1002, "nadia", vec!["nadia".into()]);
+    assert!(
+        screen.contains("shareq cancel --status running --yes"),
+        "{screen}"
+    );
 }
 
 #[test]
