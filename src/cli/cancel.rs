@@ -35,10 +35,7 @@ fn matching(args: &CancelArgs) -> Result<Vec<JobId>, CliError> {
             eprintln!("shareq cancel: {}", r.error.unwrap_or_default());
             return Err(CliError::printed(ExitKind::Failed));
         }
-        Err(e) => {
-            eprintln!("shareq cancel: {e}");
-            return Err(CliError::printed(ExitKind::Failed));
-        }
+        Err(e) => return Err(CliError::client(&e, format!("shareq cancel: {e}"))),
     };
     // PENDING jobs (SPEC §13) are queued work too: `jobs` lists them, so they match.
     // Filters match only what the caller may cancel (SPEC §9): their own jobs, or every
@@ -134,6 +131,6 @@ pub fn cancel(args: &CancelArgs) -> Result<(), CliError> {
                 Err(CliError::printed(ExitKind::Failed))
             }
         }
-        Err(e) => Err(CliError::failed(format!("shareq cancel: {e}"))),
+        Err(e) => Err(CliError::client(&e, format!("shareq cancel: {e}"))),
     }
 }

@@ -37,6 +37,6 @@ pub fn priority(args: &PriorityArgs) -> Result<(), CliError> {
                 crate::visible::visible(r.error.as_deref().unwrap_or_default())
             ),
         )),
-        Err(e) => Err(CliError::failed(format!("shareq priority: {e}"))),
+        Err(e) => Err(CliError::client(&e, format!("shareq priority: {e}"))),
     }
 }

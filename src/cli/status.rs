@@ -28,7 +28,7 @@ pub fn status(args: &StatusArgs) -> Result<(), CliError> {
             )));
         }
         Err(e) => {
-            return Err(CliError::failed(format!("shareq status: {e}")));
+            return Err(CliError::client(&e, format!("shareq status: {e}")));
         }
     };
     if args.json {

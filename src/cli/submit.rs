@@ -237,7 +237,7 @@ pub fn submit(args: &SubmitArgs) -> Result<(), CliError> {
                 crate::visible::visible(r.error.as_deref().unwrap_or("no reason given"))
             ),
         )),
-        Err(e) => Err(CliError::failed(format!("shareq submit: {e}"))),
+        Err(e) => Err(CliError::client(&e, format!("shareq submit: {e}"))),
     }
 }
 

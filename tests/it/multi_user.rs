@@ -676,8 +676,8 @@ fn a_link_planted_where_a_job_log_goes_is_not_followed() {
 #[test]
 fn a_personal_scheduler_takes_jobs_only_from_its_own_user() {
     root_only!();
-    let u = Users::create(&["sam", "bob"], &["sam", "bob"]);
-    let (sam, bob) = (u.name("sam"), u.name("bob"));
+    let u = Users::create(&["sam", "bob", "eve"], &["sam", "bob"]);
+    let (sam, bob, eve) = (u.name("sam"), u.name("bob"), u.name("eve"));
     let lab = Lab::new();
     std::fs::set_permissions(&lab.config, std::fs::Permissions::from_mode(0o755)).unwrap();
     // Sam's own scheduler, its socket opened to the group (bob is in it).
@@ -756,6 +756,24 @@ fn a_personal_scheduler_takes_jobs_only_from_its_own_user() {
         "bob may read: {}",
         text(&jobs.stderr)
     );
+    // Eve is not in the group: refused with exit 3, the group named, not a bare
+    // "Permission denied" (issue 46 item 6).
+    for args in [
+        &["jobs"][..],
+        &["status"],
+        &["submit", "--share", "open", "--", "true"],
+    ] {
+        let out = as_user(&eve, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(NOT_ALLOWED), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("its socket is for the group `{}`", u.group))
+                && err.contains("controlSocket.group")
+                && err.contains(&format!("{eve} may not reach the scheduler")),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("Permission denied"), "{args:?}: {err}");
+    }
     let ok = as_user(
         &sam,
         &["submit", "--share", "open", "--", "echo", "personal-ok"],
