@@ -25,6 +25,8 @@ pub struct Options {
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub lines: Vec<String>,
+    /// With `summary`: the figures its last line holds.
+    pub summary: Option<crate::replay::Summary>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -153,13 +155,14 @@ fn run_inner<'a, W: Write>(
         sc.until.unwrap_or(i64::MAX),
         u64::MAX,
     )?;
-    if let Some(st) = sim.stats.take() {
-        let line = st.finish();
-        sim.write_line(line)?;
+    let summary = sim.stats.take().map(Stats::summary);
+    if let Some(s) = &summary {
+        sim.write_line(Stats::line(s))?;
     }
     sim.out.flush()?;
     Ok(Outcome {
         lines: sim.lines.unwrap_or_default(),
+        summary,
     })
 }
 
