@@ -58,6 +58,9 @@ pub struct DeviceView {
     /// longer handed out, and listed after the unit's usable devices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_since: Option<i64>,
+    /// A fake GPU of the config (`devices: {fake: N}`): nothing to measure on it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fake: bool,
 }
 
 impl DeviceView {
@@ -73,6 +76,7 @@ impl DeviceView {
             mem_used: None,
             mem_total: None,
             lost_since: Some(since),
+            fake: false,
         }
     }
 }
@@ -767,6 +771,7 @@ impl Snapshot {
                             mem_used: t.map(|t| t.mem_used),
                             mem_total: t.map(|t| t.mem_total),
                             lost_since: None,
+                            fake: false,
                         }
                     })
                     .collect();

@@ -662,3 +662,20 @@ fn f_shows_the_jobs_that_ended_and_enter_opens_one() {
             .is_none()
     );
 }
+
+/// A fake GPU (`devices: {fake: N}`, marked so by the runtime) says what it is where a
+/// real one shows NVML's figures; only a real GPU without figures reads `n/a`.
+#[test]
+fn a_fake_gpu_says_so_instead_of_n_a() {
+    let mut snap = fixtures::lab();
+    for u in &mut snap.units {
+        for d in &mut u.devices {
+            d.fake = d.util.is_none();
+        }
+    }
+    let app = fixtures::app(snap);
+    let text = fixtures::render_with(160, 48, |f| panes::gpus::render(f, f.area(), &app));
+    assert!(text.contains("fake GPU"), "{text}");
+    assert!(!text.contains("n/a"), "{text}");
+    assert!(text.contains("97%"), "{text}");
+}

@@ -558,6 +558,11 @@ fn f_lists_ended_jobs_with_their_reasons_in_tmux() {
     s.wait_state(killed, "FAILED", 20);
     s.wait_state(failed, "FAILED", 20);
     s.wait_state(done, "SUCCEEDED", 20);
+    let hold = s.submit(
+        &["--share", "alpha", "--name", "holds-a-gpu"],
+        &["sleep", "300"],
+    );
+    s.wait_state(hold, "RUNNING", 20);
     let session = format!("shareq-ended-{}", std::process::id());
     let script = format!(
         "{bin} tui --state {state}; sleep 60",
@@ -569,7 +574,9 @@ fn f_lists_ended_jobs_with_their_reasons_in_tmux() {
     std::fs::write(&run, script).unwrap();
     new_session(&session, 160, 40, &format!("sh {}", run.display()));
     let _cleanup = Cleanup(session.clone());
-    wait_for(&session, "Queue (");
+    // The GPU a job holds is a fake one, and says so (issue 46 item 6), not `n/a`.
+    let screen = wait_for(&session, "fake GPU");
+    assert!(!screen.contains("n/a"), "{screen}");
     keys(&session, &["F"]);
     let screen = wait_for(&session, "Ended jobs (3)");
     let row = |screen: &str, name: &str| {
