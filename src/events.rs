@@ -3,8 +3,9 @@
 //! by what only the live scheduler knows: the job's `id`, its submitter (`user`), the
 //! preemptor's id (`by_id`), who cancelled a job (`cancelled_by`), the work lost by the
 //! preemption a `requeued` or `failed` line ends (`lostGpuSeconds`, with `lostGpus`,
-//! `lastSave` and `saved`: SPEC §14) and the line's sequence number (`seq`). `t` is the
-//! Unix time in seconds with milliseconds.
+//! `lastSave` and `saved`: SPEC §14), a kill from outside in words (`detail`: `killed by
+//! SIGKILL (not by shareq)`) and the line's sequence number (`seq`). `t` is the Unix time
+//! in seconds with milliseconds.
 //!
 //! The lines are built when a batch is recorded (`store::Store::record`, in the same
 //! transaction as the decisions), kept in the database's `events` table for the past, and
@@ -107,6 +108,17 @@ pub fn lines(now: i64, events: &[Event], sched: &Sched) -> Vec<EventLine> {
                 line.push_str(&format!(",\"dependency_id\":{}", dep.0));
                 line.push_str(",\"dependency_label\":");
                 line.push_str(&serde_json::to_string(label).unwrap_or_default());
+            }
+            // A kill from outside says so in words, as `jobs` does.
+            if let Event::Failed {
+                reason: why @ crate::sched::FailReason::Signalled(_),
+                ..
+            } = ev
+            {
+                line.push_str(",\"detail\":");
+                let words = why.to_string();
+                let words = words.strip_prefix("NON_ZERO_EXIT: ").unwrap_or(&words);
+                line.push_str(&serde_json::to_string(words).unwrap_or_default());
             }
             if let Some((parent, index)) = job_id.and_then(|id| sched.array_of(id)) {
                 line.push_str(&format!(",\"parent\":{},\"arrayIndex\":{index}", parent.0));

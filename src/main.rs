@@ -33,9 +33,13 @@ enum Command {
         /// Verify the scenario's `expect:` (exit 1 with a diff when it does not hold).
         #[arg(long)]
         check: bool,
-        /// Print a summary line at the end.
+        /// Print a summary for people instead of the decisions (with --json: the decisions,
+        /// then the summary as one JSON line).
         #[arg(long)]
         summary: bool,
+        /// With --summary: the machine-readable output (SPEC §6), not the human summary.
+        #[arg(long)]
+        json: bool,
     },
     /// Validate a config directory: print what it would apply (exit 0) or every error
     /// (exit 1).
@@ -282,7 +286,8 @@ fn main() -> ExitCode {
             scenario,
             check,
             summary,
-        } => shareq::cli::replay(&scenario, check, summary),
+            json,
+        } => shareq::cli::replay(&scenario, check, summary && !json, summary && json),
         Command::Check {
             dir,
             watch,

@@ -460,6 +460,18 @@ fn the_aws_example_runs_on_slurm_with_every_quota_rule() {
     let v = s.wait_state(k, "RUNNING", 20);
     assert_eq!(v["attempts"], 1, "adopted, not started again: {v}");
     assert_pinned(&c, &s, k);
+    // The log says where the adopted attempt runs, with no local pid it has none of
+    // (issue 46 item 6: not `pid=0`); the restart names its executor.
+    let said = s.stderr();
+    let adopted = said
+        .lines()
+        .find(|l| l.contains("adopted a running attempt") && l.contains(&format!("job={k}")))
+        .unwrap_or_else(|| panic!("no adoption line for {k}:\n{said}"));
+    assert!(
+        !adopted.contains("pid=") && adopted.contains("node="),
+        "{adopted}"
+    );
+    assert!(said.contains("executor=slurm (partition "), "{said}");
     // Adopted by name: a cancel reaches its Slurm job.
     let out = s.cli(&["cancel", &k.to_string()]);
     assert!(out.status.success());

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct ReloadArgs {
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 
@@ -20,7 +20,7 @@ pub struct AuditArgs {
     /// Print the entries as JSON.
     #[arg(long)]
     pub json: bool,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 
@@ -39,7 +39,7 @@ pub fn reload(args: &ReloadArgs) -> Result<(), CliError> {
                 visible_lines(r.error.as_deref().unwrap_or_default())
             ),
         )),
-        Err(e) => Err(CliError::failed(format!("shareq reload: {e}"))),
+        Err(e) => Err(CliError::client(&e, format!("shareq reload: {e}"))),
     }
 }
 
@@ -57,7 +57,7 @@ pub fn audit(args: &AuditArgs) -> Result<(), CliError> {
             ));
         }
         Err(e) => {
-            return Err(CliError::failed(format!("shareq audit: {e}")));
+            return Err(CliError::client(&e, format!("shareq audit: {e}")));
         }
     };
     let rows = r.audit.unwrap_or_default();

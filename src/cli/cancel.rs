@@ -21,7 +21,7 @@ pub struct CancelArgs {
     /// Cancel the jobs the filters match without asking.
     #[arg(long, short = 'y')]
     pub yes: bool,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 
@@ -35,21 +35,27 @@ fn matching(args: &CancelArgs) -> Result<Vec<JobId>, CliError> {
             eprintln!("shareq cancel: {}", r.error.unwrap_or_default());
             return Err(CliError::printed(ExitKind::Failed));
         }
-        Err(e) => {
-            eprintln!("shareq cancel: {e}");
-            return Err(CliError::printed(ExitKind::Failed));
-        }
+        Err(e) => return Err(CliError::client(&e, format!("shareq cancel: {e}"))),
     };
     // PENDING jobs (SPEC §13) are queued work too: `jobs` lists them, so they match.
-    let hits: Vec<_> = jobs
+    // Filters match only what the caller may cancel (SPEC §9): their own jobs, or every
+    // job for an admin; the others' are counted and left out.
+    let me = crate::access::Caller::current().uid;
+    let (hits, others): (Vec<_>, Vec<_>) = jobs
         .running
         .iter()
         .chain(jobs.queue.iter())
         .chain(jobs.pending.iter())
         .filter(|v| filter.matches(v))
-        .collect();
+        .partition(|v| jobs.caller_is_admin || v.submitter.as_ref().is_some_and(|s| s.uid == me));
+    if !others.is_empty() {
+        println!(
+            "{} job(s) of other users match too, left out: only admins may cancel them",
+            others.len()
+        );
+    }
     if hits.is_empty() {
-        println!("no queued, PENDING or running job matches");
+        println!("no queued, PENDING or running job of yours matches");
         return Ok(Vec::new());
     }
     for v in &hits {
@@ -125,6 +131,6 @@ pub fn cancel(args: &CancelArgs) -> Result<(), CliError> {
                 Err(CliError::printed(ExitKind::Failed))
             }
         }
-        Err(e) => Err(CliError::failed(format!("shareq cancel: {e}"))),
+        Err(e) => Err(CliError::client(&e, format!("shareq cancel: {e}"))),
     }
 }

@@ -55,6 +55,23 @@ impl CliError {
         }
     }
 
+    /// Asking the scheduler failed: exit 3 when its socket refused this user (SPEC §9,
+    /// `controlSocket.group`), 1 otherwise.
+    pub fn client(e: &anyhow::Error, message: impl Into<String>) -> CliError {
+        let refused = matches!(
+            e.downcast_ref::<crate::server::ClientError>(),
+            Some(crate::server::ClientError::NotAllowed { .. })
+        );
+        CliError {
+            exit: if refused {
+                ExitKind::NotAllowed
+            } else {
+                ExitKind::Failed
+            },
+            message: Some(message.into()),
+        }
+    }
+
     /// The command printed its reasons itself (several lines, a report): only the code.
     pub fn printed(exit: ExitKind) -> CliError {
         CliError {

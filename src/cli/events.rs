@@ -31,7 +31,7 @@ pub struct EventsArgs {
     /// config_applied, config_rejected.
     #[arg(long = "on", value_name = "EVENT", value_delimiter = ',')]
     pub on: Vec<String>,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
     /// Run this command for each (matching) line instead of printing it: the JSON line
     /// on its standard input, and SHAREQ_EVENT, SHAREQ_EVENT_JOB, SHAREQ_EVENT_ID,

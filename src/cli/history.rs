@@ -26,7 +26,7 @@ pub struct HistoryArgs {
     /// Print the bucketed history as JSON.
     #[arg(long)]
     pub json: bool,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 

@@ -39,7 +39,7 @@ pub struct JobsArgs {
     pub expand: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 
@@ -338,13 +338,17 @@ impl Table {
 
     fn row(&self, v: &JobView, ms: i64, estimate: &str, detail: &str) {
         // User-controlled text is printed with its control characters made visible (SPEC §9).
-        let name = v.submitter.as_ref().map_or("-", |s| s.name.as_str());
-        // In a fair-share share, the delay the user's usage adds (SPEC §12): `alice +12m`.
-        let user = match v.fair_share_delay_seconds {
-            Some(d) => format!("{name} +{}", crate::duration::short(d.saturating_mul(1000))),
-            None => name.to_string(),
+        let user = v.submitter.as_ref().map_or("-", |s| s.name.as_str());
+        // In a fair-share share, the delay the user's usage adds (SPEC §12) opens the
+        // detail (`fair-share delay +12m; ...`): the USER column holds the user alone.
+        let detail = match v.fair_share_delay_seconds {
+            Some(d) => format!(
+                "fair-share delay +{}; {detail}",
+                crate::duration::short(d.saturating_mul(1000))
+            ),
+            None => detail.to_string(),
         };
-        let user = user.as_str();
+        let detail = detail.as_str();
         if self.narrow() {
             use crate::tui::text::pad;
             let detail = if estimate.is_empty() {
@@ -459,5 +463,7 @@ fn from_database(
         arrays: Vec::new(),
         finished,
         preemptions,
+        // Read without a scheduler: no one to ask who may do what.
+        caller_is_admin: false,
     })
 }

@@ -27,7 +27,7 @@ pub struct LogArgs {
     /// job.
     #[arg(long)]
     pub raw: bool,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 

@@ -55,9 +55,17 @@ pub fn end_quietly_on_closed_pipe() {
 }
 
 /// Send one request to the scheduler of the state directory.
+/// `--state`'s help in every client subcommand: where the scheduler to ask is found
+/// (`serve::state_dir`).
+pub const STATE_HELP: &str = "The scheduler's state directory (default: $SHAREQ_STATE, else \
+    your own when a scheduler runs there, else /var/lib/shareq when the system's does)";
+
 pub(crate) fn request(state: Option<&Path>, req: &Request) -> anyhow::Result<Response> {
+    let explicit = state.is_some();
     let state = serve::state_dir(state)?;
-    let mut client = Client::connect(&state)?;
+    let mut client = Client::connect(&state).map_err(|e| {
+        serve::when_system_down(e, &state, explicit, Path::new(serve::SYSTEM_STATE))
+    })?;
     Ok(client.call(req)?)
 }
 
@@ -84,12 +92,11 @@ pub(crate) fn ask_or_read<T, E: std::fmt::Display>(
             ),
         )),
         Err(e) => match e.downcast_ref::<ClientError>() {
-            Some(ClientError::NotRunning { state, .. }) => match offline(Path::new(state)) {
+            Some(ClientError::NotRunning { state, hint, .. }) => match offline(Path::new(state)) {
                 Ok(v) => {
                     eprintln!(
                         "shareq {cmd}: no scheduler is running on {state}; showing what its \
-                             database holds (read-only). Start one with: shareq serve --config \
-                             DIR --state {state}"
+                             database holds (read-only); {hint}"
                     );
                     Ok(v)
                 }
@@ -97,7 +104,7 @@ pub(crate) fn ask_or_read<T, E: std::fmt::Display>(
                     "shareq {cmd}: {e}\n(and the database cannot be read: {db})"
                 ))),
             },
-            _ => Err(CliError::failed(format!("shareq {cmd}: {e}"))),
+            _ => Err(CliError::client(&e, format!("shareq {cmd}: {e}"))),
         },
     }
 }

@@ -12,7 +12,7 @@ pub struct PriorityArgs {
     pub id: crate::model::JobRef,
     /// The new priority, 0..9999.
     pub priority: u32,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 
@@ -37,6 +37,6 @@ pub fn priority(args: &PriorityArgs) -> Result<(), CliError> {
                 crate::visible::visible(r.error.as_deref().unwrap_or_default())
             ),
         )),
-        Err(e) => Err(CliError::failed(format!("shareq priority: {e}"))),
+        Err(e) => Err(CliError::client(&e, format!("shareq priority: {e}"))),
     }
 }

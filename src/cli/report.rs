@@ -1,6 +1,7 @@
 //! `shareq report [--since T] [--until T] [--users] [--json|--csv]`: usage per share (and
-//! per user, for admins) over a window of the history, in GPU-hours (the JSON keeps the
-//! replay summary's GPU-seconds and field names).
+//! per user, for admins) over a window of the history, in GPU-hours, or GPU-minutes when
+//! the window used less than a GPU-hour (so that a short window does not read `0.0`; the
+//! JSON keeps the replay summary's GPU-seconds and field names).
 
 use super::error::CliError;
 use super::request;
@@ -28,7 +29,7 @@ pub struct ReportArgs {
     /// One CSV row per share (and user), in GPU-hours and seconds.
     #[arg(long)]
     pub csv: bool,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 
@@ -61,7 +62,7 @@ pub fn report(args: &ReportArgs) -> Result<(), CliError> {
             ));
         }
         Err(e) => {
-            return Err(CliError::failed(format!("shareq report: {e}")));
+            return Err(CliError::client(&e, format!("shareq report: {e}")));
         }
     };
     let Some(rep) = r.report else {
@@ -155,7 +156,7 @@ pub fn fair_share_table(users: &[crate::sched::UserStanding]) -> String {
                 "{:<16} {:<12} {:>10} {:>6} {:>8} {:>7} {:>9}\n",
                 visible(share),
                 visible(&u.user),
-                format!("{:.1}h", hours(u.usage_gpu_seconds)),
+                crate::duration::human((u.usage_gpu_seconds * 1000.0) as i64),
                 u.weight,
                 pct(u.weight, weights),
                 pct(u.usage_gpu_seconds, usage),
@@ -166,8 +167,36 @@ pub fn fair_share_table(users: &[crate::sched::UserStanding]) -> String {
             ));
         }
     }
-    out.push_str("USAGE = decayed GPU-hours; ENTITLED = the user's part of the weights of the share's users with usage; ACTUAL = their part of its usage.\n");
+    out.push_str("USAGE = decayed GPU time; ENTITLED = the user's part of the weights of the share's users with usage; ACTUAL = their part of its usage.\n");
     out
+}
+
+/// The unit the table counts GPU time in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Scale {
+    seconds: f64,
+    name: &'static str,
+}
+
+impl Scale {
+    /// GPU-hours, or GPU-minutes when less than a GPU-hour was used.
+    fn of(used_gpu_seconds: f64) -> Scale {
+        if used_gpu_seconds < 3600.0 {
+            Scale {
+                seconds: 60.0,
+                name: "GPU-minutes",
+            }
+        } else {
+            Scale {
+                seconds: 3600.0,
+                name: "GPU-hours",
+            }
+        }
+    }
+
+    fn of_seconds(&self, gpu_seconds: f64) -> f64 {
+        gpu_seconds / self.seconds
+    }
 }
 
 fn fmt_h(gpu_seconds: f64) -> String {
@@ -182,14 +211,16 @@ pub fn table(rep: &Report) -> String {
             .unwrap_or_default()
     };
     let s = &rep.summary;
+    let scale = Scale::of(s.gpu_seconds_used);
+    let unit = scale.name;
     let mut out = format!(
-        "usage {} .. {} UTC: {:.1} GPU-hours used, utilisation {:.0}%, {} preemptions ({:.1} GPU-hours of work lost)\n\n",
+        "usage {} .. {} UTC: {:.1} {unit} used, utilisation {:.0}%, {} preemptions ({:.1} {unit} of work lost)\n\n",
         when(rep.since),
         when(rep.until),
-        hours(s.gpu_seconds_used),
+        scale.of_seconds(s.gpu_seconds_used),
         s.utilisation * 100.0,
         s.shares.values().map(|g| g.preemptions).sum::<u64>(),
-        hours(s.gpu_seconds_lost_to_preemption),
+        scale.of_seconds(s.gpu_seconds_lost_to_preemption),
     );
     let head = format!(
         "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8} {:>8} {:>7} {:>9}\n",
@@ -208,7 +239,7 @@ pub fn table(rep: &Report) -> String {
     let row = |name: &str, g: &GroupSummary, share: bool| {
         let dash = |v: f64| {
             if share {
-                format!("{:.1}", hours(v))
+                format!("{:.1}", scale.of_seconds(v))
             } else {
                 "-".to_string()
             }
@@ -216,7 +247,7 @@ pub fn table(rep: &Report) -> String {
         format!(
             "{:<16} {:>9.1} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8} {:>8} {:>7} {:>9.1}\n",
             visible(name),
-            hours(g.gpu_seconds_used),
+            scale.of_seconds(g.gpu_seconds_used),
             dash(g.gpu_seconds_within_limit),
             dash(g.gpu_seconds_borrowed),
             dash(g.gpu_seconds_lent),
@@ -225,7 +256,7 @@ pub fn table(rep: &Report) -> String {
             crate::duration::short((g.p50_wait * 1000.0) as i64),
             crate::duration::short((g.p95_wait * 1000.0) as i64),
             g.preemptions,
-            hours(g.gpu_seconds_lost_to_preemption),
+            scale.of_seconds(g.gpu_seconds_lost_to_preemption),
         )
     };
     out.push_str(&format!("SHARE{}", &head[5..]));
@@ -246,6 +277,70 @@ pub fn table(rep: &Report) -> String {
             out.push_str(&fair_share_table(&rep.fair_share));
         }
     }
-    out.push_str("\nGPU-hours; WAIT = submission to first start; LOST = GPU-hours of work preempted attempts lost (their GPUs × the time from their last checkpoint, or their start, to their release).\n");
+    out.push_str(&format!("\n{unit}; WAIT = submission to first start; LOST = {unit} of work preempted attempts lost (their GPUs × the time from their last checkpoint, or their start, to their release).\n"));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(used: f64) -> GroupSummary {
+        serde_json::from_value(serde_json::json!({
+            "gpu_seconds_within_limit": used, "gpu_seconds_borrowed": 0.0,
+            "gpu_seconds_lent": 0.0, "gpu_seconds_idle": 30.0, "gpu_seconds_used": used,
+            "jobs_finished": 2, "jobs_succeeded": 2, "jobs_failed": 0, "mean_wait": 0.0,
+            "p50_wait": 0.0, "p95_wait": 0.0, "preemptions": 0,
+            "max_preemptions_of_one_job": 0, "gpu_seconds_lost_to_preemption": 0.0,
+            "started_and_preempted_same_instant": 0,
+        }))
+        .unwrap()
+    }
+
+    fn report(used: f64) -> Report {
+        let mut summary = crate::replay::Stats::new(1000).summary();
+        summary.gpu_seconds_used = used;
+        summary.shares.insert("vision".into(), group(used));
+        summary.users.insert("alice".into(), group(used));
+        Report {
+            since: 0,
+            until: 3_600_000,
+            users_shown: true,
+            fair_share: Vec::new(),
+            summary,
+        }
+    }
+
+    /// issue 46: a window that used minutes of GPU time reads in GPU-minutes, not `0.0`
+    /// GPU-hours; hours from a GPU-hour on.
+    #[test]
+    fn minutes_of_use_read_as_minutes() {
+        let t = table(&report(180.0));
+        assert!(t.contains(": 3.0 GPU-minutes used"), "{t}");
+        let row = t.lines().find(|l| l.starts_with("vision")).unwrap();
+        assert_eq!(row.split_whitespace().nth(1), Some("3.0"), "{t}");
+        assert!(t.contains("\nGPU-minutes; WAIT"), "{t}");
+        let t = table(&report(7200.0));
+        assert!(t.contains(": 2.0 GPU-hours used"), "{t}");
+    }
+
+    /// The fair-share table's usage is a GPU time that reads at every size.
+    #[test]
+    fn fair_share_usage_reads_at_every_size() {
+        let standing = |user: &str, usage: f64| crate::sched::UserStanding {
+            share: "team".into(),
+            user: user.into(),
+            fair: true,
+            usage_gpu_seconds: usage,
+            at: 0,
+            weight: 1.0,
+            delay_seconds: usage / 2.0,
+            holding: 0,
+        };
+        let t = fair_share_table(&[standing("alice", 3.0), standing("bob", 7500.0)]);
+        let alice = t.lines().find(|l| l.contains("alice")).unwrap();
+        assert_eq!(alice.split_whitespace().nth(2), Some("3s"), "{t}");
+        let bob = t.lines().find(|l| l.contains("bob")).unwrap();
+        assert_eq!(bob.split_whitespace().nth(2), Some("2h05m"), "{t}");
+    }
 }

@@ -217,6 +217,25 @@ pub(crate) fn state_dir(flag: Option<&Path>) -> anyhow::Result<StateDir> {
     client_state(flag, |k| std::env::var_os(k), |p| p.exists())
 }
 
+/// A client found no scheduler on `state`: when it is the system's directory, or (no
+/// `--state`, no `$SHAREQ_STATE`) the system directory holds a scheduler's database, the
+/// system scheduler is down for a moment (a restart) and the advice is to wait, not to
+/// start a scheduler of one's own.
+pub(crate) fn when_system_down(
+    e: crate::server::ClientError,
+    state: &StateDir,
+    flag: bool,
+    system: &Path,
+) -> crate::server::ClientError {
+    let explicit = flag || std::env::var_os("SHAREQ_STATE").is_some_and(|v| !v.is_empty());
+    let is_system = state.root() == system;
+    if is_system || (!explicit && system.join(crate::store::DB_FILE).exists()) {
+        e.system_restarting(&system.display().to_string())
+    } else {
+        e
+    }
+}
+
 /// [`state_dir`] with the environment and the test for a socket given (the Python client's
 /// `default_state_dir` follows the same steps: tests/it/python_client.rs compares them).
 pub fn client_state(
@@ -244,6 +263,36 @@ pub fn client_state(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// issue 46: during a restart of the system scheduler, the advice is to wait for it,
+    /// never to start a scheduler of one's own; elsewhere it is to start one.
+    #[test]
+    fn a_down_system_scheduler_is_waited_for_not_replaced() {
+        let system = tempfile::tempdir().unwrap();
+        let own = StateDir::new("/home/a/.local/state/shareq");
+        let down = |state: &StateDir| {
+            let err = std::io::Error::from(std::io::ErrorKind::NotFound);
+            crate::server::ClientError::connecting(state, err)
+        };
+        let said = |state: &StateDir, flag: bool| {
+            when_system_down(down(state), state, flag, system.path()).to_string()
+        };
+        // No system scheduler was ever here: start your own.
+        assert!(said(&own, false).contains("start one with: shareq serve"));
+        // The system's database is there: it is restarting.
+        std::fs::write(system.path().join(crate::store::DB_FILE), b"").unwrap();
+        let text = said(&own, false);
+        assert!(
+            text.contains("the system scheduler (") && text.contains("may be restarting"),
+            "{text}"
+        );
+        assert!(!text.contains("shareq serve"), "{text}");
+        // Asked for its own directory by name: that one is down, start it.
+        assert!(said(&own, true).contains("start one with"));
+        // The system directory itself, named or found.
+        let sys = StateDir::new(system.path());
+        assert!(said(&sys, true).contains("may be restarting"));
+    }
 
     #[test]
     fn clients_find_the_system_scheduler_when_they_run_none_of_their_own() {

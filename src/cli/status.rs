@@ -7,9 +7,10 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
+    /// One JSON object instead of the text.
     #[arg(long)]
     pub json: bool,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 
@@ -27,7 +28,7 @@ pub fn status(args: &StatusArgs) -> Result<(), CliError> {
             )));
         }
         Err(e) => {
-            return Err(CliError::failed(format!("shareq status: {e}")));
+            return Err(CliError::client(&e, format!("shareq status: {e}")));
         }
     };
     if args.json {
@@ -92,40 +93,8 @@ pub fn status(args: &StatusArgs) -> Result<(), CliError> {
             }
         }
     }
-    println!(
-        "{:<14} {:<6} {:<16} {:>5} {:>5} {:>6} {:>8} {:>5} {:>7} {:>6}",
-        "SHARE",
-        "UNIT",
-        "STRATEGY",
-        "LIMIT",
-        "USED",
-        "IDLE",
-        "BORROWED",
-        "LENT",
-        "RUNNING",
-        "QUEUED"
-    );
-    for sh in &s.shares {
-        println!(
-            "{:<14} {:<6} {:<16} {:>5} {:>5} {:>6} {:>8} {:>5} {:>7} {:>6}{}",
-            sh.share,
-            sh.unit,
-            sh.strategy.as_str(),
-            sh.limit,
-            sh.usage,
-            sh.idle,
-            sh.borrowed,
-            sh.lent,
-            sh.running,
-            sh.queued,
-            if !sh.present {
-                "  (removed)"
-            } else if !sh.enabled {
-                "  (DISABLED)"
-            } else {
-                ""
-            }
-        );
+    for line in share_table(&s.shares) {
+        println!("{line}");
     }
     for e in &s.lending {
         println!(
@@ -137,4 +106,132 @@ pub fn status(args: &StatusArgs) -> Result<(), CliError> {
         );
     }
     Ok(())
+}
+
+/// The shares table, one row per share and unit, in 80 columns for share and unit names
+/// of up to 11 and 4 characters (the columns are as wide as the longest name, and a
+/// removed or disabled share says so at the row's end).
+fn share_table(shares: &[crate::sched::ShareUnitStats]) -> Vec<String> {
+    let share_w = shares
+        .iter()
+        .map(|s| s.share.len())
+        .max()
+        .unwrap_or(0)
+        .max(5);
+    let unit_w = shares
+        .iter()
+        .map(|s| s.unit.len())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    let row = |cells: [&str; 10], flag: &str| {
+        format!(
+            "{:<share_w$} {:<unit_w$} {:<15} {:>5} {:>4} {:>4} {:>6} {:>4} {:>3} {:>6}{flag}",
+            cells[0],
+            cells[1],
+            cells[2],
+            cells[3],
+            cells[4],
+            cells[5],
+            cells[6],
+            cells[7],
+            cells[8],
+            cells[9],
+        )
+    };
+    let mut out = vec![row(
+        [
+            "SHARE", "UNIT", "STRATEGY", "LIMIT", "USED", "IDLE", "BORROW", "LENT", "RUN", "QUEUED",
+        ],
+        "",
+    )];
+    for sh in shares {
+        let n = [
+            sh.limit.to_string(),
+            sh.usage.to_string(),
+            sh.idle.to_string(),
+            sh.borrowed.to_string(),
+            sh.lent.to_string(),
+            sh.running.to_string(),
+            sh.queued.to_string(),
+        ];
+        let flag = if !sh.present {
+            " removed"
+        } else if !sh.enabled {
+            " DISABLED"
+        } else {
+            ""
+        };
+        out.push(row(
+            [
+                &crate::visible::visible(&sh.share),
+                &sh.unit,
+                sh.strategy.as_str(),
+                &n[0],
+                &n[1],
+                &n[2],
+                &n[3],
+                &n[4],
+                &n[5],
+                &n[6],
+            ],
+            flag,
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::Strategy;
+    use crate::sched::ShareUnitStats;
+
+    fn share(name: &str, strategy: Strategy) -> ShareUnitStats {
+        ShareUnitStats {
+            share: name.into(),
+            unit: "a100".into(),
+            strategy,
+            present: true,
+            enabled: true,
+            in_share: false,
+            limit: 12,
+            cap: None,
+            usage: 140,
+            borrowed: 128,
+            lent: 0,
+            idle: 0,
+            running: 130,
+            queued: 99_999,
+            oldest_queued: None,
+            fair_share: false,
+            user_limit: None,
+        }
+    }
+
+    /// issue 46: the table fits 80 columns, a disabled share's mark included, and its
+    /// figures stay under their headings.
+    #[test]
+    fn the_share_table_fits_80_columns() {
+        let mut off = share("interactive", Strategy::LendAndBorrow);
+        off.enabled = false;
+        let mut gone = share("students", Strategy::Lend);
+        gone.present = false;
+        let lines = super::share_table(&[share("vision", Strategy::LendAndBorrow), off, gone]);
+        for l in &lines {
+            assert!(
+                l.chars().count() <= 80,
+                "{} columns: {l}",
+                l.chars().count()
+            );
+        }
+        assert!(
+            lines[0].starts_with("SHARE       UNIT STRATEGY"),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[2].ends_with(" 99999 DISABLED"), "{}", lines[2]);
+        assert!(lines[3].ends_with(" removed"), "{}", lines[3]);
+        let end = |l: &str, word: &str| l.find(word).map(|i| i + word.len());
+        assert_eq!(end(&lines[0], "BORROW"), end(&lines[1], " 128"));
+    }
 }

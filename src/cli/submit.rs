@@ -41,7 +41,7 @@ pub struct SubmitArgs {
     /// The working directory (default: the current one).
     #[arg(long)]
     pub cwd: Option<PathBuf>,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
     /// Make the submit idempotent: a submit with a token you already used gets the job
     /// the first one made, never a second (default: a fresh random token, which the CLI
@@ -237,7 +237,7 @@ pub fn submit(args: &SubmitArgs) -> Result<(), CliError> {
                 crate::visible::visible(r.error.as_deref().unwrap_or("no reason given"))
             ),
         )),
-        Err(e) => Err(CliError::failed(format!("shareq submit: {e}"))),
+        Err(e) => Err(CliError::client(&e, format!("shareq submit: {e}"))),
     }
 }
 

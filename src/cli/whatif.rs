@@ -33,7 +33,7 @@ pub struct WhatifArgs {
     /// Print both runs as JSON.
     #[arg(long)]
     pub json: bool,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 
@@ -50,7 +50,7 @@ pub struct ExportTraceArgs {
     /// The config for the scenario (default: the one the scheduler applied last).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    #[arg(long)]
+    #[arg(long, help = super::STATE_HELP)]
     pub state: Option<PathBuf>,
 }
 

@@ -19,6 +19,14 @@ pub fn choose(executor: &Executor, ctx: Context) -> Box<dyn Backend> {
     }
 }
 
+/// The executor as serve's start log names it: `local`, `slurm (partition gpu)`.
+pub fn describe(executor: &Executor) -> String {
+    match executor {
+        Executor::Local => "local".to_string(),
+        Executor::Slurm(s) => format!("slurm (partition {})", s.partition),
+    }
+}
+
 /// Whether the executor runs attempts on this machine, so that GPU discovery here answers
 /// for its node (Slurm's nodes are other machines: their GPUs are the ones the config
 /// lists).

@@ -25,6 +25,8 @@ pub struct Options {
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub lines: Vec<String>,
+    /// With `summary`: the figures its last line holds.
+    pub summary: Option<crate::replay::Summary>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -155,13 +157,14 @@ fn run_inner<'a, W: Write>(
         sc.until.unwrap_or(i64::MAX),
         u64::MAX,
     )?;
-    if let Some(st) = sim.stats.take() {
-        let line = st.finish();
-        sim.write_line(line)?;
+    let summary = sim.stats.take().map(Stats::summary);
+    if let Some(s) = &summary {
+        sim.write_line(Stats::line(s))?;
     }
     sim.out.flush()?;
     Ok(Outcome {
         lines: sim.lines.unwrap_or_default(),
+        summary,
     })
 }
 
@@ -729,6 +732,11 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
             array_size(out, job);
             match reason {
                 crate::sched::FailReason::NonZeroExit(c) => num(out, "exitCode", c),
+                // Live only: killed from outside, by this signal (not by shareq).
+                crate::sched::FailReason::Signalled(sig) => {
+                    num(out, "exitCode", 128 + sig);
+                    field(out, "signal", &crate::sched::state::signal_name(*sig));
+                }
                 crate::sched::FailReason::DependencyFailed { job, .. } => {
                     field(out, "dependency", &name(job));
                 }

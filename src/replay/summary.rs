@@ -606,7 +606,11 @@ impl Stats {
 
     /// The summary as the replay's one JSON line.
     pub fn finish(self) -> String {
-        let s = self.summary();
+        Stats::line(&self.summary())
+    }
+
+    /// A summary as the replay's one JSON line (`replay --summary --json`).
+    pub fn line(s: &Summary) -> String {
         let shares: serde_json::Map<String, serde_json::Value> = s
             .shares
             .iter()

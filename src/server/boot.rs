@@ -146,6 +146,7 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
         discovery,
     };
     let applied_hash = loaded.hash.clone();
+    let executor = crate::exec::choice::describe(&loaded.config.executor());
     let first = opts.watch_config.then(|| loaded.clone());
     let mut handle = RuntimeHandle::start_with(ropts, loaded, Some(durable), None);
     // With a watcher, the config in force is delivered as its first update (a
@@ -164,7 +165,11 @@ pub async fn start(opts: BootOptions) -> Result<RuntimeHandle, BootError> {
             guard,
             opts.socket_limits,
         );
-        tracing::info!(socket = %opts.state.socket().display(), "scheduler listening");
+        tracing::info!(
+            socket = %opts.state.socket().display(),
+            executor = %executor,
+            "scheduler listening"
+        );
     }
     handle.audit = audit;
     serve_sidecars(&mut handle, &opts, &root, metrics_listener, applied_hash);

@@ -325,6 +325,7 @@ mod tests {
             on_borrowed: false,
             reclaimed_first: false,
             reason: Arc::from(""),
+            signal: None,
             reason_group: None,
             stopping: None,
             stop: None,

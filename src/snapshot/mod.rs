@@ -60,6 +60,9 @@ pub struct DeviceView {
     /// longer handed out, and listed after the unit's usable devices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_since: Option<i64>,
+    /// A fake GPU of the config (`devices: {fake: N}`): nothing to measure on it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fake: bool,
 }
 
 impl DeviceView {
@@ -75,6 +78,7 @@ impl DeviceView {
             mem_used: None,
             mem_total: None,
             lost_since: Some(since),
+            fake: false,
         }
     }
 }
@@ -157,6 +161,10 @@ pub struct JobView {
     /// Why it waits (queued), or what it is doing. Empty for a queued row of a reason
     /// group: see [`Snapshot::reason`].
     pub reason: Arc<str>,
+    /// A FAILED job whose command was killed from outside (not by shareq): the signal,
+    /// by name (`SIGKILL`); its reason code stays `NON_ZERO_EXIT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
     /// The reason group of a queued row (`Snapshot::reasons`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason_group: Option<u32>,
@@ -852,6 +860,7 @@ impl Snapshot {
                             mem_used: t.map(|t| t.mem_used),
                             mem_total: t.map(|t| t.mem_total),
                             lost_since: None,
+                            fake: false,
                         }
                     })
                     .collect();
@@ -906,6 +915,11 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         on_borrowed: j.is_holding() && lane_borrowing,
         reclaimed_first: sched.reclaimed_first(j.id),
         reason,
+        signal: j
+            .fail_reason
+            .as_ref()
+            .filter(|_| j.state == JobState::Failed)
+            .and_then(|r| r.signal()),
         reason_group: None,
         stopping: j.stop_cause().map(|c| {
             let what = match c {

@@ -135,6 +135,12 @@ impl From<&JobRecord> for JobView {
             node: None,
             on_borrowed: false,
             reclaimed_first: false,
+            signal: r
+                .fail_reason
+                .as_deref()
+                .filter(|_| r.state == JobState::Failed)
+                .and_then(crate::sched::FailReason::signal_in)
+                .map(str::to_string),
             reason: Arc::from(reason),
             reason_group: None,
             stopping: None,

@@ -83,6 +83,8 @@ pub enum Mode {
     },
     /// `h`: the utilisation history (see [`App::history`]).
     History,
+    /// `F`: the jobs that ended lately (see [`App::ended`]).
+    Ended,
 }
 
 /// A transient message in the footer.
@@ -152,6 +154,8 @@ pub struct App {
     pub predict_asked: Option<(String, u64)>,
     /// The `h` view: window, unit, share and the history last received.
     pub history: super::history::HistoryState,
+    /// The `F` view: open or not, its selection.
+    pub ended: super::ended::EndedView,
 }
 
 /// A priority change sent but perhaps not yet shown.
@@ -242,6 +246,7 @@ impl App {
             prediction: None,
             predict_asked: None,
             history: Default::default(),
+            ended: Default::default(),
         };
         // Arrays fold from the first picture on (SPEC §13).
         app.rebuild_rows();
@@ -262,6 +267,21 @@ impl App {
 
     pub fn may_submit(&mut self, share: &str) -> bool {
         self.permit(|a, c| a.may_submit(c, share))
+    }
+
+    /// The command that stops the running jobs the person at the keyboard may stop: every
+    /// running job for an admin, else their own (`--user NAME`; `cancel` would leave the
+    /// others' jobs out anyway).
+    pub fn stop_hint(&self) -> String {
+        let all = "shareq cancel --status running --yes";
+        match &self.caller {
+            Some(c)
+                if !self.snap.access.scheduler_user.is_empty() && !self.snap.access.is_admin(c) =>
+            {
+                format!("shareq cancel --status running --user {} --yes", c.name)
+            }
+            _ => all.to_string(),
+        }
     }
 
     pub fn may_reload(&mut self) -> bool {

@@ -7,7 +7,7 @@ use super::app::{App, Mode, Pane, PaneArea};
 use super::panes::{
     footer, gpus, header, header_rows, lending, preemptions, queue, running, shares, window,
 };
-use super::popups::{config_errors, confirm, details, help, history, log, submit};
+use super::popups::{config_errors, confirm, details, ended, help, history, log, submit};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
@@ -201,7 +201,10 @@ pub fn render(f: &mut Frame, app: &App) {
             let what = format!("job {job} {name}");
             confirm::render_priority(f, area, &what, &input.text, ok, t)
         }
-        Mode::Quit { running } => confirm::render_quit(f, area, *running, app.attached, t),
+        Mode::Quit { running } => {
+            let hint = app.stop_hint();
+            confirm::render_quit(f, area, *running, app.attached, &hint, t)
+        }
         Mode::Details(j) => {
             let fair = (j.state == crate::model::JobState::Runnable)
                 .then(|| app.snap.fair_share_note(j))
@@ -218,6 +221,7 @@ pub fn render(f: &mut Frame, app: &App) {
         }
         Mode::ConfigErrors { scroll } => config_errors::render(f, area, app, *scroll),
         Mode::History => history::render(f, area, app),
+        Mode::Ended => ended::render(f, area, app),
     }
 }
 

@@ -401,6 +401,7 @@ mod tests {
             on_borrowed: false,
             reclaimed_first: false,
             reason: Arc::from("no idle capacity to borrow"),
+            signal: None,
             reason_group: None,
             stopping: None,
             stop: None,

@@ -8,8 +8,9 @@ use super::app::{App, Mode, PENDING_PRIORITY_MS, Pane, PendingPriority};
 use super::draw::pane_at;
 use super::filter::Filter;
 use super::keymap::{
-    CONFIG_ERRORS_KEYS, CONFIRM_CANCEL_KEYS, DETAILS_KEYS, FILTER_KEYS, HELP_KEYS, HISTORY_KEYS,
-    LOG_KEYS, OverlayAction, PRIORITY_KEYS, QUIT_KEYS, UiAction, action_for, overlay_action,
+    CONFIG_ERRORS_KEYS, CONFIRM_CANCEL_KEYS, DETAILS_KEYS, ENDED_KEYS, FILTER_KEYS, HELP_KEYS,
+    HISTORY_KEYS, LOG_KEYS, OverlayAction, PRIORITY_KEYS, QUIT_KEYS, UiAction, action_for,
+    overlay_action,
 };
 use super::line_input::LineInput;
 use super::popups::submit::{FormOutcome, SubmitForm};
@@ -24,14 +25,28 @@ use crossterm::event::{
 /// Lines of log read for `l`.
 pub const LOG_LINES: usize = 500;
 
-/// Handle one key; returns the action to send, if any.
+/// Handle one key; returns the action to send, if any. An overlay opened from the `F`
+/// view (details, log, filter prompt, confirmation) goes back to it when it closes.
 pub fn on_key(app: &mut App, key: KeyEvent) -> Option<Action> {
     if key.kind == KeyEventKind::Release {
         return None;
     }
+    let action = key_action(app, key);
+    if app.ended.open && app.mode == Mode::Normal && !app.exit {
+        app.mode = Mode::Ended;
+    }
+    action
+}
+
+fn key_action(app: &mut App, key: KeyEvent) -> Option<Action> {
     if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
         return match app.mode {
             Mode::Normal | Mode::Help => quit(app),
+            Mode::Ended => {
+                app.ended.open = false;
+                app.mode = Mode::Normal;
+                None
+            }
             // Ctrl-C backs out of whatever is open.
             _ => {
                 app.mode = Mode::Normal;
@@ -45,6 +60,7 @@ pub fn on_key(app: &mut App, key: KeyEvent) -> Option<Action> {
         Mode::Normal => normal(app, key),
         Mode::ConfigErrors { scroll } => config_errors_key(app, key, scroll),
         Mode::History => history_key(app, key),
+        Mode::Ended => ended_key(app, key),
         Mode::Help => {
             if overlay_action(HELP_KEYS, key) != Some(OverlayAction::Close) {
                 app.mode = Mode::Help;
@@ -196,8 +212,9 @@ fn quit_key(app: &mut App, key: KeyEvent, running: usize) -> Option<Action> {
             Some(Action::Detach)
         }
         Some(OverlayAction::StopJobs) if app.attached => {
+            let hint = app.stop_hint();
             app.say(
-                "attached: this console cannot stop the other scheduler's jobs (shareq cancel --status running --yes)",
+                format!("attached: this console cannot stop the other scheduler's jobs ({hint})"),
                 true,
             );
             app.mode = Mode::Quit { running };
@@ -377,6 +394,52 @@ fn history_key(app: &mut App, key: KeyEvent) -> Option<Action> {
     Some(app.history.ask(window, app.now))
 }
 
+/// Keys of the `F` view: move, enter for the details, `l` for the log, `/` to filter;
+/// esc, q or F close it.
+fn ended_key(app: &mut App, key: KeyEvent) -> Option<Action> {
+    app.mode = Mode::Ended;
+    let page = 10;
+    let action = overlay_action(ENDED_KEYS, key);
+    let selected = {
+        let rows = super::ended::rows(&app.snap, &app.filter);
+        let selected = rows.get(app.ended.selected(&rows)).map(|j| (*j).clone());
+        let view = &mut app.ended;
+        match action {
+            Some(OverlayAction::Down) => view.step(&rows, 1),
+            Some(OverlayAction::Up) => view.step(&rows, -1),
+            Some(OverlayAction::PageDown) => view.step(&rows, page),
+            Some(OverlayAction::PageUp) => view.step(&rows, -page),
+            Some(OverlayAction::First) => view.step(&rows, isize::MIN / 2),
+            Some(OverlayAction::Last) => view.step(&rows, isize::MAX / 2),
+            _ => {}
+        }
+        selected
+    };
+    match action {
+        Some(OverlayAction::Close) => {
+            app.ended.open = false;
+            app.mode = Mode::Normal;
+        }
+        Some(OverlayAction::Open) => match selected {
+            Some(j) => app.mode = Mode::Details(Box::new(j)),
+            None => app.say("no ended job to open", true),
+        },
+        Some(OverlayAction::Log) => match selected {
+            Some(j) => open_log(app, &j),
+            None => app.say("no ended job to read the log of", true),
+        },
+        Some(OverlayAction::Filter) => {
+            let before = app.filter.raw().to_string();
+            app.mode = Mode::Filter {
+                input: LineInput::new(&before),
+                before,
+            };
+        }
+        _ => {}
+    }
+    None
+}
+
 fn open_log(app: &mut App, j: &JobView) {
     if !app.may(JobAction::Log, j) {
         return;
@@ -486,6 +549,13 @@ fn normal(app: &mut App, key: KeyEvent) -> Option<Action> {
         UiAction::History => {
             app.mode = Mode::History;
             return Some(app.history.ask(app.history.window, app.now));
+        }
+        UiAction::Ended => {
+            app.ended = super::ended::EndedView {
+                open: true,
+                ..Default::default()
+            };
+            app.mode = Mode::Ended;
         }
         UiAction::Reload => {
             if !app.may_reload() {

@@ -2,7 +2,7 @@
 //! (`input::on_key`) finds a [`UiAction`] and from which the `?` help is written, so a key
 //! cannot be bound without being shown, or shown without being bound; and one table per
 //! overlay (help, config errors, filter and priority prompts, confirmations, details, log,
-//! history) from which the open overlay's keys find an [`OverlayAction`]. The submit form
+//! history, ended jobs) from which the open overlay's keys find an [`OverlayAction`]. The submit form
 //! reads its own keys (`popups::submit`): they edit its fields.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -30,6 +30,8 @@ pub enum UiAction {
     PriorityDown,
     Log,
     History,
+    /// `F`: the jobs that ended lately.
+    Ended,
     Filter,
     /// Esc with a filter set.
     ClearFilter,
@@ -153,9 +155,9 @@ pub const TABLE: &[Row] = &[
     keys("l", "job's log tail", &[(ch('l'), A::Log)], &[]),
     Row::Group("View"),
     keys(
-        "h",
-        "GPU use history (1/2/3)",
-        &[(ch('h'), A::History)],
+        "h / F",
+        "GPU history / ended jobs",
+        &[(ch('h'), A::History), (ch('F'), A::Ended)],
         &[],
     ),
     keys(
@@ -264,6 +266,10 @@ pub enum OverlayAction {
     NextWindow,
     /// The history's `u`: the next capacity unit.
     NextUnit,
+    /// The ended jobs' enter: the selected job's details.
+    Open,
+    /// The ended jobs' `/`: the filter prompt (the view comes back when it closes).
+    Filter,
 }
 
 use OverlayAction as O;
@@ -374,6 +380,26 @@ pub const HISTORY_KEYS: &[(Key, OverlayAction)] = &[
     (key(KeyCode::Down), O::Down),
     (ch('k'), O::Up),
     (key(KeyCode::Up), O::Up),
+];
+
+/// The `F` ended jobs' keys: move, open the details or the log, filter; esc, q or F close.
+pub const ENDED_KEYS: &[(Key, OverlayAction)] = &[
+    (key(KeyCode::Esc), O::Close),
+    (ch('q'), O::Close),
+    (ch('F'), O::Close),
+    (ch('j'), O::Down),
+    (key(KeyCode::Down), O::Down),
+    (ch('k'), O::Up),
+    (key(KeyCode::Up), O::Up),
+    (key(KeyCode::PageDown), O::PageDown),
+    (key(KeyCode::PageUp), O::PageUp),
+    (ch('g'), O::First),
+    (key(KeyCode::Home), O::First),
+    (ch('G'), O::Last),
+    (key(KeyCode::End), O::Last),
+    (key(KeyCode::Enter), O::Open),
+    (ch('l'), O::Log),
+    (ch('/'), O::Filter),
 ];
 
 /// The action a key asks of an overlay whose keys are `table`, if any. A Ctrl chord the
@@ -507,6 +533,7 @@ mod tests {
             ("details", DETAILS_KEYS),
             ("log", LOG_KEYS),
             ("history", HISTORY_KEYS),
+            ("ended", ENDED_KEYS),
         ];
         for (name, table) in tables {
             for (i, (k, a)) in table.iter().enumerate() {

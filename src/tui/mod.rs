@@ -6,7 +6,8 @@
 //!   screen's keys through [`keymap`], the one key table the `?` help is written from.
 //! - [`draw`]: layout; [`panes`]: one file per pane; [`popups`]: overlays.
 //! - [`theme`]: colour themes; [`filter`]: `/` and `o`; [`logs`]: the `l` log tail;
-//!   [`history`]: the `h` view's state and figures; [`terminal`]: raw mode and its
+//!   [`history`]: the `h` view's state and figures; [`ended`]: the `F` view's rows and
+//!   selection; [`terminal`]: raw mode and its
 //!   restoration. The submit form's prediction comes from the runtime
 //!   (`crate::forecast::predict`, the real scheduler on a copy).
 //! - [`bridge`]: actions → runtime inputs, answers → footer notices.
@@ -19,6 +20,7 @@ pub mod arrays;
 pub mod bridge;
 pub mod demo;
 pub mod draw;
+pub mod ended;
 pub mod filter;
 pub mod history;
 pub mod input;

@@ -143,3 +143,40 @@ fn an_unknown_theme_is_refused_with_every_choice() {
         assert!(err.contains("docs/CONSOLE.md"), "{err}");
     }
 }
+
+/// Every subcommand that takes `--state` says what it is (issue 46 item 6): its line in
+/// `--help` carries text, not only the option's name.
+#[test]
+fn every_state_option_has_help_text() {
+    let (ok, out, err) = shareq(&["--help"]);
+    assert!(ok, "{err}");
+    let subs: Vec<String> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|s| s != "help")
+        .collect();
+    assert!(subs.len() > 10, "{out}");
+    let mut with_state = 0;
+    for sub in &subs {
+        let (ok, out, err) = shareq(&[sub, "--help"]);
+        assert!(ok, "{sub}: {err}");
+        let lines: Vec<&str> = out.lines().collect();
+        let Some(i) = lines.iter().position(|l| l.contains("--state <")) else {
+            continue;
+        };
+        with_state += 1;
+        let after = lines[i].split_once('>').map_or("", |(_, rest)| rest).trim();
+        let next = lines.get(i + 1).map_or("", |l| l.trim());
+        assert!(
+            !after.is_empty() || (!next.is_empty() && !next.starts_with('-')),
+            "`shareq {sub} --help` says nothing about --state:\n{out}"
+        );
+    }
+    assert!(
+        with_state >= 12,
+        "only {with_state} subcommands take --state"
+    );
+}

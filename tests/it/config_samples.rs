@@ -120,8 +120,9 @@ members: []
     }
 }
 
-/// `admins` and `members` naming users or groups this machine does not know are warned
-/// about (issue 25 item 5); `root` and the `root` group exist everywhere.
+/// `admins`, `members` and `fairShare.weights` naming users or groups this machine does
+/// not know are warned about (issue 25 item 5, issue 46 item 6); `root` and the `root`
+/// group exist everywhere.
 #[test]
 fn check_warns_about_admins_and_members_the_machine_does_not_know() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -137,6 +138,7 @@ quotaShareName: a
 capacityLimits: [{capacityUnit: gpu, maxCapacity: 2}]
 resourceSharingConfiguration: {strategy: LEND}
 members: [\"@root\", \"@nosuch-group-25\", nosuch-user-25]
+fairShare: {weights: {root: 2, nosuch-weighed-46: 3}}
 ",
     )
     .expect("write");
@@ -146,6 +148,7 @@ members: [\"@root\", \"@nosuch-group-25\", nosuch-user-25]
         "admins: there is no user named `nosuch-admin-25` on this machine",
         "share `a`: members: there is no group named `nosuch-group-25` on this machine",
         "share `a`: members: there is no user named `nosuch-user-25` on this machine",
+        "share `a`: fairShare.weights: there is no user named `nosuch-weighed-46` on this machine",
     ] {
         assert!(out.contains(w), "missing warning `{w}` in\n{out}");
     }

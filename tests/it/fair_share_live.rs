@@ -120,6 +120,15 @@ fn a_users_usage_survives_kill_dash_nine_of_serve() {
             .is_some_and(|d| d >= 2),
         "{row}"
     );
+    // `jobs` says the delay in the job's detail, not glued to the user (issue 46).
+    let listed = text(&lab.cli_as(None, &["jobs"]).stdout);
+    let line = listed
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{a} ")))
+        .unwrap_or_else(|| panic!("no row for {a}:\n{listed}"));
+    let cells: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(cells.get(2), Some(&alice.as_str()), "{listed}");
+    assert!(line.contains("fair-share delay +"), "{listed}");
     let t = Instant::now();
     let (sa, sb) = (started(&lab, a), started(&lab, b));
     assert!(

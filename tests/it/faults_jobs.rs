@@ -529,8 +529,47 @@ fn a_job_killed_from_outside_says_by_which_signal_and_not_by_shareq() {
         j["reason"], "NON_ZERO_EXIT: killed by SIGKILL (not by shareq)",
         "{j}"
     );
+    // The JSON carries the signal as a field of its own (issue 46 item 5).
+    assert_eq!(j["signal"], "SIGKILL", "{j}");
     // An exit with the same code by itself is an exit code.
     let other = s.submit(&["--share", "a"], &["exit 137"]);
     let j = s.wait_state(other, "FAILED", 20);
     assert_eq!(j["reason"], "NON_ZERO_EXIT (exit code 137)", "{j}");
+    assert!(j.get("signal").is_none(), "{j}");
+    // `jobs --all` says it in words.
+    let out = s.cli(&["jobs", "--all"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{id} ")))
+        .unwrap_or_else(|| panic!("no row for job {id}:\n{text}"));
+    assert!(row.contains("killed by SIGKILL (not by shareq)"), "{text}");
+    // The event stream: the code stays NON_ZERO_EXIT, with the status, the signal and
+    // the words; the plain exit has neither signal nor words.
+    let out = s.cli(&["events", "--json", "--on", "failed"]);
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let killed = lines
+        .iter()
+        .find(|l| l["id"] == id)
+        .unwrap_or_else(|| panic!("no failed line for {id}: {lines:?}"));
+    assert_eq!(killed["reason"], "NON_ZERO_EXIT", "{killed}");
+    assert_eq!(killed["exitCode"], 137, "{killed}");
+    assert_eq!(killed["signal"], "SIGKILL", "{killed}");
+    assert_eq!(
+        killed["detail"], "killed by SIGKILL (not by shareq)",
+        "{killed}"
+    );
+    let exited = lines.iter().find(|l| l["id"] == other).unwrap();
+    assert_eq!(exited["exitCode"], 137, "{exited}");
+    assert!(exited.get("signal").is_none() && exited.get("detail").is_none());
+    let out = s.cli(&["events", "--on", "failed"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(" signal=SIGKILL ")
+            && text.contains(" detail=killed by SIGKILL (not by shareq)"),
+        "{text}"
+    );
 }

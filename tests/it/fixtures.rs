@@ -269,6 +269,40 @@ pub fn aws() -> Snapshot {
     d.snapshot(NOW, t0 - 60_000)
 }
 
+/// The AWS example an hour on, with jobs that ended every way the `F` view tells apart:
+/// one succeeded, one exited 3, one killed by SIGKILL from outside, one cancelled while
+/// queued, one timed out; `k` still runs.
+pub fn ended() -> Snapshot {
+    let t0 = NOW - 3_600_000;
+    let mut d = Driver::new(AWS_CONFIG, "sample-configs/aws-example").expect("fixture config");
+    let train = d.submit("train", "qs1", 1, 5, t0).expect("accepted");
+    let eval = d.submit("eval", "qs2", 1, 5, t0 + 1_000).expect("accepted");
+    let sweep = d
+        .submit("sweep", "qs3", 1, 5, t0 + 2_000)
+        .expect("accepted");
+    let late = d.submit("late", "qs1", 1, 1, t0 + 3_000).expect("accepted");
+    d.sched.job_exited(train, 0, t0 + 1_200_000);
+    d.pass(t0 + 1_200_000);
+    d.sched.job_exited(eval, 3, t0 + 1_500_000);
+    d.pass(t0 + 1_500_000);
+    d.sched.job_killed(sweep, 9, t0 + 2_400_000);
+    d.pass(t0 + 2_400_000);
+    let k = d
+        .submit("k", "qs2", 1, 1, t0 + 2_500_000)
+        .expect("accepted");
+    let queued = d
+        .submit("queued", "qs2", 1, 1, t0 + 2_600_000)
+        .expect("accepted");
+    d.sched.cancel(queued, "bob", t0 + 2_700_000);
+    d.pass(t0 + 2_700_000);
+    // `late` started when train ended; it ran past a timeout and was stopped.
+    d.sched.timeout(late, t0 + 3_000_000);
+    d.pass(t0 + 3_000_000);
+    d.released(late, t0 + 3_001_000);
+    let _ = k;
+    d.snapshot(NOW, t0 - 60_000)
+}
+
 /// The AWS example after reloads: qs2's file deleted while its job runs and another waits,
 /// qs3 set DISABLED, and two GPUs gone, so the unit is oversubscribed (2 guaranteed on 1).
 pub fn reloaded() -> Snapshot {

@@ -498,6 +498,17 @@ fn members_owners_and_admins_under_a_root_scheduler() {
         );
     }
     assert_eq!(lab.job(later)["state"], "PENDING");
+    // Nor through `cancel`'s filters (issue 46 item 6): they match only what bob may
+    // cancel, and say that the others' jobs were left out.
+    let out = lab.cli_as(Some(&bob), &["cancel", "--status", "running", "--yes"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("1 job(s) of other users match too, left out")
+            && said.contains("no queued, PENDING or running job of yours matches"),
+        "{said}"
+    );
+    assert_eq!(lab.job(long)["state"], "RUNNING");
     // Nor reload, nor read the audit trail.
     for args in [vec!["reload"], vec!["audit"]] {
         let out = lab.cli_as(Some(&bob), &args);
@@ -670,8 +681,8 @@ fn a_link_planted_where_a_job_log_goes_is_not_followed() {
 #[test]
 fn a_personal_scheduler_takes_jobs_only_from_its_own_user() {
     root_only!();
-    let u = Users::create(&["sam", "bob"], &["sam", "bob"]);
-    let (sam, bob) = (u.name("sam"), u.name("bob"));
+    let u = Users::create(&["sam", "bob", "eve"], &["sam", "bob"]);
+    let (sam, bob, eve) = (u.name("sam"), u.name("bob"), u.name("eve"));
     let lab = Lab::new();
     std::fs::set_permissions(&lab.config, std::fs::Permissions::from_mode(0o755)).unwrap();
     // Sam's own scheduler, its socket opened to the group (bob is in it).
@@ -750,6 +761,24 @@ fn a_personal_scheduler_takes_jobs_only_from_its_own_user() {
         "bob may read: {}",
         text(&jobs.stderr)
     );
+    // Eve is not in the group: refused with exit 3, the group named, not a bare
+    // "Permission denied" (issue 46 item 6).
+    for args in [
+        &["jobs"][..],
+        &["status"],
+        &["submit", "--share", "open", "--", "true"],
+    ] {
+        let out = as_user(&eve, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(NOT_ALLOWED), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("its socket is for the group `{}`", u.group))
+                && err.contains("controlSocket.group")
+                && err.contains(&format!("{eve} may not reach the scheduler")),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("Permission denied"), "{args:?}: {err}");
+    }
     let ok = as_user(
         &sam,
         &["submit", "--share", "open", "--", "echo", "personal-ok"],

@@ -79,10 +79,36 @@ fn a_failing_check_exits_1_with_a_diff() {
     );
 }
 
+/// `--summary` alone is for people (issue 46 item 6): the totals and a table per share,
+/// no decision lines and no JSON; `--summary --json` is the machine's (above).
+#[test]
+fn summary_alone_is_a_human_summary() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/aws-01-blog-example.yaml");
+    let out = shareq(&["replay", "--summary", p.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains('{'), "no JSON:\n{text}");
+    assert!(text.lines().count() < 20, "{text}");
+    assert!(
+        text.contains("simulated,") && text.contains("utilisation"),
+        "{text}"
+    );
+    let qs1 = text
+        .lines()
+        .find(|l| l.starts_with("qs1 "))
+        .unwrap_or_else(|| panic!("no qs1 row:\n{text}"));
+    // qs1: j2 borrowed qs2's GPU for 9 s, and 2 preemptions.
+    let cells: Vec<&str> = qs1.split_whitespace().collect();
+    assert_eq!(cells[2], "9s", "{text}");
+    assert_eq!(cells[8], "2", "{text}");
+    let qs2 = text.lines().find(|l| l.starts_with("qs2 ")).unwrap();
+    assert_eq!(qs2.split_whitespace().nth(3), Some("9s"), "{text}");
+}
+
 #[test]
 fn summary_adds_a_last_line() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/aws-01-blog-example.yaml");
-    let out = shareq(&["replay", "--summary", p.to_str().expect("utf8")]);
+    let out = shareq(&["replay", "--summary", "--json", p.to_str().expect("utf8")]);
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let last: serde_json::Value =
@@ -220,7 +246,7 @@ fn a_missing_file_exits_2() {
 #[test]
 fn the_summary_counts_an_array_s_children_not_its_parent() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/array-01-sequential.yaml");
-    let out = shareq(&["replay", "--summary", p.to_str().expect("utf8")]);
+    let out = shareq(&["replay", "--summary", "--json", p.to_str().expect("utf8")]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(

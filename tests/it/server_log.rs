@@ -55,6 +55,9 @@ fn the_log_speaks_words_and_sighup_rereads_the_config() {
         &format!("priority set job={a} priority=7 by={me}"),
         "SIGHUP: re-reading the config in ",
         "devices=local:[0]",
+        // The start names its executor (issue 46 item 6).
+        "scheduler listening socket=",
+        "executor=local",
     ] {
         assert!(log.contains(want), "{want:?} missing:\n{log}");
     }
@@ -106,4 +109,38 @@ fn hang_up(s: &mut Server) {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// docs/DEPLOY.md's rotation of `shareq.log` (issue 46 item 6): logrotate's
+/// `copytruncate` copies the file and empties it in place; `serve` goes on writing at the
+/// file's new end (it appends), with no hole of zeros where the old lines were.
+#[test]
+fn shareq_log_rotates_by_copy_and_truncate() {
+    let s = Server::start(&common::config(1, 1, &common::share("a", 1, "LEND", false)));
+    let log = s.state.join("shareq.log");
+    common::wait_for(10, "the start in shareq.log", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("scheduler listening"))
+    });
+    // What logrotate's copytruncate does.
+    let rotated = s.path("shareq.log.1");
+    std::fs::copy(&log, &rotated).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let id = s.submit(&["--share", "a", "--name", "after-rotation"], &["true"]);
+    common::wait_for(10, "a line after the rotation", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains(&format!("job={id}")))
+    });
+    let bytes = std::fs::read(&log).unwrap();
+    assert!(!bytes.contains(&0), "a hole where the old lines were");
+    let text = String::from_utf8(bytes).unwrap();
+    assert!(!text.contains("scheduler listening"), "{text}");
+    let old = std::fs::read_to_string(&rotated).unwrap();
+    assert!(
+        old.contains("scheduler listening") && old.contains("executor=local"),
+        "{old}"
+    );
 }

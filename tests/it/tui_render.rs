@@ -239,6 +239,38 @@ fn the_quit_dialog_of_an_attached_console() {
         on_key(&mut app, key('q'));
         app
     });
+    // A non-admin is offered the command for their own jobs, never one for everyone's
+    // (issue 46 item 6); an admin the one for every job.
+    let attached_as = |uid: u32, name: &str, admins: Vec<String>| {
+        let mut snap = fixtures::lab();
+        let access = std::sync::Arc::make_mut(&mut snap.access);
+        access.scheduler_uid = 0;
+        access.scheduler_user = "root".into();
+        access.admins = admins;
+        let mut app = fixtures::app(snap);
+        app.attached = true;
+        app.caller = Some(shareq::access::Caller {
+            uid,
+            name: name.into(),
+            groups: Vec::new(),
+        });
+        on_key(&mut app, key('q'));
+        fixtures::render_text(&mut app, 100, 30)
+    };
+    let screen = attached_as(1001, "vera", Vec::new());
+    assert!(
+        screen.contains("shareq cancel --status running --user vera --yes"),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("cancel --status running --yes"),
+        "{screen}"
+    );
+    let screen = attached_as(1002, "nadia", vec!["nadia".into()]);
+    assert!(
+        screen.contains("shareq cancel --status running --yes"),
+        "{screen}"
+    );
 }
 
 #[test]
@@ -596,4 +628,87 @@ fn a_job_beyond_the_horizon_reads_as_jobs_says_it() {
         .find(|l| l.contains(&format!(" {} ", first.0)) && l.contains("no idle"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(row.contains(">7d"), "{row}");
+}
+
+/// `F` (issue 46 item 3): the jobs that ended, newest first, each with its outcome and
+/// reason (a kill from outside says by which signal); the `/` filter narrows them; enter
+/// opens a job's details, whose esc comes back to the view; esc closes it.
+#[test]
+fn f_shows_the_jobs_that_ended_and_enter_opens_one() {
+    let ended_with = |keys: &[KeyEvent]| {
+        let mut app = fixtures::app(fixtures::ended());
+        for k in keys {
+            on_key(&mut app, *k);
+        }
+        app
+    };
+    check("ended", || ended_with(&[key('F')]));
+    // The filter in force applies, and `/` inside the view sets it.
+    let mut typed = vec![key('F'), key('/')];
+    typed.extend("share:qs1".chars().map(key));
+    typed.push(code(KeyCode::Enter));
+    check("ended_filtered", || ended_with(&typed));
+    let app = ended_with(&typed);
+    assert_eq!(
+        app.mode,
+        Mode::Ended,
+        "the filter prompt goes back to the view"
+    );
+    // The third row (sweep, killed from outside): its details, with when it ended.
+    check("ended_details", || {
+        ended_with(&[key('F'), key('j'), key('j'), code(KeyCode::Enter)])
+    });
+    let mut app = ended_with(&[key('F'), key('j'), key('j'), code(KeyCode::Enter)]);
+    let Mode::Details(j) = &app.mode else {
+        panic!("enter opens the details: {:?}", app.mode)
+    };
+    assert_eq!(j.name, "sweep");
+    assert_eq!(
+        &*j.reason,
+        "NON_ZERO_EXIT: killed by SIGKILL (not by shareq)"
+    );
+    on_key(&mut app, code(KeyCode::Esc));
+    assert_eq!(
+        app.mode,
+        Mode::Ended,
+        "closing the details goes back to the view"
+    );
+    on_key(&mut app, code(KeyCode::Esc));
+    assert_eq!(app.mode, Mode::Normal);
+    on_key(&mut app, code(KeyCode::Esc));
+    assert_eq!(app.mode, Mode::Normal, "a closed view stays closed");
+    // The killed job carries its signal as a field, its code kept.
+    let snap = fixtures::ended();
+    let sweep = snap.finished.iter().find(|j| j.name == "sweep").unwrap();
+    assert_eq!(sweep.signal.as_deref(), Some("SIGKILL"));
+    assert_eq!(
+        &*sweep.reason,
+        "NON_ZERO_EXIT: killed by SIGKILL (not by shareq)"
+    );
+    let json = serde_json::to_value(&**sweep).unwrap();
+    assert_eq!(json["signal"], "SIGKILL");
+    let eval = snap.finished.iter().find(|j| j.name == "eval").unwrap();
+    assert!(
+        serde_json::to_value(&**eval)
+            .unwrap()
+            .get("signal")
+            .is_none()
+    );
+}
+
+/// A fake GPU (`devices: {fake: N}`, marked so by the runtime) says what it is where a
+/// real one shows NVML's figures; only a real GPU without figures reads `n/a`.
+#[test]
+fn a_fake_gpu_says_so_instead_of_n_a() {
+    let mut snap = fixtures::lab();
+    for u in &mut snap.units {
+        for d in &mut u.devices {
+            d.fake = d.util.is_none();
+        }
+    }
+    let app = fixtures::app(snap);
+    let text = fixtures::render_with(160, 48, |f| panes::gpus::render(f, f.area(), &app));
+    assert!(text.contains("fake GPU"), "{text}");
+    assert!(!text.contains("n/a"), "{text}");
+    assert!(text.contains("97%"), "{text}");
 }

@@ -522,3 +522,113 @@ fn tui_state_attaches_without_a_config_and_the_filter_finds_people_in_tmux() {
     keys(&session, &["/", "C-u", "o", "w", "n", "e", "r", ":", "x"]);
     wait_for(&session, "unknown filter key `owner:`");
 }
+
+/// `F` in a real terminal, attached to a real `serve` (issue 46 items 3 and 5): a job that
+/// exits 3, one killed with `kill -9` from outside and one that succeeds leave the running
+/// list and show in the ended jobs with their outcome and reason; the filter narrows the
+/// view, enter opens the killed job's details (esc comes back), `l` reads its log.
+#[test]
+fn f_lists_ended_jobs_with_their_reasons_in_tmux() {
+    if !tmux_here("the ended-jobs test") {
+        return;
+    }
+    let shares = common::share("alpha", 3, "LEND", false);
+    let s = common::Server::start(&common::config(3, 1, &shares));
+    let d = s.dir.path().display().to_string();
+    let killed = s.submit(
+        &["--share", "alpha", "--name", "kill-probe"],
+        &[&format!(
+            "echo log-of-kill-probe; echo $$ > {d}/probe.pid; exec sleep 300"
+        )],
+    );
+    let failed = s.submit(&["--share", "alpha", "--name", "fail-probe"], &["exit 3"]);
+    let done = s.submit(&["--share", "alpha", "--name", "ok-probe"], &["true"]);
+    s.wait_state(killed, "RUNNING", 20);
+    common::wait_for(10, "the probe's pid", || s.path("probe.pid").exists());
+    let pid: i32 = std::fs::read_to_string(s.path("probe.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    s.wait_state(killed, "FAILED", 20);
+    s.wait_state(failed, "FAILED", 20);
+    s.wait_state(done, "SUCCEEDED", 20);
+    let hold = s.submit(
+        &["--share", "alpha", "--name", "holds-a-gpu"],
+        &["sleep", "300"],
+    );
+    s.wait_state(hold, "RUNNING", 20);
+    let session = format!("shareq-ended-{}", std::process::id());
+    let script = format!(
+        "{bin} tui --state {state}; sleep 60",
+        bin = env!("CARGO_BIN_EXE_shareq"),
+        state = s.state.display(),
+    );
+    // From a file, as above: the tmux server keeps the command line that started it.
+    let run = s.path("console.sh");
+    std::fs::write(&run, script).unwrap();
+    new_session(&session, 160, 40, &format!("sh {}", run.display()));
+    let _cleanup = Cleanup(session.clone());
+    // The GPU a job holds is a fake one, and says so (issue 46 item 6), not `n/a`.
+    let screen = wait_for(&session, "fake GPU");
+    assert!(!screen.contains("n/a"), "{screen}");
+    keys(&session, &["F"]);
+    let screen = wait_for(&session, "Ended jobs (3)");
+    let row = |screen: &str, name: &str| {
+        screen
+            .lines()
+            .find(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("no {name} row:\n{screen}"))
+            .to_string()
+    };
+    let k = row(&screen, "kill-probe");
+    assert!(
+        k.contains("killed") && k.contains("killed by SIGKILL (not by shareq)"),
+        "{screen}"
+    );
+    let f = row(&screen, "fail-probe");
+    assert!(
+        f.contains("failed") && f.contains("exit code 3"),
+        "{screen}"
+    );
+    assert!(row(&screen, "ok-probe").contains("succeeded"), "{screen}");
+    // The filter, typed in the view, narrows it; the view stays open.
+    keys(&session, &["/"]);
+    tmux(&["send-keys", "-t", &session, "-l", "kill"]);
+    keys(&session, &["Enter"]);
+    let screen = wait_for(&session, "Ended jobs (1)");
+    assert!(
+        screen.contains("kill-probe") && !screen.contains("fail-probe"),
+        "{screen}"
+    );
+    // Enter: the details of the killed job; esc comes back to the view.
+    keys(&session, &["Enter"]);
+    let screen = wait_for(&session, &format!("Job {killed} "));
+    assert!(
+        screen.contains("killed by SIGKILL (not by shareq)"),
+        "{screen}"
+    );
+    assert!(screen.contains("ended"), "{screen}");
+    keys(&session, &["Escape"]);
+    wait_for(&session, "Ended jobs (1)");
+    // l: its log, as for any other job.
+    keys(&session, &["l"]);
+    wait_for(&session, "log-of-kill-probe");
+    keys(&session, &["Escape"]);
+    wait_for(&session, "Ended jobs (1)");
+    keys(&session, &["Escape"]);
+    let start = Instant::now();
+    while capture(&session).contains("Ended jobs") {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "esc did not close the view:\n{}",
+            capture(&session)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

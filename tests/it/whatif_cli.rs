@@ -74,6 +74,7 @@ fn whatif_replays_the_real_history_under_both_configs() {
         "replay",
         &out.join("scenario.yaml").display().to_string(),
         "--summary",
+        "--json",
     ]);
     assert!(ok, "{err}");
     assert_eq!(

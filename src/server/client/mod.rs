@@ -13,10 +13,18 @@ use std::os::unix::net::UnixStream;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error(
-        "no scheduler is listening on {socket}\nstart one with: shareq serve --config DIR --state {state}"
-    )]
-    NotRunning { socket: String, state: String },
+    /// `hint`: what to do about it (start one; or wait, when it is the system's and it
+    /// is restarting: [`ClientError::system_restarting`]).
+    #[error("no scheduler is listening on {socket}\n{hint}")]
+    NotRunning {
+        socket: String,
+        state: String,
+        hint: String,
+    },
+    /// The socket refused this user (SPEC §9): `why` names who it is for (its
+    /// `controlSocket.group`, or its owner alone). The CLI exits 3.
+    #[error("{why}")]
+    NotAllowed { socket: String, why: String },
     #[error("talking to the scheduler on {socket}: {source}")]
     Io {
         socket: String,
@@ -50,13 +58,71 @@ impl ClientError {
         let socket = state.socket().display().to_string();
         match e.kind() {
             std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                let state = state.root().display().to_string();
                 ClientError::NotRunning {
                     socket,
-                    state: state.root().display().to_string(),
+                    hint: format!("start one with: shareq serve --config DIR --state {state}"),
+                    state,
                 }
             }
+            std::io::ErrorKind::PermissionDenied => ClientError::NotAllowed {
+                why: socket_refusal(state),
+                socket,
+            },
             _ => ClientError::Io { socket, source: e },
         }
+    }
+
+    /// The system scheduler of `system` is down where one was expected (a restart): no
+    /// advice to start a scheduler of one's own, but to wait for it.
+    pub fn system_restarting(self, system: &str) -> ClientError {
+        match self {
+            ClientError::NotRunning { socket, state, .. } => ClientError::NotRunning {
+                socket,
+                state,
+                hint: format!(
+                    "the system scheduler ({system}) is not answering: it may be restarting; \
+                     try again in a moment (`systemctl status shareq` says more)"
+                ),
+            },
+            other => other,
+        }
+    }
+}
+
+/// Why the socket of `state` refused the user running this: its mode lets in its owner
+/// and, with `controlSocket.group`, that group (named); or its directory is closed.
+fn socket_refusal(state: &StateDir) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let me = crate::access::Caller::current().name;
+    let socket = state.socket();
+    let Ok(m) = std::fs::metadata(&socket) else {
+        return format!(
+            "{me} may not reach the scheduler on {}: its directory {} is closed to {me}",
+            socket.display(),
+            state.root().display()
+        );
+    };
+    let owner = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(m.uid()))
+        .ok()
+        .flatten()
+        .map_or_else(|| format!("uid {}", m.uid()), |u| u.name);
+    if m.mode() & 0o060 != 0 {
+        let group = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(m.gid()))
+            .ok()
+            .flatten()
+            .map_or_else(|| format!("gid {}", m.gid()), |g| g.name);
+        format!(
+            "{me} may not reach the scheduler on {}: its socket is for the group `{group}` \
+             (controlSocket.group) and {owner}; ask an admin to add {me} to `{group}`",
+            socket.display()
+        )
+    } else {
+        format!(
+            "{me} may not reach the scheduler on {}: it is {owner}'s own, its socket for \
+             {owner} alone (controlSocket.group opens it to a group)",
+            socket.display()
+        )
     }
 }
 

@@ -201,6 +201,10 @@ pub struct JobsAnswer {
     pub finished: Vec<JobView>,
     /// The preemption log, newest first.
     pub preemptions: Vec<PreemptionRecord>,
+    /// The asker is an admin (SPEC §9): may cancel or reprioritise every job listed, not
+    /// only their own (what `cancel`'s filters match).
+    #[serde(rename = "callerIsAdmin", default)]
+    pub caller_is_admin: bool,
 }
 
 /// What `shareq status` shows.

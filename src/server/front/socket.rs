@@ -829,7 +829,7 @@ impl serde::Serialize for JobsRows<'_> {
             .iter()
             .map(|j| &**j)
             .filter(|j| l.live(j));
-        let mut m = s.serialize_struct("JobsAnswer", 6)?;
+        let mut m = s.serialize_struct("JobsAnswer", 7)?;
         m.serialize_field(
             "queue",
             &Rows::new(queue.into_iter().map(|j| v.view(l.snap.queued_row(j)))),
@@ -842,6 +842,7 @@ impl serde::Serialize for JobsRows<'_> {
             &Rows::new(l.finished.iter().map(|j| Seen(v, j))),
         )?;
         m.serialize_field("preemptions", &*l.snap.preemptions)?;
+        m.serialize_field("callerIsAdmin", &v.admin)?;
         m.end()
     }
 }

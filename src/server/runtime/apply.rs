@@ -305,6 +305,9 @@ impl Runtime {
                 // it, off this task (the console shows it with the config's status).
                 let before = self.sched.clone();
                 self.sched.apply_config(&loaded.config, &capacity, now);
+                self.fake_devices = super::devices_of(&capacity, &loaded, true)
+                    .into_iter()
+                    .collect();
                 self.config.effects = None;
                 self::forecasts::config_effects(
                     before,

@@ -148,7 +148,19 @@ impl Carry {
         if i32::try_from(pid).is_err() {
             return;
         }
-        tracing::info!(job = %job, attempt, pid, "adopted a running attempt");
+        let j = sched.job(job);
+        let node = j.and_then(|j| j.node()).map(|n| sched.node_name(n));
+        // A Slurm attempt's supervisor runs on its node: no pid here to name.
+        if pid > 0 {
+            tracing::info!(job = %job, attempt, pid, "adopted a running attempt");
+        } else {
+            tracing::info!(
+                job = %job,
+                attempt,
+                node = node.unwrap_or("?"),
+                "adopted a running attempt (its supervisor runs on its node)"
+            );
+        }
         self.running.insert(
             job,
             Attempt {
@@ -158,8 +170,6 @@ impl Carry {
                 notice: sched.share_notice(job),
             },
         );
-        let j = sched.job(job);
-        let node = j.and_then(|j| j.node()).map(|n| sched.node_name(n));
         self.backend.adopt(job, attempt, pid, node);
         self.watch(timers);
         let Some(j) = j else { return };

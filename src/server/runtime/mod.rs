@@ -177,6 +177,7 @@ impl RuntimeHandle {
         };
         let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::empty()));
         start_gpu_watch(&opts.state, &capacity, &initial, &tx);
+        let fake_devices = devices_of(&capacity, &initial, true).into_iter().collect();
         let owner = durable
             .as_ref()
             .map_or_else(Carry::memory_owner, |d| d.owner.clone());
@@ -229,6 +230,7 @@ impl RuntimeHandle {
             tokens: Default::default(),
             halted: None,
             lost_devices: Default::default(),
+            fake_devices,
             config_refusals: None,
             refused_config: None,
             forecasts: self::forecasts::Forecasts::new(None),
@@ -445,6 +447,9 @@ struct Runtime {
     /// config says.
     /// GPUs lost while running, with when (ms): never handed out again until restart.
     lost_devices: std::collections::BTreeMap<(String, u32), i64>,
+    /// The config's fake GPUs, (unit, index): marked so in the picture (no telemetry to
+    /// show: the console says what they are rather than `n/a`).
+    fake_devices: std::collections::HashSet<(String, u32)>,
     /// Where a directory an explicit reload refused is told to the config watcher.
     config_refusals: Option<crate::config::Refusals>,
     /// The content hash of the directory an explicit reload refused, while that refusal
@@ -1117,6 +1122,13 @@ impl Runtime {
             .picture
             .publish(&self.sched, now, self.config.clone(), &self.samples);
         snap.access = self.access.clone();
+        if !self.fake_devices.is_empty() {
+            for u in &mut snap.units {
+                for d in &mut u.devices {
+                    d.fake = self.fake_devices.contains(&(u.name.clone(), d.index));
+                }
+            }
+        }
         // The lost GPUs stay on show, marked, after the usable ones of their unit.
         for ((unit, index), since) in &self.lost_devices {
             if let Some(u) = snap.units.iter_mut().find(|u| u.name == *unit) {

@@ -1,5 +1,7 @@
 //! GPUs: one cell per device with its job in its share's colour, plus utilisation and
-//! memory where NVML reports them (n/a on fake GPUs). Free devices say who holds them.
+//! memory where NVML reports them (`fake GPU` on the config's fake devices, which have
+//! nothing to measure; `n/a` on a real one NVML does not report). Free devices say who
+//! holds them.
 
 use super::shares::{GLYPH_IDLE, GLYPH_OWN};
 use super::{block, row_style, window};
@@ -17,10 +19,11 @@ pub fn wanted_height(app: &App) -> u16 {
     app.len(Pane::Gpus).max(1) as u16 + 2
 }
 
-fn telemetry(util: Option<u32>, used: Option<u64>, total: Option<u64>) -> String {
-    match (util, used, total) {
+fn telemetry(d: &crate::snapshot::DeviceView) -> String {
+    match (d.util, d.mem_used, d.mem_total) {
         (Some(u), Some(m), Some(t)) => format!("{u:>3}% {:>3}/{}G", m / 1024, t / 1024),
         (Some(u), _, _) => format!("{u:>3}%"),
+        _ if d.fake => "fake GPU".into(),
         _ => "n/a".into(),
     }
 }
@@ -99,7 +102,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
                 }
                 (Some(share), name) => {
                     let c = t.share(share);
-                    let tel = telemetry(d.util, d.mem_used, d.mem_total);
+                    let tel = telemetry(d);
                     let name_w =
                         w.saturating_sub(label.len().max(2) + 4 + share_w + 1 + tel.len() + 1);
                     spans.push(Span::styled(format!("{GLYPH_OWN} "), Style::new().fg(c)));

@@ -55,7 +55,16 @@ pub fn render_priority(
     dialog(f, area, " Priority ", lines, theme);
 }
 
-pub fn render_quit(f: &mut Frame, area: Rect, running: usize, attached: bool, theme: &Theme) {
+/// The quit dialog; `stop_hint` (attached consoles): the command that stops the jobs the
+/// person at the keyboard may stop ([`crate::tui::App::stop_hint`]).
+pub fn render_quit(
+    f: &mut Frame,
+    area: Rect,
+    running: usize,
+    attached: bool,
+    stop_hint: &str,
+    theme: &Theme,
+) {
     if attached {
         // Another process runs the scheduler: leaving this console changes nothing there.
         let lines = vec![
@@ -69,7 +78,7 @@ pub fn render_quit(f: &mut Frame, area: Rect, running: usize, attached: bool, th
                 " Quitting leaves it and its jobs running. To stop jobs:",
                 theme.text(),
             ),
-            Line::styled(" shareq cancel --status running --yes", theme.dimmed()),
+            Line::styled(format!(" {stop_hint}"), theme.dimmed()),
             Line::from(vec![
                 Span::styled(" d / q ", theme.text().add_modifier(Modifier::BOLD)),
                 Span::styled("leave", theme.text()),

@@ -108,10 +108,22 @@ pub fn render(
             duration::human(now - j.submitted)
         ),
     ));
-    if let Some(s) = j.started {
-        lines.extend(row(
+    match (j.started, j.finished) {
+        (Some(s), None) => lines.extend(row(
             "started",
             format!("{} (running {})", clock(s, tz), duration::human(now - s)),
+        )),
+        (Some(s), Some(_)) => lines.extend(row("started", clock(s, tz))),
+        (None, _) => {}
+    }
+    if let Some(e) = j.finished {
+        let ran = j
+            .started
+            .map(|s| format!(", ran {}", duration::human(e - s)))
+            .unwrap_or_default();
+        lines.extend(row(
+            "ended",
+            format!("{} ({} ago{ran})", clock(e, tz), duration::human(now - e)),
         ));
     }
     if !j.devices.is_empty() {

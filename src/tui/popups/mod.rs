@@ -1,9 +1,11 @@
 //! Overlays drawn over the panes: help, confirmations and prompts, the submit form, job
-//! details, the log tail, the rejected config's errors and the utilisation history. Each file draws one; `input` handles their keys.
+//! details, the log tail, the rejected config's errors, the utilisation history and the
+//! ended jobs. Each file draws one; `input` handles their keys.
 
 pub mod config_errors;
 pub mod confirm;
 pub mod details;
+pub mod ended;
 pub mod help;
 pub mod history;
 pub mod log;

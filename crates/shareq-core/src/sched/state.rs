@@ -176,11 +176,32 @@ impl FailReason {
             FailReason::ChildrenFailed { .. } => "ARRAY_CHILDREN_FAILED",
         }
     }
+
+    /// The signal that killed the command from outside, by name (`SIGKILL`), when one did.
+    pub fn signal(&self) -> Option<String> {
+        match self {
+            FailReason::Signalled(sig) => Some(signal_name(*sig)),
+            _ => None,
+        }
+    }
+
+    /// The signal's name in a reason as [`FailReason`]'s `Display` wrote it (a stored
+    /// job's `NON_ZERO_EXIT: killed by SIGKILL (not by shareq)`), when it names one.
+    pub fn signal_in(shown: &str) -> Option<&str> {
+        shown
+            .strip_prefix(KILLED_BY)?
+            .strip_suffix(NOT_BY_SHAREQ)
+            .filter(|name| !name.is_empty())
+    }
 }
+
+/// How [`FailReason::Signalled`] reads: `NON_ZERO_EXIT: killed by SIGKILL (not by shareq)`.
+const KILLED_BY: &str = "NON_ZERO_EXIT: killed by ";
+const NOT_BY_SHAREQ: &str = " (not by shareq)";
 
 /// `SIGKILL` for 9: the signals a job is commonly killed by, by their Linux numbers;
 /// `signal 42` for the others.
-fn signal_name(sig: i32) -> String {
+pub fn signal_name(sig: i32) -> String {
     let name = match sig {
         1 => "SIGHUP",
         2 => "SIGINT",
@@ -208,11 +229,9 @@ impl std::fmt::Display for FailReason {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         match self {
             FailReason::NonZeroExit(c) => write!(f, "NON_ZERO_EXIT (exit code {c})"),
-            FailReason::Signalled(sig) => write!(
-                f,
-                "NON_ZERO_EXIT: killed by {} (not by shareq)",
-                signal_name(*sig)
-            ),
+            FailReason::Signalled(sig) => {
+                write!(f, "{KILLED_BY}{}{NOT_BY_SHAREQ}", signal_name(*sig))
+            }
             FailReason::Cancelled(by) => write!(f, "CANCELLED: by {by}"),
             FailReason::DependencyFailed { label, .. } => {
                 write!(f, "DEPENDENCY_FAILED: job {label} FAILED")
@@ -708,5 +727,29 @@ impl UnitState {
             .filter(|(_, s)| !s.devices.is_empty() && !s.drained)
             .map(|(n, s)| (s.free.len() as u32, s.order, n))
             .collect();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FailReason;
+
+    /// A kill from outside reads as the signal, keeps NON_ZERO_EXIT's code, and its stored
+    /// text gives the signal back; an exit with the same status names no signal.
+    #[test]
+    fn a_signal_death_reads_and_reads_back_as_its_signal() {
+        let killed = FailReason::Signalled(9);
+        assert_eq!(killed.code(), "NON_ZERO_EXIT");
+        let shown = killed.to_string();
+        assert_eq!(shown, "NON_ZERO_EXIT: killed by SIGKILL (not by shareq)");
+        assert_eq!(killed.signal().as_deref(), Some("SIGKILL"));
+        assert_eq!(FailReason::signal_in(&shown), Some("SIGKILL"));
+        let exited = FailReason::NonZeroExit(137);
+        assert_eq!(exited.signal(), None);
+        assert_eq!(FailReason::signal_in(&exited.to_string()), None);
+        assert_eq!(
+            FailReason::signal_in(&FailReason::Signalled(42).to_string()),
+            Some("signal 42")
+        );
     }
 }
