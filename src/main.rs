@@ -33,13 +33,17 @@ enum Command {
         /// Verify the scenario's `expect:` (exit 1 with a diff when it does not hold).
         #[arg(long)]
         check: bool,
-        /// Print a summary for people instead of the decisions (with --json: the decisions,
-        /// then the summary as one JSON line).
+        /// Add a summary. To a pipe or a file (scripts): the decisions, then the summary as
+        /// one final JSON line (SPEC §6). To a terminal: a summary for people instead of
+        /// the decisions. --json and --text choose one form whatever the output is.
         #[arg(long)]
         summary: bool,
-        /// With --summary: the machine-readable output (SPEC §6), not the human summary.
-        #[arg(long)]
+        /// With --summary: always the machine form (the decisions and a summary line).
+        #[arg(long, conflicts_with = "text")]
         json: bool,
+        /// With --summary: always the summary for people.
+        #[arg(long)]
+        text: bool,
     },
     /// Validate a config directory: print what it would apply (exit 0) or every error
     /// (exit 1).
@@ -287,7 +291,14 @@ fn main() -> ExitCode {
             check,
             summary,
             json,
-        } => shareq::cli::replay(&scenario, check, summary && !json, summary && json),
+            text,
+        } => {
+            use std::io::IsTerminal;
+            // SPEC §6: `--summary` adds a final summary line to the decisions; a person at
+            // a terminal gets the summary in words instead (issue 46), unless --json.
+            let human = summary && (text || (!json && std::io::stdout().is_terminal()));
+            shareq::cli::replay(&scenario, check, human, summary && !human)
+        }
         Command::Check {
             dir,
             watch,

@@ -79,12 +79,13 @@ fn a_failing_check_exits_1_with_a_diff() {
     );
 }
 
-/// `--summary` alone is for people (issue 46 item 6): the totals and a table per share,
-/// no decision lines and no JSON; `--summary --json` is the machine's (above).
+/// `--summary --text` (and `--summary` at a terminal) is for people (issue 46 item 6): the
+/// totals and a table per share, no decision lines and no JSON; to a pipe `--summary` is the
+/// machine's, as SPEC §6 says (below).
 #[test]
-fn summary_alone_is_a_human_summary() {
+fn summary_as_text_is_a_human_summary() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/aws-01-blog-example.yaml");
-    let out = shareq(&["replay", "--summary", p.to_str().expect("utf8")]);
+    let out = shareq(&["replay", "--summary", "--text", p.to_str().expect("utf8")]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains('{'), "no JSON:\n{text}");
@@ -105,12 +106,22 @@ fn summary_alone_is_a_human_summary() {
     assert_eq!(qs2.split_whitespace().nth(3), Some("9s"), "{text}");
 }
 
+/// SPEC §6: to a pipe (here) `--summary` adds a last summary line after the decisions, and
+/// `--json` gives the same at a terminal.
 #[test]
 fn summary_adds_a_last_line() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/aws-01-blog-example.yaml");
+    let out = shareq(&["replay", "--summary", p.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(0));
+    let piped = String::from_utf8_lossy(&out.stdout).to_string();
     let out = shareq(&["replay", "--summary", "--json", p.to_str().expect("utf8")]);
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(piped, stdout, "--summary to a pipe is the machine form");
+    assert!(
+        stdout.lines().count() > 1,
+        "the decisions come first:\n{stdout}"
+    );
     let last: serde_json::Value =
         serde_json::from_str(stdout.lines().last().expect("line")).expect("json");
     assert_eq!(last["event"], "summary");
