@@ -105,6 +105,12 @@ pub trait Backend: Send {
     fn warning(&self) -> Option<String> {
         None
     }
+    /// The attempt a process of this machine belongs to, by the attempt's containment
+    /// (SPEC §14: whose `shareq checkpoint` it is); `None` where attempts are not
+    /// contained here, or the process is in none of them.
+    fn attempt_of_process(&self, _pid: i32) -> Option<(JobId, u32)> {
+        None
+    }
 }
 
 /// What every backend is built from.

@@ -26,6 +26,8 @@ pub struct StoredJob {
     pub deps: Vec<JobId>,
     /// Its place in an array (a parent's counts from its children's rows).
     pub array: Option<crate::sched::ArrayLink>,
+    /// Its latest checkpoint report (SPEC §14).
+    pub checkpoint: Option<crate::sched::Checkpoint>,
 }
 
 /// The attempt a job was running when the scheduler last wrote.
@@ -73,6 +75,7 @@ impl StoredJob {
             holding,
             deps: self.deps.clone(),
             array: self.array,
+            checkpoint: self.checkpoint.clone(),
         }
     }
 }
@@ -103,6 +106,8 @@ pub struct JobRecord {
     pub parent: Option<JobId>,
     pub array_index: Option<u32>,
     pub array: Option<crate::snapshot::ArrayView>,
+    /// Its latest checkpoint report (SPEC §14).
+    pub last_checkpoint: Option<crate::snapshot::CheckpointView>,
 }
 
 /// The one way a stored job becomes a row of the console and the answers (`jobs`,
@@ -146,6 +151,8 @@ impl From<&JobRecord> for JobView {
             depends_on: Vec::new(),
             array: r.array.clone(),
             command: r.command.clone(),
+            last_checkpoint: r.last_checkpoint.clone(),
+            checkpoint_every_seconds: None,
         }
     }
 }

@@ -208,6 +208,13 @@ const MIGRATIONS: &[&str] = &[
     INSERT INTO job_specs (job, spec) SELECT id, spec FROM jobs;
     UPDATE jobs SET spec = json_remove(spec, '$.env', '$.command');
     ",
+    // 11: each job's latest checkpoint report (SPEC §14, `shareq checkpoint`): when, by
+    // which attempt, its note; written by `Store::record_checkpoint`. NULL until one.
+    "
+    ALTER TABLE jobs ADD COLUMN ckpt_at INTEGER;
+    ALTER TABLE jobs ADD COLUMN ckpt_attempt INTEGER;
+    ALTER TABLE jobs ADD COLUMN ckpt_note TEXT;
+    ",
 ];
 
 /// The schema version this code writes.

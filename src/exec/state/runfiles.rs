@@ -37,6 +37,7 @@
 //! count as the database's own only for job ids up to its `legacy_below`.
 
 use crate::exec::containment::session::{self, ProcStat};
+use crate::exec::state::dir::SOCKET_FILE;
 use crate::model::{Command, JobId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -234,6 +235,90 @@ pub struct LaunchSpec {
     /// writes its run files and log (`exec::supervisor::report`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<ReportTo>,
+    /// The attempt's own secret (`SHAREQ_ATTEMPT_TOKEN`): what a `shareq checkpoint`
+    /// from it shows where its cgroup does not say whose it is (SPEC §14). Kept in the
+    /// state directory only ([`write_token`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<AttemptToken>,
+    /// The job's latest checkpoint before this attempt (`SHAREQ_LAST_CHECKPOINT`,
+    /// `SHAREQ_LAST_CHECKPOINT_NOTE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_checkpoint: Option<SavedBefore>,
+}
+
+/// A secret that is never printed: its `Debug` hides it (the launch spec and requests
+/// that carry one are logged at debug level).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AttemptToken(pub String);
+
+impl std::fmt::Debug for AttemptToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AttemptToken(…)")
+    }
+}
+
+/// A job's checkpoint as its next attempt is told of it (SPEC §14).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedBefore {
+    /// When (ms since the epoch).
+    pub at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// `<state>/runs/<job>/<attempt>.token`: the attempt's token, beside its launch spec, in
+/// the scheduler's private state (0600 in a 0700 directory).
+pub fn token_path(state: &Path, job: JobId, attempt: u32) -> PathBuf {
+    job_dir(state, job).join(format!("{attempt}.token"))
+}
+
+/// Keep an attempt's token, with the database it belongs to (`DB TOKEN`). Not synced:
+/// an attempt outlives only a restart of the scheduler, never one of the machine.
+pub fn write_token(
+    state: &Path,
+    job: JobId,
+    attempt: u32,
+    db: &str,
+    token: &AttemptToken,
+) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::create_dir_all(job_dir(state, job))?;
+    let path = token_path(state, job, attempt);
+    let _ = fs::remove_file(&path);
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&path)?;
+    f.write_all(format!("{db} {}\n", token.0).as_bytes())
+}
+
+/// Does `token` match the one kept for this attempt of this database? Compared in time
+/// that does not depend on where they differ; an attempt with none kept matches nothing.
+pub fn token_matches(state: &Path, job: JobId, attempt: u32, db: &str, token: &str) -> bool {
+    let Ok(text) = crate::exec::state::perms::open_nofollow(&token_path(state, job, attempt))
+        .and_then(|mut f| {
+            let mut t = String::new();
+            io::Read::read_to_string(&mut f, &mut t).map(|_| t)
+        })
+    else {
+        return false;
+    };
+    let Some((owner, kept)) = text.trim_end().split_once(' ') else {
+        return false;
+    };
+    owner == db && !kept.is_empty() && same_secret(kept, token)
+}
+
+/// Equal secrets, compared in time that does not depend on where they differ.
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
 }
 
 fn default_log_cap() -> u64 {
@@ -269,6 +354,28 @@ impl LaunchSpec {
         set("SHAREQ_SHARE", self.share.clone());
         set("SHAREQ_ATTEMPT", self.attempt.to_string());
         set("SHAREQ_PREEMPTED_COUNT", self.preempted_count.to_string());
+        // SPEC §14: what `shareq checkpoint` needs to report for this attempt, and the
+        // job's save before it.
+        if let Some(t) = &self.token {
+            set("SHAREQ_ATTEMPT_TOKEN", t.0.clone());
+        }
+        if self.report.is_none() {
+            set(
+                "SHAREQ_SOCKET",
+                self.state.join(SOCKET_FILE).display().to_string(),
+            );
+        }
+        if let Some(saved) = &self.last_checkpoint {
+            let at = chrono::DateTime::from_timestamp_millis(saved.at)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+            if let Some(at) = at {
+                set("SHAREQ_LAST_CHECKPOINT", at);
+                set(
+                    "SHAREQ_LAST_CHECKPOINT_NOTE",
+                    saved.note.clone().unwrap_or_default(),
+                );
+            }
+        }
         env
     }
 
@@ -671,6 +778,8 @@ mod tests {
             unit: String::new(),
             cgroup: Vec::new(),
             report: None,
+            token: None,
+            last_checkpoint: None,
         };
         let e = spec.job_env();
         assert_eq!(e["CUDA_VISIBLE_DEVICES"], "0,2");

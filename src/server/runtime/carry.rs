@@ -6,7 +6,7 @@
 use super::timers::{Timer, Timers};
 use crate::exec::backend::Backend;
 use crate::exec::start::Stop;
-use crate::exec::state::runfiles::Owner;
+use crate::exec::state::runfiles::{self, AttemptToken, Owner, SavedBefore};
 use crate::exec::{LaunchSpec, StateDir};
 use crate::model::{Command, JobId, LogLimits};
 use crate::sched::{Event, Sched};
@@ -303,6 +303,11 @@ impl Carry {
             unit: sched.unit_name(j.unit).to_string(),
             cgroup: Vec::new(),
             report: None,
+            token: self.attempt_token(job, attempt),
+            last_checkpoint: j.checkpoint.as_ref().map(|c| SavedBefore {
+                at: c.at,
+                note: c.note.as_deref().map(str::to_string),
+            }),
         };
         let node = j.node().map(|n| sched.node_name(n).to_string());
         let on = crate::snapshot::devices_text(node.as_deref(), &devices);
@@ -403,6 +408,46 @@ fn stop_grace(sched: &Sched, job: JobId) -> u32 {
 /// gets here, a grace period and 10 s later.
 fn timeout_backstop(secs: u64, sched: &Sched, job: JobId) -> Duration {
     Duration::from_secs(secs.saturating_add(u64::from(stop_grace(sched, job)) + 10))
+}
+
+impl Carry {
+    /// Is the process `pid` (a `shareq checkpoint` on the socket) one of attempt
+    /// `attempt` of `job` (SPEC §14)? By the attempt's cgroup where the backend contains
+    /// attempts and the process is in one (then only that one's may report), else by the
+    /// attempt's token.
+    pub(crate) fn is_of_attempt(
+        &self,
+        pid: Option<i32>,
+        job: JobId,
+        attempt: u32,
+        token: Option<&AttemptToken>,
+    ) -> bool {
+        if let Some(of) = pid.and_then(|p| self.backend.attempt_of_process(p)) {
+            return of == (job, attempt);
+        }
+        token.is_some_and(|t| {
+            runfiles::token_matches(self.state.root(), job, attempt, &self.owner.db, &t.0)
+        })
+    }
+
+    /// A fresh secret for an attempt (SPEC §14: `SHAREQ_ATTEMPT_TOKEN`), kept in the state
+    /// directory for `shareq checkpoint` to be checked against. `None` (a warning) when it
+    /// cannot be made or kept: the attempt then reports only where its cgroup says whose
+    /// it is.
+    fn attempt_token(&self, job: JobId, attempt: u32) -> Option<AttemptToken> {
+        let made = crate::exec::supervisor::report::new_token().and_then(|t| {
+            let token = AttemptToken(t);
+            let root = self.state.root();
+            runfiles::write_token(root, job, attempt, &self.owner.db, &token).map(|()| token)
+        });
+        match made {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::warn!(job = %job, attempt, "cannot keep the attempt's token: {e}");
+                None
+            }
+        }
+    }
 }
 
 /// A job's environment: its spec's, and an array child's index under both names (SPEC

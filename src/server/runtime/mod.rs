@@ -10,6 +10,7 @@
 mod apply;
 pub mod audit;
 pub(crate) mod carry;
+mod checkpoints;
 pub mod events;
 pub(crate) mod forecasts;
 mod free_space;
@@ -704,6 +705,9 @@ impl Runtime {
                     reply: Some(reply), ..
                 }) => drop(reply.send(Err(Refusal::Paused(paused.why.clone())))),
                 Work::Input(Input::Reload { reply: Some(reply) }) => {
+                    drop(reply.send(Err(Refusal::Paused(paused.why.clone()))))
+                }
+                Work::Input(Input::Checkpoint { reply, .. }) => {
                     drop(reply.send(Err(Refusal::Paused(paused.why.clone()))))
                 }
                 Work::Input(Input::Exec(ExecReport(ExecKind::StateLost(why)))) => {

@@ -296,6 +296,7 @@ impl Sched {
             stop_delay: None,
             stop_plan: None,
             last_save: None,
+            checkpoint: None,
             finished_at: None,
             deps: Box::new([]),
             unmet: 0,

@@ -265,6 +265,9 @@ pub struct Job {
     pub stop_plan: Option<StopPlan>,
     /// The current attempt's last checkpoint report (SPEC §14); `None` until it reports.
     pub last_save: Option<Time>,
+    /// The job's latest checkpoint report of any attempt, with its note (SPEC §14): shown,
+    /// and handed to its next attempt. Kept over requeues, unlike `last_save`.
+    pub checkpoint: Option<Box<Checkpoint>>,
     pub finished_at: Option<Time>,
     /// The jobs it waits for, resolved to ids (SPEC §13; an array child's N_TO_N and
     /// SEQUENTIAL partners included).
@@ -273,6 +276,20 @@ pub struct Job {
     pub unmet: u32,
     /// Its place in an array, if it is in one.
     pub array: Option<ArrayLink>,
+}
+
+/// A checkpoint report (SPEC §14, `shareq checkpoint`): when, by which attempt, and its
+/// note (at most [`Checkpoint::NOTE_MAX`] bytes, checked by whoever takes the report).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub at: Time,
+    pub attempt: u32,
+    pub note: Option<std::sync::Arc<str>>,
+}
+
+impl Checkpoint {
+    /// The longest note a report may carry, in bytes.
+    pub const NOTE_MAX: usize = 200;
 }
 
 impl Job {

@@ -162,6 +162,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         fail_reason: None,
         deps: Vec::new(),
         array: None,
+        checkpoint: None,
         holding: Some(RestoredHolding {
             node: None,
             devices: vec![0],
@@ -184,6 +185,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
             fail_reason: None,
             deps: Vec::new(),
             array: None,
+            checkpoint: None,
             holding: None,
         };
         s.restore_job(r, 100).unwrap();
@@ -201,6 +203,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         fail_reason: None,
         deps: Vec::new(),
         array: None,
+        checkpoint: None,
         holding: Some(RestoredHolding {
             node: None,
             devices: vec![0],
