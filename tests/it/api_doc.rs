@@ -151,6 +151,12 @@ fn every_request() -> Vec<Request> {
             until: 2,
             users: Some(true),
         },
+        Request::Checkpoint {
+            job: JobId(1),
+            attempt: 1,
+            token: Some(shareq::exec::state::runfiles::AttemptToken("ab".into())),
+            note: Some("step7".into()),
+        },
     ]
 }
 
@@ -189,6 +195,12 @@ fn every_request_is_listed(r: Request) {
             since: _,
             until: _,
             users: _,
+        }
+        | Request::Checkpoint {
+            job: _,
+            attempt: _,
+            token: _,
+            note: _,
         } => {}
     }
 }
@@ -288,6 +300,7 @@ fn every_type_and_its_fields_are_documented() {
         ("Submitter", fields::<model::Submitter>()),
         ("JobsAnswer", fields::<server::JobsAnswer>()),
         ("JobView", fields::<snapshot::JobView>()),
+        ("CheckpointView", fields::<snapshot::CheckpointView>()),
         ("PreemptionRecord", fields::<snapshot::PreemptionRecord>()),
         ("CancelOutcome", fields::<server::CancelOutcome>()),
         ("LogChunk", fields::<server::front::protocol::LogChunk>()),

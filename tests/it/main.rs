@@ -8,6 +8,7 @@ mod common;
 mod fixtures;
 
 mod api_doc;
+mod checkpoint_live;
 mod cli_docs;
 mod config_apply;
 mod config_check_watch;
