@@ -972,6 +972,50 @@ mod tests {
     use crate::model::Strategy;
     use crate::sched::ShareUnitStats;
 
+    /// SPEC §14: a running job's saves as `jobs` and the console show them.
+    #[test]
+    fn saves_read_as_an_age_and_a_late_one_is_marked() {
+        use super::{CheckpointView, JobView, saves_text};
+        let mut v: JobView = serde_json::from_value(serde_json::json!({
+            "id": 1, "name": "j", "share": "a", "unit": "gpu", "quantity": 1,
+            "priority": 0, "state": "RUNNING", "submitted": 0, "started": 1_000,
+            "finished": null, "devices": [0], "on_borrowed": false, "reason": "",
+            "stopping": null, "attempts": 2, "preempted_count": 1, "nominated": false,
+        }))
+        .unwrap();
+        let min = 60_000;
+        assert_eq!(saves_text(&v, 5 * min), None, "no reports, no period");
+        // A save of the attempt before is not this attempt's.
+        v.last_checkpoint = Some(CheckpointView {
+            at: 500,
+            attempt: 1,
+            note: None,
+        });
+        assert_eq!(saves_text(&v, 5 * min), None);
+        v.last_checkpoint = Some(CheckpointView {
+            at: 1_000 + min,
+            attempt: 2,
+            note: Some("x".into()),
+        });
+        let s = saves_text(&v, 1_000 + 5 * min).unwrap();
+        assert_eq!((s.text.as_str(), s.overdue), ("saved 4m ago", false));
+        v.checkpoint_every_seconds = Some(60);
+        let s = saves_text(&v, 1_000 + 5 * min).unwrap();
+        assert_eq!(
+            (s.text.as_str(), s.overdue),
+            ("saved 4m ago, expected every 1m", true)
+        );
+        v.last_checkpoint = None;
+        let s = saves_text(&v, 1_000 + 3 * min).unwrap();
+        assert_eq!(
+            (s.text.as_str(), s.overdue),
+            ("no save in 3m, expected every 1m", true)
+        );
+        assert_eq!(saves_text(&v, 1_000 + min), None, "not late yet");
+        v.state = crate::model::JobState::Runnable;
+        assert_eq!(saves_text(&v, 1_000 + 3 * min), None, "not running");
+    }
+
     /// A share's row on the wire (`ShareView` in docs/API.md) is the core's record: its
     /// names, their order and the fields left out when unset stay as they were.
     #[test]
