@@ -47,6 +47,13 @@ pub enum Report {
     },
     /// What held a device a `DeviceHeld` named has ended: the device may be handed out.
     DeviceFree { unit: String, device: u32 },
+    /// The attempt reported a checkpoint through its supervisor, which checked its token
+    /// (SPEC §14: `shareq checkpoint` on a Slurm node).
+    Checkpoint {
+        job: JobId,
+        attempt: u32,
+        note: Option<String>,
+    },
 }
 
 /// Where a backend sends its reports (the runtime's input channel). `send` is false once

@@ -18,13 +18,6 @@ impl Runtime {
         now: i64,
     ) -> Result<CheckpointView, Refusal> {
         let refused = |c| Err(Refusal::Checkpoint(c));
-        let bytes = r.note.as_ref().map_or(0, String::len);
-        if bytes > Checkpoint::NOTE_MAX {
-            return refused(CheckpointRefusal::NoteTooLong {
-                bytes,
-                most: Checkpoint::NOTE_MAX,
-            });
-        }
         let Some(j) = self.sched.job(r.job) else {
             return refused(CheckpointRefusal::NoJob(r.job));
         };
@@ -43,12 +36,6 @@ impl Runtime {
                 owner,
             });
         }
-        if !j.is_holding() || j.attempts_started != r.attempt {
-            return refused(CheckpointRefusal::NotRunning {
-                job: r.job,
-                attempt: r.attempt,
-            });
-        }
         if !self
             .exec
             .is_of_attempt(r.pid, r.job, r.attempt, r.token.as_ref())
@@ -65,21 +52,48 @@ impl Runtime {
                 why,
             });
         }
+        self.take_checkpoint(r.job, r.attempt, r.note, now)
+    }
+
+    /// A report of a caller known to be of the attempt (checked here, or by the
+    /// attempt's supervisor on a node): the attempt must hold the job's GPUs now; stored,
+    /// then given to the core.
+    pub(super) fn take_checkpoint(
+        &mut self,
+        job: crate::model::JobId,
+        attempt: u32,
+        note: Option<String>,
+        now: i64,
+    ) -> Result<CheckpointView, Refusal> {
+        let refused = |c| Err(Refusal::Checkpoint(c));
+        let bytes = note.as_ref().map_or(0, String::len);
+        if bytes > Checkpoint::NOTE_MAX {
+            return refused(CheckpointRefusal::NoteTooLong {
+                bytes,
+                most: Checkpoint::NOTE_MAX,
+            });
+        }
+        let Some(j) = self.sched.job(job) else {
+            return refused(CheckpointRefusal::NoJob(job));
+        };
+        if !j.is_holding() || j.attempts_started != attempt {
+            return refused(CheckpointRefusal::NotRunning { job, attempt });
+        }
         // Never before the attempt's last save (the core keeps the later one).
         let at = j.last_save_or_start().map_or(now, |t| now.max(t));
         if let Some(p) = &mut self.persist {
-            let note = r.note.as_deref();
-            super::off_the_async_workers(|| p.store.record_checkpoint(r.job, r.attempt, at, note))
+            let note = note.as_deref();
+            super::off_the_async_workers(|| p.store.record_checkpoint(job, attempt, at, note))
                 .map_err(|e| Refusal::Checkpoint(CheckpointRefusal::NotStored(e.to_string())))?;
         }
-        let note = r.note.map(std::sync::Arc::<str>::from);
-        self.sched.report_checkpoint(r.job, r.attempt, at, note);
-        self.picture.touch(r.job);
-        tracing::info!(job = %r.job, attempt = r.attempt, "checkpoint reported");
-        let stored = self.sched.job(r.job).and_then(|j| j.checkpoint.as_deref());
+        let note = note.map(std::sync::Arc::<str>::from);
+        self.sched.report_checkpoint(job, attempt, at, note);
+        self.picture.touch(job);
+        tracing::info!(job = %job, attempt, "checkpoint reported");
+        let stored = self.sched.job(job).and_then(|j| j.checkpoint.as_deref());
         Ok(stored.map(CheckpointView::from).unwrap_or(CheckpointView {
             at,
-            attempt: r.attempt,
+            attempt,
             note: None,
         }))
     }

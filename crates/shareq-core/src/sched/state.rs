@@ -289,7 +289,7 @@ pub struct Checkpoint {
 
 impl Checkpoint {
     /// The longest note a report may carry, in bytes.
-    pub const NOTE_MAX: usize = 200;
+    pub const NOTE_MAX: usize = crate::model::CHECKPOINT_NOTE_MAX;
 }
 
 impl Job {
