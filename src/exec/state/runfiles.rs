@@ -312,8 +312,9 @@ pub fn token_matches(state: &Path, job: JobId, attempt: u32, db: &str, token: &s
     owner == db && !kept.is_empty() && same_secret(kept, token)
 }
 
-/// Equal secrets, compared in time that does not depend on where they differ.
-fn same_secret(a: &str, b: &str) -> bool {
+/// Equal secrets, compared in time that does not depend on where they differ (the
+/// attempt tokens here, the report channel's tokens).
+pub fn same_secret(a: &str, b: &str) -> bool {
     a.len() == b.len()
         && a.bytes()
             .zip(b.bytes())
@@ -788,6 +789,62 @@ mod tests {
         assert_eq!(e["SHAREQ_ATTEMPT"], "2");
         assert_eq!(e["SHAREQ_PREEMPTED_COUNT"], "1");
         assert_eq!(e["MINE"], "x");
+    }
+
+    /// SPEC §14: what `shareq checkpoint` needs, and the job's save before this attempt.
+    #[test]
+    fn an_attempt_is_told_its_token_its_socket_and_the_last_save() {
+        let mut spec: LaunchSpec = serde_json::from_value(serde_json::json!({
+            "job": 12, "attempt": 2, "name": "t", "share": "q", "preempted_count": 1,
+            "devices": [0], "command": "true", "env": {"SHAREQ_SOCKET": "mine"},
+            "working_directory": null, "log": "l", "state": "/var/lib/shareq", "db": "d",
+            "grace_seconds": 1,
+        }))
+        .unwrap();
+        let e = spec.job_env();
+        assert_eq!(e["SHAREQ_SOCKET"], "/var/lib/shareq/shareq.sock");
+        assert!(!e.contains_key("SHAREQ_ATTEMPT_TOKEN"));
+        assert!(!e.contains_key("SHAREQ_LAST_CHECKPOINT"));
+        spec.token = Some(AttemptToken("ab12".into()));
+        spec.last_checkpoint = Some(SavedBefore {
+            at: 1_796_083_200_500,
+            note: Some("step7".into()),
+        });
+        let e = spec.job_env();
+        assert_eq!(e["SHAREQ_ATTEMPT_TOKEN"], "ab12");
+        assert_eq!(e["SHAREQ_LAST_CHECKPOINT"], "2026-12-01T00:00:00.500Z");
+        assert_eq!(e["SHAREQ_LAST_CHECKPOINT_NOTE"], "step7");
+        assert_eq!(format!("{:?}", spec.token), "Some(AttemptToken(…))");
+        // On a node the supervisor names its own socket: the scheduler's is not there.
+        spec.report = Some(ReportTo {
+            host: "h".into(),
+            port: 1,
+            token: "t".into(),
+        });
+        assert_eq!(spec.job_env()["SHAREQ_SOCKET"], "mine");
+    }
+
+    #[test]
+    fn a_token_is_kept_per_attempt_and_database_and_compared_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, job) = (dir.path(), JobId(4));
+        let t = AttemptToken("c0ffee".into());
+        write_token(root, job, 1, "db1", &t).unwrap();
+        assert!(token_matches(root, job, 1, "db1", "c0ffee"));
+        assert!(!token_matches(root, job, 1, "db1", "c0ffe"));
+        assert!(!token_matches(root, job, 1, "db1", ""));
+        assert!(
+            !token_matches(root, job, 1, "db2", "c0ffee"),
+            "another database's"
+        );
+        assert!(
+            !token_matches(root, job, 2, "db1", "c0ffee"),
+            "another attempt's"
+        );
+        // A new attempt's token replaces nothing of the first's.
+        write_token(root, job, 2, "db1", &AttemptToken("beef".into())).unwrap();
+        assert!(token_matches(root, job, 1, "db1", "c0ffee"));
+        assert!(token_matches(root, job, 2, "db1", "beef"));
     }
 
     #[test]
