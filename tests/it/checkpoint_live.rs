@@ -49,6 +49,14 @@ fn report_from_outside(s: &Server, env: &[(&str, String)], note: &str) -> Output
     cmd.output().unwrap()
 }
 
+/// The token the attempt got (as root reads the scheduler's key and database identity).
+fn attempt_token(state: &std::path::Path, job: u64, attempt: u32) -> String {
+    let key = shareq::exec::state::runfiles::AttemptKey::of(state).unwrap();
+    let store = shareq::store::Store::open_read_only(state).unwrap();
+    let db = store.identity().unwrap().db;
+    key.token(&db, shareq::model::JobId(job), attempt).0
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -116,8 +124,7 @@ fn a_saved_job_is_requeued_with_its_note_which_its_next_attempt_gets_and_a_resta
         )),
         "{why}"
     );
-    let token = std::fs::read_to_string(s.state.join(format!("runs/{id}/1.token"))).unwrap();
-    let token = token.split_whitespace().nth(1).unwrap().to_string();
+    let token = attempt_token(&s.state, id, 1);
     env[2].1 = token.clone();
     env[0].1 = (id + 1).to_string();
     let other = report_from_outside(&s, &env, "forged");
@@ -208,8 +215,7 @@ fn another_user_cannot_report_for_a_job_even_with_its_token() {
     lab.wait_state(id, &["RUNNING"]);
     wait_for(20, "alice's job saves", || lab.log(id).contains("saved"));
     assert_eq!(lab.job(id)["lastCheckpoint"]["note"], "mine");
-    let token = std::fs::read_to_string(lab.state().join(format!("runs/{id}/1.token"))).unwrap();
-    let token = token.split_whitespace().nth(1).unwrap().to_string();
+    let token = attempt_token(lab.state(), id, 1);
     let forged = Command::new("runuser")
         .args(["-u", &bob, "--", "env"])
         .arg(format!("SHAREQ_JOB_ID={id}"))

@@ -267,49 +267,82 @@ pub struct SavedBefore {
     pub note: Option<String>,
 }
 
-/// `<state>/runs/<job>/<attempt>.token`: the attempt's token, beside its launch spec, in
-/// the scheduler's private state (0600 in a 0700 directory).
-pub fn token_path(state: &Path, job: JobId, attempt: u32) -> PathBuf {
-    job_dir(state, job).join(format!("{attempt}.token"))
+/// `<state>/attempt.key`: the scheduler's secret that attempt tokens are made from, in its
+/// private state (0600). One file for every attempt: a token is the key's HMAC of the
+/// database and the attempt, so nothing is written per attempt and a restarted scheduler
+/// checks the tokens of the attempts it adopts.
+pub fn attempt_key_path(state: &Path) -> PathBuf {
+    state.join("attempt.key")
 }
 
-/// Keep an attempt's token, with the database it belongs to (`DB TOKEN`). Not synced:
-/// an attempt outlives only a restart of the scheduler, never one of the machine.
-pub fn write_token(
-    state: &Path,
-    job: JobId,
-    attempt: u32,
-    db: &str,
-    token: &AttemptToken,
-) -> io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    fs::create_dir_all(job_dir(state, job))?;
-    let path = token_path(state, job, attempt);
-    let _ = fs::remove_file(&path);
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(&path)?;
-    f.write_all(format!("{db} {}\n", token.0).as_bytes())
+/// The secret of [`attempt_key_path`] (its `Debug` hides it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct AttemptKey([u8; 32]);
+
+impl std::fmt::Debug for AttemptKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AttemptKey(…)")
+    }
 }
 
-/// Does `token` match the one kept for this attempt of this database? Compared in time
-/// that does not depend on where they differ; an attempt with none kept matches nothing.
-pub fn token_matches(state: &Path, job: JobId, attempt: u32, db: &str, token: &str) -> bool {
-    let Ok(text) = crate::exec::state::perms::open_nofollow(&token_path(state, job, attempt))
-        .and_then(|mut f| {
+impl AttemptKey {
+    /// The key of the state directory, made (32 bytes from the kernel's random source)
+    /// the first time, or again when the file does not hold one.
+    pub fn of(state: &Path) -> io::Result<AttemptKey> {
+        let path = attempt_key_path(state);
+        let kept = crate::exec::state::perms::open_nofollow(&path).and_then(|mut f| {
             let mut t = String::new();
             io::Read::read_to_string(&mut f, &mut t).map(|_| t)
-        })
-    else {
-        return false;
-    };
-    let Some((owner, kept)) = text.trim_end().split_once(' ') else {
-        return false;
-    };
-    owner == db && !kept.is_empty() && same_secret(kept, token)
+        });
+        if let Ok(text) = kept
+            && let Some(key) = from_hex(text.trim())
+        {
+            return Ok(AttemptKey(key));
+        }
+        let mut key = [0u8; 32];
+        io::Read::read_exact(&mut fs::File::open("/dev/urandom")?, &mut key)?;
+        write_atomic(&path, hex(&key).as_bytes())?;
+        Ok(AttemptKey(key))
+    }
+
+    /// The token of attempt `attempt` of `job` of database `db`: HMAC-SHA256, hex.
+    pub fn token(&self, db: &str, job: JobId, attempt: u32) -> AttemptToken {
+        use sha2::{Digest, Sha256};
+        let pad = |b: u8| {
+            self.0
+                .iter()
+                .map(|k| k ^ b)
+                .chain([b; 32])
+                .collect::<Vec<u8>>()
+        };
+        let mut inner = Sha256::new();
+        inner.update(pad(0x36));
+        inner.update(format!("{db}:{job}:{attempt}").as_bytes());
+        let mut outer = Sha256::new();
+        outer.update(pad(0x5c));
+        outer.update(inner.finalize());
+        AttemptToken(hex(&outer.finalize()))
+    }
+
+    /// Is `token` the one of this attempt?
+    pub fn matches(&self, db: &str, job: JobId, attempt: u32, token: &str) -> bool {
+        same_secret(&self.token(db, job, attempt).0, token)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn from_hex(text: &str) -> Option<[u8; 32]> {
+    let mut out = [0u8; 32];
+    if text.len() != 64 || !text.is_ascii() {
+        return None;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
 }
 
 /// Equal secrets, compared in time that does not depend on where they differ (the
@@ -825,26 +858,47 @@ mod tests {
     }
 
     #[test]
-    fn a_token_is_kept_per_attempt_and_database_and_compared_whole() {
+    fn tokens_are_made_per_attempt_and_database_from_the_kept_key() {
         let dir = tempfile::tempdir().unwrap();
-        let (root, job) = (dir.path(), JobId(4));
-        let t = AttemptToken("c0ffee".into());
-        write_token(root, job, 1, "db1", &t).unwrap();
-        assert!(token_matches(root, job, 1, "db1", "c0ffee"));
-        assert!(!token_matches(root, job, 1, "db1", "c0ffe"));
-        assert!(!token_matches(root, job, 1, "db1", ""));
-        assert!(
-            !token_matches(root, job, 1, "db2", "c0ffee"),
-            "another database's"
+        let key = AttemptKey::of(dir.path()).unwrap();
+        assert_eq!(AttemptKey::of(dir.path()).unwrap(), key, "kept");
+        let t = key.token("db1", JobId(4), 1);
+        assert_eq!(t.0.len(), 64);
+        assert!(key.matches("db1", JobId(4), 1, &t.0));
+        assert!(!key.matches("db1", JobId(4), 1, &t.0[..63]));
+        assert!(!key.matches("db1", JobId(4), 1, ""));
+        assert!(!key.matches("db2", JobId(4), 1, &t.0), "another database's");
+        assert!(!key.matches("db1", JobId(4), 2, &t.0), "another attempt's");
+        assert!(!key.matches("db1", JobId(41), 1, &t.0), "another job's");
+        // HMAC-SHA256 as RFC 4231 computes it (its test case 2, key padded to 32 bytes
+        // with zeros: the same HMAC, as keys are zero-padded to the block).
+        let mut k = [0u8; 32];
+        k[..4].copy_from_slice(b"Jefe");
+        let rfc = AttemptKey(k);
+        use sha2::{Digest, Sha256};
+        let pad = |b: u8| {
+            rfc.0
+                .iter()
+                .map(|x| x ^ b)
+                .chain([b; 32])
+                .collect::<Vec<u8>>()
+        };
+        let msg = b"what do ya want for nothing?";
+        let inner = Sha256::new()
+            .chain_update(pad(0x36))
+            .chain_update(msg)
+            .finalize();
+        let mac = Sha256::new()
+            .chain_update(pad(0x5c))
+            .chain_update(inner)
+            .finalize();
+        assert_eq!(
+            hex(&mac),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
-        assert!(
-            !token_matches(root, job, 2, "db1", "c0ffee"),
-            "another attempt's"
-        );
-        // A new attempt's token replaces nothing of the first's.
-        write_token(root, job, 2, "db1", &AttemptToken("beef".into())).unwrap();
-        assert!(token_matches(root, job, 1, "db1", "c0ffee"));
-        assert!(token_matches(root, job, 2, "db1", "beef"));
+        // A file that holds no key is replaced.
+        std::fs::write(attempt_key_path(dir.path()), "junk").unwrap();
+        assert_ne!(AttemptKey::of(dir.path()).unwrap(), key);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use super::timers::{Timer, Timers};
 use crate::exec::backend::Backend;
 use crate::exec::start::Stop;
-use crate::exec::state::runfiles::{self, AttemptToken, Owner, SavedBefore};
+use crate::exec::state::runfiles::{AttemptKey, AttemptToken, Owner, SavedBefore};
 use crate::exec::{LaunchSpec, StateDir};
 use crate::model::{Command, JobId, LogLimits};
 use crate::sched::{Event, Sched};
@@ -45,6 +45,8 @@ pub(crate) struct Carry {
     pub(crate) pids_per_job: u64,
     /// The users' log bytes, for each start's share of its user's budget.
     pub(crate) log_budget: super::log_budget::LogBudget,
+    /// The key attempt tokens are made from (SPEC §14), once read.
+    attempt_key: Option<AttemptKey>,
 }
 
 impl Carry {
@@ -60,6 +62,7 @@ impl Carry {
             owner,
             log_limits: LogLimits::default(),
             pids_per_job: crate::model::UserLimits::default().pids_per_job,
+            attempt_key: None,
         }
     }
 
@@ -416,7 +419,7 @@ impl Carry {
     /// attempts and the process is in one (then only that one's may report), else by the
     /// attempt's token.
     pub(crate) fn is_of_attempt(
-        &self,
+        &mut self,
         pid: Option<i32>,
         job: JobId,
         attempt: u32,
@@ -425,28 +428,30 @@ impl Carry {
         if let Some(of) = pid.and_then(|p| self.backend.attempt_of_process(p)) {
             return of == (job, attempt);
         }
-        token.is_some_and(|t| {
-            runfiles::token_matches(self.state.root(), job, attempt, &self.owner.db, &t.0)
-        })
+        let db = self.owner.db.clone();
+        match (token, self.attempt_key()) {
+            (Some(t), Some(key)) => key.matches(&db, job, attempt, &t.0),
+            _ => false,
+        }
     }
 
-    /// A fresh secret for an attempt (SPEC §14: `SHAREQ_ATTEMPT_TOKEN`), kept in the state
-    /// directory for `shareq checkpoint` to be checked against. `None` (a warning) when it
-    /// cannot be made or kept: the attempt then reports only where its cgroup says whose
-    /// it is.
-    fn attempt_token(&self, job: JobId, attempt: u32) -> Option<AttemptToken> {
-        let made = crate::exec::supervisor::report::new_token().and_then(|t| {
-            let token = AttemptToken(t);
-            let root = self.state.root();
-            runfiles::write_token(root, job, attempt, &self.owner.db, &token).map(|()| token)
-        });
-        match made {
-            Ok(t) => Some(t),
-            Err(e) => {
-                tracing::warn!(job = %job, attempt, "cannot keep the attempt's token: {e}");
-                None
+    /// The state directory's attempt key, read (or made) once; `None` (a warning) when
+    /// it cannot be: attempts then report only where their cgroup says whose they are.
+    fn attempt_key(&mut self) -> Option<&AttemptKey> {
+        if self.attempt_key.is_none() {
+            match AttemptKey::of(self.state.root()) {
+                Ok(k) => self.attempt_key = Some(k),
+                Err(e) => tracing::warn!("cannot keep the key of attempt tokens: {e}"),
             }
         }
+        self.attempt_key.as_ref()
+    }
+
+    /// The attempt's token (SPEC §14: `SHAREQ_ATTEMPT_TOKEN`), made from the state
+    /// directory's key: nothing is written per attempt.
+    fn attempt_token(&mut self, job: JobId, attempt: u32) -> Option<AttemptToken> {
+        let db = self.owner.db.clone();
+        self.attempt_key().map(|k| k.token(&db, job, attempt))
     }
 }
 

@@ -224,13 +224,13 @@ fn a_live_report_keeps_its_note_and_comes_back_with_a_restore() {
         (cp.at, cp.attempt, cp.note.as_deref()),
         (5, 1, Some("step8"))
     );
-    // Ended: the job's checkpoint stays (shown with it).
+    // A report while a stop is under way is taken; ended, the job's checkpoint stays.
     s.cancel(b, "t", 6);
+    assert!(s.report_checkpoint(b, 1, 6, Some("late".into())));
     s.gpus_released(b, 7);
-    assert_eq!(
-        s.job(b).and_then(|j| j.checkpoint.as_ref()).map(|c| c.at),
-        Some(5)
-    );
+    let kept = s.job(b).and_then(|j| j.checkpoint.clone()).unwrap();
+    assert_eq!((kept.at, kept.note.as_deref()), (6, Some("late")));
+    assert!(!s.report_checkpoint(b, 1, 8, None), "its GPUs are released");
     let q = s.submit(JobSpec::new("q", "bor", 1, 0), 8).unwrap();
     assert!(
         !s.report_checkpoint(q, 0, 9, None),
