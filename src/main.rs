@@ -73,6 +73,8 @@ enum Command {
     Cancel(shareq::cli::CancelArgs),
     /// Change a job's priority.
     Priority(shareq::cli::PriorityArgs),
+    /// Inside a job: tell the scheduler this attempt has saved its work (SPEC §14).
+    Checkpoint(shareq::cli::CheckpointArgs),
     /// List queued and running jobs, with why each waits.
     Jobs(shareq::cli::JobsArgs),
     /// Shares, capacity, lending and the config state.
@@ -243,6 +245,7 @@ fn state_slot(command: &mut Command) -> Option<&mut Option<PathBuf>> {
         | Command::SlurmConf { .. }
         | Command::Supervise { .. }
         | Command::Completions { .. }
+        | Command::Checkpoint(_)
         | Command::Man { .. } => return None,
     })
 }
@@ -315,6 +318,7 @@ fn main() -> ExitCode {
         Command::Submit(a) => shareq::cli::submit(&a),
         Command::Cancel(a) => shareq::cli::cancel(&a),
         Command::Priority(a) => shareq::cli::priority(&a),
+        Command::Checkpoint(a) => shareq::cli::checkpoint(&a),
         Command::Jobs(a) => shareq::cli::jobs(&a),
         Command::Status(a) => shareq::cli::status(&a),
         Command::Log(a) => shareq::cli::log(&a),

@@ -113,21 +113,10 @@ pub fn parse_time(text: &str, now: i64) -> Result<i64, NotATime> {
     if t == "now" {
         return Ok(now);
     }
-    if let Some(unit) = t.chars().last().filter(|c| c.is_ascii_alphabetic())
-        && let Ok(n) = t[..t.len() - 1].parse::<i64>()
-    {
-        let per = match unit {
-            's' => 1_000,
-            'm' => 60_000,
-            'h' => 3_600_000,
-            'd' => 86_400_000,
-            'w' => 7 * 86_400_000,
-            _ => return Err(bad()),
-        };
-        if n < 0 {
-            return Err(bad());
-        }
-        return Ok(now.saturating_sub(n.saturating_mul(per)));
+    // A span back from now: the CLI's one duration reader (`crate::duration`).
+    if let Some(secs) = crate::duration::parse_span(t) {
+        let ms = i64::try_from(secs).unwrap_or(i64::MAX).saturating_mul(1000);
+        return Ok(now.saturating_sub(ms));
     }
     if let Ok(secs) = t.parse::<i64>() {
         return Ok(secs.saturating_mul(1000));

@@ -374,6 +374,40 @@ fn a_preemption_with_a_notice_reaches_the_job_before_sigterm(s: &Server, config:
     eprintln!("notice on Slurm ({how}): SIGTERM {lead:.3} s after SIGUSR1 (3 s asked)");
 }
 
+/// SPEC §14 on a node: `shareq checkpoint` reaches the job's supervisor (its
+/// `SHAREQ_SOCKET`), which checks the attempt's token and carries the report on the
+/// report channel; a wrong token is refused there.
+fn a_job_on_a_node_reports_its_checkpoint_through_its_supervisor(c: &Cluster, s: &Server) {
+    let bin = common::BIN;
+    let script = format!(
+        "{bin} checkpoint --note node-step && echo saved; \
+         SHAREQ_ATTEMPT_TOKEN=00 {bin} checkpoint --note forged; echo forged-rc=$?; \
+         echo socket=$SHAREQ_SOCKET; exec sleep 600"
+    );
+    let id = s.submit(&["--share", "qs3", "--gpus", "1"], &["sh", "-c", &script]);
+    s.wait_state(id, "RUNNING", 30);
+    wait_for(20, "the job's reports", || {
+        s.log(id, 1).contains("forged-rc=")
+    });
+    let log = s.log(id, 1);
+    assert!(
+        log.contains("saved") && log.contains("forged-rc=3"),
+        "{log}"
+    );
+    assert!(
+        !log.contains(&format!("socket={}", s.state.join("shareq.sock").display())),
+        "the job reports to its supervisor, not to the scheduler's socket: {log}"
+    );
+    let j = s.job(id);
+    assert_eq!(j["lastCheckpoint"]["note"], "node-step", "{j}");
+    assert_eq!(j["lastCheckpoint"]["attempt"], 1, "{j}");
+    let out = s.cli(&["cancel", &id.to_string()]);
+    assert!(out.status.success());
+    wait_for(20, "the saving job to end", || {
+        s.state_of(id) != "RUNNING" && c.live(id, 1).is_none()
+    });
+}
+
 fn config(grace: u32) -> String {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-configs/slurm-2nodes");
     let env = std::fs::read_to_string(dir.join("environment.yaml")).unwrap();
@@ -447,6 +481,7 @@ fn the_aws_example_runs_on_slurm_with_every_quota_rule() {
         "killed after {took:?} (grace 2 s)"
     );
 
+    a_job_on_a_node_reports_its_checkpoint_through_its_supervisor(&c, &s);
     a_users_job_is_theirs_in_slurm_and_writes_nothing_in_the_state_directory(&c, &s);
     a_preemption_with_a_notice_reaches_the_job_before_sigterm(&s, &config(2), "batch");
 

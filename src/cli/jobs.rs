@@ -217,6 +217,13 @@ pub fn jobs(args: &JobsArgs) -> Result<(), CliError> {
             None if v.on_borrowed => format!("kept ({} borrows); devices {devices}", v.share),
             None => format!("devices {devices}"),
         };
+        // Its saves (SPEC §14): `saved 4m ago`; marked `!` first when it has not reported
+        // for twice its --checkpoint-every.
+        let detail = match crate::snapshot::saves_text(v, now) {
+            Some(s) if s.overdue => format!("! {}; {detail}", s.text),
+            Some(s) => format!("{detail}; {}", s.text),
+            None => detail,
+        };
         table.row(v, now - v.started.unwrap_or(now), "", &detail);
     }
     for v in &j.queue {

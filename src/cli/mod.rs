@@ -3,6 +3,7 @@
 mod admin;
 mod cancel;
 pub mod check;
+mod checkpoint;
 mod console;
 pub mod error;
 mod events;
@@ -22,6 +23,7 @@ mod when;
 
 pub use admin::{AuditArgs, ReloadArgs, audit, reload};
 pub use cancel::{CancelArgs, cancel};
+pub use checkpoint::{CheckpointArgs, checkpoint};
 pub use console::{ConsoleArgs, DemoArgs, default_config_dir, demo, tui};
 pub use error::{CliError, ExitKind, exit_code, exit_code_of};
 pub use events::{EventsArgs, events};

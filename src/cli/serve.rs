@@ -25,12 +25,13 @@ pub struct ServeArgs {
     /// limit is low: descriptors for job starts are always kept free).
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
-    /// Close a control-socket connection that sends no request for this many seconds.
-    #[arg(long, default_value_t = 60)]
+    /// Close a control-socket connection that sends no request for this long (seconds, or
+    /// 90s, 5m, 1h).
+    #[arg(long, default_value_t = 60, value_parser = crate::duration::parse_seconds)]
     pub idle_timeout: u64,
     /// Take a utilisation sample (per share and unit: GPUs own, borrowed, lent, queue and
-    /// wait) for the console's history view every this many seconds.
-    #[arg(long, default_value_t = 30)]
+    /// wait) for the console's history view this often (seconds, or 30s, 5m).
+    #[arg(long, default_value_t = 30, value_parser = crate::duration::parse_seconds)]
     pub sample_seconds: u64,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (default: the environment's
     /// `metrics.listen`; off when neither says).

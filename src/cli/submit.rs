@@ -32,9 +32,14 @@ pub struct SubmitArgs {
     /// Attempts for non-zero exits, 1..10.
     #[arg(long)]
     pub attempts: Option<u32>,
-    /// Wall-clock limit per attempt, in seconds.
-    #[arg(long)]
+    /// Wall-clock limit per attempt: seconds (90) or 20s, 30m, 2h, 1h30m.
+    #[arg(long, value_parser = crate::duration::parse_seconds)]
     pub timeout: Option<u64>,
+    /// How often the job saves its work and reports it with `shareq checkpoint`
+    /// (`checkpointEverySeconds`, SPEC §14): 90, 20s, 30m, 2h. `jobs` warns when a running
+    /// attempt has not reported for twice that long.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse_seconds)]
+    pub checkpoint_every: Option<u64>,
     /// An environment variable for the job, K=V (repeatable).
     #[arg(long = "env", value_name = "K=V")]
     pub env: Vec<String>,
@@ -132,7 +137,7 @@ impl SubmitArgs {
                 .map(|a| parse_after(a))
                 .collect::<Result<_, _>>()?,
             array_properties: self.array.map(|size| ArrayProperties { size }),
-            checkpoint_every_seconds: None,
+            checkpoint_every_seconds: self.checkpoint_every,
         })
     }
 }

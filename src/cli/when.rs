@@ -20,8 +20,9 @@ pub fn parse_instant(text: &str, now: i64) -> Result<i64, NotATime> {
     if t.eq_ignore_ascii_case("now") {
         return Ok(now);
     }
-    if let Some(ms) = age_ms(t) {
-        return Ok(now - ms);
+    if let Some(secs) = crate::duration::parse_span(t) {
+        let ms = i64::try_from(secs).unwrap_or(i64::MAX).saturating_mul(1000);
+        return Ok(now.saturating_sub(ms));
     }
     if let Ok(d) = chrono::DateTime::parse_from_rfc3339(t) {
         return Ok(d.timestamp_millis());
@@ -56,32 +57,6 @@ pub fn parse_instant(text: &str, now: i64) -> Result<i64, NotATime> {
         }
     }
     Err(err())
-}
-
-/// `1h30m` → ms; `None` unless the whole text is number-unit pairs.
-fn age_ms(t: &str) -> Option<i64> {
-    let mut total: i64 = 0;
-    let mut digits = String::new();
-    let mut any = false;
-    for c in t.chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let n: i64 = digits.parse().ok()?;
-        digits.clear();
-        let unit = match c {
-            's' => 1_000,
-            'm' => 60_000,
-            'h' => 3_600_000,
-            'd' => 86_400_000,
-            'w' => 7 * 86_400_000,
-            _ => return None,
-        };
-        total = total.checked_add(n.checked_mul(unit)?)?;
-        any = true;
-    }
-    (any && digits.is_empty()).then_some(total)
 }
 
 #[cfg(test)]

@@ -47,6 +47,13 @@ pub enum Report {
     },
     /// What held a device a `DeviceHeld` named has ended: the device may be handed out.
     DeviceFree { unit: String, device: u32 },
+    /// The attempt reported a checkpoint through its supervisor, which checked its token
+    /// (SPEC §14: `shareq checkpoint` on a Slurm node).
+    Checkpoint {
+        job: JobId,
+        attempt: u32,
+        note: Option<String>,
+    },
 }
 
 /// Where a backend sends its reports (the runtime's input channel). `send` is false once
@@ -103,6 +110,12 @@ pub trait Backend: Send {
     /// What the console header must say about this backend (jobs not contained, GPUs not
     /// isolated, SPEC §7), if anything.
     fn warning(&self) -> Option<String> {
+        None
+    }
+    /// The attempt a process of this machine belongs to, by the attempt's containment
+    /// (SPEC §14: whose `shareq checkpoint` it is); `None` where attempts are not
+    /// contained here, or the process is in none of them.
+    fn attempt_of_process(&self, _pid: i32) -> Option<(JobId, u32)> {
         None
     }
 }

@@ -378,6 +378,11 @@ impl Backend for Local {
         }
     }
 
+    fn attempt_of_process(&self, pid: i32) -> Option<(JobId, u32)> {
+        let cg = self.containment.cgroups()?;
+        cg.attempt_of_process(pid).map(|(j, a)| (JobId(j), a))
+    }
+
     fn warning(&self) -> Option<String> {
         self.containment.warning()
     }

@@ -342,6 +342,8 @@ mod tests {
             array_index: None,
             depends_on: Vec::new(),
             array: None,
+            last_checkpoint: None,
+            checkpoint_every_seconds: None,
             command: String::new(),
         })
     }

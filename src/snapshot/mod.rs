@@ -232,6 +232,84 @@ pub struct JobView {
     /// An array parent: its size and its children's counts by state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array: Option<ArrayView>,
+    /// Its latest checkpoint report, of any attempt (SPEC §14); `null` when none.
+    #[serde(rename = "lastCheckpoint", default)]
+    pub last_checkpoint: Option<CheckpointView>,
+    /// How often it says it saves (`checkpointEverySeconds`, SPEC §14).
+    #[serde(
+        rename = "checkpointEverySeconds",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub checkpoint_every_seconds: Option<u64>,
+}
+
+/// A checkpoint report as shown (`jobs --json`'s `lastCheckpoint`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointView {
+    /// When (ms since the epoch, like the other times).
+    pub at: i64,
+    /// The attempt that reported it.
+    pub attempt: u32,
+    pub note: Option<String>,
+}
+
+impl From<&crate::sched::Checkpoint> for CheckpointView {
+    fn from(c: &crate::sched::Checkpoint) -> CheckpointView {
+        CheckpointView {
+            at: c.at,
+            attempt: c.attempt,
+            note: c.note.as_deref().map(str::to_string),
+        }
+    }
+}
+
+/// What a running job's row says of its saves (SPEC §14), the one text `jobs` and the
+/// console show: `saved 4m ago` for an attempt that reported, and a warning when an
+/// attempt that declared `checkpointEverySeconds` C has not reported for 2×C (counted
+/// from its start when it never did). `overdue` marks the warning. `None` for a job that
+/// is not running, or runs without reports and without C.
+pub fn saves_text(j: &JobView, now: i64) -> Option<SavesText> {
+    let holding = matches!(
+        j.state,
+        JobState::Scheduled | JobState::Starting | JobState::Running
+    );
+    let started = j.started.filter(|_| holding && j.finished.is_none())?;
+    let own = j
+        .last_checkpoint
+        .as_ref()
+        .filter(|c| c.attempt == j.attempts && c.at >= started);
+    let since = own.map_or(started, |c| c.at);
+    let overdue = j
+        .checkpoint_every_seconds
+        .filter(|&c| c > 0)
+        .filter(|&c| now - since > i64::try_from(c.saturating_mul(2_000)).unwrap_or(i64::MAX));
+    let text = match (own, overdue) {
+        (Some(c), None) => format!("saved {} ago", crate::duration::short(now - c.at)),
+        (Some(c), Some(every)) => format!(
+            "saved {} ago, expected every {}",
+            crate::duration::short(now - c.at),
+            crate::duration::short(i64::try_from(every).unwrap_or(i64::MAX / 1000) * 1000)
+        ),
+        (None, Some(every)) => format!(
+            "no save in {}, expected every {}",
+            crate::duration::short(now - since),
+            crate::duration::short(i64::try_from(every).unwrap_or(i64::MAX / 1000) * 1000)
+        ),
+        (None, None) => return None,
+    };
+    Some(SavesText {
+        text,
+        overdue: overdue.is_some(),
+    })
+}
+
+/// [`saves_text`]'s answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavesText {
+    pub text: String,
+    /// Not reported for twice its `checkpointEverySeconds`: shown with a mark.
+    pub overdue: bool,
 }
 
 impl JobView {
@@ -963,6 +1041,8 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
                 }),
             })
             .collect(),
+        last_checkpoint: j.checkpoint.as_deref().map(CheckpointView::from),
+        checkpoint_every_seconds: j.spec.checkpoint_every_seconds,
         array: j.array_size().map(|size| {
             let counts = sched.array_counts(j.id);
             ArrayView {
@@ -1037,6 +1117,50 @@ mod tests {
         assert_eq!(text, r#"{"v":1440.123}"#);
         let back: W = serde_json::from_str(&text).unwrap();
         assert_eq!(back.v, 1_440_123);
+    }
+
+    /// SPEC §14: a running job's saves as `jobs` and the console show them.
+    #[test]
+    fn saves_read_as_an_age_and_a_late_one_is_marked() {
+        use super::{CheckpointView, JobView, saves_text};
+        let mut v: JobView = serde_json::from_value(serde_json::json!({
+            "id": 1, "name": "j", "share": "a", "unit": "gpu", "quantity": 1,
+            "priority": 0, "state": "RUNNING", "submitted": 0, "started": 1_000,
+            "finished": null, "devices": [0], "on_borrowed": false, "reason": "",
+            "stopping": null, "attempts": 2, "preempted_count": 1, "nominated": false,
+        }))
+        .unwrap();
+        let min = 60_000;
+        assert_eq!(saves_text(&v, 5 * min), None, "no reports, no period");
+        // A save of the attempt before is not this attempt's.
+        v.last_checkpoint = Some(CheckpointView {
+            at: 500,
+            attempt: 1,
+            note: None,
+        });
+        assert_eq!(saves_text(&v, 5 * min), None);
+        v.last_checkpoint = Some(CheckpointView {
+            at: 1_000 + min,
+            attempt: 2,
+            note: Some("x".into()),
+        });
+        let s = saves_text(&v, 1_000 + 5 * min).unwrap();
+        assert_eq!((s.text.as_str(), s.overdue), ("saved 4m ago", false));
+        v.checkpoint_every_seconds = Some(60);
+        let s = saves_text(&v, 1_000 + 5 * min).unwrap();
+        assert_eq!(
+            (s.text.as_str(), s.overdue),
+            ("saved 4m ago, expected every 1m", true)
+        );
+        v.last_checkpoint = None;
+        let s = saves_text(&v, 1_000 + 3 * min).unwrap();
+        assert_eq!(
+            (s.text.as_str(), s.overdue),
+            ("no save in 3m, expected every 1m", true)
+        );
+        assert_eq!(saves_text(&v, 1_000 + min), None, "not late yet");
+        v.state = crate::model::JobState::Runnable;
+        assert_eq!(saves_text(&v, 1_000 + 3 * min), None, "not running");
     }
 
     /// A share's row on the wire (`ShareView` in docs/API.md) is the core's record: its

@@ -26,7 +26,7 @@ const JOB_RECORD_COLUMNS: &str = "id, name, share, unit, quantity, priority, sta
     (SELECT json_type(w.spec, '$.command') FROM job_specs w WHERE w.job = jobs.id),
     (SELECT json_extract(w.spec, '$.command') FROM job_specs w WHERE w.job = jobs.id),
     parent, array_index,
-    array_size, lost_gpu_ms";
+    array_size, lost_gpu_ms, ckpt_at, ckpt_attempt, ckpt_note";
 
 impl Store {
     /// Each submitter's bytes of job data (commands and envs as stored): uid, name, bytes.
@@ -122,7 +122,8 @@ impl Store {
                     CASE WHEN array_size IS NULL THEN 0 ELSE (SELECT count(*) FROM jobs c
                         WHERE c.parent = jobs.id AND c.finished_at IS NULL) END,
                     CASE WHEN array_size IS NULL THEN 0 ELSE (SELECT count(*) FROM jobs c
-                        WHERE c.parent = jobs.id AND c.state = 'FAILED') END
+                        WHERE c.parent = jobs.id AND c.state = 'FAILED') END,
+                    ckpt_at, ckpt_attempt, ckpt_note
                  FROM jobs WHERE finished_at IS NULL ORDER BY id",
             )
             .map_err(|e| self.err(e))?;
@@ -203,6 +204,13 @@ impl Store {
             deps,
             array,
             lost_gpu_ms: row.get(21).map_err(e)?,
+            checkpoint: checkpoint_of(row, 24)
+                .map_err(e)?
+                .map(|c| crate::sched::Checkpoint {
+                    at: c.at,
+                    attempt: c.attempt,
+                    note: c.note.map(std::sync::Arc::from),
+                }),
         })
     }
 
@@ -306,6 +314,7 @@ impl Store {
                 .map(|p| JobId(p as u64)),
             array_index: row.get(19).map_err(e)?,
             array,
+            last_checkpoint: checkpoint_of(row, 22).map_err(e)?,
             id: JobId(id as u64),
             name: row.get(1).map_err(e)?,
             share: row.get(2).map_err(e)?,
@@ -534,4 +543,21 @@ impl Store {
         tx.commit().map_err(err)?;
         Ok(jobs)
     }
+}
+
+/// The checkpoint columns (`ckpt_at`, `ckpt_attempt`, `ckpt_note`) from `first` on.
+fn checkpoint_of(
+    row: &Row,
+    first: usize,
+) -> rusqlite::Result<Option<crate::snapshot::CheckpointView>> {
+    let at: Option<i64> = row.get(first)?;
+    let attempt: Option<u32> = row.get(first + 1)?;
+    Ok(match (at, attempt) {
+        (Some(at), Some(attempt)) => Some(crate::snapshot::CheckpointView {
+            at,
+            attempt,
+            note: row.get(first + 2)?,
+        }),
+        _ => None,
+    })
 }

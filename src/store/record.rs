@@ -85,6 +85,29 @@ const UPSERT_JOB: &str = "INSERT INTO jobs (id, name, share, unit, quantity, pri
         finished_at = excluded.finished_at, lost_gpu_ms = excluded.lost_gpu_ms";
 
 impl Store {
+    /// Keep a job's latest checkpoint report (SPEC §14: `shareq checkpoint`), committed
+    /// before the report is answered or given to the scheduler. A write of its own: a
+    /// report is rare (one per save of a job) and changes no decision.
+    pub fn record_checkpoint(
+        &mut self,
+        job: JobId,
+        attempt: u32,
+        at: Time,
+        note: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let write = |conn: &rusqlite::Connection| {
+            conn.prepare_cached(
+                "UPDATE jobs SET ckpt_at = ?2, ckpt_attempt = ?3, ckpt_note = ?4 WHERE id = ?1",
+            )
+            .and_then(|mut st| st.execute(params![job.0 as i64, at, attempt, note]))
+        };
+        let mut done = write(&self.conn).map_err(|e| StoreError::from_sqlite(&self.path, e));
+        if matches!(done, Err(StoreError::DiskFull { .. })) && self.make_room() {
+            done = write(&self.conn).map_err(|e| StoreError::from_sqlite(&self.path, e));
+        }
+        done.map(|_| ())
+    }
+
     /// Persist one batch of decisions in one transaction: `observed` are the facts fed to
     /// the scheduler since the last batch, `events` what it decided (`take_events`), and
     /// `sched` its state after deciding. Call it before carrying any decision out; when it

@@ -28,6 +28,8 @@ pub struct StoredJob {
     pub array: Option<crate::sched::ArrayLink>,
     /// GPU-ms its preemptions lost so far (SPEC §14).
     pub lost_gpu_ms: i64,
+    /// Its latest checkpoint report (SPEC §14).
+    pub checkpoint: Option<crate::sched::Checkpoint>,
 }
 
 /// The attempt a job was running when the scheduler last wrote.
@@ -76,6 +78,7 @@ impl StoredJob {
             deps: self.deps.clone(),
             array: self.array,
             lost_ticks: self.lost_gpu_ms,
+            checkpoint: self.checkpoint.clone(),
         }
     }
 }
@@ -108,6 +111,8 @@ pub struct JobRecord {
     pub parent: Option<JobId>,
     pub array_index: Option<u32>,
     pub array: Option<crate::snapshot::ArrayView>,
+    /// Its latest checkpoint report (SPEC §14).
+    pub last_checkpoint: Option<crate::snapshot::CheckpointView>,
 }
 
 /// The one way a stored job becomes a row of the console and the answers (`jobs`,
@@ -159,6 +164,8 @@ impl From<&JobRecord> for JobView {
             depends_on: Vec::new(),
             array: r.array.clone(),
             command: r.command.clone(),
+            last_checkpoint: r.last_checkpoint.clone(),
+            checkpoint_every_seconds: None,
         }
     }
 }

@@ -220,6 +220,13 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE preemptions ADD COLUMN released INTEGER;    -- ms since the epoch
     ALTER TABLE jobs ADD COLUMN lost_gpu_ms INTEGER NOT NULL DEFAULT 0;
     ",
+    // 12: each job's latest checkpoint report (SPEC §14, `shareq checkpoint`): when, by
+    // which attempt, its note; written by `Store::record_checkpoint`. NULL until one.
+    "
+    ALTER TABLE jobs ADD COLUMN ckpt_at INTEGER;
+    ALTER TABLE jobs ADD COLUMN ckpt_attempt INTEGER;
+    ALTER TABLE jobs ADD COLUMN ckpt_note TEXT;
+    ",
 ];
 
 /// The schema version this code writes.

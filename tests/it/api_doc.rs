@@ -166,6 +166,12 @@ fn every_request() -> Vec<Request> {
             since: 1,
         },
         Request::DryRun { config: vec![file] },
+        Request::Checkpoint {
+            job: JobId(1),
+            attempt: 1,
+            token: Some(shareq::exec::state::runfiles::AttemptToken("ab".into())),
+            note: Some("step7".into()),
+        },
     ]
 }
 
@@ -215,7 +221,13 @@ fn every_request_is_listed(r: Request) {
             current: _,
             since: _,
         }
-        | Request::DryRun { config: _ } => {}
+        | Request::DryRun { config: _ }
+        | Request::Checkpoint {
+            job: _,
+            attempt: _,
+            token: _,
+            note: _,
+        } => {}
     }
 }
 
@@ -314,6 +326,7 @@ fn every_type_and_its_fields_are_documented() {
         ("Submitter", fields::<model::Submitter>()),
         ("JobsAnswer", fields::<server::JobsAnswer>()),
         ("JobView", fields::<snapshot::JobView>()),
+        ("CheckpointView", fields::<snapshot::CheckpointView>()),
         ("PreemptionRecord", fields::<snapshot::PreemptionRecord>()),
         ("LostWork", fields::<snapshot::LostWork>()),
         ("CancelOutcome", fields::<server::CancelOutcome>()),

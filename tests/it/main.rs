@@ -9,6 +9,7 @@ mod fixtures;
 
 mod admin_reads;
 mod api_doc;
+mod checkpoint_live;
 mod cli_docs;
 mod config_apply;
 mod config_check_watch;

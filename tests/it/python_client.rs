@@ -876,3 +876,66 @@ print(json.dumps(out))
         s.stderr()
     );
 }
+
+#[test]
+fn a_job_reports_its_checkpoint_with_shareq_checkpoint_from_python() {
+    let py = needs_python!();
+    let s = Server::start(&two_shares());
+    let job_script = "import json, shareq, time\n\
+                      r = shareq.checkpoint(note='py-step')\n\
+                      print('saved', json.dumps(r), flush=True)\n\
+                      time.sleep(60)\n";
+    let script = format!(
+        r#"
+import json, os, time, shareq
+try:
+    shareq.checkpoint()
+    outside = None
+except shareq.ShareqError as e:
+    outside = e.message
+c = shareq.Client()
+job = c.submit(share="qs1", command=[{py:?}, "-c", {job_script:?}], gpus=1,
+               env={{"PYTHONPATH": {src:?}}})
+t = time.time()
+while "saved" not in c.log(job.id):
+    assert time.time() - t < 30, c.log(job.id)
+    time.sleep(0.1)
+sock = os.path.join(os.environ["SHAREQ_STATE"], "shareq.sock")
+forged_env = {{"SHAREQ_JOB_ID": str(job.id), "SHAREQ_ATTEMPT": "1",
+               "SHAREQ_ATTEMPT_TOKEN": "0" * 64, "SHAREQ_SOCKET": sock}}
+try:
+    shareq.checkpoint(note="forged", env=forged_env)
+    forged = None
+except shareq.NotAllowed as e:
+    forged = e.code
+try:
+    shareq.checkpoint(note="x" * 201, env=forged_env)
+    long = None
+except shareq.BadRequest as e:
+    long = e.message
+print(json.dumps({{"id": job.id, "outside": outside, "forged": forged, "long": long,
+                  "log": c.log(job.id)}}))
+"#,
+        src = client_src().display().to_string(),
+    );
+    let r = run_py(&py, &s, &script);
+    assert!(
+        r["outside"]
+            .as_str()
+            .unwrap()
+            .starts_with("SHAREQ_JOB_ID is not set"),
+        "{r}"
+    );
+    assert_eq!(r["forged"], "not_allowed", "{r}");
+    assert_eq!(
+        r["long"],
+        "--note: a checkpoint note may hold at most 200 bytes; this one has 201"
+    );
+    let log = r["log"].as_str().unwrap();
+    let stored: Value = serde_json::from_str(log.trim().trim_start_matches("saved ")).unwrap();
+    assert_eq!(stored["note"], "py-step", "{log}");
+    let id = r["id"].as_u64().unwrap();
+    let j = s.job(id);
+    assert_eq!(j["lastCheckpoint"], stored, "{j}");
+    assert!(s.cli(&["cancel", &id.to_string()]).status.success());
+}

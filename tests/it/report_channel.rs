@@ -37,6 +37,8 @@ fn spec(state: &StateDir, attempt: u32, script: &str) -> LaunchSpec {
         unit: "gpu".into(),
         cgroup: Vec::new(),
         report: None,
+        token: None,
+        last_checkpoint: None,
     }
 }
 

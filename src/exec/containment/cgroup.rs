@@ -376,6 +376,13 @@ pub fn group_name(job: u64, attempt: u32, unit: &str, devices: &[u32]) -> String
     name
 }
 
+/// The job and attempt a group's name says (`j12a3@gpu+0` → (12, 3)).
+pub fn parse_attempt_name(name: &str) -> Option<(u64, u32)> {
+    let (head, _) = name.split_once('@')?;
+    let (job, attempt) = head.strip_prefix('j')?.split_once('a')?;
+    Some((job.parse().ok()?, attempt.parse().ok()?))
+}
+
 /// What an earlier scheduler's group says it holds: (unit, devices).
 pub fn parse_group_name(name: &str) -> Option<(String, Vec<u32>)> {
     let (_, rest) = name.split_once('@')?;
@@ -486,6 +493,27 @@ impl Cgroups {
             .into_iter()
             .find(|n| n.starts_with(&prefix))
             .map(|n| self.attempt(&n))
+    }
+
+    /// The attempt (job, attempt) whose group process `pid` is in, in the killing
+    /// hierarchy (`/proc/PID/cgroup`), when it is one of this scheduler's: how a process
+    /// shows the scheduler which attempt it belongs to (SPEC §14, `shareq checkpoint`). A
+    /// group the job made inside its own still names the attempt.
+    pub fn attempt_of_process(&self, pid: i32) -> Option<(u64, u32)> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+        let scope = self.base.file_name()?.to_str()?;
+        let path = text.lines().find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (id, controllers, path) = (f.next()?, f.next()?, f.next()?);
+            let ours = match self.kill {
+                Kill::Unified => id == "0" && controllers.is_empty(),
+                Kill::Freezer => controllers.split(',').any(|c| c == "freezer"),
+            };
+            ours.then_some(path)
+        })?;
+        let mut parts = path.split('/').skip_while(|p| *p != scope);
+        parts.next()?;
+        parse_attempt_name(parts.next()?)
     }
 
     /// Every attempt group of this scheduler (by the names in the killing hierarchy).
@@ -781,6 +809,9 @@ mod tests {
         assert_eq!(parse_group_name("j1a1@gpu"), Some(("gpu".into(), vec![])));
         assert_eq!(parse_group_name("junk"), None);
         assert_eq!(parse_group_name("j1a1@gpu+x"), None);
+        assert_eq!(parse_attempt_name(&n), Some((12, 3)));
+        assert_eq!(parse_attempt_name("gpus+0"), None);
+        assert_eq!(parse_attempt_name("jxa1@gpu"), None);
     }
 
     #[test]

@@ -145,6 +145,10 @@ fn heard_report(st: &mut State, heard: Heard) -> Option<Report> {
                 status,
             })
         }
+        Heard::Checkpoint { job, attempt, note } => {
+            let a = st.attempts.get(&(job, attempt))?;
+            (!a.ended).then_some(Report::Checkpoint { job, attempt, note })
+        }
     }
 }
 

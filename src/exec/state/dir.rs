@@ -5,6 +5,9 @@ use crate::model::JobId;
 use std::path::{Path, PathBuf};
 
 /// The state directory of one scheduler.
+/// The control socket's name in the state directory.
+pub const SOCKET_FILE: &str = "shareq.sock";
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateDir {
     root: PathBuf,
@@ -67,7 +70,7 @@ impl StateDir {
     }
 
     pub fn socket(&self) -> PathBuf {
-        self.root.join("shareq.sock")
+        self.root.join(SOCKET_FILE)
     }
 
     /// The scheduler's own tracing log.

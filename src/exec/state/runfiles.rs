@@ -37,6 +37,7 @@
 //! count as the database's own only for job ids up to its `legacy_below`.
 
 use crate::exec::containment::session::{self, ProcStat};
+use crate::exec::state::dir::SOCKET_FILE;
 use crate::model::{Command, JobId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -239,6 +240,124 @@ pub struct LaunchSpec {
     /// writes its run files and log (`exec::supervisor::report`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<ReportTo>,
+    /// The attempt's own secret (`SHAREQ_ATTEMPT_TOKEN`): what a `shareq checkpoint`
+    /// from it shows where its cgroup does not say whose it is (SPEC §14). Kept in the
+    /// state directory only ([`write_token`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<AttemptToken>,
+    /// The job's latest checkpoint before this attempt (`SHAREQ_LAST_CHECKPOINT`,
+    /// `SHAREQ_LAST_CHECKPOINT_NOTE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_checkpoint: Option<SavedBefore>,
+}
+
+/// A secret that is never printed: its `Debug` hides it (the launch spec and requests
+/// that carry one are logged at debug level).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AttemptToken(pub String);
+
+impl std::fmt::Debug for AttemptToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AttemptToken(…)")
+    }
+}
+
+/// A job's checkpoint as its next attempt is told of it (SPEC §14).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedBefore {
+    /// When (ms since the epoch).
+    pub at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// `<state>/attempt.key`: the scheduler's secret that attempt tokens are made from, in its
+/// private state (0600). One file for every attempt: a token is the key's HMAC of the
+/// database and the attempt, so nothing is written per attempt and a restarted scheduler
+/// checks the tokens of the attempts it adopts.
+pub fn attempt_key_path(state: &Path) -> PathBuf {
+    state.join("attempt.key")
+}
+
+/// The secret of [`attempt_key_path`] (its `Debug` hides it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct AttemptKey([u8; 32]);
+
+impl std::fmt::Debug for AttemptKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AttemptKey(…)")
+    }
+}
+
+impl AttemptKey {
+    /// The key of the state directory, made (32 bytes from the kernel's random source)
+    /// the first time, or again when the file does not hold one.
+    pub fn of(state: &Path) -> io::Result<AttemptKey> {
+        let path = attempt_key_path(state);
+        let kept = crate::exec::state::perms::open_nofollow(&path).and_then(|mut f| {
+            let mut t = String::new();
+            io::Read::read_to_string(&mut f, &mut t).map(|_| t)
+        });
+        if let Ok(text) = kept
+            && let Some(key) = from_hex(text.trim())
+        {
+            return Ok(AttemptKey(key));
+        }
+        let mut key = [0u8; 32];
+        io::Read::read_exact(&mut fs::File::open("/dev/urandom")?, &mut key)?;
+        write_atomic(&path, hex(&key).as_bytes())?;
+        Ok(AttemptKey(key))
+    }
+
+    /// The token of attempt `attempt` of `job` of database `db`: HMAC-SHA256, hex.
+    pub fn token(&self, db: &str, job: JobId, attempt: u32) -> AttemptToken {
+        use sha2::{Digest, Sha256};
+        let pad = |b: u8| {
+            self.0
+                .iter()
+                .map(|k| k ^ b)
+                .chain([b; 32])
+                .collect::<Vec<u8>>()
+        };
+        let mut inner = Sha256::new();
+        inner.update(pad(0x36));
+        inner.update(format!("{db}:{job}:{attempt}").as_bytes());
+        let mut outer = Sha256::new();
+        outer.update(pad(0x5c));
+        outer.update(inner.finalize());
+        AttemptToken(hex(&outer.finalize()))
+    }
+
+    /// Is `token` the one of this attempt?
+    pub fn matches(&self, db: &str, job: JobId, attempt: u32, token: &str) -> bool {
+        same_secret(&self.token(db, job, attempt).0, token)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn from_hex(text: &str) -> Option<[u8; 32]> {
+    let mut out = [0u8; 32];
+    if text.len() != 64 || !text.is_ascii() {
+        return None;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+/// Equal secrets, compared in time that does not depend on where they differ (the
+/// attempt tokens here, the report channel's tokens).
+pub fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
 }
 
 fn default_log_cap() -> u64 {
@@ -279,6 +398,28 @@ impl LaunchSpec {
         if let Some(n) = self.notice {
             set("SHAREQ_NOTICE_SIGNAL", n.signal.as_str().to_string());
             set("SHAREQ_NOTICE_SECONDS", n.seconds.to_string());
+        }
+        // SPEC §14: what `shareq checkpoint` needs to report for this attempt, and the
+        // job's save before it.
+        if let Some(t) = &self.token {
+            set("SHAREQ_ATTEMPT_TOKEN", t.0.clone());
+        }
+        if self.report.is_none() {
+            set(
+                "SHAREQ_SOCKET",
+                self.state.join(SOCKET_FILE).display().to_string(),
+            );
+        }
+        if let Some(saved) = &self.last_checkpoint {
+            let at = chrono::DateTime::from_timestamp_millis(saved.at)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+            if let Some(at) = at {
+                set("SHAREQ_LAST_CHECKPOINT", at);
+                set(
+                    "SHAREQ_LAST_CHECKPOINT_NOTE",
+                    saved.note.clone().unwrap_or_default(),
+                );
+            }
         }
         env
     }
@@ -686,6 +827,8 @@ mod tests {
             unit: String::new(),
             cgroup: Vec::new(),
             report: None,
+            token: None,
+            last_checkpoint: None,
         };
         let e = spec.job_env();
         assert_eq!(e["CUDA_VISIBLE_DEVICES"], "0,2");
@@ -705,6 +848,83 @@ mod tests {
         assert!(!plain.contains_key("SHAREQ_NOTICE_SIGNAL"));
         assert!(!plain.contains_key("SHAREQ_NOTICE_SECONDS"));
         assert_eq!(plain["SHAREQ_GRACE_SECONDS"], "1");
+    }
+
+    /// SPEC §14: what `shareq checkpoint` needs, and the job's save before this attempt.
+    #[test]
+    fn an_attempt_is_told_its_token_its_socket_and_the_last_save() {
+        let mut spec: LaunchSpec = serde_json::from_value(serde_json::json!({
+            "job": 12, "attempt": 2, "name": "t", "share": "q", "preempted_count": 1,
+            "devices": [0], "command": "true", "env": {"SHAREQ_SOCKET": "mine"},
+            "working_directory": null, "log": "l", "state": "/var/lib/shareq", "db": "d",
+            "grace_seconds": 1,
+        }))
+        .unwrap();
+        let e = spec.job_env();
+        assert_eq!(e["SHAREQ_SOCKET"], "/var/lib/shareq/shareq.sock");
+        assert!(!e.contains_key("SHAREQ_ATTEMPT_TOKEN"));
+        assert!(!e.contains_key("SHAREQ_LAST_CHECKPOINT"));
+        spec.token = Some(AttemptToken("ab12".into()));
+        spec.last_checkpoint = Some(SavedBefore {
+            at: 1_796_083_200_500,
+            note: Some("step7".into()),
+        });
+        let e = spec.job_env();
+        assert_eq!(e["SHAREQ_ATTEMPT_TOKEN"], "ab12");
+        assert_eq!(e["SHAREQ_LAST_CHECKPOINT"], "2026-12-01T00:00:00.500Z");
+        assert_eq!(e["SHAREQ_LAST_CHECKPOINT_NOTE"], "step7");
+        assert_eq!(format!("{:?}", spec.token), "Some(AttemptToken(…))");
+        // On a node the supervisor names its own socket: the scheduler's is not there.
+        spec.report = Some(ReportTo {
+            host: "h".into(),
+            port: 1,
+            token: "t".into(),
+        });
+        assert_eq!(spec.job_env()["SHAREQ_SOCKET"], "mine");
+    }
+
+    #[test]
+    fn tokens_are_made_per_attempt_and_database_from_the_kept_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = AttemptKey::of(dir.path()).unwrap();
+        assert_eq!(AttemptKey::of(dir.path()).unwrap(), key, "kept");
+        let t = key.token("db1", JobId(4), 1);
+        assert_eq!(t.0.len(), 64);
+        assert!(key.matches("db1", JobId(4), 1, &t.0));
+        assert!(!key.matches("db1", JobId(4), 1, &t.0[..63]));
+        assert!(!key.matches("db1", JobId(4), 1, ""));
+        assert!(!key.matches("db2", JobId(4), 1, &t.0), "another database's");
+        assert!(!key.matches("db1", JobId(4), 2, &t.0), "another attempt's");
+        assert!(!key.matches("db1", JobId(41), 1, &t.0), "another job's");
+        // HMAC-SHA256 as RFC 4231 computes it (its test case 2, key padded to 32 bytes
+        // with zeros: the same HMAC, as keys are zero-padded to the block).
+        let mut k = [0u8; 32];
+        k[..4].copy_from_slice(b"Jefe");
+        let rfc = AttemptKey(k);
+        use sha2::{Digest, Sha256};
+        let pad = |b: u8| {
+            rfc.0
+                .iter()
+                .map(|x| x ^ b)
+                .chain([b; 32])
+                .collect::<Vec<u8>>()
+        };
+        let msg = b"what do ya want for nothing?";
+        let inner = Sha256::new()
+            .chain_update(pad(0x36))
+            .chain_update(msg)
+            .finalize();
+        let mac = Sha256::new()
+            .chain_update(pad(0x5c))
+            .chain_update(inner)
+            .finalize();
+        assert_eq!(
+            hex(&mac),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+        // A file that holds no key is replaced.
+        std::fs::write(attempt_key_path(dir.path()), "junk").unwrap();
+        assert_ne!(AttemptKey::of(dir.path()).unwrap(), key);
     }
 
     #[test]

@@ -261,8 +261,22 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
         crate::exec::containment::session::enter_own_session()?;
     }
     let mask = block_handled_signals()?;
-    let spec = read_spec(spec_path, on_channel, from_slurm)?;
+    let mut spec = read_spec(spec_path, on_channel, from_slurm)?;
     let mut records = open_records(&spec, on_channel)?;
+    // On a node (reports through the channel): the job's checkpoints reach the scheduler
+    // through this supervisor (SPEC §14). Without it the job runs on, unable to report.
+    let _job_socket = match &records {
+        Records::Channel(r) if spec.token.is_some() => {
+            match report::job_socket::open(&mut spec, r.checkpoints()) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    eprintln!("shareq: the job cannot report checkpoints: {e}");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     if let Some(ended) = enter_and_claim(&spec, &mut records)? {
         return Ok(ended);
     }

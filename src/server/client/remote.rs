@@ -413,6 +413,13 @@ async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
                 };
                 let _ = reply.send(res);
             }
+            // A report says who sent it by the kernel's word on the job's own connection:
+            // it cannot be relayed.
+            Input::Checkpoint { reply, .. } => {
+                let why = "a checkpoint is reported by the job itself (shareq checkpoint), \
+                           not through an attached console";
+                let _ = reply.send(Err(Refusal::Relayed(why.to_string())));
+            }
             Input::Config(_) | Input::Watching(_) | Input::Exec(_) => {}
         }
     }

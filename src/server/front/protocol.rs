@@ -4,7 +4,7 @@ use crate::model::{JobId, JobSpec};
 use crate::sched::LendEdge;
 use crate::sched::ShareUnitStats;
 use crate::server::runtime::input::CancelOutcome;
-use crate::server::runtime::refusal::Refusal;
+use crate::server::runtime::refusal::{CheckpointRefusal, Refusal};
 use crate::snapshot::{ConfigStatus, JobView, PreemptionRecord, UnitView};
 use serde::{Deserialize, Serialize};
 
@@ -135,6 +135,18 @@ pub enum Request {
     /// database: what applying `config` now would do to the jobs it holds.
     DryRun {
         config: Vec<crate::whatif::ConfigFile>,
+    },
+    /// A job's attempt says it has saved its work (SPEC §14, `shareq checkpoint`), with
+    /// an optional note (at most 200 bytes). Only a process of that attempt may: the
+    /// scheduler knows it by the caller's cgroup, else by the attempt's `token`
+    /// (`SHAREQ_ATTEMPT_TOKEN`).
+    Checkpoint {
+        job: JobId,
+        attempt: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<crate::exec::state::runfiles::AttemptToken>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
     },
 }
 
@@ -283,6 +295,15 @@ impl ErrorCode {
             Refusal::Stopped(_) => ErrorCode::ShuttingDown,
             Refusal::Priority(PriorityError::OutOfRange { .. }) => ErrorCode::BadRequest,
             Refusal::Priority(PriorityError::NoJob(_)) => ErrorCode::NotFound,
+            Refusal::Checkpoint(c) => match c {
+                CheckpointRefusal::OtherUser { .. } | CheckpointRefusal::NotOfAttempt { .. } => {
+                    ErrorCode::NotAllowed
+                }
+                CheckpointRefusal::NoJob(_) => ErrorCode::NotFound,
+                CheckpointRefusal::NotRunning { .. } => ErrorCode::Rejected,
+                CheckpointRefusal::NoteTooLong { .. } => ErrorCode::BadRequest,
+                CheckpointRefusal::NotStored(_) => ErrorCode::Unavailable,
+            },
         }
     }
 }
@@ -350,6 +371,9 @@ pub struct Response {
     /// The answer to `dry_run`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<crate::whatif::DryRunAnswer>,
+    /// The answer to `checkpoint`: the report as stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<crate::snapshot::CheckpointView>,
     /// On the server only: the whole answer already written out as its JSON line (a long
     /// `jobs` answer, written from the snapshot itself), sent as is.
     #[serde(skip)]
@@ -370,11 +394,12 @@ impl Response {
     }
 
     /// A refusal's answer: its code ([`ErrorCode::of`]) and its message; one of the rules
-    /// also says `not_allowed` (for older clients).
+    /// (`not_allowed`) also says `not_allowed` (for older clients).
     pub fn refused(r: &Refusal) -> Response {
+        let code = ErrorCode::of(r);
         Response {
-            not_allowed: matches!(r, Refusal::NotAllowed(_)),
-            ..Response::error(ErrorCode::of(r), r.to_string())
+            not_allowed: code == ErrorCode::NotAllowed,
+            ..Response::error(code, r.to_string())
         }
     }
 

@@ -7,7 +7,7 @@ use super::protocol::JobsAnswer;
 use super::protocol::{ErrorCode, MAX_LINE, Request, Response, StatusAnswer};
 use crate::access::Caller;
 use crate::exec::StateDir;
-use crate::server::runtime::input::{CancelOutcome, Input, Span};
+use crate::server::runtime::input::{CancelOutcome, CheckpointReport, Input, Span};
 use crate::server::runtime::refusal::Refusal;
 use crate::snapshot::{Snapshot, Update, Viewer};
 use std::future::Future;
@@ -152,7 +152,7 @@ async fn connection(
 ) -> std::io::Result<()> {
     // Who is calling, from the kernel; never from the request.
     let cred = stream.peer_cred()?;
-    let (uid, gid) = (cred.uid(), cred.gid());
+    let (uid, gid, pid) = (cred.uid(), cred.gid(), cred.pid());
     let caller = match Caller::cached(uid, gid) {
         Some(known) => known,
         None => tokio::task::spawn_blocking(move || Caller::remember(uid, gid))
@@ -179,7 +179,7 @@ async fn connection(
     let (tx, rx) = mpsc::channel(PIPELINE_DEPTH);
     let reading = read_requests(
         BufReader::new(r),
-        caller,
+        (caller, pid),
         guard,
         inputs,
         snapshots.clone(),
@@ -193,7 +193,7 @@ async fn connection(
 
 async fn read_requests(
     mut r: BufReader<tokio::net::unix::OwnedReadHalf>,
-    caller: Caller,
+    (caller, pid): (Caller, Option<i32>),
     guard: Guard,
     inputs: mpsc::UnboundedSender<Input>,
     snapshots: watch::Receiver<Arc<Snapshot>>,
@@ -242,7 +242,10 @@ async fn read_requests(
                 guard.state_root(),
                 guard.feed.clone(),
             ),
-            Ok(req) => Outgoing::Answer(admit(req, &caller, &guard, &inputs, &snapshots).await),
+            Ok(req) => {
+                let who = (&caller, pid);
+                Outgoing::Answer(admit(req, who, &guard, &inputs, &snapshots).await)
+            }
         };
         let subscribe = matches!(next, Outgoing::Subscribe(_) | Outgoing::Events(..));
         if out.send(next).await.is_err() || subscribe {
@@ -371,7 +374,7 @@ fn parse(line: &[u8]) -> Result<Request, BadLine> {
 /// picture to include the job), which keeps the connection's requests in order.
 async fn admit(
     mut req: Request,
-    caller: &Caller,
+    (caller, pid): (&Caller, Option<i32>),
     guard: &Guard,
     inputs: &mpsc::UnboundedSender<Input>,
     snapshots: &watch::Receiver<Arc<Snapshot>>,
@@ -388,9 +391,9 @@ async fn admit(
             | Request::PutConfig { .. }
     );
     if !audited {
-        return dispatch(req, caller, guard, inputs, snapshots);
+        return dispatch(req, (caller, pid), guard, inputs, snapshots);
     }
-    let pending = dispatch(req.clone(), caller, guard, inputs, snapshots);
+    let pending = dispatch(req.clone(), (caller, pid), guard, inputs, snapshots);
     let (guard, caller) = (guard.clone(), caller.clone());
     Box::pin(async move {
         let answer = pending.await;
@@ -440,7 +443,7 @@ fn or_refused<T>(ok: impl FnOnce(T) -> Response) -> impl FnOnce(Result<T, Refusa
 /// returned future waits for its answer. One handler per family of requests.
 fn dispatch(
     req: Request,
-    caller: &Caller,
+    (caller, pid): (&Caller, Option<i32>),
     guard: &Guard,
     inputs: &mpsc::UnboundedSender<Input>,
     snapshots: &watch::Receiver<Arc<Snapshot>>,
@@ -517,6 +520,31 @@ fn dispatch(
         Request::Audit { limit } => {
             let guard = guard.clone();
             Box::pin(async move { guard.audit(limit).await })
+        }
+        Request::Checkpoint {
+            job,
+            attempt,
+            token,
+            note,
+        } => {
+            let report = CheckpointReport {
+                job,
+                attempt,
+                token,
+                note,
+                uid: caller.uid,
+                user: caller.name.clone(),
+                pid,
+            };
+            let input = |reply| Input::Checkpoint { report, reply };
+            ask(
+                inputs,
+                input,
+                or_refused(|c| Response {
+                    checkpoint: Some(c),
+                    ..Response::ok()
+                }),
+            )
         }
         Request::Subscribe | Request::Events { .. } => ready(Response::error(
             ErrorCode::BadRequest,

@@ -145,6 +145,16 @@ impl Runtime {
                 self.predictions.push((spec, reply));
                 Outcome::Nothing
             }
+            Input::Checkpoint { report, reply } => {
+                let taken = self.checkpoint(report, now);
+                let outcome = if taken.is_ok() {
+                    Outcome::Redraw
+                } else {
+                    Outcome::Nothing
+                };
+                let _ = reply.send(taken);
+                outcome
+            }
             Input::AllJobs { .. }
             | Input::History { .. }
             | Input::Shutdown { .. }

@@ -7,7 +7,7 @@
 use super::timers::{Timer, Timers};
 use crate::exec::backend::Backend;
 use crate::exec::start::Stop;
-use crate::exec::state::runfiles::Owner;
+use crate::exec::state::runfiles::{AttemptKey, AttemptToken, Owner, SavedBefore};
 use crate::exec::{LaunchSpec, StateDir};
 use crate::model::{Command, JobId, LogLimits, Notice};
 use crate::sched::{Event, Sched, StopPlan};
@@ -48,6 +48,8 @@ pub(crate) struct Carry {
     pub(crate) pids_per_job: u64,
     /// The users' log bytes, for each start's share of its user's budget.
     pub(crate) log_budget: super::log_budget::LogBudget,
+    /// The key attempt tokens are made from (SPEC §14), once read.
+    attempt_key: Option<AttemptKey>,
 }
 
 impl Carry {
@@ -63,6 +65,7 @@ impl Carry {
             owner,
             log_limits: LogLimits::default(),
             pids_per_job: crate::model::UserLimits::default().pids_per_job,
+            attempt_key: None,
         }
     }
 
@@ -327,6 +330,11 @@ impl Carry {
             unit: sched.unit_name(j.unit).to_string(),
             cgroup: Vec::new(),
             report: None,
+            token: self.attempt_token(job, attempt),
+            last_checkpoint: j.checkpoint.as_ref().map(|c| SavedBefore {
+                at: c.at,
+                note: c.note.as_deref().map(str::to_string),
+            }),
         };
         let node = j.node().map(|n| sched.node_name(n).to_string());
         let on = crate::snapshot::devices_text(node.as_deref(), &devices);
@@ -455,6 +463,48 @@ fn stop_grace(sched: &Sched, job: JobId) -> u32 {
 /// gets here, a grace period and 10 s later.
 fn timeout_backstop(secs: u64, sched: &Sched, job: JobId) -> Duration {
     Duration::from_secs(secs.saturating_add(u64::from(stop_grace(sched, job)) + 10))
+}
+
+impl Carry {
+    /// Is the process `pid` (a `shareq checkpoint` on the socket) one of attempt
+    /// `attempt` of `job` (SPEC §14)? By the attempt's cgroup where the backend contains
+    /// attempts and the process is in one (then only that one's may report), else by the
+    /// attempt's token.
+    pub(crate) fn is_of_attempt(
+        &mut self,
+        pid: Option<i32>,
+        job: JobId,
+        attempt: u32,
+        token: Option<&AttemptToken>,
+    ) -> bool {
+        if let Some(of) = pid.and_then(|p| self.backend.attempt_of_process(p)) {
+            return of == (job, attempt);
+        }
+        let db = self.owner.db.clone();
+        match (token, self.attempt_key()) {
+            (Some(t), Some(key)) => key.matches(&db, job, attempt, &t.0),
+            _ => false,
+        }
+    }
+
+    /// The state directory's attempt key, read (or made) once; `None` (a warning) when
+    /// it cannot be: attempts then report only where their cgroup says whose they are.
+    fn attempt_key(&mut self) -> Option<&AttemptKey> {
+        if self.attempt_key.is_none() {
+            match AttemptKey::of(self.state.root()) {
+                Ok(k) => self.attempt_key = Some(k),
+                Err(e) => tracing::warn!("cannot keep the key of attempt tokens: {e}"),
+            }
+        }
+        self.attempt_key.as_ref()
+    }
+
+    /// The attempt's token (SPEC §14: `SHAREQ_ATTEMPT_TOKEN`), made from the state
+    /// directory's key: nothing is written per attempt.
+    fn attempt_token(&mut self, job: JobId, attempt: u32) -> Option<AttemptToken> {
+        let db = self.owner.db.clone();
+        self.attempt_key().map(|k| k.token(&db, job, attempt))
+    }
 }
 
 /// A job's environment: its spec's, and an array child's index under both names (SPEC

@@ -62,6 +62,19 @@ pub async fn check_before_submit(spec: &JobSpec) -> Result<(), Refusal> {
     }
 }
 
+/// A checkpoint report as the socket took it: what it claims, and who sent it (from the
+/// kernel: the caller's uid and name, and its pid where the socket says).
+#[derive(Debug, Clone)]
+pub struct CheckpointReport {
+    pub job: JobId,
+    pub attempt: u32,
+    pub token: Option<crate::exec::state::runfiles::AttemptToken>,
+    pub note: Option<String>,
+    pub uid: u32,
+    pub user: String,
+    pub pid: Option<i32>,
+}
+
 /// Where an answer goes. `None` when the sender does not wait for one.
 pub type Reply<T> = Option<oneshot::Sender<T>>;
 
@@ -125,6 +138,12 @@ pub enum Input {
     History {
         window: crate::snapshot::usage::Window,
         reply: oneshot::Sender<Result<crate::snapshot::usage::UsageHistory, Refusal>>,
+    },
+    /// A checkpoint report from the socket (SPEC §14, `shareq checkpoint`): answered with
+    /// the report as stored, or why it was refused.
+    Checkpoint {
+        report: CheckpointReport,
+        reply: oneshot::Sender<Result<crate::snapshot::CheckpointView, Refusal>>,
     },
     /// Stop scheduling and end the runtime; with `stop_jobs`, stop every running job
     /// first (SIGTERM, grace, SIGKILL) and wait until they are gone.

@@ -10,6 +10,7 @@
 mod apply;
 pub mod audit;
 pub(crate) mod carry;
+mod checkpoints;
 pub mod config_write;
 pub mod events;
 pub(crate) mod forecasts;
@@ -718,6 +719,9 @@ impl Runtime {
                     drop(reply.send(Err(Refusal::Paused(paused.why.clone()))))
                 }
                 Work::Input(Input::PutConfig { reply, .. }) => {
+                    drop(reply.send(Err(Refusal::Paused(paused.why.clone()))))
+                }
+                Work::Input(Input::Checkpoint { reply, .. }) => {
                     drop(reply.send(Err(Refusal::Paused(paused.why.clone()))))
                 }
                 Work::Input(Input::Exec(ExecReport(ExecKind::StateLost(why)))) => {

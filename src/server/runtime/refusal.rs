@@ -5,7 +5,7 @@
 //! `match` (`front::protocol::ErrorCode::of`), never from the words.
 
 use crate::access::Denied;
-use crate::model::SpecError;
+use crate::model::{JobId, SpecError};
 use crate::sched::{PriorityError, Rejection};
 
 /// Why an input was refused.
@@ -77,6 +77,50 @@ pub enum Refusal {
     /// socket: the console only shows it).
     #[error("{0}")]
     Relayed(String),
+    /// A checkpoint report was refused (SPEC §14).
+    #[error("{0}")]
+    Checkpoint(CheckpointRefusal),
+}
+
+/// Why a checkpoint report (`shareq checkpoint`) was refused (SPEC §14).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckpointRefusal {
+    /// The caller is another user than the one the job runs as.
+    #[error(
+        "{user} may not report a checkpoint for job {job}: it runs as {owner}; only a \
+         process of its running attempt may"
+    )]
+    OtherUser {
+        user: String,
+        job: JobId,
+        owner: String,
+    },
+    /// The caller is not a process of the attempt: its cgroup names another attempt, or
+    /// (outside one) its `SHAREQ_ATTEMPT_TOKEN` is not the attempt's.
+    #[error(
+        "{user} may not report a checkpoint for job {job} attempt {attempt}: the caller is \
+         not a process of that attempt ({why})"
+    )]
+    NotOfAttempt {
+        user: String,
+        job: JobId,
+        attempt: u32,
+        why: &'static str,
+    },
+    /// No such job is in view.
+    #[error("no job {0}")]
+    NoJob(JobId),
+    /// The job does not run that attempt now (it ended, was requeued, or is queued).
+    #[error(
+        "job {job} is not running attempt {attempt}: there is nothing to report a checkpoint for"
+    )]
+    NotRunning { job: JobId, attempt: u32 },
+    /// The note is longer than a report may carry.
+    #[error("--note: a checkpoint note may hold at most {most} bytes; this one has {bytes}")]
+    NoteTooLong { bytes: usize, most: usize },
+    /// The report could not be stored (SPEC §8): what the database said.
+    #[error("the checkpoint could not be stored: {0}")]
+    NotStored(String),
 }
 
 /// The words of [`Refusal::UserLimit`]: an array too large for what is left says its size
@@ -127,7 +171,28 @@ impl From<PriorityError> for Refusal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::JobId;
+
+    #[test]
+    fn checkpoint_refusals_name_the_rule() {
+        let other = CheckpointRefusal::OtherUser {
+            user: "bob".into(),
+            job: JobId(12),
+            owner: "alice".into(),
+        };
+        assert_eq!(
+            Refusal::Checkpoint(other).to_string(),
+            "bob may not report a checkpoint for job 12: it runs as alice; only a process of \
+             its running attempt may"
+        );
+        let long = CheckpointRefusal::NoteTooLong {
+            bytes: 230,
+            most: 200,
+        };
+        assert_eq!(
+            long.to_string(),
+            "--note: a checkpoint note may hold at most 200 bytes; this one has 230"
+        );
+    }
 
     #[test]
     fn a_users_data_budget_is_named() {

@@ -170,6 +170,16 @@ impl Runtime {
                 attempt,
                 status,
             } => self.attempt_ended(job, attempt, status, now),
+            // Its supervisor checked the attempt's token on the node (SPEC §14).
+            Report::Checkpoint { job, attempt, note } => {
+                match self.take_checkpoint(job, attempt, note, now) {
+                    Ok(_) => Outcome::Redraw,
+                    Err(why) => {
+                        tracing::info!(job = %job, attempt, "a relayed checkpoint refused: {why}");
+                        Outcome::Nothing
+                    }
+                }
+            }
             Report::NodeDown { node } => {
                 tracing::error!(node = %node, "the executor says the node is down: its jobs are preempted (DEVICE_LOST) and their GPUs count as released (nothing of them can come back)");
                 self.sched.node_lost(&node, now);

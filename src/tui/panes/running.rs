@@ -95,7 +95,12 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
                 format!("kept ({} borrows)", j.share),
                 Style::new().fg(t.bar_borrowed),
             ),
-            None => (j.state.as_str().to_lowercase(), t.text()),
+            // SPEC §14: `saved 4m ago`, or why it is late (`!`, warned).
+            None => match crate::snapshot::saves_text(j, app.now) {
+                Some(s) if s.overdue => (format!("! {}", s.text), t.warn_style()),
+                Some(s) => (s.text, t.text()),
+                None => (j.state.as_str().to_lowercase(), t.text()),
+            },
         };
         let colour = t.share(&j.share);
         let spans = vec![

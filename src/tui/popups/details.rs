@@ -147,6 +147,18 @@ pub fn render(
             j.attempts, j.preempted_count
         ),
     ));
+    // SPEC §14: its saves (the running pane's words), and the last one's note.
+    if let Some(s) = crate::snapshot::saves_text(j, now) {
+        let mark = if s.overdue { "! " } else { "" };
+        lines.extend(row("checkpoint", format!("{mark}{}", s.text)));
+    }
+    if let Some(c) = &j.last_checkpoint {
+        let note = c.note.as_deref().unwrap_or("(no note)");
+        lines.extend(row(
+            "last save",
+            format!("{} by attempt {}: {note}", clock(c.at, tz), c.attempt),
+        ));
+    }
     if let Some((what, since)) = &j.stopping {
         lines.extend(row(
             "stopping",

@@ -23,6 +23,7 @@ from .errors import (
     Unavailable,
     UnsupportedApi,
 )
+from .job import checkpoint
 
 __all__ = [
     "API_VERSION",
@@ -40,6 +41,7 @@ __all__ = [
     "ShuttingDown",
     "Unavailable",
     "UnsupportedApi",
+    "checkpoint",
     "default_state_dir",
     "quota_share",
 ]

@@ -103,6 +103,10 @@ pub struct JobSpec {
     pub checkpoint_every_seconds: Option<u64>,
 }
 
+/// The longest note a checkpoint report (`shareq checkpoint --note`, SPEC §14) may carry,
+/// in bytes.
+pub const CHECKPOINT_NOTE_MAX: usize = 200;
+
 /// At most this many dependencies per job (SPEC §13).
 pub const MAX_DEPENDENCIES: usize = 20;
 /// The largest array (SPEC §13); the smallest is 2.

@@ -378,6 +378,31 @@ impl Sched {
         true
     }
 
+    /// A live checkpoint report (SPEC §14, `shareq checkpoint`): attempt `attempt` of job
+    /// `id` saved at `at`, with `note`. Taken (`true`) when that attempt holds the job's GPUs
+    /// (being stopped included): it becomes the attempt's last save ([`Sched::checkpoint`])
+    /// and the job's latest [`Checkpoint`], kept over requeues. A second report at the
+    /// same instant replaces the note. The caller checked who reports and the note's size.
+    pub fn report_checkpoint(
+        &mut self,
+        id: JobId,
+        attempt: u32,
+        at: Time,
+        note: Option<std::sync::Arc<str>>,
+    ) -> bool {
+        let Some(j) = self.job(id) else { return false };
+        if !j.is_holding() || j.attempts_started != attempt {
+            return false;
+        }
+        // Never before the attempt's last save (a clock that stepped back).
+        let at = j.last_save_or_start().map_or(at, |t| at.max(t));
+        self.checkpoint(id, attempt, at);
+        if let Some(j) = self.job_mut(id) {
+            j.checkpoint = Some(Box::new(super::state::Checkpoint { at, attempt, note }));
+        }
+        true
+    }
+
     /// A running job's victim key changed (its priority, its last save): move it in its
     /// lane's running set from `old` to its key now.
     fn rekey_running(

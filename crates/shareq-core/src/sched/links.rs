@@ -298,6 +298,7 @@ impl Sched {
             stop_plan: None,
             last_save: None,
             lost_ticks: 0,
+            checkpoint: None,
             finished_at: None,
             deps: Box::new([]),
             unmet: 0,

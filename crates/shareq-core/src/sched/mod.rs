@@ -44,7 +44,9 @@ pub use report::{LendEdge, ShareUnitStats};
 pub use reserve::Reservation;
 pub use restore::RestoreError;
 pub use restore::{RestoredHolding, RestoredJob};
-pub use state::{ArrayLink, FailReason, Job, Lost, Phase, PreemptReason, StopCause, StopPlan};
+pub use state::{
+    ArrayLink, Checkpoint, FailReason, Job, Lost, Phase, PreemptReason, StopCause, StopPlan,
+};
 
 use crate::model::{JobId, UnitCapacity, ValidConfig};
 use keys::{NodeIx, ShareIx, UnitIx};

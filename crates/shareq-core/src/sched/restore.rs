@@ -1,7 +1,9 @@
 //! Putting jobs back after a restart (SPEC §8): the store replays what it recorded into a
 //! fresh scheduler — queued jobs in their original order, adopted jobs on their devices.
 
-use super::state::{ArrayLink, FailReason, Job, Lane, Phase, ShareState, StopCause, UnitState};
+use super::state::{
+    ArrayLink, Checkpoint, FailReason, Job, Lane, Phase, ShareState, StopCause, UnitState,
+};
 use super::{Sched, Time};
 use crate::model::{JobId, JobSpec, JobState, Strategy};
 use std::collections::BTreeSet;
@@ -29,6 +31,9 @@ pub struct RestoredJob {
     pub array: Option<ArrayLink>,
     /// GPUs × ticks its preemptions lost so far (SPEC §14).
     pub lost_ticks: i64,
+    /// Its latest checkpoint report (SPEC §14): the last save of an adopted attempt that
+    /// made it, and what its next attempt is told.
+    pub checkpoint: Option<Checkpoint>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -80,6 +85,13 @@ impl Sched {
             }
         };
         let state = r.holding.as_ref().map_or(JobState::Runnable, |h| h.state);
+        // An adopted attempt that reported keeps its last save (the victim order, §14).
+        let last_save = r
+            .checkpoint
+            .as_ref()
+            .filter(|c| c.attempt == r.attempts_started)
+            .map(|c| c.at)
+            .filter(|&at| r.holding.as_ref().is_some_and(|h| at >= h.started_at));
         let user = self.shares[s]
             .users
             .ix_of(crate::model::charged_user(r.spec.submitter.as_deref()));
@@ -103,8 +115,9 @@ impl Sched {
             stop_after: 0,
             stop_delay: None,
             stop_plan: None,
-            last_save: None,
             lost_ticks: r.lost_ticks,
+            last_save,
+            checkpoint: r.checkpoint.map(Box::new),
             finished_at: None,
             deps: r.deps.into_boxed_slice(),
             unmet: 0,

@@ -291,6 +291,9 @@ pub struct Job {
     /// GPUs × ticks lost over all its preemptions so far (SPEC §14: each one's
     /// [`Lost::gpu_ticks`]); GPU-ms on the live clock.
     pub lost_ticks: i64,
+    /// The job's latest checkpoint report of any attempt, with its note (SPEC §14): shown,
+    /// and handed to its next attempt. Kept over requeues, unlike `last_save`.
+    pub checkpoint: Option<Box<Checkpoint>>,
     pub finished_at: Option<Time>,
     /// The jobs it waits for, resolved to ids (SPEC §13; an array child's N_TO_N and
     /// SEQUENTIAL partners included).
@@ -299,6 +302,20 @@ pub struct Job {
     pub unmet: u32,
     /// Its place in an array, if it is in one.
     pub array: Option<ArrayLink>,
+}
+
+/// A checkpoint report (SPEC §14, `shareq checkpoint`): when, by which attempt, and its
+/// note (at most [`Checkpoint::NOTE_MAX`] bytes, checked by whoever takes the report).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub at: Time,
+    pub attempt: u32,
+    pub note: Option<std::sync::Arc<str>>,
+}
+
+impl Checkpoint {
+    /// The longest note a report may carry, in bytes.
+    pub const NOTE_MAX: usize = crate::model::CHECKPOINT_NOTE_MAX;
 }
 
 impl Job {

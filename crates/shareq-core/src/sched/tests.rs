@@ -163,6 +163,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         deps: Vec::new(),
         array: None,
         lost_ticks: 5_000,
+        checkpoint: None,
         holding: Some(RestoredHolding {
             node: None,
             devices: vec![0],
@@ -188,6 +189,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
             deps: Vec::new(),
             array: None,
             lost_ticks: 0,
+            checkpoint: None,
             holding: None,
         };
         s.restore_job(r, 100).unwrap();
@@ -206,6 +208,7 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
         deps: Vec::new(),
         array: None,
         lost_ticks: 0,
+        checkpoint: None,
         holding: Some(RestoredHolding {
             node: None,
             devices: vec![0],

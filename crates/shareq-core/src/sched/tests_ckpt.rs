@@ -75,7 +75,6 @@ fn exit_then_release_during_a_preemption_is_the_preemption() {
         let j = s.job(b1).unwrap();
         assert_eq!(j.state, JobState::Runnable, "exit {code} is requeued");
         assert_eq!((j.preempted_count, j.failed_attempts), (1, 0));
-        assert_eq!(j.lost_ticks, 20, "the job's total lost");
         let ev = s.take_events();
         assert!(!ev.iter().any(|e| matches!(e, Event::Succeeded { .. })));
         let lost = lost_of(&ev, b1).expect("lost reported");
@@ -120,7 +119,6 @@ fn an_exit_during_a_preemption_with_no_retries_left_fails_with_lost() {
         let j = s.job(b1).unwrap();
         assert_eq!(j.state, JobState::Failed);
         assert_eq!(j.fail_reason, Some(FailReason::PreemptionRetriesExhausted));
-        assert_eq!(j.lost_ticks, 40);
         let ev = s.take_events();
         assert_eq!(lost_of(&ev, b1).map(|l| l.gpu_ticks()), Some(40));
     }
@@ -213,6 +211,90 @@ fn a_job_that_never_saves_is_ordered_by_its_start() {
 }
 
 #[test]
+fn a_live_report_keeps_its_note_and_comes_back_with_a_restore() {
+    let mut s = wall(LEND);
+    let (b, _) = reclaim_free(&mut s);
+    assert!(!s.report_checkpoint(b, 2, 5, None), "not its attempt");
+    assert!(s.report_checkpoint(b, 1, 5, Some("step7".into())));
+    assert_eq!(s.job(b).unwrap().last_save, Some(5));
+    // Two at one instant: the second's note stays, the last save does not move.
+    assert!(s.report_checkpoint(b, 1, 5, Some("step8".into())));
+    let cp = s.job(b).unwrap().checkpoint.clone().unwrap();
+    assert_eq!(
+        (cp.at, cp.attempt, cp.note.as_deref()),
+        (5, 1, Some("step8"))
+    );
+    // A report while a stop is under way is taken; ended, the job's checkpoint stays.
+    s.cancel(b, "t", 6);
+    assert!(s.report_checkpoint(b, 1, 6, Some("late".into())));
+    s.gpus_released(b, 7);
+    let kept = s.job(b).and_then(|j| j.checkpoint.clone()).unwrap();
+    assert_eq!((kept.at, kept.note.as_deref()), (6, Some("late")));
+    assert!(!s.report_checkpoint(b, 1, 8, None), "its GPUs are released");
+    let q = s.submit(JobSpec::new("q", "bor", 1, 0), 8).unwrap();
+    assert!(
+        !s.report_checkpoint(q, 0, 9, None),
+        "queued: nothing to report for"
+    );
+
+    // Restored holding: an adopted attempt that reported keeps its last save.
+    let c = super::tests::config(LEND);
+    let mut r = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall);
+    let restored = RestoredJob {
+        id: JobId(3),
+        spec: JobSpec::new("a", "bor", 1, 0),
+        unit: "gpu".into(),
+        submitted: 0,
+        priority: 0,
+        preempted_count: 0,
+        failed_attempts: 0,
+        attempts_started: 2,
+        fail_reason: None,
+        deps: Vec::new(),
+        array: None,
+        lost_ticks: 0,
+        checkpoint: Some(Checkpoint {
+            at: 50,
+            attempt: 2,
+            note: Some("x".into()),
+        }),
+        holding: Some(RestoredHolding {
+            node: None,
+            devices: vec![0],
+            started_at: 40,
+            state: JobState::Running,
+            stopping: None,
+        }),
+    };
+    r.restore_job(restored.clone(), 60).unwrap();
+    assert_eq!(r.job(JobId(3)).unwrap().last_save, Some(50));
+    // A checkpoint of an earlier attempt is the job's, not the adopted attempt's save.
+    let mut r2 = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall);
+    let earlier = RestoredJob {
+        checkpoint: Some(Checkpoint {
+            at: 30,
+            attempt: 1,
+            note: None,
+        }),
+        ..restored
+    };
+    r2.restore_job(earlier, 60).unwrap();
+    let j = r2.job(JobId(3)).unwrap();
+    assert_eq!(
+        (j.last_save, j.checkpoint.as_ref().map(|c| c.at)),
+        (None, Some(30))
+    );
+}
+
+/// A borrower running on the lender's GPU, nothing else (the job and the time).
+fn reclaim_free(s: &mut Sched) -> (JobId, Time) {
+    let b = s.submit(JobSpec::new("b", "bor", 1, 0), 0).unwrap();
+    s.pass(0);
+    assert!(s.job(b).unwrap().is_holding());
+    (b, 0)
+}
+
+#[test]
 fn a_restored_stop_is_planned_again_by_its_cause() {
     let mut s = wall(LEND);
     let restored = |id: u64, device: u32, cause: StopCause| RestoredJob {
@@ -228,6 +310,7 @@ fn a_restored_stop_is_planned_again_by_its_cause() {
         deps: Vec::new(),
         array: None,
         lost_ticks: 0,
+        checkpoint: None,
         holding: Some(RestoredHolding {
             node: None,
             devices: vec![device],

@@ -112,6 +112,12 @@ impl Reporter {
         }
     }
 
+    /// A handle that reports the job's checkpoints on this channel from another thread
+    /// ([`super::job_socket`]).
+    pub fn checkpoints(&self) -> CheckpointSender {
+        CheckpointSender(self.tx.clone())
+    }
+
     fn send(&self, kind: Kind, body: Vec<u8>) {
         let _ = self.tx.send(Msg {
             kind,
@@ -147,6 +153,30 @@ impl crate::exec::state::log_sink::LogOut for Reporter {
 
     fn note(&mut self, line: &str) {
         self.send(Kind::Note, line.as_bytes().to_vec());
+    }
+}
+
+/// Reports checkpoints on the channel (SPEC §14); see [`Reporter::checkpoints`].
+#[derive(Clone)]
+pub struct CheckpointSender(mpsc::Sender<Msg>);
+
+impl CheckpointSender {
+    /// Carry one report: `true` once the scheduler took it, `false` when it refused it.
+    pub fn report(&self, note: Option<&str>) -> io::Result<bool> {
+        let body = serde_json::to_vec(&super::Saved {
+            note: note.map(str::to_string),
+        })
+        .map_err(io::Error::other)?;
+        let (answer, got) = mpsc::channel();
+        let gone = || io::Error::other("the report thread is gone");
+        self.0
+            .send(Msg {
+                kind: Kind::Checkpoint,
+                body,
+                answer: Some(answer),
+            })
+            .map_err(|_| gone())?;
+        Ok(got.recv().map_err(|_| gone())?? == OK)
     }
 }
 

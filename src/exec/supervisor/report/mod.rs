@@ -9,9 +9,12 @@
 //! A frame is one kind byte, a big-endian `u32` length and that many bytes. The
 //! supervisor speaks first (`Hello` with the attempt's token, which only the root-private
 //! launch spec in the state directory and the batch script hold); the scheduler answers
-//! `Hello`, `Started` and `Exit` with one byte ([`OK`], [`REFUSED`], [`LOST`]).
+//! `Hello`, `Started`, `Checkpoint` and `Exit` with one byte ([`OK`], [`REFUSED`],
+//! [`LOST`]). A job on the node reports its checkpoints to its supervisor
+//! ([`job_socket`]), which carries them on the same channel (SPEC §14).
 
 pub mod client;
+pub mod job_socket;
 pub mod relay;
 
 use crate::exec::state::runfiles::ReportTo;
@@ -36,6 +39,9 @@ pub enum Kind {
     /// Nothing: the supervisor is alive (a connection silent for [`SILENT_LIMIT`] is
     /// dropped by the scheduler).
     Beat = b'B',
+    /// JSON [`Saved`]: the job reported a checkpoint (`shareq checkpoint` on the node,
+    /// checked by the supervisor against the attempt's token); answered.
+    Checkpoint = b'C',
 }
 
 impl Kind {
@@ -47,6 +53,7 @@ impl Kind {
             Kind::Note,
             Kind::Exit,
             Kind::Beat,
+            Kind::Checkpoint,
         ]
         .into_iter()
         .find(|k| *k as u8 == b)
@@ -54,7 +61,10 @@ impl Kind {
 
     /// Does the scheduler answer this frame?
     pub fn answered(self) -> bool {
-        matches!(self, Kind::Hello | Kind::Started | Kind::Exit)
+        matches!(
+            self,
+            Kind::Hello | Kind::Started | Kind::Exit | Kind::Checkpoint
+        )
     }
 }
 
@@ -74,6 +84,13 @@ pub struct Hello {
     pub job: u64,
     pub attempt: u32,
     pub token: String,
+}
+
+/// A checkpoint report carried for the job: its note.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Saved {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,11 +142,7 @@ pub fn new_token() -> io::Result<String> {
 
 /// Equal tokens, compared in time that does not depend on where they differ.
 pub fn same_token(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+    crate::exec::state::runfiles::same_secret(a, b)
 }
 
 #[cfg(test)]

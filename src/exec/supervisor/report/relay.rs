@@ -30,7 +30,7 @@ const HELLO_LIMIT: Duration = Duration::from_secs(10);
 
 /// What the relay heard from a supervisor, told once it is written into the state
 /// directory (so a scheduler restarted right after finds it there too).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Heard {
     /// The supervisor claimed the attempt: its command is about to run.
     Started { job: JobId, attempt: u32 },
@@ -39,6 +39,12 @@ pub enum Heard {
         job: JobId,
         attempt: u32,
         status: ExitStatus,
+    },
+    /// The job reported a checkpoint through its supervisor (SPEC §14).
+    Checkpoint {
+        job: JobId,
+        attempt: u32,
+        note: Option<String>,
     },
 }
 
@@ -197,6 +203,21 @@ fn serve(mut stream: TcpStream, root: &Path, owner: &Owner, tell: &Tell) -> io::
                 return Ok(());
             }
             Kind::Beat => continue,
+            Kind::Checkpoint => {
+                let saved: super::Saved = serde_json::from_slice(&body)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                let most = crate::model::CHECKPOINT_NOTE_MAX;
+                if saved.note.as_ref().is_some_and(|n| n.len() > most) {
+                    REFUSED
+                } else {
+                    tell(Heard::Checkpoint {
+                        job,
+                        attempt,
+                        note: saved.note,
+                    });
+                    OK
+                }
+            }
         };
         stream.write_all(&[answer])?;
     }
