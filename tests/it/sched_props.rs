@@ -314,7 +314,7 @@ impl Checker {
         let mut held: BTreeMap<(String, u32), JobId> = BTreeMap::new();
         let map = sched.device_map("gpu");
         for j in sched.jobs() {
-            let node = j.node().map(|n| sched.node_name(n).to_string());
+            let node = sched.job_node(j).map(|n| sched.node_name(n).to_string());
             if j.is_holding() && !j.is_stopping() && j.devices().len() != j.quantity as usize {
                 self.failures.push(format!(
                     "t={}: job {} runs on {} devices of {node:?} for {} GPUs",

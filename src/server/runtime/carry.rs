@@ -154,7 +154,9 @@ impl Carry {
             },
         );
         let j = sched.job(job);
-        let node = j.and_then(|j| j.node()).map(|n| sched.node_name(n));
+        let node = j
+            .and_then(|j| sched.job_node(j))
+            .map(|n| sched.node_name(n));
         self.backend.adopt(job, attempt, pid, node);
         self.watch(timers);
         let Some(j) = j else { return };
@@ -304,7 +306,7 @@ impl Carry {
             cgroup: Vec::new(),
             report: None,
         };
-        let node = j.node().map(|n| sched.node_name(n).to_string());
+        let node = sched.job_node(j).map(|n| sched.node_name(n).to_string());
         let on = crate::snapshot::devices_text(node.as_deref(), &devices);
         tracing::info!(job = %job, attempt, devices = %on, "started");
         self.running.insert(

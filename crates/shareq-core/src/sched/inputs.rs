@@ -98,6 +98,12 @@ impl Sched {
                 unit: self.units[u].name.clone(),
             });
         }
+        // A sliced unit's job larger than a device is refused before any count (SPEC §15).
+        if self.units[u].slice.is_some()
+            && let Some(why) = self.larger_than_any_node(u, spec.quantity)
+        {
+            return Err(Rejection::LargerThanAnyNode(why));
+        }
         let max = self.max_request(s, u);
         if i64::from(spec.quantity) > max {
             return Err(Rejection::LimitExceeded {
@@ -468,14 +474,21 @@ impl Sched {
             .best_fit_except(u, q, &noms, Some(id), except)
             .unwrap_or(0);
         self.unindex_pending(id);
-        let devices = self.lowest_free(u, node, q);
+        // A slot's lowest free room: devices, or on a sliced device its lowest free GiB
+        // (the job's `devices` then name that one device, SPEC §15).
+        let parts = self.lowest_free(u, node, q);
+        let (devices, gib) = match self.units[u].slots.get(node).and_then(|sl| sl.device) {
+            Some(d) => (vec![d], parts),
+            None => (parts, Vec::new()),
+        };
         self.start_seq += 1;
         let seq = self.start_seq;
         let at_once = self.clock.acts_at_once();
         if let Some(j) = self.job_mut(id) {
             j.phase = Phase::Holding {
-                node,
+                slot: node,
                 devices: devices.clone(),
+                gib,
                 start_seq: seq,
                 started_at: now,
                 stopping: None,
@@ -492,7 +505,8 @@ impl Sched {
         self.index_holding(id);
         self.usage_started(id, now);
         let after = self.shares[s].lanes[u].borrowed();
-        let node = self.multi_node.then(|| self.node_name(node).to_string());
+        let on = self.units[u].slots.get(node).map_or(node, |sl| sl.node);
+        let node = self.multi_node.then(|| self.node_name(on).to_string());
         self.emit(Event::Started {
             job: id,
             node,

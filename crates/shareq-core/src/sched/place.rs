@@ -18,7 +18,7 @@ impl Sched {
             .map_or(0, |s| s.free.len() as i64);
         let own_term = own
             .and_then(|k| self.job(k))
-            .and_then(|j| j.nomination().filter(|nom| nom.node == n).map(|_| j.id))
+            .and_then(|j| j.nomination().filter(|nom| nom.slot == n).map(|_| j.id))
             .map_or(0, |k| self.nomination_aside(k));
         free - (noms.aside(u, n) - own_term)
     }
@@ -48,7 +48,7 @@ impl Sched {
         except: Option<NodeIx>,
     ) -> Option<NodeIx> {
         if let Some(nom) = job.and_then(|k| self.job(k)).and_then(|j| j.nomination()) {
-            let n = nom.node;
+            let n = nom.slot;
             return (self.node_room(u, n, noms, job) >= i64::from(q) && except != Some(n))
                 .then_some(n);
         }
@@ -104,7 +104,7 @@ impl Sched {
     /// nominations, and the lanes' `held_back` terms when it moved (SPEC §10: `waiting`
     /// counts only jobs some node has room for).
     pub(crate) fn refresh_room(&mut self, u: UnitIx) {
-        if !self.multi_node {
+        if !self.slotted(u) {
             return;
         }
         let m = self.units[u].most_free_on_a_node();
@@ -119,13 +119,13 @@ impl Sched {
     /// The threshold up to which a lane's waiting jobs count: its idle guarantee, and
     /// with `nodes` no more than one node has room for.
     pub(crate) fn waiting_threshold(&self, u: UnitIx, idle: u32) -> u32 {
-        self.waiting_threshold_given(idle, self.units[u].room_max)
+        self.waiting_threshold_given(u, idle, self.units[u].room_max)
     }
 
     /// [`Sched::waiting_threshold`] when one node has room for `room` at most (with the
     /// victims of a preemption being weighed gone).
-    pub(crate) fn waiting_threshold_given(&self, idle: u32, room: u32) -> u32 {
-        if self.multi_node {
+    pub(crate) fn waiting_threshold_given(&self, u: UnitIx, idle: u32, room: u32) -> u32 {
+        if self.slotted(u) {
             idle.min(room)
         } else {
             idle
@@ -153,7 +153,7 @@ impl Sched {
     /// of a size between the most one node has room for and what its counts allow waits
     /// in it (on an oversubscribed unit, the counts without the ordering rule).
     pub fn fragmented_idle(&self, u: UnitIx) -> u32 {
-        if !self.multi_node || u >= self.units.len() {
+        if u >= self.units.len() || !self.slotted(u) {
             return 0;
         }
         let noms = self.nominated_totals();

@@ -57,7 +57,7 @@ impl Sched {
         let job = self.job(j)?;
         let (n, p) = (job.quantity, job.priority);
         // Some node already fits j: only the counts are short (SPEC §10).
-        let counts_only = if self.multi_node {
+        let counts_only = if self.slotted(u) {
             self.best_fit(u, n, noms, None)
         } else {
             None
@@ -111,7 +111,7 @@ impl Sched {
         } else {
             None
         };
-        if in_share.is_empty() || (a.is_some() && (!self.multi_node || counts_only.is_some())) {
+        if in_share.is_empty() || (a.is_some() && (!self.slotted(u) || counts_only.is_some())) {
             return a;
         }
         if counts_only.is_some() {
@@ -153,7 +153,7 @@ impl Sched {
         for (k, reason) in candidates {
             let v = JobId(k.id);
             let Some(vj) = self.job(v) else { continue };
-            let Some(on) = vj.node() else { continue };
+            let Some(on) = vj.slot() else { continue };
             if c.counts_only.is_none() && (skip.contains(&on) || only.is_some_and(|o| o != on)) {
                 continue;
             }
@@ -255,7 +255,7 @@ impl Sched {
             && mode == Mode::B
             && self.shares[s].strategy == Strategy::LendAndBorrow
             && lane.cap.is_none_or(|c| usage + n - limit <= i64::from(c))
-            && self.borrow_allowed(u, Some(key.job()), self.multi_node.then_some(acc.node));
+            && self.borrow_allowed(u, Some(key.job()), self.slotted(u).then_some(acc.node));
         if !within && !borrowed {
             return false;
         }
@@ -276,7 +276,7 @@ impl Sched {
     /// `held_back(u, s)` once the victims in `acc` are gone and requeued, off an
     /// oversubscribed unit: only the victims' shares' terms change.
     fn held_back_after(&self, s: ShareIx, u: UnitIx, acc: &Freed) -> i64 {
-        if self.multi_node {
+        if self.slotted(u) {
             return self.held_back_after_nodes(s, u, acc);
         }
         let mut held_back = self.held_back(s, u);
@@ -382,7 +382,7 @@ impl Sched {
             job.phase = Phase::Pending {
                 nominated: Some(Nomination {
                     victims: refs,
-                    node,
+                    slot: node,
                 }),
             };
         }
@@ -422,7 +422,7 @@ impl Freed {
 
     fn add(&mut self, sched: &Sched, v: JobId) {
         let Some(vj) = sched.job(v) else { return };
-        let on = vj.node().unwrap_or(self.node);
+        let on = vj.slot().unwrap_or(self.node);
         match self.per_node.iter_mut().find(|x| x.0 == on) {
             Some(x) => x.1 += i64::from(vj.quantity),
             None => self.per_node.push((on, i64::from(vj.quantity))),

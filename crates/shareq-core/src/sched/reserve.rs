@@ -11,8 +11,8 @@ use super::Sched;
 use super::keys::{NodeIx, ShareIx, Time, UnitIx};
 use crate::model::JobId;
 
-/// A unit's reservation: the job holding it, when it was taken, and with `nodes` the
-/// node it holds.
+/// A unit's reservation: the job holding it, when it was taken, and with `nodes` (or on
+/// a sliced unit, SPEC §15) the slot it holds: a node, or one sliced device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reservation {
     pub job: JobId,
@@ -79,7 +79,7 @@ impl Sched {
                 .min();
             if let Some((_, _, id)) = best {
                 let n = self.job(id).map_or(0, |j| j.quantity);
-                let node = if self.multi_node {
+                let node = if self.slotted(u) {
                     match self.reserved_node(u, n) {
                         Some(node) => Some(node),
                         None => continue, // no healthy node can ever hold it now
@@ -97,7 +97,8 @@ impl Sched {
     }
 
     /// With `nodes`: among the nodes with at least `n` healthy devices of unit u that take
-    /// new jobs, the one with the most free devices, ties to the node listed first.
+    /// new jobs, the one with the most free devices, ties to the node listed first (a
+    /// sliced unit: the device with the most unassigned GiB, ties to the lowest index).
     fn reserved_node(&self, u: UnitIx, n: u32) -> Option<NodeIx> {
         self.units[u]
             .slots
