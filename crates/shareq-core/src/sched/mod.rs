@@ -382,3 +382,5 @@ impl Sched {
 mod tests;
 #[cfg(test)]
 mod tests_ckpt;
+#[cfg(test)]
+mod tests_slice;
