@@ -582,58 +582,78 @@ fn nodes_strategy() -> impl Strategy<Value = String> {
 }
 
 /// Scenarios on a unit sliced by memory (SPEC §15): 1-4 devices of 3-9 GiB, without or
-/// with `nodes` (the devices spread over up to 2 nodes), shares' limits and jobs in GiB
-/// (some larger than a device), so that best fit over devices, FRAGMENTED waits and the
-/// per-device victim walk all happen.
-fn sliced_strategy() -> impl Strategy<Value = String> {
+/// with `nodes` (the devices spread over 2 nodes), shares' limits and jobs in GiB (some
+/// larger than a device), so that best fit over devices, FRAGMENTED waits and the
+/// per-device victim walk all happen. `with_reload`: the shares are reloaded (as
+/// `scenario_strategy` does) with each device's GiB the same or up to 2 more (fewer
+/// GiB, which can leave a job being stopped holding more than is left until it exits, are
+/// in the core's `tests_slice`).
+fn sliced_strategy(with_reload: bool) -> impl Strategy<Value = String> {
     (
         prop::collection::vec(share_gen(), 1..4),
         1u32..5,
         3u32..10,
         any::<bool>(),
     )
-        .prop_flat_map(|(shares, devices, gib, nodes)| {
+        .prop_flat_map(move |(shares, devices, gib, nodes)| {
             let n = shares.len();
             let job = (job_gen(n), 1..gib + 2).prop_map(|(mut j, q)| {
                 j.quantity = q;
                 j
             });
-            let shares: Vec<ShareGen> = shares
-                .into_iter()
-                .map(|mut s| {
-                    s.limit = s.limit * gib / 2 + 1;
-                    s
-                })
-                .collect();
+            let scale = move |v: Vec<ShareGen>| -> Vec<ShareGen> {
+                v.into_iter()
+                    .map(|mut s| {
+                        s.limit = s.limit * gib / 2 + 1;
+                        s
+                    })
+                    .collect()
+            };
             (
-                Just(shares),
+                Just(scale(shares)),
                 Just((devices, gib, nodes)),
                 -3i32..2,
                 0u32..3,
                 prop::collection::vec(job, 1..30),
+                (0u32..60, prop::collection::vec(share_gen(), n..=n), 0i32..3),
             )
-                .prop_map(|(shares, (devices, gib, nodes), extra, grace, jobs)| {
-                    let text = scenario_text(&shares, 0, grace, &jobs, &[], None);
-                    let max = (i64::from(devices * gib) + i64::from(extra) * i64::from(gib / 2))
-                        .max(1);
-                    let env = if nodes && devices > 1 {
-                        // n0 has fake devices 0.., n1 listed indices (not from 0).
-                        let first = devices / 2;
-                        let listed: Vec<String> = [2, 5, 7, 9][..(devices - first) as usize]
-                            .iter()
-                            .map(u32::to_string)
-                            .collect();
-                        format!(
-                            "- {{kind: ServiceEnvironment, name: p, capacityLimits: [{{capacityUnit: gpu, maxCapacity: {max}, slicing: {{memoryGiB: {gib}}}}}], nodes: [{{name: n0, devices: {{gpu: {{fake: {first}}}}}}}, {{name: n1, devices: {{gpu: [{}]}}}}], preemption: {{gracePeriodSeconds: {grace}}}}}",
-                            listed.join(", ")
-                        )
-                    } else {
-                        format!(
-                            "- {{kind: ServiceEnvironment, name: p, capacityLimits: [{{capacityUnit: gpu, maxCapacity: {max}, devices: {{fake: {devices}}}, slicing: {{memoryGiB: {gib}}}}}], preemption: {{gracePeriodSeconds: {grace}}}}}"
-                        )
+                .prop_map(move |(shares, (devices, gib, nodes), extra, grace, jobs, reload)| {
+                    let (at, new, delta) = reload;
+                    let reload = with_reload.then(|| (at, scale(new)));
+                    let text = scenario_text(&shares, 0, grace, &jobs, &[], reload);
+                    let plain = text.lines().nth(1).unwrap_or_default().to_string();
+                    // maxCapacity stays as it was at the reload: a lower one leaves jobs
+                    // running above it, which is allowed (SPEC §4.3).
+                    let max =
+                        (i64::from(devices * gib) + i64::from(extra) * i64::from(gib / 2)).max(1);
+                    let env = |gib: u32| {
+                        if nodes && devices > 1 {
+                            // n0 has fake devices 0.., n1 listed indices (not from 0).
+                            let first = devices / 2;
+                            let listed: Vec<String> = [2, 5, 7, 9][..(devices - first) as usize]
+                                .iter()
+                                .map(u32::to_string)
+                                .collect();
+                            format!(
+                                "- {{kind: ServiceEnvironment, name: p, capacityLimits: [{{capacityUnit: gpu, maxCapacity: {max}, slicing: {{memoryGiB: {gib}}}}}], nodes: [{{name: n0, devices: {{gpu: {{fake: {first}}}}}}}, {{name: n1, devices: {{gpu: [{}]}}}}], preemption: {{gracePeriodSeconds: {grace}}}}}",
+                                listed.join(", ")
+                            )
+                        } else {
+                            format!(
+                                "- {{kind: ServiceEnvironment, name: p, capacityLimits: [{{capacityUnit: gpu, maxCapacity: {max}, devices: {{fake: {devices}}}, slicing: {{memoryGiB: {gib}}}}}], preemption: {{gracePeriodSeconds: {grace}}}}}"
+                            )
+                        }
                     };
                     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-                    lines[1] = env;
+                    lines[1] = env(gib);
+                    // The reload's environment: the same devices, with other GiB.
+                    let reloaded = env((gib as i32 + delta).max(1) as u32);
+                    let body = format!("  {plain}");
+                    for l in lines.iter_mut().skip(2) {
+                        if *l == body {
+                            *l = format!("  {reloaded}");
+                        }
+                    }
                     lines.join("\n") + "\n"
                 })
         })
@@ -643,8 +663,13 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
     #[test]
-    fn invariants_hold_on_sliced_devices(text in sliced_strategy()) {
+    fn invariants_hold_on_sliced_devices(text in sliced_strategy(false)) {
         check_run(&text, false)?;
+    }
+
+    #[test]
+    fn invariants_hold_on_sliced_devices_across_reloads(text in sliced_strategy(true)) {
+        check_run(&text, true)?;
     }
 
     #[test]
@@ -710,7 +735,7 @@ proptest! {
             nodes_strategy(),
             scenario_strategy(false),
             churn_strategy(),
-            sliced_strategy()
+            sliced_strategy(false)
         ],
         t in 0u32..120,
     ) {

@@ -8,7 +8,7 @@ use super::{Event, PreemptReason, Sched, Time};
 use crate::model::{
     Devices, JobId, NodeDevices, ShareState as Enabled, Strategy, UnitCapacity, ValidConfig,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 impl Sched {
     /// Replace the configuration (SPEC §5, §4.3): nothing queued is dropped, lowered
@@ -202,6 +202,10 @@ impl Sched {
         let mut lost = Vec::new();
         for u in 0..self.units.len() {
             let sliced = self.units[u].slice.is_some();
+            if sliced {
+                self.renumber_gib(u, &mut lost);
+                continue;
+            }
             let mut free: Vec<BTreeSet<u32>> = self.units[u]
                 .slots
                 .iter()
@@ -229,6 +233,62 @@ impl Sched {
             self.units[u].reindex();
         }
         lost
+    }
+
+    /// A sliced unit's GiB handed out again on each device, to its holders in order (those
+    /// being stopped first, then by id), so that no job depends on which GiB of its device
+    /// it held (SPEC §15): a device with fewer GiB than its holders' (lowered
+    /// `memoryGiB`, a device gone) takes the rest off theirs, as does a holding of the
+    /// other kind (a unit sliced by this reload). Those hold nothing on the slot any more.
+    fn renumber_gib(&mut self, u: UnitIx, lost: &mut Vec<JobId>) {
+        let mut per_slot: BTreeMap<SlotIx, Vec<(bool, JobId, usize)>> = BTreeMap::new();
+        for j in self.jobs.iter().flatten().filter(|j| j.unit == u) {
+            let Phase::Holding { slot, gib, .. } = &j.phase else {
+                continue;
+            };
+            if gib.is_empty() || *slot >= self.units[u].slots.len() {
+                if !j.is_stopping() {
+                    lost.push(j.id);
+                }
+                continue;
+            }
+            per_slot
+                .entry(*slot)
+                .or_default()
+                .push((!j.is_stopping(), j.id, j.quantity as usize));
+        }
+        let unit = &mut self.units[u];
+        unit.held.clear();
+        for slot in &mut unit.slots {
+            slot.free = slot.devices.iter().copied().collect();
+        }
+        let mut given: Vec<(JobId, Vec<u32>)> = Vec::new();
+        for (n, mut holders) in per_slot {
+            holders.sort();
+            let slot = &mut unit.slots[n];
+            for (running, id, q) in holders {
+                let gib: Vec<u32> = if slot.free.len() >= q {
+                    slot.free.iter().take(q).copied().collect()
+                } else {
+                    if running {
+                        lost.push(id);
+                    }
+                    Vec::new()
+                };
+                for g in &gib {
+                    slot.free.remove(g);
+                    unit.held.insert((n, *g), id);
+                }
+                given.push((id, gib));
+            }
+        }
+        unit.reindex();
+        // A job left without GiB holds nothing on its device: its release gives nothing back.
+        for (id, new) in given {
+            if let Some(Phase::Holding { gib, .. }) = self.job_mut(id).map(|j| &mut j.phase) {
+                *gib = new;
+            }
+        }
     }
 
     /// Units and nodes by stable index (by name; undeclared ones stay, with nothing

@@ -196,3 +196,41 @@ resourceSharingConfiguration: {strategy: LEND}
     assert_eq!(preempted(&mut s), vec![a1]);
     assert_eq!(s.usable("mem"), 2);
 }
+
+#[test]
+fn fewer_gib_per_device_keep_the_jobs_that_still_fit_whichever_gib_they_held() {
+    let one = |gib: u32| {
+        format!(
+            "
+kind: ServiceEnvironment
+name: t
+capacityLimits: [{{capacityUnit: mem, maxCapacity: {gib}, devices: {{fake: 1}}, slicing: {{memoryGiB: {gib}}}}}]
+---
+kind: QuotaShare
+quotaShareName: a
+capacityLimits: [{{capacityUnit: mem, maxCapacity: {gib}}}]
+resourceSharingConfiguration: {{strategy: LEND}}
+"
+        )
+    };
+    let mut s = sched(&one(80));
+    let a1 = s.submit(JobSpec::new("a1", "a", 30, 0), 0).unwrap();
+    let a2 = s.submit(JobSpec::new("a2", "a", 40, 0), 0).unwrap();
+    s.pass(0);
+    // a2 holds the GiB after a1's; a1 ends, and the device shrinks to 40 GiB.
+    s.job_exited(a1, 0, 1);
+    s.pass(1);
+    let c = config(&one(40));
+    s.take_events();
+    s.apply_config(&c, &UnitCapacity::simulated(&c), 2);
+    assert_eq!(preempted(&mut s), Vec::<JobId>::new());
+    assert!(s.job(a2).unwrap().is_holding());
+    assert_eq!(s.used("mem"), 40);
+    // Nothing is left: a 1 GiB job waits; at 30 GiB a2 no longer fits and goes.
+    let a3 = s.submit(JobSpec::new("a3", "a", 1, 0), 3).unwrap();
+    s.pass(3);
+    assert!(s.job(a3).unwrap().is_pending());
+    let c = config(&one(30));
+    s.apply_config(&c, &UnitCapacity::simulated(&c), 4);
+    assert_eq!(preempted(&mut s), vec![a2]);
+}
