@@ -3,7 +3,7 @@
 //! upkeep every change of a job's place goes through, which keeps those quantities
 //! incremental.
 
-use super::keys::{NodeIx, QKey, ShareIx, UnitIx};
+use super::keys::{QKey, ShareIx, SlotIx, UnitIx};
 use super::state::{Phase, StopCause, VictimRef};
 use super::{Sched, Time};
 use crate::model::{JobId, Strategy};
@@ -15,11 +15,11 @@ use crate::model::{JobId, Strategy};
 pub(crate) struct Noms {
     pub unit: Vec<i64>,
     /// (unit, node, Σ terms of the nominations tied to that node); few entries.
-    pub aside: Vec<(UnitIx, NodeIx, i64)>,
+    pub aside: Vec<(UnitIx, SlotIx, i64)>,
 }
 
 impl Noms {
-    pub fn aside(&self, u: UnitIx, n: NodeIx) -> i64 {
+    pub fn aside(&self, u: UnitIx, n: SlotIx) -> i64 {
         self.aside
             .iter()
             .filter(|a| a.0 == u && a.1 == n)

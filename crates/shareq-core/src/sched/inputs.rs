@@ -1,7 +1,7 @@
 //! The inputs of the state machine (submit, cancel, priority, exits, releases, timeouts)
 //! and the state transitions they share: start, stop, release, requeue, finish.
 
-use super::keys::NodeIx;
+use super::keys::SlotIx;
 use super::rejection::{PriorityError, Rejection};
 use super::state::{FailReason, Job, Lost, Phase, PreemptReason, StopCause, StopPlan};
 use super::{Event, Sched, Time};
@@ -463,7 +463,7 @@ impl Sched {
 
     /// Start a job on the best fit among the nodes other than `except` (a borrowed start
     /// while that node is reserved for a big job, SPEC §3).
-    pub(crate) fn start_except(&mut self, id: JobId, now: Time, except: Option<NodeIx>) {
+    pub(crate) fn start_except(&mut self, id: JobId, now: Time, except: Option<SlotIx>) {
         let Some(job) = self.job(id) else { return };
         let (s, u, q) = (job.share, job.unit, job.quantity);
         let before = self.shares[s].lanes[u].borrowed();

@@ -8,7 +8,7 @@
 //! been first (judged at every round of the pass loop), and per unit the reservation.
 
 use super::Sched;
-use super::keys::{NodeIx, ShareIx, Time, UnitIx};
+use super::keys::{ShareIx, SlotIx, Time, UnitIx};
 use crate::model::JobId;
 
 /// A unit's reservation: the job holding it, when it was taken, and with `nodes` (or on
@@ -17,7 +17,7 @@ use crate::model::JobId;
 pub struct Reservation {
     pub job: JobId,
     pub since: Time,
-    pub node: Option<NodeIx>,
+    pub node: Option<SlotIx>,
 }
 
 impl Sched {
@@ -99,7 +99,7 @@ impl Sched {
     /// With `nodes`: among the nodes with at least `n` healthy devices of unit u that take
     /// new jobs, the one with the most free devices, ties to the node listed first (a
     /// sliced unit: the device with the most unassigned GiB, ties to the lowest index).
-    fn reserved_node(&self, u: UnitIx, n: u32) -> Option<NodeIx> {
+    fn reserved_node(&self, u: UnitIx, n: u32) -> Option<SlotIx> {
         self.units[u]
             .slots
             .iter()
@@ -141,7 +141,7 @@ impl Sched {
         &self,
         u: UnitIx,
         job: Option<JobId>,
-        node: Option<NodeIx>,
+        node: Option<SlotIx>,
     ) -> bool {
         match self.units[u].reservation {
             None => true,
@@ -154,7 +154,7 @@ impl Sched {
     }
 
     /// The node that borrowed starts of jobs other than the reserving one must avoid.
-    pub(crate) fn reserved_node_of(&self, u: UnitIx, job: JobId) -> Option<NodeIx> {
+    pub(crate) fn reserved_node_of(&self, u: UnitIx, job: JobId) -> Option<SlotIx> {
         self.units[u]
             .reservation
             .filter(|r| r.job != job)
