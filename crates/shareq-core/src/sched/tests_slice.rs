@@ -1,11 +1,12 @@
 //! Unit tests of SPEC §15 in the core: a unit sliced by memory counts GiB, each device is
 //! a slot whose room is its unassigned GiB (best fit, `FRAGMENTED` in GiB, the device
-//! map, a lost device, the reservation's device), and a request above a device's GiB is
+//! map, a lost device, the reservation's device, reloads that change the GiB, restored
+//! jobs sharing a device, replay's `auto` devices), and a request above a device's GiB is
 //! refused before any count.
 
 use super::tests::config;
 use super::*;
-use crate::model::{JobSpec, UnitCapacity};
+use crate::model::{JobSpec, JobState, UnitCapacity};
 
 /// Two fake devices of 80 GiB, all of it guaranteed to `a`; `b` borrows.
 const MEM: &str = "
@@ -233,4 +234,49 @@ resourceSharingConfiguration: {{strategy: LEND}}
     let c = config(&one(30));
     s.apply_config(&c, &UnitCapacity::simulated(&c), 4);
     assert_eq!(preempted(&mut s), vec![a2]);
+}
+
+#[test]
+fn auto_devices_of_a_sliced_unit_in_replay_are_ceil_of_its_gib() {
+    let c = config(&MEM.replace("maxCapacity: 160, devices: {fake: 2}", "maxCapacity: 170"));
+    let caps = UnitCapacity::simulated(&c);
+    assert_eq!(caps[0].devices, vec![0, 1, 2]);
+    let s = Sched::new(&c, &caps, Clock::Simulated);
+    assert_eq!(s.usable("mem"), 170);
+}
+
+#[test]
+fn jobs_restored_on_one_sliced_device_share_it_by_their_gib() {
+    let c = config(MEM);
+    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall);
+    for (id, gib) in [(1u64, 50u32), (2, 30)] {
+        let r = RestoredJob {
+            id: JobId(id),
+            spec: JobSpec::new("held", "a", gib, 0),
+            unit: "mem".into(),
+            submitted: 10,
+            priority: 0,
+            preempted_count: 0,
+            failed_attempts: 0,
+            attempts_started: 1,
+            fail_reason: None,
+            deps: Vec::new(),
+            array: None,
+            lost_ticks: 0,
+            holding: Some(RestoredHolding {
+                node: None,
+                devices: vec![1],
+                started_at: 20,
+                state: JobState::Running,
+                stopping: None,
+            }),
+        };
+        s.restore_job(r, 100).unwrap();
+    }
+    assert_eq!(s.used("mem"), 80);
+    assert_eq!(on(&s, JobId(1)), vec![1]);
+    // Device 1 is full: a new job goes to device 0.
+    let a3 = s.submit(JobSpec::new("a3", "a", 10, 0), 100).unwrap();
+    s.pass(100);
+    assert_eq!(on(&s, a3), vec![0]);
 }
