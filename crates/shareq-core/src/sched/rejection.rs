@@ -69,7 +69,7 @@ impl fmt::Display for LargerThanAnyNode {
         if *sliced {
             return write!(
                 f,
-                "needs {quantity} GiB of {unit} on one device; a {unit} device has {largest} GiB"
+                "needs {quantity} GiB of {unit} on one device; each {unit} device has {largest} GiB"
             );
         }
         write!(

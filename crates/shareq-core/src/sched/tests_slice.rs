@@ -123,7 +123,7 @@ fn more_gib_than_a_device_has_is_refused_before_any_count() {
     let err = s.submit(JobSpec::new("big", "a", 81, 0), 0).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "needs 81 GiB of mem on one device; a mem device has 80 GiB"
+        "needs 81 GiB of mem on one device; each mem device has 80 GiB"
     );
     // Even where the share's limit would refuse it too, the device's GiB are named.
     let mut small = sched(&MEM.replace("maxCapacity: 120", "maxCapacity: 30"));
