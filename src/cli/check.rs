@@ -144,6 +144,13 @@ pub fn report(dir: &Path, loaded: &LoadedConfig) -> String {
             let _ = writeln!(out, "  - {line}");
         }
     }
+    let slices = crate::config::slice_notes(cfg);
+    if !slices.is_empty() {
+        out.push_str("\nslices:\n");
+        for line in slices {
+            let _ = writeln!(out, "  - {line}");
+        }
+    }
     let notes = min_runtime_notes(cfg);
     if !notes.is_empty() {
         out.push_str("\nminimum runtimes:\n");

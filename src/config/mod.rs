@@ -26,8 +26,8 @@ pub use parse::{
 pub use people::unknown_people;
 pub use suggest::{did_you_mean, edit_distance};
 pub use summary::{
-    UnitSummary, borrow_cap, borrow_cap_text, changes, min_runtime_notes, one_line, units,
-    user_policy_text, warnings,
+    UnitSummary, borrow_cap, borrow_cap_text, changes, min_runtime_notes, one_line, slice_notes,
+    units, user_policy_text, warnings,
 };
 pub use validate::{Texts, valid_name, valid_principal, validate, validate_texts};
 pub use watch::{ConfigUpdate, DEBOUNCE, Refusals, Watcher};

@@ -62,6 +62,13 @@ pub const SERVICE_ENVIRONMENT: Shape = Shape::Map(&[
             req("capacityUnit", Shape::Text),
             req("maxCapacity", Shape::Count),
             opt("devices", Shape::Devices),
+            opt(
+                "slicing",
+                Shape::Map(&[
+                    req("memoryGiB", Shape::Count),
+                    opt("overuse", Shape::Enum(&["REPORT", "STOP"])),
+                ]),
+            ),
         ])),
     ),
     opt(

@@ -17,6 +17,8 @@ pub struct UnitSummary {
     pub auto: bool,
     /// Σ maxCapacity of the shares.
     pub guaranteed: u64,
+    /// A unit sliced by memory (SPEC §15): each device's GiB; its counts are GiB.
+    pub slice_gib: Option<u32>,
 }
 
 pub fn units(cfg: &ValidConfig) -> Vec<UnitSummary> {
@@ -24,12 +26,15 @@ pub fn units(cfg: &ValidConfig) -> Vec<UnitSummary> {
         .capacity_limits
         .iter()
         .map(|c| {
+            // A sliced unit counts GiB: each device brings memoryGiB of them.
+            let per = c.slicing.map_or(1, |s| s.memory_gib);
             let spec = |d: &Devices| match d {
                 Devices::Auto => ("auto".to_string(), c.max_capacity, true),
-                Devices::Fake(n) => (format!("fake: {n}"), *n, false),
+                Devices::Fake(n) => (format!("fake: {n}"), n.saturating_mul(per), false),
                 Devices::Indices(v) => {
                     let list: Vec<String> = v.iter().map(u32::to_string).collect();
-                    (format!("[{}]", list.join(", ")), v.len() as u32, false)
+                    let n = (v.len() as u32).saturating_mul(per);
+                    (format!("[{}]", list.join(", ")), n, false)
                 }
             };
             // With nodes: each node's devices of the unit, summed.
@@ -59,6 +64,7 @@ pub fn units(cfg: &ValidConfig) -> Vec<UnitSummary> {
                 usable: c.max_capacity.min(count),
                 auto,
                 guaranteed: cfg.guaranteed(&c.capacity_unit),
+                slice_gib: c.slicing.map(|s| s.memory_gib),
             }
         })
         .collect()
@@ -166,7 +172,15 @@ pub fn warnings(cfg: &ValidConfig) -> Vec<String> {
         );
     }
     for u in units(cfg) {
-        if !u.auto && u.usable < u.max_capacity {
+        if !u.auto
+            && u.usable < u.max_capacity
+            && let Some(gib) = u.slice_gib
+        {
+            out.push(format!(
+                "unit `{}`: maxCapacity is {} GiB but the listed devices offer {} GiB ({gib} each), so {} are usable",
+                u.unit, u.max_capacity, u.usable, u.usable
+            ));
+        } else if !u.auto && u.usable < u.max_capacity {
             out.push(format!(
                 "unit `{}`: maxCapacity is {} but only {} devices are listed, so {} are usable",
                 u.unit, u.max_capacity, u.usable, u.usable
@@ -223,6 +237,28 @@ pub fn warnings(cfg: &ValidConfig) -> Vec<String> {
         }
     }
     out
+}
+
+/// What a slice guarantees, per unit sliced by memory (SPEC §15): its quantities are GiB,
+/// all of a job's on one device, and they are accounted, not enforced.
+pub fn slice_notes(cfg: &ValidConfig) -> Vec<String> {
+    cfg.env
+        .capacity_limits
+        .iter()
+        .filter_map(|c| {
+            let sl = c.slicing?;
+            Some(format!(
+                "unit `{}` is sliced by memory: quantities are GiB ({} GiB per device, all of a job's GiB on one device); \
+                 GiB are accounted, not enforced: nothing stops a job from using more of its device's memory than it asked for (overuse: {})",
+                c.capacity_unit,
+                sl.memory_gib,
+                match sl.overuse {
+                    crate::model::Overuse::Report => "REPORT",
+                    crate::model::Overuse::Stop => "STOP",
+                }
+            ))
+        })
+        .collect()
 }
 
 /// One line: `4 shares; gpu 6/8 guaranteed`.

@@ -8,7 +8,7 @@ use super::parse::{Origin, SourcedDocument, at_field};
 use super::suggest::hint;
 use crate::model::ValidConfig;
 use crate::model::{
-    Devices, Executor, MAX_GRACE_SECONDS, MAX_NOTICE_SECONDS, NodeSpec, QuotaShare,
+    Devices, Executor, MAX_GRACE_SECONDS, MAX_NOTICE_SECONDS, MAX_SLICE_GIB, NodeSpec, QuotaShare,
     ServiceEnvironment, Strategy,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -176,6 +176,18 @@ fn check_env(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment) -> BTreeSe
                 origin,
                 format!("{f}.capacityUnit"),
                 format!("unit `{}` is declared twice", c.capacity_unit),
+            );
+        }
+        if let Some(sl) = &c.slicing
+            && !(1..=MAX_SLICE_GIB).contains(&sl.memory_gib)
+        {
+            cx.err(
+                origin,
+                format!("{f}.slicing.memoryGiB"),
+                format!(
+                    "unit `{}`: memoryGiB is {}, must be 1..{MAX_SLICE_GIB} (the GiB each device offers, at most its real memory)",
+                    c.capacity_unit, sl.memory_gib
+                ),
             );
         }
         if let Some(Devices::Indices(ix)) = &c.devices {

@@ -986,8 +986,8 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         started: j.started_at(),
         finished: j.finished_at,
         devices: j.devices().to_vec(),
-        node: j
-            .node()
+        node: sched
+            .job_node(j)
             .filter(|_| sched.has_nodes())
             .map(|n| sched.node_name(n).to_string()),
         on_borrowed: j.is_holding() && lane_borrowing,

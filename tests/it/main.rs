@@ -50,6 +50,7 @@ mod runtime_socket;
 mod scenarios;
 mod sched_props;
 mod server_log;
+mod slices_live;
 mod store_crash;
 mod store_db;
 mod store_failures;

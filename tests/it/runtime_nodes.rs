@@ -40,7 +40,7 @@ fn one_listed_node_runs_jobs_on_its_devices_and_names_it() {
     assert!(out.status.success());
 }
 
-fn serve_refuses(config: &str, expect: &str) {
+pub(crate) fn serve_refuses(config: &str, expect: &str) {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("config");
     std::fs::create_dir_all(&cfg).unwrap();

@@ -1,7 +1,8 @@
 //! Scheduler invariants over random scenarios (STYLE.md): capacity never exceeded, RESERVE
 //! never lends, a share within its limit never loses a job to another share, only lower
 //! priorities are preempted in a share, the pass terminates, and the same inputs give the
-//! same decisions.
+//! same decisions; on a unit sliced by memory (SPEC §15) as well, where no device ever
+//! holds more than its GiB.
 
 use proptest::prelude::*;
 use shareq::model::{JobId, Strategy as ShareStrategy};
@@ -237,13 +238,20 @@ fn liveness_failures(sched: &Sched, t: i64) -> Vec<String> {
             continue;
         };
         let u = usage.get(&j.share).copied().unwrap_or(0);
-        // With nodes, a job fits only where one node has that many free devices.
-        let fits_a_node = !sched.has_nodes() || {
-            let mut per_node: HashMap<String, i64> = HashMap::new();
-            for (node, _, holder) in sched.device_map("gpu") {
-                *per_node.entry(node).or_insert(0) += i64::from(holder.is_none());
+        // With nodes, a job fits only where one node has that many free devices; on a
+        // sliced unit, where one device has that many free GiB.
+        let fits_a_node = match sched.slice_of(0) {
+            Some(gib) => device_gib(sched)
+                .values()
+                .any(|&used| i64::from(gib) - used >= i64::from(q)),
+            None if sched.has_nodes() => {
+                let mut per_node: HashMap<String, i64> = HashMap::new();
+                for (node, _, holder) in sched.device_map("gpu") {
+                    *per_node.entry(node).or_insert(0) += i64::from(holder.is_none());
+                }
+                per_node.values().any(|&f| f >= i64::from(q))
             }
-            per_node.values().any(|&f| f >= i64::from(q))
+            None => true,
         };
         if u + i64::from(q) <= i64::from(limit) && i64::from(q) <= free && fits_a_node {
             out.push(format!(
@@ -251,6 +259,26 @@ fn liveness_failures(sched: &Sched, t: i64) -> Vec<String> {
                 j.id,
                 sched.reason(j.id)
             ));
+        }
+    }
+    out
+}
+
+/// GiB held on each (node, device) of a sliced unit, from the jobs that hold them (its
+/// healthy devices listed with 0), written out here rather than read from the core.
+fn device_gib(sched: &Sched) -> BTreeMap<(String, u32), i64> {
+    let mut out: BTreeMap<(String, u32), i64> = sched
+        .device_map("gpu")
+        .into_iter()
+        .map(|(n, d, _)| ((n, d), 0))
+        .collect();
+    for j in sched.jobs().filter(|j| j.is_holding()) {
+        let node = sched
+            .job_node(j)
+            .map(|n| sched.node_name(n).to_string())
+            .unwrap_or_default();
+        for d in j.devices() {
+            *out.entry((node.clone(), *d)).or_insert(0) += i64::from(j.quantity);
         }
     }
     out
@@ -310,12 +338,30 @@ impl Checker {
             }
         }
         // No (node, device) held twice, and no job spans nodes: every device a job holds
-        // is listed under its node (or was lost there), with the job as its holder.
-        let mut held: BTreeMap<(String, u32), JobId> = BTreeMap::new();
+        // is listed under its node (or was lost there), with the job as its holder. On a
+        // sliced unit a job holds one device, shared, and no device holds more than its
+        // GiB (SPEC §15).
+        let slice = sched.slice_of(0);
+        let mut held: BTreeMap<(String, u32), Vec<JobId>> = BTreeMap::new();
         let map = sched.device_map("gpu");
+        if let Some(gib) = slice {
+            for ((node, d), used) in device_gib(sched) {
+                if used > i64::from(gib) {
+                    self.failures.push(format!(
+                        "t={}: device {d} of {node} holds {used} GiB of its {gib}",
+                        o.t
+                    ));
+                }
+            }
+        }
         for j in sched.jobs() {
-            let node = j.node().map(|n| sched.node_name(n).to_string());
-            if j.is_holding() && !j.is_stopping() && j.devices().len() != j.quantity as usize {
+            let node = sched.job_node(j).map(|n| sched.node_name(n).to_string());
+            let devices = if slice.is_some() {
+                1
+            } else {
+                j.quantity as usize
+            };
+            if j.is_holding() && !j.is_stopping() && j.devices().len() != devices {
                 self.failures.push(format!(
                     "t={}: job {} runs on {} devices of {node:?} for {} GPUs",
                     o.t,
@@ -335,18 +381,25 @@ impl Checker {
                         o.t, j.id
                     ));
                 }
-                if let Some(other) = held.insert((node.clone(), *d), j.id) {
+                let holders = held.entry((node.clone(), *d)).or_default();
+                if slice.is_none()
+                    && let Some(other) = holders.first()
+                {
                     self.failures.push(format!(
                         "t={}: device {d} of {node} held by {other} and {}",
                         o.t, j.id
                     ));
                 }
+                holders.push(j.id);
             }
         }
         // And the other way round: every holder the map names holds that device now.
         for (node, d, holder) in &map {
             let Some(id) = holder else { continue };
-            if held.get(&(node.clone(), *d)) != Some(id) {
+            if !held
+                .get(&(node.clone(), *d))
+                .is_some_and(|h| h.contains(id))
+            {
                 self.failures.push(format!(
                     "t={}: the device map gives device {d} of {node} to job {id}, which does not hold it",
                     o.t
@@ -528,8 +581,96 @@ fn nodes_strategy() -> impl Strategy<Value = String> {
         })
 }
 
+/// Scenarios on a unit sliced by memory (SPEC §15): 1-4 devices of 3-9 GiB, without or
+/// with `nodes` (the devices spread over 2 nodes), shares' limits and jobs in GiB (some
+/// larger than a device), so that best fit over devices, FRAGMENTED waits and the
+/// per-device victim walk all happen. `with_reload`: the shares are reloaded (as
+/// `scenario_strategy` does) with each device's GiB the same or up to 2 more (fewer
+/// GiB, which can leave a job being stopped holding more than is left until it exits, are
+/// in the core's `tests_slice`).
+fn sliced_strategy(with_reload: bool) -> impl Strategy<Value = String> {
+    (
+        prop::collection::vec(share_gen(), 1..4),
+        1u32..5,
+        3u32..10,
+        any::<bool>(),
+    )
+        .prop_flat_map(move |(shares, devices, gib, nodes)| {
+            let n = shares.len();
+            let job = (job_gen(n), 1..gib + 2).prop_map(|(mut j, q)| {
+                j.quantity = q;
+                j
+            });
+            let scale = move |v: Vec<ShareGen>| -> Vec<ShareGen> {
+                v.into_iter()
+                    .map(|mut s| {
+                        s.limit = s.limit * gib / 2 + 1;
+                        s
+                    })
+                    .collect()
+            };
+            (
+                Just(scale(shares)),
+                Just((devices, gib, nodes)),
+                -3i32..2,
+                0u32..3,
+                prop::collection::vec(job, 1..30),
+                (0u32..60, prop::collection::vec(share_gen(), n..=n), 0i32..3),
+            )
+                .prop_map(move |(shares, (devices, gib, nodes), extra, grace, jobs, reload)| {
+                    let (at, new, delta) = reload;
+                    let reload = with_reload.then(|| (at, scale(new)));
+                    let text = scenario_text(&shares, 0, grace, &jobs, &[], reload);
+                    let plain = text.lines().nth(1).unwrap_or_default().to_string();
+                    // maxCapacity stays as it was at the reload: a lower one leaves jobs
+                    // running above it, which is allowed (SPEC §4.3).
+                    let max =
+                        (i64::from(devices * gib) + i64::from(extra) * i64::from(gib / 2)).max(1);
+                    let env = |gib: u32| {
+                        if nodes && devices > 1 {
+                            // n0 has fake devices 0.., n1 listed indices (not from 0).
+                            let first = devices / 2;
+                            let listed: Vec<String> = [2, 5, 7, 9][..(devices - first) as usize]
+                                .iter()
+                                .map(u32::to_string)
+                                .collect();
+                            format!(
+                                "- {{kind: ServiceEnvironment, name: p, capacityLimits: [{{capacityUnit: gpu, maxCapacity: {max}, slicing: {{memoryGiB: {gib}}}}}], nodes: [{{name: n0, devices: {{gpu: {{fake: {first}}}}}}}, {{name: n1, devices: {{gpu: [{}]}}}}], preemption: {{gracePeriodSeconds: {grace}}}}}",
+                                listed.join(", ")
+                            )
+                        } else {
+                            format!(
+                                "- {{kind: ServiceEnvironment, name: p, capacityLimits: [{{capacityUnit: gpu, maxCapacity: {max}, devices: {{fake: {devices}}}, slicing: {{memoryGiB: {gib}}}}}], preemption: {{gracePeriodSeconds: {grace}}}}}"
+                            )
+                        }
+                    };
+                    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+                    lines[1] = env(gib);
+                    // The reload's environment: the same devices, with other GiB.
+                    let reloaded = env((gib as i32 + delta).max(1) as u32);
+                    let body = format!("  {plain}");
+                    for l in lines.iter_mut().skip(2) {
+                        if *l == body {
+                            *l = format!("  {reloaded}");
+                        }
+                    }
+                    lines.join("\n") + "\n"
+                })
+        })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn invariants_hold_on_sliced_devices(text in sliced_strategy(false)) {
+        check_run(&text, false)?;
+    }
+
+    #[test]
+    fn invariants_hold_on_sliced_devices_across_reloads(text in sliced_strategy(true)) {
+        check_run(&text, true)?;
+    }
 
     #[test]
     fn invariants_hold_on_nodes(text in nodes_strategy()) {
@@ -586,10 +727,16 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     /// No decision depends on anything but the state (SPEC §10): a reload of the config
-    /// in force, at any instant, changes no decision line (with and without `nodes`).
+    /// in force, at any instant, changes no decision line (with and without `nodes`, and
+    /// on sliced devices, SPEC §15).
     #[test]
     fn a_noop_reload_changes_no_decision(
-        text in prop_oneof![nodes_strategy(), scenario_strategy(false), churn_strategy()],
+        text in prop_oneof![
+            nodes_strategy(),
+            scenario_strategy(false),
+            churn_strategy(),
+            sliced_strategy(false)
+        ],
         t in 0u32..120,
     ) {
         let plain = decisions(&text);

@@ -152,7 +152,7 @@ impl Carry {
             return;
         }
         let j = sched.job(job);
-        let node = j.and_then(|j| j.node()).map(|n| sched.node_name(n));
+        let node = j.and_then(|j| sched.job_node(j)).map(|n| sched.node_name(n));
         // A Slurm attempt's supervisor runs on its node: no pid here to name.
         if pid > 0 {
             tracing::info!(job = %job, attempt, pid, "adopted a running attempt");
@@ -336,7 +336,7 @@ impl Carry {
                 note: c.note.as_deref().map(str::to_string),
             }),
         };
-        let node = j.node().map(|n| sched.node_name(n).to_string());
+        let node = sched.job_node(j).map(|n| sched.node_name(n).to_string());
         let on = crate::snapshot::devices_text(node.as_deref(), &devices);
         tracing::info!(job = %job, attempt, devices = %on, "started");
         self.running.insert(

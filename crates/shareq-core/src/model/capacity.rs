@@ -2,7 +2,7 @@
 //! configuration, its nodes, and the devices each (node, unit) has. Here so that `sched`
 //! imports no `config` and `exec` no `sched`.
 
-use super::{Devices, Executor, NodeDevices, QuotaShare, ServiceEnvironment};
+use super::{Devices, Executor, NodeDevices, QuotaShare, ServiceEnvironment, Slicing};
 
 /// The name of the one implicit node of a config without `nodes` (SPEC §10).
 pub const LOCAL_NODE: &str = "local";
@@ -70,6 +70,25 @@ impl ValidConfig {
             .collect()
     }
 
+    /// The slicing of a unit sliced by memory (SPEC §15), `None` for a whole-GPU unit.
+    pub fn slicing(&self, unit: &str) -> Option<Slicing> {
+        self.env
+            .capacity_limits
+            .iter()
+            .find(|c| c.capacity_unit == unit)
+            .and_then(|c| c.slicing)
+    }
+
+    /// How many devices `auto` gives a unit in replay: `maxCapacity`, or for a sliced
+    /// unit ceil(maxCapacity / memoryGiB) (SPEC §15).
+    pub fn simulated_auto(&self, unit: &str) -> u32 {
+        let max = self.max_capacity(unit);
+        match self.slicing(unit) {
+            Some(sl) if sl.memory_gib > 0 => max.div_ceil(sl.memory_gib),
+            _ => max,
+        }
+    }
+
     /// maxCapacity of a unit (0 when it is not declared).
     pub fn max_capacity(&self, unit: &str) -> u32 {
         self.env
@@ -91,7 +110,8 @@ pub struct UnitCapacity {
 
 impl UnitCapacity {
     /// Simulated devices (replay and fake GPUs): `{fake: N}` gives 0..N, a list gives those
-    /// indices, `auto` gives `maxCapacity` devices numbered from 0.
+    /// indices, `auto` gives `maxCapacity` devices numbered from 0 (a sliced unit:
+    /// ceil(maxCapacity / memoryGiB)).
     pub fn simulated(config: &ValidConfig) -> Vec<UnitCapacity> {
         config
             .node_units()
@@ -103,7 +123,7 @@ impl UnitCapacity {
                         v.sort_unstable();
                         v
                     }
-                    Devices::Auto => (0..config.max_capacity(&unit)).collect(),
+                    Devices::Auto => (0..config.simulated_auto(&unit)).collect(),
                 },
                 node,
                 unit,

@@ -221,6 +221,10 @@ pub struct EnvCapacityLimit {
     /// Absent = `auto`; must be absent when the environment lists `nodes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices: Option<Devices>,
+    /// A unit sliced by memory (SPEC §15): its quantities are GiB, each device offers
+    /// `memoryGiB` of them, and a job's GiB are all on one device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slicing: Option<Slicing>,
 }
 
 impl EnvCapacityLimit {
@@ -228,6 +232,31 @@ impl EnvCapacityLimit {
     pub fn device_spec(&self) -> &Devices {
         self.devices.as_ref().unwrap_or(&Devices::Auto)
     }
+}
+
+/// `slicing: {memoryGiB: 80, overuse: REPORT}` on a capacity limit (SPEC §15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Slicing {
+    /// GiB each device of the unit offers (1..=MAX_SLICE_GIB).
+    #[serde(rename = "memoryGiB")]
+    pub memory_gib: u32,
+    /// What happens to a job that holds more than its GiB (seen live only).
+    #[serde(default)]
+    pub overuse: Overuse,
+}
+
+/// The most GiB one sliced device may offer: larger than any GPU made so far, small
+/// enough that a device's GiB are cheap to count one by one.
+pub const MAX_SLICE_GIB: u32 = 4096;
+
+/// `overuse:` of a sliced unit (SPEC §15): report a job over its GiB, or stop it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Overuse {
+    #[default]
+    Report,
+    Stop,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

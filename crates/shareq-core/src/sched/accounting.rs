@@ -3,7 +3,7 @@
 //! upkeep every change of a job's place goes through, which keeps those quantities
 //! incremental.
 
-use super::keys::{NodeIx, QKey, ShareIx, UnitIx};
+use super::keys::{QKey, ShareIx, SlotIx, UnitIx};
 use super::state::{Phase, StopCause, VictimRef};
 use super::{Sched, Time};
 use crate::model::{JobId, Strategy};
@@ -15,11 +15,11 @@ use crate::model::{JobId, Strategy};
 pub(crate) struct Noms {
     pub unit: Vec<i64>,
     /// (unit, node, Σ terms of the nominations tied to that node); few entries.
-    pub aside: Vec<(UnitIx, NodeIx, i64)>,
+    pub aside: Vec<(UnitIx, SlotIx, i64)>,
 }
 
 impl Noms {
-    pub fn aside(&self, u: UnitIx, n: NodeIx) -> i64 {
+    pub fn aside(&self, u: UnitIx, n: SlotIx) -> i64 {
         self.aside
             .iter()
             .filter(|a| a.0 == u && a.1 == n)
@@ -112,7 +112,7 @@ impl Sched {
             .victims
             .iter()
             .filter_map(|v| self.job(v.job).map(|j| (j, v)))
-            .filter(|(j, _)| j.node() == Some(nom.node))
+            .filter(|(j, _)| j.slot() == Some(nom.slot))
             .map(|(j, v)| j.releasing_for(*v))
             .sum();
         (i64::from(job.quantity) - i64::from(held)).max(0)
@@ -144,7 +144,7 @@ impl Sched {
     fn add_unit_noms(&self, u: UnitIx, noms: &mut Noms) {
         for &k in &self.units[u].nominated {
             noms.unit[u] += self.nomination_term(k);
-            if let Some(n) = self.job(k).and_then(|j| j.nomination()).map(|nom| nom.node) {
+            if let Some(n) = self.job(k).and_then(|j| j.nomination()).map(|nom| nom.slot) {
                 let term = self.nomination_aside(k);
                 match noms.aside.iter_mut().find(|a| a.0 == u && a.1 == n) {
                     Some(a) => a.2 += term,
@@ -206,7 +206,7 @@ impl Sched {
             let lane = &sh.lanes[u];
             let (gpus, requeued) = Gone::of(gone, r);
             let idle = lane.limit.saturating_sub(lane.usage - gpus);
-            let threshold = self.waiting_threshold_given(idle.min(free), room);
+            let threshold = self.waiting_threshold_given(u, idle.min(free), room);
             let back = |ahead: Option<QKey>| -> u64 {
                 requeued
                     .iter()
@@ -345,7 +345,7 @@ impl Sched {
         let Some(j) = self.job(id) else { return };
         let (s, u, q, vkey, stopping) =
             (j.share, j.unit, j.quantity, self.vkey(j), j.is_stopping());
-        let (node, devs) = (j.node().unwrap_or(0), j.devices().to_vec());
+        let (node, devs) = (j.slot().unwrap_or(0), j.parts().to_vec());
         let users = &self.shares[s].users;
         let (b, pen) = (users.bucket(j.user), users.pen(j.user));
         if let Some(j) = self.job_mut(id) {
@@ -373,7 +373,11 @@ impl Sched {
         let Some(j) = self.job(id) else { return };
         let (s, u, q, vkey, stopping) =
             (j.share, j.unit, j.quantity, self.vkey(j), j.is_stopping());
-        let (node, devs, b) = (j.node().unwrap_or(0), j.devices().to_vec(), j.bucket);
+        let (node, devs, b) = (j.slot().unwrap_or(0), j.parts().to_vec(), j.bucket);
+        // Room of the slot's own kind only: a reload that sliced the unit (or stopped
+        // slicing it) gave the slots a new meaning, and the old holding is gone with them.
+        let same_kind = matches!(&j.phase, Phase::Holding { gib, .. }
+            if gib.is_empty() == self.units[u].slice.is_none());
         let lane = &mut self.shares[s].lanes[u];
         lane.queue.hold(b, 0, q, false);
         lane.usage -= q;
@@ -385,7 +389,9 @@ impl Sched {
         }
         let unit = &mut self.units[u];
         unit.used -= q;
-        unit.give(node, &devs);
+        if same_kind {
+            unit.give(node, &devs);
+        }
         for d in &devs {
             unit.held.remove(&(node, *d));
         }

@@ -1,7 +1,7 @@
 //! The inputs of the state machine (submit, cancel, priority, exits, releases, timeouts)
 //! and the state transitions they share: start, stop, release, requeue, finish.
 
-use super::keys::NodeIx;
+use super::keys::SlotIx;
 use super::rejection::{PriorityError, Rejection};
 use super::state::{FailReason, Job, Lost, Phase, PreemptReason, StopCause, StopPlan};
 use super::{Event, Sched, Time};
@@ -97,6 +97,12 @@ impl Sched {
                 share: name.clone(),
                 unit: self.units[u].name.clone(),
             });
+        }
+        // A sliced unit's job larger than a device is refused before any count (SPEC §15).
+        if self.units[u].slice.is_some()
+            && let Some(why) = self.larger_than_any_node(u, spec.quantity)
+        {
+            return Err(Rejection::LargerThanAnyNode(why));
         }
         let max = self.max_request(s, u);
         if i64::from(spec.quantity) > max {
@@ -488,7 +494,7 @@ impl Sched {
 
     /// Start a job on the best fit among the nodes other than `except` (a borrowed start
     /// while that node is reserved for a big job, SPEC §3).
-    pub(crate) fn start_except(&mut self, id: JobId, now: Time, except: Option<NodeIx>) {
+    pub(crate) fn start_except(&mut self, id: JobId, now: Time, except: Option<SlotIx>) {
         let Some(job) = self.job(id) else { return };
         let (s, u, q) = (job.share, job.unit, job.quantity);
         let before = self.shares[s].lanes[u].borrowed();
@@ -500,14 +506,21 @@ impl Sched {
             .unwrap_or(0);
         let reserved = self.units[u].reservation.is_some_and(|r| r.job == id);
         self.unindex_pending(id);
-        let devices = self.lowest_free(u, node, q);
+        // A slot's lowest free room: devices, or on a sliced device its lowest free GiB
+        // (the job's `devices` then name that one device, SPEC §15).
+        let parts = self.lowest_free(u, node, q);
+        let (devices, gib) = match self.units[u].slots.get(node).and_then(|sl| sl.device) {
+            Some(d) => (vec![d], parts),
+            None => (parts, Vec::new()),
+        };
         self.start_seq += 1;
         let seq = self.start_seq;
         let at_once = self.clock.acts_at_once();
         if let Some(j) = self.job_mut(id) {
             j.phase = Phase::Holding {
-                node,
+                slot: node,
                 devices: devices.clone(),
+                gib,
                 start_seq: seq,
                 started_at: now,
                 stopping: None,
@@ -525,7 +538,8 @@ impl Sched {
         self.index_holding(id);
         self.usage_started(id, now);
         let after = self.shares[s].lanes[u].borrowed();
-        let node = self.multi_node.then(|| self.node_name(node).to_string());
+        let on = self.units[u].slots.get(node).map_or(node, |sl| sl.node);
+        let node = self.multi_node.then(|| self.node_name(on).to_string());
         self.emit(Event::Started {
             job: id,
             node,

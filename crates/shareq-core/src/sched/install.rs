@@ -2,11 +2,13 @@
 //! and borrow caps, devices and the jobs that lost theirs, device loss, and devices
 //! withheld for a while.
 
-use super::keys::{NodeIx, ShareIx, UnitIx};
-use super::state::{Lane, NodeState, ShareState, Slot, UnitState};
+use super::keys::{NodeIx, ShareIx, SlotIx, UnitIx};
+use super::state::{Lane, NodeState, Phase, ShareState, Slot, UnitState};
 use super::{Event, PreemptReason, Sched, Time};
-use crate::model::{Devices, JobId, ShareState as Enabled, Strategy, UnitCapacity, ValidConfig};
-use std::collections::BTreeSet;
+use crate::model::{
+    Devices, JobId, NodeDevices, ShareState as Enabled, Strategy, UnitCapacity, ValidConfig,
+};
+use std::collections::{BTreeMap, BTreeSet};
 
 impl Sched {
     /// Replace the configuration (SPEC §5, §4.3): nothing queued is dropped, lowered
@@ -93,7 +95,7 @@ impl Sched {
         // Devices: rebuild the free sets; jobs on devices that vanished lose them.
         let mut lost = self.rebuild_free_devices();
         for u in 0..nunits {
-            self.units[u].room_max = if self.multi_node {
+            self.units[u].room_max = if self.slotted(u) {
                 self.units[u].most_free_on_a_node()
             } else {
                 0
@@ -193,11 +195,17 @@ impl Sched {
         }
     }
 
-    /// Rebuild each unit's free devices from the jobs' holdings; the jobs (not being
-    /// stopped) that hold a device the config no longer gives.
+    /// Rebuild each unit's free room from the jobs' holdings; the jobs (not being
+    /// stopped) that hold room the config no longer gives (a device gone, a unit sliced
+    /// or no longer sliced, fewer GiB per device).
     fn rebuild_free_devices(&mut self) -> Vec<JobId> {
         let mut lost = Vec::new();
         for u in 0..self.units.len() {
+            let sliced = self.units[u].slice.is_some();
+            if sliced {
+                self.renumber_gib(u, &mut lost);
+                continue;
+            }
             let mut free: Vec<BTreeSet<u32>> = self.units[u]
                 .slots
                 .iter()
@@ -205,10 +213,14 @@ impl Sched {
                 .collect();
             for j in self.jobs.iter().flatten() {
                 if j.unit == u
-                    && let Some(n) = j.node()
+                    && let Some(n) = j.slot()
                 {
-                    for d in j.devices() {
-                        let held = free.get_mut(n).is_some_and(|f| f.remove(d));
+                    let kind_ok = match &j.phase {
+                        Phase::Holding { gib, .. } => gib.is_empty() != sliced,
+                        _ => true,
+                    };
+                    for d in j.parts() {
+                        let held = kind_ok && free.get_mut(n).is_some_and(|f| f.remove(d));
                         if !held && !j.is_stopping() && !lost.contains(&j.id) {
                             lost.push(j.id);
                         }
@@ -221,6 +233,62 @@ impl Sched {
             self.units[u].reindex();
         }
         lost
+    }
+
+    /// A sliced unit's GiB handed out again on each device, to its holders in order (those
+    /// being stopped first, then by id), so that no job depends on which GiB of its device
+    /// it held (SPEC §15): a device with fewer GiB than its holders' (lowered
+    /// `memoryGiB`, a device gone) takes the rest off theirs, as does a holding of the
+    /// other kind (a unit sliced by this reload). Those hold nothing on the slot any more.
+    fn renumber_gib(&mut self, u: UnitIx, lost: &mut Vec<JobId>) {
+        let mut per_slot: BTreeMap<SlotIx, Vec<(bool, JobId, usize)>> = BTreeMap::new();
+        for j in self.jobs.iter().flatten().filter(|j| j.unit == u) {
+            let Phase::Holding { slot, gib, .. } = &j.phase else {
+                continue;
+            };
+            if gib.is_empty() || *slot >= self.units[u].slots.len() {
+                if !j.is_stopping() {
+                    lost.push(j.id);
+                }
+                continue;
+            }
+            per_slot
+                .entry(*slot)
+                .or_default()
+                .push((!j.is_stopping(), j.id, j.quantity as usize));
+        }
+        let unit = &mut self.units[u];
+        unit.held.clear();
+        for slot in &mut unit.slots {
+            slot.free = slot.devices.iter().copied().collect();
+        }
+        let mut given: Vec<(JobId, Vec<u32>)> = Vec::new();
+        for (n, mut holders) in per_slot {
+            holders.sort();
+            let slot = &mut unit.slots[n];
+            for (running, id, q) in holders {
+                let gib: Vec<u32> = if slot.free.len() >= q {
+                    slot.free.iter().take(q).copied().collect()
+                } else {
+                    if running {
+                        lost.push(id);
+                    }
+                    Vec::new()
+                };
+                for g in &gib {
+                    slot.free.remove(g);
+                    unit.held.insert((n, *g), id);
+                }
+                given.push((id, gib));
+            }
+        }
+        unit.reindex();
+        // A job left without GiB holds nothing on its device: its release gives nothing back.
+        for (id, new) in given {
+            if let Some(Phase::Holding { gib, .. }) = self.job_mut(id).map(|j| &mut j.phase) {
+                *gib = new;
+            }
+        }
     }
 
     /// Units and nodes by stable index (by name; undeclared ones stay, with nothing
@@ -264,31 +332,16 @@ impl Sched {
         }
         for u in &mut self.units {
             let name = u.name.clone();
-            u.slots = vec![Slot::default(); nnodes];
-            for (pos, (node, devs)) in listed.iter().enumerate() {
-                let n = order[pos];
-                let slot = &mut u.slots[n];
-                slot.order = pos;
-                if !u.present {
-                    continue;
-                }
-                slot.configured = match devs.get(&name) {
-                    None => 0,
-                    Some(Devices::Fake(k)) => *k,
-                    Some(Devices::Indices(v)) => v.len() as u32,
-                    Some(Devices::Auto) => capacity
-                        .iter()
-                        .find(|c| &c.node == node && c.unit == name)
-                        .map_or(0, |c| c.devices.len() as u32),
-                };
-                let mut v: Vec<u32> = capacity
-                    .iter()
-                    .filter(|c| &c.node == node && c.unit == name)
-                    .flat_map(|c| c.devices.iter().copied())
-                    .collect();
-                v.sort_unstable();
-                v.dedup();
-                slot.devices = v;
+            let slice = config.slicing(&name).map(|sl| sl.memory_gib);
+            if slice != u.slice {
+                // Slots change kind: holders on the old ones lose them.
+                u.slot_ix.clear();
+                u.slots.clear();
+            }
+            u.slice = slice;
+            match slice.filter(|_| u.present) {
+                None => install_node_slots(u, &name, &listed, &order, nnodes, capacity),
+                Some(gib) => install_device_slots(u, &name, &listed, &order, gib, capacity),
             }
             if !u.present {
                 u.max_capacity = 0;
@@ -306,7 +359,7 @@ impl Sched {
         let Some((u, n)) = self.device_place(node, unit, device) else {
             return;
         };
-        self.lose_devices(u, n, &[device], now);
+        self.lose_device(u, n, device, now);
     }
 
     /// The unit and node of `device` of `unit` (`node`: its name; `None`: the first node
@@ -337,7 +390,7 @@ impl Sched {
             return;
         };
         self.units[u].withheld.insert((n, device), why.to_string());
-        self.lose_devices(u, n, &[device], now);
+        self.lose_device(u, n, device, now);
     }
 
     /// A withheld device is free again: it is handed out as before. False when it was
@@ -352,16 +405,26 @@ impl Sched {
             return false;
         };
         unit.withheld.remove(&(n, device));
-        if let Some(slot) = unit.slots.get_mut(n)
-            && slot.devices.binary_search(&device).is_err()
-        {
-            if slot.drained {
-                slot.parked.push(device);
-            } else {
-                slot.devices.push(device);
-                slot.devices.sort_unstable();
-                slot.free.insert(device);
+        let (ix, parts) = match unit.slice {
+            None => (n, vec![device]),
+            Some(gib) => match unit.slot_ix.get(&(n, device)) {
+                Some(&ix) => (ix, (0..gib).collect()),
+                None => return true,
+            },
+        };
+        if let Some(slot) = unit.slots.get_mut(ix) {
+            for d in parts {
+                if slot.devices.binary_search(&d).is_ok() {
+                    continue;
+                }
+                if slot.drained {
+                    slot.parked.push(d);
+                } else {
+                    slot.devices.push(d);
+                    slot.free.insert(d);
+                }
             }
+            slot.devices.sort_unstable();
         }
         unit.reindex();
         unit.usable = unit.max_capacity.min(unit.healthy());
@@ -380,9 +443,11 @@ impl Sched {
             return;
         };
         for u in 0..self.units.len() {
-            let devs = self.units[u].slots.get(n).map(|s| s.devices.clone());
-            if let Some(devs) = devs.filter(|d| !d.is_empty()) {
-                self.lose_devices(u, n, &devs, now);
+            for ix in self.units[u].slots_on(n) {
+                let devs = self.units[u].slots[ix].devices.clone();
+                if !devs.is_empty() {
+                    self.lose_devices(u, ix, &devs, now);
+                }
             }
         }
     }
@@ -397,23 +462,28 @@ impl Sched {
         };
         for u in 0..self.units.len() {
             let unit = &mut self.units[u];
-            let Some(slot) = unit.slots.get_mut(n) else {
-                continue;
-            };
-            if slot.drained == drained {
-                continue;
+            let mut changed = false;
+            for ix in unit.slots_on(n) {
+                let slot = &mut unit.slots[ix];
+                if slot.drained == drained {
+                    continue;
+                }
+                changed = true;
+                slot.drained = drained;
+                if drained {
+                    let free: Vec<u32> = slot.free.iter().copied().collect();
+                    slot.devices.retain(|d| !free.contains(d));
+                    slot.parked.extend(free);
+                    slot.free.clear();
+                } else {
+                    let back = std::mem::take(&mut slot.parked);
+                    slot.free.extend(back.iter().copied());
+                    slot.devices.extend(back);
+                    slot.devices.sort_unstable();
+                }
             }
-            slot.drained = drained;
-            if drained {
-                let free: Vec<u32> = slot.free.iter().copied().collect();
-                slot.devices.retain(|d| !free.contains(d));
-                slot.parked.extend(free);
-                slot.free.clear();
-            } else {
-                let back = std::mem::take(&mut slot.parked);
-                slot.free.extend(back.iter().copied());
-                slot.devices.extend(back);
-                slot.devices.sort_unstable();
+            if !changed {
+                continue;
             }
             unit.reindex();
             unit.usable = unit.max_capacity.min(unit.healthy());
@@ -429,11 +499,19 @@ impl Sched {
         self.node_ix.get(node).is_some_and(|&n| {
             self.units
                 .iter()
-                .any(|u| u.slots.get(n).is_some_and(|s| s.drained))
+                .any(|u| u.slots_on(n).iter().any(|&ix| u.slots[ix].drained))
         })
     }
 
-    fn lose_devices(&mut self, u: UnitIx, n: NodeIx, devices: &[u32], now: Time) {
+    /// Device `device` of node `n` is gone: its room leaves its slot.
+    fn lose_device(&mut self, u: UnitIx, n: NodeIx, device: u32, now: Time) {
+        if let Some((ix, parts)) = self.units[u].slot_of(n, device) {
+            self.lose_devices(u, ix, &parts, now);
+        }
+    }
+
+    /// Room `devices` of slot `n` is gone: the jobs holding any of it are preempted.
+    fn lose_devices(&mut self, u: UnitIx, n: SlotIx, devices: &[u32], now: Time) {
         let unit = &mut self.units[u];
         if let Some(slot) = unit.slots.get_mut(n) {
             slot.devices.retain(|d| !devices.contains(d));
@@ -449,9 +527,9 @@ impl Sched {
             .flatten()
             .filter(|j| {
                 j.unit == u
-                    && j.node() == Some(n)
+                    && j.slot() == Some(n)
                     && !j.is_stopping()
-                    && j.devices().iter().any(|d| devices.contains(d))
+                    && j.parts().iter().any(|d| devices.contains(d))
             })
             .map(|j| j.id)
             .collect();
@@ -462,6 +540,104 @@ impl Sched {
         }
         for id in victims {
             self.preempt_one(id, None, PreemptReason::DeviceLost, now);
+        }
+    }
+}
+
+/// The devices the config gives a unit on one node (`auto`: those discovered), and the
+/// healthy ones among them, sorted.
+fn node_devices(
+    name: &str,
+    node: &str,
+    devs: &NodeDevices,
+    capacity: &[UnitCapacity],
+) -> (Vec<u32>, Vec<u32>) {
+    let mut healthy: Vec<u32> = capacity
+        .iter()
+        .filter(|c| c.node == node && c.unit == name)
+        .flat_map(|c| c.devices.iter().copied())
+        .collect();
+    healthy.sort_unstable();
+    healthy.dedup();
+    let configured = match devs.get(name) {
+        None => Vec::new(),
+        Some(Devices::Fake(k)) => (0..*k).collect(),
+        Some(Devices::Indices(v)) => v.clone(),
+        Some(Devices::Auto) => healthy.clone(),
+    };
+    (configured, healthy)
+}
+
+/// A whole-GPU unit: one slot per node (by node index), its room the node's devices.
+fn install_node_slots(
+    u: &mut UnitState,
+    name: &str,
+    listed: &[(String, NodeDevices)],
+    order: &[NodeIx],
+    nnodes: usize,
+    capacity: &[UnitCapacity],
+) {
+    u.slots = (0..nnodes)
+        .map(|n| Slot {
+            node: n,
+            ..Slot::default()
+        })
+        .collect();
+    for (pos, (node, devs)) in listed.iter().enumerate() {
+        let slot = &mut u.slots[order[pos]];
+        slot.order = pos;
+        if !u.present {
+            continue;
+        }
+        let (configured, healthy) = node_devices(name, node, devs, capacity);
+        slot.configured = configured.len() as u32;
+        slot.devices = healthy;
+    }
+}
+
+/// A unit sliced by memory (SPEC §15): one slot per device (node, index), kept at its
+/// index across reloads, its room the device's `gib` GiB while it is healthy. Slots
+/// the config no longer gives stay, with no room.
+fn install_device_slots(
+    u: &mut UnitState,
+    name: &str,
+    listed: &[(String, NodeDevices)],
+    order: &[NodeIx],
+    gib: u32,
+    capacity: &[UnitCapacity],
+) {
+    for slot in &mut u.slots {
+        slot.configured = 0;
+        slot.devices.clear();
+        slot.order = usize::MAX;
+        slot.drained = false;
+        slot.parked.clear();
+    }
+    let mut next = 0;
+    for (pos, (node, devs)) in listed.iter().enumerate() {
+        let n = order[pos];
+        let (mut configured, healthy) = node_devices(name, node, devs, capacity);
+        configured.extend(healthy.iter().copied());
+        configured.sort_unstable();
+        configured.dedup();
+        for d in configured {
+            let ix = match u.slot_ix.get(&(n, d)) {
+                Some(&ix) => ix,
+                None => {
+                    u.slots.push(Slot::default());
+                    u.slot_ix.insert((n, d), u.slots.len() - 1);
+                    u.slots.len() - 1
+                }
+            };
+            let slot = &mut u.slots[ix];
+            slot.node = n;
+            slot.device = Some(d);
+            slot.order = next;
+            next += 1;
+            slot.configured = gib;
+            if healthy.binary_search(&d).is_ok() {
+                slot.devices = (0..gib).collect();
+            }
         }
     }
 }

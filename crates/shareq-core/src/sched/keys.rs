@@ -14,6 +14,11 @@ pub type UnitIx = usize;
 /// A node's index: its place in the config's `nodes` list (SPEC §10), stable across
 /// reloads by name.
 pub type NodeIx = usize;
+/// A slot's index in its unit's slot table: where a job's GPUs all are, and what
+/// placement, nominations and the victim walk go over (SPEC §10, §15). For a whole-GPU
+/// unit a slot is a node (the same index); for a unit sliced by memory, one device
+/// (node, unit, index) whose room is its unassigned GiB.
+pub type SlotIx = usize;
 
 /// Global scheduling order: priority descending, then *effective* submission time (SPEC
 /// §12: the submission time plus the user's fair-share penalty, in thousandths of an

@@ -263,6 +263,43 @@ impl Sched {
         self.multi_node
     }
 
+    /// Is unit u placed slot by slot (SPEC §10, §15): with `nodes`, or sliced by memory?
+    /// Then `waiting` counts only work some slot has room for, the victim walk goes slot
+    /// by slot, and `FRAGMENTED` says so. Without either there is one slot and these
+    /// rules change nothing.
+    pub(crate) fn slotted(&self, u: UnitIx) -> bool {
+        self.multi_node || self.units.get(u).is_some_and(|x| x.slice.is_some())
+    }
+
+    /// The GiB of each device of a unit sliced by memory (SPEC §15); `None`: whole GPUs.
+    pub fn slice_of(&self, u: UnitIx) -> Option<u32> {
+        self.units.get(u).and_then(|x| x.slice)
+    }
+
+    /// The node a holding job runs on.
+    pub fn job_node(&self, j: &state::Job) -> Option<NodeIx> {
+        let slot = j.slot()?;
+        Some(
+            self.units
+                .get(j.unit)
+                .and_then(|u| u.slots.get(slot))
+                .map_or(slot, |s| s.node),
+        )
+    }
+
+    /// How a slot reads: its node, and for a sliced device `device 1` (on its node with
+    /// `nodes`).
+    pub(crate) fn slot_name(&self, u: UnitIx, slot: keys::SlotIx) -> String {
+        let Some(sl) = self.units.get(u).and_then(|x| x.slots.get(slot)) else {
+            return self.node_name(slot).to_string();
+        };
+        match sl.device {
+            None => self.node_name(sl.node).to_string(),
+            Some(d) if self.multi_node => format!("{} device {d}", self.node_name(sl.node)),
+            Some(d) => format!("device {d}"),
+        }
+    }
+
     /// Names of the nodes in the applied config, in listing order.
     pub fn node_names(&self) -> impl Iterator<Item = &str> {
         self.nodes
@@ -347,3 +384,5 @@ impl Sched {
 mod tests;
 #[cfg(test)]
 mod tests_ckpt;
+#[cfg(test)]
+mod tests_slice;

@@ -316,11 +316,11 @@ impl Sched {
                 let fits_cap = lane.cap.is_none_or(|c| {
                     i64::from(lane.usage) + q - i64::from(lane.limit) <= i64::from(c)
                 });
-                let node = j.nomination().map(|nom| nom.node);
+                let node = j.nomination().map(|nom| nom.slot);
                 if q > room0[u]
                     && q <= self.available_borrowing(s, u, Some(j.id), noms)
                     && fits_cap
-                    && self.borrow_allowed(u, Some(j.id), node.filter(|_| self.multi_node))
+                    && self.borrow_allowed(u, Some(j.id), node.filter(|_| self.slotted(u)))
                     && self.best_fit(u, j.quantity, noms, Some(j.id)).is_some()
                 {
                     best = Some(k);

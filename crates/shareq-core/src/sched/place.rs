@@ -1,24 +1,26 @@
-//! Placement on nodes (SPEC §10): a job's GPUs are all on one node; the node is the best
-//! fit (fewest free devices that fit, ties to the node listed first), its devices the
-//! lowest free indices. Free devices set aside for a nomination on its node fit no other
-//! job. Without `nodes` there is one implicit node and these rules change nothing.
+//! Placement on slots (SPEC §10, §15): a job's GPUs are all in one slot, a node (its free
+//! devices) or a device of a unit sliced by memory (its free GiB); the slot is the best
+//! fit (least room that fits, ties to the slot listed first), and in it the job takes the
+//! lowest free devices (or GiB). Room set aside for a nomination in its slot fits no other
+//! job. Without `nodes` a whole-GPU unit has one implicit node and these rules change
+//! nothing.
 
 use super::Sched;
 use super::accounting::Noms;
-use super::keys::{NodeIx, UnitIx};
+use super::keys::{SlotIx, UnitIx};
 use crate::model::JobId;
 
 impl Sched {
     /// Free devices of unit u on node n that are not set aside for nominations there. A
     /// nominated job tied to n (`own`) does not count its own reserve against itself.
-    pub(crate) fn node_room(&self, u: UnitIx, n: NodeIx, noms: &Noms, own: Option<JobId>) -> i64 {
+    pub(crate) fn node_room(&self, u: UnitIx, n: SlotIx, noms: &Noms, own: Option<JobId>) -> i64 {
         let free = self.units[u]
             .slots
             .get(n)
             .map_or(0, |s| s.free.len() as i64);
         let own_term = own
             .and_then(|k| self.job(k))
-            .and_then(|j| j.nomination().filter(|nom| nom.node == n).map(|_| j.id))
+            .and_then(|j| j.nomination().filter(|nom| nom.slot == n).map(|_| j.id))
             .map_or(0, |k| self.nomination_aside(k));
         free - (noms.aside(u, n) - own_term)
     }
@@ -33,7 +35,7 @@ impl Sched {
         q: u32,
         noms: &Noms,
         job: Option<JobId>,
-    ) -> Option<NodeIx> {
+    ) -> Option<SlotIx> {
         self.best_fit_except(u, q, noms, job, None)
     }
 
@@ -45,10 +47,10 @@ impl Sched {
         q: u32,
         noms: &Noms,
         job: Option<JobId>,
-        except: Option<NodeIx>,
-    ) -> Option<NodeIx> {
+        except: Option<SlotIx>,
+    ) -> Option<SlotIx> {
         if let Some(nom) = job.and_then(|k| self.job(k)).and_then(|j| j.nomination()) {
-            let n = nom.node;
+            let n = nom.slot;
             return (self.node_room(u, n, noms, job) >= i64::from(q) && except != Some(n))
                 .then_some(n);
         }
@@ -82,7 +84,7 @@ impl Sched {
     }
 
     /// [`Sched::room_max`] on the nodes other than `except`.
-    pub(crate) fn room_max_except(&self, u: UnitIx, noms: &Noms, except: Option<NodeIx>) -> u32 {
+    pub(crate) fn room_max_except(&self, u: UnitIx, noms: &Noms, except: Option<SlotIx>) -> u32 {
         let unit = &self.units[u];
         let plain = unit
             .by_free
@@ -104,7 +106,7 @@ impl Sched {
     /// nominations, and the lanes' `held_back` terms when it moved (SPEC §10: `waiting`
     /// counts only jobs some node has room for).
     pub(crate) fn refresh_room(&mut self, u: UnitIx) {
-        if !self.multi_node {
+        if !self.slotted(u) {
             return;
         }
         let m = self.units[u].most_free_on_a_node();
@@ -119,13 +121,13 @@ impl Sched {
     /// The threshold up to which a lane's waiting jobs count: its idle guarantee, and
     /// with `nodes` no more than one node has room for.
     pub(crate) fn waiting_threshold(&self, u: UnitIx, idle: u32) -> u32 {
-        self.waiting_threshold_given(idle, self.units[u].room_max)
+        self.waiting_threshold_given(u, idle, self.units[u].room_max)
     }
 
     /// [`Sched::waiting_threshold`] when one node has room for `room` at most (with the
     /// victims of a preemption being weighed gone).
-    pub(crate) fn waiting_threshold_given(&self, idle: u32, room: u32) -> u32 {
-        if self.multi_node {
+    pub(crate) fn waiting_threshold_given(&self, u: UnitIx, idle: u32, room: u32) -> u32 {
+        if self.slotted(u) {
             idle.min(room)
         } else {
             idle
@@ -133,7 +135,7 @@ impl Sched {
     }
 
     /// Free devices of unit u on node n, set-aside ones included.
-    pub(crate) fn node_free(&self, u: UnitIx, n: NodeIx) -> i64 {
+    pub(crate) fn node_free(&self, u: UnitIx, n: SlotIx) -> i64 {
         self.units[u]
             .slots
             .get(n)
@@ -141,7 +143,7 @@ impl Sched {
     }
 
     /// The lowest `q` free devices of unit u on node n.
-    pub(crate) fn lowest_free(&self, u: UnitIx, n: NodeIx, q: u32) -> Vec<u32> {
+    pub(crate) fn lowest_free(&self, u: UnitIx, n: SlotIx, q: u32) -> Vec<u32> {
         self.units[u].slots.get(n).map_or_else(Vec::new, |s| {
             s.free.iter().take(q as usize).copied().collect()
         })
@@ -153,7 +155,7 @@ impl Sched {
     /// of a size between the most one node has room for and what its counts allow waits
     /// in it (on an oversubscribed unit, the counts without the ordering rule).
     pub fn fragmented_idle(&self, u: UnitIx) -> u32 {
-        if !self.multi_node || u >= self.units.len() {
+        if u >= self.units.len() || !self.slotted(u) {
             return 0;
         }
         let noms = self.nominated_totals();

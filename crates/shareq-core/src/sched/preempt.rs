@@ -2,7 +2,7 @@
 //! set, and carrying a preemption out (stopping victims, nominating the job).
 
 use super::accounting::{Gone, Noms};
-use super::keys::{NodeIx, QKey, ShareIx, UnitIx};
+use super::keys::{QKey, ShareIx, SlotIx, UnitIx};
 use super::state::{Nomination, Phase, PreemptReason, StopCause, VKey, VictimRef};
 use super::{Event, Sched, Time};
 use crate::model::{JobId, Strategy};
@@ -32,7 +32,7 @@ struct Claim {
     /// A cross-node count reclaim (SPEC §10, "When some node already fits j"): every
     /// node's candidates are walked together, the fit is judged on the counts alone, and
     /// the job is nominated on this node, where placement would put it now.
-    counts_only: Option<NodeIx>,
+    counts_only: Option<SlotIx>,
 }
 
 impl Sched {
@@ -52,12 +52,12 @@ impl Sched {
         u: UnitIx,
         noms: &Noms,
         protect: bool,
-    ) -> Option<(NodeIx, Vec<Victim>)> {
+    ) -> Option<(SlotIx, Vec<Victim>)> {
         let open = |k: &VKey| !protect || !self.is_protected(JobId(k.id));
         let job = self.job(j)?;
         let (n, p) = (job.quantity, job.priority);
         // Some node already fits j: only the counts are short (SPEC §10).
-        let counts_only = if self.multi_node {
+        let counts_only = if self.slotted(u) {
             self.best_fit(u, n, noms, None)
         } else {
             None
@@ -90,7 +90,7 @@ impl Sched {
             .sum();
         let mode_a_possible = lane.usage < lane.limit
             && u64::from(lane.usage) + u64::from(n) <= u64::from(lane.limit) + in_share_gpus;
-        let walk_a = |skip: &[NodeIx], only: Option<NodeIx>| {
+        let walk_a = |skip: &[SlotIx], only: Option<SlotIx>| {
             let reclaim = self
                 .reclaim_candidates(s, u)
                 .filter(|(k, _)| open(k))
@@ -100,7 +100,7 @@ impl Sched {
                 .map(|&k| (k, PreemptReason::InSharePriority));
             self.walk(&claim, noms, Mode::A, reclaim.chain(own), skip, only)
         };
-        let walk_b = |skip: &[NodeIx]| {
+        let walk_b = |skip: &[SlotIx]| {
             let own = in_share
                 .iter()
                 .map(|&k| (k, PreemptReason::InSharePriority));
@@ -111,7 +111,7 @@ impl Sched {
         } else {
             None
         };
-        if in_share.is_empty() || (a.is_some() && (!self.multi_node || counts_only.is_some())) {
+        if in_share.is_empty() || (a.is_some() && (!self.slotted(u) || counts_only.is_some())) {
             return a;
         }
         if counts_only.is_some() {
@@ -146,14 +146,14 @@ impl Sched {
         noms: &Noms,
         mode: Mode,
         candidates: impl Iterator<Item = (VKey, PreemptReason)>,
-        skip: &[NodeIx],
-        only: Option<NodeIx>,
-    ) -> Option<(NodeIx, Vec<Victim>)> {
+        skip: &[SlotIx],
+        only: Option<SlotIx>,
+    ) -> Option<(SlotIx, Vec<Victim>)> {
         let mut sets: Vec<(Freed, Vec<Victim>)> = Vec::new();
         for (k, reason) in candidates {
             let v = JobId(k.id);
             let Some(vj) = self.job(v) else { continue };
-            let Some(on) = vj.node() else { continue };
+            let Some(on) = vj.slot() else { continue };
             if c.counts_only.is_none() && (skip.contains(&on) || only.is_some_and(|o| o != on)) {
                 continue;
             }
@@ -217,7 +217,7 @@ impl Sched {
         c: &Claim,
         mut victims: Vec<Victim>,
         mode: Mode,
-        node: NodeIx,
+        node: SlotIx,
         room: i64,
     ) -> Vec<Victim> {
         if victims.len() < 2 {
@@ -255,7 +255,7 @@ impl Sched {
             && mode == Mode::B
             && self.shares[s].strategy == Strategy::LendAndBorrow
             && lane.cap.is_none_or(|c| usage + n - limit <= i64::from(c))
-            && self.borrow_allowed(u, Some(key.job()), self.multi_node.then_some(acc.node));
+            && self.borrow_allowed(u, Some(key.job()), self.slotted(u).then_some(acc.node));
         if !within && !borrowed {
             return false;
         }
@@ -276,7 +276,7 @@ impl Sched {
     /// `held_back(u, s)` once the victims in `acc` are gone and requeued, off an
     /// oversubscribed unit: only the victims' shares' terms change.
     fn held_back_after(&self, s: ShareIx, u: UnitIx, acc: &Freed) -> i64 {
-        if self.multi_node {
+        if self.slotted(u) {
             return self.held_back_after_nodes(s, u, acc);
         }
         let mut held_back = self.held_back(s, u);
@@ -352,7 +352,7 @@ impl Sched {
     pub(crate) fn apply_preemption(
         &mut self,
         j: JobId,
-        (node, victims): (NodeIx, Vec<Victim>),
+        (node, victims): (SlotIx, Vec<Victim>),
         now: Time,
     ) {
         for &(v, reason) in &victims {
@@ -382,7 +382,7 @@ impl Sched {
             job.phase = Phase::Pending {
                 nominated: Some(Nomination {
                     victims: refs,
-                    node,
+                    slot: node,
                 }),
             };
         }
@@ -401,16 +401,16 @@ impl Sched {
 struct Freed {
     per_share: Vec<Gone>,
     /// GPUs the victims free per node (all on `node`, but for a cross-node reclaim).
-    per_node: Vec<(NodeIx, i64)>,
+    per_node: Vec<(SlotIx, i64)>,
     nominated: i64,
-    node: NodeIx,
+    node: SlotIx,
     room: i64,
 }
 
 impl Freed {
     /// `nominated`: the unit's Σ nomination terms (j itself is never nominated here);
     /// `room`: the node's free devices not set aside for nominations.
-    fn new(nominated: i64, node: NodeIx, room: i64) -> Freed {
+    fn new(nominated: i64, node: SlotIx, room: i64) -> Freed {
         Freed {
             per_share: Vec::new(),
             per_node: Vec::new(),
@@ -422,7 +422,7 @@ impl Freed {
 
     fn add(&mut self, sched: &Sched, v: JobId) {
         let Some(vj) = sched.job(v) else { return };
-        let on = vj.node().unwrap_or(self.node);
+        let on = vj.slot().unwrap_or(self.node);
         match self.per_node.iter_mut().find(|x| x.0 == on) {
             Some(x) => x.1 += i64::from(vj.quantity),
             None => self.per_node.push((on, i64::from(vj.quantity))),

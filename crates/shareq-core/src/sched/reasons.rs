@@ -102,10 +102,19 @@ impl Sched {
     /// than any node's configured devices of its unit (with `nodes` only).
     pub(crate) fn larger_than_any_node(&self, u: usize, n: u32) -> Option<LargerThanAnyNode> {
         let unit = &self.units[u];
+        if let Some(gib) = unit.slice {
+            return (n > gib).then(|| LargerThanAnyNode {
+                quantity: n,
+                unit: unit.name.clone(),
+                largest: gib,
+                sliced: true,
+            });
+        }
         (self.multi_node && n > unit.largest).then(|| LargerThanAnyNode {
             quantity: n,
             unit: unit.name.clone(),
             largest: unit.largest,
+            sliced: false,
         })
     }
 
@@ -119,7 +128,7 @@ impl Sched {
             Phase::Holding { stopping, .. } => self.holding_reason(job, stopping),
             Phase::Pending {
                 nominated: Some(nom),
-            } => self.nominated_reason(nom),
+            } => self.nominated_reason(job.unit, nom),
             Phase::Dependent => self.pending_reason(job),
             Phase::Parent => self.array_reason(id),
             Phase::Pending { nominated: None } => self.runnable_reason(id, job),
@@ -149,12 +158,12 @@ impl Sched {
 
     /// A nominated job (SPEC §4.4): how many of its victims are still releasing GPUs, and
     /// on which node with `nodes`.
-    fn nominated_reason(&self, nom: &Nomination) -> String {
+    fn nominated_reason(&self, u: usize, nom: &Nomination) -> String {
         let releasing = self.victims_releasing(&nom.victims);
-        if self.multi_node {
+        if self.slotted(u) {
             return format!(
                 "preempting: waiting for {releasing} job(s) to release their GPUs on {}",
-                self.node_name(nom.node)
+                self.slot_name(u, nom.slot)
             );
         }
         format!("preempting: waiting for {releasing} job(s) to release their GPUs")
@@ -223,6 +232,11 @@ impl Sched {
                 share.name, unit.name
             ));
         }
+        if unit.slice.is_some()
+            && let Some(why) = self.larger_than_any_node(u, n)
+        {
+            return Some(why.to_string()); // before any count, as at submission (SPEC §15)
+        }
         let max = self.max_request(s, u);
         if i64::from(n) > max {
             // The words of the rejection (SPEC §2): a job that can never fit is flagged.
@@ -283,7 +297,7 @@ impl Sched {
     /// `FRAGMENTED: 3 a100 free, at most 2 on one node` (SPEC §10): with `nodes`, enough
     /// GPUs are available to the job but no one node has room for it.
     fn fragmented_reason(&self, job: &Job, noms: &Noms) -> Option<String> {
-        if !self.multi_node {
+        if !self.slotted(job.unit) {
             return None;
         }
         let (s, u, n) = (job.share, job.unit, job.quantity);
@@ -301,12 +315,18 @@ impl Sched {
             -1
         };
         let room = self.room_max(u, noms);
-        (counts >= i64::from(n) && room < n).then(|| {
-            format!(
+        (counts >= i64::from(n) && room < n).then(|| match unit.slice {
+            // `FRAGMENTED: 30 GiB free, at most 18 on one a100-mem device` (SPEC §15).
+            Some(_) => format!(
+                "FRAGMENTED: {} GiB free, at most {room} on one {} device",
+                unit.free().max(0),
+                unit.name
+            ),
+            None => format!(
                 "FRAGMENTED: {} {} free, at most {room} on one node",
                 unit.free().max(0),
                 unit.name
-            )
+            ),
         })
     }
 

@@ -45,6 +45,8 @@ pub struct LargerThanAnyNode {
     pub quantity: u32,
     pub unit: String,
     pub largest: u32,
+    /// The unit is sliced by memory (SPEC §15): `largest` is a device's GiB.
+    pub sliced: bool,
 }
 
 /// The words of the "larger than any node" rejection and reason, by which the replay's
@@ -62,7 +64,14 @@ impl fmt::Display for LargerThanAnyNode {
             quantity,
             unit,
             largest,
+            sliced,
         } = self;
+        if *sliced {
+            return write!(
+                f,
+                "needs {quantity} GiB of {unit} on one device; each {unit} device has {largest} GiB"
+            );
+        }
         write!(
             f,
             "needs {quantity} {unit} {LARGER_THAN_ANY_NODE} {largest}"
@@ -229,6 +238,7 @@ mod tests {
                     quantity: 8,
                     unit: s("a100"),
                     largest: 4,
+                    sliced: false,
                 }),
                 "needs 8 a100 on one node; the largest node has 4",
             ),

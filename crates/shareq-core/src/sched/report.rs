@@ -237,6 +237,9 @@ impl Sched {
         };
         let unit = &self.units[u];
         let holders = &unit.held;
+        if unit.slice.is_some() {
+            return self.sliced_device_map(u);
+        }
         let mut nodes: Vec<usize> = (0..self.nodes.len()).collect();
         nodes.sort_by_key(|&n| {
             (
@@ -257,6 +260,32 @@ impl Sched {
                     out.push((name.clone(), d, Some(j)));
                 }
             }
+        }
+        out
+    }
+
+    /// [`Sched::device_map`] of a unit sliced by memory (SPEC §15): each device in
+    /// listing order once per job holding GiB of it (in job id order), or once with `None`
+    /// when no job does.
+    fn sliced_device_map(&self, u: UnitIx) -> Vec<(String, u32, Option<JobId>)> {
+        let unit = &self.units[u];
+        let mut slots: Vec<usize> = (0..unit.slots.len())
+            .filter(|&s| unit.slots[s].order != usize::MAX)
+            .collect();
+        slots.sort_by_key(|&s| unit.slots[s].order);
+        let mut out = Vec::new();
+        for s in slots {
+            let (slot, name) = (&unit.slots[s], self.node_name(unit.slots[s].node));
+            let d = slot.device.unwrap_or(0);
+            let jobs: std::collections::BTreeSet<JobId> = unit
+                .held
+                .range((s, 0)..=(s, u32::MAX))
+                .map(|(_, &j)| j)
+                .collect();
+            if jobs.is_empty() {
+                out.push((name.to_string(), d, None));
+            }
+            out.extend(jobs.into_iter().map(|j| (name.to_string(), d, Some(j))));
         }
         out
     }

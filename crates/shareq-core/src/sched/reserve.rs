@@ -14,7 +14,7 @@
 //! started on the reservation, and per unit the reservation.
 
 use super::Sched;
-use super::keys::{NodeIx, ShareIx, Time, UnitIx};
+use super::keys::{ShareIx, SlotIx, Time, UnitIx};
 use crate::model::JobId;
 
 /// A lane's first pending job as a claimant of its unit's reservation: from when it
@@ -27,13 +27,13 @@ struct Claim {
     back: bool,
 }
 
-/// A unit's reservation: the job holding it, when it was taken, and with `nodes` the
-/// node it holds.
+/// A unit's reservation: the job holding it, when it was taken, and with `nodes` (or on
+/// a sliced unit, SPEC §15) the slot it holds: a node, or one sliced device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reservation {
     pub job: JobId,
     pub since: Time,
-    pub node: Option<NodeIx>,
+    pub node: Option<SlotIx>,
 }
 
 impl Sched {
@@ -109,7 +109,7 @@ impl Sched {
                 .min();
             if let Some((_, _, _, id)) = best {
                 let n = self.job(id).map_or(0, |j| j.quantity);
-                let node = if self.multi_node {
+                let node = if self.slotted(u) {
                     match self.reserved_node(u, n) {
                         Some(node) => Some(node),
                         None => continue, // no healthy node can ever hold it now
@@ -127,8 +127,9 @@ impl Sched {
     }
 
     /// With `nodes`: among the nodes with at least `n` healthy devices of unit u that take
-    /// new jobs, the one with the most free devices, ties to the node listed first.
-    fn reserved_node(&self, u: UnitIx, n: u32) -> Option<NodeIx> {
+    /// new jobs, the one with the most free devices, ties to the node listed first (a
+    /// sliced unit: the device with the most unassigned GiB, ties to the lowest index).
+    fn reserved_node(&self, u: UnitIx, n: u32) -> Option<SlotIx> {
         self.units[u]
             .slots
             .iter()
@@ -170,7 +171,7 @@ impl Sched {
         &self,
         u: UnitIx,
         job: Option<JobId>,
-        node: Option<NodeIx>,
+        node: Option<SlotIx>,
     ) -> bool {
         match self.units[u].reservation {
             None => true,
@@ -183,7 +184,7 @@ impl Sched {
     }
 
     /// The node that borrowed starts of jobs other than the reserving one must avoid.
-    pub(crate) fn reserved_node_of(&self, u: UnitIx, job: JobId) -> Option<NodeIx> {
+    pub(crate) fn reserved_node_of(&self, u: UnitIx, job: JobId) -> Option<SlotIx> {
         self.units[u]
             .reservation
             .filter(|r| r.job != job)

@@ -58,10 +58,12 @@ impl Sched {
         let u = self.unit_or_ghost(&r.unit);
         let s = self.share_or_ghost(&r.spec.quota_share_name);
         let node = r.holding.as_ref().map(|h| self.node_of(u, h));
-        if let (Some(h), Some(n)) = (&r.holding, node) {
+        // Whole GPUs are held by one job each; a sliced device is shared (SPEC §15).
+        let whole = self.units[u].slice.is_none();
+        if let (Some(h), Some(n), true) = (&r.holding, node, whole) {
             let held: BTreeSet<u32> = self
                 .jobs()
-                .filter(|j| j.unit == u && j.node() == Some(n))
+                .filter(|j| j.unit == u && self.job_node(j) == Some(n))
                 .flat_map(|j| j.devices().iter().copied())
                 .collect();
             if let Some(d) = h.devices.iter().find(|d| held.contains(d)) {
@@ -75,9 +77,21 @@ impl Sched {
             None => Phase::Pending { nominated: None },
             Some(h) => {
                 self.start_seq += 1;
+                let n = node.unwrap_or(0);
+                // On a sliced unit the job holds GiB of its one device: the lowest free
+                // ones of that device's slot (SPEC §15).
+                let unit = &self.units[u];
+                let (slot, gib) = match (unit.slice, h.devices.first()) {
+                    (Some(_), Some(&d)) => match unit.slot_ix.get(&(n, d)) {
+                        Some(&ix) => (ix, self.lowest_free(u, ix, r.spec.quantity)),
+                        None => (usize::MAX, vec![0]),
+                    },
+                    _ => (n, Vec::new()),
+                };
                 Phase::Holding {
-                    node: node.unwrap_or(0),
+                    slot,
                     devices: h.devices.clone(),
+                    gib,
                     start_seq: self.start_seq,
                     started_at: h.started_at,
                     stopping: h.stopping.map(|c| (c, now)),
@@ -168,8 +182,11 @@ impl Sched {
                     });
                     self.node_ix.insert(name.clone(), self.nodes.len() - 1);
                     let n = self.nodes.len() - 1;
-                    for unit in &mut self.units {
-                        unit.slots.resize_with(n + 1, Default::default);
+                    for unit in self.units.iter_mut().filter(|u| u.slice.is_none()) {
+                        unit.slots.resize_with(n + 1, || super::state::Slot {
+                            node: n,
+                            ..Default::default()
+                        });
                     }
                     n
                 }

@@ -1,7 +1,7 @@
 //! The scheduler's state: jobs, per-unit capacity, per-share lanes and the ordered indexes
 //! that let a pass find the next startable job without rescanning the queue.
 
-use super::keys::{NodeIx, QKey, ShareIx, Time, UnitIx};
+use super::keys::{NodeIx, QKey, ShareIx, SlotIx, Time, UnitIx};
 use crate::model::{JobId, JobSpec, JobState, Strategy};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -103,12 +103,12 @@ pub struct VictimRef {
     pub attempt: u32,
 }
 
-/// A nominated job's claim (SPEC §4.4, §10): the victims it waits for and the node they
-/// run on, where it will start.
+/// A nominated job's claim (SPEC §4.4, §10, §15): the victims it waits for and the slot
+/// (node, or sliced device) they run on, where it will start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nomination {
     pub victims: Vec<VictimRef>,
-    pub node: NodeIx,
+    pub slot: SlotIx,
 }
 
 /// Where a job is in its life, from the scheduler's point of view.
@@ -116,10 +116,13 @@ pub struct Nomination {
 pub enum Phase {
     /// RUNNABLE. `nominated` holds the victims it is waiting for (SPEC §4.4).
     Pending { nominated: Option<Nomination> },
-    /// SCHEDULED / STARTING / RUNNING: holds `devices` of `node` until they are released.
+    /// SCHEDULED / STARTING / RUNNING: holds `devices` of `slot` until they are released;
+    /// on a sliced device, `gib` are the GiB of it that the job holds (numbered 0..memoryGiB
+    /// on that device; none for a whole-GPU unit).
     Holding {
-        node: NodeIx,
+        slot: SlotIx,
         devices: Vec<u32>,
+        gib: Vec<u32>,
         start_seq: u64,
         started_at: Time,
         stopping: Option<(StopCause, Time)>,
@@ -438,11 +441,21 @@ impl Job {
         }
     }
 
-    /// The node whose devices the job holds.
-    pub fn node(&self) -> Option<NodeIx> {
+    /// The slot (node, or sliced device) whose room the job holds; its node is
+    /// [`super::Sched::job_node`].
+    pub fn slot(&self) -> Option<SlotIx> {
         match &self.phase {
-            Phase::Holding { node, .. } => Some(*node),
+            Phase::Holding { slot, .. } => Some(*slot),
             _ => None,
+        }
+    }
+
+    /// What the job takes of its slot's room: its devices, or on a sliced device its GiB.
+    pub fn parts(&self) -> &[u32] {
+        match &self.phase {
+            Phase::Holding { gib, .. } if !gib.is_empty() => gib,
+            Phase::Holding { devices, .. } => devices,
+            _ => &[],
         }
     }
 
@@ -580,16 +593,25 @@ pub struct NodeState {
     pub present: bool,
 }
 
-/// One unit's devices on one node.
+/// Room of one unit in one place (SPEC §10, §15): a whole-GPU unit's devices on one node,
+/// or one device of a unit sliced by memory with its GiB. Placement, nominations and the
+/// victim walk see only this room, so both are one mechanism: the room is `free.len()`,
+/// and a job takes some of `free` (devices, or GiB numbered 0..memoryGiB).
 #[derive(Debug, Clone, Default)]
 pub struct Slot {
-    /// The node's place in the config's `nodes` list: best-fit ties go to the first.
+    /// The node the slot is on.
+    pub node: NodeIx,
+    /// A sliced device: its index (the device the job's `devices` name).
+    pub device: Option<u32>,
+    /// The slot's place in listing order (nodes as listed; a sliced unit's devices by
+    /// node, then index): best-fit ties go to the first.
     pub order: usize,
-    /// Devices the config gives this unit on this node (healthy or not).
+    /// Room the config gives this slot (devices, or a sliced device's GiB), healthy or
+    /// not.
     pub configured: u32,
-    /// Healthy device indices, sorted.
+    /// Healthy room, sorted: device indices, or a healthy sliced device's GiB.
     pub devices: Vec<u32>,
-    /// Devices of `devices` that no job holds.
+    /// Room of `devices` that no job holds.
     pub free: BTreeSet<u32>,
     /// The node is drained (SPEC §10): it takes no new job, and each device leaves
     /// `devices` (and so `usable`) when its job releases it; they wait in `parked`.
@@ -602,11 +624,16 @@ pub struct UnitState {
     pub name: String,
     pub present: bool,
     pub max_capacity: u32,
-    /// Per node (by node index): this unit's devices there.
+    /// A unit sliced by memory (SPEC §15): each device's GiB. `None`: whole GPUs.
+    pub slice: Option<u32>,
+    /// Per slot: for a whole-GPU unit, one per node (by node index); for a sliced unit,
+    /// one per device, indexed by `slot_ix`.
     pub slots: Vec<Slot>,
-    /// (free devices, node) of every node with a healthy device of this unit: best fit
-    /// is the first entry with enough free devices (SPEC §10).
-    pub by_free: BTreeSet<(u32, usize, NodeIx)>,
+    /// A sliced unit's slot of each (node, device): stable across reloads.
+    pub slot_ix: BTreeMap<(NodeIx, u32), SlotIx>,
+    /// (free room, order, slot) of every slot with healthy room of this unit: best fit
+    /// is the first entry with enough free room (SPEC §10, §15).
+    pub by_free: BTreeSet<(u32, usize, SlotIx)>,
     /// The most devices of this unit the config gives one node: larger jobs never fit.
     pub largest: u32,
     /// With `nodes`: the most free devices of this unit on one node, devices set aside for
@@ -626,9 +653,10 @@ pub struct UnitState {
     pub guaranteed: u64,
     /// The unit's reservation for a big job (SPEC §3).
     pub reservation: Option<super::reserve::Reservation>,
-    /// Which job holds each (node, device) of this unit, kept with the holdings
-    /// (`index_holding`): the device map reads it instead of every job.
-    pub held: BTreeMap<(NodeIx, u32), JobId>,
+    /// Which job holds each (slot, part) of this unit (a device, or a sliced device's
+    /// GiB), kept with the holdings (`index_holding`): the device map reads it instead of
+    /// every job.
+    pub held: BTreeMap<(SlotIx, u32), JobId>,
     /// Devices something outside this scheduler holds for now (a process of an earlier
     /// scheduler, SPEC §8), with why: out of `devices` until they are given back, yet
     /// counted in what a share may ever hold, so that a request for them waits.
@@ -642,7 +670,9 @@ impl UnitState {
             name: name.to_string(),
             present: false,
             max_capacity: 0,
+            slice: None,
             slots: Vec::new(),
+            slot_ix: BTreeMap::new(),
             by_free: BTreeSet::new(),
             largest: 0,
             room_max: 0,
@@ -668,8 +698,37 @@ impl UnitState {
 
     /// What `usable` will be once the withheld devices are given back.
     pub fn usable_to_come(&self) -> u32 {
+        let per = self.slice.unwrap_or(1);
         self.max_capacity
-            .min(self.healthy() + self.withheld.len() as u32)
+            .min(self.healthy() + self.withheld.len() as u32 * per)
+    }
+
+    /// The slots on node `n`: the node itself for a whole-GPU unit, its devices for a
+    /// sliced one.
+    pub fn slots_on(&self, n: NodeIx) -> Vec<SlotIx> {
+        if self.slice.is_none() {
+            return if n < self.slots.len() {
+                vec![n]
+            } else {
+                Vec::new()
+            };
+        }
+        self.slot_ix
+            .range((n, 0)..=(n, u32::MAX))
+            .map(|(_, &s)| s)
+            .collect()
+    }
+
+    /// The slot device `d` of node `n` is in, and what of that slot it is (the device,
+    /// or every GiB of a sliced device).
+    pub fn slot_of(&self, n: NodeIx, d: u32) -> Option<(SlotIx, Vec<u32>)> {
+        match self.slice {
+            None => Some((n, vec![d])),
+            Some(_) => {
+                let &s = self.slot_ix.get(&(n, d))?;
+                Some((s, self.slots[s].devices.clone()))
+            }
+        }
     }
 
     /// Healthy devices on all nodes.
@@ -689,13 +748,20 @@ impl UnitState {
 
     /// Is device `d` of node `n` healthy?
     pub fn has_device(&self, n: NodeIx, d: u32) -> bool {
-        self.slots
-            .get(n)
-            .is_some_and(|s| s.devices.binary_search(&d).is_ok())
+        match self.slice {
+            None => self
+                .slots
+                .get(n)
+                .is_some_and(|s| s.devices.binary_search(&d).is_ok()),
+            Some(_) => self
+                .slot_ix
+                .get(&(n, d))
+                .is_some_and(|&s| !self.slots[s].devices.is_empty()),
+        }
     }
 
-    /// Take devices of node `n` (a job starts or is restored on them).
-    pub fn take(&mut self, n: NodeIx, devices: &[u32]) {
+    /// Take room of slot `n` (a job starts or is restored on it).
+    pub fn take(&mut self, n: SlotIx, devices: &[u32]) {
         let Some(slot) = self.slots.get_mut(n) else {
             return;
         };
@@ -709,8 +775,8 @@ impl UnitState {
         }
     }
 
-    /// Give devices of node `n` back (those still healthy).
-    pub fn give(&mut self, n: NodeIx, devices: &[u32]) {
+    /// Give room of slot `n` back (what is still healthy).
+    pub fn give(&mut self, n: SlotIx, devices: &[u32]) {
         let Some(slot) = self.slots.get_mut(n) else {
             return;
         };
@@ -735,7 +801,7 @@ impl UnitState {
         }
     }
 
-    /// Rebuild the by-free-count index from the slots.
+    /// Rebuild the by-free-room index from the slots.
     pub fn reindex(&mut self) {
         self.by_free = self
             .slots
