@@ -152,7 +152,9 @@ impl Carry {
             return;
         }
         let j = sched.job(job);
-        let node = j.and_then(|j| sched.job_node(j)).map(|n| sched.node_name(n));
+        let node = j
+            .and_then(|j| sched.job_node(j))
+            .map(|n| sched.node_name(n));
         // A Slurm attempt's supervisor runs on its node: no pid here to name.
         if pid > 0 {
             tracing::info!(job = %job, attempt, pid, "adopted a running attempt");
