@@ -127,6 +127,39 @@ fn a_cancel_and_a_timeout_send_no_notice() {
     }
 }
 
+/// A cancel during a notice cuts it short: SIGTERM comes at once, not when the notice
+/// would have ended, and the job ends CANCELLED (not requeued); `jobs` says `stopping`.
+#[test]
+fn a_cancel_during_a_notice_sends_sigterm_at_once() {
+    let share = "kind: QuotaShare\nquotaShareName: bg\ncapacityLimits:\n  - {capacityUnit: gpu, maxCapacity: 1}\nresourceSharingConfiguration: {strategy: LEND_AND_BORROW}\npreemptionConfiguration: {inSharePreemption: ENABLED, gracePeriodSeconds: 5, notice: {signal: SIGUSR1, seconds: 60}}\n";
+    let s = Server::start(&config(1, 60, share));
+    let stem = s.path("cut");
+    let victim = s.submit(&["--share", "bg", "--priority", "1"], &[&trapping(&stem)]);
+    wait_for(20, "the victim runs", || s.log(victim, 1).contains("up"));
+    let high = s.submit(&["--share", "bg", "--priority", "5"], &["sleep 0.5"]);
+    wait_for(10, "the notice", || {
+        instant(&with_ext(&stem, "usr1")).is_some()
+    });
+    assert_eq!(s.job(victim)["stop"]["phase"], "notice");
+    let cancelled_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(s.cli(&["cancel", &victim.to_string()]).status.success());
+    wait_for(10, "SIGTERM after the cancel", || {
+        instant(&with_ext(&stem, "term")).is_some()
+    });
+    let term = instant(&with_ext(&stem, "term")).unwrap();
+    assert!(
+        term - cancelled_at < 5.0,
+        "SIGTERM came {:.3} s after the cancel, not at once",
+        term - cancelled_at
+    );
+    let v = s.wait_state(victim, "FAILED", 20);
+    assert!(v["reason"].as_str().unwrap().contains("CANCELLED"), "{v}");
+    s.wait_state(high, "SUCCEEDED", 20);
+}
+
 #[test]
 fn the_supervisor_keeps_the_notices_times_across_a_restart() {
     // Without --stop-jobs-on-exit: the job outlives `serve`, whose successor adopts it.

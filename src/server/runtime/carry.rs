@@ -371,8 +371,14 @@ impl Carry {
         let Some(a) = self.running.get_mut(&job) else {
             return;
         };
-        if a.stop.is_some() {
-            return;
+        match a.stop {
+            None => {}
+            // A cancel cut the notice short (`Sched::cut_notice_short`): SIGTERM now (the
+            // supervisor ends the notice on it), SIGKILL after the grace from now.
+            Some(Stop::Notice) if plan.notice.is_none() => {
+                tracing::info!(job = %job, "notice cut short: SIGTERM now");
+            }
+            Some(_) => return,
         }
         let notice = a.notice.filter(|_| plan.notice.is_some());
         let (how, kill_after) = match notice {

@@ -4,7 +4,7 @@
 //! incremental.
 
 use super::keys::{QKey, ShareIx, SlotIx, UnitIx};
-use super::state::{Phase, StopCause, VictimRef};
+use super::state::{Phase, StopCause, StopPlan, VictimRef};
 use super::{Sched, Time};
 use crate::model::{JobId, Strategy};
 
@@ -397,6 +397,43 @@ impl Sched {
         }
         self.refresh_lane(s, u);
         self.refresh_room(u);
+    }
+
+    /// A cancel during a live preemption's notice cuts the notice short (SPEC §14: a
+    /// cancel never waits on a notice, and an operator who cancels means now): the stop
+    /// goes on from SIGTERM at `now` with its grace, and true is returned so that the
+    /// runtime sends SIGTERM. On simulated time nothing changes: the replay's release keeps
+    /// §6's `stopAfter`, counted from the first signal.
+    pub(crate) fn cut_notice_short(&mut self, id: JobId, now: Time) -> bool {
+        if self.clock.acts_at_once() {
+            return false;
+        }
+        let tps = self.clock.ticks_per_second();
+        let Some(job) = self.job_mut(id) else {
+            return false;
+        };
+        let Some(plan) = job.stop_plan else {
+            return false;
+        };
+        let Phase::Holding {
+            stopping: Some((_, since)),
+            ..
+        } = &mut job.phase
+        else {
+            return false;
+        };
+        let in_notice = plan
+            .notice
+            .is_some_and(|n| now < *since + i64::from(n.seconds) * tps);
+        if !in_notice {
+            return false;
+        }
+        *since = now;
+        job.stop_plan = Some(StopPlan {
+            notice: None,
+            grace: plan.grace,
+        });
+        true
     }
 
     /// Mark a holding job as being stopped: it stops being a victim candidate. A job that

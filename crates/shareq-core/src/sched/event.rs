@@ -42,7 +42,8 @@ pub enum Event {
         reason: FailReason,
         lost: Option<Lost>,
     },
-    /// Cancelled; `stop` when processes must now be stopped (it was running).
+    /// Cancelled; `stop` when processes must now be stopped: it was running, or it was
+    /// in a live preemption's notice, which the cancel cuts short (SIGTERM now).
     Cancelled {
         job: JobId,
         stop: bool,

@@ -139,13 +139,15 @@ impl Sched {
             }
             Phase::Holding { stopping, .. } => {
                 let already = stopping.is_some();
+                // During a live notice the stop goes on from SIGTERM now.
+                let cut = already && self.cut_notice_short(id, now);
                 self.mark_stopping(id, StopCause::Cancel, now);
                 if let Some(j) = self.job_mut(id) {
                     j.fail_reason = Some(reason);
                 }
                 self.emit(Event::Cancelled {
                     job: id,
-                    stop: !already,
+                    stop: !already || cut,
                 });
                 if !already && self.releases_at_once(id) {
                     self.gpus_released(id, now);
