@@ -48,6 +48,9 @@ pub(crate) struct Carry {
     pub(crate) pids_per_job: u64,
     /// The users' log bytes, for each start's share of its user's budget.
     pub(crate) log_budget: super::log_budget::LogBudget,
+    /// The MIG units' instances of the config in force (SPEC §15): a MIG job's devices
+    /// are instance numbers, told to it as UUIDs.
+    pub(crate) mig: crate::exec::gpu::mig::MigUnits,
 }
 
 impl Carry {
@@ -63,6 +66,7 @@ impl Carry {
             owner,
             log_limits: LogLimits::default(),
             pids_per_job: crate::model::UserLimits::default().pids_per_job,
+            mig: Default::default(),
         }
     }
 
@@ -267,11 +271,13 @@ impl Carry {
     }
 
     /// The batch's starts are about to be written: the backend may get them ready
-    /// meanwhile ([`Backend::prepare`]).
+    /// meanwhile ([`Backend::prepare`]). Not a MIG job's: its device set (parent GPUs
+    /// and caps) is known from its launch spec only, so it is made at the launch.
     pub(crate) fn prepare(&mut self, sched: &Sched, events: &[Event]) {
         for e in events {
             if let Event::Started { job, devices, .. } = e
                 && let Some(j) = sched.job(*job)
+                && !self.mig.0.contains_key(sched.unit_name(j.unit))
             {
                 self.backend
                     .prepare(*job, j.attempts_started, sched.unit_name(j.unit), devices);
@@ -315,6 +321,7 @@ impl Carry {
             submitter: j.spec.submitter.as_deref().cloned(),
             timeout_seconds: j.spec.timeout_seconds,
             unit: sched.unit_name(j.unit).to_string(),
+            mig: self.mig.access(sched.unit_name(j.unit), &devices),
             cgroup: Vec::new(),
             report: None,
         };

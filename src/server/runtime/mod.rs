@@ -195,6 +195,7 @@ impl RuntimeHandle {
         let opts_state = opts.state.clone();
         exec.log_limits = initial.config.env.logs.unwrap_or_default();
         exec.pids_per_job = initial.config.env.limits.unwrap_or_default().pids_per_job;
+        exec.mig = opts.discovery.mig_units(&initial.config);
         let (fatal_tx, fatal_rx) = watch::channel(None);
         let metrics = Arc::new(crate::metrics::Metrics::new());
         metrics.watch(snap_rx.clone());
@@ -325,7 +326,15 @@ fn devices_of(capacity: &[UnitCapacity], initial: &LoadedConfig, fake: bool) -> 
         .iter()
         .filter(|c| {
             specs.iter().any(|(node, unit, d)| {
-                *node == c.node && *unit == c.unit && matches!(d, Devices::Fake(_)) == fake
+                *node == c.node
+                    && *unit == c.unit
+                    && match d {
+                        Devices::Fake(_) | Devices::Mig { fake: Some(_), .. } => fake,
+                        Devices::Indices(_) | Devices::Auto => !fake,
+                        // A MIG unit's devices are its instances, not GPU indices: the
+                        // telemetry of whole GPUs does not watch them.
+                        Devices::Mig { fake: None, .. } => false,
+                    }
             })
         })
         .flat_map(|c| c.devices.iter().map(|&d| (c.unit.clone(), d)))

@@ -274,9 +274,9 @@ impl Sched {
                 }
                 slot.configured = match devs.get(&name) {
                     None => 0,
-                    Some(Devices::Fake(k)) => *k,
+                    Some(Devices::Fake(k) | Devices::Mig { fake: Some(k), .. }) => *k,
                     Some(Devices::Indices(v)) => v.len() as u32,
-                    Some(Devices::Auto) => capacity
+                    Some(Devices::Auto | Devices::Mig { fake: None, .. }) => capacity
                         .iter()
                         .find(|c| &c.node == node && c.unit == name)
                         .map_or(0, |c| c.devices.len() as u32),
