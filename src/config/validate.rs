@@ -451,18 +451,20 @@ fn check_mig(cx: &mut Ctx, origin: &Origin, field: &str, d: &Devices, executor: 
     let Devices::Mig { profile, .. } = d else {
         return;
     };
+    let field = format!("{field}.mig");
+    let field = field.as_str();
     if profile.trim().is_empty() {
         cx.err(
             origin,
             field.to_string(),
-            "mig: the profile is empty: name one as `nvidia-smi mig -lgip` does, e.g. `1g.10gb`",
+            "the profile is empty: name one as `nvidia-smi mig -lgip` does, e.g. `1g.10gb`",
         );
     } else if !valid_mig_profile(profile) {
         cx.err(
             origin,
             field.to_string(),
             format!(
-                "mig: `{profile}` is not a MIG profile: expected `<n>g.<m>gb` as NVML names it, e.g. `1g.10gb`, `3g.40gb` or `1g.10gb+me`"
+                "`{profile}` is not a MIG profile: expected `<n>g.<m>gb` as NVML names it, e.g. `1g.10gb`, `3g.40gb` or `1g.10gb+me`"
             ),
         );
     }
@@ -470,7 +472,7 @@ fn check_mig(cx: &mut Ctx, origin: &Origin, field: &str, d: &Devices, executor: 
         cx.err(
             origin,
             field.to_string(),
-            "mig: MIG instances are found on this machine only and cannot be used with the Slurm executor",
+            "MIG instances are found on this machine only and cannot be used with the Slurm executor",
         );
     }
 }
