@@ -315,6 +315,7 @@ mod tests {
             mem_used: mem.map(|m| m.0),
             mem_total: mem.map(|m| m.1),
             lost_since: None,
+            mig: None,
         };
         snap.units = vec![UnitView {
             name: "h200".into(),

@@ -60,6 +60,29 @@ pub struct DeviceView {
     /// longer handed out, and listed after the unit's usable devices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_since: Option<i64>,
+    /// The MIG instance this device of a MIG unit is (SPEC §15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<MigView>,
+}
+
+/// A MIG instance as shown: `MIG 1g.10gb` of its parent GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MigView {
+    pub profile: String,
+    /// The parent GPU's index; `None` for a fake instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u32>,
+    pub uuid: String,
+}
+
+impl MigView {
+    /// `MIG 1g.10gb of GPU 4` (`MIG 1g.10gb` for a fake instance).
+    pub fn label(&self) -> String {
+        match self.parent {
+            Some(p) => format!("MIG {} of GPU {p}", self.profile),
+            None => format!("MIG {}", self.profile),
+        }
+    }
 }
 
 impl DeviceView {
@@ -75,6 +98,7 @@ impl DeviceView {
             mem_used: None,
             mem_total: None,
             lost_since: Some(since),
+            mig: None,
         }
     }
 }
@@ -145,6 +169,10 @@ pub struct JobView {
     pub started: Option<i64>,
     pub finished: Option<i64>,
     pub devices: Vec<u32>,
+    /// A running job of a MIG unit: its instances' UUIDs, in the order of `devices`
+    /// (what its `CUDA_VISIBLE_DEVICES` names, SPEC §15).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uuids: Vec<String>,
     /// The node of `devices`, when the config lists nodes (SPEC §10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
@@ -852,6 +880,7 @@ impl Snapshot {
                             mem_used: t.map(|t| t.mem_used),
                             mem_total: t.map(|t| t.mem_total),
                             lost_since: None,
+                            mig: None,
                         }
                     })
                     .collect();
@@ -899,6 +928,7 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         started: j.started_at(),
         finished: j.finished_at,
         devices: j.devices().to_vec(),
+        uuids: Vec::new(),
         node: j
             .node()
             .filter(|_| sched.has_nodes())

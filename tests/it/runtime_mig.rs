@@ -53,6 +53,20 @@ fn a_mig_job_sees_its_instances_uuids_and_another_job_the_others() {
         "{}",
         s.log(a, 1)
     );
+    // `jobs --json` gives a running MIG job's UUIDs; `shareq gpus` shows the instances.
+    let jobs = s.jobs();
+    let row = jobs["running"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["id"] == a)
+        .unwrap_or_else(|| panic!("{jobs}"));
+    assert_eq!(row["uuids"], serde_json::json!(ua), "{row}");
+    let gpus = String::from_utf8_lossy(&s.cli(&["gpus"]).stdout).into_owned();
+    assert!(
+        gpus.contains(&format!("local:0 MIG 1g.10gb {}", "MIG-fake-a100-1g-0")),
+        "{gpus}"
+    );
     // A third waits: the unit has 4 instances.
     let c = s.submit(&["--share", "team", "--gpus", "1"], &["true"]);
     std::thread::sleep(std::time::Duration::from_millis(500));

@@ -597,3 +597,27 @@ fn a_job_beyond_the_horizon_reads_as_jobs_says_it() {
         .unwrap_or_else(|| panic!("{text}"));
     assert!(row.contains(">7d"), "{row}");
 }
+
+/// A MIG unit's device reads as its instance in the GPUs pane (SPEC §15): `MIG 1g.10gb of
+/// GPU 4`, or `MIG 1g.10gb` for a fake one.
+#[test]
+fn a_mig_instance_is_shown_with_its_profile_and_parent() {
+    let mut snap = fixtures::lab();
+    let u = &mut snap.units[0];
+    u.devices[0].mig = Some(shareq::snapshot::MigView {
+        profile: "1g.10gb".into(),
+        parent: Some(4),
+        uuid: "MIG-0e1f2a3b-aaaa-bbbb-cccc-000000000001".into(),
+    });
+    u.devices[1].mig = Some(shareq::snapshot::MigView {
+        profile: "1g.10gb".into(),
+        parent: None,
+        uuid: "MIG-fake-gpu-1".into(),
+    });
+    let app = fixtures::app(snap);
+    let text = fixtures::render_with(160, 48, |f| panes::gpus::render(f, f.area(), &app));
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains("MIG 1g.10gb")).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(rows[0].contains("MIG 1g.10gb of GPU 4"), "{text}");
+    assert!(!rows[1].contains("of GPU"), "{text}");
+}

@@ -341,6 +341,31 @@ fn devices_of(capacity: &[UnitCapacity], initial: &LoadedConfig, fake: bool) -> 
         .collect()
 }
 
+/// A MIG unit's devices and running jobs, as instances (SPEC §15): each device says
+/// which instance it is (`MIG 1g.10gb of GPU 4`), each running job its UUIDs.
+fn label_mig(mig: &crate::exec::gpu::mig::MigUnits, snap: &mut crate::snapshot::Snapshot) {
+    if mig.0.is_empty() {
+        return;
+    }
+    for u in &mut snap.units {
+        let Some(all) = mig.0.get(&u.name) else {
+            continue;
+        };
+        for d in &mut u.devices {
+            d.mig = all.get(d.index as usize).map(|m| crate::snapshot::MigView {
+                profile: m.profile.clone(),
+                parent: m.parent,
+                uuid: m.uuid.clone(),
+            });
+        }
+    }
+    for j in &mut snap.running {
+        if let Some(inst) = mig.instances(&j.unit, &j.devices) {
+            j.uuids = inst.into_iter().map(|m| m.uuid.clone()).collect();
+        }
+    }
+}
+
 /// Where the executor's reports go: the runtime's channel, as `Attempt`.
 fn attempt_reports(tx: &mpsc::UnboundedSender<Input>) -> crate::exec::backend::Reports {
     let tx = tx.clone();
@@ -1136,6 +1161,7 @@ impl Runtime {
                 ));
             }
         }
+        label_mig(&self.exec.mig, &mut snap);
         snap.paused = self.paused.as_ref().map(|p| p.why.clone());
         snap.disk = self.disk_line();
         snap.containment = self.exec.warning();
