@@ -653,3 +653,41 @@ fn check_stop_settings(cx: &mut Ctx, origin: &Origin, s: &QuotaShare) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::valid_mig_profile;
+
+    #[test]
+    fn mig_profiles_are_those_nvml_names() {
+        for p in [
+            "1g.10gb",
+            "2g.20gb",
+            "3g.40gb",
+            "7g.80gb",
+            "1g.12gb",
+            "1c.3g.40gb",
+            "1g.10gb+me",
+            "1g.20gb+gfx",
+            "1g.10gb+me.all",
+            "1g.24gb-me",
+        ] {
+            assert!(valid_mig_profile(p), "{p}");
+        }
+        for p in [
+            "",
+            "1g",
+            "10gb",
+            "1g.10",
+            "g.10gb",
+            "1g.gb",
+            "1g.10gb+",
+            "1g.10gb+ME",
+            "x.1g.10gb",
+            "1g.10gb ",
+            "1g..10gb",
+        ] {
+            assert!(!valid_mig_profile(p), "{p}");
+        }
+    }
+}

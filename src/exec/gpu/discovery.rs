@@ -305,6 +305,105 @@ pub fn parse_smi(text: &str) -> Result<Vec<GpuInfo>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{parse_documents, validate};
+
+    fn cfg(env_units: &str) -> ValidConfig {
+        let text = format!(
+            "kind: ServiceEnvironment\nname: t\ncapacityLimits:\n{env_units}---\nkind: QuotaShare\nquotaShareName: a\ncapacityLimits: [{{capacityUnit: a100-1g, maxCapacity: 1}}]\nresourceSharingConfiguration: {{strategy: LEND_AND_BORROW}}\n"
+        );
+        validate(parse_documents(&text, None).expect("parse")).expect("valid")
+    }
+
+    fn nvml(mig: Vec<GpuMig>) -> Discovery {
+        Discovery {
+            method: Method::Nvml,
+            gpus: (0..2)
+                .map(|index| GpuInfo {
+                    index,
+                    uuid: format!("GPU-{index}"),
+                    name: "NVIDIA A100-SXM4-80GB".into(),
+                    memory_mib: 81920,
+                })
+                .collect(),
+            notes: Vec::new(),
+            mig,
+        }
+    }
+
+    /// A MIG unit whose profile matches nothing has 0 usable devices and says why; a GPU
+    /// in MIG mode is not handed out whole by `auto`.
+    #[test]
+    fn a_mig_unit_without_instances_has_no_device_and_says_why() {
+        let c = cfg(
+            "  - {capacityUnit: a100, maxCapacity: 2}\n  - {capacityUnit: a100-1g, maxCapacity: 7, devices: {mig: 1g.10gb}}\n",
+        );
+        let d = nvml(vec![
+            GpuMig {
+                index: 0,
+                state: mig::MigState::Disabled,
+                instances: vec![],
+            },
+            GpuMig {
+                index: 1,
+                state: mig::MigState::Enabled,
+                instances: vec![mig::NvmlMig {
+                    gi: 1,
+                    ci: 0,
+                    uuid: "MIG-x".into(),
+                    name: "NVIDIA A100-SXM4-80GB MIG 3g.40gb".into(),
+                }],
+            },
+        ]);
+        let (caps, warnings) = d.capacity(&c);
+        let of = |u: &str| caps.iter().find(|c| c.unit == u).unwrap().devices.clone();
+        assert_eq!(of("a100"), vec![0], "GPU 1 is in MIG mode: not whole");
+        assert_eq!(of("a100-1g"), Vec::<u32>::new());
+        assert!(
+            warnings.contains(
+                &"unit `a100-1g`: no 1g.10gb MIG instance: GPU 0 has MIG disabled; GPU 1 has only 3g.40gb"
+                    .to_string()
+            ),
+            "{warnings:?}"
+        );
+        assert_eq!(d.mig_units(&c).0["a100-1g"], Vec::new());
+        // Without NVML, the reason says that MIG needs it.
+        let none = Discovery {
+            method: Method::None,
+            gpus: Vec::new(),
+            notes: vec!["NVML: not here".into()],
+            mig: Vec::new(),
+        };
+        let why = none.mig_instances("1g.10gb").unwrap_err();
+        assert!(
+            why.starts_with("no 1g.10gb MIG instance: MIG instances are found through NVML only"),
+            "{why}"
+        );
+    }
+
+    /// `{fake: N, mig: P}` gives N instances numbered 0.., with fake UUIDs, and needs no
+    /// discovery.
+    #[test]
+    fn fake_mig_instances_need_no_gpu() {
+        let c =
+            cfg("  - {capacityUnit: a100-1g, maxCapacity: 3, devices: {fake: 3, mig: 1g.10gb}}\n");
+        assert!(!needs_discovery(&c));
+        let d = Discovery::skipped();
+        let (caps, warnings) = d.capacity(&c);
+        assert_eq!(caps[0].devices, vec![0, 1, 2]);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let units = d.mig_units(&c);
+        let uuids: Vec<&str> = units.0["a100-1g"].iter().map(|m| m.uuid.as_str()).collect();
+        assert_eq!(
+            uuids,
+            [
+                "MIG-fake-a100-1g-0",
+                "MIG-fake-a100-1g-1",
+                "MIG-fake-a100-1g-2"
+            ]
+        );
+        let real = cfg("  - {capacityUnit: a100-1g, maxCapacity: 3, devices: {mig: 1g.10gb}}\n");
+        assert!(needs_discovery(&real));
+    }
 
     #[test]
     fn parses_nvidia_smi_lines() {

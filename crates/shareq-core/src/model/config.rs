@@ -611,3 +611,35 @@ pub enum ShareState {
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Devices;
+
+    /// `{mig: P}` and `{fake: N, mig: P}` read and write back as written (SPEC §15).
+    #[test]
+    fn mig_devices_read_and_write_back() {
+        let mig: Devices = serde_yaml::from_str("{mig: 1g.10gb}").unwrap();
+        assert_eq!(
+            mig,
+            Devices::Mig {
+                profile: "1g.10gb".into(),
+                fake: None
+            }
+        );
+        let fake: Devices = serde_yaml::from_str("{fake: 7, mig: 1g.10gb}").unwrap();
+        assert_eq!(
+            fake,
+            Devices::Mig {
+                profile: "1g.10gb".into(),
+                fake: Some(7)
+            }
+        );
+        for d in [mig, fake, Devices::Fake(3)] {
+            let text = serde_yaml::to_string(&d).unwrap();
+            assert_eq!(serde_yaml::from_str::<Devices>(&text).unwrap(), d, "{text}");
+        }
+        assert!(serde_yaml::from_str::<Devices>("{mig: 1g.10gb, mig: 2g.20gb}").is_err());
+        assert!(serde_yaml::from_str::<Devices>("{}").is_err());
+    }
+}
