@@ -56,7 +56,7 @@ fn scheduler_view(state: Option<&Path>) {
     for u in &s.units {
         let lost = u.devices.iter().filter(|d| d.lost_since.is_some()).count();
         println!(
-            "  unit {}: {} usable, {} in use{}",
+            "  unit {}: {} usable, {} in use{}{}",
             u.name,
             u.usable,
             u.used,
@@ -64,7 +64,11 @@ fn scheduler_view(state: Option<&Path>) {
                 format!(", {lost} lost")
             } else {
                 String::new()
-            }
+            },
+            u.unusable
+                .as_ref()
+                .map(|why| format!(" ({why})"))
+                .unwrap_or_default()
         );
         for d in &u.devices {
             let what = match (d.lost_since, &d.share, &d.job_name) {

@@ -114,6 +114,10 @@ pub struct UnitView {
     /// The unit's reservation for a big job (SPEC §3), if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reservation: Option<ReservationView>,
+    /// Why the unit has no usable device on this machine, where that is known (a MIG
+    /// profile that matches no instance, SPEC §15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unusable: Option<String>,
 }
 
 /// A unit's reservation: no other job borrows the unit (with `nodes`: on `node`) until
@@ -901,6 +905,7 @@ impl Snapshot {
                     guaranteed,
                     devices,
                     reservation,
+                    unusable: None,
                 }
             })
             .collect();

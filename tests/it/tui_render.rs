@@ -621,3 +621,16 @@ fn a_mig_instance_is_shown_with_its_profile_and_parent() {
     assert!(rows[0].contains("MIG 1g.10gb of GPU 4"), "{text}");
     assert!(!rows[1].contains("of GPU"), "{text}");
 }
+
+/// A MIG unit whose profile matches no instance says why in the header (SPEC §15).
+#[test]
+fn a_unit_without_instances_says_why_in_the_header() {
+    let mut snap = fixtures::lab();
+    snap.units[0].unusable = Some("no 1g.10gb MIG instance: GPU 0 has MIG disabled".into());
+    let app = fixtures::app(snap);
+    let text = fixtures::render_with(160, 48, |f| panes::header::render(f, f.area(), &app));
+    assert!(
+        text.contains("no 1g.10gb MIG instance: GPU 0 has MIG disabled"),
+        "{text}"
+    );
+}

@@ -192,7 +192,10 @@ impl Discovery {
             };
             let instances = match fake {
                 Some(n) => mig::fake_instances(&unit, &profile, n),
-                None => self.mig_instances(&profile).unwrap_or_default(),
+                None => self.mig_instances(&profile).unwrap_or_else(|why| {
+                    out.1.insert(unit.clone(), why);
+                    Vec::new()
+                }),
             };
             out.0.insert(unit, instances);
         }
@@ -365,7 +368,12 @@ mod tests {
             ),
             "{warnings:?}"
         );
-        assert_eq!(d.mig_units(&c).0["a100-1g"], Vec::new());
+        let units = d.mig_units(&c);
+        assert_eq!(units.0["a100-1g"], Vec::new());
+        assert_eq!(
+            units.1["a100-1g"],
+            "no 1g.10gb MIG instance: GPU 0 has MIG disabled; GPU 1 has only 3g.40gb"
+        );
         // Without NVML, the reason says that MIG needs it.
         let none = Discovery {
             method: Method::None,

@@ -165,9 +165,13 @@ pub fn fake_instances(unit: &str, profile: &str, n: u32) -> Vec<MigInstance> {
         .collect()
 }
 
-/// Each MIG unit's instances, by the numbers the scheduler places.
+/// Each MIG unit's instances, by the numbers the scheduler places; and, for a unit
+/// whose profile matches no instance here, why (its 0 usable capacity, shown).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MigUnits(pub BTreeMap<String, Vec<MigInstance>>);
+pub struct MigUnits(
+    pub BTreeMap<String, Vec<MigInstance>>,
+    pub BTreeMap<String, String>,
+);
 
 impl MigUnits {
     /// The instances behind `devices` of `unit`, or `None` when the unit is not a MIG unit.

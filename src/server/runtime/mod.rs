@@ -348,6 +348,7 @@ fn label_mig(mig: &crate::exec::gpu::mig::MigUnits, snap: &mut crate::snapshot::
         return;
     }
     for u in &mut snap.units {
+        u.unusable = mig.1.get(&u.name).cloned();
         let Some(all) = mig.0.get(&u.name) else {
             continue;
         };
