@@ -35,8 +35,9 @@
 //!
 //! A MIG job (SPEC §15) may open its instances' parent GPUs and, of the `nvidia-caps`
 //! devices (their own major, read from `/proc/devices`), only its instances' access
-//! capabilities: every other MIG capability minor the driver lists is denied. The device
-//! set's name then says both: `gpus+0+caps+12+13`.
+//! capabilities: the driver's `config` and `monitor` and the other instances of its parent
+//! GPUs are denied (an instance of another GPU needs that GPU's device, denied already).
+//! The device set's name then says both: `gpus+0+caps+12+13`.
 //!
 //! Fake GPUs are isolated as real ones would be: GPU `i` is the character device of
 //! NVIDIA's major number 195, minor `i` (`/dev/nvidia<i>`). A test makes such nodes with
@@ -466,15 +467,15 @@ fn device_set(name: &str) -> String {
     DeviceRules::gpus(&parse_group_name(name).map(|(_, d)| d).unwrap_or_default()).set_name()
 }
 
-/// The caps major and every MIG capability minor of this machine (none without a MIG
-/// driver).
-fn mig_caps() -> (Option<u32>, Vec<u32>) {
+/// The caps major and the MIG capability minors that matter to a job that may open
+/// `parents` (none without a MIG driver).
+fn mig_caps(parents: &[u32]) -> (Option<u32>, Vec<u32>) {
     use super::mig_caps as mig;
     let major = std::fs::read_to_string("/proc/devices")
         .ok()
         .and_then(|t| mig::caps_major(&t));
     let all = std::fs::read_to_string(mig::MIG_MINORS)
-        .map(|t| mig::parse_mig_minors(&t))
+        .map(|t| mig::parse_mig_minors(&t, parents))
         .unwrap_or_default();
     (major, all)
 }
@@ -498,7 +499,7 @@ fn ensure_device_set(dir: &Path, allowed: &DeviceRules) -> io::Result<()> {
         Err(e) => return Err(e),
     }
     let (major, all_caps) = if allowed.caps.is_some() {
-        mig_caps()
+        mig_caps(&allowed.gpus)
     } else {
         (None, Vec::new())
     };

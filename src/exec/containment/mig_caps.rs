@@ -19,12 +19,26 @@ pub fn caps_major(proc_devices: &str) -> Option<u32> {
         })
 }
 
-/// Every MIG capability minor of `mig-minors` (`config 1`, `gpu0/gi1/access 12`, …):
-/// what device isolation closes but an attempt's own.
-pub fn parse_mig_minors(text: &str) -> Vec<u32> {
+/// The MIG capability minors of `mig-minors` (`config 1`, `monitor 2`, `gpu0/gi1/access
+/// 12`, …) that matter to a job that may open the GPUs `parents`: the machine-wide ones
+/// and those of instances on its parents. What device isolation closes but the job's own
+/// (an instance on another GPU cannot be used without that GPU's `/dev/nvidia<i>`, which
+/// is closed; the driver lists every possible minor of 32 GPUs, thousands of them).
+pub fn parse_mig_minors(text: &str, parents: &[u32]) -> Vec<u32> {
     let mut v: Vec<u32> = text
         .lines()
-        .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (name, minor) = (f.next()?, f.next()?);
+            let on_parent = match name.strip_prefix("gpu") {
+                Some(rest) => {
+                    let (gpu, _) = rest.split_once('/')?;
+                    parents.iter().any(|p| gpu == p.to_string())
+                }
+                None => true,
+            };
+            on_parent.then(|| minor.parse().ok()).flatten()
+        })
         .collect();
     v.sort_unstable();
     v.dedup();
@@ -44,14 +58,17 @@ pub struct MigAccess {
 mod tests {
     use super::*;
 
+    const MINORS: &str = "config 1\nmonitor 2\ngpu0/gi0/access 3\ngpu0/gi0/ci0/access 4\n\
+                          gpu1/gi0/access 30\ngpu1/gi0/ci0/access 31\ngpu3/gi2/access 50\n\
+                          gpu10/gi0/access 60\n";
+
     #[test]
     fn the_caps_major_and_minors_come_from_proc() {
         let devices = "Character devices:\n  1 mem\n195 nvidia\n235 nvidia-caps\n511 nvidia-uvm\n\nBlock devices:\n235 nvidia-caps\n";
         assert_eq!(caps_major(devices), Some(235));
         assert_eq!(caps_major("Character devices:\n195 nvidia\n"), None);
-        assert_eq!(
-            parse_mig_minors("config 1\nmonitor 2\ngpu0/gi0/access 3\ngpu0/gi0/ci0/access 4\n"),
-            vec![1, 2, 3, 4]
-        );
+        assert_eq!(parse_mig_minors(MINORS, &[0, 3]), vec![1, 2, 3, 4, 50]);
+        assert_eq!(parse_mig_minors(MINORS, &[1]), vec![1, 2, 30, 31]);
+        assert_eq!(parse_mig_minors(MINORS, &[]), vec![1, 2]);
     }
 }
