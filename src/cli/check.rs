@@ -138,6 +138,7 @@ pub fn report(dir: &Path, loaded: &LoadedConfig) -> String {
     out.push_str(&table(&rows));
     let mut w = warnings(cfg);
     w.extend(crate::config::unknown_people(cfg));
+    w.extend(mig_notes(cfg));
     if !w.is_empty() {
         out.push_str("\nwarnings:\n");
         for line in w {
@@ -159,6 +160,36 @@ pub fn report(dir: &Path, loaded: &LoadedConfig) -> String {
         }
     }
     out
+}
+
+/// A MIG unit (SPEC §15) whose profile matches no instance on this machine, and why
+/// (`no 1g.10gb MIG instance: GPU 0 has MIG disabled`). NVML is asked only when the config
+/// has such a unit.
+fn mig_notes(cfg: &ValidConfig) -> Vec<String> {
+    use crate::model::Devices;
+    let mig: Vec<(String, String)> = cfg
+        .node_units()
+        .into_iter()
+        .filter_map(|(_, unit, d)| match d {
+            Devices::Mig {
+                profile,
+                fake: None,
+            } => Some((unit, profile)),
+            _ => None,
+        })
+        .collect();
+    if mig.is_empty() || !crate::exec::choice::runs_here(&cfg.executor()) {
+        return Vec::new();
+    }
+    let found = crate::exec::Discovery::run();
+    mig.into_iter()
+        .filter_map(|(unit, profile)| {
+            found
+                .mig_instances(&profile)
+                .err()
+                .map(|why| format!("unit `{unit}` has 0 usable capacity on this machine: {why}"))
+        })
+        .collect()
 }
 
 fn errors_text(errors: &[ConfigError]) -> String {

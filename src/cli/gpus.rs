@@ -1,5 +1,5 @@
 //! `shareq gpus [--config DIR]`: what GPUs this machine has, how they were found (or why
-//! none were), and which unit each would serve; and `shareq slurm-conf`: what a Slurm
+//! none were), their MIG instances, and which unit each would serve; and `shareq slurm-conf`: what a Slurm
 //! cluster needs so that shareq can pin the GPUs of its nodes.
 
 use super::error::{CliError, ExitKind};
@@ -56,7 +56,7 @@ fn scheduler_view(state: Option<&Path>) {
     for u in &s.units {
         let lost = u.devices.iter().filter(|d| d.lost_since.is_some()).count();
         println!(
-            "  unit {}: {} usable, {} in use{}",
+            "  unit {}: {} usable, {} in use{}{}",
             u.name,
             u.usable,
             u.used,
@@ -64,7 +64,11 @@ fn scheduler_view(state: Option<&Path>) {
                 format!(", {lost} lost")
             } else {
                 String::new()
-            }
+            },
+            u.unusable
+                .as_ref()
+                .map(|why| format!(" ({why})"))
+                .unwrap_or_default()
         );
         for d in &u.devices {
             let what = match (d.lost_since, &d.share, &d.job_name) {
@@ -80,7 +84,12 @@ fn scheduler_view(state: Option<&Path>) {
                 ),
                 (None, None, _) => "free".to_string(),
             };
-            println!("    {}:{}  {what}", d.node, d.index);
+            let instance = d
+                .mig
+                .as_ref()
+                .map(|m| format!(" {} {}", m.label(), m.uuid))
+                .unwrap_or_default();
+            println!("    {}:{}{instance}  {what}", d.node, d.index);
         }
     }
 }
@@ -97,6 +106,26 @@ fn discovered(config: Option<&Path>) -> Result<(), CliError> {
             "  {:>2}  {}  {}  {} MiB",
             g.index, g.name, g.uuid, g.memory_mib
         );
+    }
+    for g in &d.mig {
+        use crate::exec::gpu::mig::MigState;
+        let what = match &g.state {
+            MigState::Enabled if g.instances.is_empty() => "MIG enabled, no instance".to_string(),
+            MigState::Enabled => format!("MIG enabled, {} instance(s):", g.instances.len()),
+            MigState::Disabled => "MIG disabled".to_string(),
+            MigState::NotSupported => continue,
+            MigState::Unknown(e) => format!("MIG mode unknown: {e}"),
+        };
+        println!("  GPU {}: {what}", g.index);
+        for m in &g.instances {
+            println!(
+                "      MIG {}  {}  (GPU instance {}, compute instance {})",
+                crate::exec::gpu::mig::profile_of(&m.name).unwrap_or(&m.name),
+                m.uuid,
+                m.gi,
+                m.ci
+            );
+        }
     }
     for n in &d.notes {
         println!("  {n}");
@@ -129,6 +158,19 @@ fn discovered(config: Option<&Path>) -> Result<(), CliError> {
                         c.devices,
                         max.min(c.devices.len() as u32)
                     );
+                }
+                for (unit, instances) in &d.mig_units(&loaded.config).0 {
+                    for (i, m) in instances.iter().enumerate() {
+                        let on = match m.parent {
+                            Some(p) => {
+                                let caps: Vec<String> =
+                                    m.caps.iter().map(|c| format!("nvidia-cap{c}")).collect();
+                                format!("GPU {p}, opens /dev/nvidia{p} {}", caps.join(" "))
+                            }
+                            None => "fake".to_string(),
+                        };
+                        println!("    {unit} {i}: MIG {}  {}  ({on})", m.profile, m.uuid);
+                    }
                 }
                 for w in warnings {
                     println!("  warning: {w}");

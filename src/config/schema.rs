@@ -21,7 +21,7 @@ pub enum Shape {
     Int,
     /// Any number (a fraction allowed).
     Number,
-    /// `auto`, a list of GPU indices, or `{fake: N}`.
+    /// `auto`, a list of GPU indices, `{fake: N}`, `{mig: P}` or `{fake: N, mig: P}`.
     Devices,
     /// A mapping from names the user chooses (capacity units) to values of a shape.
     Keyed(&'static Shape),
@@ -328,7 +328,7 @@ fn walk(v: &Value, shape: &Shape, path: &str, out: &mut Vec<ShapeError>) {
 }
 
 fn devices(v: &Value, path: &str, out: &mut Vec<ShapeError>) {
-    const WHAT: &str = "`auto`, a list of GPU indices such as [0, 1], or {fake: N}";
+    const WHAT: &str = "`auto`, a list of GPU indices such as [0, 1], {fake: N}, {mig: PROFILE} or {fake: N, mig: PROFILE}";
     match v {
         Value::String(s) if s == "auto" => {}
         Value::Sequence(items) => {
@@ -350,17 +350,24 @@ fn devices(v: &Value, path: &str, out: &mut Vec<ShapeError>) {
                     Some("fake") => {
                         expected(out, &join(path, "fake"), "a whole number >= 0", child)
                     }
+                    Some("mig") if matches!(child, Value::String(_)) => {}
+                    Some("mig") => expected(
+                        out,
+                        &join(path, "mig"),
+                        "a MIG profile such as `1g.10gb`",
+                        child,
+                    ),
                     Some(other) => out.push(ShapeError {
                         field: join(path, other),
                         message: format!(
                             "unknown field `{other}`{} (devices take {WHAT})",
-                            hint(other, &["fake"])
+                            hint(other, &["fake", "mig"])
                         ),
                     }),
                     None => expected(out, path, WHAT, v),
                 }
             }
-            if !m.contains_key("fake") {
+            if !m.contains_key("fake") && !m.contains_key("mig") {
                 expected(out, path, WHAT, v);
             }
         }

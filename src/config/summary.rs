@@ -31,6 +31,15 @@ pub fn units(cfg: &ValidConfig) -> Vec<UnitSummary> {
             let spec = |d: &Devices| match d {
                 Devices::Auto => ("auto".to_string(), c.max_capacity, true),
                 Devices::Fake(n) => (format!("fake: {n}"), n.saturating_mul(per), false),
+                Devices::Mig {
+                    profile,
+                    fake: Some(n),
+                } => (format!("fake: {n}, mig: {profile}"), *n, false),
+                // The instances are only known at run time, as for `auto`.
+                Devices::Mig {
+                    profile,
+                    fake: None,
+                } => (format!("mig: {profile}"), c.max_capacity, true),
                 Devices::Indices(v) => {
                     let list: Vec<String> = v.iter().map(u32::to_string).collect();
                     let n = (v.len() as u32).saturating_mul(per);

@@ -190,6 +190,16 @@ fn check_env(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment) -> BTreeSe
                 ),
             );
         }
+        if c.slicing.is_some() && matches!(c.devices, Some(Devices::Mig { .. })) {
+            cx.err(
+                origin,
+                format!("{f}.slicing"),
+                format!(
+                    "unit `{}`: MIG instances cannot be sliced by memory (each instance is already a slice of its GPU): drop `slicing` or use whole GPUs",
+                    c.capacity_unit
+                ),
+            );
+        }
         if let Some(Devices::Indices(ix)) = &c.devices {
             let set: BTreeSet<_> = ix.iter().collect();
             if set.len() != ix.len() {
@@ -199,6 +209,10 @@ fn check_env(cx: &mut Ctx, origin: &Origin, env: &ServiceEnvironment) -> BTreeSe
                     "a GPU index is listed twice",
                 );
             }
+        }
+        if let Some(d) = &c.devices {
+            let executor = env.executor.clone().unwrap_or(Executor::Local);
+            check_mig(cx, origin, &format!("{f}.devices"), d, &executor);
         }
     }
     check_nodes(cx, origin, env, &units);
@@ -423,6 +437,7 @@ fn check_node_devices<'a>(
         } else {
             declared_here.push(unit.as_str());
         }
+        check_mig(cx, origin, &uf, d, executor);
         match d {
             Devices::Indices(ix) => {
                 for &x in ix {
@@ -451,6 +466,62 @@ fn check_node_devices<'a>(
         }
     }
     declared_here
+}
+
+/// `{mig: PROFILE}` (SPEC §15): a profile as NVML names it, on this machine only.
+fn check_mig(cx: &mut Ctx, origin: &Origin, field: &str, d: &Devices, executor: &Executor) {
+    let Devices::Mig { profile, .. } = d else {
+        return;
+    };
+    let field = format!("{field}.mig");
+    let field = field.as_str();
+    if profile.trim().is_empty() {
+        cx.err(
+            origin,
+            field.to_string(),
+            "the profile is empty: name one as `nvidia-smi mig -lgip` does, e.g. `1g.10gb`",
+        );
+    } else if !valid_mig_profile(profile) {
+        cx.err(
+            origin,
+            field.to_string(),
+            format!(
+                "`{profile}` is not a MIG profile: expected `<n>g.<m>gb` as NVML names it, e.g. `1g.10gb`, `3g.40gb` or `1g.10gb+me`"
+            ),
+        );
+    }
+    if matches!(executor, Executor::Slurm(_)) {
+        cx.err(
+            origin,
+            field.to_string(),
+            "MIG instances are found on this machine only and cannot be used with the Slurm executor",
+        );
+    }
+}
+
+/// A MIG profile name as NVML gives it: `[<k>c.]<n>g.<m>gb` and any `+tag` / `-tag`
+/// suffixes (`1g.10gb`, `2g.20gb`, `1c.3g.40gb`, `1g.10gb+me`, `1g.20gb+gfx`).
+pub fn valid_mig_profile(p: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.len() <= 4 && s.bytes().all(|b| b.is_ascii_digit());
+    let end = p.find(['+', '-']).unwrap_or(p.len());
+    let (core, tags) = p.split_at(end);
+    let tags_ok = tags.is_empty()
+        || tags[1..]
+            .split(['+', '-'])
+            .all(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_lowercase() || b == b'.'));
+    let mut parts: Vec<&str> = core.split('.').collect();
+    if parts.len() == 3 {
+        match parts[0].strip_suffix('c') {
+            Some(k) if digits(k) => {
+                parts.remove(0);
+            }
+            _ => return false,
+        }
+    }
+    tags_ok
+        && parts.len() == 2
+        && parts[0].strip_suffix('g').is_some_and(digits)
+        && parts[1].strip_suffix("gb").is_some_and(digits)
 }
 
 fn check_principals(cx: &mut Ctx, origin: &Origin, field: &str, list: Option<&[String]>) {
@@ -602,5 +673,43 @@ fn check_stop_settings(cx: &mut Ctx, origin: &Origin, s: &QuotaShare) {
                 n.seconds
             ),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_mig_profile;
+
+    #[test]
+    fn mig_profiles_are_those_nvml_names() {
+        for p in [
+            "1g.10gb",
+            "2g.20gb",
+            "3g.40gb",
+            "7g.80gb",
+            "1g.12gb",
+            "1c.3g.40gb",
+            "1g.10gb+me",
+            "1g.20gb+gfx",
+            "1g.10gb+me.all",
+            "1g.24gb-me",
+        ] {
+            assert!(valid_mig_profile(p), "{p}");
+        }
+        for p in [
+            "",
+            "1g",
+            "10gb",
+            "1g.10",
+            "g.10gb",
+            "1g.gb",
+            "1g.10gb+",
+            "1g.10gb+ME",
+            "x.1g.10gb",
+            "1g.10gb ",
+            "1g..10gb",
+        ] {
+            assert!(!valid_mig_profile(p), "{p}");
+        }
     }
 }

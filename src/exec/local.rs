@@ -8,7 +8,7 @@
 
 use crate::exec::LaunchSpec;
 use crate::exec::backend::{Backend, Context, Report, Reports, Shared, not_started};
-use crate::exec::containment::cgroup::{self, AttemptGroup, Containment, group_name};
+use crate::exec::containment::cgroup::{self, AttemptGroup, Containment, DeviceRules, group_name};
 use crate::exec::start::{self, Ended, Stop};
 use crate::exec::state::runfiles::{self, SupervisorStatus};
 use crate::model::JobId;
@@ -160,8 +160,9 @@ fn contain(
         return Ok(None);
     };
     let name = group_name(spec.job.0, spec.attempt, &spec.unit, &spec.devices);
-    let group = cg.attempt(&name);
-    group.create(&spec.devices)?;
+    let rules = DeviceRules::of(&spec.devices, spec.mig.as_ref());
+    let group = cg.attempt_with(&name, &rules);
+    group.create(&rules)?;
     group.limit_pids(spec.pids_max)?;
     spec.cgroup = group.dirs();
     Ok(Some(group))
@@ -315,7 +316,7 @@ impl Backend for Local {
         let handle = tokio::task::spawn_blocking(move || {
             // A failure here is left to `launch`, which makes the group and starts the
             // supervisor again the usual way and says what went wrong.
-            group.create(&devices).ok()?;
+            group.create(&DeviceRules::gpus(&devices)).ok()?;
             let dir = group.unified()?.to_path_buf();
             let supervisor = start::prestart(&exe, &dir)?;
             Some(Prepared {

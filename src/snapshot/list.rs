@@ -321,6 +321,7 @@ mod tests {
             started: None,
             finished: None,
             devices: Vec::new(),
+            uuids: Vec::new(),
             node: None,
             on_borrowed: false,
             reclaimed_first: false,

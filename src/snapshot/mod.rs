@@ -63,6 +63,29 @@ pub struct DeviceView {
     /// A fake GPU of the config (`devices: {fake: N}`): nothing to measure on it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fake: bool,
+    /// The MIG instance this device of a MIG unit is (SPEC §15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<MigView>,
+}
+
+/// A MIG instance as shown: `MIG 1g.10gb` of its parent GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MigView {
+    pub profile: String,
+    /// The parent GPU's index; `None` for a fake instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u32>,
+    pub uuid: String,
+}
+
+impl MigView {
+    /// `MIG 1g.10gb of GPU 4` (`MIG 1g.10gb` for a fake instance).
+    pub fn label(&self) -> String {
+        match self.parent {
+            Some(p) => format!("MIG {} of GPU {p}", self.profile),
+            None => format!("MIG {}", self.profile),
+        }
+    }
 }
 
 impl DeviceView {
@@ -79,6 +102,7 @@ impl DeviceView {
             mem_total: None,
             lost_since: Some(since),
             fake: false,
+            mig: None,
         }
     }
 }
@@ -94,6 +118,10 @@ pub struct UnitView {
     /// The unit's reservation for a big job (SPEC §3), if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reservation: Option<ReservationView>,
+    /// Why the unit has no usable device on this machine, where that is known (a MIG
+    /// profile that matches no instance, SPEC §15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unusable: Option<String>,
 }
 
 /// A unit's reservation: no other job borrows the unit (with `nodes`: on `node`) until
@@ -149,6 +177,10 @@ pub struct JobView {
     pub started: Option<i64>,
     pub finished: Option<i64>,
     pub devices: Vec<u32>,
+    /// A running job of a MIG unit: its instances' UUIDs, in the order of `devices`
+    /// (what its `CUDA_VISIBLE_DEVICES` names, SPEC §15).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uuids: Vec<String>,
     /// The node of `devices`, when the config lists nodes (SPEC §10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
@@ -939,6 +971,7 @@ impl Snapshot {
                             mem_total: t.map(|t| t.mem_total),
                             lost_since: None,
                             fake: false,
+                            mig: None,
                         }
                     })
                     .collect();
@@ -959,6 +992,7 @@ impl Snapshot {
                     guaranteed,
                     devices,
                     reservation,
+                    unusable: None,
                 }
             })
             .collect();
@@ -986,6 +1020,7 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         started: j.started_at(),
         finished: j.finished_at,
         devices: j.devices().to_vec(),
+        uuids: Vec::new(),
         node: sched
             .job_node(j)
             .filter(|_| sched.has_nodes())

@@ -137,6 +137,7 @@ impl From<&JobRecord> for JobView {
             started: r.started_at,
             finished: r.finished_at,
             devices: r.devices.clone(),
+            uuids: Vec::new(),
             node: None,
             on_borrowed: false,
             reclaimed_first: false,

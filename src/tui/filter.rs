@@ -397,6 +397,7 @@ mod tests {
             started: None,
             finished: None,
             devices: vec![],
+            uuids: Vec::new(),
             node: None,
             on_borrowed: false,
             reclaimed_first: false,

@@ -339,6 +339,7 @@ fn every_type_and_its_fields_are_documented() {
         ("WaitFigures", fields::<shareq::replay::WaitFigures>()),
         ("UserStanding", fields::<sched::UserStanding>()),
         ("DeviceView", fields::<snapshot::DeviceView>()),
+        ("MigView", fields::<snapshot::MigView>()),
         ("ShareView", fields::<sched::ShareUnitStats>()),
         ("LendEdge", fields::<sched::LendEdge>()),
         ("Prediction", fields::<forecast::Prediction>()),

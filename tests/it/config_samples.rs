@@ -170,3 +170,31 @@ fn checkpoints_sample_is_valid_and_says_how_long_a_reclaim_takes() {
         "{out}"
     );
 }
+
+#[test]
+fn mig_a100_is_valid_and_says_why_a_profile_finds_no_instance() {
+    let (code, out, err) = check("sample-configs/mig-a100");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("a100-1g  mig: 1g.10gb  7"), "{out}");
+    // Without a MIG GPU here, the unit's 0 usable capacity is said with its reason.
+    if out.contains("a100-1g` has 0 usable capacity") {
+        assert!(out.contains("no 1g.10gb MIG instance: "), "{out}");
+    }
+    // The fake form: seven instances on any machine, nothing to warn about.
+    let dir = tempfile::tempdir().expect("tempdir");
+    for f in ["environment.yaml", "shares.yaml"] {
+        let text = std::fs::read_to_string(format!("sample-configs/mig-a100/{f}")).unwrap();
+        let text = text.replace(
+            "devices: {mig: \"1g.10gb\"}",
+            "devices: {fake: 7, mig: \"1g.10gb\"}",
+        );
+        std::fs::write(dir.path().join(f), text).unwrap();
+    }
+    let (code, out, err) = check(dir.path().to_str().unwrap());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("a100-1g  fake: 7, mig: 1g.10gb  7            7 "),
+        "{out}"
+    );
+    assert!(!out.contains("0 usable capacity"), "{out}");
+}

@@ -44,6 +44,7 @@ mod report_channel;
 mod report_history;
 mod runtime_config;
 mod runtime_jobs;
+mod runtime_mig;
 mod runtime_nodes;
 mod runtime_reserve;
 mod runtime_socket;

@@ -35,6 +35,7 @@ fn spec(state: &StateDir, attempt: u32, script: &str) -> LaunchSpec {
         submitter: None,
         timeout_seconds: None,
         unit: "gpu".into(),
+        mig: None,
         cgroup: Vec::new(),
         report: None,
         token: None,

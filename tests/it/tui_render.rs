@@ -712,3 +712,40 @@ fn a_fake_gpu_says_so_instead_of_n_a() {
     assert!(!text.contains("n/a"), "{text}");
     assert!(text.contains("97%"), "{text}");
 }
+
+/// A MIG unit's device reads as its instance in the GPUs pane (SPEC §15): `MIG 1g.10gb of
+/// GPU 4`, or `MIG 1g.10gb` for a fake one.
+#[test]
+fn a_mig_instance_is_shown_with_its_profile_and_parent() {
+    let mut snap = fixtures::lab();
+    let u = &mut snap.units[0];
+    u.devices[0].mig = Some(shareq::snapshot::MigView {
+        profile: "1g.10gb".into(),
+        parent: Some(4),
+        uuid: "MIG-0e1f2a3b-aaaa-bbbb-cccc-000000000001".into(),
+    });
+    u.devices[1].mig = Some(shareq::snapshot::MigView {
+        profile: "1g.10gb".into(),
+        parent: None,
+        uuid: "MIG-fake-gpu-1".into(),
+    });
+    let app = fixtures::app(snap);
+    let text = fixtures::render_with(160, 48, |f| panes::gpus::render(f, f.area(), &app));
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains("MIG 1g.10gb")).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(rows[0].contains("MIG 1g.10gb of GPU 4"), "{text}");
+    assert!(!rows[1].contains("of GPU"), "{text}");
+}
+
+/// A MIG unit whose profile matches no instance says why in the header (SPEC §15).
+#[test]
+fn a_unit_without_instances_says_why_in_the_header() {
+    let mut snap = fixtures::lab();
+    snap.units[0].unusable = Some("no 1g.10gb MIG instance: GPU 0 has MIG disabled".into());
+    let app = fixtures::app(snap);
+    let text = fixtures::render_with(160, 48, |f| panes::header::render(f, f.area(), &app));
+    assert!(
+        text.contains("no 1g.10gb MIG instance: GPU 0 has MIG disabled"),
+        "{text}"
+    );
+}

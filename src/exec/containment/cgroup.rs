@@ -33,6 +33,12 @@
 //! may open the same devices, so sharing the set's group changes nothing they can do;
 //! attempts are still found, killed and counted in the killing hierarchy.
 //!
+//! A MIG job (SPEC §15) may open its instances' parent GPUs and, of the `nvidia-caps`
+//! devices (their own major, read from `/proc/devices`), only its instances' access
+//! capabilities: the driver's `config` and `monitor` and the other instances of its parent
+//! GPUs are denied (an instance of another GPU needs that GPU's device, denied already).
+//! The device set's name then says both: `gpus+0+caps+12+13`.
+//!
 //! Fake GPUs are isolated as real ones would be: GPU `i` is the character device of
 //! NVIDIA's major number 195, minor `i` (`/dev/nvidia<i>`). A test makes such nodes with
 //! `mknod` in a scratch directory: opening another attempt's node fails with EPERM, one's
@@ -394,16 +400,91 @@ pub fn parse_group_name(name: &str) -> Option<(String, Vec<u32>)> {
     Some((unit, devices))
 }
 
-/// The device set's group an attempt group `name` sits in, in the devices hierarchy:
-/// `gpus+<i>+<j>…`, the GPUs it may open.
-fn device_set(name: &str) -> String {
-    let devices = parse_group_name(name).map(|(_, d)| d).unwrap_or_default();
-    let mut set = String::from("gpus");
-    for d in devices {
-        set.push('+');
-        set.push_str(&d.to_string());
+/// What an attempt may open: GPU minors of NVIDIA's major, and for a MIG job the
+/// `nvidia-caps` minors of its instances.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeviceRules {
+    pub gpus: Vec<u32>,
+    /// `Some` for a MIG job: its caps minors (every other MIG capability is denied).
+    pub caps: Option<Vec<u32>>,
+}
+
+impl DeviceRules {
+    /// Whole GPUs: their minors.
+    pub fn gpus(gpus: &[u32]) -> DeviceRules {
+        DeviceRules {
+            gpus: gpus.to_vec(),
+            caps: None,
+        }
     }
-    set
+
+    /// The rules of an attempt's devices: its MIG instances' when it has some.
+    pub fn of(devices: &[u32], mig: Option<&super::mig_caps::MigAccess>) -> DeviceRules {
+        match mig {
+            Some(m) => DeviceRules {
+                gpus: m.gpus.clone(),
+                caps: Some(m.caps.clone()),
+            },
+            None => DeviceRules::gpus(devices),
+        }
+    }
+
+    /// The name of the device set's group: `gpus+<i>+<j>…`, with `+caps+<n>…` for MIG.
+    pub fn set_name(&self) -> String {
+        let mut set = String::from("gpus");
+        for d in &self.gpus {
+            set.push('+');
+            set.push_str(&d.to_string());
+        }
+        if let Some(caps) = &self.caps {
+            set.push_str("+caps");
+            for c in caps {
+                set.push('+');
+                set.push_str(&c.to_string());
+            }
+        }
+        set
+    }
+
+    /// The `devices.deny` lines: every GPU minor but its own, and for a MIG job every
+    /// MIG capability minor of `all_caps` but its own (of major `caps_major`).
+    pub fn deny_lines(&self, caps_major: Option<u32>, all_caps: &[u32]) -> io::Result<Vec<String>> {
+        let mut out: Vec<String> = (0..GPU_MINORS)
+            .filter(|m| !self.gpus.contains(m))
+            .map(|m| format!("c {NVIDIA_MAJOR}:{m} rwm"))
+            .collect();
+        if let Some(own) = &self.caps {
+            let others: Vec<&u32> = all_caps.iter().filter(|m| !own.contains(m)).collect();
+            if !others.is_empty() {
+                let Some(major) = caps_major else {
+                    return Err(io::Error::other(
+                        "MIG instances cannot be isolated: no `nvidia-caps` major in /proc/devices",
+                    ));
+                };
+                out.extend(others.iter().map(|m| format!("c {major}:{m} rwm")));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The device set's group an attempt group `name` sits in, in the devices hierarchy,
+/// from its name (the GPUs it may open): what an adopted attempt is found by.
+fn device_set(name: &str) -> String {
+    DeviceRules::gpus(&parse_group_name(name).map(|(_, d)| d).unwrap_or_default()).set_name()
+}
+
+/// The caps major and the MIG capability minors that matter to a job that may open
+/// `parents` (none without a MIG driver).
+fn mig_caps(parents: &[u32]) -> (Option<u32>, Vec<u32>) {
+    use super::mig_caps as mig;
+    let major = std::fs::read_to_string("/proc/devices")
+        .ok()
+        .and_then(|t| mig::caps_major(&t));
+    let all = std::fs::read_to_string(mig::MIG_MINORS)
+        .map(|t| mig::parse_mig_minors(&t, parents))
+        .unwrap_or_default();
+    (major, all)
 }
 
 /// The device sets' groups whose rules this process has written (a group left by an
@@ -412,8 +493,9 @@ static DEVICE_SETS: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
     std::sync::Mutex::new(std::collections::BTreeSet::new());
 
 /// Make the group of a device set with its rules (deny every GPU minor of NVIDIA's major
-/// but `allowed`; the control devices stay open), once per process.
-fn ensure_device_set(dir: &Path, allowed: &[u32]) -> io::Result<()> {
+/// but `allowed`'s, and for MIG every other capability; the control devices stay open),
+/// once per process.
+fn ensure_device_set(dir: &Path, allowed: &DeviceRules) -> io::Result<()> {
     let mut ready = DEVICE_SETS.lock().unwrap_or_else(|e| e.into_inner());
     if ready.contains(dir) && dir.is_dir() {
         return Ok(());
@@ -423,10 +505,12 @@ fn ensure_device_set(dir: &Path, allowed: &[u32]) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
     }
-    let mut rule = String::new();
-    for minor in (0..GPU_MINORS).filter(|m| !allowed.contains(m)) {
-        rule.clear();
-        rule.push_str(&format!("c {NVIDIA_MAJOR}:{minor} rwm"));
+    let (major, all_caps) = if allowed.caps.is_some() {
+        mig_caps(&allowed.gpus)
+    } else {
+        (None, Vec::new())
+    };
+    for rule in allowed.deny_lines(major, &all_caps)? {
         std::fs::write(dir.join("devices.deny"), rule.as_bytes())?;
     }
     ready.insert(dir.to_path_buf());
@@ -434,9 +518,18 @@ fn ensure_device_set(dir: &Path, allowed: &[u32]) -> io::Result<()> {
 }
 
 impl Cgroups {
-    /// The group of one attempt (not created yet).
+    /// The group of one attempt (not created yet), its device set read from its name.
     pub fn attempt(&self, name: &str) -> AttemptGroup {
-        let devices = self.devices.as_ref().map(|b| b.join(device_set(name)));
+        self.attempt_in(name, &device_set(name))
+    }
+
+    /// The group of one attempt that may open `rules`' devices (not created yet).
+    pub fn attempt_with(&self, name: &str, rules: &DeviceRules) -> AttemptGroup {
+        self.attempt_in(name, &rules.set_name())
+    }
+
+    fn attempt_in(&self, name: &str, set: &str) -> AttemptGroup {
+        let devices = self.devices.as_ref().map(|b| b.join(set));
         let others: Vec<PathBuf> = self.pids.iter().map(|b| b.join(name)).collect();
         let main = self.base.join(name);
         let pids_max = if self.pids_unified {
@@ -599,7 +692,7 @@ fn members(dir: &Path) -> Vec<i32> {
 impl AttemptGroup {
     /// Make the group in every hierarchy; with device isolation, the group of its device
     /// set when this scheduler has not made it yet ([`ensure_device_set`]).
-    pub fn create(&self, allowed: &[u32]) -> io::Result<()> {
+    pub fn create(&self, allowed: &DeviceRules) -> io::Result<()> {
         if let Some(set) = &self.devices {
             ensure_device_set(set, allowed)?;
         }
@@ -815,6 +908,45 @@ mod tests {
     }
 
     #[test]
+    fn a_mig_job_may_open_its_parent_and_its_caps_only() {
+        let m = crate::exec::containment::mig_caps::MigAccess {
+            uuids: vec!["MIG-a".into(), "MIG-b".into()],
+            gpus: vec![0],
+            caps: vec![12, 13, 21, 22],
+        };
+        let r = DeviceRules::of(&[0, 1], Some(&m));
+        assert_eq!(r.set_name(), "gpus+0+caps+12+13+21+22");
+        let lines = r
+            .deny_lines(Some(235), &[1, 2, 12, 13, 21, 22, 30, 31])
+            .unwrap();
+        // Every GPU but the parent, and every other MIG capability (config and monitor
+        // included).
+        assert_eq!(lines.len(), 253 + 4);
+        assert!(!lines.contains(&"c 195:0 rwm".to_string()));
+        assert!(lines.contains(&"c 195:1 rwm".to_string()));
+        for c in [1, 2, 30, 31] {
+            assert!(lines.contains(&format!("c 235:{c} rwm")), "{c}");
+        }
+        for c in [12, 13, 21, 22] {
+            assert!(!lines.contains(&format!("c 235:{c} rwm")), "{c}");
+        }
+        assert!(r.deny_lines(None, &[1, 12]).is_err());
+        // Whole GPUs: the caps devices are not this job's concern (a MIG instance also
+        // needs its parent, which is denied).
+        let w = DeviceRules::of(&[0, 5], None);
+        assert_eq!(w.set_name(), "gpus+0+5");
+        assert_eq!(w.deny_lines(Some(235), &[1, 12]).unwrap().len(), 252);
+        // Fake instances: no device at all.
+        let fake = crate::exec::containment::mig_caps::MigAccess {
+            uuids: vec!["MIG-fake-u-0".into()],
+            gpus: vec![],
+            caps: vec![],
+        };
+        let f = DeviceRules::of(&[0], Some(&fake));
+        assert_eq!(f.deny_lines(None, &[]).unwrap().len(), 254);
+    }
+
+    #[test]
     fn the_description_says_what_is_missing() {
         let dir = tempfile::tempdir().unwrap();
         assert!(
@@ -882,7 +1014,7 @@ mod tests {
             return;
         };
         let g = cg.attempt(&group_name(1, 1, "gpu", &[0]));
-        g.create(&[0]).unwrap();
+        g.create(&DeviceRules::gpus(&[0])).unwrap();
         let mut child = std::process::Command::new("setsid")
             .args(["sleep", "300"])
             .spawn()
@@ -935,7 +1067,7 @@ mod tests {
             // The rules are the device set's: a second attempt of the same GPUs starts
             // with them, nothing written for it.
             let again = cg.attempt(&group_name(2, 1, "gpu", &[0]));
-            again.create(&[0]).unwrap();
+            again.create(&DeviceRules::gpus(&[0])).unwrap();
             denied_in(&again);
             while again.kill() > 0 {
                 std::thread::sleep(std::time::Duration::from_millis(10));

@@ -1,6 +1,7 @@
 //! The machine's GPUs: which there are ([`discovery`]: NVML, `nvidia-smi`, fake devices),
-//! how busy they are ([`telemetry`]), and which were lost ([`health`]).
+//! which MIG instances they offer ([`mig`]), how busy they are ([`telemetry`]), and which were lost ([`health`]).
 
 pub mod discovery;
 pub mod health;
+pub mod mig;
 pub mod telemetry;

@@ -476,7 +476,8 @@ pub fn slurm_conf(config: &ValidConfig) -> String {
             match d {
                 crate::model::Devices::Indices(v) => indices.extend(v),
                 crate::model::Devices::Fake(n) => indices.extend(0..*n),
-                crate::model::Devices::Auto => {}
+                // Refused by validation: MIG instances are found on this machine only.
+                crate::model::Devices::Auto | crate::model::Devices::Mig { .. } => {}
             }
         }
         indices.sort_unstable();

@@ -231,6 +231,10 @@ pub struct LaunchSpec {
     /// The capacity unit of `devices` (it names the attempt's cgroup).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub unit: String,
+    /// For a MIG unit (SPEC §15): the instances behind `devices`, whose UUIDs the job is
+    /// told and whose device files it may open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<crate::exec::containment::mig_caps::MigAccess>,
     /// The attempt's cgroup, one directory per hierarchy: the supervisor enters each
     /// before it starts the command (SPEC §7, containment). Empty: not contained.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -376,12 +380,15 @@ impl LaunchSpec {
     /// The job's environment (SPEC §7), on top of its own `env`.
     pub fn job_env(&self) -> BTreeMap<String, String> {
         let mut env = self.env.clone();
-        let devices = self
-            .devices
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
+        let devices = match &self.mig {
+            Some(m) => m.uuids.join(","),
+            None => self
+                .devices
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        };
         let mut set = |k: &str, v: String| {
             env.insert(k.to_string(), v);
         };
@@ -825,6 +832,7 @@ mod tests {
             submitter: None,
             timeout_seconds: None,
             unit: String::new(),
+            mig: None,
             cgroup: Vec::new(),
             report: None,
             token: None,
@@ -840,6 +848,18 @@ mod tests {
         assert_eq!(e["SHAREQ_GRACE_SECONDS"], "1");
         assert_eq!(e["SHAREQ_NOTICE_SIGNAL"], "SIGUSR1");
         assert_eq!(e["SHAREQ_NOTICE_SECONDS"], "90");
+        // A MIG job is told its instances' UUIDs (SPEC §15).
+        let mig = LaunchSpec {
+            mig: Some(crate::exec::containment::mig_caps::MigAccess {
+                uuids: vec!["MIG-aa".into(), "MIG-bb".into()],
+                gpus: vec![0],
+                caps: vec![12, 13],
+            }),
+            ..spec.clone()
+        }
+        .job_env();
+        assert_eq!(mig["CUDA_VISIBLE_DEVICES"], "MIG-aa,MIG-bb");
+        assert_eq!(mig["NVIDIA_VISIBLE_DEVICES"], "MIG-aa,MIG-bb");
         let plain = LaunchSpec {
             notice: None,
             ..spec

@@ -328,6 +328,7 @@ impl Runtime {
                 );
                 self.exec.log_limits = loaded.config.env.logs.unwrap_or_default();
                 self.exec.pids_per_job = loaded.config.env.limits.unwrap_or_default().pids_per_job;
+                self.exec.mig = self.opts.discovery.mig_units(&loaded.config);
                 self.access = Arc::new(crate::access::Access::new(&loaded.config));
                 self.picture.touch_all();
                 if let Some(p) = &mut self.persist {

@@ -50,6 +50,9 @@ pub(crate) struct Carry {
     pub(crate) log_budget: super::log_budget::LogBudget,
     /// The key attempt tokens are made from (SPEC §14), once read.
     attempt_key: Option<AttemptKey>,
+    /// The MIG units' instances of the config in force (SPEC §15): a MIG job's devices
+    /// are instance numbers, told to it as UUIDs.
+    pub(crate) mig: crate::exec::gpu::mig::MigUnits,
 }
 
 impl Carry {
@@ -66,6 +69,7 @@ impl Carry {
             log_limits: LogLimits::default(),
             pids_per_job: crate::model::UserLimits::default().pids_per_job,
             attempt_key: None,
+            mig: Default::default(),
         }
     }
 
@@ -282,11 +286,13 @@ impl Carry {
     }
 
     /// The batch's starts are about to be written: the backend may get them ready
-    /// meanwhile ([`Backend::prepare`]).
+    /// meanwhile ([`Backend::prepare`]). Not a MIG job's: its device set (parent GPUs
+    /// and caps) is known from its launch spec only, so it is made at the launch.
     pub(crate) fn prepare(&mut self, sched: &Sched, events: &[Event]) {
         for e in events {
             if let Event::Started { job, devices, .. } = e
                 && let Some(j) = sched.job(*job)
+                && !self.mig.0.contains_key(sched.unit_name(j.unit))
             {
                 self.backend
                     .prepare(*job, j.attempts_started, sched.unit_name(j.unit), devices);
@@ -330,6 +336,7 @@ impl Carry {
             submitter: j.spec.submitter.as_deref().cloned(),
             timeout_seconds: j.spec.timeout_seconds,
             unit: sched.unit_name(j.unit).to_string(),
+            mig: self.mig.access(sched.unit_name(j.unit), &devices),
             cgroup: Vec::new(),
             report: None,
             token: self.attempt_token(job, attempt),

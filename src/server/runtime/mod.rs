@@ -197,6 +197,7 @@ impl RuntimeHandle {
         let opts_state = opts.state.clone();
         exec.log_limits = initial.config.env.logs.unwrap_or_default();
         exec.pids_per_job = initial.config.env.limits.unwrap_or_default().pids_per_job;
+        exec.mig = opts.discovery.mig_units(&initial.config);
         let (fatal_tx, fatal_rx) = watch::channel(None);
         let metrics = Arc::new(crate::metrics::Metrics::new());
         metrics.watch(snap_rx.clone());
@@ -328,11 +329,45 @@ fn devices_of(capacity: &[UnitCapacity], initial: &LoadedConfig, fake: bool) -> 
         .iter()
         .filter(|c| {
             specs.iter().any(|(node, unit, d)| {
-                *node == c.node && *unit == c.unit && matches!(d, Devices::Fake(_)) == fake
+                *node == c.node
+                    && *unit == c.unit
+                    && match d {
+                        Devices::Fake(_) | Devices::Mig { fake: Some(_), .. } => fake,
+                        Devices::Indices(_) | Devices::Auto => !fake,
+                        // A MIG unit's devices are its instances, not GPU indices: the
+                        // telemetry of whole GPUs does not watch them.
+                        Devices::Mig { fake: None, .. } => false,
+                    }
             })
         })
         .flat_map(|c| c.devices.iter().map(|&d| (c.unit.clone(), d)))
         .collect()
+}
+
+/// A MIG unit's devices and running jobs, as instances (SPEC §15): each device says
+/// which instance it is (`MIG 1g.10gb of GPU 4`), each running job its UUIDs.
+fn label_mig(mig: &crate::exec::gpu::mig::MigUnits, snap: &mut crate::snapshot::Snapshot) {
+    if mig.0.is_empty() {
+        return;
+    }
+    for u in &mut snap.units {
+        u.unusable = mig.1.get(&u.name).cloned();
+        let Some(all) = mig.0.get(&u.name) else {
+            continue;
+        };
+        for d in &mut u.devices {
+            d.mig = all.get(d.index as usize).map(|m| crate::snapshot::MigView {
+                profile: m.profile.clone(),
+                parent: m.parent,
+                uuid: m.uuid.clone(),
+            });
+        }
+    }
+    for j in &mut snap.running {
+        if let Some(inst) = mig.instances(&j.unit, &j.devices) {
+            j.uuids = inst.into_iter().map(|m| m.uuid.clone()).collect();
+        }
+    }
 }
 
 /// Where the executor's reports go: the runtime's channel, as `Attempt`.
@@ -1143,6 +1178,7 @@ impl Runtime {
                 ));
             }
         }
+        label_mig(&self.exec.mig, &mut snap);
         snap.paused = self.paused.as_ref().map(|p| p.why.clone());
         snap.disk = self.disk_line();
         snap.containment = self.exec.warning();

@@ -75,12 +75,16 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             let i = index;
             index += 1;
             // With nodes the devices come node by node, each labelled with its node.
-            let label = match (multi_node, multi_unit) {
+            let mut label = match (multi_node, multi_unit) {
                 (true, true) => format!("{}/{}:{}", d.node, u.name, d.index),
                 (true, false) => format!("{}:{}", d.node, d.index),
                 (false, true) => format!("{}:{}", u.name, d.index),
                 (false, false) => d.index.to_string(),
             };
+            // A MIG instance says which it is (SPEC §15).
+            if let Some(m) = &d.mig {
+                label = format!("{label} {}", m.label());
+            }
             let free_label =
                 (d.job.is_none() && d.lost_since.is_none()).then(|| match reserved.next() {
                     Some(r) => format!("(reserved: {r})"),

@@ -164,6 +164,12 @@ fn unit_warnings(app: &App) -> Option<Span<'static>> {
             )
         })
         .collect();
+    // A unit with no usable device here, and why (a MIG profile without instances).
+    over.extend(
+        s.units
+            .iter()
+            .filter_map(|u| Some(format!("⚠ {}: {}", u.name, u.unusable.as_ref()?))),
+    );
     // A unit reserved for a big job (SPEC §3): its borrowers wait until the job starts.
     let reserved: Vec<String> = s
         .units

@@ -111,19 +111,21 @@ pub struct UnitCapacity {
 impl UnitCapacity {
     /// Simulated devices (replay and fake GPUs): `{fake: N}` gives 0..N, a list gives those
     /// indices, `auto` gives `maxCapacity` devices numbered from 0 (a sliced unit:
-    /// ceil(maxCapacity / memoryGiB)).
+    /// ceil(maxCapacity / memoryGiB)); MIG units count instances: `{fake: N, mig: P}`
+    /// gives N, `{mig: P}` `maxCapacity` (SPEC §15).
     pub fn simulated(config: &ValidConfig) -> Vec<UnitCapacity> {
         config
             .node_units()
             .into_iter()
             .map(|(node, unit, d)| UnitCapacity {
                 devices: match d {
-                    Devices::Fake(n) => (0..n).collect(),
+                    Devices::Fake(n) | Devices::Mig { fake: Some(n), .. } => (0..n).collect(),
                     Devices::Indices(mut v) => {
                         v.sort_unstable();
                         v
                     }
                     Devices::Auto => (0..config.simulated_auto(&unit)).collect(),
+                    Devices::Mig { fake: None, .. } => (0..config.max_capacity(&unit)).collect(),
                 },
                 node,
                 unit,

@@ -364,6 +364,10 @@ pub enum Devices {
     Indices(Vec<u32>),
     /// N simulated devices.
     Fake(u32),
+    /// Every MIG instance of `profile` (e.g. `1g.10gb`) on this machine's GPUs whose MIG
+    /// mode is enabled, one unit of capacity each (SPEC §15); with `fake: Some(N)`, N
+    /// simulated instances with fake UUIDs.
+    Mig { profile: String, fake: Option<u32> },
 }
 
 impl Serialize for Devices {
@@ -377,6 +381,14 @@ impl Serialize for Devices {
                 m.serialize_entry("fake", n)?;
                 m.end()
             }
+            Devices::Mig { profile, fake } => {
+                let mut m = s.serialize_map(Some(1 + usize::from(fake.is_some())))?;
+                if let Some(n) = fake {
+                    m.serialize_entry("fake", n)?;
+                }
+                m.serialize_entry("mig", profile)?;
+                m.end()
+            }
         }
     }
 }
@@ -387,14 +399,16 @@ impl<'de> Deserialize<'de> for Devices {
         impl<'de> Visitor<'de> for V {
             type Value = Devices;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("`auto`, a list of GPU indices such as [0, 1], or {fake: N}")
+                f.write_str(
+                    "`auto`, a list of GPU indices such as [0, 1], {fake: N}, {mig: PROFILE} or {fake: N, mig: PROFILE}",
+                )
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Devices, E> {
                 if v == "auto" {
                     Ok(Devices::Auto)
                 } else {
                     Err(E::custom(format!(
-                        "devices: expected `auto`, a list of GPU indices or {{fake: N}}, found `{v}`"
+                        "devices: expected `auto`, a list of GPU indices, {{fake: N}} or {{mig: PROFILE}}, found `{v}`"
                     )))
                 }
             }
@@ -406,16 +420,20 @@ impl<'de> Deserialize<'de> for Devices {
                 Ok(Devices::Indices(out))
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Devices, A::Error> {
-                let mut fake = None;
+                let (mut fake, mut mig) = (None, None);
                 while let Some(k) = map.next_key::<String>()? {
-                    if k == "fake" {
-                        fake = Some(map.next_value::<u32>()?);
-                    } else {
-                        return Err(de::Error::unknown_field(&k, &["fake"]));
+                    match k.as_str() {
+                        "fake" if fake.is_none() => fake = Some(map.next_value::<u32>()?),
+                        "mig" if mig.is_none() => mig = Some(map.next_value::<String>()?),
+                        "fake" | "mig" => return Err(de::Error::duplicate_field("fake/mig")),
+                        _ => return Err(de::Error::unknown_field(&k, &["fake", "mig"])),
                     }
                 }
-                fake.map(Devices::Fake)
-                    .ok_or_else(|| de::Error::missing_field("fake"))
+                match (fake, mig) {
+                    (fake, Some(profile)) => Ok(Devices::Mig { profile, fake }),
+                    (Some(n), None) => Ok(Devices::Fake(n)),
+                    (None, None) => Err(de::Error::missing_field("fake")),
+                }
             }
         }
         d.deserialize_any(V)
@@ -621,4 +639,36 @@ pub enum ShareState {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Devices;
+
+    /// `{mig: P}` and `{fake: N, mig: P}` read and write back as written (SPEC §15).
+    #[test]
+    fn mig_devices_read_and_write_back() {
+        let mig: Devices = serde_yaml::from_str("{mig: 1g.10gb}").unwrap();
+        assert_eq!(
+            mig,
+            Devices::Mig {
+                profile: "1g.10gb".into(),
+                fake: None
+            }
+        );
+        let fake: Devices = serde_yaml::from_str("{fake: 7, mig: 1g.10gb}").unwrap();
+        assert_eq!(
+            fake,
+            Devices::Mig {
+                profile: "1g.10gb".into(),
+                fake: Some(7)
+            }
+        );
+        for d in [mig, fake, Devices::Fake(3)] {
+            let text = serde_yaml::to_string(&d).unwrap();
+            assert_eq!(serde_yaml::from_str::<Devices>(&text).unwrap(), d, "{text}");
+        }
+        assert!(serde_yaml::from_str::<Devices>("{mig: 1g.10gb, mig: 2g.20gb}").is_err());
+        assert!(serde_yaml::from_str::<Devices>("{}").is_err());
+    }
 }

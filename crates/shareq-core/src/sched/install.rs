@@ -561,9 +561,9 @@ fn node_devices(
     healthy.dedup();
     let configured = match devs.get(name) {
         None => Vec::new(),
-        Some(Devices::Fake(k)) => (0..*k).collect(),
+        Some(Devices::Fake(k) | Devices::Mig { fake: Some(k), .. }) => (0..*k).collect(),
         Some(Devices::Indices(v)) => v.clone(),
-        Some(Devices::Auto) => healthy.clone(),
+        Some(Devices::Auto | Devices::Mig { fake: None, .. }) => healthy.clone(),
     };
     (configured, healthy)
 }
