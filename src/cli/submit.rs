@@ -17,6 +17,10 @@ pub struct SubmitArgs {
     /// How many GPUs the job needs.
     #[arg(long, default_value_t = 1)]
     pub gpus: u32,
+    /// GiB of one GPU, on a unit sliced by memory (SPEC §15): `20G`, `20GiB` or `20`.
+    /// The job gets one device (`CUDA_VISIBLE_DEVICES`) and `SHAREQ_GPU_MEMORY_GIB`.
+    #[arg(long, value_name = "GIB", value_parser = parse_gib, conflicts_with = "gpus")]
+    pub gpu_memory: Option<u32>,
     /// The capacity unit (default: the environment's only unit).
     #[arg(long)]
     pub unit: Option<String>,
@@ -121,7 +125,8 @@ impl SubmitArgs {
             job_name: name,
             quota_share_name: self.share.clone(),
             capacity_unit: self.unit.clone(),
-            quantity: self.gpus,
+            // A sliced unit's quantity is GiB (SPEC §15).
+            quantity: self.gpu_memory.unwrap_or(self.gpus),
             scheduling_priority: self.priority,
             command: Some(command),
             env,
@@ -139,6 +144,23 @@ impl SubmitArgs {
             array_properties: self.array.map(|size| ArrayProperties { size }),
             checkpoint_every_seconds: self.checkpoint_every,
         })
+    }
+}
+
+/// `--gpu-memory`: whole GiB, as `20G`, `20GiB` or `20` (at least 1).
+pub fn parse_gib(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let digits = t
+        .strip_suffix("GiB")
+        .or_else(|| t.strip_suffix("G"))
+        .unwrap_or(t)
+        .trim();
+    match digits.parse::<u32>() {
+        Ok(0) => Err(format!("`{s}`: a job needs at least 1 GiB")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "`{s}`: expected whole GiB of GPU memory, as 20G, 20GiB or 20"
+        )),
     }
 }
 
@@ -286,8 +308,22 @@ fn predict(args: &SubmitArgs, spec: JobSpec) -> Result<(), CliError> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_after;
+    use super::{parse_after, parse_gib};
     use crate::model::{DependencyType, JobRef};
+
+    #[test]
+    fn gpu_memory_reads_g_gib_and_plain_numbers() {
+        assert_eq!(parse_gib("20G"), Ok(20));
+        assert_eq!(parse_gib("20GiB"), Ok(20));
+        assert_eq!(parse_gib("20"), Ok(20));
+        assert!(parse_gib("0").unwrap_err().contains("at least 1 GiB"));
+        assert!(
+            parse_gib("20MB")
+                .unwrap_err()
+                .contains("expected whole GiB")
+        );
+        assert!(parse_gib("1.5G").is_err());
+    }
 
     #[test]
     fn after_reads_jobs_children_and_the_two_types() {

@@ -152,7 +152,9 @@ impl Carry {
             return;
         }
         let j = sched.job(job);
-        let node = j.and_then(|j| sched.job_node(j)).map(|n| sched.node_name(n));
+        let node = j
+            .and_then(|j| sched.job_node(j))
+            .map(|n| sched.node_name(n));
         // A Slurm attempt's supervisor runs on its node: no pid here to name.
         if pid > 0 {
             tracing::info!(job = %job, attempt, pid, "adopted a running attempt");
@@ -313,6 +315,7 @@ impl Carry {
             share: sched.share_name(j.share).to_string(),
             preempted_count: j.preempted_count,
             devices: devices.clone(),
+            gpu_memory_gib: sched.slice_of(j.unit).map(|_| j.spec.quantity),
             command: j.spec.command.clone().unwrap_or(Command::Argv(Vec::new())),
             env: array_env(j),
             working_directory: j.spec.working_directory.clone(),
