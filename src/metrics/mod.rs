@@ -282,6 +282,7 @@ mod tests {
             guaranteed: 1,
             devices: vec![],
             reservation: None,
+            memory_gib: None,
         }];
         let (_tx, rx) = watch::channel(Arc::new(snap));
         let m = Metrics::new();
@@ -316,6 +317,7 @@ mod tests {
             mem_total: mem.map(|m| m.1),
             lost_since: None,
             fake: false,
+            slices: Vec::new(),
         };
         snap.units = vec![UnitView {
             name: "h200".into(),
@@ -323,6 +325,7 @@ mod tests {
             used: 1,
             guaranteed: 2,
             reservation: None,
+            memory_gib: None,
             devices: vec![dev(0, Some(87), Some((1024, 143_771))), dev(1, None, None)],
         }];
         let (_tx, rx) = watch::channel(Arc::new(snap));

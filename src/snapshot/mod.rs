@@ -63,9 +63,27 @@ pub struct DeviceView {
     /// A fake GPU of the config (`devices: {fake: N}`): nothing to measure on it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fake: bool,
+    /// On a unit sliced by memory (SPEC §15): every job holding GiB of the device, in job
+    /// id order (`job`, `job_name` and `share` are the first one's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<SliceView>,
+}
+
+/// A job's GiB of a device sliced by memory (SPEC §15).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SliceView {
+    pub job: JobId,
+    pub job_name: String,
+    pub share: String,
+    pub gib: u32,
 }
 
 impl DeviceView {
+    /// GiB of a sliced device held by its jobs.
+    pub fn gib_used(&self) -> u32 {
+        self.slices.iter().map(|s| s.gib).sum()
+    }
+
     /// A device lost at `since` (ms): no job, no telemetry.
     pub fn lost(node: &str, index: u32, since: i64) -> DeviceView {
         DeviceView {
@@ -79,6 +97,7 @@ impl DeviceView {
             mem_total: None,
             lost_since: Some(since),
             fake: false,
+            slices: Vec::new(),
         }
     }
 }
@@ -94,6 +113,10 @@ pub struct UnitView {
     /// The unit's reservation for a big job (SPEC §3), if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reservation: Option<ReservationView>,
+    /// A unit sliced by memory (SPEC §15): the GiB of each device. Its quantities
+    /// (`usable`, `used`, `guaranteed`, jobs') are GiB, never GPUs.
+    #[serde(rename = "memoryGiB", default, skip_serializing_if = "Option::is_none")]
+    pub memory_gib: Option<u32>,
 }
 
 /// A unit's reservation: no other job borrows the unit (with `nodes`: on `node`) until
@@ -110,6 +133,14 @@ pub struct ReservationView {
 }
 
 impl UnitView {
+    /// A quantity of this unit as people read it: `20 GiB` on a sliced unit, `2` else.
+    pub fn amount(&self, n: impl std::fmt::Display) -> String {
+        match self.memory_gib {
+            Some(_) => format!("{n} GiB"),
+            None => n.to_string(),
+        }
+    }
+
     pub fn oversubscribed(&self) -> bool {
         self.guaranteed > u64::from(self.usable)
     }
@@ -922,26 +953,44 @@ impl Snapshot {
             .unit_totals()
             .into_iter()
             .map(|(name, usable, used, guaranteed)| {
-                let devices = sched
-                    .device_map(&name)
-                    .into_iter()
-                    .map(|(node, index, job)| {
-                        let j = job.and_then(|id| sched.job(id));
-                        let t = telemetry.get(&(name.clone(), index));
-                        DeviceView {
-                            node,
-                            index,
-                            job,
-                            job_name: j.map(|j| j.name().to_string()),
-                            share: j.map(|j| sched.share_name(j.share).to_string()),
-                            util: t.map(|t| t.util),
-                            mem_used: t.map(|t| t.mem_used),
-                            mem_total: t.map(|t| t.mem_total),
-                            lost_since: None,
-                            fake: false,
-                        }
-                    })
-                    .collect();
+                let memory_gib = sched
+                    .unit_indexes()
+                    .find(|&u| sched.unit_name(u) == name)
+                    .and_then(|u| sched.slice_of(u));
+                let mut devices: Vec<DeviceView> = Vec::new();
+                for (node, index, job) in sched.device_map(&name) {
+                    let j = job.and_then(|id| sched.job(id));
+                    let slice = j.filter(|_| memory_gib.is_some()).map(|j| SliceView {
+                        job: j.id,
+                        job_name: j.name().to_string(),
+                        share: sched.share_name(j.share).to_string(),
+                        gib: j.quantity,
+                    });
+                    // A sliced device is listed once per job on it: one row here, its
+                    // jobs in `slices`.
+                    if let (Some(slice), Some(last)) = (&slice, devices.last_mut())
+                        && last.node == node
+                        && last.index == index
+                        && !last.slices.is_empty()
+                    {
+                        last.slices.push(slice.clone());
+                        continue;
+                    }
+                    let t = telemetry.get(&(name.clone(), index));
+                    devices.push(DeviceView {
+                        node,
+                        index,
+                        job,
+                        job_name: j.map(|j| j.name().to_string()),
+                        share: j.map(|j| sched.share_name(j.share).to_string()),
+                        util: t.map(|t| t.util),
+                        mem_used: t.map(|t| t.mem_used),
+                        mem_total: t.map(|t| t.mem_total),
+                        lost_since: None,
+                        fake: false,
+                        slices: slice.into_iter().collect(),
+                    });
+                }
                 let reservation = sched.reservation_of(&name).and_then(|r| {
                     let j = sched.job(r.job)?;
                     Some(ReservationView {
@@ -959,6 +1008,7 @@ impl Snapshot {
                     guaranteed,
                     devices,
                     reservation,
+                    memory_gib,
                 }
             })
             .collect();

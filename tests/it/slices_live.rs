@@ -82,6 +82,12 @@ fn two_slices_share_a_device_and_a_bigger_one_goes_to_the_other() {
         let log = wait_log(&s, id, "the slice's log");
         assert!(log.contains("dev=0 gib=20"), "{log}");
     }
+    // `jobs` reads a slice's quantity as GiB; its JSON says which units are sliced.
+    let out = s.cli(&["jobs"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains(" 20 GiB  RUNNING"), "{table}");
+    let json = s.jobs_json(&[]);
+    assert_eq!(json["slicedUnits"], serde_json::json!(["mem"]), "{json}");
     // 70 GiB no longer fit device 0 (40 left): device 1.
     let c = s.submit(
         &["--share", "team", "--unit", "mem", "--gpu-memory", "70"],

@@ -712,3 +712,51 @@ fn a_fake_gpu_says_so_instead_of_n_a() {
     assert!(!text.contains("n/a"), "{text}");
     assert!(text.contains("97%"), "{text}");
 }
+
+/// A unit sliced by memory (SPEC §15) beside whole GPUs: each sliced device reads as its
+/// GiB in use and each job's GiB (`1 ▮▮▮▯ 60/80 GiB  j2 20 · j3 40`), the title counts
+/// GiB apart from GPUs.
+#[test]
+fn a_sliced_device_shows_its_gib_per_job() {
+    const SLICED: &str = "\
+kind: ServiceEnvironment
+name: lab
+capacityLimits:
+- {capacityUnit: a100, maxCapacity: 2, devices: {fake: 2}}
+- {capacityUnit: a100-mem, maxCapacity: 160, devices: {fake: 2}, slicing: {memoryGiB: 80}}
+---
+kind: QuotaShare
+quotaShareName: vision
+capacityLimits: [{capacityUnit: a100, maxCapacity: 2}, {capacityUnit: a100-mem, maxCapacity: 80}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+---
+kind: QuotaShare
+quotaShareName: nlp
+capacityLimits: [{capacityUnit: a100-mem, maxCapacity: 80}]
+resourceSharingConfiguration: {strategy: LEND}
+";
+    let mut d = fixtures::Driver::new(SLICED, "sample-configs/sliced").unwrap();
+    let t0 = NOW - 600_000;
+    let mut submit = |name: &str, share: &str, unit: &str, q: u32, at: i64| {
+        let mut spec = shareq::model::JobSpec::new(name, share, q, 5);
+        spec.capacity_unit = Some(unit.to_string());
+        spec.command = Some(shareq::model::Command::Argv(vec!["run".into()]));
+        d.sched.submit(spec, at).unwrap();
+        d.pass(at);
+    };
+    submit("train", "vision", "a100", 1, t0);
+    submit("notebook", "vision", "a100-mem", 50, t0 + 1_000);
+    submit("infer", "nlp", "a100-mem", 20, t0 + 2_000);
+    submit("debug", "nlp", "a100-mem", 40, t0 + 3_000);
+    let snap = d.snapshot(NOW, NOW - 60_000);
+    let u = snap.units.iter().find(|u| u.name == "a100-mem").unwrap();
+    assert_eq!(u.memory_gib, Some(80));
+    // One row per sliced device, its jobs in `slices`.
+    assert_eq!(u.devices.len(), 2, "{:?}", u.devices);
+    assert_eq!(u.devices.iter().map(|d| d.gib_used()).sum::<u32>(), 110);
+    for (w, h) in SIZES {
+        let app = fixtures::app(snap.clone());
+        let text = fixtures::render_with(w, h, |f| panes::gpus::render(f, f.area(), &app));
+        assert_screen(&format!("pane_gpus_sliced_{w}x{h}"), &text);
+    }
+}
