@@ -55,6 +55,10 @@ fn check_says_gib_are_accounted_not_enforced() {
     );
     assert!(text.contains("GiB are accounted, not enforced"), "{text}");
     assert!(text.contains("(overuse: STOP)"), "{text}");
+    assert!(
+        text.contains("fake devices report no memory: overuse cannot be seen"),
+        "{text}"
+    );
     // The unit's usable capacity is counted in GiB: two devices of 80.
     assert!(text.contains("  mem   fake: 2  160          160"), "{text}");
 }
@@ -88,6 +92,39 @@ fn two_slices_share_a_device_and_a_bigger_one_goes_to_the_other() {
     assert!(table.contains(" 20 GiB  RUNNING"), "{table}");
     let json = s.jobs_json(&[]);
     assert_eq!(json["slicedUnits"], serde_json::json!(["mem"]), "{json}");
+    // `status` counts the sliced unit in GiB, the whole one in GPUs.
+    let st = s.cli(&["status"]);
+    let st = String::from_utf8_lossy(&st.stdout);
+    assert!(
+        st.contains("unit mem: 160 GiB usable, 40 GiB in use, 160 GiB guaranteed"),
+        "{st}"
+    );
+    assert!(
+        st.contains("unit gpu: 2 usable, 0 in use, 2 guaranteed"),
+        "{st}"
+    );
+    // `shareq gpus`: the device with each job's GiB, and that overuse cannot be seen here.
+    let out = Command::new(BIN)
+        .args(["gpus", "--config"])
+        .arg(&s.config)
+        .arg("--state")
+        .arg(&s.state)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("unit mem: 160 GiB usable, 40 GiB in use"),
+        "{text}"
+    );
+    assert!(
+        text.contains("local:0  40/80 GiB: team: echo 20 GiB, team: echo 20 GiB"),
+        "{text}"
+    );
+    assert!(text.contains("local:1  free"), "{text}");
+    assert!(
+        text.contains("fake devices report no memory: overuse cannot be seen"),
+        "{text}"
+    );
     // 70 GiB no longer fit device 0 (40 left): device 1.
     let c = s.submit(
         &["--share", "team", "--unit", "mem", "--gpu-memory", "70"],
