@@ -348,4 +348,36 @@ mod tests {
             "{text}"
         );
     }
+
+    /// A unit sliced by memory says so (SPEC §15): its `_gpus` series count GiB.
+    #[test]
+    fn a_sliced_unit_is_marked_so_gib_never_add_to_gpus() {
+        let mut snap = Snapshot::empty();
+        let unit = |name: &str, usable, memory_gib| UnitView {
+            name: name.into(),
+            usable,
+            used: 0,
+            guaranteed: usable.into(),
+            devices: vec![],
+            reservation: None,
+            memory_gib,
+        };
+        snap.units = vec![unit("a100", 2, None), unit("a100-mem", 160, Some(80))];
+        let (_tx, rx) = watch::channel(Arc::new(snap));
+        let m = Metrics::new();
+        m.watch(rx);
+        let text = m.encode();
+        assert!(
+            text.contains("shareq_unit_slice_memory_gib{unit=\"a100-mem\"} 80"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("shareq_unit_slice_memory_gib{unit=\"a100\"}"),
+            "{text}"
+        );
+        assert!(
+            text.contains("shareq_unit_usable_gpus{unit=\"a100-mem\"} 160"),
+            "{text}"
+        );
+    }
 }
