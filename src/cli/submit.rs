@@ -241,12 +241,21 @@ fn submit_with_retries(
 }
 
 pub fn submit(args: &SubmitArgs) -> Result<(), CliError> {
-    let spec = match args.spec() {
+    let mut spec = match args.spec() {
         Ok(s) => s,
         Err(e) => {
             return Err(CliError::usage(format!("shareq submit: {e}")));
         }
     };
+    if args.gpu_memory.is_some() {
+        let units = sliced_units(args.state.as_deref());
+        if let Some(units) = units {
+            spec.capacity_unit = Some(
+                slice_unit(spec.capacity_unit.as_deref(), &units)
+                    .map_err(|e| CliError::usage(format!("shareq submit: {e}")))?,
+            );
+        }
+    }
     if args.predict {
         return predict(args, spec);
     }
@@ -265,6 +274,57 @@ pub fn submit(args: &SubmitArgs) -> Result<(), CliError> {
             ),
         )),
         Err(e) => Err(CliError::client(&e, format!("shareq submit: {e}"))),
+    }
+}
+
+/// The scheduler's units, each with its GiB per device when it is sliced by memory
+/// (SPEC §15); `None` when it cannot be asked (the submit then says why).
+fn sliced_units(state: Option<&std::path::Path>) -> Option<Vec<(String, Option<u32>)>> {
+    match request(state, &Request::Status) {
+        Ok(crate::server::Response {
+            ok: true,
+            status: Some(s),
+            ..
+        }) => Some(
+            s.units
+                .iter()
+                .map(|u| (u.name.clone(), u.memory_gib))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// The unit `--gpu-memory` asks GiB of: `--unit` when it is sliced by memory, else the
+/// environment's only sliced unit.
+pub fn slice_unit(asked: Option<&str>, units: &[(String, Option<u32>)]) -> Result<String, String> {
+    let sliced: Vec<&str> = units
+        .iter()
+        .filter(|(_, gib)| gib.is_some())
+        .map(|(n, _)| n.as_str())
+        .collect();
+    match asked {
+        Some(u) if sliced.contains(&u) => Ok(u.to_string()),
+        // An unknown unit: the scheduler's refusal names it.
+        Some(u) if !units.iter().any(|(n, _)| n == u) => Ok(u.to_string()),
+        Some(u) => Err(format!(
+            "--gpu-memory asks GiB of a unit sliced by memory, and unit `{u}` counts whole GPUs (use --gpus){}",
+            match sliced.as_slice() {
+                [] => String::new(),
+                s => format!("; sliced: {}", s.join(", ")),
+            }
+        )),
+        None => match sliced.as_slice() {
+            [one] => Ok(one.to_string()),
+            [] => Err(
+                "--gpu-memory: no unit of this environment is sliced by memory (use --gpus)"
+                    .to_string(),
+            ),
+            many => Err(format!(
+                "--gpu-memory: several units are sliced by memory ({}): say which with --unit",
+                many.join(", ")
+            )),
+        },
     }
 }
 
@@ -308,7 +368,7 @@ fn predict(args: &SubmitArgs, spec: JobSpec) -> Result<(), CliError> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_after, parse_gib};
+    use super::{parse_after, parse_gib, slice_unit};
     use crate::model::{DependencyType, JobRef};
 
     #[test]
@@ -323,6 +383,28 @@ mod tests {
                 .contains("expected whole GiB")
         );
         assert!(parse_gib("1.5G").is_err());
+    }
+
+    #[test]
+    fn gpu_memory_goes_to_the_sliced_unit_or_says_why_not() {
+        let u = |n: &str, g: Option<u32>| (n.to_string(), g);
+        let one = [u("gpu", None), u("mem", Some(80))];
+        assert_eq!(slice_unit(None, &one), Ok("mem".to_string()));
+        assert_eq!(slice_unit(Some("mem"), &one), Ok("mem".to_string()));
+        let e = slice_unit(Some("gpu"), &one).unwrap_err();
+        assert!(
+            e.contains("unit `gpu` counts whole GPUs (use --gpus); sliced: mem"),
+            "{e}"
+        );
+        assert_eq!(slice_unit(Some("nope"), &one), Ok("nope".to_string()));
+        let e = slice_unit(None, &[u("gpu", None)]).unwrap_err();
+        assert!(e.contains("no unit of this environment is sliced"), "{e}");
+        let two = [u("a", Some(80)), u("b", Some(40))];
+        let e = slice_unit(None, &two).unwrap_err();
+        assert!(
+            e.contains("several units are sliced by memory (a, b)"),
+            "{e}"
+        );
     }
 
     #[test]

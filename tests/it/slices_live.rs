@@ -1,7 +1,7 @@
 //! Units sliced by memory (SPEC §15) run live on fake devices: `check` says what a slice
-//! guarantees; jobs asking GiB (`submit --gpu-memory`) share a device by best fit and see
-//! its index and their GiB; a lender takes its GiB back; a restart adopts a slice on its
-//! device with its GiB.
+//! guarantees; jobs asking GiB (`submit --gpu-memory`, which picks the sliced unit) share a
+//! device by best fit and see its index and their GiB; a lender takes its GiB back; a
+//! restart adopts a slice on its device with its GiB.
 
 use crate::common;
 
@@ -170,6 +170,33 @@ fn more_gib_than_a_device_has_is_refused_by_name() {
     assert!(!bad.status.success());
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("expected whole GiB"), "{err}");
+    // GiB of a whole-GPU unit: refused before anything is queued.
+    let whole = s.cli(&[
+        "submit",
+        "--share",
+        "team",
+        "--unit",
+        "gpu",
+        "--gpu-memory",
+        "20",
+        "--",
+        "true",
+    ]);
+    assert!(!whole.status.success());
+    let err = String::from_utf8_lossy(&whole.stderr);
+    assert!(
+        err.contains("unit `gpu` counts whole GPUs (use --gpus); sliced: mem"),
+        "{err}"
+    );
+    assert_eq!(s.jobs()["queue"].as_array().map(Vec::len), Some(0));
+    // Without --unit, --gpu-memory goes to the only sliced unit.
+    let id = s.submit(&["--share", "team", "--gpu-memory", "30G"], &[SHOW]);
+    let j = s.wait_state(id, "RUNNING", 20);
+    assert_eq!(
+        (j["unit"].as_str(), j["quantity"].as_u64()),
+        (Some("mem"), Some(30)),
+        "{j}"
+    );
 }
 
 #[test]
@@ -272,7 +299,15 @@ try:
     bad = None
 except ValueError as e:
     bad = str(e)
-print(json.dumps({"gpus": done.gpus, "state": done.state, "log": c.log(job.id), "bad": bad}))
+try:
+    c.submit(share="team", unit="gpu", gpu_memory=20, command=["true"])
+    whole = None
+except ValueError as e:
+    whole = str(e)
+# Without unit=: the only sliced unit.
+picked = c.submit(share="team", gpu_memory=10, command=["true"])
+print(json.dumps({"gpus": done.gpus, "state": done.state, "log": c.log(job.id), "bad": bad,
+                  "whole": whole, "picked": [picked.unit, picked.gpus]}))
 "#,
     );
     assert_eq!(r["state"], "SUCCEEDED", "{r}");
@@ -285,4 +320,12 @@ print(json.dumps({"gpus": done.gpus, "state": done.state, "log": c.log(job.id), 
             .contains("expected whole GiB"),
         "{r}"
     );
+    assert!(
+        r["whole"]
+            .as_str()
+            .unwrap_or("")
+            .contains("unit 'gpu' counts whole GPUs"),
+        "{r}"
+    );
+    assert_eq!(r["picked"], serde_json::json!(["mem", 10]), "{r}");
 }

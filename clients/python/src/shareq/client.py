@@ -457,7 +457,8 @@ class Client:
         ``preemption_retries``: preemptions allowed before the job fails. ``name``:
         default the command's first word. ``gpu_memory``: GiB of one GPU on a unit sliced
         by memory (``20``, ``"20G"`` or ``"20GiB"``, as ``submit --gpu-memory``), instead
-        of ``gpus``; the job gets one device and ``SHAREQ_GPU_MEMORY_GIB``.
+        of ``gpus`` (``unit``: default the environment's only sliced unit); the job gets one
+        device and ``SHAREQ_GPU_MEMORY_GIB``.
 
         Every submit carries a client token (``client_token``, default 128 random bits):
         when the answer is lost (the connection broke after the request went out) it is
@@ -469,12 +470,34 @@ class Client:
         """
         if gpu_memory is not None:
             gpus = gib(gpu_memory)
+            unit = self._slice_unit(unit)
         spec = self._spec(
             share, command, gpus, name, priority, env, timeout, unit, cwd, attempts,
             preemption_retries, client_token, after, array,
         )
         answer = self._submit_with_retries({"op": "submit", "job": spec})
         return self.job(int(answer["id"]))
+
+    def _slice_unit(self, unit: Optional[str]) -> str:
+        """The unit ``gpu_memory`` asks GiB of, as ``submit --gpu-memory`` picks it:
+        ``unit`` when it is sliced by memory, else the environment's only sliced unit."""
+        units = {u["name"]: u.get("memoryGiB") for u in self.status().get("units", [])}
+        sliced = [n for n, g in units.items() if g is not None]
+        if unit is not None:
+            if unit in sliced or unit not in units:
+                return unit  # an unknown unit: the scheduler's refusal names it
+            raise ValueError(
+                f"gpu_memory asks GiB of a unit sliced by memory, and unit {unit!r} "
+                "counts whole GPUs (use gpus=)"
+            )
+        if len(sliced) == 1:
+            return sliced[0]
+        if not sliced:
+            raise ValueError("gpu_memory: no unit of this environment is sliced by memory")
+        raise ValueError(
+            f"gpu_memory: several units are sliced by memory ({', '.join(sliced)}): "
+            "say which with unit="
+        )
 
     def _submit_with_retries(self, request: Dict[str, Any]) -> Dict[str, Any]:
         tries = 0
