@@ -908,6 +908,13 @@ impl Snapshot {
         self.queue.iter().map(|j| self.queued_row(j)).collect()
     }
 
+    /// Is `unit` sliced by memory (SPEC §15): its jobs' quantities are GiB.
+    pub fn sliced(&self, unit: &str) -> bool {
+        self.units
+            .iter()
+            .any(|u| u.name == unit && u.memory_gib.is_some())
+    }
+
     /// Build the whole picture from the live scheduler. `telemetry` is keyed by (unit,
     /// device index). The live runtime builds it once and then keeps it up to date with
     /// [`Picture`]; this is also what a test compares that against.

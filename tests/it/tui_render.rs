@@ -75,6 +75,7 @@ fn a_fair_share_share_is_marked_and_its_queue_shows_each_users_delay() {
             f,
             f.area(),
             &vik,
+            false,
             Some(note.clone()),
             fixtures::NOW,
             0,
@@ -324,7 +325,7 @@ fn details_wrap_long_values_under_themselves() {
                       when its own jobs queue (CROSS_SHARE_RECLAIM after the grace period)"
             .into();
         let text = fixtures::render_with(w, h, |f| {
-            shareq::tui::popups::details::render(f, f.area(), &job, None, NOW, 0, &app.theme)
+            shareq::tui::popups::details::render(f, f.area(), &job, false, None, NOW, 0, &app.theme)
         });
         assert_screen(&format!("details_long_{w}x{h}"), &text);
     }
@@ -759,4 +760,15 @@ resourceSharingConfiguration: {strategy: LEND}
         let text = fixtures::render_with(w, h, |f| panes::gpus::render(f, f.area(), &app));
         assert_screen(&format!("pane_gpus_sliced_{w}x{h}"), &text);
     }
+    // A slice's details say its GiB, not GPUs.
+    assert!(snap.sliced("a100-mem") && !snap.sliced("a100"));
+    let app = fixtures::app(snap.clone());
+    let infer = snap.running.iter().find(|j| j.name == "infer").unwrap();
+    let text = fixtures::render_with(100, 40, |f| {
+        shareq::tui::popups::details::render(f, f.area(), infer, true, None, NOW, 0, &app.theme)
+    });
+    assert!(
+        text.contains("GPU memory") && text.contains("20 GiB"),
+        "{text}"
+    );
 }
