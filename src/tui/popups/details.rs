@@ -43,6 +43,7 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     out
 }
 
+#[allow(clippy::too_many_arguments)]
 pub fn render(
     f: &mut Frame,
     area: Rect,
