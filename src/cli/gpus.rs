@@ -58,8 +58,8 @@ fn scheduler_view(state: Option<&Path>) {
         println!(
             "  unit {}: {} usable, {} in use{}{}",
             u.name,
-            u.usable,
-            u.used,
+            u.amount(u.usable),
+            u.amount(u.used),
             if lost > 0 {
                 format!(", {lost} lost")
             } else {
@@ -89,6 +89,24 @@ fn scheduler_view(state: Option<&Path>) {
                 .as_ref()
                 .map(|m| format!(" {} {}", m.label(), m.uuid))
                 .unwrap_or_default();
+            // A sliced device (SPEC §15): every job on it with its GiB.
+            let what = match u.memory_gib {
+                Some(gib) if !d.slices.is_empty() && d.lost_since.is_none() => format!(
+                    "{}/{gib} GiB: {}",
+                    d.gib_used(),
+                    d.slices
+                        .iter()
+                        .map(|s| format!(
+                            "{}: {} {} GiB",
+                            s.share,
+                            crate::visible::visible(&s.job_name),
+                            s.gib
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                _ => what,
+            };
             println!("    {}:{}{instance}  {what}", d.node, d.index);
         }
     }
@@ -174,6 +192,9 @@ fn discovered(config: Option<&Path>) -> Result<(), CliError> {
                 }
                 for w in warnings {
                     println!("  warning: {w}");
+                }
+                for n in crate::config::slice_notes(&loaded.config) {
+                    println!("  {n}");
                 }
             }
             Err(errors) => {

@@ -201,7 +201,8 @@ pub fn jobs(args: &JobsArgs) -> Result<(), CliError> {
         }
         return Ok(());
     }
-    let table = Table::for_terminal();
+    let mut table = Table::for_terminal();
+    table.sliced = j.sliced_units.clone();
     table.header();
     for v in &j.running {
         let devices = crate::snapshot::devices_text(v.node.as_deref(), &v.devices);
@@ -287,6 +288,8 @@ fn array_detail(v: &JobView) -> String {
 /// the width: no line wraps.
 struct Table {
     width: Option<usize>,
+    /// Units sliced by memory (SPEC §15): their jobs' GPUS cell reads `20 GiB`.
+    sliced: Vec<String>,
 }
 
 /// The width the full table needs to show a useful DETAIL.
@@ -305,7 +308,24 @@ impl Table {
                     .then(|| crossterm::terminal::size().ok().map(|(w, _)| w as usize))
                     .flatten()
             });
-        Table { width }
+        Table {
+            width,
+            sliced: Vec::new(),
+        }
+    }
+
+    /// The GPUS cell: `2`, or `20 GiB` (`20G` in the narrow table) on a sliced unit.
+    fn amount(&self, v: &JobView) -> String {
+        match (self.sliced.contains(&v.unit), self.narrow()) {
+            (false, _) => v.quantity.to_string(),
+            (true, false) => format!("{} GiB", v.quantity),
+            (true, true) => format!("{}G", v.quantity),
+        }
+    }
+
+    /// The wide table's GPUS column: wider when a job may read `20 GiB`.
+    fn gpus_width(&self) -> usize {
+        if self.sliced.is_empty() { 4 } else { 7 }
     }
 
     fn narrow(&self) -> bool {
@@ -321,7 +341,7 @@ impl Table {
             println!("{}", self.cut(&line));
         } else {
             println!(
-                "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {:<11} {:<24}  DETAIL",
+                "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>gw$}  {:<10} {:>8}  {:<11} {:<24}  DETAIL",
                 "ID",
                 "NAME",
                 "USER",
@@ -331,7 +351,8 @@ impl Table {
                 "STATE",
                 "FOR",
                 "START(EST)",
-                "COMMAND"
+                "COMMAND",
+                gw = self.gpus_width()
             );
         }
     }
@@ -370,7 +391,7 @@ impl Table {
                 pad(&visible(user), 8),
                 pad(&v.share, 8),
                 v.priority,
-                v.quantity,
+                self.amount(v),
                 v.state.as_str(),
                 duration::human(ms),
             );
@@ -392,18 +413,19 @@ impl Table {
         };
         let command = crate::tui::text::pad(shown, 24);
         println!(
-            "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>4}  {:<10} {:>8}  {:<11} {}  {}",
+            "{:>6}  {:<20} {:<10} {:<12} {:>4} {:>gw$}  {:<10} {:>8}  {:<11} {}  {}",
             v.label(),
             name,
             visible(user),
             v.share,
             v.priority,
-            v.quantity,
+            self.amount(v),
             v.state.as_str(),
             duration::human(ms),
             estimate,
             command,
-            visible(detail)
+            visible(detail),
+            gw = self.gpus_width()
         );
     }
 }
@@ -472,5 +494,7 @@ fn from_database(
         preemptions,
         // Read without a scheduler: no one to ask who may do what.
         caller_is_admin: false,
+        // Nor which units are sliced: quantities read as numbers.
+        sliced_units: Vec::new(),
     })
 }

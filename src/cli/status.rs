@@ -64,12 +64,13 @@ pub fn status(args: &StatusArgs) -> Result<(), CliError> {
         (None, None) => println!("config: none applied"),
     }
     for u in &s.units {
+        // A sliced unit's quantities are GiB (SPEC §15).
         println!(
             "unit {}: {} usable, {} in use, {} guaranteed{}",
             u.name,
-            u.usable,
-            u.used,
-            u.guaranteed,
+            u.amount(u.usable),
+            u.amount(u.used),
+            u.amount(u.guaranteed),
             if u.oversubscribed() {
                 "  (OVERSUBSCRIBED)"
             } else {
@@ -97,10 +98,18 @@ pub fn status(args: &StatusArgs) -> Result<(), CliError> {
         println!("{line}");
     }
     for e in &s.lending {
+        let sliced = s
+            .units
+            .iter()
+            .any(|u| u.name == e.unit && u.memory_gib.is_some());
         println!(
-            "lending: {} borrows {} GPU(s) of {} from {}",
+            "lending: {} borrows {} of {} from {}",
             e.borrower,
-            e.gpus,
+            if sliced {
+                format!("{} GiB", e.gpus)
+            } else {
+                format!("{} GPU(s)", e.gpus)
+            },
             e.unit,
             e.lender.as_deref().unwrap_or("the unassigned pool")
         );

@@ -17,6 +17,10 @@ pub struct SubmitArgs {
     /// How many GPUs the job needs.
     #[arg(long, default_value_t = 1)]
     pub gpus: u32,
+    /// GiB of one GPU, on a unit sliced by memory (SPEC §15): `20G`, `20GiB` or `20`.
+    /// The job gets one device (`CUDA_VISIBLE_DEVICES`) and `SHAREQ_GPU_MEMORY_GIB`.
+    #[arg(long, value_name = "GIB", value_parser = parse_gib, conflicts_with = "gpus")]
+    pub gpu_memory: Option<u32>,
     /// The capacity unit (default: the environment's only unit).
     #[arg(long)]
     pub unit: Option<String>,
@@ -121,7 +125,8 @@ impl SubmitArgs {
             job_name: name,
             quota_share_name: self.share.clone(),
             capacity_unit: self.unit.clone(),
-            quantity: self.gpus,
+            // A sliced unit's quantity is GiB (SPEC §15).
+            quantity: self.gpu_memory.unwrap_or(self.gpus),
             scheduling_priority: self.priority,
             command: Some(command),
             env,
@@ -139,6 +144,23 @@ impl SubmitArgs {
             array_properties: self.array.map(|size| ArrayProperties { size }),
             checkpoint_every_seconds: self.checkpoint_every,
         })
+    }
+}
+
+/// `--gpu-memory`: whole GiB, as `20G`, `20GiB` or `20` (at least 1).
+pub fn parse_gib(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let digits = t
+        .strip_suffix("GiB")
+        .or_else(|| t.strip_suffix("G"))
+        .unwrap_or(t)
+        .trim();
+    match digits.parse::<u32>() {
+        Ok(0) => Err(format!("`{s}`: a job needs at least 1 GiB")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "`{s}`: expected whole GiB of GPU memory, as 20G, 20GiB or 20"
+        )),
     }
 }
 
@@ -219,12 +241,21 @@ fn submit_with_retries(
 }
 
 pub fn submit(args: &SubmitArgs) -> Result<(), CliError> {
-    let spec = match args.spec() {
+    let mut spec = match args.spec() {
         Ok(s) => s,
         Err(e) => {
             return Err(CliError::usage(format!("shareq submit: {e}")));
         }
     };
+    if args.gpu_memory.is_some() {
+        let units = sliced_units(args.state.as_deref());
+        if let Some(units) = units {
+            spec.capacity_unit = Some(
+                slice_unit(spec.capacity_unit.as_deref(), &units)
+                    .map_err(|e| CliError::usage(format!("shareq submit: {e}")))?,
+            );
+        }
+    }
     if args.predict {
         return predict(args, spec);
     }
@@ -243,6 +274,57 @@ pub fn submit(args: &SubmitArgs) -> Result<(), CliError> {
             ),
         )),
         Err(e) => Err(CliError::client(&e, format!("shareq submit: {e}"))),
+    }
+}
+
+/// The scheduler's units, each with its GiB per device when it is sliced by memory
+/// (SPEC §15); `None` when it cannot be asked (the submit then says why).
+fn sliced_units(state: Option<&std::path::Path>) -> Option<Vec<(String, Option<u32>)>> {
+    match request(state, &Request::Status) {
+        Ok(crate::server::Response {
+            ok: true,
+            status: Some(s),
+            ..
+        }) => Some(
+            s.units
+                .iter()
+                .map(|u| (u.name.clone(), u.memory_gib))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// The unit `--gpu-memory` asks GiB of: `--unit` when it is sliced by memory, else the
+/// environment's only sliced unit.
+pub fn slice_unit(asked: Option<&str>, units: &[(String, Option<u32>)]) -> Result<String, String> {
+    let sliced: Vec<&str> = units
+        .iter()
+        .filter(|(_, gib)| gib.is_some())
+        .map(|(n, _)| n.as_str())
+        .collect();
+    match asked {
+        Some(u) if sliced.contains(&u) => Ok(u.to_string()),
+        // An unknown unit: the scheduler's refusal names it.
+        Some(u) if !units.iter().any(|(n, _)| n == u) => Ok(u.to_string()),
+        Some(u) => Err(format!(
+            "--gpu-memory asks GiB of a unit sliced by memory, and unit `{u}` counts whole GPUs (use --gpus){}",
+            match sliced.as_slice() {
+                [] => String::new(),
+                s => format!("; sliced: {}", s.join(", ")),
+            }
+        )),
+        None => match sliced.as_slice() {
+            [one] => Ok(one.to_string()),
+            [] => Err(
+                "--gpu-memory: no unit of this environment is sliced by memory (use --gpus)"
+                    .to_string(),
+            ),
+            many => Err(format!(
+                "--gpu-memory: several units are sliced by memory ({}): say which with --unit",
+                many.join(", ")
+            )),
+        },
     }
 }
 
@@ -286,8 +368,44 @@ fn predict(args: &SubmitArgs, spec: JobSpec) -> Result<(), CliError> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_after;
+    use super::{parse_after, parse_gib, slice_unit};
     use crate::model::{DependencyType, JobRef};
+
+    #[test]
+    fn gpu_memory_reads_g_gib_and_plain_numbers() {
+        assert_eq!(parse_gib("20G"), Ok(20));
+        assert_eq!(parse_gib("20GiB"), Ok(20));
+        assert_eq!(parse_gib("20"), Ok(20));
+        assert!(parse_gib("0").unwrap_err().contains("at least 1 GiB"));
+        assert!(
+            parse_gib("20MB")
+                .unwrap_err()
+                .contains("expected whole GiB")
+        );
+        assert!(parse_gib("1.5G").is_err());
+    }
+
+    #[test]
+    fn gpu_memory_goes_to_the_sliced_unit_or_says_why_not() {
+        let u = |n: &str, g: Option<u32>| (n.to_string(), g);
+        let one = [u("gpu", None), u("mem", Some(80))];
+        assert_eq!(slice_unit(None, &one), Ok("mem".to_string()));
+        assert_eq!(slice_unit(Some("mem"), &one), Ok("mem".to_string()));
+        let e = slice_unit(Some("gpu"), &one).unwrap_err();
+        assert!(
+            e.contains("unit `gpu` counts whole GPUs (use --gpus); sliced: mem"),
+            "{e}"
+        );
+        assert_eq!(slice_unit(Some("nope"), &one), Ok("nope".to_string()));
+        let e = slice_unit(None, &[u("gpu", None)]).unwrap_err();
+        assert!(e.contains("no unit of this environment is sliced"), "{e}");
+        let two = [u("a", Some(80)), u("b", Some(40))];
+        let e = slice_unit(None, &two).unwrap_err();
+        assert!(
+            e.contains("several units are sliced by memory (a, b)"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn after_reads_jobs_children_and_the_two_types() {

@@ -249,16 +249,26 @@ pub fn warnings(cfg: &ValidConfig) -> Vec<String> {
 }
 
 /// What a slice guarantees, per unit sliced by memory (SPEC §15): its quantities are GiB,
-/// all of a job's on one device, and they are accounted, not enforced.
+/// all of a job's on one device, and they are accounted, not enforced; and whether overuse
+/// can be seen (fake devices report no memory).
 pub fn slice_notes(cfg: &ValidConfig) -> Vec<String> {
+    let places = cfg.node_units();
     cfg.env
         .capacity_limits
         .iter()
         .filter_map(|c| {
             let sl = c.slicing?;
+            let mut on = places.iter().filter(|(_, u, _)| *u == c.capacity_unit).peekable();
+            let fake = on.peek().is_some()
+                && on.all(|(_, _, d)| matches!(d, crate::model::Devices::Fake(_)));
+            let seen = if fake {
+                "fake devices report no memory: overuse cannot be seen"
+            } else {
+                "overuse is not watched yet: no per-process memory is sampled"
+            };
             Some(format!(
                 "unit `{}` is sliced by memory: quantities are GiB ({} GiB per device, all of a job's GiB on one device); \
-                 GiB are accounted, not enforced: nothing stops a job from using more of its device's memory than it asked for (overuse: {})",
+                 GiB are accounted, not enforced: nothing stops a job from using more of its device's memory than it asked for (overuse: {}); {seen}",
                 c.capacity_unit,
                 sl.memory_gib,
                 match sl.overuse {

@@ -37,26 +37,9 @@ pub fn runs_here(executor: &Executor) -> bool {
     }
 }
 
-/// A config the executors cannot carry out (several nodes on the local executor, a unit
-/// sliced by memory) is refused at start and on reload, with the reason on its line.
+/// A config the executors cannot carry out (several nodes on the local executor) is
+/// refused at start and on reload, with the reason on its line.
 pub fn unavailable(loaded: &LoadedConfig) -> Option<ConfigError> {
-    // Sliced units are scheduled by the core and replayed; running a slice (its one
-    // device, its GiB in the environment, overuse seen through NVML) is not built yet.
-    let env = &loaded.config.env;
-    if let Some((i, c)) = env
-        .capacity_limits
-        .iter()
-        .enumerate()
-        .find(|(_, c)| c.slicing.is_some())
-    {
-        return Some(
-            ConfigError::new(format!(
-                "unit `{}`: sliced units run in replay; live slices come with issue 42's item 3 (remove `slicing` to run this unit as whole GPUs)",
-                c.capacity_unit
-            ))
-            .field(format!("capacityLimits[{i}].slicing")),
-        );
-    }
     let nodes = loaded.config.env.nodes.as_ref().map_or(1, Vec::len);
     match loaded.config.executor() {
         Executor::Local if nodes > 1 => Some(

@@ -161,7 +161,7 @@ fn user_family(enc: &mut DescriptorEncoder, snap: &Snapshot) -> Result<(), std::
     )
 }
 
-/// The per unit gauges: usable and used GPUs.
+/// The per unit gauges: usable and used GPUs, and the GiB of a sliced unit's devices.
 fn unit_families(enc: &mut DescriptorEncoder, snap: &Snapshot) -> Result<(), std::fmt::Error> {
     let unit_rows = |f: &dyn Fn(&UnitView) -> f64| -> Rows {
         snap.units
@@ -180,6 +180,19 @@ fn unit_families(enc: &mut DescriptorEncoder, snap: &Snapshot) -> Result<(), std
         "shareq_unit_used_gpus",
         "GPUs of the unit held by jobs",
         &unit_rows(&|u| f64::from(u.used)),
+    )?;
+    // Which units count GiB (SPEC §15): their `_gpus` series are GiB, never to be added to
+    // another unit's GPUs.
+    let sliced: Rows = snap
+        .units
+        .iter()
+        .filter_map(|u| Some((vec![("unit", u.name.clone())], f64::from(u.memory_gib?))))
+        .collect();
+    family(
+        enc,
+        "shareq_unit_slice_memory_gib",
+        "GiB of each device of a unit sliced by memory: that unit's _gpus series count GiB",
+        &sliced,
     )
 }
 

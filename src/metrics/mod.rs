@@ -283,6 +283,7 @@ mod tests {
             devices: vec![],
             reservation: None,
             unusable: None,
+            memory_gib: None,
         }];
         let (_tx, rx) = watch::channel(Arc::new(snap));
         let m = Metrics::new();
@@ -318,6 +319,7 @@ mod tests {
             lost_since: None,
             fake: false,
             mig: None,
+            slices: Vec::new(),
         };
         snap.units = vec![UnitView {
             name: "h200".into(),
@@ -326,6 +328,7 @@ mod tests {
             guaranteed: 2,
             reservation: None,
             unusable: None,
+            memory_gib: None,
             devices: vec![dev(0, Some(87), Some((1024, 143_771))), dev(1, None, None)],
         }];
         let (_tx, rx) = watch::channel(Arc::new(snap));
@@ -345,6 +348,39 @@ mod tests {
         assert!(!text.contains("device=\"1\""), "{text}");
         assert!(
             text.contains("shareq_unit_usable_gpus{unit=\"h200\"} 2"),
+            "{text}"
+        );
+    }
+
+    /// A unit sliced by memory says so (SPEC §15): its `_gpus` series count GiB.
+    #[test]
+    fn a_sliced_unit_is_marked_so_gib_never_add_to_gpus() {
+        let mut snap = Snapshot::empty();
+        let unit = |name: &str, usable, memory_gib| UnitView {
+            name: name.into(),
+            usable,
+            used: 0,
+            guaranteed: usable.into(),
+            devices: vec![],
+            reservation: None,
+            unusable: None,
+            memory_gib,
+        };
+        snap.units = vec![unit("a100", 2, None), unit("a100-mem", 160, Some(80))];
+        let (_tx, rx) = watch::channel(Arc::new(snap));
+        let m = Metrics::new();
+        m.watch(rx);
+        let text = m.encode();
+        assert!(
+            text.contains("shareq_unit_slice_memory_gib{unit=\"a100-mem\"} 80"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("shareq_unit_slice_memory_gib{unit=\"a100\"}"),
+            "{text}"
+        );
+        assert!(
+            text.contains("shareq_unit_usable_gpus{unit=\"a100-mem\"} 160"),
             "{text}"
         );
     }

@@ -66,6 +66,10 @@ pub struct DeviceView {
     /// The MIG instance this device of a MIG unit is (SPEC §15).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mig: Option<MigView>,
+    /// On a unit sliced by memory (SPEC §15): every job holding GiB of the device, in job
+    /// id order (`job`, `job_name` and `share` are the first one's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<SliceView>,
 }
 
 /// A MIG instance as shown: `MIG 1g.10gb` of its parent GPU.
@@ -88,7 +92,21 @@ impl MigView {
     }
 }
 
+/// A job's GiB of a device sliced by memory (SPEC §15).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SliceView {
+    pub job: JobId,
+    pub job_name: String,
+    pub share: String,
+    pub gib: u32,
+}
+
 impl DeviceView {
+    /// GiB of a sliced device held by its jobs.
+    pub fn gib_used(&self) -> u32 {
+        self.slices.iter().map(|s| s.gib).sum()
+    }
+
     /// A device lost at `since` (ms): no job, no telemetry.
     pub fn lost(node: &str, index: u32, since: i64) -> DeviceView {
         DeviceView {
@@ -103,6 +121,7 @@ impl DeviceView {
             lost_since: Some(since),
             fake: false,
             mig: None,
+            slices: Vec::new(),
         }
     }
 }
@@ -122,6 +141,10 @@ pub struct UnitView {
     /// profile that matches no instance, SPEC §15).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unusable: Option<String>,
+    /// A unit sliced by memory (SPEC §15): the GiB of each device. Its quantities
+    /// (`usable`, `used`, `guaranteed`, jobs') are GiB, never GPUs.
+    #[serde(rename = "memoryGiB", default, skip_serializing_if = "Option::is_none")]
+    pub memory_gib: Option<u32>,
 }
 
 /// A unit's reservation: no other job borrows the unit (with `nodes`: on `node`) until
@@ -138,6 +161,14 @@ pub struct ReservationView {
 }
 
 impl UnitView {
+    /// A quantity of this unit as people read it: `20 GiB` on a sliced unit, `2` else.
+    pub fn amount(&self, n: impl std::fmt::Display) -> String {
+        match self.memory_gib {
+            Some(_) => format!("{n} GiB"),
+            None => n.to_string(),
+        }
+    }
+
     pub fn oversubscribed(&self) -> bool {
         self.guaranteed > u64::from(self.usable)
     }
@@ -909,6 +940,13 @@ impl Snapshot {
         self.queue.iter().map(|j| self.queued_row(j)).collect()
     }
 
+    /// Is `unit` sliced by memory (SPEC §15): its jobs' quantities are GiB.
+    pub fn sliced(&self, unit: &str) -> bool {
+        self.units
+            .iter()
+            .any(|u| u.name == unit && u.memory_gib.is_some())
+    }
+
     /// Build the whole picture from the live scheduler. `telemetry` is keyed by (unit,
     /// device index). The live runtime builds it once and then keeps it up to date with
     /// [`Picture`]; this is also what a test compares that against.
@@ -954,27 +992,45 @@ impl Snapshot {
             .unit_totals()
             .into_iter()
             .map(|(name, usable, used, guaranteed)| {
-                let devices = sched
-                    .device_map(&name)
-                    .into_iter()
-                    .map(|(node, index, job)| {
-                        let j = job.and_then(|id| sched.job(id));
-                        let t = telemetry.get(&(name.clone(), index));
-                        DeviceView {
-                            node,
-                            index,
-                            job,
-                            job_name: j.map(|j| j.name().to_string()),
-                            share: j.map(|j| sched.share_name(j.share).to_string()),
-                            util: t.map(|t| t.util),
-                            mem_used: t.map(|t| t.mem_used),
-                            mem_total: t.map(|t| t.mem_total),
-                            lost_since: None,
-                            fake: false,
-                            mig: None,
-                        }
-                    })
-                    .collect();
+                let memory_gib = sched
+                    .unit_indexes()
+                    .find(|&u| sched.unit_name(u) == name)
+                    .and_then(|u| sched.slice_of(u));
+                let mut devices: Vec<DeviceView> = Vec::new();
+                for (node, index, job) in sched.device_map(&name) {
+                    let j = job.and_then(|id| sched.job(id));
+                    let slice = j.filter(|_| memory_gib.is_some()).map(|j| SliceView {
+                        job: j.id,
+                        job_name: j.name().to_string(),
+                        share: sched.share_name(j.share).to_string(),
+                        gib: j.quantity,
+                    });
+                    // A sliced device is listed once per job on it: one row here, its
+                    // jobs in `slices`.
+                    if let (Some(slice), Some(last)) = (&slice, devices.last_mut())
+                        && last.node == node
+                        && last.index == index
+                        && !last.slices.is_empty()
+                    {
+                        last.slices.push(slice.clone());
+                        continue;
+                    }
+                    let t = telemetry.get(&(name.clone(), index));
+                    devices.push(DeviceView {
+                        node,
+                        index,
+                        job,
+                        job_name: j.map(|j| j.name().to_string()),
+                        share: j.map(|j| sched.share_name(j.share).to_string()),
+                        util: t.map(|t| t.util),
+                        mem_used: t.map(|t| t.mem_used),
+                        mem_total: t.map(|t| t.mem_total),
+                        lost_since: None,
+                        fake: false,
+                        mig: None,
+                        slices: slice.into_iter().collect(),
+                    });
+                }
                 let reservation = sched.reservation_of(&name).and_then(|r| {
                     let j = sched.job(r.job)?;
                     Some(ReservationView {
@@ -993,6 +1049,7 @@ impl Snapshot {
                     devices,
                     reservation,
                     unusable: None,
+                    memory_gib,
                 }
             })
             .collect();

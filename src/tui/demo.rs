@@ -3,7 +3,8 @@
 //! fake GPUs) that shows borrowing, a reclaim and an in-share preemption within half a
 //! minute, then a steady random mix of short `sleep` jobs. On any other config
 //! (`shareq demo --config DIR`) the opening is left out and the mix goes to that config's
-//! enabled shares, on the units they list. Deterministic for a seed.
+//! enabled shares, on the units they list (on a unit sliced by memory, 10–40 GiB slices).
+//! Deterministic for a seed.
 
 use super::action::Action;
 use crate::model::{Command, JobSpec, ShareState, Strategy, ValidConfig};
@@ -73,6 +74,9 @@ pub struct DemoShare {
     pub unit: Option<String>,
     /// The largest job it gets (2 GPUs at most, never more than its limit).
     pub max_gpus: u32,
+    /// On a unit sliced by memory (SPEC §15): the most GiB a job of it asks (its limit, at
+    /// most one device); its jobs ask 10–40 GiB.
+    pub max_gib: Option<u32>,
     /// How much of the mix it gets: borrowers most, so that lending keeps happening.
     pub weight: u64,
 }
@@ -96,6 +100,7 @@ impl Demo {
             name: name.into(),
             unit: None,
             max_gpus,
+            max_gib: None,
             weight,
         };
         Demo {
@@ -126,10 +131,17 @@ impl Demo {
             .filter(|s| s.state == ShareState::Enabled)
             .filter_map(|s| {
                 let c = s.capacity_limits.first()?;
+                let slicing = cfg
+                    .env
+                    .capacity_limits
+                    .iter()
+                    .find(|u| u.capacity_unit == c.capacity_unit)
+                    .and_then(|u| u.slicing);
                 Some(DemoShare {
                     name: s.quota_share_name.clone(),
                     unit: several_units.then(|| c.capacity_unit.clone()),
                     max_gpus: c.max_capacity.clamp(1, 2),
+                    max_gib: slicing.map(|sl| c.max_capacity.min(sl.memory_gib).max(1)),
                     weight: match s.resource_sharing_configuration.strategy {
                         Strategy::LendAndBorrow => 3,
                         Strategy::Lend => 2,
@@ -186,10 +198,11 @@ impl Iterator for Demo {
             .unwrap_or(&self.shares[0])
             .clone();
         let kind = KINDS[self.rng.range(0, KINDS.len() as u64 - 1) as usize];
-        let gpus = if share.max_gpus >= 2 && self.rng.range(0, 9) == 0 {
-            2
-        } else {
-            1
+        let gpus = match share.max_gib {
+            // A slice: 10, 20, 30 or 40 GiB, within what the share may ask.
+            Some(most) => (self.rng.range(1, 4) as u32 * 10).min(most),
+            None if share.max_gpus >= 2 && self.rng.range(0, 9) == 0 => 2,
+            None => 1,
         };
         let prio = self.rng.range(0, 9) as u32;
         let sleep = self.rng.range(5, 30) as u32;
@@ -311,6 +324,31 @@ state: DISABLED
         for share in ["vision", "nlp"] {
             assert!(steps.iter().any(|s| s.spec.quota_share_name == share));
         }
+        // A sliced unit (SPEC §15) gets slices of 10–40 GiB (sample-configs/slices).
+        let sliced = concat!(
+            include_str!("../../sample-configs/slices/environment.yaml"),
+            "\n---\n",
+            include_str!("../../sample-configs/slices/shares.yaml")
+        );
+        let cfg =
+            crate::config::validate(crate::config::parse_documents(sliced, None).expect("parses"))
+                .expect("valid");
+        let steps: Vec<DemoStep> = Demo::for_config(5, &cfg).take(60).collect();
+        let notebooks: Vec<u32> = steps
+            .iter()
+            .filter(|s| s.spec.quota_share_name == "notebooks")
+            .map(|s| s.spec.quantity)
+            .collect();
+        assert!(!notebooks.is_empty());
+        assert!(
+            notebooks.iter().all(|q| [10, 20, 30, 40].contains(q)),
+            "{notebooks:?}"
+        );
+        assert!(notebooks.iter().any(|&q| q > 10), "{notebooks:?}");
+        assert!(steps.iter().all(|s| {
+            s.spec.quota_share_name != "notebooks"
+                || s.spec.capacity_unit.as_deref() == Some("a100-mem")
+        }));
         // The AWS example's shares keep the scripted opening.
         let aws = crate::config::validate(
             crate::config::parse_documents(AWS_EXAMPLE, None).expect("parses"),

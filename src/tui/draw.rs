@@ -209,7 +209,8 @@ pub fn render(f: &mut Frame, app: &App) {
             let fair = (j.state == crate::model::JobState::Runnable)
                 .then(|| app.snap.fair_share_note(j))
                 .flatten();
-            details::render(f, area, j, fair, app.now, app.utc_offset_secs, t)
+            let sliced = app.snap.sliced(&j.unit);
+            details::render(f, area, j, sliced, fair, app.now, app.utc_offset_secs, t)
         }
         Mode::Log {
             job,

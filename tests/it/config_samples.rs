@@ -198,3 +198,17 @@ fn mig_a100_is_valid_and_says_why_a_profile_finds_no_instance() {
     );
     assert!(!out.contains("0 usable capacity"), "{out}");
 }
+
+/// The slices sample (docs/CONFIG.md, SPEC §15): one whole unit and one sliced unit;
+/// `check` counts the sliced one in GiB and says what a slice guarantees.
+#[test]
+fn slices_sample_is_valid_and_counts_the_sliced_unit_in_gib() {
+    let (code, out, err) = check("sample-configs/slices");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("2 quota shares"), "{out}");
+    assert!(
+        out.contains("unit `a100-mem` is sliced by memory: quantities are GiB (80 GiB per device"),
+        "{out}"
+    );
+    assert!(out.contains("GiB are accounted, not enforced"), "{out}");
+}

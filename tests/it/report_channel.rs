@@ -20,6 +20,7 @@ fn spec(state: &StateDir, attempt: u32, script: &str) -> LaunchSpec {
         share: "qs1".into(),
         preempted_count: 0,
         devices: vec![0],
+        gpu_memory_gib: None,
         command: JobCommand::Argv(vec!["sh".into(), "-c".into(), script.into()]),
         env: Default::default(),
         working_directory: None,

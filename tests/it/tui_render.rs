@@ -75,6 +75,7 @@ fn a_fair_share_share_is_marked_and_its_queue_shows_each_users_delay() {
             f,
             f.area(),
             &vik,
+            false,
             Some(note.clone()),
             fixtures::NOW,
             0,
@@ -324,7 +325,7 @@ fn details_wrap_long_values_under_themselves() {
                       when its own jobs queue (CROSS_SHARE_RECLAIM after the grace period)"
             .into();
         let text = fixtures::render_with(w, h, |f| {
-            shareq::tui::popups::details::render(f, f.area(), &job, None, NOW, 0, &app.theme)
+            shareq::tui::popups::details::render(f, f.area(), &job, false, None, NOW, 0, &app.theme)
         });
         assert_screen(&format!("details_long_{w}x{h}"), &text);
     }
@@ -746,6 +747,65 @@ fn a_unit_without_instances_says_why_in_the_header() {
     let text = fixtures::render_with(160, 48, |f| panes::header::render(f, f.area(), &app));
     assert!(
         text.contains("no 1g.10gb MIG instance: GPU 0 has MIG disabled"),
+        "{text}"
+    );
+}
+
+/// A unit sliced by memory (SPEC §15) beside whole GPUs: each sliced device reads as its
+/// GiB in use and each job's GiB (`1 ▮▮▮▯ 60/80 GiB  j2 20 · j3 40`), the title counts
+/// GiB apart from GPUs.
+#[test]
+fn a_sliced_device_shows_its_gib_per_job() {
+    const SLICED: &str = "\
+kind: ServiceEnvironment
+name: lab
+capacityLimits:
+- {capacityUnit: a100, maxCapacity: 2, devices: {fake: 2}}
+- {capacityUnit: a100-mem, maxCapacity: 160, devices: {fake: 2}, slicing: {memoryGiB: 80}}
+---
+kind: QuotaShare
+quotaShareName: vision
+capacityLimits: [{capacityUnit: a100, maxCapacity: 2}, {capacityUnit: a100-mem, maxCapacity: 80}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+---
+kind: QuotaShare
+quotaShareName: nlp
+capacityLimits: [{capacityUnit: a100-mem, maxCapacity: 80}]
+resourceSharingConfiguration: {strategy: LEND}
+";
+    let mut d = fixtures::Driver::new(SLICED, "sample-configs/sliced").unwrap();
+    let t0 = NOW - 600_000;
+    let mut submit = |name: &str, share: &str, unit: &str, q: u32, at: i64| {
+        let mut spec = shareq::model::JobSpec::new(name, share, q, 5);
+        spec.capacity_unit = Some(unit.to_string());
+        spec.command = Some(shareq::model::Command::Argv(vec!["run".into()]));
+        d.sched.submit(spec, at).unwrap();
+        d.pass(at);
+    };
+    submit("train", "vision", "a100", 1, t0);
+    submit("notebook", "vision", "a100-mem", 50, t0 + 1_000);
+    submit("infer", "nlp", "a100-mem", 20, t0 + 2_000);
+    submit("debug", "nlp", "a100-mem", 40, t0 + 3_000);
+    let snap = d.snapshot(NOW, NOW - 60_000);
+    let u = snap.units.iter().find(|u| u.name == "a100-mem").unwrap();
+    assert_eq!(u.memory_gib, Some(80));
+    // One row per sliced device, its jobs in `slices`.
+    assert_eq!(u.devices.len(), 2, "{:?}", u.devices);
+    assert_eq!(u.devices.iter().map(|d| d.gib_used()).sum::<u32>(), 110);
+    for (w, h) in SIZES {
+        let app = fixtures::app(snap.clone());
+        let text = fixtures::render_with(w, h, |f| panes::gpus::render(f, f.area(), &app));
+        assert_screen(&format!("pane_gpus_sliced_{w}x{h}"), &text);
+    }
+    // A slice's details say its GiB, not GPUs.
+    assert!(snap.sliced("a100-mem") && !snap.sliced("a100"));
+    let app = fixtures::app(snap.clone());
+    let infer = snap.running.iter().find(|j| j.name == "infer").unwrap();
+    let text = fixtures::render_with(100, 40, |f| {
+        shareq::tui::popups::details::render(f, f.area(), infer, true, None, NOW, 0, &app.theme)
+    });
+    assert!(
+        text.contains("GPU memory") && text.contains("20 GiB"),
         "{text}"
     );
 }

@@ -192,6 +192,10 @@ pub struct LaunchSpec {
     pub preempted_count: u32,
     /// Device indices given to the job (`CUDA_VISIBLE_DEVICES`).
     pub devices: Vec<u32>,
+    /// On a unit sliced by memory (SPEC §15): the GiB of its one device the job holds
+    /// (`SHAREQ_GPU_MEMORY_GIB`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_gib: Option<u32>,
     pub command: Command,
     pub env: BTreeMap<String, String>,
     pub working_directory: Option<String>,
@@ -395,6 +399,9 @@ impl LaunchSpec {
         set("CUDA_VISIBLE_DEVICES", devices.clone());
         set("NVIDIA_VISIBLE_DEVICES", devices);
         set("CUDA_DEVICE_ORDER", "PCI_BUS_ID".to_string());
+        if let Some(gib) = self.gpu_memory_gib {
+            set("SHAREQ_GPU_MEMORY_GIB", gib.to_string());
+        }
         set("SHAREQ_JOB_ID", self.job.to_string());
         set("SHAREQ_JOB_NAME", self.name.clone());
         set("SHAREQ_SHARE", self.share.clone());
@@ -814,6 +821,7 @@ mod tests {
             share: "qs1".into(),
             preempted_count: 1,
             devices: vec![0, 2],
+            gpu_memory_gib: None,
             command: Command::Shell("true".into()),
             env,
             working_directory: None,
@@ -862,12 +870,22 @@ mod tests {
         assert_eq!(mig["NVIDIA_VISIBLE_DEVICES"], "MIG-aa,MIG-bb");
         let plain = LaunchSpec {
             notice: None,
-            ..spec
+            ..spec.clone()
         }
         .job_env();
         assert!(!plain.contains_key("SHAREQ_NOTICE_SIGNAL"));
         assert!(!plain.contains_key("SHAREQ_NOTICE_SECONDS"));
         assert_eq!(plain["SHAREQ_GRACE_SECONDS"], "1");
+        assert!(!plain.contains_key("SHAREQ_GPU_MEMORY_GIB"));
+        // A slice (SPEC §15): its one device, and its GiB.
+        let slice = LaunchSpec {
+            devices: vec![1],
+            gpu_memory_gib: Some(20),
+            ..spec.clone()
+        }
+        .job_env();
+        assert_eq!(slice["CUDA_VISIBLE_DEVICES"], "1");
+        assert_eq!(slice["SHAREQ_GPU_MEMORY_GIB"], "20");
     }
 
     /// SPEC §14: what `shareq checkpoint` needs, and the job's save before this attempt.

@@ -217,6 +217,9 @@ pub struct JobsAnswer {
     /// only their own (what `cancel`'s filters match).
     #[serde(rename = "callerIsAdmin", default)]
     pub caller_is_admin: bool,
+    /// The units sliced by memory (SPEC §15): their jobs' `quantity` is GiB.
+    #[serde(rename = "slicedUnits", default, skip_serializing_if = "Vec::is_empty")]
+    pub sliced_units: Vec<String>,
 }
 
 /// What `shareq status` shows.

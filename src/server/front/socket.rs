@@ -857,7 +857,7 @@ impl serde::Serialize for JobsRows<'_> {
             .iter()
             .map(|j| &**j)
             .filter(|j| l.live(j));
-        let mut m = s.serialize_struct("JobsAnswer", 7)?;
+        let mut m = s.serialize_struct("JobsAnswer", 8)?;
         m.serialize_field(
             "queue",
             &Rows::new(queue.into_iter().map(|j| v.view(l.snap.queued_row(j)))),
@@ -871,6 +871,16 @@ impl serde::Serialize for JobsRows<'_> {
         )?;
         m.serialize_field("preemptions", &*l.snap.preemptions)?;
         m.serialize_field("callerIsAdmin", &v.admin)?;
+        let sliced: Vec<&str> = l
+            .snap
+            .units
+            .iter()
+            .filter(|u| u.memory_gib.is_some())
+            .map(|u| u.name.as_str())
+            .collect();
+        if !sliced.is_empty() {
+            m.serialize_field("slicedUnits", &sliced)?;
+        }
         m.end()
     }
 }

@@ -321,6 +321,7 @@ impl Carry {
             share: sched.share_name(j.share).to_string(),
             preempted_count: j.preempted_count,
             devices: devices.clone(),
+            gpu_memory_gib: sched.slice_of(j.unit).map(|_| j.spec.quantity),
             command: j.spec.command.clone().unwrap_or(Command::Argv(Vec::new())),
             env: array_env(j),
             working_directory: j.spec.working_directory.clone(),

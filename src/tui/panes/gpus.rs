@@ -1,7 +1,8 @@
 //! GPUs: one cell per device with its job in its share's colour, plus utilisation and
 //! memory where NVML reports them (`fake GPU` on the config's fake devices, which have
 //! nothing to measure; `n/a` on a real one NVML does not report). Free devices say who
-//! holds them.
+//! holds them. A device of a unit sliced by memory (SPEC §15) reads as its GiB in use and
+//! each job's GiB: `1 ▮▮▮▯ 60/80 GiB  j12 20 · j14 40`.
 
 use super::shares::{GLYPH_IDLE, GLYPH_OWN};
 use super::{block, row_style, window};
@@ -28,9 +29,59 @@ fn telemetry(d: &crate::snapshot::DeviceView) -> String {
     }
 }
 
+/// How many of a bar's `cells` `used` of `total` fills: rounded down, but a device in
+/// use never looks empty (`60/80` fills 3 of 4, `70/80` too; only a full one fills 4).
+fn filled(used: u32, total: u32, cells: u32) -> u32 {
+    if total == 0 || used == 0 {
+        return 0;
+    }
+    (u64::from(used) * u64::from(cells) / u64::from(total)).clamp(1, u64::from(cells)) as u32
+}
+
+/// A sliced device's row after its label: a bar, its GiB in use, each job's GiB in its
+/// share's colour.
+fn sliced_spans<'a>(
+    app: &App,
+    d: &crate::snapshot::DeviceView,
+    gib: u32,
+    free_label: Option<String>,
+) -> Vec<Span<'a>> {
+    let t = &app.theme;
+    let used = d.gib_used();
+    let n = filled(used, gib, 4);
+    let mut spans = vec![
+        Span::styled("▮".repeat(n as usize), t.text()),
+        Span::styled("▯".repeat((4 - n) as usize), t.dimmed()),
+        Span::styled(format!(" {used}/{gib} GiB "), t.text()),
+    ];
+    if d.slices.is_empty() {
+        spans.push(Span::styled(
+            format!(" {}", free_label.unwrap_or_default()),
+            t.dimmed(),
+        ));
+    }
+    for (i, s) in d.slices.iter().enumerate() {
+        spans.push(Span::styled(if i == 0 { " " } else { " · " }, t.dimmed()));
+        spans.push(Span::styled(
+            format!("j{} {}", s.job, s.gib),
+            Style::new().fg(t.share(&s.share)),
+        ));
+    }
+    spans
+}
+
 pub fn render(f: &mut Frame, area: Rect, app: &App) {
-    let used: u32 = app.snap.units.iter().map(|u| u.used).sum();
-    let usable: u32 = app.snap.units.iter().map(|u| u.usable).sum();
+    // GiB of sliced units and whole GPUs are never added together.
+    let whole = || app.snap.units.iter().filter(|u| u.memory_gib.is_none());
+    let used: u32 = whole().map(|u| u.used).sum();
+    let usable: u32 = whole().map(|u| u.usable).sum();
+    let sliced: String = app
+        .snap
+        .units
+        .iter()
+        .filter(|u| u.memory_gib.is_some())
+        .map(|u| format!("· {} {}/{} GiB ", u.name, u.used, u.usable))
+        .collect();
     let nodes = app
         .snap
         .units
@@ -39,9 +90,9 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         .collect::<std::collections::BTreeSet<_>>()
         .len();
     let title = if nodes > 1 {
-        Line::from(format!(" GPUs {used}/{usable} on {nodes} nodes "))
+        Line::from(format!(" GPUs {used}/{usable} on {nodes} nodes {sliced}"))
     } else {
-        Line::from(format!(" GPUs {used}/{usable} "))
+        Line::from(format!(" GPUs {used}/{usable} {sliced}"))
     };
     let blk = block(app, Pane::Gpus, title);
     let inner = blk.inner(area);
@@ -95,6 +146,10 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             }
             let mut spans = vec![Span::styled(format!(" {label:>2} "), t.dimmed())];
             match (&d.share, &d.job_name) {
+                _ if d.lost_since.is_none() && u.memory_gib.is_some() => {
+                    let gib = u.memory_gib.unwrap_or_default();
+                    spans.extend(sliced_spans(app, d, gib, free_label));
+                }
                 _ if d.lost_since.is_some() => {
                     let since = d.lost_since.map_or_else(String::new, |at| {
                         format!(
@@ -141,4 +196,20 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         lines.push(Line::styled(" no usable GPUs found", t.warn_style()));
     }
     f.render_widget(Paragraph::new(lines), inner);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::filled;
+
+    #[test]
+    fn the_bar_fills_by_gib_and_never_looks_empty_when_used() {
+        assert_eq!(filled(60, 80, 4), 3);
+        assert_eq!(filled(70, 80, 4), 3);
+        assert_eq!(filled(80, 80, 4), 4);
+        assert_eq!(filled(1, 80, 4), 1);
+        assert_eq!(filled(0, 80, 4), 0);
+        assert_eq!(filled(90, 80, 4), 4);
+        assert_eq!(filled(5, 0, 4), 0);
+    }
 }

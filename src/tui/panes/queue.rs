@@ -102,6 +102,12 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         } else {
             t.text()
         };
+        // GiB of one device on a unit sliced by memory: `20G` (SPEC §15).
+        let quantity = if app.snap.sliced(&j.unit) {
+            format!("{}G", j.quantity)
+        } else {
+            j.quantity.to_string()
+        };
         let spans = vec![
             Span::styled(rpad(&j.label(), id_w), t.dimmed()),
             Span::raw(" "),
@@ -116,7 +122,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             Span::raw(" "),
             Span::styled(rpad(&j.priority.to_string(), 4), t.text()),
             Span::raw(" "),
-            Span::styled(rpad(&j.quantity.to_string(), 4), t.text()),
+            Span::styled(rpad(&quantity, 4), t.text()),
             Span::raw(" "),
             Span::styled(rpad(&duration::human(app.now - j.submitted), 7), t.text()),
             Span::raw(" "),

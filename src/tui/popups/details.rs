@@ -43,10 +43,12 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     out
 }
 
+#[allow(clippy::too_many_arguments)]
 pub fn render(
     f: &mut Frame,
     area: Rect,
     j: &JobView,
+    sliced: bool,
     fair_share: Option<String>,
     now: i64,
     tz: i32,
@@ -98,7 +100,12 @@ pub fn render(
             j.command.clone()
         },
     ));
-    lines.extend(row("GPUs", j.quantity.to_string()));
+    // A job of a unit sliced by memory asks GiB of one device (SPEC §15).
+    lines.extend(if sliced {
+        row("GPU memory", format!("{} GiB", j.quantity))
+    } else {
+        row("GPUs", j.quantity.to_string())
+    });
     lines.extend(row("priority", j.priority.to_string()));
     lines.extend(row(
         "submitted",

@@ -112,6 +112,27 @@ def _job_ref(id: JobRef) -> Union[int, str]:
     )
 
 
+def gib(v: Union[int, str]) -> int:
+    """GiB of GPU memory as ``submit --gpu-memory`` reads them: ``20``, ``"20G"``,
+    ``"20GiB"`` (whole GiB, at least 1)."""
+    if isinstance(v, bool):
+        raise ValueError(f"gpu_memory {v!r}: expected whole GiB, as 20, '20G' or '20GiB'")
+    if isinstance(v, int):
+        n = v
+    else:
+        t = str(v).strip()
+        for suffix in ("GiB", "G"):
+            if t.endswith(suffix):
+                t = t[: -len(suffix)].strip()
+                break
+        if not t.isdigit():
+            raise ValueError(f"gpu_memory {v!r}: expected whole GiB, as 20, '20G' or '20GiB'")
+        n = int(t)
+    if n < 1:
+        raise ValueError(f"gpu_memory {v!r}: a job needs at least 1 GiB")
+    return n
+
+
 def _time(ms: Optional[int]) -> Optional[datetime]:
     if ms is None:
         return None
@@ -420,6 +441,7 @@ class Client:
         client_token: Optional[str] = None,
         after: Optional[Sequence[Union[int, str]]] = None,
         array: Optional[int] = None,
+        gpu_memory: Union[int, str, None] = None,
     ) -> Job:
         """Queue a job and return it (as the scheduler shows it right after).
 
@@ -433,7 +455,10 @@ class Client:
         first. ``timeout``: seconds per attempt. ``cwd``: the working directory (default:
         this process's). ``attempts``: tries for non-zero exits (1..10).
         ``preemption_retries``: preemptions allowed before the job fails. ``name``:
-        default the command's first word.
+        default the command's first word. ``gpu_memory``: GiB of one GPU on a unit sliced
+        by memory (``20``, ``"20G"`` or ``"20GiB"``, as ``submit --gpu-memory``), instead
+        of ``gpus`` (``unit``: default the environment's only sliced unit); the job gets one
+        device and ``SHAREQ_GPU_MEMORY_GIB``.
 
         Every submit carries a client token (``client_token``, default 128 random bits):
         when the answer is lost (the connection broke after the request went out) it is
@@ -443,12 +468,36 @@ class Client:
         Raises :class:`~shareq.Rejected` (``.reason``), :class:`~shareq.NotAllowed`,
         :class:`~shareq.LimitExceeded`, :class:`~shareq.NotRunning`.
         """
+        if gpu_memory is not None:
+            gpus = gib(gpu_memory)
+            unit = self._slice_unit(unit)
         spec = self._spec(
             share, command, gpus, name, priority, env, timeout, unit, cwd, attempts,
             preemption_retries, client_token, after, array,
         )
         answer = self._submit_with_retries({"op": "submit", "job": spec})
         return self.job(int(answer["id"]))
+
+    def _slice_unit(self, unit: Optional[str]) -> str:
+        """The unit ``gpu_memory`` asks GiB of, as ``submit --gpu-memory`` picks it:
+        ``unit`` when it is sliced by memory, else the environment's only sliced unit."""
+        units = {u["name"]: u.get("memoryGiB") for u in self.status().get("units", [])}
+        sliced = [n for n, g in units.items() if g is not None]
+        if unit is not None:
+            if unit in sliced or unit not in units:
+                return unit  # an unknown unit: the scheduler's refusal names it
+            raise ValueError(
+                f"gpu_memory asks GiB of a unit sliced by memory, and unit {unit!r} "
+                "counts whole GPUs (use gpus=)"
+            )
+        if len(sliced) == 1:
+            return sliced[0]
+        if not sliced:
+            raise ValueError("gpu_memory: no unit of this environment is sliced by memory")
+        raise ValueError(
+            f"gpu_memory: several units are sliced by memory ({', '.join(sliced)}): "
+            "say which with unit="
+        )
 
     def _submit_with_retries(self, request: Dict[str, Any]) -> Dict[str, Any]:
         tries = 0
