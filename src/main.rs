@@ -36,6 +36,10 @@ enum Command {
         /// Print a summary line at the end.
         #[arg(long)]
         summary: bool,
+        /// Also estimate every N-th submitted job's start at its submission, as the live
+        /// forecast would from the replay's own past: one `estimated` line each (SPEC §11).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        estimates: Option<u64>,
     },
     /// Validate a config directory: print what it would apply (exit 0) or every error
     /// (exit 1).
@@ -282,7 +286,8 @@ fn main() -> ExitCode {
             scenario,
             check,
             summary,
-        } => shareq::cli::replay(&scenario, check, summary),
+            estimates,
+        } => shareq::cli::replay(&scenario, check, summary, estimates),
         Command::Check {
             dir,
             watch,

@@ -35,6 +35,10 @@ pub struct SubmitArgs {
     /// Wall-clock limit per attempt, in seconds.
     #[arg(long)]
     pub timeout: Option<u64>,
+    /// How long you expect the job to run (`90s`, `20m`, `2h30m`, `1d`): start estimates
+    /// of the jobs behind it use it instead of the history (SPEC §11). Scheduling does not.
+    #[arg(long, value_name = "DURATION", value_parser = parse_expect)]
+    pub expect: Option<u64>,
     /// An environment variable for the job, K=V (repeatable).
     #[arg(long = "env", value_name = "K=V")]
     pub env: Vec<String>,
@@ -133,7 +137,19 @@ impl SubmitArgs {
                 .collect::<Result<_, _>>()?,
             array_properties: self.array.map(|size| ArrayProperties { size }),
             checkpoint_every_seconds: None,
+            expected_runtime_seconds: self.expect,
         })
+    }
+}
+
+/// `--expect DURATION` in whole seconds (at least 1), in the one duration syntax
+/// (`crate::duration::parse`: `90s`, `20m`, `1h30m`, `1d`, `1w`).
+pub fn parse_expect(text: &str) -> Result<u64, String> {
+    match crate::duration::parse(text.trim()) {
+        Some(ms) if ms >= 1000 => Ok((ms / 1000) as u64),
+        _ => Err(format!(
+            "`{text}` is not a duration of a second or more: give one like 90s, 20m, 2h30m, 1d"
+        )),
     }
 }
 
@@ -271,7 +287,13 @@ fn predict(args: &SubmitArgs, spec: JobSpec) -> Result<(), CliError> {
     }
     println!("{}: {}", p.verdict.label(), crate::visible::visible(&p.why));
     if let Some(e) = p.estimate() {
-        println!("start (estimate): {}", e.label(p.at));
+        println!(
+            "start (estimate): {}",
+            e.label(p.at, p.at, crate::forecast::local_utc_offset())
+        );
+        if let crate::forecast::Estimate::AtLeast { why, .. } = &e {
+            println!("  a lower bound: {}", crate::visible::visible(why));
+        }
     }
     Ok(())
 }

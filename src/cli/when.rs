@@ -58,30 +58,10 @@ pub fn parse_instant(text: &str, now: i64) -> Result<i64, NotATime> {
     Err(err())
 }
 
-/// `1h30m` → ms; `None` unless the whole text is number-unit pairs.
+/// `1h30m` → ms: the one duration syntax (`crate::duration::parse`, which `submit
+/// --expect` and the console's submit form read too).
 fn age_ms(t: &str) -> Option<i64> {
-    let mut total: i64 = 0;
-    let mut digits = String::new();
-    let mut any = false;
-    for c in t.chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let n: i64 = digits.parse().ok()?;
-        digits.clear();
-        let unit = match c {
-            's' => 1_000,
-            'm' => 60_000,
-            'h' => 3_600_000,
-            'd' => 86_400_000,
-            'w' => 7 * 86_400_000,
-            _ => return None,
-        };
-        total = total.checked_add(n.checked_mul(unit)?)?;
-        any = true;
-    }
-    (any && digits.is_empty()).then_some(total)
+    crate::duration::parse(t)
 }
 
 #[cfg(test)]

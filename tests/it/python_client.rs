@@ -432,8 +432,15 @@ print(json.dumps({"answer": answer, "fields": fields, "queued": queued}))
     for v in [&mut api, &mut cli] {
         for j in v["queue"].as_array_mut().unwrap() {
             let o = j.as_object_mut().unwrap();
-            o.remove("estimatedStart");
-            o.remove("estimateNote");
+            for k in [
+                "estimatedStart",
+                "estimatedStartEarliest",
+                "estimatedStartLatest",
+                "estimateKind",
+                "estimateNote",
+            ] {
+                o.remove(k);
+            }
         }
     }
     assert_eq!(api, cli, "the CLI's --json and the client's answer differ");

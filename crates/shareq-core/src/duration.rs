@@ -26,6 +26,35 @@ pub fn short(ms: i64) -> String {
     }
 }
 
+/// A span as people type one, in ms: number-unit pairs (`90s`, `20m`, `2h`, `1d`, `1w`,
+/// or several: `1h30m`). `None` unless the whole text is such pairs (or it overflows).
+/// The one parser of the CLI's ages and durations (`jobs --since 2h`, `submit --expect
+/// 20m`) and of the console's submit form.
+pub fn parse(t: &str) -> Option<i64> {
+    let mut total: i64 = 0;
+    let mut digits = String::new();
+    let mut any = false;
+    for c in t.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let n: i64 = digits.parse().ok()?;
+        digits.clear();
+        let unit = match c {
+            's' => 1_000,
+            'm' => 60_000,
+            'h' => 3_600_000,
+            'd' => 86_400_000,
+            'w' => 7 * 86_400_000,
+            _ => return None,
+        };
+        total = total.checked_add(n.checked_mul(unit)?)?;
+        any = true;
+    }
+    (any && digits.is_empty()).then_some(total)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -39,5 +68,15 @@ mod tests {
         assert_eq!(human(90_000_000), "1d01h");
         assert_eq!(human(26 * 3_600_000 + 5 * 60_000), "1d02h");
         assert_eq!(short(192_000), "3m");
+    }
+
+    #[test]
+    fn spans_parse_as_typed() {
+        assert_eq!(parse("90s"), Some(90_000));
+        assert_eq!(parse("1h30m"), Some(5_400_000));
+        assert_eq!(parse("1w"), Some(7 * 86_400_000));
+        for bad in ["", "90", "h", "1x", "1h30", "99999999999999999999s"] {
+            assert_eq!(parse(bad), None, "{bad}");
+        }
     }
 }

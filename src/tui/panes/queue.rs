@@ -154,16 +154,11 @@ fn user_cell(app: &App, j: &crate::snapshot::JobView, fair: bool) -> String {
     }
 }
 
-/// A queued job's estimated start, short: `~3m12s`, `overdue` (the estimate has passed and
-/// the job could not start), `>7d`, `?`.
+/// A queued job's estimated start as `jobs` writes it (SPEC §11, `forecast::Estimate`'s
+/// one formatter): `14:32–18:10`, `≥ 14:32`, `overdue`, `>7d` (counted from the forecast,
+/// as `jobs` says `not within 7d`), `?`.
 fn estimate(app: &App, id: crate::model::JobId) -> String {
-    use crate::forecast::Estimate;
-    match app.snap.estimate(id) {
-        Estimate::At(t) if t <= app.now => "overdue".to_string(),
-        Estimate::At(t) => format!("~{}", duration::human(t - app.now)),
-        // Beyond the horizon as the forecast saw it, as `jobs` says it (`not within 7d`):
-        // counted from now, a horizon of 7 days would read `>6d` a second later.
-        e @ Estimate::NotWithin(_) => e.label(app.snap.estimates.computed_at),
-        e => e.label(app.now),
-    }
+    app.snap
+        .estimate(id)
+        .label(app.now, app.snap.estimates.computed_at, app.utc_offset_secs)
 }

@@ -24,9 +24,10 @@ pub enum Field {
     Command,
     After,
     Array,
+    Expect,
 }
 
-const FIELDS: [Field; 7] = [
+const FIELDS: [Field; 8] = [
     Field::Share,
     Field::Gpus,
     Field::Priority,
@@ -34,6 +35,7 @@ const FIELDS: [Field; 7] = [
     Field::Command,
     Field::After,
     Field::Array,
+    Field::Expect,
 ];
 
 impl Field {
@@ -46,6 +48,7 @@ impl Field {
             Field::Command => "command",
             Field::After => "after",
             Field::Array => "array",
+            Field::Expect => "expect",
         }
     }
 }
@@ -62,6 +65,8 @@ pub struct SubmitForm {
     pub after: LineInput,
     /// `--array`: the number of children (empty: one job).
     pub array: LineInput,
+    /// `--expect`: how long the job should run, `20m` (empty: not said; SPEC §11).
+    pub expect: LineInput,
 }
 
 /// What a key did to the form.
@@ -97,6 +102,7 @@ impl SubmitForm {
             command: LineInput::default(),
             after: LineInput::default(),
             array: LineInput::default(),
+            expect: LineInput::default(),
         }
     }
 
@@ -109,6 +115,7 @@ impl SubmitForm {
             Field::Command => &mut self.command,
             Field::After => &mut self.after,
             Field::Array => &mut self.array,
+            Field::Expect => &mut self.expect,
         }
     }
 
@@ -121,6 +128,7 @@ impl SubmitForm {
             Field::Command => &self.command.text,
             Field::After => &self.after.text,
             Field::Array => &self.array.text,
+            Field::Expect => &self.expect.text,
         }
     }
 
@@ -172,7 +180,25 @@ impl SubmitForm {
             };
             out.push((field, e.to_string()));
         }
+        if self.expected_seconds().is_err() {
+            out.push((
+                Field::Expect,
+                "a duration like 90s, 20m, 2h30m, or empty".into(),
+            ));
+        }
         out
+    }
+
+    /// `--expect` as typed, in whole seconds (`None`: empty), read by the one duration
+    /// parser (`crate::duration::parse`).
+    fn expected_seconds(&self) -> Result<Option<u64>, ()> {
+        match self.expect.text.trim() {
+            "" => Ok(None),
+            t => match crate::duration::parse(t) {
+                Some(ms) if ms >= 1000 => Ok(Some((ms / 1000) as u64)),
+                _ => Err(()),
+            },
+        }
     }
 
     /// The form's `dependsOn` and array size, read as `submit --after` and `--array` read
@@ -205,6 +231,7 @@ impl SubmitForm {
         let (deps, size) = self.links().ok()?;
         spec.depends_on = deps;
         spec.array_properties = size.map(|size| crate::model::ArrayProperties { size });
+        spec.expected_runtime_seconds = self.expected_seconds().ok()?;
         Some(spec)
     }
 
@@ -319,9 +346,10 @@ pub fn render(
     form: &SubmitForm,
     snap: &Snapshot,
     prediction: Option<&Prediction>,
+    utc_offset: i32,
     theme: &Theme,
 ) {
-    let r = centered(area, 72, 14);
+    let r = centered(area, 72, 15);
     f.render_widget(Clear, r);
     let block = frame_block(" Submit a job ", theme);
     let inner = block.inner(r);
@@ -365,7 +393,10 @@ pub fn render(
             ];
             if let Some(e) = pred.estimate() {
                 spans.push(Span::styled(
-                    format!(" (start {}, estimate)", e.label(pred.at)),
+                    format!(
+                        " (start {}, estimate)",
+                        e.label(pred.at, pred.at, utc_offset)
+                    ),
                     style,
                 ));
             }
