@@ -52,6 +52,11 @@ impl EstimateKind {
     }
 }
 
+/// How long (ms) after its latest start a range reads `overdue`: estimates are good to a
+/// second (a job's start waits for the pass after the end before it), and the forecast
+/// that follows a passed range is due at once.
+pub const OVERDUE_AFTER: Time = 1000;
+
 /// The estimates of one forecast, for the jobs queued when it ran.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Estimates {
@@ -163,12 +168,14 @@ impl Estimate {
         }
     }
 
-    /// Its kind at `now`: a range whose latest start has passed is `overdue` (the job
-    /// could not start in it; the next forecast estimates it again). `None`: not
-    /// estimated yet.
+    /// Its kind at `now`: a range whose latest start has passed by more than
+    /// [`OVERDUE_AFTER`] is `overdue` (the job could not start in it; the next forecast,
+    /// due at once, estimates it again). `None`: not estimated yet.
     pub fn kind(&self, now: Time) -> Option<EstimateKind> {
         match self {
-            Estimate::Range { latest, .. } if *latest < now => Some(EstimateKind::Overdue),
+            Estimate::Range { latest, .. } if latest.saturating_add(OVERDUE_AFTER) < now => {
+                Some(EstimateKind::Overdue)
+            }
             Estimate::Range { .. } => Some(EstimateKind::Range),
             Estimate::AtLeast { .. } => Some(EstimateKind::LowerBound),
             Estimate::NotWithin(_) => Some(EstimateKind::BeyondHorizon),
@@ -431,8 +438,14 @@ mod tests {
             )
         );
         // Passed its latest start: overdue, only then.
-        assert_eq!(r.kind(now + 30 * m), Some(EstimateKind::Range));
-        assert_eq!(r.kind(now + 30 * m + 1), Some(EstimateKind::Overdue));
+        assert_eq!(
+            r.kind(now + 30 * m + OVERDUE_AFTER),
+            Some(EstimateKind::Range)
+        );
+        assert_eq!(
+            r.kind(now + 30 * m + OVERDUE_AFTER + 1),
+            Some(EstimateKind::Overdue)
+        );
         assert_eq!(r.label(now + 31 * m, now, 0), "overdue");
         // Ends that agree to the minute: one time.
         let one = Estimate::Range {

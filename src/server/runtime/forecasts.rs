@@ -35,7 +35,7 @@ const MAX_STALE: Duration = Duration::from_secs(30);
 /// An unchanged scheduler with nothing running is estimated again at most this often, once
 /// an instant the latest estimate foresaw has come.
 const UNCHANGED_EVERY: Duration = Duration::from_secs(60);
-/// How often the typical runtimes are read again from the history.
+/// How often the run-time history is read again (at once when a job has finished since).
 const RUNTIMES_EVERY: Duration = Duration::from_secs(60);
 
 /// What the runtime keeps for its forecasts.
@@ -45,6 +45,9 @@ pub(crate) struct Forecasts {
     state: Option<PathBuf>,
     runtimes: Arc<Runtimes>,
     runtimes_read: Option<Instant>,
+    /// The newest finished job when the history was last read: a job that finished since
+    /// makes the next estimate read it again (its run time is new history).
+    finished_seen: Option<crate::model::JobId>,
     in_flight: bool,
     /// The published estimates are not empty (so an empty queue clears them once).
     shown: bool,
@@ -114,6 +117,7 @@ impl Forecasts {
             state,
             runtimes: Arc::default(),
             runtimes_read: None,
+            finished_seen: None,
             in_flight: false,
             shown: false,
             took_ms: 0,
@@ -177,9 +181,14 @@ impl Forecasts {
         let t0 = Instant::now();
         let copy = sched.clone();
         let clone_ms = t0.elapsed().as_millis() as u64;
-        let refresh = self
-            .runtimes_read
-            .is_none_or(|t| t.elapsed() >= RUNTIMES_EVERY);
+        let newest = finished.front().map(|j| j.id);
+        let refresh = newest != self.finished_seen
+            || self
+                .runtimes_read
+                .is_none_or(|t| t.elapsed() >= RUNTIMES_EVERY);
+        if refresh {
+            self.finished_seen = newest;
+        }
         if refresh && self.state.is_none() {
             self.runtimes = Arc::new(from_finished(finished));
             self.runtimes_read = Some(Instant::now());

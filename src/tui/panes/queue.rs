@@ -49,7 +49,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     // Fair-share shares (SPEC §12): the delay the user's usage adds, beside the user.
     let fair = app.snap.shares.iter().any(|s| s.fair_share);
     let user_w = if fair { USER_W + 7 } else { USER_W };
-    let est_w = 9;
+    let est_w = 11;
     let fixed =
         id_w + 1 + name_w + 1 + user_w + 1 + share_w + 1 + 4 + 1 + 4 + 1 + 7 + 1 + est_w + 2;
     let reason_w = w.saturating_sub(fixed);
