@@ -76,6 +76,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         };
         let colour = t.share(&j.share);
         let counts;
+        let bound;
         let (reason, name, est) = match &j.array {
             Some(a) => {
                 counts = format!("array {}: {}", a.size, a.counts_text());
@@ -93,7 +94,17 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             None if j.state == crate::model::JobState::Pending => {
                 (app.snap.reason(j), j.name.clone(), "after".to_string())
             }
-            None => (app.snap.reason(j), j.name.clone(), estimate(app, j.id)),
+            None => {
+                // A lower bound says first which job of unknown end it rests on (SPEC §11).
+                let reason = match app.snap.estimate(j.id) {
+                    crate::forecast::Estimate::AtLeast { why, .. } => {
+                        bound = format!("start: {why}; {}", app.snap.reason(j));
+                        bound.as_str()
+                    }
+                    _ => app.snap.reason(j),
+                };
+                (reason, j.name.clone(), estimate(app, j.id))
+            }
         };
         let reason_style = if reason.starts_with("QUOTA_MANAGEMENT") {
             t.error_style()
