@@ -144,7 +144,7 @@ impl SubmitArgs {
 
 /// `--expect DURATION` in whole seconds (at least 1), in the one duration syntax
 /// (`crate::duration::parse`: `90s`, `20m`, `1h30m`, `1d`, `1w`).
-pub fn parse_expect(text: &str) -> Result<u64, String> {
+fn parse_expect(text: &str) -> Result<u64, String> {
     match crate::duration::parse(text.trim()) {
         Some(ms) if ms >= 1000 => Ok((ms / 1000) as u64),
         _ => Err(format!(
@@ -300,8 +300,19 @@ fn predict(args: &SubmitArgs, spec: JobSpec) -> Result<(), CliError> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_after;
+    use super::{parse_after, parse_expect};
     use crate::model::{DependencyType, JobRef};
+
+    #[test]
+    fn expect_reads_durations_in_whole_seconds() {
+        assert_eq!(parse_expect("90s"), Ok(90));
+        assert_eq!(parse_expect(" 2h30m "), Ok(9000));
+        assert_eq!(parse_expect("1d"), Ok(86_400));
+        for bad in ["", "0s", "90", "soon", "-5m"] {
+            let e = parse_expect(bad).unwrap_err();
+            assert!(e.contains("is not a duration"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn after_reads_jobs_children_and_the_two_types() {
