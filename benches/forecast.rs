@@ -12,7 +12,8 @@
 //! cloning a live-style scheduler holding the whole trace (82,229 jobs submitted at once)
 //! and one estimate of its queue.
 //!
-//! `cargo bench --bench forecast` (`SHAREQ_FORECAST_JOBS=N`: the first N jobs only)
+//! `cargo bench --bench forecast` (`SHAREQ_FORECAST_JOBS=N`: the first N jobs only;
+//! `SHAREQ_FORECAST_COST_ONLY=1`: only what `--estimates 50` costs the replay)
 
 mod philly;
 
@@ -126,15 +127,18 @@ fn main() {
         "Philly at 1/8 with seeded users, {} jobs, every {every}th submission estimated",
         sc.trace.len()
     );
-    let t0 = Instant::now();
-    let (sampled, first) = replay(&sc, every);
-    println!(
-        "replay with {} predictors' estimates: {:.1} s",
-        PREDICTORS.len(),
-        t0.elapsed().as_secs_f64()
-    );
-    for ((_, label), samples) in PREDICTORS.iter().zip(&sampled) {
-        report(label, samples, &first);
+    let cost_only = std::env::var_os("SHAREQ_FORECAST_COST_ONLY").is_some();
+    if !cost_only {
+        let t0 = Instant::now();
+        let (sampled, first) = replay(&sc, every);
+        println!(
+            "replay with {} predictors' estimates: {:.1} s",
+            PREDICTORS.len(),
+            t0.elapsed().as_secs_f64()
+        );
+        for ((_, label), samples) in PREDICTORS.iter().zip(&sampled) {
+            report(label, samples, &first);
+        }
     }
 
     // What `--estimates 50` costs a replay (SPEC §11's predictor only, as the CLI runs it).
@@ -152,6 +156,9 @@ fn main() {
         "replay cost: {plain:.1} s plain, {:.1} s with --estimates 50 ({n} estimates)",
         with.elapsed().as_secs_f64()
     );
+    if cost_only {
+        return;
+    }
 
     // The runtime side: a live-style scheduler (ms) with the whole trace submitted.
     let full = Scenario::load(&philly::data("philly.yaml")).expect("philly loads");
