@@ -1,24 +1,28 @@
-//! How good the start estimates are (SPEC §11, issue 17): the Philly trace at 1/8 of its
-//! capacity (first `SHAREQ_FORECAST_JOBS` jobs, default 4,000) is replayed; at every
-//! `SHAREQ_FORECAST_EVERY`-th submission instant (default 5) the jobs just submitted that
-//! did not start at once get an estimate — the forecast run on a copy of the replay's
-//! scheduler at that instant, with typical runtimes learned from the jobs finished so far
-//! (as live) — and the estimate is compared with when the job really started. A second
-//! run gives the forecast each job's true run time (as `timeoutSeconds`), which leaves only
-//! the error of not knowing future arrivals.
+//! How well calibrated the start estimates are (SPEC §11, issue 41): the Philly trace at
+//! 1/8 of its capacity with seeded users (a Zipf law over 8 users per share, as the
+//! fair-share bench draws them: `philly::with_users`) is replayed; every
+//! `SHAREQ_FORECAST_EVERY`-th submitted job (default 50) is estimated at its submission as
+//! the live forecast would, from the replay's own past (`forecast::replayed`, the code
+//! behind `shareq replay --estimates N`), once per predictor: SPEC §11's (the user's own
+//! attempts in the share, then the share's), the share's only, and the share's by size
+//! class. Of the sampled jobs that then waited at least an hour: how many got a range, the
+//! share of those whose true start lies inside it (a p25–p75 range should hold about
+//! half), and the median of the range's width over the true wait. Then what the estimates
+//! cost a replay (`--estimates 50` against none), and on the runtime side the cost of
+//! cloning a live-style scheduler holding the whole trace (82,229 jobs submitted at once)
+//! and one estimate of its queue.
 //!
-//! Then the cost on the runtime side: cloning a live-style scheduler holding the whole
-//! trace (82,229 jobs submitted at once) and running one estimate of its queue.
-//!
-//! `cargo bench --bench forecast`
+//! `cargo bench --bench forecast` (`SHAREQ_FORECAST_JOBS=N`: the first N jobs only;
+//! `SHAREQ_FORECAST_COST_ONLY=1`: only what `--estimates 50` costs the replay)
 
 mod philly;
 
-use shareq::forecast::{self, Estimate, Runtimes};
+use shareq::forecast::replayed::{Learner, Sampled};
+use shareq::forecast::{self, Estimate, Predictor, Runtimes};
 use shareq::model::{JobId, UnitCapacity};
-use shareq::replay::{Action, Options, Scenario, run_observed};
+use shareq::replay::{Action, Options, Scenario, run, run_observed};
 use shareq::sched::{Clock, Event, Sched};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::time::Instant;
 
 fn env_num(key: &str, default: usize) -> usize {
@@ -28,121 +32,84 @@ fn env_num(key: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-#[derive(Default)]
-struct Tally {
-    /// (estimate made at, estimated start or None, job)
-    estimates: Vec<(i64, Estimate, JobId)>,
-    first_start: HashMap<JobId, i64>,
-}
+const PREDICTORS: [(Predictor, &str); 3] = [
+    (Predictor::User, "user, then share (SPEC §11)"),
+    (Predictor::Share, "share only"),
+    (Predictor::SizeClass, "share by size class"),
+];
 
-fn replay(sc: &Scenario, every: usize, learn: bool) -> Tally {
-    let mut tally = Tally::default();
-    let mut started_at: HashMap<JobId, i64> = HashMap::new();
-    let mut samples: VecDeque<(String, i64)> = VecDeque::new();
-    let mut fresh: Vec<JobId> = Vec::new();
-    let mut pass_at: Option<i64> = None;
-    let mut instants = 0usize;
+/// Replay with estimates: each predictor's samples, and every job's first start.
+fn replay(sc: &Scenario, every: u64) -> (Vec<Vec<Sampled>>, HashMap<JobId, i64>) {
+    let mut learner = Learner::with_predictors(every, PREDICTORS.iter().map(|p| p.0).collect());
+    let mut sampled: Vec<Vec<Sampled>> = vec![Vec::new(); PREDICTORS.len()];
+    let mut first: HashMap<JobId, i64> = HashMap::new();
     let mut observe = |o: shareq::replay::Observation| {
-        if o.before_pass {
-            pass_at = Some(o.t);
-            return;
-        }
         for ev in o.events {
-            match ev {
-                Event::Submitted { job } => fresh.push(*job),
-                Event::Started { job, .. } => {
-                    started_at.insert(*job, o.t);
-                    tally.first_start.entry(*job).or_insert(o.t);
-                }
-                Event::Succeeded { job } => {
-                    if let (Some(t0), Some(j)) = (started_at.get(job), o.sched.job(*job)) {
-                        let share = o.sched.share_name(j.share).to_string();
-                        samples.push_front((share, (o.t - t0) * 1000));
-                        samples.truncate(forecast::runtimes::LEARNED_FROM);
-                    }
-                }
-                _ => {}
+            if let Event::Started { job, .. } = ev {
+                first.entry(*job).or_insert(o.t);
             }
         }
-        if pass_at != Some(o.t) {
-            return;
-        }
-        // The batch after the pass: the state the instant leaves.
-        pass_at = None;
-        let waiting: Vec<JobId> = fresh
-            .drain(..)
-            .filter(|id| o.sched.job(*id).is_some_and(|j| j.is_pending()))
-            .collect();
-        if waiting.is_empty() {
-            return;
-        }
-        instants += 1;
-        if !instants.is_multiple_of(every) {
-            return;
-        }
-        // Without learning, the forecast knows each job's timeout only (the second run
-        // sets it to the true run time): a history would cut it to the typical one.
-        let runtimes = if learn {
-            Runtimes::from_samples(samples.iter().cloned())
-        } else {
-            Runtimes::default()
-        };
-        let est = forecast::estimate(o.sched.clone(), o.t, &runtimes);
-        for id in waiting {
-            tally.estimates.push((o.t, est.of(id), id));
+        for (i, list) in learner.observe(&o).into_iter().enumerate() {
+            sampled[i].extend(list);
         }
     };
     run_observed(sc, &mut std::io::sink(), Options::default(), &mut observe).expect("replay");
-    tally
+    (sampled, first)
 }
 
-fn pct(v: &mut [i64], q: f64) -> i64 {
+fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() {
-        return 0;
+        return f64::NAN;
     }
-    v.sort_unstable();
-    let i = ((v.len() as f64) * q).ceil() as usize;
-    v[i.clamp(1, v.len()) - 1]
+    v.sort_by(f64::total_cmp);
+    v[(v.len() - 1) / 2]
 }
 
-fn report(label: &str, t: &Tally, took: f64) {
-    let (mut abs, mut rel, mut signed) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut beyond_right, mut beyond_wrong, mut never) = (0, 0, 0);
-    for &(at, e, id) in &t.estimates {
-        let actual = t.first_start.get(&id).copied();
-        match (e, actual) {
-            (Estimate::At(s), Some(a)) => {
-                abs.push((a - s).abs());
-                signed.push(a - s);
-                // Relative to the real wait (at least a minute).
-                rel.push(((a - s).abs() * 100) / (a - at).max(60));
+fn report(label: &str, samples: &[Sampled], first: &HashMap<JobId, i64>) {
+    let (mut waited, mut ranges, mut inside, mut bounds, mut bounds_held, mut beyond) =
+        (0, 0, 0, 0, 0, 0);
+    let mut widths = Vec::new();
+    let (mut early, mut late) = (0, 0);
+    for s in samples {
+        let Some(&actual) = first.get(&s.job) else {
+            continue;
+        };
+        let wait = actual - s.at;
+        if wait < 3600 {
+            continue;
+        }
+        waited += 1;
+        match s.estimate {
+            Estimate::Range {
+                earliest, latest, ..
+            } => {
+                ranges += 1;
+                if (earliest..=latest).contains(&actual) {
+                    inside += 1;
+                } else if actual < earliest {
+                    early += 1;
+                } else {
+                    late += 1;
+                }
+                widths.push((latest - earliest) as f64 / wait as f64);
             }
-            (Estimate::At(_), None) => never += 1,
-            (Estimate::NotWithin(end), Some(a)) if a > end => beyond_right += 1,
-            (Estimate::NotWithin(_), None) => beyond_right += 1,
-            (Estimate::NotWithin(_), Some(_)) => beyond_wrong += 1,
-            (Estimate::NotYet, _) => {}
+            Estimate::AtLeast { from, .. } => {
+                bounds += 1;
+                if actual >= from {
+                    bounds_held += 1;
+                }
+            }
+            Estimate::NotWithin(_) => beyond += 1,
+            Estimate::NotYet => {}
         }
     }
-    let h = |s: i64| shareq::duration::human(s * 1000);
-    let n = abs.len();
-    let within = |p: i64| rel.iter().filter(|&&r| r <= p).count() * 100 / n.max(1);
     println!(
-        "{label}: {} estimates in {took:.1} s; {n} with a start: |error| p50 {} p90 {} p99 {}, \
-         median signed error (actual - estimate) {}; relative to the real wait: p50 {} %, \
-         within 10 %: {} %, within 50 %: {} %; 'not within 7d': {beyond_right} right, {beyond_wrong} wrong; \
-         {never} estimated but never started in the window",
-        t.estimates.len(),
-        h(pct(&mut abs.clone(), 0.5)),
-        h(pct(&mut abs.clone(), 0.9)),
-        h(pct(&mut abs, 0.99)),
-        {
-            let m = pct(&mut signed, 0.5);
-            if m < 0 { format!("-{}", h(-m)) } else { h(m) }
-        },
-        pct(&mut rel.clone(), 0.5),
-        within(10),
-        within(50),
+        "{label}: {} sampled, {waited} waited ≥ 1 h: {ranges} ranges, true start inside {:.1} % \
+         ({early} started before, {late} after), median width / true wait {:.2}; \
+         {bounds} lower bounds ({bounds_held} held), {beyond} beyond 7 days",
+        samples.len(),
+        100.0 * inside as f64 / ranges.max(1) as f64,
+        median(&mut widths),
     );
 }
 
@@ -150,35 +117,48 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let jobs = env_num("SHAREQ_FORECAST_JOBS", 4000);
-    let every = env_num("SHAREQ_FORECAST_EVERY", 5).max(1);
+    let jobs = env_num("SHAREQ_FORECAST_JOBS", usize::MAX);
+    let every = env_num("SHAREQ_FORECAST_EVERY", 50).max(1) as u64;
     let tmp = tempfile::tempdir().expect("temp dir");
-    let path = philly::write_scenario(tmp.path(), "philly-8", false);
+    let path = philly::write_with_users(tmp.path(), "philly-8-users", None);
     let mut sc = Scenario::load(&path).expect("scenario loads");
     sc.trace.truncate(jobs);
     println!(
-        "Philly at 1/8, first {} jobs, estimates at every {every}th submission instant with a job left waiting",
+        "Philly at 1/8 with seeded users, {} jobs, every {every}th submission estimated",
         sc.trace.len()
     );
-    let t0 = Instant::now();
-    let typical = replay(&sc, every, true);
-    report(
-        "typical runtimes from history",
-        &typical,
-        t0.elapsed().as_secs_f64(),
-    );
-    for a in &mut sc.trace {
-        if let Action::Submit(s) = &mut a.action {
-            s.timeout_seconds = s.duration.map(|d| d as u64);
+    let cost_only = std::env::var_os("SHAREQ_FORECAST_COST_ONLY").is_some();
+    if !cost_only {
+        let t0 = Instant::now();
+        let (sampled, first) = replay(&sc, every);
+        println!(
+            "replay with {} predictors' estimates: {:.1} s",
+            PREDICTORS.len(),
+            t0.elapsed().as_secs_f64()
+        );
+        for ((_, label), samples) in PREDICTORS.iter().zip(&sampled) {
+            report(label, samples, &first);
         }
     }
-    let t0 = Instant::now();
-    let known = replay(&sc, every, false);
-    report(
-        "true run times (no arrivals known)",
-        &known,
-        t0.elapsed().as_secs_f64(),
+
+    // What `--estimates 50` costs a replay (SPEC §11's predictor only, as the CLI runs it).
+    let plain = Instant::now();
+    run(&sc, &mut std::io::sink(), Options::default()).expect("replay");
+    let plain = plain.elapsed().as_secs_f64();
+    let with = Instant::now();
+    let mut learner = Learner::new(50);
+    let mut n = 0usize;
+    let mut observe = |o: shareq::replay::Observation| {
+        n += learner.observe(&o).into_iter().flatten().count();
+    };
+    run_observed(&sc, &mut std::io::sink(), Options::default(), &mut observe).expect("replay");
+    println!(
+        "replay cost: {plain:.1} s plain, {:.1} s with --estimates 50 ({n} estimates)",
+        with.elapsed().as_secs_f64()
     );
+    if cost_only {
+        return;
+    }
 
     // The runtime side: a live-style scheduler (ms) with the whole trace submitted.
     let full = Scenario::load(&philly::data("philly.yaml")).expect("philly loads");
@@ -212,10 +192,14 @@ fn main() {
     let t = Instant::now();
     let est = forecast::estimate(s.clone(), 0, &runtimes);
     let est_ms = t.elapsed().as_secs_f64() * 1000.0;
-    let with_start = est.starts.iter().filter(|(_, e)| e.is_some()).count();
+    let with_start = est
+        .starts
+        .iter()
+        .filter(|(_, e)| matches!(e, forecast::Start::Range { .. }))
+        .count();
     println!(
         "live-style scheduler with {} queued and {} running: clone (on the runtime task) median {:.1} ms (min {:.1}, max {:.1}); \
-         one estimate of the whole queue (blocking pool) {est_ms:.0} ms, {with_start} starts within 7 days",
+         one estimate of the whole queue (blocking pool) {est_ms:.0} ms, {with_start} ranges within 7 days",
         s.queue_len(),
         s.jobs().filter(|j| j.is_holding()).count(),
         clones[2],

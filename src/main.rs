@@ -44,6 +44,10 @@ enum Command {
         /// With --summary: always the summary for people.
         #[arg(long)]
         text: bool,
+        /// Also estimate every N-th submitted job's start at its submission, as the live
+        /// forecast would from the replay's own past: one `estimated` line each (SPEC §11).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        estimates: Option<u64>,
     },
     /// Validate a config directory: print what it would apply (exit 0) or every error
     /// (exit 1).
@@ -295,12 +299,13 @@ fn main() -> ExitCode {
             summary,
             json,
             text,
+            estimates,
         } => {
             use std::io::IsTerminal;
             // SPEC §6: `--summary` adds a final summary line to the decisions; a person at
             // a terminal gets the summary in words instead (issue 46), unless --json.
             let human = summary && (text || (!json && std::io::stdout().is_terminal()));
-            shareq::cli::replay(&scenario, check, human, summary && !human)
+            shareq::cli::replay(&scenario, check, human, summary && !human, estimates)
         }
         Command::Check {
             dir,

@@ -228,7 +228,14 @@ pub fn jobs(args: &JobsArgs) -> Result<(), CliError> {
         table.row(v, now - v.started.unwrap_or(now), "", &detail);
     }
     for v in &j.queue {
-        table.row(v, now - v.submitted, &estimate_cell(v, now), &v.reason);
+        // A lower bound says which job of unknown end it rests on (SPEC §11).
+        let detail = match (v.estimate_kind, &v.estimate_note) {
+            (Some(crate::forecast::EstimateKind::LowerBound), Some(why)) => {
+                format!("{} (start: {why})", v.reason)
+            }
+            _ => v.reason.to_string(),
+        };
+        table.row(v, now - v.submitted, &estimate_cell(v, now), &detail);
     }
     for v in &j.pending {
         table.row(v, now - v.submitted, "after", &v.reason);
@@ -430,18 +437,33 @@ impl Table {
     }
 }
 
-/// A queued job's estimated start as the table shows it: `~in 12m05s` (the tilde marks
-/// an estimate), `>7d` (not within the forecast's horizon), `?` (not estimated yet).
+/// A queued job's estimated start as the table shows it (SPEC §11, the one formatter of
+/// `forecast::Estimate`): `14:32–18:10`, `14:32`, `≥ 14:32` (waits on an unknown end),
+/// `overdue`, `>7d` (not within the forecast's horizon), `?` (not estimated yet).
 fn estimate_cell(v: &JobView, now: i64) -> String {
-    use crate::forecast::Estimate;
-    let e = match (v.estimated_start, v.estimate_note.as_deref()) {
-        (Some(t), _) => Estimate::At(t),
-        (None, Some(n)) if n.starts_with("not within") => {
+    use crate::forecast::{Estimate, EstimateKind};
+    let e = match (
+        v.estimate_kind,
+        v.estimated_start_earliest,
+        v.estimated_start,
+        v.estimated_start_latest,
+    ) {
+        (Some(EstimateKind::LowerBound), Some(from), ..) => Estimate::AtLeast {
+            from,
+            why: v.estimate_note.clone().unwrap_or_default(),
+        },
+        (Some(EstimateKind::BeyondHorizon), ..) => {
+            let n = v.estimate_note.as_deref().unwrap_or("not within 7d");
             return format!(">{}", n.trim_start_matches("not within "));
         }
+        (Some(_), Some(earliest), Some(start), Some(latest)) => Estimate::Range {
+            earliest,
+            start,
+            latest,
+        },
         _ => Estimate::NotYet,
     };
-    e.label(now)
+    e.label(now, now, crate::forecast::local_utc_offset())
 }
 
 /// The jobs as the database of `state` holds them (no scheduler running).

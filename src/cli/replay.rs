@@ -1,18 +1,27 @@
-//! `shareq replay SCENARIO [--check] [--summary [--json]]`: the decisions as JSON lines
-//! (SPEC §6); `--summary` a summary for people instead ([`human`]); `--summary --json`
-//! the decisions and then the summary as one JSON line.
+//! `shareq replay SCENARIO [--check] [--summary [--json|--text]] [--estimates N]`: the
+//! decisions as JSON lines (SPEC §6), with a last summary line (`--summary` to a pipe, or
+//! `--json`) or a summary for people instead ([`human`]: at a terminal, or `--text`), and
+//! with `--estimates N` every N-th submitted job's start estimate (SPEC §11).
 
 use super::error::{CliError, ExitKind};
 use crate::duration;
-use crate::replay::{Options, Scenario, Summary, check, run};
+use crate::replay::{Options, Scenario, Summary, check, run, run_observed};
 use crate::visible::visible;
+use std::cell::RefCell;
 use std::io::Write;
 use std::path::Path;
 
 /// Exit 0 when the scenario ran (and its expectations hold with `--check`), 1 when a
 /// check failed, 2 when the scenario cannot be read. `human`: the summary for people
-/// only; `summary`: the decisions and the summary line.
-pub fn replay(path: &Path, with_check: bool, human: bool, summary: bool) -> Result<(), CliError> {
+/// only; `summary`: the decisions and the summary line. With `estimates: Some(n)`, every
+/// n-th submitted job also gets an `estimated` line at its submission (SPEC §11).
+pub fn replay(
+    path: &Path,
+    with_check: bool,
+    human: bool,
+    summary: bool,
+    estimates: Option<u64>,
+) -> Result<(), CliError> {
     let sc = match Scenario::load(path) {
         Ok(s) => s,
         Err(e) => {
@@ -29,7 +38,11 @@ pub fn replay(path: &Path, with_check: bool, human: bool, summary: bool) -> Resu
         summary: summary || human,
         keep_lines: with_check,
     };
-    let outcome = match run(&sc, &mut out, opts) {
+    let ran = match estimates {
+        None => run(&sc, &mut out, opts),
+        Some(n) => run_estimating(&sc, &mut out, opts, n),
+    };
+    let outcome = match ran {
         Ok(o) => o,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
         Err(e) => {
@@ -56,6 +69,57 @@ pub fn replay(path: &Path, with_check: bool, human: bool, summary: bool) -> Resu
         }
     }
     Ok(())
+}
+
+/// One writer shared by the replay and its observer (which writes the `estimated` lines).
+struct Shared<'a, W: Write>(&'a RefCell<W>);
+
+impl<W: Write> Write for Shared<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.borrow_mut().flush()
+    }
+}
+
+/// Run the scenario, estimating every `every`-th submitted job as the live forecast would
+/// from the replay's own past (`forecast::replayed`); each `estimated` line follows the
+/// lines of its submission instant.
+fn run_estimating<W: Write>(
+    sc: &Scenario,
+    out: &mut W,
+    opts: Options,
+    every: u64,
+) -> std::io::Result<crate::replay::Outcome> {
+    let cell = RefCell::new(out);
+    let mut learner = crate::forecast::replayed::Learner::new(every);
+    let mut pending: Vec<String> = Vec::new();
+    let mut failed: Option<std::io::Error> = None;
+    let write_pending = |pending: &mut Vec<String>, failed: &mut Option<std::io::Error>| {
+        for line in pending.drain(..) {
+            if failed.is_none()
+                && let Err(e) = writeln!(cell.borrow_mut(), "{line}")
+            {
+                *failed = Some(e);
+            }
+        }
+    };
+    let outcome = {
+        let mut observe = |o: crate::replay::Observation| {
+            // The lines of the instant before are written by now.
+            write_pending(&mut pending, &mut failed);
+            for s in learner.observe(&o).into_iter().flatten() {
+                pending.push(s.line(o.sched));
+            }
+        };
+        run_observed(sc, &mut Shared(&cell), opts, &mut observe)?
+    };
+    write_pending(&mut pending, &mut failed);
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(outcome),
+    }
 }
 
 /// GPU time as people read it: `41s`, `3m12s`, `2h05m` (GPU-seconds in).

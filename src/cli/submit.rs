@@ -44,6 +44,10 @@ pub struct SubmitArgs {
     /// attempt has not reported for twice that long.
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse_seconds)]
     pub checkpoint_every: Option<u64>,
+    /// How long you expect the job to run (90, 20s, 30m, 2h30m, 1d): start estimates of
+    /// the jobs behind it use it instead of the history (SPEC §11). Scheduling does not.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse_seconds)]
+    pub expect: Option<u64>,
     /// An environment variable for the job, K=V (repeatable).
     #[arg(long = "env", value_name = "K=V")]
     pub env: Vec<String>,
@@ -143,6 +147,7 @@ impl SubmitArgs {
                 .collect::<Result<_, _>>()?,
             array_properties: self.array.map(|size| ArrayProperties { size }),
             checkpoint_every_seconds: self.checkpoint_every,
+            expected_runtime_seconds: self.expect,
         })
     }
 }
@@ -361,7 +366,13 @@ fn predict(args: &SubmitArgs, spec: JobSpec) -> Result<(), CliError> {
     }
     println!("{}: {}", p.verdict.label(), crate::visible::visible(&p.why));
     if let Some(e) = p.estimate() {
-        println!("start (estimate): {}", e.label(p.at));
+        println!(
+            "start (estimate): {}",
+            e.label(p.at, p.at, crate::forecast::local_utc_offset())
+        );
+        if let crate::forecast::Estimate::AtLeast { why, .. } = &e {
+            println!("  a lower bound: {}", crate::visible::visible(why));
+        }
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! read what the core did (started, borrowed, preempted for it, or why it waits); when it
 //! does not start at once, run the copy forward for its estimated start.
 
-use super::{Estimate, HORIZON_SECONDS, Runtimes};
+use super::{Estimate, EstimateKind, HORIZON_SECONDS, Runtimes};
 use crate::model::JobSpec;
 use crate::sched::{Event, Sched, Time};
 use serde::{Deserialize, Serialize};
@@ -37,15 +37,28 @@ impl Verdict {
 }
 
 /// A prediction: the verdict, the core's own words, and (when it does not start at once)
-/// the estimated start.
+/// the estimated start, as the queue's estimates say it (SPEC §11: a range, a lower bound
+/// or beyond the horizon).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Prediction {
     pub verdict: Verdict,
     pub why: String,
-    /// The estimated start (driver instants), `None` when it starts now, is rejected, or
-    /// would not start within the horizon (see `beyond`).
+    /// The estimated start in the median run (driver instants; for a lower bound: the
+    /// bound), `None` when it starts now, is rejected, or would not start within the
+    /// horizon (see `beyond`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<Time>,
+    /// The range's ends (a lower bound has `earliest` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earliest: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest: Option<Time>,
+    /// `range`, `lower_bound` or `beyond_horizon`, when it does not start at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<EstimateKind>,
+    /// A lower bound's reason: the job of unknown end it waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_on: Option<String>,
     /// It would not start within the horizon ending at this instant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub beyond: Option<Time>,
@@ -56,9 +69,19 @@ pub struct Prediction {
 impl Prediction {
     /// The estimated start as the forecast says it.
     pub fn estimate(&self) -> Option<Estimate> {
-        match (self.start, self.beyond) {
-            (Some(t), _) => Some(Estimate::At(t)),
-            (None, Some(end)) => Some(Estimate::NotWithin(end)),
+        match (self.kind?, self.earliest, self.start, self.latest) {
+            (EstimateKind::Range, Some(earliest), Some(start), Some(latest)) => {
+                Some(Estimate::Range {
+                    earliest,
+                    start,
+                    latest,
+                })
+            }
+            (EstimateKind::LowerBound, Some(from), ..) => Some(Estimate::AtLeast {
+                from,
+                why: self.waits_on.clone().unwrap_or_default(),
+            }),
+            (EstimateKind::BeyondHorizon, ..) => self.beyond.map(Estimate::NotWithin),
             _ => None,
         }
     }
@@ -71,6 +94,10 @@ pub fn predict(mut sched: Sched, spec: JobSpec, now: Time, runtimes: &Runtimes) 
         verdict: Verdict::Reject,
         why: String::new(),
         start: None,
+        earliest: None,
+        latest: None,
+        kind: None,
+        waits_on: None,
         beyond: None,
         at: now,
     };
@@ -122,18 +149,16 @@ pub fn predict(mut sched: Sched, spec: JobSpec, now: Time, runtimes: &Runtimes) 
         out.verdict = Verdict::Preempt;
         out.why = format!("preempts {} (up to {grace}s grace)", victims.join("; "));
     }
-    let mut start = None;
-    let copy = super::run(sched, now, runtimes, HORIZON_SECONDS, &mut |o| {
-        if start.is_none() {
-            start = o.events.iter().find_map(|e| match e {
-                Event::Started { job, .. } if *job == id => Some(o.t),
-                _ => None,
-            });
-        }
-    });
-    out.start = start;
-    if start.is_none() {
-        out.beyond = Some(now.saturating_add(HORIZON_SECONDS * copy.ticks_per_second()));
+    let est = super::estimate::estimate_within(sched, now, runtimes, HORIZON_SECONDS);
+    let e = est.of(id);
+    out.kind = e.kind(now);
+    out.start = e.start();
+    out.earliest = e.earliest();
+    out.latest = e.latest();
+    match e {
+        Estimate::AtLeast { why, .. } => out.waits_on = Some(why),
+        Estimate::NotWithin(end) => out.beyond = Some(end),
+        _ => {}
     }
     out
 }

@@ -1,101 +1,238 @@
-//! Typical runtimes learned from the history (SPEC §11): per share, the run times of
-//! recent attempts that ended by themselves. A running job is expected to run for the
-//! median of the attempts that ran at least as long as it has so far (it has already
-//! outlived the shorter ones), and a job not started yet for the share's median. A share
-//! with no history borrows the whole machine's; with no history at all, a job without a
-//! timeout has no known end.
+//! Run-time predictions from the history (SPEC §11): the past attempts, grouped by user and
+//! share, and the 25th, 50th and 75th percentile of how long an attempt that has run so
+//! far runs in all (Kaplan–Meier, `forecast::km`: preempted attempts are censored). The
+//! sources, in order: the user's own attempts in the share, then the share's (at least
+//! [`MIN_SAMPLES`] each that ran at least as long). A job's declared runtime and its
+//! timeout come before and after these (`forecast::attempt_ticks`).
 
+use super::km::{self, RunTime};
 use std::collections::HashMap;
 
 /// How many recent attempts the history lends the forecast.
 pub const LEARNED_FROM: usize = 5_000;
 
-/// Run times in ms, sorted, per share and over all shares.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// A source needs this many attempts that ran at least as long as the job has.
+pub const MIN_SAMPLES: usize = 3;
+
+/// One past attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sample {
+    pub user: String,
+    pub share: String,
+    /// GPUs it held (for the size-class predictor the calibration compares).
+    pub gpus: u32,
+    pub ms: i64,
+    /// Ended by preemption: it ran at least `ms`.
+    pub censored: bool,
+}
+
+/// A finished attempt of `share` by nobody in particular, `ms` long.
+impl From<(String, i64)> for Sample {
+    fn from((share, ms): (String, i64)) -> Sample {
+        Sample {
+            user: String::new(),
+            share,
+            gpus: 1,
+            ms,
+            censored: false,
+        }
+    }
+}
+
+/// Which history a prediction reads (SPEC §11's is [`Predictor::User`]; the others are
+/// what the calibration compares it with, docs/SEMANTICS.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Predictor {
+    /// The user's own attempts in the share, then the share's.
+    #[default]
+    User,
+    /// The share's attempts only.
+    Share,
+    /// The share's attempts of the same size class (1, 2–4, 5–8, ≥ 9 GPUs), then the
+    /// share's.
+    SizeClass,
+}
+
+/// The size class of a job of `gpus` GPUs: 1, 2–4, 5–8, ≥ 9.
+fn class(gpus: u32) -> u8 {
+    match gpus {
+        0 | 1 => 0,
+        2..=4 => 1,
+        5..=8 => 2,
+        _ => 3,
+    }
+}
+
+/// The history's run times, sorted, per (user, share), per share and per (share, class),
+/// with the percentiles of a job not started yet (run 0) worked out once.
+#[derive(Debug, Clone, Default)]
 pub struct Runtimes {
-    per_share: HashMap<String, Vec<i64>>,
-    all: Vec<i64>,
+    by_user: HashMap<(String, String), Group>,
+    by_share: HashMap<String, Group>,
+    by_class: HashMap<(String, u8), Group>,
+    predictor: Predictor,
+    len: usize,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Group {
+    runs: Vec<RunTime>,
+    fresh: Option<[i64; 3]>,
+}
+
+impl Group {
+    fn seal(&mut self) {
+        km::sort(&mut self.runs);
+        self.fresh = km::quantiles(&self.runs, 0, MIN_SAMPLES);
+    }
+
+    fn predict(&self, elapsed: i64) -> Option<[i64; 3]> {
+        if elapsed <= 0 {
+            return self.fresh;
+        }
+        km::quantiles(&self.runs, elapsed, MIN_SAMPLES)
+    }
 }
 
 impl Runtimes {
-    /// From (share, ms) samples.
-    pub fn from_samples(samples: impl IntoIterator<Item = (String, i64)>) -> Runtimes {
+    /// From past attempts.
+    pub fn from_samples<S: Into<Sample>>(samples: impl IntoIterator<Item = S>) -> Runtimes {
         let mut r = Runtimes::default();
-        for (share, ms) in samples {
-            let ms = ms.max(0);
-            r.per_share.entry(share).or_default().push(ms);
-            r.all.push(ms);
+        for s in samples {
+            let s: Sample = s.into();
+            let run = RunTime {
+                ms: s.ms.max(0),
+                censored: s.censored,
+            };
+            r.by_user
+                .entry((s.user, s.share.clone()))
+                .or_default()
+                .runs
+                .push(run);
+            r.by_class
+                .entry((s.share.clone(), class(s.gpus)))
+                .or_default()
+                .runs
+                .push(run);
+            r.by_share.entry(s.share).or_default().runs.push(run);
+            r.len += 1;
         }
-        for v in r.per_share.values_mut() {
-            v.sort_unstable();
+        for g in r
+            .by_user
+            .values_mut()
+            .chain(r.by_share.values_mut())
+            .chain(r.by_class.values_mut())
+        {
+            g.seal();
         }
-        r.all.sort_unstable();
         r
     }
 
-    /// The share's typical runtime (ms), if the history knows one.
-    pub fn typical(&self, share: &str) -> Option<i64> {
-        median_from(self.samples(share), 0)
+    /// The same history read by another predictor.
+    pub fn with_predictor(mut self, p: Predictor) -> Runtimes {
+        self.predictor = p;
+        self
     }
 
-    /// How long an attempt of `share` that has run `elapsed` ms runs in all (ms): the
-    /// median of the share's attempts that ran at least as long (its typical remaining
-    /// time is this minus `elapsed`); `None` when no attempt of the history ran that long.
-    pub fn typical_total(&self, share: &str, elapsed: i64) -> Option<i64> {
-        median_from(self.samples(share), elapsed).map(|m| m.max(elapsed))
+    /// How long in all (ms) an attempt of `user`'s in `share` on `gpus` GPUs that has run
+    /// `elapsed` ms runs: the 25th, 50th and 75th percentile (each at least `elapsed`), or
+    /// `None` when no source has enough attempts that ran that long.
+    pub fn predict(&self, user: &str, share: &str, gpus: u32, elapsed: i64) -> Option<[i64; 3]> {
+        let first = match self.predictor {
+            Predictor::User => self
+                .by_user
+                .get(&(user.to_string(), share.to_string()))
+                .and_then(|g| g.predict(elapsed)),
+            Predictor::SizeClass => self
+                .by_class
+                .get(&(share.to_string(), class(gpus)))
+                .and_then(|g| g.predict(elapsed)),
+            Predictor::Share => None,
+        };
+        first
+            .or_else(|| self.by_share.get(share).and_then(|g| g.predict(elapsed)))
+            .map(|q| q.map(|t| t.max(elapsed)))
     }
 
-    /// How long an attempt of `share` that has run `elapsed` ms runs in all (ms).
-    pub fn expected_total(&self, share: &str, elapsed: i64) -> Option<i64> {
-        let v = self.samples(share);
-        if v.is_empty() {
-            return None;
-        }
-        Some(median_from(v, elapsed).unwrap_or(elapsed).max(elapsed))
-    }
-
-    fn samples(&self, share: &str) -> &[i64] {
-        match self.per_share.get(share) {
-            Some(v) if !v.is_empty() => v,
-            _ => &self.all,
-        }
+    /// How many attempts it learned from.
+    pub fn len(&self) -> usize {
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.all.is_empty()
+        self.len == 0
     }
-}
-
-/// The median of the sorted samples that are at least `at_least`.
-fn median_from(sorted: &[i64], at_least: i64) -> Option<i64> {
-    let from = sorted.partition_point(|&x| x < at_least);
-    let rest = &sorted[from..];
-    if rest.is_empty() {
-        return None;
-    }
-    Some(rest[(rest.len() - 1) / 2])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn s(user: &str, share: &str, ms: i64, censored: bool) -> Sample {
+        Sample {
+            user: user.to_string(),
+            share: share.to_string(),
+            gpus: 1,
+            ms,
+            censored,
+        }
+    }
+
     #[test]
-    fn medians_per_share_conditional_and_fallback() {
+    fn the_users_own_history_then_the_shares_never_another_shares() {
         let r = Runtimes::from_samples([
-            ("a".to_string(), 10),
-            ("a".to_string(), 20),
-            ("a".to_string(), 300),
-            ("b".to_string(), 1000),
+            s("ann", "a", 10, false),
+            s("ann", "a", 20, false),
+            s("ann", "a", 30, false),
+            s("ann", "a", 40, false),
+            s("bob", "a", 1000, false),
+            s("bob", "a", 2000, false),
+            s("bob", "b", 5, false),
         ]);
-        assert_eq!(r.typical("a"), Some(20));
-        assert_eq!(r.expected_total("a", 0), Some(20));
-        // Outlived 10 and 20: the remaining sample says 300.
-        assert_eq!(r.expected_total("a", 25), Some(300));
-        // Longer than every sample: expected to end now.
-        assert_eq!(r.expected_total("a", 400), Some(400));
-        // No history of its own: the whole machine's.
-        assert_eq!(r.typical("c"), Some(20));
-        assert_eq!(Runtimes::default().expected_total("a", 5), None);
+        // Ann has 4 of her own: hers.
+        assert_eq!(r.predict("ann", "a", 1, 0), Some([10, 20, 30]));
+        // Bob has only 2 in a: the share's 6.
+        assert_eq!(r.predict("bob", "a", 1, 0), Some([20, 30, 1000]));
+        // Having run 35, Ann has one left above it (fewer than 3): the share's 3.
+        assert_eq!(r.predict("ann", "a", 1, 35), Some([40, 1000, 2000]));
+        // Share b has 1 attempt, share c none: no prediction (no whole-machine fallback).
+        assert_eq!(r.predict("bob", "b", 1, 0), None);
+        assert_eq!(r.predict("bob", "c", 1, 0), None);
+        // Having outlived the whole history: none either.
+        assert_eq!(r.predict("ann", "a", 1, 3000), None);
+        // The share-only predictor skips Ann's own.
+        let share = r.clone().with_predictor(Predictor::Share);
+        assert_eq!(share.predict("ann", "a", 1, 0), Some([20, 30, 1000]));
+    }
+
+    #[test]
+    fn preempted_attempts_are_censored() {
+        let r = Runtimes::from_samples([
+            s("ann", "a", 10, false),
+            s("ann", "a", 20, true),
+            s("ann", "a", 20, true),
+            s("ann", "a", 100, false),
+        ]);
+        assert_eq!(r.predict("ann", "a", 1, 0), Some([10, 100, 100]));
+    }
+
+    #[test]
+    fn size_classes_keep_big_jobs_apart() {
+        let mut v = Vec::new();
+        for ms in [10, 20, 30] {
+            v.push(Sample {
+                gpus: 1,
+                ..s("x", "a", ms, false)
+            });
+            v.push(Sample {
+                gpus: 8,
+                ..s("x", "a", ms * 100, false)
+            });
+        }
+        let r = Runtimes::from_samples(v).with_predictor(Predictor::SizeClass);
+        assert_eq!(r.predict("y", "a", 1, 0), Some([10, 20, 30]));
+        assert_eq!(r.predict("y", "a", 6, 0), Some([1000, 2000, 3000]));
+        // No class of its own (16 GPUs): the share's.
+        assert_eq!(r.predict("y", "a", 16, 0), Some([20, 30, 2000]));
     }
 }

@@ -245,16 +245,42 @@ pub struct JobView {
     /// Who submitted it (SPEC §9); `None` only for jobs stored before shareq knew.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitter: Option<Arc<Submitter>>,
-    /// Queued jobs in a `jobs` answer: the forecast's estimated start (ms; SPEC §11),
-    /// absent when none is estimated (see `estimateNote`).
+    /// Queued jobs in a `jobs` answer: the forecast's estimated start (ms; SPEC §11: the
+    /// median run's, or a lower bound), absent when none is estimated (see
+    /// `estimateNote`).
     #[serde(
         rename = "estimatedStart",
         default,
         skip_serializing_if = "Option::is_none"
     )]
     pub estimated_start: Option<i64>,
-    /// Queued jobs in a `jobs` answer: `estimate` (a start was estimated), `not within 7d`
-    /// or `not estimated yet`.
+    /// Queued jobs in a `jobs` answer: the estimate's earliest start (ms: the 25th
+    /// percentile run's, or the lower bound).
+    #[serde(
+        rename = "estimatedStartEarliest",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub estimated_start_earliest: Option<i64>,
+    /// Queued jobs in a `jobs` answer: the estimate's latest start (ms: the 75th
+    /// percentile run's); a lower bound has none.
+    #[serde(
+        rename = "estimatedStartLatest",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub estimated_start_latest: Option<i64>,
+    /// Queued jobs in a `jobs` answer: `range`, `lower_bound`, `beyond_horizon` or
+    /// `overdue` (absent: not estimated yet).
+    #[serde(
+        rename = "estimateKind",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub estimate_kind: Option<crate::forecast::EstimateKind>,
+    /// Queued jobs in a `jobs` answer: `estimate` (a range), the job of unknown end a
+    /// lower bound waits on (`job 7 (qs1) has no run-time history`), `not within 7d` or
+    /// `not estimated yet`.
     #[serde(
         rename = "estimateNote",
         default,
@@ -915,18 +941,20 @@ impl Snapshot {
     pub fn queued_row(&self, j: &JobView) -> JobView {
         use crate::forecast::Estimate;
         let mut v = self.resolved(j);
-        let (start, note) = match self.estimate(j.id) {
-            Estimate::At(t) => (Some(t), "estimate".to_string()),
-            Estimate::NotWithin(end) => (
-                None,
-                format!(
-                    "not within {}",
-                    crate::duration::short(end - self.estimates.computed_at)
-                ),
+        let e = self.estimate(j.id);
+        let note = match &e {
+            Estimate::Range { .. } => "estimate".to_string(),
+            Estimate::AtLeast { why, .. } => why.clone(),
+            Estimate::NotWithin(end) => format!(
+                "not within {}",
+                crate::duration::short(end - self.estimates.computed_at)
             ),
-            Estimate::NotYet => (None, "not estimated yet".to_string()),
+            Estimate::NotYet => "not estimated yet".to_string(),
         };
-        v.estimated_start = start;
+        v.estimated_start = e.start();
+        v.estimated_start_earliest = e.earliest();
+        v.estimated_start_latest = e.latest();
+        v.estimate_kind = e.kind(self.at);
         v.estimate_note = Some(note);
         if let Some(u) = self.fair_standing(j) {
             v.fair_share_delay_seconds = Some(u.delay_seconds.round() as i64);
@@ -1109,6 +1137,9 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
         nominated: j.is_nominated(),
         submitter: j.spec.submitter.clone(),
         estimated_start: None,
+        estimated_start_earliest: None,
+        estimated_start_latest: None,
+        estimate_kind: None,
         estimate_note: None,
         fair_share_delay_seconds: None,
         user_usage_gpu_seconds: None,

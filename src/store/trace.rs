@@ -8,20 +8,36 @@ use crate::sched::Time;
 use rusqlite::params;
 
 impl Store {
-    /// Run times (ms) of the latest `limit` attempts that ended by themselves (succeeded or
-    /// a non-zero exit), newest first, with their share.
-    pub fn attempt_runtimes(&self, limit: usize) -> Result<Vec<(String, i64)>, StoreError> {
+    /// The latest `limit` attempts that ended by themselves (succeeded or a non-zero exit)
+    /// or by preemption (their outcome is the preemption's reason), newest first: their user, share, GPUs and run time (ms), a
+    /// preempted one censored (it ran at least that long, SPEC §11).
+    pub fn attempt_runtimes(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<crate::forecast::Sample>, StoreError> {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT j.share, a.ended_at - a.started_at FROM attempts a
+                "SELECT coalesce(json_extract(j.spec, '$.submitter.name'), ''), j.share,
+                    j.quantity, a.ended_at - a.started_at,
+                    a.outcome NOT IN ('SUCCEEDED', 'NON_ZERO_EXIT')
+                 FROM attempts a
                  JOIN jobs j ON j.id = a.job
-                 WHERE a.ended_at IS NOT NULL AND a.outcome IN ('SUCCEEDED', 'NON_ZERO_EXIT')
+                 WHERE a.ended_at IS NOT NULL AND a.started_at IS NOT NULL
+                   AND a.outcome NOT IN ('CANCELLED', 'TIMEOUT', 'RELEASED', 'LOST_ON_RESTART')
                  ORDER BY a.ended_at DESC LIMIT ?1",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map([limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map([limit as i64], |r| {
+                Ok(crate::forecast::Sample {
+                    user: r.get(0)?,
+                    share: r.get(1)?,
+                    gpus: r.get(2)?,
+                    ms: r.get(3)?,
+                    censored: r.get(4)?,
+                })
+            })
             .map_err(|e| self.err(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }

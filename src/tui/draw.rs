@@ -190,7 +190,7 @@ pub fn render(f: &mut Frame, app: &App) {
                 .as_ref()
                 .filter(|(k, _)| *k == key)
                 .map(|(_, p)| p);
-            submit::render(f, area, form, &app.snap, pred, t)
+            submit::render(f, area, form, &app.snap, pred, app.utc_offset_secs, t)
         }
         Mode::ConfirmCancel { question, .. } => confirm::render_cancel(f, area, question, t),
         Mode::Priority { job, name, input } => {

@@ -70,30 +70,95 @@ fn estimates_follow_timeouts_and_match_what_happens() {
 }
 
 #[test]
-fn typical_runtimes_stand_in_for_missing_timeouts_and_unknown_ends_say_so() {
+fn history_gives_ranges_and_unknown_ends_give_lower_bounds() {
     let mut d = Driver::new(AWS_CONFIG, "aws").unwrap();
-    submit(&mut d, spec("a", "qs3", 1, 0, None), NOW);
+    let a = submit(&mut d, spec("a", "qs3", 1, 0, None), NOW);
     let w = submit(&mut d, spec("w", "qs3", 1, 0, None), NOW);
-    // No history and no timeout: the running job has no known end.
+    // No history and no timeout: a's end is unknown, so w's start is only a lower bound,
+    // naming a; never `>7d` for that reason alone (SPEC §11).
     let none = forecast::estimate(d.sched.clone(), NOW, &Runtimes::default());
-    assert!(
-        matches!(none.of(w), Estimate::NotWithin(_)),
-        "{:?}",
-        none.of(w)
+    let Estimate::AtLeast { from, why } = none.of(w) else {
+        panic!("a lower bound: {:?}", none.of(w));
+    };
+    assert_eq!(from, NOW + 1, "not before a could end");
+    assert_eq!(why, format!("job {a} (qs3) has no run-time history"));
+    assert!(none.of(w).label(NOW, NOW, 0).starts_with("≥ "));
+    assert_eq!(
+        none.of(w).kind(NOW),
+        Some(forecast::EstimateKind::LowerBound)
     );
-    assert!(none.of(w).label(NOW).starts_with('>'));
-    // qs3's attempts typically run 60 s: a (started at NOW) ends at NOW + 60 s.
-    let r = Runtimes::from_samples([
-        ("qs3".to_string(), 30_000),
-        ("qs3".to_string(), 60_000),
-        ("qs3".to_string(), 90_000),
-    ]);
+    // qs3's attempts ran 30 s to 120 s: a (started at NOW) ends between its p25 and p75.
+    let r = Runtimes::from_samples([30, 60, 90, 100, 120].map(|s| ("qs3".to_string(), s * 1000)));
     let est = forecast::estimate(d.sched.clone(), NOW + 10 * S, &r);
-    assert_eq!(est.of(w), Estimate::At(NOW + 60 * S));
-    assert_eq!(est.of(w).label(NOW + 10 * S), "~in 50s");
-    // Having outlived 30 s and 60 s, a is expected to run 90 s.
+    assert_eq!(
+        est.of(w),
+        Estimate::Range {
+            earliest: NOW + 60 * S,
+            start: NOW + 90 * S,
+            latest: NOW + 100 * S
+        }
+    );
+    // Having outlived 30 s and 60 s, a is predicted from the three that ran longer.
     let est = forecast::estimate(d.sched.clone(), NOW + 70 * S, &r);
-    assert_eq!(est.of(w), Estimate::At(NOW + 90 * S));
+    assert_eq!(
+        est.of(w),
+        Estimate::Range {
+            earliest: NOW + 90 * S,
+            start: NOW + 100 * S,
+            latest: NOW + 120 * S
+        }
+    );
+    // Past all but one of them: no source but the timeout, and a has none: a lower bound.
+    let est = forecast::estimate(d.sched.clone(), NOW + 110 * S, &r);
+    assert!(
+        matches!(est.of(w), Estimate::AtLeast { .. }),
+        "{:?}",
+        est.of(w)
+    );
+    // A declared runtime comes first, while the job has run less.
+    let mut e = d.sched.clone();
+    let x = e.submit(
+        JobSpec {
+            expected_runtime_seconds: Some(40),
+            ..spec("x", "qs3", 1, 0, None)
+        },
+        NOW + 10 * S,
+    );
+    let x = x.unwrap();
+    let est = forecast::estimate(e, NOW + 10 * S, &r);
+    // w starts when a ends (60–100 s), then x after w: w's own prediction is the share's.
+    let Estimate::Range { earliest, .. } = est.of(x) else {
+        panic!("{:?}", est.of(x));
+    };
+    assert_eq!(
+        earliest,
+        NOW + 120 * S,
+        "a's p25 end (60 s) + w's p25 run (60 s)"
+    );
+}
+
+#[test]
+fn a_declared_runtime_predicts_the_running_job_until_it_has_run_that_long() {
+    let mut d = Driver::new(AWS_CONFIG, "aws").unwrap();
+    let a = JobSpec {
+        expected_runtime_seconds: Some(40),
+        ..spec("a", "qs3", 1, 0, Some(300))
+    };
+    submit(&mut d, a, NOW);
+    let w = submit(&mut d, spec("w", "qs3", 1, 0, None), NOW);
+    let est = forecast::estimate(d.sched.clone(), NOW + 10 * S, &Runtimes::default());
+    let at = NOW + 40 * S;
+    assert_eq!(
+        est.of(w),
+        Estimate::Range {
+            earliest: at,
+            start: at,
+            latest: at
+        }
+    );
+    // Run past it: the timeout (the only other source) says when.
+    let est = forecast::estimate(d.sched.clone(), NOW + 50 * S, &Runtimes::default());
+    assert_eq!(est.of(w).start(), Some(NOW + 300 * S));
 }
 
 /// Predict, then submit the same job to the real scheduler and check what happened.

@@ -41,12 +41,17 @@ fn a_queued_job_starts_when_its_estimate_said() {
         row["estimatedStart"].is_i64()
     });
     assert_eq!(row["estimateNote"], "estimate", "{row}");
+    assert_eq!(row["estimateKind"], "range", "{row}");
     let est = row["estimatedStart"].as_i64().unwrap();
     assert_eq!(est, a_started + 12_000, "a's timeout ends it: {row}");
+    // A timeout is the same number at every percentile: one time.
+    assert_eq!(row["estimatedStartEarliest"], est, "{row}");
+    assert_eq!(row["estimatedStartLatest"], est, "{row}");
     let table = String::from_utf8_lossy(&s.cli(&["jobs"]).stdout).to_string();
+    let clock = shareq::forecast::estimate::clock(est, est, shareq::forecast::local_utc_offset());
     assert!(
-        table.contains("START(EST)") && table.contains("~in "),
-        "{table}"
+        table.contains("START(EST)") && table.contains(&clock),
+        "{clock}: {table}"
     );
     let started = s.wait_state(b, "RUNNING", 30)["started"].as_i64().unwrap();
     // The stop after the timeout takes a moment (SIGTERM, the release, the next pass).
@@ -55,6 +60,94 @@ fn a_queued_job_starts_when_its_estimate_said() {
         "estimated {est}, started {started} ({} ms off)",
         started - est
     );
+}
+
+/// SPEC §11 on a live scheduler: a few short jobs make a history; then a job declared with
+/// `--expect` holds the GPU, and the job queued behind it gets a range that holds its real
+/// start (within 2 s) and never reads `overdue` while the job ahead runs. A job queued
+/// behind one whose end nobody knows (no history in its share, no timeout, nothing
+/// declared) reads `≥` with the reason naming that job.
+#[test]
+fn a_range_holds_the_real_start_and_an_unknown_end_gives_a_lower_bound() {
+    let s = Server::start(&config(
+        2,
+        2,
+        &format!(
+            "{}---\n{}",
+            share("team", 1, "RESERVE", false),
+            share("other", 1, "RESERVE", false)
+        ),
+    ));
+    // History: three short attempts in team.
+    let mut last = 0;
+    for _ in 0..3 {
+        last = s.submit(&["--share", "team"], &["sleep 0.3"]);
+    }
+    s.wait_state(last, "SUCCEEDED", 30);
+    let a = s.submit(&["--share", "team", "--expect", "6s"], &["sleep 6"]);
+    let a_started = s.wait_state(a, "RUNNING", 20)["started"].as_i64().unwrap();
+    let w = s.submit(&["--share", "team"], &["sleep 0.3"]);
+    let mut first: Option<Value> = None;
+    let mut kinds = Vec::new();
+    let t0 = std::time::Instant::now();
+    let started = loop {
+        assert!(t0.elapsed().as_secs() < 40, "w never started: {kinds:?}");
+        let v = s.job(w);
+        if v["state"] != "RUNNABLE" {
+            let v = s.wait_state(w, "RUNNING", 20);
+            break v["started"].as_i64().unwrap();
+        }
+        let row = queued(&s, w);
+        if let Some(k) = row["estimateKind"].as_str() {
+            if kinds.last().map(String::as_str) != Some(k) {
+                kinds.push(k.to_string());
+            }
+            // Until a is over, the estimate never says overdue.
+            if s.state_of(a) == "RUNNING" {
+                assert_ne!(k, "overdue", "{row}; kinds so far {kinds:?}");
+            }
+            if first.is_none() && k == "range" {
+                first = Some(row);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let first = first.unwrap_or_else(|| panic!("no range for w: {kinds:?}"));
+    let (lo, hi) = (
+        first["estimatedStartEarliest"].as_i64().unwrap(),
+        first["estimatedStartLatest"].as_i64().unwrap(),
+    );
+    assert_eq!(lo, a_started + 6_000, "a's declared runtime: {first}");
+    assert!(
+        lo - 2_000 <= started && started <= hi + 2_000,
+        "range {lo}..{hi}, started {started}: {first}"
+    );
+    // Behind a job with no known end: a lower bound naming it, never `>7d`.
+    let u = s.submit(&["--share", "other"], &["sleep 60"]);
+    s.wait_state(u, "RUNNING", 20);
+    let v = s.submit(&["--share", "other"], &["true"]);
+    let mut row = Value::Null;
+    wait_for(15, "a lower bound for v", || {
+        row = queued(&s, v);
+        row["estimateKind"] == "lower_bound"
+    });
+    assert_eq!(
+        row["estimateNote"],
+        format!("job {u} (other) has no run-time history"),
+        "{row}"
+    );
+    assert!(row["estimatedStartEarliest"].is_i64(), "{row}");
+    assert!(row["estimatedStartLatest"].is_null(), "{row}");
+    let table = String::from_utf8_lossy(&s.cli(&["jobs"]).stdout).to_string();
+    let line = table
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{v} ")))
+        .unwrap_or_default();
+    assert!(
+        line.contains("≥ ") && line.contains(&format!("job {u} (other)")),
+        "{table}"
+    );
+    assert!(!line.contains(">7d"), "{line}");
 }
 
 #[test]

@@ -593,8 +593,15 @@ print(json.dumps({"answer": answer, "fields": fields, "queued": queued}))
     for v in [&mut api, &mut cli] {
         for j in v["queue"].as_array_mut().unwrap() {
             let o = j.as_object_mut().unwrap();
-            o.remove("estimatedStart");
-            o.remove("estimateNote");
+            for k in [
+                "estimatedStart",
+                "estimatedStartEarliest",
+                "estimatedStartLatest",
+                "estimateKind",
+                "estimateNote",
+            ] {
+                o.remove(k);
+            }
         }
     }
     assert_eq!(api, cli, "the CLI's --json and the client's answer differ");
@@ -938,4 +945,42 @@ print(json.dumps({{"id": job.id, "outside": outside, "forged": forged, "long": l
     let j = s.job(id);
     assert_eq!(j["lastCheckpoint"], stored, "{j}");
     assert!(s.cli(&["cancel", &id.to_string()]).status.success());
+}
+
+/// `submit(expect=...)` declares the job's runtime (SPEC §11): the job queued behind it is
+/// estimated to start when that runtime is over, a range of one instant, which the client
+/// reads as `estimated_start_earliest`/`_latest` and `estimate_kind`.
+#[test]
+fn a_declared_runtime_from_python_sets_the_estimate_of_the_job_behind() {
+    let py = needs_python!();
+    let s = Server::start(&config(1, 1, &share("qs1", 1, "RESERVE", false)));
+    let r = run_py(
+        &py,
+        &s,
+        r#"
+import json, time, shareq
+c = shareq.Client()
+a = c.submit(share="qs1", command="sleep 30", expect=20)
+while c.job(a.id).started is None:
+    time.sleep(0.05)
+b = c.submit(share="qs1", command="true")
+for _ in range(200):
+    j = c.job(b.id)
+    if j.estimate_kind is not None:
+        break
+    time.sleep(0.1)
+started = c.job(a.id).started
+print(json.dumps({
+    "a_started": int(started.timestamp() * 1000 + 0.5),
+    "kind": j.estimate_kind,
+    "earliest": j.estimated_start_earliest and int(j.estimated_start_earliest.timestamp() * 1000 + 0.5),
+    "latest": j.estimated_start_latest and int(j.estimated_start_latest.timestamp() * 1000 + 0.5),
+}))
+c.cancel(a.id)
+"#,
+    );
+    let at = r["a_started"].as_i64().unwrap() + 20_000;
+    assert_eq!(r["kind"], "range", "{r}");
+    assert_eq!(r["earliest"], at, "{r}");
+    assert_eq!(r["latest"], at, "{r}");
 }

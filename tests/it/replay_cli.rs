@@ -268,3 +268,99 @@ fn the_summary_counts_an_array_s_children_not_its_parent() {
     assert_eq!(last["shares"]["A"]["jobs_finished"], 4, "{last}");
     assert_eq!(last["shares"]["A"]["jobs_succeeded"], 4, "{last}");
 }
+
+/// Three 10 s attempts of ann's make her history; x (10 s) runs from 100; y, queued at
+/// 101, is estimated from that history exactly as live would: x ends at 110.
+const ESTIMATED: &str = "config:
+- {kind: ServiceEnvironment, name: sim, capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]}
+- {kind: QuotaShare, quotaShareName: qs1, capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}], resourceSharingConfiguration: {strategy: LEND_AND_BORROW}}
+events:
+- {at: 0, submit: {jobName: h1, quotaShareName: qs1, duration: 10, user: ann}}
+- {at: 0, submit: {jobName: h2, quotaShareName: qs1, duration: 10, user: ann}}
+- {at: 0, submit: {jobName: h3, quotaShareName: qs1, duration: 10, user: ann}}
+- {at: 100, submit: {jobName: x, quotaShareName: qs1, duration: 10, user: ann}}
+- {at: 101, submit: {jobName: y, quotaShareName: qs1, duration: 5, user: ann}}
+";
+
+fn replay_lines(name: &str, body: &str, args: &[&str]) -> Vec<String> {
+    let dir = tempdir(name);
+    let path = dir.join("s.yaml");
+    std::fs::write(&path, body).expect("write");
+    let mut all = vec!["replay"];
+    all.extend_from_slice(args);
+    all.push(path.to_str().expect("utf8"));
+    let out = shareq(&all);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn estimates_add_one_line_per_nth_submission_computed_from_the_replays_past() {
+    let plain = replay_lines("est-plain", ESTIMATED, &[]);
+    let every = replay_lines("est-1", ESTIMATED, &["--estimates", "1"]);
+    let estimated: Vec<&String> = every
+        .iter()
+        .filter(|l| l.contains(r#""event":"estimated""#))
+        .collect();
+    // Everything else is the plain replay's output, line for line.
+    let rest: Vec<&String> = every
+        .iter()
+        .filter(|l| !l.contains(r#""event":"estimated""#))
+        .collect();
+    assert_eq!(rest, plain.iter().collect::<Vec<_>>());
+    assert_eq!(estimated.len(), 5, "{estimated:#?}");
+    // h1 starts at once; h2 and h3 wait behind h1, whose end nobody knows yet (no history,
+    // no timeout): lower bounds naming it.
+    assert_eq!(
+        estimated[0],
+        r#"{"t":0,"event":"estimated","job":"h1","kind":"range","earliest":0,"start":0,"latest":0}"#
+    );
+    assert!(
+        estimated[1].starts_with(
+            r#"{"t":0,"event":"estimated","job":"h2","kind":"lower_bound","earliest":1,"start":1,"latest":null,"waitsOn":"job 1 (qs1)"#
+        ),
+        "{}",
+        estimated[1]
+    );
+    // y, from ann's three 10 s attempts: x (started at 100) ends at 110.
+    assert_eq!(
+        estimated[4],
+        r#"{"t":101,"event":"estimated","job":"y","kind":"range","earliest":110,"start":110,"latest":110}"#
+    );
+    // Each follows the lines of its own instant, before the next instant's.
+    let y = every.iter().position(|l| l == estimated[4]).unwrap();
+    assert!(every[y - 1].contains(r#""t":101"#), "{every:#?}");
+    assert!(every[y + 1..].iter().all(|l| !l.contains(r#""t":101"#)));
+    assert!(
+        every
+            .iter()
+            .any(|l| l.starts_with(r#"{"t":110,"event":"started","job":"y""#)),
+        "the estimate held: {every:#?}"
+    );
+    // Every 2nd submission: h2 and x.
+    let second = replay_lines("est-2", ESTIMATED, &["--estimates", "2"]);
+    let jobs: Vec<String> = second
+        .iter()
+        .filter(|l| l.contains(r#""event":"estimated""#))
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["job"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(jobs, ["h2", "x"]);
+    // 0 is refused.
+    let dir = tempdir("est-0");
+    let path = dir.join("s.yaml");
+    std::fs::write(&path, ESTIMATED).expect("write");
+    let out = shareq(&["replay", "--estimates", "0", path.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(2));
+}

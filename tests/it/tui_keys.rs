@@ -142,6 +142,43 @@ fn submit_form_validates_and_sends_the_spec() {
 }
 
 #[test]
+fn submit_form_sends_the_expected_runtime_read_as_submit_expect_reads_it() {
+    let mut app = lab();
+    on_key(&mut app, key('s'));
+    assert_eq!(on_key(&mut app, code(KeyCode::Enter)), None); // to the name
+    typed(&mut app, "probe");
+    on_key(&mut app, code(KeyCode::Tab));
+    typed(&mut app, "sleep 5");
+    // The last field, `expect`: a word that is no duration holds the form back.
+    for _ in 0..3 {
+        on_key(&mut app, code(KeyCode::Tab));
+    }
+    typed(&mut app, "soon");
+    let Mode::Submit(form) = &app.mode else {
+        panic!("no form")
+    };
+    assert_eq!(form.expect.text, "soon");
+    let problems = form.problems(&app.snap);
+    assert!(
+        problems
+            .iter()
+            .any(|(f, why)| *f == shareq::tui::popups::submit::Field::Expect
+                && why.contains("duration")),
+        "{problems:?}"
+    );
+    assert_eq!(on_key(&mut app, code(KeyCode::Enter)), None);
+    for _ in 0..4 {
+        on_key(&mut app, code(KeyCode::Backspace));
+    }
+    typed(&mut app, "1h30m");
+    let sent = on_key(&mut app, code(KeyCode::Enter));
+    let Some(Action::Submit(spec)) = sent else {
+        panic!("no submit: {sent:?}")
+    };
+    assert_eq!(spec.expected_runtime_seconds, Some(5400));
+}
+
+#[test]
 fn submit_form_rejects_letters_in_numbers_and_esc_cancels() {
     let mut app = lab();
     on_key(&mut app, key('s'));

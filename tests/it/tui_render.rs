@@ -615,7 +615,7 @@ fn a_job_beyond_the_horizon_reads_as_jobs_says_it() {
     snap.estimates = std::sync::Arc::new(shareq::forecast::Estimates {
         computed_at: at,
         horizon_end: at + week,
-        starts: vec![(first, None)],
+        starts: vec![(first, shareq::forecast::Start::Beyond)],
         took_ms: 1,
         clone_ms: 0,
     });

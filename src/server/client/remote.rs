@@ -386,6 +386,10 @@ async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
                             verdict: crate::forecast::Verdict::Reject,
                             why,
                             start: None,
+                            earliest: None,
+                            latest: None,
+                            kind: None,
+                            waits_on: None,
                             beyond: None,
                             at: crate::exec::now_ms(),
                         });

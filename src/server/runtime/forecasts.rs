@@ -4,9 +4,12 @@
 //! their own at the lowest CPU priority (nice 19: a forecast of a long queue may take a
 //! core for a second or more, and must never slow the scheduler or the jobs' starts); their
 //! result comes back as an input (`ExecKind::Estimated`). Predictions, which someone waits
-//! for, run on the blocking pool and go straight to whoever asked. A scheduler that has
-//! not changed since the last estimate (no pass) is estimated again only once an instant
-//! it foresaw has come, and at most once a minute.
+//! for, run on the blocking pool and go straight to whoever asked. While jobs run the queue
+//! is estimated again every few seconds whatever changed (their predicted remaining times
+//! shrink as they run), and at once when an estimate's latest start has passed (so
+//! `overdue` lasts only until the next forecast); an idle scheduler that has not changed
+//! (no pass) is estimated again only once an instant it foresaw has come, and at most once
+//! a minute. Estimates are published never earlier than the moment they come back.
 
 use super::input::{ExecKind, ExecReport, Input};
 use crate::forecast::{self, Estimates, Prediction, Runtimes};
@@ -29,11 +32,10 @@ const QUIET: Duration = Duration::from_secs(1);
 /// ...unless the latest estimate started this long ago: copying a long queue and running
 /// it forward is best done between bursts of work (measured: docs/PERFORMANCE.md).
 const MAX_STALE: Duration = Duration::from_secs(30);
-/// An unchanged scheduler is estimated again at most this often, once an instant the
-/// latest estimate foresaw has come: behind a running job expected to end now (it outlived
-/// its share's history) every re-run foresees the same from a later now.
+/// An unchanged scheduler with nothing running is estimated again at most this often, once
+/// an instant the latest estimate foresaw has come.
 const UNCHANGED_EVERY: Duration = Duration::from_secs(60);
-/// How often the typical runtimes are read again from the history.
+/// How often the run-time history is read again (at once when a job has finished since).
 const RUNTIMES_EVERY: Duration = Duration::from_secs(60);
 
 /// What the runtime keeps for its forecasts.
@@ -43,6 +45,9 @@ pub(crate) struct Forecasts {
     state: Option<PathBuf>,
     runtimes: Arc<Runtimes>,
     runtimes_read: Option<Instant>,
+    /// The newest finished job when the history was last read: a job that finished since
+    /// makes the next estimate read it again (its run time is new history).
+    finished_seen: Option<crate::model::JobId>,
     in_flight: bool,
     /// The published estimates are not empty (so an empty queue clears them once).
     shown: bool,
@@ -60,8 +65,8 @@ pub(crate) struct Forecasts {
     worker: Option<std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>>,
     /// The scheduler ran a pass since the latest estimate started.
     changed: bool,
-    /// Until this instant the latest estimate holds for an unchanged scheduler: its
-    /// earliest estimated start, or its horizon's end.
+    /// Until this instant the latest estimate holds for an unchanged scheduler: the
+    /// earliest latest start of its ranges, or its horizon's end.
     holds_until: Time,
 }
 
@@ -112,6 +117,7 @@ impl Forecasts {
             state,
             runtimes: Arc::default(),
             runtimes_read: None,
+            finished_seen: None,
             in_flight: false,
             shown: false,
             took_ms: 0,
@@ -140,8 +146,10 @@ impl Forecasts {
     }
 
     /// The estimate timer fired: start one on a copy of `sched` unless one runs already,
-    /// there is nothing to estimate, or the latest one still holds (no pass since, and
-    /// none of the instants it foresaw has come or it is younger than a minute).
+    /// there is nothing to estimate, or the latest one still holds (no pass since, no job
+    /// running, and none of the instants it foresaw has come or it is younger than a
+    /// minute). A range that has passed is estimated again without waiting for a quiet
+    /// scheduler.
     pub(crate) fn start_estimate(
         &mut self,
         sched: &Sched,
@@ -153,12 +161,15 @@ impl Forecasts {
         if self.off || self.in_flight || (sched.queue_len() == 0 && !self.shown) {
             return;
         }
+        let passed = now > self.holds_until;
         if !self.changed
-            && (now < self.holds_until || self.last_started.elapsed() < UNCHANGED_EVERY)
+            && !sched.jobs().any(|j| j.is_holding())
+            && (!passed || self.last_started.elapsed() < UNCHANGED_EVERY)
         {
             return;
         }
-        if self.last_busy.is_some_and(|t| t.elapsed() < QUIET)
+        if !passed
+            && self.last_busy.is_some_and(|t| t.elapsed() < QUIET)
             && self.last_started.elapsed() < MAX_STALE
         {
             self.deferred = true;
@@ -170,9 +181,14 @@ impl Forecasts {
         let t0 = Instant::now();
         let copy = sched.clone();
         let clone_ms = t0.elapsed().as_millis() as u64;
-        let refresh = self
-            .runtimes_read
-            .is_none_or(|t| t.elapsed() >= RUNTIMES_EVERY);
+        let newest = finished.front().map(|j| j.id);
+        let refresh = newest != self.finished_seen
+            || self
+                .runtimes_read
+                .is_none_or(|t| t.elapsed() >= RUNTIMES_EVERY);
+        if refresh {
+            self.finished_seen = newest;
+        }
         if refresh && self.state.is_none() {
             self.runtimes = Arc::new(from_finished(finished));
             self.runtimes_read = Some(Instant::now());
@@ -205,22 +221,38 @@ impl Forecasts {
         }
     }
 
-    /// An estimate came back: the runtime publishes it.
-    pub(crate) fn estimated(&mut self, est: &Estimates, runtimes: Option<Arc<Runtimes>>) {
+    /// An estimate came back at `now`: what the runtime publishes (no instant before
+    /// `now`), and how soon the next estimate is due (just after the first range's latest
+    /// start, if that comes before the regular timer).
+    pub(crate) fn estimated(
+        &mut self,
+        est: &Estimates,
+        runtimes: Option<Arc<Runtimes>>,
+        now: Time,
+    ) -> (Arc<Estimates>, Option<Duration>) {
         self.in_flight = false;
         self.shown = !est.starts.is_empty();
         self.took_ms = est.took_ms;
         self.clone_ms = est.clone_ms;
+        let est = Arc::new(est.clone().not_before(now));
         self.holds_until = est
             .starts
             .iter()
-            .filter_map(|&(_, at)| at)
+            .filter_map(|(_, s)| match s {
+                forecast::Start::Range { latest, .. } => Some(*latest),
+                _ => None,
+            })
             .min()
             .map_or(est.horizon_end, |t| t.min(est.horizon_end));
         if let Some(r) = runtimes {
             self.runtimes = r;
             self.runtimes_read = Some(Instant::now());
         }
+        let soon = u64::try_from(self.holds_until.saturating_sub(now).saturating_add(1))
+            .ok()
+            .map(Duration::from_millis)
+            .filter(|d| *d < self.next_after());
+        (est, soon)
     }
 
     /// Predict a submission on a copy of `sched`; the answer goes to `reply`.
@@ -239,14 +271,24 @@ impl Forecasts {
     }
 }
 
-/// Typical runtimes from the finished jobs a runtime without a store remembers.
+/// Run-time history from the finished jobs a runtime without a store remembers (their
+/// last attempts, which ended by themselves).
 fn from_finished(finished: &std::collections::VecDeque<Arc<JobView>>) -> Runtimes {
-    Runtimes::from_samples(
-        finished
-            .iter()
-            .filter(|j| j.state == crate::model::JobState::Succeeded)
-            .filter_map(|j| Some((j.share.clone(), j.finished? - j.started?))),
-    )
+    Runtimes::from_samples(finished.iter().filter_map(|j| {
+        if j.state != crate::model::JobState::Succeeded {
+            return None;
+        }
+        Some(forecast::Sample {
+            user: j
+                .submitter
+                .as_ref()
+                .map_or(String::new(), |s| s.name.clone()),
+            share: j.share.clone(),
+            gpus: j.quantity,
+            ms: j.finished? - j.started?,
+            censored: false,
+        })
+    }))
 }
 
 /// Work out what applying `loaded` to `before` (a copy of the state before it) does, on
@@ -269,7 +311,7 @@ pub(crate) fn config_effects(
     });
 }
 
-/// Typical runtimes from a state directory's database (read-only), for the forecast. An
+/// The run-time history of a state directory's database (read-only), for the forecast. An
 /// unreadable one gives none.
 fn learned_runtimes(state: &std::path::Path) -> Runtimes {
     match crate::store::Store::open_read_only(state)
@@ -277,7 +319,7 @@ fn learned_runtimes(state: &std::path::Path) -> Runtimes {
     {
         Ok(samples) => Runtimes::from_samples(samples),
         Err(e) => {
-            tracing::debug!("no typical runtimes: {e}");
+            tracing::debug!("no run-time history: {e}");
             Runtimes::default()
         }
     }
@@ -333,33 +375,49 @@ resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
             Some(Input::Exec(ExecReport(ExecKind::Estimated {
                 estimates,
                 runtimes,
-            }))) => f.estimated(&estimates, runtimes),
+            }))) => {
+                f.estimated(&estimates, runtimes, now);
+            }
             _ => panic!("no estimate came back"),
         }
         true
     }
 
     #[test]
-    fn an_unchanged_scheduler_is_not_estimated_again_until_a_change_or_a_foreseen_instant() {
+    fn while_a_job_runs_the_queue_is_estimated_again_at_every_timer() {
         let sched = busy_sched();
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut f = Forecasts::new(None);
         f.off = false;
         assert!(estimate_if_due(&mut f, &sched, 0, &mut rx, &tx));
         let foreseen = f.holds_until;
-        assert!(foreseen >= 2, "the queued job starts later: {foreseen}");
-        // Nothing changed: the next timers start nothing.
-        assert!(!estimate_if_due(&mut f, &sched, 1, &mut rx, &tx));
-        assert!(!estimate_if_due(&mut f, &sched, foreseen - 1, &mut rx, &tx));
-        // A pass (a change), once the scheduler has been quiet for a second: again.
+        assert_eq!(foreseen, 60_000, "the queued job starts at the timeout");
+        // Nothing changed, but a job runs: its predicted end moves as it runs.
+        assert!(estimate_if_due(&mut f, &sched, 1, &mut rx, &tx));
+        // Busy a moment ago: put off for a quiet second...
         f.busy();
-        f.last_busy = Instant::now().checked_sub(QUIET);
-        assert!(estimate_if_due(&mut f, &sched, foreseen - 1, &mut rx, &tx));
-        assert!(!estimate_if_due(&mut f, &sched, foreseen - 1, &mut rx, &tx));
-        // Unchanged, the instant it foresaw has come: stale, once a minute has passed.
-        assert!(!estimate_if_due(&mut f, &sched, foreseen, &mut rx, &tx));
-        f.last_started = Instant::now().checked_sub(UNCHANGED_EVERY).unwrap();
-        assert!(!estimate_if_due(&mut f, &sched, foreseen - 1, &mut rx, &tx));
-        assert!(estimate_if_due(&mut f, &sched, foreseen, &mut rx, &tx));
+        assert!(!estimate_if_due(&mut f, &sched, 2, &mut rx, &tx));
+        assert!(f.deferred);
+        // ...unless a range has passed: then at once.
+        assert!(estimate_if_due(&mut f, &sched, foreseen + 1, &mut rx, &tx));
+    }
+
+    #[test]
+    fn an_estimate_is_published_never_in_the_past_and_the_next_comes_after_its_latest() {
+        let sched = busy_sched();
+        let mut f = Forecasts::new(None);
+        let est = forecast::estimate(sched.clone(), 0, &Runtimes::default());
+        let queued = sched.queue()[0];
+        assert_eq!(est.of(queued).latest(), Some(60_000));
+        // Came back late (a slow forecast): nothing before the moment it is published.
+        let (published, soon) = f.estimated(&est, None, 59_990);
+        assert_eq!(published.of(queued).earliest(), Some(60_000));
+        assert_eq!(soon, Some(Duration::from_millis(11)));
+        let (published, soon) = f.estimated(&est, None, 70_000);
+        assert_eq!(published.of(queued).latest(), Some(70_000));
+        assert_eq!(soon, Some(Duration::from_millis(1)));
+        // Far ahead: the regular timer comes first.
+        let (_, soon) = f.estimated(&est, None, 0);
+        assert_eq!(soon, None);
     }
 }

@@ -95,7 +95,10 @@ impl Runtime {
                 estimates,
                 runtimes,
             } => {
-                self.forecasts.estimated(&estimates, runtimes);
+                let (estimates, soon) = self.forecasts.estimated(&estimates, runtimes, now);
+                if let Some(d) = soon {
+                    self.timers.set(Timer::Forecast, d);
+                }
                 self.picture.set_estimates(estimates);
                 Outcome::Redraw
             }

@@ -49,7 +49,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     // Fair-share shares (SPEC §12): the delay the user's usage adds, beside the user.
     let fair = app.snap.shares.iter().any(|s| s.fair_share);
     let user_w = if fair { USER_W + 7 } else { USER_W };
-    let est_w = 9;
+    let est_w = 11;
     let fixed =
         id_w + 1 + name_w + 1 + user_w + 1 + share_w + 1 + 4 + 1 + 4 + 1 + 7 + 1 + est_w + 2;
     let reason_w = w.saturating_sub(fixed);
@@ -76,6 +76,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         };
         let colour = t.share(&j.share);
         let counts;
+        let bound;
         let (reason, name, est) = match &j.array {
             Some(a) => {
                 counts = format!("array {}: {}", a.size, a.counts_text());
@@ -93,7 +94,17 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             None if j.state == crate::model::JobState::Pending => {
                 (app.snap.reason(j), j.name.clone(), "after".to_string())
             }
-            None => (app.snap.reason(j), j.name.clone(), estimate(app, j.id)),
+            None => {
+                // A lower bound says first which job of unknown end it rests on (SPEC §11).
+                let reason = match app.snap.estimate(j.id) {
+                    crate::forecast::Estimate::AtLeast { why, .. } => {
+                        bound = format!("start: {why}; {}", app.snap.reason(j));
+                        bound.as_str()
+                    }
+                    _ => app.snap.reason(j),
+                };
+                (reason, j.name.clone(), estimate(app, j.id))
+            }
         };
         let reason_style = if reason.starts_with("QUOTA_MANAGEMENT") {
             t.error_style()
@@ -160,16 +171,11 @@ fn user_cell(app: &App, j: &crate::snapshot::JobView, fair: bool) -> String {
     }
 }
 
-/// A queued job's estimated start, short: `~3m12s`, `overdue` (the estimate has passed and
-/// the job could not start), `>7d`, `?`.
+/// A queued job's estimated start as `jobs` writes it (SPEC §11, `forecast::Estimate`'s
+/// one formatter): `14:32–18:10`, `≥ 14:32`, `overdue`, `>7d` (counted from the forecast,
+/// as `jobs` says `not within 7d`), `?`.
 fn estimate(app: &App, id: crate::model::JobId) -> String {
-    use crate::forecast::Estimate;
-    match app.snap.estimate(id) {
-        Estimate::At(t) if t <= app.now => "overdue".to_string(),
-        Estimate::At(t) => format!("~{}", duration::human(t - app.now)),
-        // Beyond the horizon as the forecast saw it, as `jobs` says it (`not within 7d`):
-        // counted from now, a horizon of 7 days would read `>6d` a second later.
-        e @ Estimate::NotWithin(_) => e.label(app.snap.estimates.computed_at),
-        e => e.label(app.now),
-    }
+    app.snap
+        .estimate(id)
+        .label(app.now, app.snap.estimates.computed_at, app.utc_offset_secs)
 }

@@ -26,9 +26,10 @@ pub enum Field {
     Command,
     After,
     Array,
+    Expect,
 }
 
-const FIELDS: [Field; 7] = [
+const FIELDS: [Field; 8] = [
     Field::Share,
     Field::Gpus,
     Field::Priority,
@@ -36,6 +37,7 @@ const FIELDS: [Field; 7] = [
     Field::Command,
     Field::After,
     Field::Array,
+    Field::Expect,
 ];
 
 impl Field {
@@ -48,6 +50,7 @@ impl Field {
             Field::Command => "command",
             Field::After => "after",
             Field::Array => "array",
+            Field::Expect => "expect",
         }
     }
 }
@@ -67,6 +70,8 @@ pub struct SubmitForm {
     /// Who fills it in: the shares offered are those they may submit to (SPEC §9; `None`:
     /// every share, as in render tests).
     pub caller: Option<Caller>,
+    /// `--expect`: how long the job should run, `20m` (empty: not said; SPEC §11).
+    pub expect: LineInput,
 }
 
 /// What a key did to the form.
@@ -103,6 +108,7 @@ impl SubmitForm {
             after: LineInput::default(),
             array: LineInput::default(),
             caller: None,
+            expect: LineInput::default(),
         }
     }
 
@@ -150,6 +156,7 @@ impl SubmitForm {
             Field::Command => &mut self.command,
             Field::After => &mut self.after,
             Field::Array => &mut self.array,
+            Field::Expect => &mut self.expect,
         }
     }
 
@@ -162,6 +169,7 @@ impl SubmitForm {
             Field::Command => &self.command.text,
             Field::After => &self.after.text,
             Field::Array => &self.array.text,
+            Field::Expect => &self.expect.text,
         }
     }
 
@@ -217,7 +225,25 @@ impl SubmitForm {
             };
             out.push((field, e.to_string()));
         }
+        if self.expected_seconds().is_err() {
+            out.push((
+                Field::Expect,
+                "a duration like 90s, 20m, 2h30m, or empty".into(),
+            ));
+        }
         out
+    }
+
+    /// `--expect` as typed, in whole seconds (`None`: empty), read by the one duration
+    /// parser (`crate::duration::parse_seconds`: `90`, `20m`, `2h30m`).
+    fn expected_seconds(&self) -> Result<Option<u64>, ()> {
+        match self.expect.text.trim() {
+            "" => Ok(None),
+            t => match crate::duration::parse_seconds(t) {
+                Ok(secs) if secs >= 1 => Ok(Some(secs)),
+                _ => Err(()),
+            },
+        }
     }
 
     /// The form's `dependsOn` and array size, read as `submit --after` and `--array` read
@@ -250,6 +276,7 @@ impl SubmitForm {
         let (deps, size) = self.links().ok()?;
         spec.depends_on = deps;
         spec.array_properties = size.map(|size| crate::model::ArrayProperties { size });
+        spec.expected_runtime_seconds = self.expected_seconds().ok()?;
         Some(spec)
     }
 
@@ -376,10 +403,11 @@ pub fn render(
     form: &SubmitForm,
     snap: &Snapshot,
     prediction: Option<&Prediction>,
+    utc_offset: i32,
     theme: &Theme,
 ) {
     let after = form.after_text();
-    let r = centered(area, 72, if after.is_some() { 16 } else { 14 });
+    let r = centered(area, 72, if after.is_some() { 17 } else { 15 });
     f.render_widget(Clear, r);
     let block = frame_block(" Submit a job ", theme);
     let inner = block.inner(r);
@@ -423,7 +451,10 @@ pub fn render(
             ];
             if let Some(e) = pred.estimate() {
                 spans.push(Span::styled(
-                    format!(" (start {}, estimate)", e.label(pred.at)),
+                    format!(
+                        " (start {}, estimate)",
+                        e.label(pred.at, pred.at, utc_offset)
+                    ),
                     style,
                 ));
             }

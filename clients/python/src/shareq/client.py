@@ -241,6 +241,11 @@ class Job:
     depends_on: List[Dict[str, Any]] = field(default_factory=list)
     #: An array parent: ``{"size": N, "counts": {"RUNNING": 8, ...}}``.
     array: Optional[Dict[str, Any]] = None
+    #: Queued jobs: the estimate's range (SPEC §11): earliest and latest start, and its
+    #: kind (``range``, ``lower_bound``, ``beyond_horizon``, ``overdue``).
+    estimated_start_earliest: Optional[datetime] = None
+    estimated_start_latest: Optional[datetime] = None
+    estimate_kind: Optional[str] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -280,6 +285,9 @@ class Job:
             array_index=v.get("arrayIndex"),
             depends_on=list(v.get("dependsOn") or []),
             array=v.get("array"),
+            estimated_start_earliest=_time(v.get("estimatedStartEarliest")),
+            estimated_start_latest=_time(v.get("estimatedStartLatest")),
+            estimate_kind=v.get("estimateKind"),
             raw=v,
         )
 
@@ -376,6 +384,7 @@ class Client:
         client_token: Optional[str],
         after: Optional[Sequence[Union[int, str]]] = None,
         array: Optional[int] = None,
+        expect: Optional[float] = None,
     ) -> Dict[str, Any]:
         if isinstance(command, str):
             cmd: Union[str, List[str]] = command
@@ -406,6 +415,8 @@ class Client:
             spec["env"] = dict(env)
         if timeout is not None:
             spec["timeoutSeconds"] = int(math.ceil(timeout))
+        if expect is not None:
+            spec["expectedRuntimeSeconds"] = max(1, int(math.ceil(expect)))
         if attempts is not None:
             spec["retryStrategy"] = {"attempts": int(attempts)}
         if preemption_retries is not None:
@@ -442,6 +453,7 @@ class Client:
         after: Optional[Sequence[Union[int, str]]] = None,
         array: Optional[int] = None,
         gpu_memory: Union[int, str, None] = None,
+        expect: Optional[float] = None,
     ) -> Job:
         """Queue a job and return it (as the scheduler shows it right after).
 
@@ -452,7 +464,8 @@ class Client:
 
         ``command``: a list runs as argv, a string with ``sh -c``. ``gpus``: GPUs of
         ``unit`` (default: the environment's only unit). ``priority``: 0..9999, higher
-        first. ``timeout``: seconds per attempt. ``cwd``: the working directory (default:
+        first. ``timeout``: seconds per attempt. ``expect``: how long you expect it to run,
+        in seconds (``submit --expect``): the start estimates of the jobs behind it use it. ``cwd``: the working directory (default:
         this process's). ``attempts``: tries for non-zero exits (1..10).
         ``preemption_retries``: preemptions allowed before the job fails. ``name``:
         default the command's first word. ``gpu_memory``: GiB of one GPU on a unit sliced
@@ -473,7 +486,7 @@ class Client:
             unit = self._slice_unit(unit)
         spec = self._spec(
             share, command, gpus, name, priority, env, timeout, unit, cwd, attempts,
-            preemption_retries, client_token, after, array,
+            preemption_retries, client_token, after, array, expect,
         )
         answer = self._submit_with_retries({"op": "submit", "job": spec})
         return self.job(int(answer["id"]))
@@ -532,12 +545,14 @@ class Client:
         env: Optional[Mapping[str, str]] = None,
         timeout: Optional[float] = None,
         unit: Optional[str] = None,
+        expect: Optional[float] = None,
     ) -> Dict[str, Any]:
         """What the job would do if submitted now (start, borrow, preempt, wait or be
         rejected) and its estimated start, decided by the real scheduler on a copy of its
         state; nothing is submitted (``shareq submit --predict --json``)."""
         spec = self._spec(
-            share, command, gpus, name, priority, env, timeout, unit, None, None, None, None
+            share, command, gpus, name, priority, env, timeout, unit, None, None, None, None,
+            expect=expect,
         )
         return self._call({"op": "predict", "job": spec})["prediction"]
 

@@ -101,6 +101,10 @@ pub struct JobSpec {
     /// multiple of this of an attempt's run time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_every_seconds: Option<u64>,
+    /// How long the submitter expects one attempt to run, in seconds (`submit --expect`):
+    /// the start estimates' first source for this job (SPEC §11). Scheduling ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_runtime_seconds: Option<u64>,
 }
 
 /// The longest note a checkpoint report (`shareq checkpoint --note`, SPEC §14) may carry,
@@ -305,6 +309,7 @@ impl JobSpec {
             depends_on: Vec::new(),
             array_properties: None,
             checkpoint_every_seconds: None,
+            expected_runtime_seconds: None,
         }
     }
 
