@@ -115,7 +115,8 @@ struct Sim<'a, W: Write> {
     buf: String,
     /// Write no lines (a forward run only observes).
     quiet: bool,
-    /// A forward run's stop delay in ticks (`None`: the replay's `stopAfter`).
+    /// A forward run's stop delay in ticks when a stop's plan gives none (`None`: the
+    /// replay's `stopAfter`).
     stop_ticks: Option<i64>,
     /// An instant to run even with nothing due (a forward run's "now").
     first_instant: Option<i64>,
@@ -182,7 +183,9 @@ pub struct Forward<'f> {
     /// is counted from its start.
     pub duration: &'f dyn Fn(&crate::sched::Job) -> Option<i64>,
     /// Ticks between a stop (preemption) and the release of its GPUs, for a copy of the
-    /// live scheduler (whose stops release only when told).
+    /// live scheduler (whose stops release only when told), where the job's stop plan says
+    /// nothing longer: a stop takes its share's notice + grace at most (SPEC §14), and the
+    /// forecast counts that longest.
     pub stop_ticks: i64,
     /// Give up after this many instants (a bound on the work, whatever the horizon).
     pub max_instants: u64,
@@ -214,7 +217,8 @@ pub fn forward(f: Forward, observe: &mut dyn FnMut(Observation)) -> (Sched, bool
                     .job(id)
                     .and_then(|j| j.stopping_since())
                     .unwrap_or(t0);
-                sim.schedule((since + f.stop_ticks).max(f.from), TimerKind::Release, id);
+                let ticks = sim.live_stop_ticks(id, f.stop_ticks);
+                sim.schedule((since + ticks).max(f.from), TimerKind::Release, id);
             }
             (Some(t0), false) => {
                 if let Some(d) = d {
@@ -467,6 +471,18 @@ impl<'a, W: Write> Sim<'a, W> {
         (index < size).then(|| JobId(parent.0 + 1 + u64::from(index)))
     }
 
+    /// How long a live stop of `job` takes in the forecast: the longest its stop may
+    /// take (its share's notice and grace, SPEC §14), else `fallback` (the environment's
+    /// grace); at least one tick.
+    fn live_stop_ticks(&self, job: JobId, fallback: i64) -> i64 {
+        self.sched
+            .stop_plan(job)
+            .map_or(fallback, |p| {
+                i64::from(p.longest()) * self.sched.ticks_per_second()
+            })
+            .max(1)
+    }
+
     fn schedule(&mut self, at: i64, kind: TimerKind, id: JobId) {
         let attempt = self.sched.job(id).map_or(0, |j| j.attempts_started);
         self.seq += 1;
@@ -556,7 +572,7 @@ impl<'a, W: Write> Sim<'a, W> {
                 }
                 Event::Preempted { job, .. } | Event::Cancelled { job, stop: true } => {
                     let delay = match self.stop_ticks {
-                        Some(d) => d,
+                        Some(d) => self.live_stop_ticks(*job, d),
                         None => i64::from(self.sched.stop_delay(*job)),
                     };
                     if delay > 0 && self.sched.job(*job).is_some_and(|j| j.is_stopping()) {

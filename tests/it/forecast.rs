@@ -349,3 +349,39 @@ resourceSharingConfiguration: {strategy: RESERVE}
     assert!(dr.is_empty(), "{dr:?}");
     let _ = Sched::clone;
 }
+
+/// A victim being stopped with a notice (SPEC §14) holds its GPUs until its notice and
+/// its share's grace have run out: the preemptor's estimate counts both, not only the
+/// environment's grace.
+#[test]
+fn a_victims_notice_and_share_grace_delay_its_preemptors_estimate() {
+    let yaml = "\
+kind: ServiceEnvironment
+name: n
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 2, devices: {fake: 2}}]
+preemption: {gracePeriodSeconds: 30}
+---
+kind: QuotaShare
+quotaShareName: own
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND}
+---
+kind: QuotaShare
+quotaShareName: bg
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+preemptionConfiguration: {gracePeriodSeconds: 60, notice: {signal: SIGUSR1, seconds: 120}}
+";
+    let mut d = Driver::new(yaml, "n").unwrap();
+    let victim = submit(&mut d, spec("b", "bg", 2, 0, None), NOW);
+    assert!(d.sched.job(victim).unwrap().is_holding());
+    let mine = submit(&mut d, spec("m", "own", 1, 0, Some(60)), NOW + S);
+    assert!(d.sched.job(victim).unwrap().is_stopping(), "reclaimed");
+    let est = forecast::estimate(d.sched.clone(), NOW + 2 * S, &Runtimes::default());
+    assert_eq!(
+        est.of(mine).start(),
+        Some(NOW + S + 180 * S),
+        "the reclaim ends notice (120 s) + grace (60 s) after it began: {:?}",
+        est.of(mine)
+    );
+}
