@@ -35,6 +35,8 @@ struct Totals {
     started_and_preempted_same_instant: u64,
     /// GiB-seconds held on sliced units (SPEC §15): never added to GPU-seconds.
     gib_used: f64,
+    /// GiB-seconds that preempted attempts on sliced units lost.
+    gib_lost: f64,
 }
 
 /// A preempted attempt whose loss is counted when it releases its GPUs.
@@ -44,6 +46,8 @@ struct Stopping {
     user: Option<String>,
     started_at: i64,
     quantity: u32,
+    /// On a sliced unit: the loss is GiB-seconds.
+    gib: bool,
 }
 
 /// One share's standing on one unit at an instant: what [`Stats::advance_with`]
@@ -263,6 +267,9 @@ pub struct GroupSummary {
     /// GiB-seconds used on sliced units (SPEC §15), kept apart from the GPU-seconds.
     #[serde(default, skip_serializing_if = "is_nought")]
     pub gib_seconds_used: f64,
+    /// GiB-seconds of work lost by preempted attempts on sliced units (SPEC §14, §15).
+    #[serde(default, skip_serializing_if = "is_nought")]
+    pub gib_seconds_lost_to_preemption: f64,
 }
 
 /// The figures of a whole run (or of a report's window).
@@ -504,6 +511,7 @@ impl Stats {
                     }
                 });
                 if let Some((started_at, quantity)) = start {
+                    let gib = self.holding.get(&f.job).is_some_and(|h| h.3);
                     self.stopping.insert(
                         f.job,
                         Stopping {
@@ -511,6 +519,7 @@ impl Stats {
                             user: f.user.map(str::to_string),
                             started_at,
                             quantity,
+                            gib,
                         },
                     );
                 }
@@ -532,6 +541,7 @@ impl Stats {
             FactKind::Preempted => {
                 *self.preempted.entry(f.job).or_default() += 1;
                 if let Some(&(started_at, quantity)) = self.last_start.get(&f.job) {
+                    let gib = self.holding.get(&f.job).is_some_and(|h| h.3);
                     self.stopping.insert(
                         f.job,
                         Stopping {
@@ -539,6 +549,7 @@ impl Stats {
                             user: f.user.map(str::to_string),
                             started_at,
                             quantity,
+                            gib,
                         },
                     );
                 }
@@ -584,9 +595,17 @@ impl Stats {
             let lost = lost.unwrap_or_else(|| {
                 f64::from(st.quantity) * (t - st.started_at) as f64 / self.per_second
             });
-            self.shares.entry(st.share).or_default().gpu_seconds_lost += lost;
+            // A sliced unit's loss is GiB-seconds (SPEC §15): kept apart.
+            let add = |t: &mut Totals| {
+                if st.gib {
+                    t.gib_lost += lost;
+                } else {
+                    t.gpu_seconds_lost += lost;
+                }
+            };
+            add(self.shares.entry(st.share).or_default());
             if let Some(u) = st.user {
-                self.users.entry(u).or_default().gpu_seconds_lost += lost;
+                add(self.users.entry(u).or_default());
             }
         }
     }
@@ -685,10 +704,16 @@ impl Stats {
                         "p50_wait": g.p50_wait as i64,
                 });
                 // Only a share with a sliced unit has GiB (SPEC §15).
-                if g.gib_seconds_used > 0.0
-                    && let Some(o) = v.as_object_mut()
-                {
-                    o.insert("gib_seconds_used".into(), g.gib_seconds_used.into());
+                if let Some(o) = v.as_object_mut() {
+                    if g.gib_seconds_used > 0.0 {
+                        o.insert("gib_seconds_used".into(), g.gib_seconds_used.into());
+                    }
+                    if g.gib_seconds_lost_to_preemption > 0.0 {
+                        o.insert(
+                            "gib_seconds_lost_to_preemption".into(),
+                            g.gib_seconds_lost_to_preemption.into(),
+                        );
+                    }
                 }
                 (name.clone(), v)
             })
@@ -783,6 +808,7 @@ fn group(mut s: Totals, per_second: f64, share: bool) -> GroupSummary {
         gpu_seconds_lost_to_preemption: s.gpu_seconds_lost,
         started_and_preempted_same_instant: s.started_and_preempted_same_instant,
         gib_seconds_used: s.gib_used,
+        gib_seconds_lost_to_preemption: s.gib_lost,
     }
 }
 
