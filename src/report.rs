@@ -29,8 +29,17 @@ pub struct Report {
 /// (a scheduler driven on the replay's seconds records seconds: 1).
 pub fn figures(w: &HistoryWindow, since: i64, until: i64, per_second: u32) -> Summary {
     let mut st = Stats::new(per_second);
+    // The sliced units (SPEC §15), as the recorded standings name them.
+    let sliced: std::collections::HashSet<String> = w
+        .standing_before
+        .iter()
+        .chain(&w.standings)
+        .flat_map(|s| &s.standing.units)
+        .filter(|u| u.slice_gib > 0)
+        .map(|u| u.unit.clone())
+        .collect();
     for l in &w.before {
-        if let Some(f) = fact(l) {
+        if let Some(f) = fact(l, &sliced) {
             st.prime(f, l.at);
         }
     }
@@ -47,7 +56,7 @@ pub fn figures(w: &HistoryWindow, since: i64, until: i64, per_second: u32) -> Su
             st.advance_with(s.at, s.standing.clone());
         }
         st.advance_to(l.at);
-        if let Some(f) = fact(l) {
+        if let Some(f) = fact(l, &sliced) {
             st.note(f, l.at);
         } else if l.event == "rejected" {
             st.rejected(l.value()["error"].as_str().unwrap_or_default());
@@ -61,7 +70,7 @@ pub fn figures(w: &HistoryWindow, since: i64, until: i64, per_second: u32) -> Su
 }
 
 /// A stored line as the accumulator reads it.
-fn fact(l: &EventLine) -> Option<Fact<'_>> {
+fn fact<'a>(l: &'a EventLine, sliced: &std::collections::HashSet<String>) -> Option<Fact<'a>> {
     // An array parent's lines say `"array":N`: its children are the jobs counted (SPEC §13).
     if l.line.contains("\"array\":") && l.value().get("array").is_some() {
         return None;
@@ -69,6 +78,9 @@ fn fact(l: &EventLine) -> Option<Fact<'_>> {
     let kind = match l.event.as_str() {
         "started" => FactKind::Started {
             quantity: l.quantity.unwrap_or(0),
+            gib: l.value()["unit"]
+                .as_str()
+                .is_some_and(|u| sliced.contains(u)),
         },
         "succeeded" => FactKind::Succeeded,
         "failed" => FactKind::Failed {

@@ -150,6 +150,20 @@ pub fn human(file: &str, s: &Summary) -> String {
         s.gpu_seconds_lost_to_preemption_pct,
         s.max_preemptions_of_one_job,
     ));
+    // SPEC §15: a sliced unit's GiB are never added to the GPU time.
+    if s.gib_seconds_used > 0.0 {
+        let per_share: Vec<String> = s
+            .shares
+            .iter()
+            .filter(|(_, g)| g.gib_seconds_used > 0.0)
+            .map(|(name, g)| format!("{} {}", visible(name), gpu_time(g.gib_seconds_used)))
+            .collect();
+        out.push_str(&format!(
+            "sliced units: {} of GiB time used (GiB of GPU memory, not in the GPU time): {}\n",
+            gpu_time(s.gib_seconds_used),
+            per_share.join(", ")
+        ));
+    }
     if let (Some(idle), Some(rejected)) = (
         s.gpu_seconds_idle_while_fragmented,
         s.jobs_rejected_larger_than_any_node,

@@ -171,6 +171,30 @@ pub fn fair_share_table(users: &[crate::sched::UserStanding]) -> String {
     out
 }
 
+/// The GiB-hours of the groups that used a sliced unit (SPEC §15), as a table of their own
+/// so that GiB and GPUs never add up; nothing when none did.
+fn gib_table(head: &str, groups: &std::collections::BTreeMap<String, GroupSummary>) -> String {
+    let rows: Vec<_> = groups
+        .iter()
+        .filter(|(_, g)| g.gib_seconds_used > 0.0)
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\n{head:<16} {:>9}  (sliced units: GiB of GPU memory, not GPUs)\n",
+        "GIB-HOURS"
+    );
+    for (name, g) in rows {
+        out.push_str(&format!(
+            "{:<16} {:>9.1}\n",
+            visible(name),
+            g.gib_seconds_used / 3600.0
+        ));
+    }
+    out
+}
+
 /// The unit the table counts GPU time in.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Scale {
@@ -266,12 +290,14 @@ pub fn table(rep: &Report) -> String {
     if s.shares.is_empty() {
         out.push_str("(no usage recorded in this window)\n");
     }
+    out.push_str(&gib_table("SHARE", &s.shares));
     if rep.users_shown {
         out.push('\n');
         out.push_str(&format!("USER{}", &head[4..]));
         for (name, g) in &s.users {
             out.push_str(&row(name, g, false));
         }
+        out.push_str(&gib_table("USER", &s.users));
         if !rep.fair_share.is_empty() {
             out.push('\n');
             out.push_str(&fair_share_table(&rep.fair_share));
@@ -321,6 +347,37 @@ mod tests {
         assert_eq!(row.split_whitespace().nth(1), Some("3.0"), "{t}");
         assert!(t.contains("\nGPU-minutes; WAIT"), "{t}");
         let t = table(&report(7200.0));
+        assert!(t.contains(": 2.0 GPU-hours used"), "{t}");
+    }
+
+    /// SPEC §15: a share's GiB-hours of a sliced unit print in a table of their own,
+    /// labelled GiB, and never in the GPU columns; a report without them has no such table.
+    #[test]
+    fn gib_hours_of_sliced_units_print_apart() {
+        let plain = table(&report(7200.0));
+        assert!(!plain.contains("GIB-HOURS"), "{plain}");
+        let mut rep = report(7200.0);
+        if let Some(g) = rep.summary.shares.get_mut("vision") {
+            g.gib_seconds_used = 40.0 * 3600.0;
+        }
+        let t = table(&rep);
+        let row = t.lines().find(|l| l.starts_with("vision")).unwrap();
+        assert_eq!(row.split_whitespace().nth(1), Some("2.0"), "{t}");
+        let head = t.lines().position(|l| l.contains("GIB-HOURS")).unwrap();
+        assert!(t.lines().nth(head).unwrap().starts_with("SHARE"), "{t}");
+        assert!(
+            t.lines()
+                .nth(head)
+                .unwrap()
+                .contains("GiB of GPU memory, not GPUs"),
+            "{t}"
+        );
+        let gib = t.lines().nth(head + 1).unwrap();
+        assert_eq!(
+            gib.split_whitespace().collect::<Vec<_>>(),
+            ["vision", "40.0"],
+            "{t}"
+        );
         assert!(t.contains(": 2.0 GPU-hours used"), "{t}");
     }
 

@@ -2,7 +2,8 @@
 //! idle guarantee), jobs finished, wait times and preemptions, and the overall
 //! utilisation; per share and overall, what preemption cost: the most preemptions of one
 //! job, the GPU-seconds lost (work since the attempt's last save, SPEC §14) and the jobs started and
-//! preempted at the same instant.
+//! preempted at the same instant. A sliced unit's usage (SPEC §15) is GiB-seconds, kept
+//! apart from the GPU-seconds (`gib_seconds_used`) so the two never add up.
 //!
 //! One accumulator serves both `replay --summary` (fed from the simulated scheduler at each
 //! instant) and `shareq report` (fed from the recorded standing and decision events of the
@@ -32,6 +33,10 @@ struct Totals {
     gpu_seconds_lost: f64,
     /// Preemptions of a job at the very instant it started.
     started_and_preempted_same_instant: u64,
+    /// GiB-seconds held on sliced units (SPEC §15): never added to GPU-seconds.
+    gib_used: f64,
+    /// GiB-seconds that preempted attempts on sliced units lost.
+    gib_lost: f64,
 }
 
 /// A preempted attempt whose loss is counted when it releases its GPUs.
@@ -41,6 +46,8 @@ struct Stopping {
     user: Option<String>,
     started_at: i64,
     quantity: u32,
+    /// On a sliced unit: the loss is GiB-seconds.
+    gib: bool,
 }
 
 /// One share's standing on one unit at an instant: what [`Stats::advance_with`]
@@ -65,10 +72,17 @@ pub struct UnitFigures {
     /// With `nodes`: GPUs free while some job of the unit waits FRAGMENTED.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub fragmented_idle: u32,
+    /// A sliced unit's GiB per device (SPEC §15): its quantities are GiB, not GPUs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub slice_gib: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+fn is_nought(n: &f64) -> bool {
+    *n == 0.0
 }
 
 /// The standing of a scheduler at an instant, as the accumulator reads it.
@@ -108,6 +122,7 @@ impl Standing {
                     usable,
                     used,
                     fragmented_idle: sched.fragmented_idle(u),
+                    slice_gib: sched.slice_of(u).unwrap_or(0),
                 })
                 .collect(),
             nodes: sched.has_nodes(),
@@ -134,6 +149,8 @@ pub struct Fact<'a> {
 pub enum FactKind {
     Started {
         quantity: u32,
+        /// The job's unit is sliced (SPEC §15): `quantity` is GiB, its time GiB-seconds.
+        gib: bool,
     },
     Succeeded,
     /// `exhausted`: failed because its preemption retries ran out (at the release).
@@ -153,6 +170,7 @@ impl FactKind {
                 *job,
                 FactKind::Started {
                     quantity: devices.len() as u32,
+                    gib: false,
                 },
             ),
             Event::Succeeded { job } => (*job, FactKind::Succeeded),
@@ -189,8 +207,8 @@ pub struct Stats {
     /// Each job's latest start: (instant, quantity). Events are read after the pass, when
     /// a victim that released at once is already back in the queue.
     last_start: HashMap<u64, (i64, u32)>,
-    /// Attempts holding GPUs: (start, quantity, submitter).
-    holding: HashMap<u64, (i64, u32, Option<String>)>,
+    /// Attempts holding GPUs (or a sliced unit's GiB): (start, quantity, submitter, GiB).
+    holding: HashMap<u64, (i64, u32, Option<String>, bool)>,
     /// The standing integrated from `last` on.
     standing: Standing,
     /// With `nodes`: GPU-seconds free while some job waited FRAGMENTED on their unit.
@@ -199,6 +217,8 @@ pub struct Stats {
     larger_than_any_node: u64,
     /// Some standing had `nodes`.
     nodes: bool,
+    /// GiB-seconds used on sliced units.
+    gib_used: f64,
     /// First-start waits of jobs larger than their share's guarantee, and of jobs within
     /// it (replay only: the class is read off the scheduler at the first start).
     waits_larger: Vec<i64>,
@@ -244,6 +264,12 @@ pub struct GroupSummary {
     pub max_preemptions_of_one_job: u64,
     pub gpu_seconds_lost_to_preemption: f64,
     pub started_and_preempted_same_instant: u64,
+    /// GiB-seconds used on sliced units (SPEC §15), kept apart from the GPU-seconds.
+    #[serde(default, skip_serializing_if = "is_nought")]
+    pub gib_seconds_used: f64,
+    /// GiB-seconds of work lost by preempted attempts on sliced units (SPEC §14, §15).
+    #[serde(default, skip_serializing_if = "is_nought")]
+    pub gib_seconds_lost_to_preemption: f64,
 }
 
 /// The figures of a whole run (or of a report's window).
@@ -279,6 +305,9 @@ pub struct Summary {
     pub waits_larger_than_guarantee: WaitFigures,
     #[serde(default)]
     pub waits_within_guarantee: WaitFigures,
+    /// GiB-seconds used on sliced units (SPEC §15); the GPU figures leave them out.
+    #[serde(default, skip_serializing_if = "is_nought")]
+    pub gib_seconds_used: f64,
 }
 
 impl Stats {
@@ -300,6 +329,7 @@ impl Stats {
             fragmented_idle: 0.0,
             larger_than_any_node: 0,
             nodes: false,
+            gib_used: 0.0,
             waits_larger: Vec::new(),
             waits_within: Vec::new(),
         }
@@ -330,14 +360,30 @@ impl Stats {
         };
         let dt = (t - self.last) as f64 / self.per_second;
         if dt > 0.0 {
+            let sliced: HashSet<&str> = self
+                .standing
+                .units
+                .iter()
+                .filter(|u| u.slice_gib > 0)
+                .map(|u| u.unit.as_str())
+                .collect();
             for st in &self.standing.lanes {
                 let e = self.shares.entry(st.share.clone()).or_default();
+                if sliced.contains(st.unit.as_str()) {
+                    // GiB, not GPUs: counted apart (SPEC §15).
+                    e.gib_used += f64::from(st.usage.min(st.limit) + st.borrowed) * dt;
+                    continue;
+                }
                 e.within += f64::from(st.usage.min(st.limit)) * dt;
                 e.borrowed += f64::from(st.borrowed) * dt;
                 e.lent += f64::from(st.lent) * dt;
                 e.idle += f64::from(st.idle) * dt;
             }
             for u in &self.standing.units {
+                if u.slice_gib > 0 {
+                    self.gib_used += f64::from(u.used) * dt;
+                    continue;
+                }
                 self.used += f64::from(u.used) * dt;
                 self.capacity += f64::from(u.usable) * dt;
                 self.fragmented_idle += f64::from(u.fragmented_idle) * dt;
@@ -355,6 +401,14 @@ impl Stats {
             return;
         };
         let Some(j) = sched.job(id) else { return };
+        // A sliced job holds one device and its GiB (SPEC §15).
+        let kind = match kind {
+            FactKind::Started { .. } if sched.slice_of(j.unit).is_some() => FactKind::Started {
+                quantity: j.quantity,
+                gib: true,
+            },
+            k => k,
+        };
         // SPEC §14: a preemption loses the work since the attempt's last save.
         let lost = match ev {
             Event::Requeued { lost: Some(l), .. } | Event::Failed { lost: Some(l), .. } => {
@@ -366,7 +420,7 @@ impl Stats {
         if j.array_size().is_some() {
             return;
         }
-        if let FactKind::Started { quantity } = kind
+        if let FactKind::Started { quantity, .. } = kind
             && !self.started_once.contains(&id.0)
         {
             let wait = t - j.submitted;
@@ -409,11 +463,11 @@ impl Stats {
             }
         };
         match f.kind {
-            FactKind::Started { quantity } => {
+            FactKind::Started { quantity, gib } => {
                 self.end_holding(f.job, t);
                 self.last_start.insert(f.job, (t, quantity));
                 self.holding
-                    .insert(f.job, (t, quantity, f.user.map(str::to_string)));
+                    .insert(f.job, (t, quantity, f.user.map(str::to_string), gib));
                 if self.started_once.insert(f.job) {
                     let wait = t - f.submitted;
                     groups(self, &mut |e| e.waits.push(wait));
@@ -457,6 +511,7 @@ impl Stats {
                     }
                 });
                 if let Some((started_at, quantity)) = start {
+                    let gib = self.holding.get(&f.job).is_some_and(|h| h.3);
                     self.stopping.insert(
                         f.job,
                         Stopping {
@@ -464,6 +519,7 @@ impl Stats {
                             user: f.user.map(str::to_string),
                             started_at,
                             quantity,
+                            gib,
                         },
                     );
                 }
@@ -476,15 +532,16 @@ impl Stats {
     /// being stopped. Nothing is counted.
     pub fn prime(&mut self, f: Fact, t: i64) {
         match f.kind {
-            FactKind::Started { quantity } => {
+            FactKind::Started { quantity, gib } => {
                 self.started_once.insert(f.job);
                 self.last_start.insert(f.job, (t, quantity));
                 self.holding
-                    .insert(f.job, (t, quantity, f.user.map(str::to_string)));
+                    .insert(f.job, (t, quantity, f.user.map(str::to_string), gib));
             }
             FactKind::Preempted => {
                 *self.preempted.entry(f.job).or_default() += 1;
                 if let Some(&(started_at, quantity)) = self.last_start.get(&f.job) {
+                    let gib = self.holding.get(&f.job).is_some_and(|h| h.3);
                     self.stopping.insert(
                         f.job,
                         Stopping {
@@ -492,6 +549,7 @@ impl Stats {
                             user: f.user.map(str::to_string),
                             started_at,
                             quantity,
+                            gib,
                         },
                     );
                 }
@@ -519,9 +577,14 @@ impl Stats {
     /// The job's attempt no longer holds GPUs (as far as the events say; a cancelled
     /// job's until the cancel): its GPU-time counts for its submitter.
     fn end_holding(&mut self, job: u64, t: i64) {
-        if let Some((started_at, quantity, Some(user))) = self.holding.remove(&job) {
+        if let Some((started_at, quantity, Some(user), gib)) = self.holding.remove(&job) {
             let held = f64::from(quantity) * (t - started_at) as f64 / self.per_second;
-            self.users.entry(user).or_default().used_by_jobs += held;
+            let e = self.users.entry(user).or_default();
+            if gib {
+                e.gib_used += held;
+            } else {
+                e.used_by_jobs += held;
+            }
         }
     }
 
@@ -532,9 +595,17 @@ impl Stats {
             let lost = lost.unwrap_or_else(|| {
                 f64::from(st.quantity) * (t - st.started_at) as f64 / self.per_second
             });
-            self.shares.entry(st.share).or_default().gpu_seconds_lost += lost;
+            // A sliced unit's loss is GiB-seconds (SPEC §15): kept apart.
+            let add = |t: &mut Totals| {
+                if st.gib {
+                    t.gib_lost += lost;
+                } else {
+                    t.gpu_seconds_lost += lost;
+                }
+            };
+            add(self.shares.entry(st.share).or_default());
             if let Some(u) = st.user {
-                self.users.entry(u).or_default().gpu_seconds_lost += lost;
+                add(self.users.entry(u).or_default());
             }
         }
     }
@@ -601,6 +672,7 @@ impl Stats {
             jobs_rejected_larger_than_any_node: self.nodes.then_some(self.larger_than_any_node),
             shares,
             users,
+            gib_seconds_used: self.gib_used,
         }
     }
 
@@ -615,9 +687,7 @@ impl Stats {
             .shares
             .iter()
             .map(|(name, g)| {
-                (
-                    name.clone(),
-                    serde_json::json!({
+                let mut v = serde_json::json!({
                         "gpu_seconds_within_limit": g.gpu_seconds_within_limit,
                         "gpu_seconds_borrowed": g.gpu_seconds_borrowed,
                         "gpu_seconds_lent": g.gpu_seconds_lent,
@@ -632,8 +702,20 @@ impl Stats {
                         "started_and_preempted_same_instant": g.started_and_preempted_same_instant,
                         "gpu_seconds_idle": g.gpu_seconds_idle,
                         "p50_wait": g.p50_wait as i64,
-                    }),
-                )
+                });
+                // Only a share with a sliced unit has GiB (SPEC §15).
+                if let Some(o) = v.as_object_mut() {
+                    if g.gib_seconds_used > 0.0 {
+                        o.insert("gib_seconds_used".into(), g.gib_seconds_used.into());
+                    }
+                    if g.gib_seconds_lost_to_preemption > 0.0 {
+                        o.insert(
+                            "gib_seconds_lost_to_preemption".into(),
+                            g.gib_seconds_lost_to_preemption.into(),
+                        );
+                    }
+                }
+                (name.clone(), v)
             })
             .collect();
         // Without `nodes` the line is what it always was.
@@ -672,8 +754,14 @@ impl Stats {
                 .collect();
             format!(",\"users\":{}", serde_json::Value::Object(users))
         };
+        // With sliced units only (SPEC §15), last so the older fields stay in place.
+        let gib = if s.gib_seconds_used > 0.0 {
+            format!(",\"gib_seconds_used\":{}", s.gib_seconds_used)
+        } else {
+            String::new()
+        };
         format!(
-            "{{\"t\":{},\"event\":\"summary\",\"span\":{},\"gpu_seconds_used\":{},\"utilisation\":{},\"max_preemptions_of_one_job\":{},\"gpu_seconds_lost_to_preemption\":{},\"started_and_preempted_same_instant\":{}{nodes},\"shares\":{},\"goodput\":{},\"gpu_seconds_lost_to_preemption_pct\":{},\"waits_larger_than_guarantee\":{},\"waits_within_guarantee\":{}{users}}}",
+            "{{\"t\":{},\"event\":\"summary\",\"span\":{},\"gpu_seconds_used\":{},\"utilisation\":{},\"max_preemptions_of_one_job\":{},\"gpu_seconds_lost_to_preemption\":{},\"started_and_preempted_same_instant\":{}{nodes},\"shares\":{},\"goodput\":{},\"gpu_seconds_lost_to_preemption_pct\":{},\"waits_larger_than_guarantee\":{},\"waits_within_guarantee\":{}{users}{gib}}}",
             s.last,
             s.span,
             s.gpu_seconds_used,
@@ -719,6 +807,8 @@ fn group(mut s: Totals, per_second: f64, share: bool) -> GroupSummary {
         max_preemptions_of_one_job: s.max_preemptions_of_one_job,
         gpu_seconds_lost_to_preemption: s.gpu_seconds_lost,
         started_and_preempted_same_instant: s.started_and_preempted_same_instant,
+        gib_seconds_used: s.gib_used,
+        gib_seconds_lost_to_preemption: s.gib_lost,
     }
 }
 

@@ -106,6 +106,28 @@ fn summary_as_text_is_a_human_summary() {
     assert_eq!(qs2.split_whitespace().nth(3), Some("9s"), "{text}");
 }
 
+/// SPEC §15: the human summary gives a sliced unit's GiB time on a line of its own, never in
+/// the GPU time; a replay without sliced units has no such line.
+#[test]
+fn summary_as_text_gives_gib_time_apart() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
+    let p = dir.join("slice-02-mixed-whole-and-sliced-summary.yaml");
+    let out = shareq(&["replay", "--summary", "--text", p.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    // 15 GPU-seconds; 400 + 100 GiB-seconds.
+    assert!(text.contains(" 15s of GPU time used"), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("sliced units: "))
+        .unwrap_or_else(|| panic!("no sliced line:\n{text}"));
+    assert!(line.contains("8m20s of GiB time"), "{text}");
+    assert!(line.ends_with(": a 6m40s, b 1m40s"), "{text}");
+    let p = dir.join("aws-01-blog-example.yaml");
+    let out = shareq(&["replay", "--summary", "--text", p.to_str().expect("utf8")]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("sliced units"));
+}
+
 /// SPEC §6: to a pipe (here) `--summary` adds a last summary line after the decisions, and
 /// `--json` gives the same at a terminal.
 #[test]

@@ -153,3 +153,31 @@ fn the_report_from_a_recorded_history_equals_the_replay_summary() {
     assert!(checked >= 20, "only {checked} scenarios");
     assert!(with_nodes >= 5, "only {with_nodes} scenarios with nodes");
 }
+
+#[test]
+fn a_sliced_unit_is_reported_in_gib_seconds_apart_from_gpu_seconds() {
+    // SPEC §15: from the recorded history, share a held 1 GPU and 40 GiB for 10 s, b 1 GPU
+    // and 20 GiB for 5 s; the GiB never add up with the GPUs.
+    let (summary, r) = replay_and_report(Path::new(
+        "tests/scenarios/slice-02-mixed-whole-and-sliced-summary.yaml",
+    ));
+    assert!(close(r.gpu_seconds_used, 15.0), "{r:?}");
+    assert!(close(r.gib_seconds_used, 500.0), "{r:?}");
+    assert!(close(r.utilisation, 15.0 / 20.0), "{r:?}");
+    assert!(close(r.shares["a"].gpu_seconds_used, 10.0), "{r:?}");
+    assert!(close(r.shares["a"].gib_seconds_used, 400.0), "{r:?}");
+    assert!(close(r.shares["b"].gib_seconds_used, 100.0), "{r:?}");
+    assert_eq!(
+        summary["gib_seconds_used"].as_f64(),
+        Some(500.0),
+        "{summary}"
+    );
+    // The report's JSON has the GiB beside, not inside, the GPU figures.
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["gib_seconds_used"].as_f64(), Some(500.0), "{json}");
+    assert_eq!(
+        json["shares"]["a"]["gpu_seconds_used"].as_f64(),
+        Some(10.0),
+        "{json}"
+    );
+}

@@ -189,3 +189,38 @@ trace: t.csv
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_summary_counts_a_sliced_unit_in_gib_seconds_apart_from_gpu_seconds() {
+    // SPEC §15: GPU-seconds of the whole unit, GiB-seconds of the sliced one, never added.
+    let s = summary_of("slice-02-mixed-whole-and-sliced-summary.yaml");
+    assert_eq!(s["gpu_seconds_used"].as_f64(), Some(15.0), "{s}");
+    assert_eq!(s["gib_seconds_used"].as_f64(), Some(500.0), "{s}");
+    assert_eq!(s["utilisation"].as_f64(), Some(15.0 / 20.0), "{s}");
+    let (a, b) = (&s["shares"]["a"], &s["shares"]["b"]);
+    assert_eq!(a["gpu_seconds_within_limit"].as_f64(), Some(10.0), "{s}");
+    assert_eq!(a["gib_seconds_used"].as_f64(), Some(400.0), "{s}");
+    assert_eq!(b["gpu_seconds_within_limit"].as_f64(), Some(5.0), "{s}");
+    assert_eq!(b["gib_seconds_used"].as_f64(), Some(100.0), "{s}");
+    // A preempted sliced job's loss is GiB-seconds, not GPU-seconds: a3 held 20 GiB from 2
+    // until b2 reclaimed them at 4.
+    let s = summary_of("slice-01-memory-slices.yaml");
+    let a = &s["shares"]["a"];
+    assert_eq!(
+        a["gib_seconds_lost_to_preemption"].as_f64(),
+        Some(40.0),
+        "{s}"
+    );
+    assert_eq!(
+        a["gpu_seconds_lost_to_preemption"].as_f64(),
+        Some(0.0),
+        "{s}"
+    );
+    // A replay without a sliced unit says nothing of GiB.
+    let whole = summary_of("aws-01-blog-example.yaml");
+    assert!(whole.get("gib_seconds_used").is_none(), "{whole}");
+    assert!(
+        whole["shares"]["qs1"].get("gib_seconds_used").is_none(),
+        "{whole}"
+    );
+}
