@@ -111,7 +111,7 @@ fn summary_as_text_is_a_human_summary() {
 #[test]
 fn summary_as_text_gives_gib_time_apart() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
-    let p = dir.join("slice-02-mixed-whole-and-sliced-summary.yaml");
+    let p = dir.join("slice-07-mixed-whole-and-sliced-summary.yaml");
     let out = shareq(&["replay", "--summary", "--text", p.to_str().expect("utf8")]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);

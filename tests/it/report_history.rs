@@ -159,7 +159,7 @@ fn a_sliced_unit_is_reported_in_gib_seconds_apart_from_gpu_seconds() {
     // SPEC §15: from the recorded history, share a held 1 GPU and 40 GiB for 10 s, b 1 GPU
     // and 20 GiB for 5 s; the GiB never add up with the GPUs.
     let (summary, r) = replay_and_report(Path::new(
-        "tests/scenarios/slice-02-mixed-whole-and-sliced-summary.yaml",
+        "tests/scenarios/slice-07-mixed-whole-and-sliced-summary.yaml",
     ));
     assert!(close(r.gpu_seconds_used, 15.0), "{r:?}");
     assert!(close(r.gib_seconds_used, 500.0), "{r:?}");

@@ -193,7 +193,7 @@ trace: t.csv
 #[test]
 fn the_summary_counts_a_sliced_unit_in_gib_seconds_apart_from_gpu_seconds() {
     // SPEC §15: GPU-seconds of the whole unit, GiB-seconds of the sliced one, never added.
-    let s = summary_of("slice-02-mixed-whole-and-sliced-summary.yaml");
+    let s = summary_of("slice-07-mixed-whole-and-sliced-summary.yaml");
     assert_eq!(s["gpu_seconds_used"].as_f64(), Some(15.0), "{s}");
     assert_eq!(s["gib_seconds_used"].as_f64(), Some(500.0), "{s}");
     assert_eq!(s["utilisation"].as_f64(), Some(15.0 / 20.0), "{s}");
