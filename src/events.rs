@@ -193,6 +193,7 @@ pub fn job_of(ev: &Event) -> Option<crate::model::JobId> {
         | Event::Failed { job, .. }
         | Event::Cancelled { job, .. }
         | Event::TimedOut { job }
+        | Event::OverMemory { job, .. }
         | Event::Reprioritized { job, .. }
         | Event::Succeeded { job }
         | Event::Released { job } => Some(job),

@@ -258,6 +258,17 @@ impl Carry {
                     tracing::info!(job = %job, "timed out");
                     self.stop(timers, job, plan(job));
                 }
+                Event::OverMemory {
+                    job,
+                    held_gib,
+                    of_gib,
+                    stop,
+                } => {
+                    tracing::warn!(job = %job, stop, "OVER_MEMORY: job {job} holds {held_gib} GiB of its {of_gib}");
+                    if stop {
+                        self.stop(timers, job, plan(job));
+                    }
+                }
                 Event::Requeued { job, lost } => {
                     tracing::info!(job = %job, "requeued");
                     self.set_outcome(job, "requeued".to_string(), lost);

@@ -28,6 +28,8 @@ pub enum StopCause {
     },
     Cancel,
     Timeout,
+    /// Its processes held more GPU memory than its slice, with `overuse: STOP` (SPEC §15).
+    OverMemory,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -154,6 +156,8 @@ pub enum FailReason {
     /// kernel's OOM killer). Its code is NON_ZERO_EXIT's, the API's reason code.
     Signalled(i32),
     Timeout,
+    /// Stopped for holding more GPU memory than its slice (SPEC §15); never retried.
+    OverMemory,
     Cancelled(String),
     /// A job it depends on ended FAILED (SPEC §13): `label` is how that job is named
     /// (`12`, or `12:3` for an array's child).
@@ -174,6 +178,7 @@ impl FailReason {
             FailReason::PreemptionRetriesExhausted => "PREEMPTION_RETRIES_EXHAUSTED",
             FailReason::NonZeroExit(_) | FailReason::Signalled(_) => "NON_ZERO_EXIT",
             FailReason::Timeout => "TIMEOUT",
+            FailReason::OverMemory => "OVER_MEMORY",
             FailReason::Cancelled(_) => "CANCELLED",
             FailReason::DependencyFailed { .. } => "DEPENDENCY_FAILED",
             FailReason::ChildrenFailed { .. } => "ARRAY_CHILDREN_FAILED",
