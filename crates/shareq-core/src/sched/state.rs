@@ -631,6 +631,8 @@ pub struct UnitState {
     pub max_capacity: u32,
     /// A unit sliced by memory (SPEC §15): each device's GiB. `None`: whole GPUs.
     pub slice: Option<u32>,
+    /// What a sliced unit does to a job over its GiB (`slicing.overuse`).
+    pub overuse: crate::model::Overuse,
     /// Per slot: for a whole-GPU unit, one per node (by node index); for a sliced unit,
     /// one per device, indexed by `slot_ix`.
     pub slots: Vec<Slot>,
@@ -676,6 +678,7 @@ impl UnitState {
             present: false,
             max_capacity: 0,
             slice: None,
+            overuse: crate::model::Overuse::Report,
             slots: Vec::new(),
             slot_ix: BTreeMap::new(),
             by_free: BTreeSet::new(),
