@@ -355,3 +355,12 @@ fn over_memory_without_stop_only_reports() {
     s.over_memory(a, 27, 20, false, 10);
     assert!(s.take_events().is_empty());
 }
+
+#[test]
+fn a_sliced_unit_stops_overuse_only_when_it_says_stop() {
+    let s = sched(MEM);
+    let mem = s.unit_indexes().find(|&u| s.unit_name(u) == "mem").unwrap();
+    assert!(!s.overuse_stops(mem));
+    let s = sched(&MEM.replace("memoryGiB: 80}", "memoryGiB: 80, overuse: STOP}"));
+    assert!(s.overuse_stops(mem));
+}
