@@ -68,6 +68,7 @@ pub const EVENT_NAMES: &[&str] = &[
     "failed",
     "cancelled",
     "timed_out",
+    "over_memory",
     "reprioritized",
     "succeeded",
     "released",
@@ -193,6 +194,7 @@ pub fn job_of(ev: &Event) -> Option<crate::model::JobId> {
         | Event::Failed { job, .. }
         | Event::Cancelled { job, .. }
         | Event::TimedOut { job }
+        | Event::OverMemory { job, .. }
         | Event::Reprioritized { job, .. }
         | Event::Succeeded { job }
         | Event::Released { job } => Some(job),
@@ -226,5 +228,41 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&l.json()).unwrap();
         assert_eq!(v["seq"], 7);
         assert_eq!(v["event"], "config_applied");
+    }
+
+    /// A job over its slice (SPEC §15) is an `over_memory` line with what it held.
+    #[test]
+    fn over_memory_is_a_line_of_the_stream() {
+        use crate::config::{parse_documents, validate};
+        use crate::model::{JobSpec, UnitCapacity};
+        use crate::sched::Clock;
+        let yaml = "
+kind: ServiceEnvironment
+name: t
+capacityLimits: [{capacityUnit: mem, maxCapacity: 80, devices: {fake: 1}, slicing: {memoryGiB: 80, overuse: STOP}}]
+---
+kind: QuotaShare
+quotaShareName: a
+capacityLimits: [{capacityUnit: mem, maxCapacity: 80}]
+resourceSharingConfiguration: {strategy: LEND}
+";
+        let cfg = validate(parse_documents(yaml, None).unwrap()).unwrap();
+        let mut s = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), Clock::Wall);
+        let id = s.submit(JobSpec::new("j", "a", 20, 0), 0).unwrap();
+        s.pass(0);
+        s.take_events();
+        s.over_memory(id, 27, 20, true, 1000);
+        let ls = lines(1000, &s.take_events(), &s);
+        assert_eq!(ls.len(), 1);
+        assert_eq!(ls[0].event, "over_memory");
+        assert!(EVENT_NAMES.contains(&ls[0].event.as_str()));
+        assert_eq!(ls[0].job, Some(id.0));
+        assert_eq!(ls[0].share.as_deref(), Some("a"));
+        let v = ls[0].value();
+        assert_eq!(
+            (v["heldGiB"].as_u64(), v["ofGiB"].as_u64()),
+            (Some(27), Some(20))
+        );
+        assert_eq!(v["stop"], true);
     }
 }

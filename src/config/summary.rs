@@ -264,7 +264,7 @@ pub fn slice_notes(cfg: &ValidConfig) -> Vec<String> {
             let seen = if fake {
                 "fake devices report no memory: overuse cannot be seen"
             } else {
-                "overuse is not watched yet: no per-process memory is sampled"
+                "overuse is watched where NVML reports per-process memory (a job over its GiB + 1 on two samples in a row is OVER_MEMORY)"
             };
             Some(format!(
                 "unit `{}` is sliced by memory: quantities are GiB ({} GiB per device, all of a job's GiB on one device); \

@@ -29,6 +29,8 @@ struct Log {
     adopted: Vec<(JobId, u32, u32)>,
     forgotten: Vec<(JobId, u32)>,
     polls: usize,
+    /// pid → (job, attempt), as a contained backend would read it from the cgroup.
+    owners: std::collections::HashMap<i32, (JobId, u32)>,
     reports: Option<Reports>,
 }
 
@@ -45,6 +47,12 @@ impl Default for Script {
 impl Script {
     pub fn new() -> Script {
         Script::default()
+    }
+
+    /// Say that process `pid` belongs to attempt `attempt` of `job`, as a contained
+    /// backend would answer from its cgroup.
+    pub fn owns(&self, pid: i32, job: JobId, attempt: u32) {
+        self.0.lock().owners.insert(pid, (job, attempt));
     }
 
     /// The backend to start a runtime on (`RuntimeHandle::start_on`).
@@ -92,6 +100,10 @@ struct Scripted {
 }
 
 impl Backend for Scripted {
+    fn attempt_of_process(&self, pid: i32) -> Option<(JobId, u32)> {
+        self.log.lock().owners.get(&pid).copied()
+    }
+
     fn launch(&mut self, spec: LaunchSpec, node: &str) {
         self.log.lock().launches.push(Launch {
             job: spec.job,

@@ -32,6 +32,8 @@ pub struct Metrics {
     starts: Family<Labels, Counter>,
     finishes: Family<Labels, Counter>,
     submits: Family<Labels, Counter>,
+    /// Jobs found over their slice's GPU memory (SPEC §15), by share.
+    over_memory: Family<Labels, Counter>,
     reloads: Family<Labels, Counter>,
     wait: Histograms,
     pass: Histogram,
@@ -62,6 +64,7 @@ impl Metrics {
         let starts = Family::<Labels, Counter>::default();
         let finishes = Family::<Labels, Counter>::default();
         let submits = Family::<Labels, Counter>::default();
+        let over_memory = Family::<Labels, Counter>::default();
         let reloads = Family::<Labels, Counter>::default();
         let wait: Histograms = Family::new_with_constructor(wait_buckets);
         // 10 µs .. ~ 5 s.
@@ -113,6 +116,11 @@ impl Metrics {
             "Time from reading a submit on the control socket to its answer (stored)",
             submit_latency.clone(),
         );
+        registry.register(
+            "shareq_over_memory",
+            "Jobs whose processes held more GPU memory than their slice (+ 1 GiB) on two samples in a row, by share.",
+            over_memory.clone(),
+        );
         let commits = Counter::default();
         registry.register(
             "shareq_store_commits",
@@ -132,6 +140,7 @@ impl Metrics {
             starts,
             finishes,
             submits,
+            over_memory,
             reloads,
             wait,
             pass,
@@ -173,6 +182,11 @@ impl Metrics {
                 continue;
             }
             match ev {
+                Event::OverMemory { job, .. } => {
+                    self.over_memory
+                        .get_or_create(&vec![("share", share(job))])
+                        .inc();
+                }
                 Event::Submitted { job } => {
                     self.submits
                         .get_or_create(&vec![("share", share(job))])
@@ -300,6 +314,38 @@ mod tests {
                 "{h}"
             );
         }
+    }
+
+    /// A job over its slice's GPU memory (SPEC §15) counts once per report, by its share.
+    #[test]
+    fn over_memory_reports_count_by_share() {
+        use crate::config::{parse_documents, validate};
+        use crate::model::{JobSpec, UnitCapacity};
+        use crate::sched::Clock;
+        let yaml = "
+kind: ServiceEnvironment
+name: t
+capacityLimits: [{capacityUnit: mem, maxCapacity: 80, devices: {fake: 1}, slicing: {memoryGiB: 80}}]
+---
+kind: QuotaShare
+quotaShareName: a
+capacityLimits: [{capacityUnit: mem, maxCapacity: 80}]
+resourceSharingConfiguration: {strategy: LEND}
+";
+        let cfg = validate(parse_documents(yaml, None).unwrap()).unwrap();
+        let mut s = Sched::new(&cfg, &UnitCapacity::simulated(&cfg), Clock::Wall);
+        let id = s.submit(JobSpec::new("j", "a", 20, 0), 0).unwrap();
+        s.pass(0);
+        s.take_events();
+        let m = Metrics::new();
+        assert!(!m.encode().contains("shareq_over_memory_total{"));
+        s.over_memory(id, 27, 20, false, 1);
+        m.observe(1, &s.take_events(), &s);
+        let text = m.encode();
+        assert!(
+            text.contains("shareq_over_memory_total{share=\"a\"} 1"),
+            "{text}"
+        );
     }
 
     /// Telemetry of real GPUs (what NVML gives the snapshot) becomes per-device gauges;

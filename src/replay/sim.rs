@@ -667,6 +667,7 @@ pub fn event_name(ev: &Event) -> &'static str {
         Event::Failed { .. } => "failed",
         Event::Cancelled { .. } => "cancelled",
         Event::TimedOut { .. } => "timed_out",
+        Event::OverMemory { .. } => "over_memory",
         Event::Reprioritized { .. } => "reprioritized",
         Event::Succeeded { .. } => "succeeded",
         Event::Released { .. } => "released",
@@ -765,6 +766,17 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
         }
         Event::TimedOut { job } => {
             field(out, "job", &name(job));
+        }
+        Event::OverMemory {
+            job,
+            held_gib,
+            of_gib,
+            stop,
+        } => {
+            field(out, "job", &name(job));
+            num(out, "heldGiB", held_gib);
+            num(out, "ofGiB", of_gib);
+            num(out, "stop", stop);
         }
         Event::Reprioritized { job, priority, .. } => {
             field(out, "job", &name(job));

@@ -1123,6 +1123,7 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
             let what = match c {
                 StopCause::Cancel => "cancelled".to_string(),
                 StopCause::Timeout => "timed out".to_string(),
+                StopCause::OverMemory => "over its GPU memory".to_string(),
                 StopCause::Preempt { reason, .. } => format!("preempted ({})", reason.as_str()),
             };
             (what, j.stopping_since().unwrap_or(0))

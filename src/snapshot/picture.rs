@@ -88,6 +88,7 @@ impl Picture {
                 | Event::Failed { job, .. }
                 | Event::Cancelled { job, .. }
                 | Event::TimedOut { job }
+                | Event::OverMemory { job, .. }
                 | Event::Reprioritized { job, .. }
                 | Event::Succeeded { job }
                 | Event::Released { job } => self.touch(*job),

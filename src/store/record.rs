@@ -453,6 +453,10 @@ fn record_event(
             preemption_outcome(tx, *job, "cancelled")?;
         }
         Event::TimedOut { job } => set_stop(tx, *job, "TIMEOUT")?,
+        Event::OverMemory {
+            job, stop: true, ..
+        } => set_stop(tx, *job, "OVER_MEMORY")?,
+        Event::OverMemory { stop: false, .. } => {}
         Event::Requeued { job, lost } => {
             close_attempt(tx, *job, now)?;
             preemption_lost(tx, *job, lost.as_ref())?;

@@ -253,6 +253,7 @@ pub(crate) fn encode_stop(
         None => (None, None, None),
         Some(StopCause::Cancel) => (Some("CANCEL"), None, None),
         Some(StopCause::Timeout) => (Some("TIMEOUT"), None, None),
+        Some(StopCause::OverMemory) => (Some("OVER_MEMORY"), None, None),
         Some(StopCause::Preempt { by, reason }) => (
             Some("PREEMPT"),
             by.map(|b| b.0 as i64),
@@ -284,6 +285,7 @@ pub(crate) fn decode_stop(
         None => None,
         Some("CANCEL") => Some(StopCause::Cancel),
         Some("TIMEOUT") => Some(StopCause::Timeout),
+        Some("OVER_MEMORY") => Some(StopCause::OverMemory),
         Some("PREEMPT") => {
             let r = reason.unwrap_or_default();
             let reason =

@@ -1,7 +1,9 @@
 //! GPU telemetry: where NVML answers, sample each GPU's utilisation and memory every few
 //! seconds on a background thread; where it does not (no driver, fake GPUs), do nothing.
 //! A GPU that NVML reports lost (or needing a reset) is reported once through `lost`
-//! (`exec::gpu::health`), and its jobs are preempted with `DEVICE_LOST`.
+//! (`exec::gpu::health`), and its jobs are preempted with `DEVICE_LOST`. Each round also
+//! lists each device's compute processes and their memory, where NVML reports them, for
+//! the overuse watch of sliced units (`exec::gpu::overuse`).
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -18,13 +20,17 @@ pub struct Telemetry {
 /// Samples keyed by (unit, device index), as `Snapshot::build` wants them.
 pub type Samples = HashMap<(String, u32), Telemetry>;
 
+/// Compute processes keyed by (unit, device index): (pid, MiB held), where NVML reports
+/// per-process memory.
+pub type Processes = HashMap<(String, u32), Vec<(u32, u64)>>;
+
 /// Start sampling the real devices `devices` (unit, NVML index) every `every`, handing
 /// each round to `send` until it returns false. Returns why not when NVML is unavailable
 /// or there is nothing to sample.
 pub fn start(
     devices: Vec<(String, u32)>,
     every: Duration,
-    send: impl Fn(Samples) -> bool + Send + 'static,
+    send: impl Fn(Samples, Processes) -> bool + Send + 'static,
     lost: impl Fn(crate::exec::gpu::health::Lost) -> bool + Send + 'static,
 ) -> Result<std::thread::JoinHandle<()>, String> {
     if devices.is_empty() {
@@ -38,6 +44,7 @@ pub fn start(
             let mut gone = std::collections::HashSet::new();
             loop {
                 let mut samples = Samples::new();
+                let mut procs = Processes::new();
                 for (unit, index) in &devices {
                     if gone.contains(&(unit, *index)) {
                         continue;
@@ -71,6 +78,18 @@ pub fn start(
                     let (used, total) = d
                         .memory_info()
                         .map_or((0, 0), |m| (m.used >> 20, m.total >> 20));
+                    if let Ok(ps) = d.running_compute_processes() {
+                        let held = ps
+                            .iter()
+                            .filter_map(|p| match p.used_gpu_memory {
+                                nvml_wrapper::enums::device::UsedGpuMemory::Used(b) => {
+                                    Some((p.pid, b >> 20))
+                                }
+                                nvml_wrapper::enums::device::UsedGpuMemory::Unavailable => None,
+                            })
+                            .collect();
+                        procs.insert((unit.clone(), *index), held);
+                    }
                     samples.insert(
                         (unit.clone(), *index),
                         Telemetry {
@@ -80,7 +99,7 @@ pub fn start(
                         },
                     );
                 }
-                if !send(samples) {
+                if !send(samples, procs) {
                     return;
                 }
                 std::thread::sleep(every);

@@ -258,6 +258,17 @@ impl Carry {
                     tracing::info!(job = %job, "timed out");
                     self.stop(timers, job, plan(job));
                 }
+                Event::OverMemory {
+                    job,
+                    held_gib,
+                    of_gib,
+                    stop,
+                } => {
+                    tracing::warn!(job = %job, stop, "OVER_MEMORY: job {job} holds {held_gib} GiB of its {of_gib}");
+                    if stop {
+                        self.stop(timers, job, plan(job));
+                    }
+                }
                 Event::Requeued { job, lost } => {
                     tracing::info!(job = %job, "requeued");
                     self.set_outcome(job, "requeued".to_string(), lost);
@@ -482,6 +493,11 @@ fn timeout_backstop(secs: u64, sched: &Sched, job: JobId) -> Duration {
 }
 
 impl Carry {
+    /// The attempt a process belongs to, where the backend can tell (its cgroup).
+    pub(crate) fn attempt_of_process(&self, pid: i32) -> Option<(JobId, u32)> {
+        self.backend.attempt_of_process(pid)
+    }
+
     /// Is the process `pid` (a `shareq checkpoint` on the socket) one of attempt
     /// `attempt` of `job` (SPEC §14)? By the attempt's cgroup where the backend contains
     /// attempts and the process is in one (then only that one's may report), else by the

@@ -161,6 +161,8 @@ pub(crate) enum ExecKind {
     /// What the executor saw of an attempt or a node (`exec::backend`).
     Attempt(crate::exec::backend::Report),
     Telemetry(Samples),
+    /// Each real device's compute processes and the MiB they hold (SPEC §15's overuse).
+    GpuProcesses(crate::exec::gpu::telemetry::Processes),
     /// The config directory, read and validated off the runtime task (`Input::Reload`).
     Reloaded {
         loaded: Result<Box<crate::config::LoadedConfig>, Vec<crate::config::ConfigError>>,

@@ -215,6 +215,7 @@ impl RuntimeHandle {
             executor,
             inputs: tx.clone(),
             samples: Samples::new(),
+            overuse: crate::exec::gpu::overuse::Watch::new(),
             picture: Picture::new(),
             timers: Timers::default(),
             snapshots: snap_tx,
@@ -426,9 +427,12 @@ fn start_telemetry(
     if let Err(why) = crate::exec::gpu::telemetry::start(
         real,
         every,
-        move |s| {
+        move |s, p| {
             tx.send(Input::Exec(ExecReport(ExecKind::Telemetry(s))))
                 .is_ok()
+                && tx
+                    .send(Input::Exec(ExecReport(ExecKind::GpuProcesses(p))))
+                    .is_ok()
         },
         lost,
     ) {
@@ -446,6 +450,8 @@ struct Runtime {
     /// The runtime's own input channel (for work done off its task).
     inputs: mpsc::UnboundedSender<Input>,
     samples: Samples,
+    /// Sliced jobs over their GiB, two samples in a row (SPEC §15).
+    overuse: crate::exec::gpu::overuse::Watch<JobId>,
     /// The picture kept up to date change by change, published as snapshots.
     picture: Picture,
     /// Every timer of the runtime (grace periods, timeouts, probes, publish, prune).

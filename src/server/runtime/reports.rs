@@ -77,6 +77,7 @@ impl Runtime {
                     Outcome::Nothing
                 }
             }
+            ExecKind::GpuProcesses(procs) => self.gpu_processes(&procs, now),
             ExecKind::DeviceLost { unit, device, why } => self.device_gone(unit, device, &why, now),
             ExecKind::ConfigEffects { hash, dry_run } => {
                 if self.config.hash.as_deref() != Some(hash.as_str()) {
@@ -109,6 +110,51 @@ impl Runtime {
 
     /// A GPU lost (telemetry) or held by something outside this scheduler: its jobs are
     /// preempted (DEVICE_LOST) and it is never handed out again by this runtime.
+    /// One round of the devices' compute processes: each sliced job's memory on its
+    /// device, fed to the two-samples-over rule; a job over is reported, or with
+    /// `overuse: STOP` stopped (SPEC §15).
+    fn gpu_processes(
+        &mut self,
+        procs: &crate::exec::gpu::telemetry::Processes,
+        now: i64,
+    ) -> Outcome {
+        let mut samples = Vec::new();
+        for ((unit, device), ps) in procs {
+            let held = crate::exec::gpu::overuse::memory_by_attempt(ps, |pid| {
+                self.exec.attempt_of_process(pid as i32)
+            });
+            for ((job, attempt), mib) in held {
+                let Some(j) = self.sched.job(job) else {
+                    continue;
+                };
+                let sliced = self.sched.slice_of(j.unit).is_some();
+                if sliced
+                    && j.is_holding()
+                    && j.attempts_started == attempt
+                    && self.sched.unit_name(j.unit) == unit
+                    && j.devices().contains(device)
+                {
+                    samples.push((job, mib, u64::from(j.quantity)));
+                }
+            }
+        }
+        let over = self.overuse.round(&samples);
+        if over.is_empty() {
+            return Outcome::Nothing;
+        }
+        for o in over {
+            let Some(j) = self.sched.job(o.job) else {
+                continue;
+            };
+            let stop = self.sched.overuse_stops(j.unit);
+            tracing::warn!(job = %o.job, stop, "{o}");
+            self.sched
+                .over_memory(o.job, o.held_gib, o.of_gib, stop, now);
+        }
+        self.picture.touch_all();
+        Outcome::Reschedule
+    }
+
     fn device_gone(&mut self, unit: String, device: u32, why: &str, now: i64) -> Outcome {
         if self.lost_devices.contains_key(&(unit.clone(), device)) {
             return Outcome::Nothing;

@@ -315,3 +315,40 @@ async fn node_reports_go_to_the_core_drained_nodes_take_nothing_lost_ones_preemp
     );
     rig.handle.shutdown(false).await;
 }
+
+/// SPEC §15: a sliced job whose processes hold more than its GiB + 1 on two rounds in a
+/// row is reported, and with `overuse: STOP` stopped and FAILED `OVER_MEMORY`, no retry.
+#[tokio::test]
+async fn a_sliced_job_over_its_gib_twice_in_a_row_is_stopped_as_over_memory() {
+    let yaml = "kind: ServiceEnvironment\nname: t\ncapacityLimits:\n  - {capacityUnit: mem, maxCapacity: 80, devices: {fake: 1}, slicing: {memoryGiB: 80, overuse: STOP}}\npreemption: {gracePeriodSeconds: 5}\n---\nkind: QuotaShare\nquotaShareName: a\ncapacityLimits:\n  - {capacityUnit: mem, maxCapacity: 80}\nresourceSharingConfiguration: {strategy: LEND}\n";
+    let rig = Rig::start(yaml);
+    let id = rig.submit("a", 20, None).await;
+    rig.run(id, 1).await;
+    rig.script.owns(4242, id, 1);
+    let procs = |mib: u64| {
+        let mut p = crate::exec::gpu::telemetry::Processes::new();
+        p.insert(("mem".to_string(), 0), vec![(4242, mib), (9999, 70 * 1024)]);
+        Input::Exec(super::input::ExecReport(
+            super::input::ExecKind::GpuProcesses(p),
+        ))
+    };
+    // Over once, then under: nothing; over twice: stopped.
+    for mib in [27 * 1024, 1024, 27 * 1024] {
+        rig.handle.inputs.send(procs(mib)).unwrap();
+        rig.sync().await;
+        assert!(
+            rig.script.signals().is_empty(),
+            "{:?}",
+            rig.script.signals()
+        );
+    }
+    rig.handle.inputs.send(procs(27 * 1024)).unwrap();
+    rig.sync().await;
+    assert!(!rig.script.signals().is_empty());
+    assert_eq!(rig.script.signals()[0].0, id);
+    rig.ended(id, 1, 137).await;
+    let j = rig.job(id);
+    assert_eq!(j.state, JobState::Failed);
+    assert!(j.reason.starts_with("OVER_MEMORY"), "{}", j.reason);
+    rig.handle.shutdown(false).await;
+}

@@ -52,6 +52,14 @@ pub enum Event {
     TimedOut {
         job: JobId,
     },
+    /// A sliced job's processes held `held_gib` GiB of its `of_gib` on two samples in a row
+    /// (SPEC §15); `stop` when its unit says `overuse: STOP` and it must now be stopped.
+    OverMemory {
+        job: JobId,
+        held_gib: u64,
+        of_gib: u64,
+        stop: bool,
+    },
     Reprioritized {
         job: JobId,
         priority: u32,

@@ -294,6 +294,10 @@ impl Sched {
                 self.release(id, now);
                 self.attempt_failed(id, FailReason::Timeout, now);
             }
+            Some(StopCause::OverMemory) => {
+                self.release(id, now);
+                self.over_memory_failed(id, now);
+            }
             _ => {
                 self.release(id, now);
                 if code == 0 {
@@ -323,6 +327,10 @@ impl Sched {
             StopCause::Timeout => {
                 self.release(id, now);
                 self.attempt_failed(id, FailReason::Timeout, now);
+            }
+            StopCause::OverMemory => {
+                self.release(id, now);
+                self.over_memory_failed(id, now);
             }
         }
         self.settle();
@@ -473,6 +481,39 @@ impl Sched {
         }
         self.mark_stopping(id, StopCause::Timeout, now);
         self.emit(Event::TimedOut { job: id });
+    }
+
+    /// The runtime found a sliced job holding `held_gib` GiB of its `of_gib` on two samples
+    /// in a row (SPEC §15): report it, and with `stop` (`overuse: STOP`) stop it, to end
+    /// FAILED with `OVER_MEMORY` and no retry. A job not holding, or already stopping, is
+    /// left alone.
+    pub fn over_memory(&mut self, id: JobId, held_gib: u64, of_gib: u64, stop: bool, now: Time) {
+        self.now = now;
+        let Some(job) = self.job(id) else { return };
+        if !job.is_holding() || job.is_stopping() {
+            return;
+        }
+        if stop {
+            self.mark_stopping(id, StopCause::OverMemory, now);
+        }
+        self.emit(Event::OverMemory {
+            job: id,
+            held_gib,
+            of_gib,
+            stop,
+        });
+    }
+
+    /// A job stopped for overusing its slice is over: FAILED `OVER_MEMORY`, whatever
+    /// attempts it has left.
+    fn over_memory_failed(&mut self, id: JobId, now: Time) {
+        let reason = FailReason::OverMemory;
+        self.finish(id, JobState::Failed, Some(reason.clone()), now);
+        self.emit(Event::Failed {
+            job: id,
+            reason,
+            lost: None,
+        });
     }
 
     /// The live runtime reports progress: SCHEDULED → STARTING → RUNNING.

@@ -339,6 +339,10 @@ impl Sched {
                 u.slots.clear();
             }
             u.slice = slice;
+            u.overuse = config
+                .slicing(&name)
+                .map(|sl| sl.overuse)
+                .unwrap_or_default();
             match slice.filter(|_| u.present) {
                 None => install_node_slots(u, &name, &listed, &order, nnodes, capacity),
                 Some(gib) => install_device_slots(u, &name, &listed, &order, gib, capacity),

@@ -276,6 +276,13 @@ impl Sched {
         self.units.get(u).and_then(|x| x.slice)
     }
 
+    /// A sliced unit's `overuse` (SPEC §15): whether a job over its GiB is stopped.
+    pub fn overuse_stops(&self, u: UnitIx) -> bool {
+        self.units
+            .get(u)
+            .is_some_and(|x| x.slice.is_some() && x.overuse == crate::model::Overuse::Stop)
+    }
+
     /// The node a holding job runs on.
     pub fn job_node(&self, j: &state::Job) -> Option<NodeIx> {
         let slot = j.slot()?;

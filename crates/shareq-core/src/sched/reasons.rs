@@ -149,6 +149,7 @@ impl Sched {
             None => "running".to_string(),
             Some((StopCause::Cancel, _)) => "cancelled: stopping".to_string(),
             Some((StopCause::Timeout, _)) => "timed out: stopping".to_string(),
+            Some((StopCause::OverMemory, _)) => "over its GPU memory: stopping".to_string(),
             Some((StopCause::Preempt { by, reason }, _)) => match by {
                 Some(b) => format!("preempted by job {b} ({}): stopping", reason.as_str()),
                 None => format!("preempted ({}): stopping", reason.as_str()),

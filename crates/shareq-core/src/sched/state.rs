@@ -28,6 +28,8 @@ pub enum StopCause {
     },
     Cancel,
     Timeout,
+    /// Its processes held more GPU memory than its slice, with `overuse: STOP` (SPEC §15).
+    OverMemory,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -154,6 +156,8 @@ pub enum FailReason {
     /// kernel's OOM killer). Its code is NON_ZERO_EXIT's, the API's reason code.
     Signalled(i32),
     Timeout,
+    /// Stopped for holding more GPU memory than its slice (SPEC §15); never retried.
+    OverMemory,
     Cancelled(String),
     /// A job it depends on ended FAILED (SPEC §13): `label` is how that job is named
     /// (`12`, or `12:3` for an array's child).
@@ -174,6 +178,7 @@ impl FailReason {
             FailReason::PreemptionRetriesExhausted => "PREEMPTION_RETRIES_EXHAUSTED",
             FailReason::NonZeroExit(_) | FailReason::Signalled(_) => "NON_ZERO_EXIT",
             FailReason::Timeout => "TIMEOUT",
+            FailReason::OverMemory => "OVER_MEMORY",
             FailReason::Cancelled(_) => "CANCELLED",
             FailReason::DependencyFailed { .. } => "DEPENDENCY_FAILED",
             FailReason::ChildrenFailed { .. } => "ARRAY_CHILDREN_FAILED",
@@ -626,6 +631,8 @@ pub struct UnitState {
     pub max_capacity: u32,
     /// A unit sliced by memory (SPEC §15): each device's GiB. `None`: whole GPUs.
     pub slice: Option<u32>,
+    /// What a sliced unit does to a job over its GiB (`slicing.overuse`).
+    pub overuse: crate::model::Overuse,
     /// Per slot: for a whole-GPU unit, one per node (by node index); for a sliced unit,
     /// one per device, indexed by `slot_ix`.
     pub slots: Vec<Slot>,
@@ -671,6 +678,7 @@ impl UnitState {
             present: false,
             max_capacity: 0,
             slice: None,
+            overuse: crate::model::Overuse::Report,
             slots: Vec::new(),
             slot_ix: BTreeMap::new(),
             by_free: BTreeSet::new(),

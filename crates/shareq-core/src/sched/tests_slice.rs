@@ -2,7 +2,8 @@
 //! a slot whose room is its unassigned GiB (best fit, `FRAGMENTED` in GiB, the device
 //! map, a lost device, the reservation's device, reloads that change the GiB, restored
 //! jobs sharing a device, replay's `auto` devices), and a request above a device's GiB is
-//! refused before any count.
+//! refused before any count; a job over its GiB is reported, or with `stop` fails
+//! `OVER_MEMORY` without a retry.
 
 use super::tests::config;
 use super::*;
@@ -280,4 +281,86 @@ fn jobs_restored_on_one_sliced_device_share_it_by_their_gib() {
     let a3 = s.submit(JobSpec::new("a3", "a", 10, 0), 100).unwrap();
     s.pass(100);
     assert_eq!(on(&s, a3), vec![0]);
+}
+
+/// A job with three attempts, so that a retry would show.
+fn retried(name: &str, gib: u32) -> JobSpec {
+    let mut j = JobSpec::new(name, "a", gib, 0);
+    j.retry_strategy = Some(crate::model::RetryStrategy { attempts: 3 });
+    j
+}
+
+#[test]
+fn over_memory_with_stop_fails_the_job_without_a_retry() {
+    for release_first in [true, false] {
+        let mut s = sched(MEM);
+        let a = s.submit(retried("a", 20), 0).unwrap();
+        s.pass(0);
+        s.take_events();
+        s.over_memory(a, 27, 20, true, 5);
+        let ev = s.take_events();
+        assert!(ev.contains(&Event::OverMemory {
+            job: a,
+            held_gib: 27,
+            of_gib: 20,
+            stop: true
+        }));
+        assert!(s.job(a).unwrap().is_stopping());
+        // A second report while it stops changes nothing.
+        s.over_memory(a, 28, 20, true, 6);
+        assert!(s.take_events().is_empty());
+        if release_first {
+            s.gpus_released(a, 7);
+            s.job_exited(a, 137, 8);
+        } else {
+            s.job_exited(a, 137, 7);
+            s.gpus_released(a, 8);
+        }
+        let j = s.job(a).unwrap();
+        assert_eq!(j.state, JobState::Failed);
+        assert_eq!(j.fail_reason, Some(FailReason::OverMemory));
+        assert_eq!(FailReason::OverMemory.code(), "OVER_MEMORY");
+        let ev = s.take_events();
+        assert!(ev.contains(&Event::Failed {
+            job: a,
+            reason: FailReason::OverMemory,
+            lost: None
+        }));
+        assert!(!ev.iter().any(|e| matches!(e, Event::Requeued { .. })));
+    }
+}
+
+#[test]
+fn over_memory_without_stop_only_reports() {
+    let mut s = sched(MEM);
+    let a = s.submit(retried("a", 20), 0).unwrap();
+    s.pass(0);
+    s.take_events();
+    s.over_memory(a, 27, 20, false, 5);
+    assert_eq!(
+        s.take_events(),
+        vec![Event::OverMemory {
+            job: a,
+            held_gib: 27,
+            of_gib: 20,
+            stop: false
+        }]
+    );
+    let j = s.job(a).unwrap();
+    assert!(j.is_holding() && !j.is_stopping());
+    s.job_exited(a, 0, 9);
+    assert_eq!(s.job(a).unwrap().state, JobState::Succeeded);
+    s.take_events();
+    // A job that holds nothing is not reported.
+    s.over_memory(a, 27, 20, false, 10);
+    assert!(s.take_events().is_empty());
+}
+
+#[test]
+fn a_sliced_unit_stops_overuse_only_when_it_says_stop() {
+    let s = sched(MEM);
+    let mem = s.unit_indexes().find(|&u| s.unit_name(u) == "mem").unwrap();
+    assert!(!s.overuse_stops(mem));
+    let s = sched(&MEM.replace("memoryGiB: 80}", "memoryGiB: 80, overuse: STOP}"));
+    assert!(s.overuse_stops(mem));
 }
