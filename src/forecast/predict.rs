@@ -67,6 +67,21 @@ pub struct Prediction {
 }
 
 impl Prediction {
+    /// A prediction that the submit would be refused, `why`, made at `at`.
+    pub fn rejected(why: String, at: Time) -> Prediction {
+        Prediction {
+            verdict: Verdict::Reject,
+            why,
+            start: None,
+            earliest: None,
+            latest: None,
+            kind: None,
+            waits_on: None,
+            beyond: None,
+            at,
+        }
+    }
+
     /// The estimated start as the forecast says it.
     pub fn estimate(&self) -> Option<Estimate> {
         match (self.kind?, self.earliest, self.start, self.latest) {
@@ -90,17 +105,7 @@ impl Prediction {
 /// Predict `spec` submitted to `sched` (a copy of the live state) at `now`.
 pub fn predict(mut sched: Sched, spec: JobSpec, now: Time, runtimes: &Runtimes) -> Prediction {
     let share = spec.quota_share_name.clone();
-    let mut out = Prediction {
-        verdict: Verdict::Reject,
-        why: String::new(),
-        start: None,
-        earliest: None,
-        latest: None,
-        kind: None,
-        waits_on: None,
-        beyond: None,
-        at: now,
-    };
+    let mut out = Prediction::rejected(String::new(), now);
     let id = match sched.submit(spec, now) {
         Ok(id) => id,
         Err(r) => {

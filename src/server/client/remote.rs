@@ -382,17 +382,10 @@ async fn forward(mut rx: mpsc::UnboundedReceiver<Input>, mut link: Link) {
                         error: Some(why),
                         ..
                     }) => {
-                        let _ = reply.send(crate::forecast::Prediction {
-                            verdict: crate::forecast::Verdict::Reject,
+                        let _ = reply.send(crate::forecast::Prediction::rejected(
                             why,
-                            start: None,
-                            earliest: None,
-                            latest: None,
-                            kind: None,
-                            waits_on: None,
-                            beyond: None,
-                            at: crate::exec::now_ms(),
-                        });
+                            crate::exec::now_ms(),
+                        ));
                     }
                     _ => {}
                 }
