@@ -129,15 +129,19 @@ pub fn events(args: &EventsArgs) -> Result<(), CliError> {
 /// `2026-12-01 17:40:03.123  preempted  job=train id=12 share=qs1 by=x ...`: the time,
 /// the event, then every other field of the line in its order; a line that ends a
 /// preemption ends with what it lost as the console's preemption log says it
-/// (`lost 2 GPU × 12m`, `saved 40s before`).
+/// (`lost 2 GPU × 12m`, `saved 40s before`), its GPU-seconds kept as a field.
 pub fn human(ev: &EventLine) -> String {
     let when = chrono::DateTime::from_timestamp_millis(ev.at)
         .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f").to_string())
         .unwrap_or_default();
     let mut out = format!("{when}  {:<14}", ev.event);
+    let lost = lost_work(ev);
+    // What the words at the end say is not repeated as fields: the replay's `lost`, and
+    // the GPUs, last save and whether it was a report (`lostGpuSeconds` stays).
+    let said = |k: &str| lost.is_some() && matches!(k, "lost" | "lostGpus" | "lastSave" | "saved");
     if let serde_json::Value::Object(map) = ev.value() {
         for (k, v) in map {
-            if k == "t" || k == "event" {
+            if k == "t" || k == "event" || said(&k) {
                 continue;
             }
             let text = match v {
@@ -148,7 +152,7 @@ pub fn human(ev: &EventLine) -> String {
             out.push_str(&format!(" {k}={text}"));
         }
     }
-    if let Some(l) = lost_work(ev) {
+    if let Some(l) = lost {
         out.push_str(&format!("  ({})", l.text()));
     }
     out.trim_end().to_string()

@@ -109,6 +109,12 @@ fn a_reclaimed_borrower_has_its_lost_work_everywhere_and_after_a_restart() {
     let text = String::from_utf8_lossy(&out.stdout);
     let span = shareq::duration::short(released - started);
     assert!(text.contains(&format!("(lost 2 GPU × {span})")), "{text}");
+    // The words say it once: the GPU-seconds stay a field, the rest is not repeated.
+    assert!(text.contains(" lostGpuSeconds="), "{text}");
+    assert!(
+        !text.contains(" lost=") && !text.contains(" lostGpus=") && !text.contains(" saved="),
+        "{text}"
+    );
     // The database, in the same transaction as the decision.
     let ((gpu_ms, last_save, saved, rel), total) = stored(&s.state, b);
     assert_eq!((last_save, saved, rel), (started, false, released));
