@@ -146,77 +146,58 @@ fn rejections_say_why() {
     assert!(e.to_string().contains("schedulingPriority"), "{e}");
 }
 
-#[test]
-fn restored_jobs_keep_their_devices_order_and_ids() {
-    let c = config(THREE);
-    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall);
-    let held = RestoredJob {
-        id: JobId(4),
-        spec: JobSpec::new("held", "a", 1, 0),
+/// A job as the store gives it back after a restart: `spec` on unit `gpu`, submitted at
+/// `submitted`, queued (`running: None`) or running its first attempt on `devices` since
+/// `started_at`, with nothing else to its name; a test sets the rest with `..`.
+pub(super) fn restored(
+    id: u64,
+    spec: JobSpec,
+    submitted: Time,
+    running: Option<(Vec<u32>, Time)>,
+) -> RestoredJob {
+    RestoredJob {
+        id: JobId(id),
+        spec,
         unit: "gpu".into(),
-        submitted: 10,
-        priority: 0,
-        preempted_count: 1,
-        failed_attempts: 0,
-        attempts_started: 2,
-        fail_reason: None,
-        deps: Vec::new(),
-        array: None,
-        lost_ticks: 5_000,
-        checkpoint: None,
-        holding: Some(RestoredHolding {
-            node: None,
-            devices: vec![0],
-            started_at: 20,
-            state: JobState::Running,
-            stopping: None,
-        }),
-    };
-    s.restore_job(held, 100).unwrap();
-    // What its earlier preemptions lost is kept (SPEC §14).
-    assert_eq!(s.job(JobId(4)).map(|j| j.lost_ticks), Some(5_000));
-    for (id, name) in [(5, "q1"), (7, "q2")] {
-        let r = RestoredJob {
-            id: JobId(id),
-            spec: JobSpec::new(name, "b", 1, 0),
-            unit: "gpu".into(),
-            submitted: id as i64,
-            priority: 0,
-            preempted_count: 0,
-            failed_attempts: 0,
-            attempts_started: 0,
-            fail_reason: None,
-            deps: Vec::new(),
-            array: None,
-            lost_ticks: 0,
-            checkpoint: None,
-            holding: None,
-        };
-        s.restore_job(r, 100).unwrap();
-    }
-    // A job restored twice, or onto a held device, is refused.
-    let dup = RestoredJob {
-        id: JobId(9),
-        spec: JobSpec::new("dup", "a", 1, 0),
-        unit: "gpu".into(),
-        submitted: 9,
+        submitted,
         priority: 0,
         preempted_count: 0,
         failed_attempts: 0,
-        attempts_started: 1,
+        attempts_started: u32::from(running.is_some()),
         fail_reason: None,
         deps: Vec::new(),
         array: None,
         lost_ticks: 0,
         checkpoint: None,
-        holding: Some(RestoredHolding {
+        holding: running.map(|(devices, started_at)| RestoredHolding {
             node: None,
-            devices: vec![0],
-            started_at: 20,
+            devices,
+            started_at,
             state: JobState::Running,
             stopping: None,
         }),
+    }
+}
+
+#[test]
+fn restored_jobs_keep_their_devices_order_and_ids() {
+    let c = config(THREE);
+    let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall);
+    let held = RestoredJob {
+        preempted_count: 1,
+        attempts_started: 2,
+        lost_ticks: 5_000,
+        ..restored(4, JobSpec::new("held", "a", 1, 0), 10, Some((vec![0], 20)))
     };
+    s.restore_job(held, 100).unwrap();
+    // What its earlier preemptions lost is kept (SPEC §14).
+    assert_eq!(s.job(JobId(4)).map(|j| j.lost_ticks), Some(5_000));
+    for (id, name) in [(5, "q1"), (7, "q2")] {
+        let r = restored(id, JobSpec::new(name, "b", 1, 0), id as i64, None);
+        s.restore_job(r, 100).unwrap();
+    }
+    // A job restored twice, or onto a held device, is refused.
+    let dup = restored(9, JobSpec::new("dup", "a", 1, 0), 9, Some((vec![0], 20)));
     assert!(s.restore_job(dup, 100).is_err());
     assert_eq!(s.queue(), vec![JobId(5), JobId(7)]);
     s.pass(100);

@@ -2,7 +2,7 @@
 //! (both orders of exit report and release), the victim order by effective last save,
 //! the lost work reported with the end of a preemption, and the stop's notice and grace.
 
-use super::tests::config;
+use super::tests::{config, restored};
 use super::*;
 use crate::model::{JobSpec, JobState, UnitCapacity};
 
@@ -241,30 +241,13 @@ fn a_live_report_keeps_its_note_and_comes_back_with_a_restore() {
     let c = super::tests::config(LEND);
     let mut r = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall);
     let restored = RestoredJob {
-        id: JobId(3),
-        spec: JobSpec::new("a", "bor", 1, 0),
-        unit: "gpu".into(),
-        submitted: 0,
-        priority: 0,
-        preempted_count: 0,
-        failed_attempts: 0,
         attempts_started: 2,
-        fail_reason: None,
-        deps: Vec::new(),
-        array: None,
-        lost_ticks: 0,
         checkpoint: Some(Checkpoint {
             at: 50,
             attempt: 2,
             note: Some("x".into()),
         }),
-        holding: Some(RestoredHolding {
-            node: None,
-            devices: vec![0],
-            started_at: 40,
-            state: JobState::Running,
-            stopping: None,
-        }),
+        ..restored(3, JobSpec::new("a", "bor", 1, 0), 0, Some((vec![0], 40)))
     };
     r.restore_job(restored.clone(), 60).unwrap();
     assert_eq!(r.job(JobId(3)).unwrap().last_save, Some(50));
@@ -297,27 +280,17 @@ fn reclaim_free(s: &mut Sched) -> (JobId, Time) {
 #[test]
 fn a_restored_stop_is_planned_again_by_its_cause() {
     let mut s = wall(LEND);
-    let restored = |id: u64, device: u32, cause: StopCause| RestoredJob {
-        id: JobId(id),
-        spec: JobSpec::new("r", "bor", 1, 0),
-        unit: "gpu".into(),
-        submitted: 0,
-        priority: 0,
-        preempted_count: 0,
-        failed_attempts: 0,
-        attempts_started: 1,
-        fail_reason: None,
-        deps: Vec::new(),
-        array: None,
-        lost_ticks: 0,
-        checkpoint: None,
-        holding: Some(RestoredHolding {
-            node: None,
-            devices: vec![device],
-            started_at: 5,
-            state: JobState::Running,
-            stopping: Some(cause),
-        }),
+    let restored = |id: u64, device: u32, cause: StopCause| {
+        let mut r = restored(
+            id,
+            JobSpec::new("r", "bor", 1, 0),
+            0,
+            Some((vec![device], 5)),
+        );
+        if let Some(h) = r.holding.as_mut() {
+            h.stopping = Some(cause);
+        }
+        r
     };
     let reclaim = StopCause::Preempt {
         by: None,

@@ -5,7 +5,7 @@
 //! refused before any count; a job over its GiB is reported, or with `stop` fails
 //! `OVER_MEMORY` without a retry.
 
-use super::tests::config;
+use super::tests::{config, restored};
 use super::*;
 use crate::model::{JobSpec, JobState, UnitCapacity};
 
@@ -252,26 +252,13 @@ fn jobs_restored_on_one_sliced_device_share_it_by_their_gib() {
     let mut s = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall);
     for (id, gib) in [(1u64, 50u32), (2, 30)] {
         let r = RestoredJob {
-            id: JobId(id),
-            spec: JobSpec::new("held", "a", gib, 0),
             unit: "mem".into(),
-            submitted: 10,
-            priority: 0,
-            preempted_count: 0,
-            failed_attempts: 0,
-            attempts_started: 1,
-            fail_reason: None,
-            deps: Vec::new(),
-            array: None,
-            lost_ticks: 0,
-            checkpoint: None,
-            holding: Some(RestoredHolding {
-                node: None,
-                devices: vec![1],
-                started_at: 20,
-                state: JobState::Running,
-                stopping: None,
-            }),
+            ..restored(
+                id,
+                JobSpec::new("held", "a", gib, 0),
+                10,
+                Some((vec![1], 20)),
+            )
         };
         s.restore_job(r, 100).unwrap();
     }
