@@ -148,6 +148,7 @@ impl SubmitArgs {
             array_properties: self.array.map(|size| ArrayProperties { size }),
             checkpoint_every_seconds: self.checkpoint_every,
             expected_runtime_seconds: self.expect,
+            num_nodes: None,
         })
     }
 }

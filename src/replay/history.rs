@@ -144,6 +144,7 @@ impl HistoryTrace {
                     depends_on: Vec::new(),
                     array_properties: None,
                     checkpoint_every_seconds: None,
+                    num_nodes: None,
                 })),
                 line: None,
             })

@@ -73,6 +73,9 @@ pub struct SimSubmit {
     /// at once on a notice); absent = it saves nothing.
     #[serde(default)]
     pub checkpoint_every_seconds: Option<u64>,
+    /// A multi-node job (SPEC §16): `quantity` on each of this many nodes.
+    #[serde(default)]
+    pub num_nodes: Option<u32>,
 }
 
 /// One `dependsOn` entry of a scenario: a job by its name, or `{type: SEQUENTIAL}`.
@@ -110,6 +113,7 @@ impl SimSubmit {
         });
         spec.array_properties = self.array_properties;
         spec.checkpoint_every_seconds = self.checkpoint_every_seconds;
+        spec.num_nodes = self.num_nodes;
         spec
     }
 }
@@ -518,6 +522,16 @@ pub fn load_trace(path: &Path) -> Result<Vec<TimedAction>, ScenarioError> {
                 })
             })
             .transpose()?;
+        // SPEC §16: a gang's node count (the submit checks 2..64; `1` or empty: a plain
+        // job, as a trace's column is filled for every row).
+        let nodes = num("numNodes")?
+            .map(|c| {
+                u32::try_from(c).map_err(|_| {
+                    scenario_error(&file, Some(line), format!("numNodes {c} is out of range"))
+                })
+            })
+            .transpose()?
+            .filter(|&c| c != 1);
         let quantity = num("quantity")?
             .ok_or_else(|| scenario_error(&file, Some(line), "quantity: missing"))?;
         let quantity = u32::try_from(quantity).map_err(|_| {
@@ -560,6 +574,7 @@ pub fn load_trace(path: &Path) -> Result<Vec<TimedAction>, ScenarioError> {
                 depends_on: Vec::new(),
                 array_properties: None,
                 checkpoint_every_seconds: every,
+                num_nodes: nodes,
             })),
         });
     }

@@ -632,6 +632,19 @@ fn field(out: &mut String, key: &str, value: &str) {
     push_str(out, value);
 }
 
+/// `[0,1]`: device indices.
+fn index_list(out: &mut String, devices: &[u32]) {
+    use std::fmt::Write as _;
+    out.push('[');
+    for (i, d) in devices.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{d}");
+    }
+    out.push(']');
+}
+
 fn num(out: &mut String, key: &str, value: impl std::fmt::Display) {
     use std::fmt::Write as _;
     let _ = write!(out, ",\"{key}\":{value}");
@@ -706,25 +719,40 @@ pub fn format_event(sched: &Sched, ev: &Event, t: impl std::fmt::Display, out: &
             node,
             devices,
             borrowed,
+            more,
         } => {
             field(out, "job", &name(job));
             field(out, "share", share(job));
+            // A gang's quantity is its per-node one (SPEC §16).
             let (unit, q) = sched
                 .job(*job)
-                .map_or(("?", 0), |j| (sched.unit_name(j.unit), j.quantity));
+                .map_or(("?", 0), |j| (sched.unit_name(j.unit), j.per_node()));
             field(out, "unit", unit);
             num(out, "quantity", q);
             num(out, "borrowed", borrowed);
-            out.push_str(",\"devices\":[");
-            for (i, d) in devices.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
+            out.push_str(",\"devices\":");
+            if more.is_empty() {
+                index_list(out, devices);
+                if let Some(node) = node {
+                    field(out, "node", node);
                 }
-                let _ = write!(out, "{d}");
-            }
-            out.push(']');
-            if let Some(node) = node {
-                field(out, "node", node);
+            } else {
+                // A gang: devices per node, then the nodes, in node order (SPEC §16).
+                out.push('[');
+                index_list(out, devices);
+                for (_, d) in more {
+                    out.push(',');
+                    index_list(out, d);
+                }
+                out.push_str("],\"nodes\":[");
+                let nodes = node.iter().chain(more.iter().map(|(n, _)| n));
+                for (i, n) in nodes.enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    push_str(out, n);
+                }
+                out.push(']');
             }
         }
         Event::Preempted { job, by, reason } => {

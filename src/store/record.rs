@@ -383,6 +383,7 @@ fn record_event(
             node,
             devices,
             borrowed,
+            ..
         } => {
             close_attempt(tx, *job, now)?;
             // The attempt number the runtime sees in `attempts_started` right after this

@@ -56,6 +56,7 @@ impl StoredJob {
             .map(|h| RestoredHolding {
                 node: h.node.clone(),
                 devices: h.devices.clone(),
+                more: Vec::new(),
                 started_at: h.started_at,
                 state: self.state,
                 stopping: h.stopping,

@@ -434,7 +434,8 @@ resourceSharingConfiguration: {strategy: LEND}
                 node: None,
                 job: b1,
                 devices: vec![1],
-                borrowed: 0
+                borrowed: 0,
+                more: Vec::new(),
             },
         ]
     );

@@ -31,6 +31,7 @@ fn first_minute(seed: u64) -> Vec<serde_json::Value> {
                 depends_on: Vec::new(),
                 array_properties: None,
                 checkpoint_every_seconds: None,
+                num_nodes: None,
             })),
             line: None,
         })

@@ -105,6 +105,10 @@ pub struct JobSpec {
     /// the start estimates' first source for this job (SPEC §11). Scheduling ignores it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_runtime_seconds: Option<u64>,
+    /// A multi-node job (SPEC §16): `quantity` GPUs on each of this many distinct nodes
+    /// (2..64). Absent for a plain job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_nodes: Option<u32>,
 }
 
 /// The longest note a checkpoint report (`shareq checkpoint --note`, SPEC §14) may carry,
@@ -290,6 +294,17 @@ fn one() -> u32 {
 }
 
 impl JobSpec {
+    /// Distinct nodes it asks for: 1, or a gang's `numNodes` (SPEC §16).
+    pub fn nodes(&self) -> u32 {
+        self.num_nodes.unwrap_or(1).max(1)
+    }
+
+    /// GPUs in all: `quantity` on each of its nodes (SPEC §16: a gang counts as one job
+    /// of N × quantity).
+    pub fn total_quantity(&self) -> u32 {
+        self.quantity.saturating_mul(self.nodes())
+    }
+
     /// A minimal spec, for tests and generators.
     pub fn new(name: &str, share: &str, quantity: u32, priority: u32) -> JobSpec {
         JobSpec {
@@ -310,6 +325,7 @@ impl JobSpec {
             array_properties: None,
             checkpoint_every_seconds: None,
             expected_runtime_seconds: None,
+            num_nodes: None,
         }
     }
 

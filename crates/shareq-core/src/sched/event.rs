@@ -22,6 +22,9 @@ pub enum Event {
         node: Option<String>,
         devices: Vec<u32>,
         borrowed: u32,
+        /// A gang's other nodes and their devices (SPEC §16), after `node` in node order:
+        /// `node`/`devices` are rank 0's. Empty for a plain job.
+        more: Vec<(String, Vec<u32>)>,
     },
     /// Stop the victim (SIGTERM, grace, SIGKILL); its GPUs stay in use until released.
     Preempted {

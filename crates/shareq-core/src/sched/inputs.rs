@@ -567,6 +567,7 @@ impl Sched {
                 start_seq: seq,
                 started_at: now,
                 stopping: None,
+                more: Vec::new(),
             };
             j.state = if at_once {
                 JobState::Running
@@ -588,6 +589,7 @@ impl Sched {
             node,
             devices,
             borrowed: after - before,
+            more: Vec::new(),
         });
     }
 

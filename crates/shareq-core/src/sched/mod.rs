@@ -283,7 +283,32 @@ impl Sched {
             .is_some_and(|x| x.slice.is_some() && x.overuse == crate::model::Overuse::Stop)
     }
 
-    /// The node a holding job runs on.
+    /// Where a holding job runs: each of its nodes (by name) with its devices there, in
+    /// node order (rank order for a gang, SPEC §16); one entry for a plain job. Empty
+    /// unless it holds. A sliced job's entry names its one device.
+    pub fn job_places(&self, j: &state::Job) -> Vec<(String, Vec<u32>)> {
+        let state::Phase::Holding {
+            slot,
+            devices,
+            more,
+            ..
+        } = &j.phase
+        else {
+            return Vec::new();
+        };
+        let node_of = |s: keys::SlotIx| {
+            self.units
+                .get(j.unit)
+                .and_then(|u| u.slots.get(s))
+                .map_or(s, |sl| sl.node)
+        };
+        std::iter::once((*slot, devices))
+            .chain(more.iter().map(|(s, d)| (*s, d)))
+            .map(|(s, d)| (self.node_name(node_of(s)).to_string(), d.clone()))
+            .collect()
+    }
+
+    /// The node a holding job runs on (a gang's first node).
     pub fn job_node(&self, j: &state::Job) -> Option<NodeIx> {
         let slot = j.slot()?;
         Some(

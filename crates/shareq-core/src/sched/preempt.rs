@@ -383,6 +383,7 @@ impl Sched {
                 nominated: Some(Nomination {
                     victims: refs,
                     slot: node,
+                    more: Vec::new(),
                 }),
             };
         }

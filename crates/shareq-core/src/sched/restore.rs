@@ -42,6 +42,9 @@ pub struct RestoredHolding {
     /// `nodes`).
     pub node: Option<String>,
     pub devices: Vec<u32>,
+    /// A gang's other nodes and its devices on each (SPEC §16), after `node`, in node
+    /// order; empty for a plain job.
+    pub more: Vec<(String, Vec<u32>)>,
     pub started_at: Time,
     pub state: JobState,
     /// It was being stopped when the scheduler went away: the stop goes on.
@@ -95,6 +98,7 @@ impl Sched {
                     start_seq: self.start_seq,
                     started_at: h.started_at,
                     stopping: h.stopping.map(|c| (c, now)),
+                    more: Vec::new(),
                 }
             }
         };
@@ -113,7 +117,8 @@ impl Sched {
             id: r.id,
             share: s,
             unit: u,
-            quantity: r.spec.quantity,
+            quantity: r.spec.total_quantity(),
+            nodes: r.spec.nodes(),
             priority: r.priority,
             submitted: r.submitted,
             state,

@@ -111,6 +111,15 @@ pub struct VictimRef {
 pub struct Nomination {
     pub victims: Vec<VictimRef>,
     pub slot: SlotIx,
+    /// A gang's other nodes (SPEC §16), after `slot`, in node order; empty for a plain job.
+    pub more: Vec<SlotIx>,
+}
+
+impl Nomination {
+    /// Every slot the nomination sets room aside on.
+    pub fn slots(&self) -> impl Iterator<Item = SlotIx> + '_ {
+        std::iter::once(self.slot).chain(self.more.iter().copied())
+    }
 }
 
 /// Where a job is in its life, from the scheduler's point of view.
@@ -128,6 +137,9 @@ pub enum Phase {
         start_seq: u64,
         started_at: Time,
         stopping: Option<(StopCause, Time)>,
+        /// A gang's other nodes and its devices on each (SPEC §16), after `slot` in node
+        /// order (its ranks 1..N−1); empty for a plain job.
+        more: Vec<(SlotIx, Vec<u32>)>,
     },
     /// PENDING (SPEC §13): waits for its dependencies; in no queue, no index.
     Dependent,
@@ -264,7 +276,11 @@ pub struct Job {
     pub spec: std::sync::Arc<JobSpec>,
     pub share: ShareIx,
     pub unit: UnitIx,
+    /// GPUs in all: for a gang (SPEC §16) `nodes` × its per-node quantity, the figure
+    /// every count uses.
     pub quantity: u32,
+    /// Distinct nodes it runs on: 1, or a gang's `numNodes` (SPEC §16).
+    pub nodes: u32,
     pub priority: u32,
     pub submitted: Time,
     pub state: JobState,
@@ -446,6 +462,37 @@ impl Job {
         }
     }
 
+    /// A gang (SPEC §16): it runs on several nodes at once.
+    pub fn is_gang(&self) -> bool {
+        self.nodes > 1
+    }
+
+    /// What it takes on each of its nodes: `quantity` for a plain job, a gang's per-node
+    /// quantity.
+    pub fn per_node(&self) -> u32 {
+        self.quantity / self.nodes.max(1)
+    }
+
+    /// Every slot it holds room of and that room (devices, or a sliced device's GiB): one
+    /// for a plain job, one per node in node order for a gang. Empty unless it holds.
+    pub fn holdings(&self) -> Vec<(SlotIx, &[u32])> {
+        match &self.phase {
+            Phase::Holding {
+                slot,
+                more,
+                gib,
+                devices,
+                ..
+            } => {
+                let first: &[u32] = if gib.is_empty() { devices } else { gib };
+                std::iter::once((*slot, first))
+                    .chain(more.iter().map(|(s, d)| (*s, d.as_slice())))
+                    .collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
     /// The slot (node, or sliced device) whose room the job holds; its node is
     /// [`super::Sched::job_node`].
     pub fn slot(&self) -> Option<SlotIx> {
@@ -497,6 +544,19 @@ impl Job {
         } else {
             0
         }
+    }
+
+    /// GPUs this job still holds on slot `n` for the stop of `victim.attempt` (a gang
+    /// holds its per-node quantity on each of its nodes).
+    pub fn releasing_on(&self, victim: VictimRef, n: SlotIx) -> u32 {
+        if self.releasing_for(victim) == 0 {
+            return 0;
+        }
+        self.holdings()
+            .iter()
+            .filter(|(s, _)| *s == n)
+            .map(|(_, d)| d.len() as u32)
+            .sum()
     }
 }
 

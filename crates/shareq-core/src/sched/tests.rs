@@ -172,6 +172,7 @@ pub(super) fn restored(
         holding: running.map(|(devices, started_at)| RestoredHolding {
             node: None,
             devices,
+            more: Vec::new(),
             started_at,
             state: JobState::Running,
             stopping: None,
@@ -209,7 +210,8 @@ fn restored_jobs_keep_their_devices_order_and_ids() {
             job: JobId(5),
             node: None,
             devices: vec![1],
-            borrowed: 0
+            borrowed: 0,
+            more: Vec::new(),
         }]
     );
     assert_eq!(s.next_job_id(), JobId(8));
