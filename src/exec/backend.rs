@@ -82,7 +82,10 @@ impl std::fmt::Debug for Reports {
 /// as [`Report`]s. A report for an attempt the runtime no longer runs is ignored there.
 pub trait Backend: Send {
     /// Start an attempt on `node` with the spec's devices: `Accepted`, then `Running`,
-    /// then `Ended` (or only `Ended` with 127 when it cannot be started).
+    /// then `Ended` (or only `Ended` with 127 when it cannot be started). A gang's
+    /// (SPEC §16: `spec.gang` names every rank's node and devices, `node` is rank 0's) is
+    /// one attempt all the same: `Running` once every rank runs, one `Ended` once every
+    /// rank has ended. A backend that cannot run gangs ends it with 127.
     fn launch(&mut self, spec: LaunchSpec, node: &str);
     /// An attempt's start on `devices` of `unit` is about to be written (SPEC §8: before it
     /// is carried out): what can be made ready meanwhile, and undone if the write fails,
@@ -98,6 +101,12 @@ pub trait Backend: Send {
     /// Watch an attempt whose supervisor outlived the previous scheduler (SPEC §8); `pid`
     /// is the one its pid file names, `node` where the core placed it.
     fn adopt(&mut self, job: JobId, attempt: u32, pid: u32, node: Option<&str>);
+    /// Watch a gang's attempt (SPEC §16) that outlived the previous scheduler: every
+    /// rank's node, rank 0 first, and the grace of its stops. Only a backend that
+    /// launches gangs has any; others watch it as a plain attempt on rank 0's node.
+    fn adopt_gang(&mut self, job: JobId, attempt: u32, nodes: &[String], _grace_seconds: u32) {
+        self.adopt(job, attempt, 0, nodes.first().map(String::as_str));
+    }
     /// The runtime took the attempt's end: forget it.
     fn forget(&mut self, job: JobId, attempt: u32);
     /// Everything the runtime took so far is stored in its database (SPEC §8): what a

@@ -197,6 +197,12 @@ impl Backend for Local {
     /// parent until the child has exec'd, ~ms).
     fn launch(&mut self, spec: LaunchSpec, _node: &str) {
         let (job, attempt) = (spec.job, spec.attempt);
+        if spec.gang.is_some() {
+            // Refused at submission (SPEC §16); one queued before a restart onto this
+            // executor cannot run on one machine.
+            tracing::error!(job = %job, attempt, "a multi-node job cannot run on the local executor (this machine only): it needs `executor: slurm`");
+            return not_started(&self.ctx.reports, job, attempt);
+        }
         self.attempts
             .lock()
             .insert((job, attempt), LocalAttempt::default());

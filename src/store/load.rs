@@ -123,7 +123,7 @@ impl Store {
                         WHERE c.parent = jobs.id AND c.finished_at IS NULL) END,
                     CASE WHEN array_size IS NULL THEN 0 ELSE (SELECT count(*) FROM jobs c
                         WHERE c.parent = jobs.id AND c.state = 'FAILED') END,
-                    ckpt_at, ckpt_attempt, ckpt_note
+                    ckpt_at, ckpt_attempt, ckpt_note, more_nodes
                  FROM jobs WHERE finished_at IS NULL ORDER BY id",
             )
             .map_err(|e| self.err(e))?;
@@ -158,7 +158,10 @@ impl Store {
                 let started_at: Option<Time> = row.get(12).map_err(e)?;
                 let attempts_started: u32 = row.get(8).map_err(e)?;
                 let open: Option<u32> = row.get(14).map_err(e)?;
+                let more: Option<String> = row.get(27).map_err(e)?;
                 Some(StoredHolding {
+                    more: super::rows::more_from_json(more.as_deref())
+                        .map_err(|x| bad(x.to_string()))?,
                     node: row.get(16).map_err(e)?,
                     attempt: open.unwrap_or(attempts_started.max(1)),
                     devices,

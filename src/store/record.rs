@@ -383,7 +383,7 @@ fn record_event(
             node,
             devices,
             borrowed,
-            ..
+            more,
         } => {
             close_attempt(tx, *job, now)?;
             // The attempt number the runtime sees in `attempts_started` right after this
@@ -404,15 +404,17 @@ fn record_event(
                     .unwrap_or(1),
             };
             let devices = devices_json(devices);
+            let more = super::rows::more_json(more);
             tx.prepare_cached(
-                "INSERT INTO attempts (job, attempt, devices, borrowed, started_at, node)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO attempts (job, attempt, devices, borrowed, started_at, node, more_nodes)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?
-            .execute(params![job.0 as i64, attempt, devices, borrowed, now, node])?;
+            .execute(params![job.0 as i64, attempt, devices, borrowed, now, node, more])?;
             tx.prepare_cached(
-                "UPDATE jobs SET started_at = ?2, devices = ?3, node = ?4 WHERE id = ?1",
+                "UPDATE jobs SET started_at = ?2, devices = ?3, node = ?4, more_nodes = ?5
+                 WHERE id = ?1",
             )?
-            .execute(params![job.0 as i64, now, devices, node])?;
+            .execute(params![job.0 as i64, now, devices, node, more])?;
         }
         Event::Preempted { job, by, reason } => {
             set_stop(tx, *job, reason.as_str())?;

@@ -54,7 +54,9 @@ pub fn plan(state_dir: &Path, recovered: &Recovered) -> RecoveryPlan {
 /// [`plan`], with the Slurm executor's view (SPEC §10): `live` says whether Slurm still
 /// runs an attempt's batch job (found by name). Then a supervisor is alive when its job
 /// is, whatever this machine's `/proc` says (it may run on another node), and nothing is
-/// killed here (the processes are not on this machine).
+/// killed here (the processes are not on this machine). A gang's attempt (SPEC §16)
+/// ended when each of its ranks' records has its status; while its job is live it is
+/// adopted whole, and its ranks left without a status when it is not are lost.
 pub fn plan_with(
     state_dir: &Path,
     recovered: &Recovered,
@@ -77,7 +79,12 @@ pub fn plan_with(
         let stopping = h.stopping.is_some();
         let owner = &recovered.owner;
         if let Some(live) = live {
-            let status = match runfiles::read_exit(state_dir, job.id, h.attempt, owner) {
+            // A gang (SPEC §16) has ended when every rank has its status.
+            let exit = match job.spec.num_nodes.filter(|&n| n > 1) {
+                Some(n) => runfiles::read_gang_exit(state_dir, job.id, h.attempt, n, owner),
+                None => runfiles::read_exit(state_dir, job.id, h.attempt, owner),
+            };
+            let status = match exit {
                 Some(st) => SupervisorStatus::Exited(st),
                 None if live(job.id, h.attempt) => SupervisorStatus::Alive { pid: 0 },
                 None => SupervisorStatus::Vanished { session: None },

@@ -40,6 +40,9 @@ pub struct StoredHolding {
     /// The node of `devices` (SPEC §10); `None` without `nodes`.
     pub node: Option<String>,
     pub devices: Vec<u32>,
+    /// A gang's other nodes and its devices there (SPEC §16), in node order; empty for a
+    /// plain job.
+    pub more: Vec<(String, Vec<u32>)>,
     pub started_at: Time,
     /// It was being stopped (preempted, cancelled, timed out).
     pub stopping: Option<StopCause>,
@@ -56,7 +59,7 @@ impl StoredJob {
             .map(|h| RestoredHolding {
                 node: h.node.clone(),
                 devices: h.devices.clone(),
-                more: Vec::new(),
+                more: h.more.clone(),
                 started_at: h.started_at,
                 state: self.state,
                 stopping: h.stopping,
@@ -302,6 +305,21 @@ pub(crate) fn decode_stop(
 
 pub(crate) fn devices_json(d: &[u32]) -> String {
     serde_json::to_string(d).unwrap_or_else(|_| "[]".to_string())
+}
+
+/// A gang's other nodes and their devices (SPEC §16) as stored; `None` for a plain job.
+pub(crate) fn more_json(more: &[(String, Vec<u32>)]) -> Option<String> {
+    (!more.is_empty()).then(|| serde_json::to_string(more).unwrap_or_else(|_| "[]".to_string()))
+}
+
+pub(crate) fn more_from_json(s: Option<&str>) -> Result<Vec<(String, Vec<u32>)>, BadValue> {
+    match s {
+        None => Ok(Vec::new()),
+        Some(t) => serde_json::from_str(t).map_err(|source| BadValue::Devices {
+            text: t.to_string(),
+            source,
+        }),
+    }
 }
 
 pub(crate) fn devices_from_json(s: &str) -> Result<Vec<u32>, BadValue> {

@@ -227,6 +227,12 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE jobs ADD COLUMN ckpt_attempt INTEGER;
     ALTER TABLE jobs ADD COLUMN ckpt_note TEXT;
     ",
+    // 13: a gang's other nodes and its devices on each (SPEC §16), after `node` and
+    // `devices` in node order, as JSON `[["gpu2",[0,1]],…]`; NULL for a plain job.
+    "
+    ALTER TABLE jobs ADD COLUMN more_nodes TEXT;
+    ALTER TABLE attempts ADD COLUMN more_nodes TEXT;
+    ",
 ];
 
 /// The schema version this code writes.

@@ -41,6 +41,7 @@ fn spec(state: &StateDir, attempt: u32, script: &str) -> LaunchSpec {
         report: None,
         token: None,
         last_checkpoint: None,
+        gang: None,
     }
 }
 
@@ -109,11 +110,13 @@ fn a_supervisor_reports_and_the_relay_writes_its_run_files_and_capped_log() {
         vec![
             Heard::Started {
                 job: JobId(1),
-                attempt: 1
+                attempt: 1,
+                rank: 0
             },
             Heard::Exited {
                 job: JobId(1),
                 attempt: 1,
+                rank: 0,
                 status: exit
             }
         ],

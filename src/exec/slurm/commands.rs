@@ -48,6 +48,9 @@ pub struct Submit<'a> {
     /// `--uid`/`--gid`: the batch job (and so the supervisor) runs as the submitter, and
     /// Slurm's accounting shows them (SPEC §10); `None`: as the user `serve` runs as.
     pub run_as: Option<(u32, u32)>,
+    /// A gang's ranks (SPEC §16): every node and its GPUs, rank 0 first (then `node` and
+    /// `devices` are rank 0's); empty for a plain job.
+    pub gang: &'a [(String, Vec<u32>)],
 }
 
 /// How long a Slurm command may take before shareq gives up on it (a client that cannot
@@ -151,10 +154,57 @@ fn placed<'c>(cmd: &'c mut Command, s: &Submit) -> &'c mut Command {
     if let Some(conf) = std::env::var_os("SLURM_CONF") {
         cmd.env("SLURM_CONF", conf);
     }
-    cmd.arg(format!("--partition={}", s.partition))
-        .arg(format!("--nodelist={}", s.node))
-        .arg(format!("--gres={}", gres(s.devices)))
-        .arg(format!("--job-name={}", job_name(s.job, s.attempt)))
+    cmd.args(placement(
+        s.partition,
+        s.node,
+        s.devices,
+        &job_name(s.job, s.attempt),
+    ))
+}
+
+/// One node's part of a job: its partition, node, exact GPUs and name.
+fn placement(partition: &str, node: &str, devices: &[u32], name: &str) -> [String; 4] {
+    [
+        format!("--partition={partition}"),
+        format!("--nodelist={node}"),
+        format!("--gres={}", gres(devices)),
+        format!("--job-name={name}"),
+    ]
+}
+
+/// The arguments of `sbatch` for one attempt (its batch script comes on standard input).
+/// A gang's (SPEC §16) is one heterogeneous job with one component per node, in rank
+/// order, each with that node's own GPUs (a plain `-N` job asks every node for the same
+/// GRES, and a gang's nodes may have different GPUs free); its batch script runs on the
+/// first component's node, rank 0's, where the gang's supervisor starts the others
+/// (`exec::supervisor::gang`). Slurm decides nothing: every component is pinned.
+pub fn sbatch_args(s: &Submit) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--parsable",
+        "--output=/dev/null",
+        "--export=ALL",
+        "--chdir=/",
+        "--no-requeue",
+    ]
+    .map(str::to_string)
+    .into();
+    if let Some((uid, gid)) = s.run_as {
+        args.push(format!("--uid={uid}"));
+        args.push(format!("--gid={gid}"));
+    }
+    let name = job_name(s.job, s.attempt);
+    if s.gang.is_empty() {
+        args.extend(placement(s.partition, s.node, s.devices, &name));
+        return args;
+    }
+    for (rank, (node, devices)) in s.gang.iter().enumerate() {
+        if rank > 0 {
+            args.push(":".to_string());
+        }
+        args.extend(placement(s.partition, node, devices, &name));
+        args.push("--nodes=1".to_string());
+    }
+    args
 }
 
 /// The batch script of an attempt: the supervisor, with the launch spec on its standard
@@ -182,15 +232,10 @@ pub fn sbatch(s: &Submit) -> Result<u64, SlurmError> {
     let mut cmd = Command::new("sbatch");
     cmd.env_clear()
         .envs(crate::exec::supervisor::privdrop::kept_env());
-    placed(&mut cmd, s)
-        .arg("--parsable")
-        .arg("--output=/dev/null")
-        .arg("--export=ALL")
-        .arg("--chdir=/")
-        .arg("--no-requeue");
-    if let Some((uid, gid)) = s.run_as {
-        cmd.arg(format!("--uid={uid}")).arg(format!("--gid={gid}"));
+    if let Some(conf) = std::env::var_os("SLURM_CONF") {
+        cmd.env("SLURM_CONF", conf);
     }
+    cmd.args(sbatch_args(s));
     let out = run_with(&mut cmd, Some(script.into_bytes()))?;
     let id = out.trim().split(';').next().unwrap_or_default();
     id.parse()
@@ -322,6 +367,9 @@ pub struct SlurmJob {
     pub nodes: String,
     /// `gpu:g1:1(IDX:1),…` as Slurm allocated them.
     pub gres: Vec<String>,
+    /// The job a component of a heterogeneous job (a gang's, SPEC §16) belongs to: the
+    /// id that signals and cancels every component; its own id for any other job.
+    pub leader: u64,
 }
 
 /// One node as `sinfo --json` shows it.
@@ -385,6 +433,8 @@ struct SqueueJob {
     partition: String,
     #[serde(default)]
     gres_detail: Vec<String>,
+    #[serde(default)]
+    het_job_id: Option<u64>,
 }
 
 /// A state that is a string in Slurm 22.05 and a list in later versions.
@@ -416,6 +466,7 @@ pub fn parse_squeue(json: &str, partition: &str) -> Result<Vec<SlurmJob>, SlurmE
         .filter(|j| j.partition == partition && parse_job_name(&j.name).is_some())
         .map(|j| SlurmJob {
             id: j.job_id,
+            leader: j.het_job_id.filter(|&h| h != 0).unwrap_or(j.job_id),
             state: state_text(&j.job_state),
             name: j.name,
             nodes: j.nodes,

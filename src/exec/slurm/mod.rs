@@ -7,9 +7,11 @@
 //! how its start and end are seen: told by the relay the moment it writes them, and
 //! besides, a look twice a second at the run files, `squeue --json` and `sinfo --json`,
 //! off the runtime task. A job Slurm lost without an exit status is a vanished
-//! supervisor (SPEC §8); a node DOWN is node loss (DEVICE_LOST).
+//! supervisor (SPEC §8); a node DOWN is node loss (DEVICE_LOST). A gang (SPEC §16) is
+//! one heterogeneous batch job with a supervisor per node, watched in [`gang`].
 
 pub mod commands;
+mod gang;
 
 use super::{ExitStatus, LaunchSpec};
 use crate::exec::backend::{Backend, Context, Report, Shared, not_started};
@@ -18,10 +20,11 @@ use crate::exec::state::runfiles::{self, Owner};
 use crate::exec::supervisor::report::relay::{Heard, Relay};
 use crate::model::{JobId, SlurmStart};
 use commands::{SlurmError, SlurmJob, SlurmNode};
+use gang::GangWatch;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often shareq looks at Slurm and the run files of its attempts.
 pub(crate) const SLURM_POLL: Duration = Duration::from_millis(500);
@@ -51,6 +54,26 @@ struct SlurmAttempt {
     /// The exit status heard meanwhile, and the looks that saw it while `srun` lingered.
     heard: Option<ExitStatus>,
     exit_looks: u8,
+    /// A gang's ranks (SPEC §16); `None` for a plain job.
+    gang: Option<GangWatch>,
+}
+
+impl SlurmAttempt {
+    /// Whether a signal must reach a batch script (`scancel --full`): a plain job's under
+    /// `start: sbatch`. A gang's supervisors are its job's steps, and its batch script is
+    /// the `srun` of them, which a signal must not reach (it would end the steps at once).
+    fn signal_batch(&self, batch: bool) -> bool {
+        batch && self.gang.is_none()
+    }
+
+    /// Whether it runs on the node `name` (any of a gang's).
+    fn runs_on(&self, name: &str) -> bool {
+        self.node.as_deref() == Some(name)
+            || self
+                .gang
+                .as_ref()
+                .is_some_and(|g| g.nodes.iter().any(|n| n == name))
+    }
 }
 
 #[derive(Debug, Default)]
@@ -74,6 +97,9 @@ struct SlurmView {
     /// then can its absence from `squeue` mean it was lost), its exit status if written,
     /// and whether its supervisor reported in (its pid file exists).
     attempts: Vec<(JobId, u32, bool, Option<ExitStatus>, bool)>,
+    /// Per watched gang (SPEC §16): each rank's exit status if written, and whether its
+    /// supervisor claimed its part.
+    gangs: HashMap<(JobId, u32), Vec<(Option<ExitStatus>, bool)>>,
 }
 
 pub struct Slurm {
@@ -118,9 +144,17 @@ impl Slurm {
 /// attempt still watched; the looks skip an attempt whose end was told.
 fn heard_report(st: &mut State, heard: Heard) -> Option<Report> {
     match heard {
-        Heard::Started { job, attempt } => {
+        Heard::Started { job, attempt, rank } => {
             let a = st.attempts.get_mut(&(job, attempt))?;
-            if a.reported || a.ended {
+            if a.ended {
+                return None;
+            }
+            if let Some(g) = a.gang.as_mut()
+                && !g.started(rank)
+            {
+                return None;
+            }
+            if a.reported {
                 return None;
             }
             a.reported = true;
@@ -129,9 +163,24 @@ fn heard_report(st: &mut State, heard: Heard) -> Option<Report> {
         Heard::Exited {
             job,
             attempt,
+            rank,
             status,
         } => {
             let a = st.attempts.get_mut(&(job, attempt))?;
+            if let Some(g) = a.gang.as_mut() {
+                // The gang ends when every rank has; a failure stops the others at the
+                // next look.
+                g.exited(rank, status);
+                let status = g.ended()?;
+                if std::mem::replace(&mut a.ended, true) {
+                    return None;
+                }
+                return Some(Report::Ended {
+                    job,
+                    attempt,
+                    status,
+                });
+            }
             if a.srun && !a.ended {
                 a.heard.get_or_insert(status);
                 return None;
@@ -144,6 +193,16 @@ fn heard_report(st: &mut State, heard: Heard) -> Option<Report> {
                 attempt,
                 status,
             })
+        }
+        Heard::Gone { job, attempt, rank } => {
+            if let Some(g) = st
+                .attempts
+                .get_mut(&(job, attempt))
+                .and_then(|a| a.gang.as_mut())
+            {
+                g.gone(rank, Instant::now());
+            }
+            None
         }
         Heard::Checkpoint { job, attempt, note } => {
             let a = st.attempts.get(&(job, attempt))?;
@@ -322,10 +381,21 @@ impl Backend for Slurm {
     /// supervisor reports in (seen by a look).
     fn launch(&mut self, spec: LaunchSpec, node: &str) {
         let (job, attempt) = (spec.job, spec.attempt);
+        let ranks: Vec<(String, Vec<u32>)> = spec
+            .gang
+            .as_ref()
+            .map(|g| g.ranks.clone())
+            .unwrap_or_default();
+        let gang = spec.gang.as_ref().map(|g| {
+            let nodes = g.ranks.iter().map(|(n, _)| n.clone()).collect();
+            GangWatch::new(nodes, spec.grace_seconds)
+        });
+        let is_gang = gang.is_some();
         self.state.lock().attempts.insert(
             (job, attempt),
             SlurmAttempt {
                 node: Some(node.to_string()),
+                gang,
                 ..SlurmAttempt::default()
             },
         );
@@ -333,7 +403,12 @@ impl Backend for Slurm {
         let (reports, state) = (self.ctx.reports.clone(), self.state.clone());
         let (partition, node) = (self.partition.clone(), node.to_string());
         let relay = self.relay.clone();
-        let start = self.start;
+        // A gang is always a batch job: its batch script starts its ranks (SPEC §16).
+        let start = if is_gang {
+            SlurmStart::Sbatch
+        } else {
+            self.start
+        };
         let (root, owner) = (self.ctx.state.root().to_path_buf(), self.ctx.owner.clone());
         tokio::task::spawn_blocking(move || {
             let mut spec = spec;
@@ -360,6 +435,7 @@ impl Backend for Slurm {
                         exe: &exe,
                         spec: &json,
                         run_as: batch_user(&spec)?,
+                        gang: &ranks,
                     };
                     match start {
                         SlurmStart::Sbatch => commands::sbatch(&submit)
@@ -435,7 +511,7 @@ impl Backend for Slurm {
                 Some(a) => {
                     a.id = Some(id);
                     if let Some(how) = a.stop {
-                        cancel(id, how, true);
+                        cancel(id, how, a.signal_batch(true));
                     }
                     true
                 }
@@ -456,7 +532,7 @@ impl Backend for Slurm {
             a.stop = Some(how);
             // Never by pid: its supervisor may run on another node.
             if let Some(id) = a.id {
-                cancel(id, how, batch);
+                cancel(id, how, a.signal_batch(batch));
             } else if a.srun {
                 cancel_named((job, attempt), how, &self.partition);
             }
@@ -468,6 +544,22 @@ impl Backend for Slurm {
         let a = SlurmAttempt {
             reported: true,
             node: node.map(str::to_string),
+            ..SlurmAttempt::default()
+        };
+        self.state.lock().attempts.insert((job, attempt), a);
+    }
+
+    /// A gang (SPEC §16): every rank must connect to this scheduler again
+    /// (`gang::ADOPTED_LIMIT`), or have left its status.
+    fn adopt_gang(&mut self, job: JobId, attempt: u32, nodes: &[String], grace_seconds: u32) {
+        let a = SlurmAttempt {
+            reported: true,
+            node: nodes.first().cloned(),
+            gang: Some(GangWatch::adopted(
+                nodes.to_vec(),
+                grace_seconds,
+                Instant::now(),
+            )),
             ..SlurmAttempt::default()
         };
         self.state.lock().attempts.insert((job, attempt), a);
@@ -486,7 +578,7 @@ impl Backend for Slurm {
     /// Look at Slurm and the watched attempts' run files, off the runtime task, and
     /// report what changed.
     fn poll(&mut self) {
-        let watched: Vec<(JobId, u32, bool)> = {
+        let watched: Vec<(JobId, u32, bool, u32)> = {
             let mut st = self.state.lock();
             if st.looking {
                 return;
@@ -494,7 +586,10 @@ impl Backend for Slurm {
             st.looking = true;
             st.attempts
                 .iter()
-                .map(|(&(j, at), a)| (j, at, a.id.is_some()))
+                .map(|(&(j, at), a)| {
+                    let ranks = a.gang.as_ref().map_or(0, |g| g.nodes.len() as u32);
+                    (j, at, a.id.is_some(), ranks)
+                })
                 .collect()
         };
         let (root, owner) = (self.ctx.state.root().to_path_buf(), self.ctx.owner.clone());
@@ -519,12 +614,32 @@ fn look(
     root: &Path,
     owner: &Owner,
     partition: &str,
-    watched: Vec<(JobId, u32, bool)>,
+    watched: Vec<(JobId, u32, bool, u32)>,
     steps: bool,
 ) -> SlurmView {
+    let gang_ranks = |watched: &[(JobId, u32, bool, u32)]| {
+        watched
+            .iter()
+            .filter(|w| w.3 > 0)
+            .map(|&(job, attempt, _, n)| {
+                let ranks = (0..n)
+                    .map(|r| {
+                        (
+                            runfiles::read_rank_exit(root, job, attempt, r, owner),
+                            runfiles::rank_claimed(root, job, attempt, r, owner),
+                        )
+                    })
+                    .collect();
+                ((job, attempt), ranks)
+            })
+            .collect::<HashMap<_, Vec<_>>>()
+    };
+    let gangs_watched: Vec<(JobId, u32, bool, u32)> =
+        watched.iter().filter(|w| w.3 > 0).copied().collect();
     let mut attempts: Vec<(JobId, u32, bool, Option<ExitStatus>, bool)> = watched
         .into_iter()
-        .map(|(job, attempt, known)| {
+        .filter(|w| w.3 == 0)
+        .map(|(job, attempt, known, _)| {
             let exit = runfiles::read_exit(root, job, attempt, owner);
             let pid = runfiles::read_pid(root, job, attempt, owner).is_some();
             (job, attempt, known, exit, pid)
@@ -543,11 +658,21 @@ fn look(
     for a in attempts.iter_mut().filter(|a| a.3.is_none()) {
         a.3 = runfiles::read_exit(root, a.0, a.1, owner);
     }
+    // A gang's ranks, read after Slurm's view as the others' second read is: a job gone
+    // from `squeue` wrote its ranks' exits before it went. Its entry among the attempts
+    // says only whether its job was known.
+    let gangs = gang_ranks(&gangs_watched);
+    attempts.extend(
+        gangs_watched
+            .iter()
+            .map(|&(job, attempt, known, _)| (job, attempt, known, None, false)),
+    );
     SlurmView {
         jobs,
         nodes,
         steps,
         attempts,
+        gangs,
     }
 }
 
@@ -575,21 +700,71 @@ fn reconcile(st: &mut State, view: SlurmView, partition: &str, batch: bool) -> V
         let name = commands::job_name(job, attempt);
         // Its batch job, by id once known; found by name (adoption) only among the live
         // ones, newest first (an older shareq may have used the name).
+        // A gang's job is heterogeneous: found by its leader's id, which reaches every
+        // component.
         let in_slurm = jobs.as_ref().and_then(|js| match a.id {
             Some(id) => js.iter().find(|s| s.id == id && s.is_live()),
             None => js
                 .iter()
                 .filter(|s| s.name == name && s.is_live())
-                .max_by_key(|s| s.id),
+                .max_by_key(|s| (s.leader, s.leader == s.id)),
         });
         if a.id.is_none()
             && let Some(s) = in_slurm
         {
-            tracing::info!(job = %job, attempt, slurm_job = s.id, "found its Slurm job by name");
-            a.id = Some(s.id);
+            tracing::info!(job = %job, attempt, slurm_job = s.leader, "found its Slurm job by name");
+            a.id = Some(s.leader);
             if let Some(how) = a.stop {
-                cancel(s.id, how, batch);
+                cancel(s.leader, how, a.signal_batch(batch));
             }
+        }
+        if let Some(g) = a.gang.as_mut() {
+            for (r, &(exit, claimed)) in view
+                .gangs
+                .get(&(job, attempt))
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                if claimed {
+                    g.claimed(r as u32);
+                }
+                if let Some(status) = exit {
+                    g.exited(r as u32, status);
+                }
+            }
+            if !a.reported && g.all_reported() {
+                a.reported = true;
+                running.push(Report::Running { job, attempt });
+            }
+            if known && jobs.is_some() && in_slurm.is_none() {
+                tracing::warn!(job = %job, attempt, "Slurm no longer has the gang's job: its ranks without an exit status are lost");
+                g.lose_the_rest();
+            }
+            let due = g.due(Instant::now(), a.stop.is_some());
+            if let Some(id) = a.id {
+                if due.stop_others {
+                    tracing::warn!(job = %job, attempt, "a rank of the gang failed or was lost: the other ranks are stopped");
+                    cancel(id, Stop::Term, false);
+                }
+                if due.kill {
+                    tracing::warn!(job = %job, attempt, "the gang's other ranks outlasted their grace: its Slurm job is cancelled");
+                    cancel(id, Stop::Kill, false);
+                }
+            }
+            if let Some(status) = due.ended {
+                a.ended = true;
+                if g.lost_any() {
+                    // What a lost supervisor left in its allocation goes with the job.
+                    take_back(a.id, (job, attempt), partition);
+                }
+                ended.push(Report::Ended {
+                    job,
+                    attempt,
+                    status,
+                });
+            }
+            continue;
         }
         if let Some(status) = exit {
             // `start: srun`: its watch reports the end when `srun` has gone; one that
@@ -659,7 +834,7 @@ fn reconcile(st: &mut State, view: SlurmView, partition: &str, batch: bool) -> V
                 let mut lost: Vec<(JobId, u32)> = st
                     .attempts
                     .iter_mut()
-                    .filter(|(_, a)| !a.ended && a.node.as_deref() == Some(n.name.as_str()))
+                    .filter(|(_, a)| !a.ended && a.runs_on(&n.name))
                     .map(|(&k, a)| {
                         a.ended = true;
                         take_back(a.id, k, partition);
@@ -702,6 +877,7 @@ mod tests {
                 exit.then(|| ExitStatus::ended_now(0)),
                 true,
             )],
+            gangs: HashMap::new(),
         }
     }
 
@@ -712,6 +888,7 @@ mod tests {
             state: "RUNNING".to_string(),
             nodes: "n1".to_string(),
             gres: Vec::new(),
+            leader: id,
         }
     }
 
@@ -748,6 +925,7 @@ mod tests {
         let exited = |job| Heard::Exited {
             job: JobId(job),
             attempt: 1,
+            rank: 0,
             status: ExitStatus::ended_now(3),
         };
         // The batch job's end is told at once; the srun's is kept for its watch.
@@ -839,6 +1017,7 @@ mod tests {
             }]),
             steps: None,
             attempts: Vec::new(),
+            gangs: HashMap::new(),
         };
         let out = reconcile(&mut st, down(), NOWHERE, false);
         assert!(out.contains(&Report::NodeDown {

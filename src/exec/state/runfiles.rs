@@ -22,6 +22,10 @@
 //!   stored in the database; when that scheduler is gone (it was killed, or stopped and
 //!   left the job running) the status is appended here, where a restarted one finds it.
 //!
+//! A gang's attempt (SPEC §16) has one supervisor per node, each a rank with a record of
+//! its own: rank 0's is the attempt's record above, rank r's `runs/<job-id>/<attempt>.r<r>`
+//! ([`rank_record_path`]); the attempt has ended when every rank's record has its exit.
+//!
 //! The launch spec reaches a local supervisor through its standard input; the Slurm
 //! executor keeps it in `<state>/runs/<job-id>/<attempt>.json` ([`write_spec`]), where the
 //! scheduler's report relay reads it back. The job's log (`<state>/logs/<job-id>/`) is
@@ -257,6 +261,54 @@ pub struct LaunchSpec {
     /// `SHAREQ_LAST_CHECKPOINT_NOTE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_checkpoint: Option<SavedBefore>,
+    /// A multi-node job (SPEC §16): every rank's node and devices; `devices` are this
+    /// supervisor's rank's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang: Option<Gang>,
+}
+
+/// The ranks of a gang's attempt (SPEC §16): one supervisor per node, each with its own
+/// devices, run files and log, and the environment that tells the ranks of one another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gang {
+    /// Every rank's node and its devices there, rank 0 first (the core's node order).
+    pub ranks: Vec<(String, Vec<u32>)>,
+    /// The rank this spec is for; 0 until a supervisor on a node takes its own
+    /// ([`LaunchSpec::as_rank`]).
+    #[serde(default)]
+    pub rank: u32,
+    /// Rank 0's host name and a free port there (`MASTER_ADDR`, `MASTER_PORT`), found on
+    /// that node by the gang's batch job before the ranks start; `None` until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub main: Option<(String, u16)>,
+}
+
+impl Gang {
+    pub fn nodes(&self) -> usize {
+        self.ranks.len()
+    }
+
+    /// The rank of the node named `node`, if it is one of the gang's.
+    pub fn rank_of(&self, node: &str) -> Option<u32> {
+        let r = self.ranks.iter().position(|(n, _)| n == node)?;
+        u32::try_from(r).ok()
+    }
+}
+
+/// How a gang's attempt ended (SPEC §16), from every rank's status: its first failure
+/// (the earliest non-zero end: the ranks stopped after it end with 143), else success;
+/// finished when the last rank finished, run as long as the longest rank ran.
+pub fn gang_status(ranks: &[ExitStatus]) -> Option<ExitStatus> {
+    let last = ranks.iter().map(|s| s.finished_at).max()?;
+    let mut out = ranks
+        .iter()
+        .filter(|s| s.code != 0)
+        .min_by_key(|s| s.finished_at)
+        .copied()
+        .unwrap_or(ranks[0]);
+    out.finished_at = last;
+    out.ran_ms = ranks.iter().filter_map(|s| s.ran_ms).max();
+    Some(out)
 }
 
 /// A secret that is never printed: its `Debug` hides it (the launch spec and requests
@@ -435,13 +487,113 @@ impl LaunchSpec {
                 );
             }
         }
+        if let Some(g) = &self.gang {
+            gang_env(g, &mut env);
+        }
         env
     }
 
-    /// The attempt's record (`runs/<job>.<attempt>`).
+    /// The attempt's record (`runs/<job>.<attempt>`); a gang rank's own
+    /// ([`rank_record_path`]).
     pub fn pid_path(&self) -> PathBuf {
-        record_path(&self.state, self.job, self.attempt)
+        let rank = self.gang.as_ref().map_or(0, |g| g.rank);
+        rank_record_path(&self.state, self.job, self.attempt, rank)
     }
+
+    /// The spec of one rank of a gang (SPEC §16): that rank's devices, run files and log
+    /// (rank 0's log is the attempt's; rank r's is `<attempt>.r<r>.log` beside it).
+    /// `None` when the spec is no gang's or has no such rank.
+    pub fn as_rank(mut self, rank: u32) -> Option<LaunchSpec> {
+        let g = self.gang.as_mut()?;
+        let (_, devices) = g.ranks.get(rank as usize)?.clone();
+        g.rank = rank;
+        self.devices = devices;
+        if rank > 0 {
+            self.log = rank_log(&self.log, rank);
+        }
+        Some(self)
+    }
+}
+
+/// The environment that tells a gang's ranks of one another (SPEC §16), as torchrun and
+/// AWS Batch multi-node jobs read it. The main node's address and port are known only
+/// on the nodes (rank 0's batch job finds them), and so only there.
+fn gang_env(g: &Gang, env: &mut BTreeMap<String, String>) {
+    let n = g.nodes();
+    let per_node = g.ranks.first().map_or(0, |(_, d)| d.len());
+    let mut set = |k: &str, v: String| {
+        env.insert(k.to_string(), v);
+    };
+    set("SHAREQ_NODE_RANK", g.rank.to_string());
+    set("SHAREQ_NUM_NODES", n.to_string());
+    set("WORLD_SIZE", (n * per_node).to_string());
+    set("AWS_BATCH_JOB_NODE_INDEX", g.rank.to_string());
+    set("AWS_BATCH_JOB_NUM_NODES", n.to_string());
+    set("AWS_BATCH_JOB_MAIN_NODE_INDEX", "0".to_string());
+    if let Some((host, port)) = &g.main {
+        set("SHAREQ_MAIN_NODE", host.clone());
+        set("MASTER_ADDR", host.clone());
+        set("MASTER_PORT", port.to_string());
+    }
+}
+
+/// A gang rank's record: rank 0's is the attempt's own (`runs/<job>.<attempt>`), rank
+/// r's `runs/<job>/<attempt>.r<r>`, beside the attempt's launch spec.
+pub fn rank_record_path(state: &Path, job: JobId, attempt: u32, rank: u32) -> PathBuf {
+    match rank {
+        0 => record_path(state, job, attempt),
+        r => job_dir(state, job).join(format!("{attempt}.r{r}")),
+    }
+}
+
+/// A gang rank's log: rank 0's is the attempt's, rank r's `<attempt>.r<r>.log` beside it.
+pub fn rank_log(log: &Path, rank: u32) -> PathBuf {
+    let stem = log
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    log.with_file_name(format!("{stem}.r{rank}.log"))
+}
+
+/// The exit status of one rank of a gang's attempt, if it has one of `owner`'s.
+pub fn read_rank_exit(
+    state: &Path,
+    job: JobId,
+    attempt: u32,
+    rank: u32,
+    owner: &Owner,
+) -> Option<ExitStatus> {
+    if rank == 0 {
+        return read_exit(state, job, attempt, owner);
+    }
+    let rec = AttemptRecord::read(&rank_record_path(state, job, attempt, rank)).exit?;
+    owner.owns(job, rec.db.as_deref()).then_some(rec.status)
+}
+
+/// Whether one rank of a gang's attempt was claimed by its supervisor (its record has a
+/// pid line of `owner`'s).
+pub fn rank_claimed(state: &Path, job: JobId, attempt: u32, rank: u32, owner: &Owner) -> bool {
+    if rank == 0 {
+        return read_pid(state, job, attempt, owner).is_some();
+    }
+    AttemptRecord::read(&rank_record_path(state, job, attempt, rank))
+        .pid
+        .is_some_and(|p| owner.owns(job, p.db.as_deref()))
+}
+
+/// How a gang's attempt of `nodes` ranks ended, once every rank's status is here
+/// ([`gang_status`]).
+pub fn read_gang_exit(
+    state: &Path,
+    job: JobId,
+    attempt: u32,
+    nodes: u32,
+    owner: &Owner,
+) -> Option<ExitStatus> {
+    let all: Option<Vec<ExitStatus>> = (0..nodes)
+        .map(|r| read_rank_exit(state, job, attempt, r, owner))
+        .collect();
+    gang_status(&all?)
 }
 
 /// The launch spec of an attempt, as the runtime wrote it.
@@ -518,13 +670,17 @@ pub fn write_exit(
         status,
         db: Some(db.to_string()),
     };
-    let mut line = serde_json::to_vec(&rec).map_err(io::Error::other)?;
+    write_exit_at(&record_path(state, job, attempt), &rec)
+}
+
+/// [`write_exit`] into the record at `path` (a gang rank's: [`rank_record_path`]).
+pub fn write_exit_at(path: &Path, rec: &ExitRecord) -> io::Result<()> {
+    let mut line = serde_json::to_vec(rec).map_err(io::Error::other)?;
     line.push(b'\n');
-    let path = record_path(state, job, attempt);
-    let open = || fs::OpenOptions::new().create(true).append(true).open(&path);
+    let open = || fs::OpenOptions::new().create(true).append(true).open(path);
     let mut f = match open() {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs::create_dir_all(runs_dir(state))?;
+            fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))?;
             open()?
         }
         other => other?,
@@ -845,6 +1001,7 @@ mod tests {
             report: None,
             token: None,
             last_checkpoint: None,
+            gang: None,
         };
         let e = spec.job_env();
         assert_eq!(e["CUDA_VISIBLE_DEVICES"], "0,2");

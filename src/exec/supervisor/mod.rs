@@ -35,6 +35,7 @@
 //! (`exec::supervisor::report`), which writes them.
 
 pub mod channel;
+pub mod gang;
 pub mod privdrop;
 pub mod report;
 pub mod spawn;
@@ -262,6 +263,9 @@ pub fn supervise(spec_path: &Path) -> Result<ExitStatus, SupervisorError> {
     }
     let mask = block_handled_signals()?;
     let mut spec = read_spec(spec_path, on_channel, from_slurm)?;
+    if from_slurm && spec.gang.is_some() {
+        spec = gang_rank(spec)?;
+    }
     let mut records = open_records(&spec, on_channel)?;
     // On a node (reports through the channel): the job's checkpoints reach the scheduler
     // through this supervisor (SPEC §14). Without it the job runs on, unable to report.
@@ -306,6 +310,34 @@ fn block_handled_signals() -> nix::Result<SigSet> {
     Ok(mask)
 }
 
+/// A gang's spec on a node (SPEC §16): in its batch job on rank 0's node (no main host
+/// yet), the start of every rank's supervisor, which does not return unless it failed;
+/// in a rank's supervisor, that rank's spec.
+fn gang_rank(spec: LaunchSpec) -> Result<LaunchSpec, SupervisorError> {
+    let failed = |what: &str, source| SupervisorError::Spec {
+        path: what.to_string(),
+        source,
+    };
+    if spec.gang.as_ref().is_some_and(|g| g.main.is_none()) {
+        return Err(failed(
+            "the gang's start on its nodes (srun)",
+            gang::start_ranks(spec),
+        ));
+    }
+    let rank = gang::own_rank(&spec).ok_or_else(|| {
+        failed(
+            gang::GANG_SPEC_ENV,
+            std::io::Error::other("this node is none of the gang's"),
+        )
+    })?;
+    spec.as_rank(rank).ok_or_else(|| {
+        failed(
+            gang::GANG_SPEC_ENV,
+            std::io::Error::other(format!("the gang has no rank {rank}")),
+        )
+    })
+}
+
 /// The launch spec: one line on the runtime's channel (the rest of standard input is its
 /// answer, `hand_over`), all of standard input from Slurm, or the file at `spec_path`.
 fn read_spec(
@@ -318,8 +350,14 @@ fn read_spec(
         std::io::BufRead::read_line(&mut std::io::stdin().lock(), &mut line)
             .map(|_| line.into_bytes())
     } else if from_slurm {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut v).map(|_| v)
+        // A gang rank's supervisor has it from its batch job (`gang::start_ranks`).
+        match gang::handed_spec() {
+            Some(v) => Ok(v),
+            None => {
+                let mut v = Vec::new();
+                std::io::Read::read_to_end(&mut std::io::stdin(), &mut v).map(|_| v)
+            }
+        }
     } else {
         std::fs::read(spec_path)
     };
@@ -344,12 +382,18 @@ fn read_spec(
 /// the run files and the log (and the runtime's channel for the exit status).
 fn open_records(spec: &LaunchSpec, on_channel: bool) -> Result<Records, SupervisorError> {
     Ok(match spec.report.clone() {
-        Some(to) => Records::Channel(Reporter::start(to, spec.job.0, spec.attempt).map_err(
-            |source| SupervisorError::Log {
+        Some(to) => Records::Channel(
+            Reporter::start(
+                to,
+                spec.job.0,
+                spec.attempt,
+                spec.gang.as_ref().map_or(0, |g| g.rank),
+            )
+            .map_err(|source| SupervisorError::Log {
                 path: "the scheduler's report channel".to_string(),
                 source,
-            },
-        )?),
+            })?,
+        ),
         None => Records::Files {
             log: FileLog::new(spec),
             channel: on_channel,

@@ -280,7 +280,10 @@ impl ErrorCode {
             Refusal::NotAllowed(_) => ErrorCode::NotAllowed,
             // A relayed refusal is made by an attached console from an answer it got (no
             // socket serves it on); were one served, it is the far scheduler's refusal.
-            Refusal::Rejected(_) | Refusal::Config(_) | Refusal::Relayed(_) => ErrorCode::Rejected,
+            Refusal::Rejected(_)
+            | Refusal::Config(_)
+            | Refusal::Relayed(_)
+            | Refusal::GangOnLocal(_) => ErrorCode::Rejected,
             Refusal::Spec(SpecError::TooLarge { .. }) => ErrorCode::Limit,
             Refusal::Spec(
                 SpecError::NoCommand

@@ -197,6 +197,13 @@ impl Runtime {
     fn submit(&mut self, spec: JobSpec, now: i64) -> Result<JobId, Refusal> {
         spec.check_command()?;
         spec.check_size()?;
+        // A gang (SPEC §16) needs an executor with several machines: refused by name
+        // here, before the core's own rules.
+        if let Some(n) = spec.num_nodes
+            && self.executor == crate::model::Executor::Local
+        {
+            return Err(Refusal::GangOnLocal(n));
+        }
         // A full state filesystem stops nothing (SPEC §8): below the reserve, new jobs wait
         // outside, running ones go on.
         // The database's ballast, while given up, is owed on top of the reserve: the

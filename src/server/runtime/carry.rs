@@ -7,7 +7,7 @@
 use super::timers::{Timer, Timers};
 use crate::exec::backend::Backend;
 use crate::exec::start::Stop;
-use crate::exec::state::runfiles::{AttemptKey, AttemptToken, Owner, SavedBefore};
+use crate::exec::state::runfiles::{AttemptKey, AttemptToken, Gang, Owner, SavedBefore};
 use crate::exec::{LaunchSpec, StateDir};
 use crate::model::{Command, JobId, LogLimits, Notice};
 use crate::sched::{Event, Sched, StopPlan};
@@ -179,7 +179,16 @@ impl Carry {
                 notice: sched.share_notice(job),
             },
         );
-        self.backend.adopt(job, attempt, pid, node);
+        let places = j.map(|j| sched.job_places(j)).unwrap_or_default();
+        if places.len() > 1 {
+            // A gang (SPEC §16): every rank is watched again.
+            let nodes: Vec<String> = places.into_iter().map(|(n, _)| n).collect();
+            tracing::info!(job = %job, attempt, nodes = %nodes.join(","), "adopted a gang's ranks");
+            self.backend
+                .adopt_gang(job, attempt, &nodes, stop_grace(sched, job));
+        } else {
+            self.backend.adopt(job, attempt, pid, node);
+        }
         self.watch(timers);
         let Some(j) = j else { return };
         if j.is_stopping() {
@@ -237,7 +246,9 @@ impl Carry {
             // The stop's notice and grace (SPEC §14: its share's, read when it began).
             let plan = |job| stop_plan(sched, job);
             match e {
-                Event::Started { job, devices, .. } => self.start(sched, timers, job, devices),
+                Event::Started {
+                    job, devices, more, ..
+                } => self.start(sched, timers, job, devices, more),
                 Event::Preempted { job, by, reason } => {
                     self.record_preemption(sched, job, by, reason.as_str(), now);
                     match by {
@@ -316,8 +327,25 @@ impl Carry {
         self.backend.unprepare();
     }
 
-    fn start(&mut self, sched: &Sched, timers: &mut Timers, job: JobId, devices: Vec<u32>) {
+    /// Launch a start: a gang's (SPEC §16, `more`: its other nodes and their devices) as
+    /// one attempt whose spec names every rank's node and devices.
+    fn start(
+        &mut self,
+        sched: &Sched,
+        timers: &mut Timers,
+        job: JobId,
+        devices: Vec<u32>,
+        more: Vec<(String, Vec<u32>)>,
+    ) {
         let Some(j) = sched.job(job) else { return };
+        let node = sched.job_node(j).map(|n| sched.node_name(n).to_string());
+        let gang = (!more.is_empty()).then(|| Gang {
+            ranks: std::iter::once((node.clone().unwrap_or_default(), devices.clone()))
+                .chain(more)
+                .collect(),
+            rank: 0,
+            main: None,
+        });
         let attempt = j.attempts_started;
         let budget = self.log_limits.user_budget_bytes();
         let user_log = j
@@ -356,9 +384,17 @@ impl Carry {
                 at: c.at,
                 note: c.note.as_deref().map(str::to_string),
             }),
+            gang,
         };
-        let node = sched.job_node(j).map(|n| sched.node_name(n).to_string());
-        let on = crate::snapshot::devices_text(node.as_deref(), &devices);
+        let on = match &spec.gang {
+            Some(g) => g
+                .ranks
+                .iter()
+                .map(|(n, d)| crate::snapshot::devices_text(Some(n), d))
+                .collect::<Vec<_>>()
+                .join(" "),
+            None => crate::snapshot::devices_text(node.as_deref(), &devices),
+        };
         tracing::info!(job = %job, attempt, devices = %on, "started");
         self.running.insert(
             job,

@@ -17,6 +17,14 @@ pub enum Refusal {
     /// The scheduler refused the submission (SPEC §2, §10, §13).
     #[error("{0}")]
     Rejected(Rejection),
+    /// A multi-node job (SPEC §16) submitted to a scheduler whose executor runs jobs on
+    /// one machine: its `numNodes`.
+    #[error(
+        "numNodes: {0}: a multi-node job runs only on the Slurm executor \
+         (`executor: {{kind: slurm, partition: ...}}`); the local executor runs jobs on this \
+         machine only"
+    )]
+    GangOnLocal(u32),
     /// The submission's own fields are wrong (no command, a working directory that is
     /// none, a client token out of shape), or too large to carry (a limit).
     #[error("{0}")]

@@ -42,14 +42,16 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    /// Start the sending thread for attempt `attempt` of job `job`.
-    pub fn start(to: ReportTo, job: u64, attempt: u32) -> io::Result<Reporter> {
+    /// Start the sending thread for attempt `attempt` of job `job` (a gang's `rank`, SPEC
+    /// §16; 0 for a plain job).
+    pub fn start(to: ReportTo, job: u64, attempt: u32, rank: u32) -> io::Result<Reporter> {
         let (tx, rx) = mpsc::channel();
         let queued = Arc::new(AtomicU64::new(0));
         let hello = serde_json::to_vec(&Hello {
             job,
             attempt,
             token: to.token.clone(),
+            rank,
         })
         .map_err(io::Error::other)?;
         let up = Arc::new(AtomicBool::new(false));

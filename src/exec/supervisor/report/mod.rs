@@ -84,6 +84,13 @@ pub struct Hello {
     pub job: u64,
     pub attempt: u32,
     pub token: String,
+    /// A gang's rank (SPEC §16): which node's supervisor speaks; 0 for a plain job.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rank: u32,
+}
+
+fn is_zero(r: &u32) -> bool {
+    *r == 0
 }
 
 /// A checkpoint report carried for the job: its note.

@@ -32,14 +32,19 @@ const HELLO_LIMIT: Duration = Duration::from_secs(10);
 /// directory (so a scheduler restarted right after finds it there too).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Heard {
-    /// The supervisor claimed the attempt: its command is about to run.
-    Started { job: JobId, attempt: u32 },
-    /// The attempt's exit file is written.
+    /// The supervisor claimed the attempt (a gang's `rank`, SPEC §16; 0 for a plain
+    /// job): its command is about to run. Told again after a reconnect.
+    Started { job: JobId, attempt: u32, rank: u32 },
+    /// The attempt's (or the rank's) exit is written.
     Exited {
         job: JobId,
         attempt: u32,
+        rank: u32,
         status: ExitStatus,
     },
+    /// A supervisor's connection ended without its exit status: it died (`kill -9`, its
+    /// node lost), or it will connect again.
+    Gone { job: JobId, attempt: u32, rank: u32 },
     /// The job reported a checkpoint through its supervisor (SPEC §14).
     Checkpoint {
         job: JobId,
@@ -138,7 +143,8 @@ fn serve(mut stream: TcpStream, root: &Path, owner: &Owner, tell: &Tell) -> io::
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?,
         _ => return refuse(&mut stream, "no hello".to_string()),
     };
-    let (job, attempt) = (JobId(hello.job), hello.attempt);
+    let (job, attempt, rank) = (JobId(hello.job), hello.attempt, hello.rank);
+    // A gang's rank (SPEC §16) speaks for its own node: its devices, record and log.
     let Some(spec) = runfiles::read_spec(root, job, attempt)
         .filter(|s| s.db == owner.db)
         .filter(|s| {
@@ -146,23 +152,38 @@ fn serve(mut stream: TcpStream, root: &Path, owner: &Owner, tell: &Tell) -> io::
                 .as_ref()
                 .is_some_and(|r| super::same_token(&r.token, &hello.token))
         })
+        .and_then(|s| match s.gang {
+            Some(_) => s.as_rank(rank),
+            None => (rank == 0).then_some(s),
+        })
     else {
         return refuse(
             &mut stream,
-            format!("job {job} attempt {attempt}: no such attempt or a wrong token"),
+            format!("job {job} attempt {attempt} rank {rank}: no such attempt or a wrong token"),
         );
     };
-    if runfiles::read_exit(root, job, attempt, owner).is_some() {
+    if runfiles::read_rank_exit(root, job, attempt, rank, owner).is_some() {
         return refuse(
             &mut stream,
-            format!("job {job} attempt {attempt} has its exit status already"),
+            format!("job {job} attempt {attempt} rank {rank} has its exit status already"),
         );
     }
     stream.write_all(&[OK])?;
+    let ended = serve_attempt(stream, spec, tell);
+    if !matches!(ended, Ok(true)) {
+        tell(Heard::Gone { job, attempt, rank });
+    }
+    ended.map(drop)
+}
+
+/// What one supervisor reports, once it said whom it speaks for: `Ok(true)` once its
+/// exit status is written.
+fn serve_attempt(mut stream: TcpStream, spec: LaunchSpec, tell: &Tell) -> io::Result<bool> {
+    let (job, attempt) = (spec.job, spec.attempt);
+    let rank = spec.gang.as_ref().map_or(0, |g| g.rank);
     stream.set_read_timeout(Some(SILENT_LIMIT))?;
     let mut attempt_files = Files {
         spec,
-        root: root.to_path_buf(),
         log: None,
         unwritable: false,
     };
@@ -174,7 +195,7 @@ fn serve(mut stream: TcpStream, root: &Path, owner: &Owner, tell: &Tell) -> io::
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
                 let answer = attempt_files.started(s)?;
                 if answer == OK {
-                    tell(Heard::Started { job, attempt });
+                    tell(Heard::Started { job, attempt, rank });
                 }
                 answer
             }
@@ -197,10 +218,11 @@ fn serve(mut stream: TcpStream, root: &Path, owner: &Owner, tell: &Tell) -> io::
                 tell(Heard::Exited {
                     job,
                     attempt,
+                    rank,
                     status,
                 });
                 stream.write_all(&[OK])?;
-                return Ok(());
+                return Ok(true);
             }
             Kind::Beat => continue,
             Kind::Checkpoint => {
@@ -221,13 +243,12 @@ fn serve(mut stream: TcpStream, root: &Path, owner: &Owner, tell: &Tell) -> io::
         };
         stream.write_all(&[answer])?;
     }
-    Ok(())
+    Ok(false)
 }
 
 /// What the relay writes for one attempt.
 struct Files {
     spec: LaunchSpec,
-    root: PathBuf,
     log: Option<LogSink>,
     /// The log cannot be opened (a link planted where it should be, say): its output is
     /// dropped, and the reason was logged once.
@@ -273,13 +294,12 @@ impl Files {
         self.log.as_mut()
     }
 
+    /// The attempt's (or the gang rank's) exit, into its record.
     fn exited(&mut self, status: ExitStatus) -> io::Result<()> {
-        runfiles::write_exit(
-            &self.root,
-            self.spec.job,
-            self.spec.attempt,
-            &self.spec.db,
+        let rec = runfiles::ExitRecord {
             status,
-        )
+            db: Some(self.spec.db.clone()),
+        };
+        runfiles::write_exit_at(&self.spec.pid_path(), &rec)
     }
 }
