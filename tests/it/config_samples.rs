@@ -81,6 +81,16 @@ fn slurm_2nodes_is_valid_and_says_how_attempts_reach_slurm() {
 }
 
 #[test]
+fn slurm_gang_is_valid_on_two_nodes_with_slurm() {
+    // The two-node config of multi-node jobs (SPEC §16, docs/SLURM.md).
+    let (code, out, err) = check("sample-configs/slurm-gang");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("executor: Slurm partition `shareq`"), "{out}");
+    assert!(out.contains("n1 [0, 1, 2, 3]; n2 [0, 1, 2, 3]"), "{out}");
+    assert!(!out.contains("warnings"), "{out}");
+}
+
+#[test]
 fn broken_directory_exits_1_with_every_error() {
     let (code, out, err) = check("tests/invalid_configs/many-errors-at-once");
     assert_eq!(code, 1, "{out}{err}");

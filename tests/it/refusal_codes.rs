@@ -281,3 +281,22 @@ fn a_caller_the_rules_refuse_is_not_allowed() {
         "{error}"
     );
 }
+
+#[test]
+fn a_multi_node_job_is_refused_by_the_local_executor_by_name() {
+    // SPEC §16: the local executor runs jobs on this machine only; the refusal names the
+    // executor that can run one, and nothing is queued.
+    let s = Server::start(&config(2, 1, &share("team", 2, "LEND", false)));
+    let gang = submit(job(json!({"numNodes": 2, "quantity": 1})));
+    let plain = submit(job(json!({})));
+    let a = ask(&s, &[&gang, &plain]);
+    let (code, error) = refused(&a[0]);
+    assert_eq!(code, "rejected");
+    assert_eq!(
+        error,
+        "numNodes: 2: a multi-node job runs only on the Slurm executor \
+         (`executor: {kind: slurm, partition: ...}`); the local executor runs jobs on this \
+         machine only"
+    );
+    assert_eq!(a[1]["id"], 1, "the refused gang took no job id: {a:?}");
+}

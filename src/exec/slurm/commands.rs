@@ -600,4 +600,65 @@ mod tests {
         assert!(nodes[2].is_down());
         assert!(parse_squeue("not json", "p").is_err());
     }
+
+    #[test]
+    fn a_plain_job_is_pinned_to_its_node_and_a_gang_is_one_component_per_node() {
+        let ranks = vec![("n2".to_string(), vec![0, 3]), ("n1".to_string(), vec![1])];
+        let plain = Submit {
+            partition: "shareq",
+            node: "n2",
+            devices: &[0, 3],
+            job: JobId(7),
+            attempt: 2,
+            exe: Path::new("/usr/bin/shareq"),
+            spec: b"{}",
+            run_as: Some((1000, 100)),
+            gang: &[],
+        };
+        let common = [
+            "--parsable",
+            "--output=/dev/null",
+            "--export=ALL",
+            "--chdir=/",
+            "--no-requeue",
+            "--uid=1000",
+            "--gid=100",
+        ];
+        let mut want: Vec<&str> = common.to_vec();
+        want.extend([
+            "--partition=shareq",
+            "--nodelist=n2",
+            "--gres=gpu:g0:1,gpu:g3:1",
+            "--job-name=shareq-7-2",
+        ]);
+        assert_eq!(sbatch_args(&plain), want);
+        let gang = Submit {
+            gang: &ranks,
+            ..plain
+        };
+        let mut want: Vec<&str> = common.to_vec();
+        want.extend([
+            "--partition=shareq",
+            "--nodelist=n2",
+            "--gres=gpu:g0:1,gpu:g3:1",
+            "--job-name=shareq-7-2",
+            "--nodes=1",
+            ":",
+            "--partition=shareq",
+            "--nodelist=n1",
+            "--gres=gpu:g1:1",
+            "--job-name=shareq-7-2",
+            "--nodes=1",
+        ]);
+        assert_eq!(sbatch_args(&gang), want);
+    }
+
+    #[test]
+    fn a_heterogeneous_jobs_components_name_their_leader() {
+        let q = r#"{"jobs":[{"job_id":8,"name":"shareq-3-1","job_state":"RUNNING","nodes":"n2","partition":"shareq","het_job_id":8,"het_job_offset":0},{"job_id":9,"name":"shareq-3-1","job_state":"RUNNING","nodes":"n1","partition":"shareq","het_job_id":8,"het_job_offset":1},{"job_id":10,"name":"shareq-4-1","job_state":"RUNNING","nodes":"n1","partition":"shareq","het_job_id":0}]}"#;
+        let jobs = parse_squeue(q, "shareq").unwrap();
+        let leaders: Vec<(u64, u64)> = jobs.iter().map(|j| (j.id, j.leader)).collect();
+        assert_eq!(leaders, vec![(8, 8), (9, 8), (10, 10)]);
+    }
+
 }

@@ -1013,6 +1013,45 @@ mod tests {
         assert_eq!(e["SHAREQ_GRACE_SECONDS"], "1");
         assert_eq!(e["SHAREQ_NOTICE_SIGNAL"], "SIGUSR1");
         assert_eq!(e["SHAREQ_NOTICE_SECONDS"], "90");
+        assert!(!e.contains_key("WORLD_SIZE") && !e.contains_key("SHAREQ_NODE_RANK"));
+        // A gang's rank (SPEC §16) is told its own devices and its place among the others.
+        let gang = LaunchSpec {
+            gang: Some(Gang {
+                ranks: vec![("n2".into(), vec![0, 3]), ("n1".into(), vec![1, 2])],
+                rank: 0,
+                main: Some(("host-a".into(), 29500)),
+            }),
+            log: "/s/logs/12/2.log".into(),
+            ..spec.clone()
+        };
+        let one = gang.clone().as_rank(1).unwrap();
+        assert_eq!(one.log, Path::new("/s/logs/12/2.r1.log"));
+        assert_eq!(
+            one.pid_path(),
+            Path::new("s/runs/12/2.r1"),
+            "rank 1's own record"
+        );
+        assert_eq!(gang.clone().as_rank(0).unwrap().pid_path(), gang.pid_path());
+        assert!(gang.clone().as_rank(2).is_none() && spec.clone().as_rank(0).is_none());
+        let e = one.job_env();
+        for (k, v) in [
+            ("CUDA_VISIBLE_DEVICES", "1,2"),
+            ("SHAREQ_NODE_RANK", "1"),
+            ("SHAREQ_NUM_NODES", "2"),
+            ("SHAREQ_MAIN_NODE", "host-a"),
+            ("MASTER_ADDR", "host-a"),
+            ("MASTER_PORT", "29500"),
+            ("WORLD_SIZE", "4"),
+            ("AWS_BATCH_JOB_NODE_INDEX", "1"),
+            ("AWS_BATCH_JOB_NUM_NODES", "2"),
+            ("AWS_BATCH_JOB_MAIN_NODE_INDEX", "0"),
+            ("MINE", "x"),
+        ] {
+            assert_eq!(e[k], v, "{k}");
+        }
+        let mut own = gang.clone();
+        own.env.insert("WORLD_SIZE".into(), "99".into());
+        assert_eq!(own.as_rank(0).unwrap().job_env()["WORLD_SIZE"], "4");
         // A MIG job is told its instances' UUIDs (SPEC §15).
         let mig = LaunchSpec {
             mig: Some(crate::exec::containment::mig_caps::MigAccess {
@@ -1236,4 +1275,44 @@ mod tests {
         assert_eq!(remote.local_session(), None);
         assert_eq!(PidRecord::parse(&remote.line()), Some(remote));
     }
+
+    #[test]
+    fn a_gang_ended_when_every_rank_has_its_status_as_its_first_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, job) = (dir.path(), JobId(2));
+        let o = Owner {
+            db: "00ff".into(),
+            legacy_below: 0,
+        };
+        let at = |code, finished_at, ran| ExitStatus {
+            code,
+            finished_at,
+            ran_ms: Some(ran),
+            ..ExitStatus::default()
+        };
+        let write = |rank, st| {
+            let rec = ExitRecord {
+                status: st,
+                db: Some("00ff".into()),
+            };
+            write_exit_at(&rank_record_path(state, job, 1, rank), &rec).unwrap();
+        };
+        write(1, at(0, 20, 7));
+        assert_eq!(read_gang_exit(state, job, 1, 2, &o), None, "rank 0 runs");
+        assert_eq!(read_rank_exit(state, job, 1, 1, &o).map(|s| s.code), Some(0));
+        write(0, at(0, 30, 9));
+        let all = read_gang_exit(state, job, 1, 2, &o).unwrap();
+        assert_eq!((all.code, all.finished_at, all.ran_ms), (0, 30, Some(9)));
+        // The earliest failure is the gang's; the ranks it stopped end later with 143.
+        let failed = gang_status(&[at(143, 50, 1), at(3, 40, 2), at(143, 45, 1)]).unwrap();
+        assert_eq!((failed.code, failed.finished_at), (3, 50));
+        assert_eq!(gang_status(&[]), None);
+        // Another database's status is not ours.
+        let other = Owner {
+            db: "beef".into(),
+            legacy_below: 0,
+        };
+        assert_eq!(read_gang_exit(state, job, 1, 2, &other), None);
+    }
+
 }
