@@ -15,15 +15,15 @@
 //! them); skips with a message otherwise. Slurm's start latency is 0.5–1.3 s: waits allow
 //! for it.
 
-#[path = "it/common.rs"]
-mod common;
 #[path = "slurm/cluster.rs"]
 mod cluster;
+#[path = "it/common.rs"]
+mod common;
 
 use cluster::{Cluster, slurm_indices};
 use common::{Server, wait_for};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 

@@ -110,4 +110,3 @@ pub fn slurm_indices(j: &Value) -> Vec<u64> {
     out.sort_unstable();
     out
 }
-

@@ -660,5 +660,4 @@ mod tests {
         let leaders: Vec<(u64, u64)> = jobs.iter().map(|j| (j.id, j.leader)).collect();
         assert_eq!(leaders, vec![(8, 8), (9, 8), (10, 10)]);
     }
-
 }

@@ -99,8 +99,12 @@ struct SlurmView {
     attempts: Vec<(JobId, u32, bool, Option<ExitStatus>, bool)>,
     /// Per watched gang (SPEC §16): each rank's exit status if written, and whether its
     /// supervisor claimed its part.
-    gangs: HashMap<(JobId, u32), Vec<(Option<ExitStatus>, bool)>>,
+    gangs: HashMap<(JobId, u32), Vec<RankSeen>>,
 }
+
+/// One gang rank's record as a look read it: its exit status if written, and whether its
+/// supervisor claimed its part.
+type RankSeen = (Option<ExitStatus>, bool);
 
 pub struct Slurm {
     ctx: Context,

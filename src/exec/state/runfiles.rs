@@ -1299,7 +1299,10 @@ mod tests {
         };
         write(1, at(0, 20, 7));
         assert_eq!(read_gang_exit(state, job, 1, 2, &o), None, "rank 0 runs");
-        assert_eq!(read_rank_exit(state, job, 1, 1, &o).map(|s| s.code), Some(0));
+        assert_eq!(
+            read_rank_exit(state, job, 1, 1, &o).map(|s| s.code),
+            Some(0)
+        );
         write(0, at(0, 30, 9));
         let all = read_gang_exit(state, job, 1, 2, &o).unwrap();
         assert_eq!((all.code, all.finished_at, all.ran_ms), (0, 30, Some(9)));
@@ -1314,5 +1317,4 @@ mod tests {
         };
         assert_eq!(read_gang_exit(state, job, 1, 2, &other), None);
     }
-
 }
