@@ -179,6 +179,15 @@ fn a_gang_is_one_slurm_job_on_both_nodes_and_ends_stops_and_restarts_as_one() {
     let Some(c) = Cluster::up() else { return };
     let mut s = Server::start_with(&config(), &[]);
 
+    // A plain job takes GPU 0 of one node first, so that the gang's nodes have different
+    // GPUs free: each node's own GPUs are pinned, not one GRES for every node.
+    let plain = submit(
+        &s,
+        json!({"jobName": "one", "quotaShareName": "interactive", "quantity": 1,
+               "command": ["sleep", "600"]}),
+    );
+    s.wait_state(plain, "RUNNING", 30);
+
     // One Slurm job on both nodes, each component with its node's GPUs as shareq chose.
     let g = gang(
         &s,
@@ -215,6 +224,20 @@ fn a_gang_is_one_slurm_job_on_both_nodes_and_ends_stops_and_restarts_as_one() {
     assert_eq!(field(r0, "port"), field(r1, "port"));
     assert_eq!(field(r0, "aws"), "0/2/0");
     assert_eq!(field(r1, "aws"), "1/2/0");
+    // The components are in rank order: each rank runs on its component's GPUs.
+    for p in &parts {
+        let rank = p["het_job_offset"].as_u64().unwrap_or(9) as usize;
+        let line = lines
+            .get(rank)
+            .unwrap_or_else(|| panic!("no rank {rank}: {lines:?}"));
+        let slurm: Vec<String> = slurm_indices(p).iter().map(u64::to_string).collect();
+        assert_eq!(field(line, "cuda"), slurm.join(","), "rank {rank}: {p}");
+    }
+    assert_ne!(
+        field(r0, "cuda"),
+        field(r1, "cuda"),
+        "different GPUs on the two nodes: {lines:?}"
+    );
 
     // A cancel reaches both ranks (their stop path, SIGTERM) and ends the gang as one.
     assert!(s.cli(&["cancel", &g.to_string()]).status.success());
@@ -238,7 +261,11 @@ fn a_gang_is_one_slurm_job_on_both_nodes_and_ends_stops_and_restarts_as_one() {
     s.wait_state(k, "RUNNING", 30);
     let (pid, _) = rank_record(&s, k, 1, 1);
     let pid = pid.expect("rank 1's supervisor recorded itself");
-    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    let killed = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "rank 1's supervisor {pid} was killed");
     wait(&s, 40, "the gang to start again", || {
         let j = s.job(k);
         j["attempts"] == 2 && j["state"] == "RUNNING"
@@ -250,7 +277,10 @@ fn a_gang_is_one_slurm_job_on_both_nodes_and_ends_stops_and_restarts_as_one() {
     assert_eq!(components(&c, k, 2).len(), 2);
     assert!(rank_record(&s, k, 1, 0).1, "rank 0 was stopped and ended");
     let said = s.stderr();
-    assert!(said.contains("lost"), "the lost rank is said: {said}");
+    assert!(
+        said.contains("a gang rank's supervisor is gone without its exit status: lost"),
+        "the lost rank is said: {said}"
+    );
     assert!(s.cli(&["cancel", &k.to_string()]).status.success());
     wait(&s, 30, "the requeued gang to end", || {
         components(&c, k, 2).is_empty() && cancelled(&s, k)
