@@ -593,3 +593,50 @@ fn a_dependency_s_end_and_its_dependents_are_one_batch() {
         })
     );
 }
+
+#[test]
+fn a_gangs_every_node_and_its_devices_come_back_after_a_restart() {
+    // SPEC §16: the attempt keeps each rank's node and devices (schema 13), so that a
+    // restarted scheduler adopts every rank.
+    let config = "
+kind: ServiceEnvironment
+name: t
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 4}]
+nodes:
+  - {name: n1, devices: {gpu: {fake: 2}}}
+  - {name: n2, devices: {gpu: {fake: 2}}}
+---
+kind: QuotaShare
+quotaShareName: a
+capacityLimits: [{capacityUnit: gpu, maxCapacity: 4}]
+resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+";
+    let c = validate(parse_documents(config, None).expect("parse")).expect("valid");
+    let mut sched = Sched::new(&c, &UnitCapacity::simulated(&c), Clock::Wall);
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let mut gang = JobSpec::new("ring", "a", 2, 1);
+    gang.num_nodes = Some(2);
+    gang.command = Some(shareq::model::Command::Argv(vec!["true".into()]));
+    let events = step(&mut store, &mut sched, 1_000, &[], |s| {
+        s.submit(gang, 1_000).expect("a gang fits two nodes");
+    });
+    let (node, devices, more) = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Started {
+                node,
+                devices,
+                more,
+                ..
+            } => Some((node.clone(), devices.clone(), more.clone())),
+            _ => None,
+        })
+        .expect("the gang started");
+    assert_eq!(more.len(), 1, "{events:?}");
+    let r = store.load().unwrap();
+    let h = r.jobs[0].holding.as_ref().expect("holding");
+    assert_eq!((&h.node, &h.devices, &h.more), (&node, &devices, &more));
+    let restored = r.jobs[0].restored(true).holding.expect("kept");
+    assert_eq!(restored.more, more);
+}
