@@ -3,7 +3,8 @@
 //! one Slurm job on both nodes (one component per node, with its node's GPUs), whose
 //! ranks each see their rank, world size 4 and the same main node and port; a cancel ends
 //! both ranks; a `kill -9` of one rank's supervisor stops the other and requeues the gang
-//! (its retry strategy allows one more attempt); `kill -9` of serve and a restart adopt
+//! (its retry strategy allows one more attempt); a reclaim preempts a borrowing gang with
+//! its share's notice on every rank; `kill -9` of serve and a restart adopt
 //! both ranks of a running gang, which a cancel then ends as one.
 //!
 //! Needs root and Debian's slurmctld, slurmd, slurm-client and munge (`.ci/run` installs
@@ -26,7 +27,12 @@ fn config() -> String {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-configs/slurm-gang");
     let env = std::fs::read_to_string(dir.join("environment.yaml")).unwrap();
     let env = env.replace("gracePeriodSeconds: 5", "gracePeriodSeconds: 2");
-    let shares = std::fs::read_to_string(dir.join("shares.yaml")).unwrap();
+    let shares = std::fs::read_to_string(dir.join("shares.yaml"))
+        .unwrap()
+        .replace(
+            "{inSharePreemption: ENABLED}",
+            "{inSharePreemption: ENABLED, notice: {signal: SIGUSR1, seconds: 2}}",
+        );
     format!("{env}---\n{shares}")
 }
 
@@ -284,6 +290,48 @@ fn a_gang_is_one_slurm_job_on_both_nodes_and_ends_stops_and_restarts_as_one() {
     assert!(s.cli(&["cancel", &k.to_string()]).status.success());
     wait(&s, 30, "the requeued gang to end", || {
         components(&c, k, 2).is_empty() && cancelled(&s, k)
+    });
+
+    // A reclaim preempts a borrowing gang whole: every rank gets its share's notice
+    // (SIGUSR1) through its own supervisor, and the gang is requeued.
+    assert!(s.cli(&["cancel", &plain.to_string()]).status.success());
+    wait(&s, 20, "the plain job to end", || cancelled(&s, plain));
+    let traps = "trap 'echo USR1-$SHAREQ_NODE_RANK' USR1; \
+                 trap 'echo TERM-$SHAREQ_NODE_RANK; exit 0' TERM; \
+                 while true; do sleep 0.2; done";
+    let own = gang(&s, "own", traps, json!({}));
+    s.wait_state(own, "RUNNING", 30);
+    let lent = gang(&s, "borrowing", traps, json!({}));
+    s.wait_state(lent, "RUNNING", 30);
+    told(&s, own, 1);
+    told(&s, lent, 1);
+    let back = submit(
+        &s,
+        json!({"jobName": "back", "quotaShareName": "interactive", "quantity": 2,
+               "command": ["sleep", "600"]}),
+    );
+    s.wait_state(back, "RUNNING", 40);
+    let victim = [own, lent]
+        .into_iter()
+        .find(|&v| s.job(v)["preempted_count"] == 1)
+        .unwrap_or_else(|| panic!("no gang was preempted: {}", s.jobs()));
+    for r in 0..2 {
+        let log = rank_log(&s, victim, 1, r);
+        let (notice, term) = (format!("USR1-{r}"), format!("TERM-{r}"));
+        assert!(
+            log.contains(&notice) && log.contains(&term),
+            "rank {r}: {log}"
+        );
+        assert!(
+            log.find(&notice) < log.find(&term),
+            "the notice first: {log}"
+        );
+    }
+    for j in [own, lent, back] {
+        assert!(s.cli(&["cancel", &j.to_string()]).status.success());
+    }
+    wait(&s, 30, "the three jobs to end", || {
+        [own, lent, back].iter().all(|&j| cancelled(&s, j))
     });
 
     // kill -9 of serve and a restart: both ranks are adopted (not started again), and a

@@ -175,6 +175,10 @@ fn heard_report(st: &mut State, heard: Heard) -> Option<Report> {
                 // The gang ends when every rank has; a failure stops the others at the
                 // next look.
                 g.exited(rank, status);
+                if g.lost_any() {
+                    // The look ends it, and takes back what the lost rank left.
+                    return None;
+                }
                 let status = g.ended()?;
                 if std::mem::replace(&mut a.ended, true) {
                     return None;
