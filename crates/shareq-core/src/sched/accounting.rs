@@ -202,7 +202,7 @@ impl Sched {
         if !unit.oversubscribed() {
             return self.held_back(s, u);
         }
-        self.oversubscribed_held_back(s, u, unit.free(), unit.room_max, Some(key), &[], &[])
+        self.oversubscribed_held_back(s, u, unit.free(), unit.room_max, Some(key), (&[], &[]))
     }
 
     /// `held_back(u, s)` where a borrowed start is judged (step 2). On an oversubscribed
@@ -213,7 +213,7 @@ impl Sched {
         if !unit.oversubscribed() {
             return self.held_back(s, u);
         }
-        self.oversubscribed_held_back(s, u, unit.free(), unit.room_max, None, &[], &[])
+        self.oversubscribed_held_back(s, u, unit.free(), unit.room_max, None, (&[], &[]))
     }
 
     /// `held_back(u, s)` on an oversubscribed unit with `free` GPUs free, at most `room` on
@@ -229,8 +229,7 @@ impl Sched {
         free: i64,
         room: u32,
         ahead_of: Option<QKey>,
-        gone: &[Gone],
-        freed: &[(SlotIx, i64)],
+        (gone, freed): (&[Gone], &[(SlotIx, i64)]),
     ) -> i64 {
         let free = free.max(0).min(i64::from(u32::MAX)) as u32;
         let mut total = 0i64;

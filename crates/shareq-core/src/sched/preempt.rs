@@ -333,8 +333,7 @@ impl Sched {
                 free,
                 room,
                 within.then_some(key),
-                &acc.per_share,
-                &acc.per_node,
+                (&acc.per_share, &acc.per_node),
             )
         } else {
             self.held_back_after(s, u, acc)
