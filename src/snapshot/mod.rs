@@ -236,6 +236,14 @@ pub struct JobView {
     /// Being stopped: its phase and the times of its signals (SPEC §14).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<StopView>,
+    /// A running job of a sliced unit found over its GiB (`OVER_MEMORY`, SPEC §15), by its
+    /// current attempt; gone when that attempt ends.
+    #[serde(
+        rename = "overMemory",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub over_memory: Option<OverMemoryView>,
     pub attempts: u32,
     pub preempted_count: u32,
     /// GPU-ms its preemptions lost so far (SPEC §14); `lostGpuSeconds` in JSON.
@@ -408,6 +416,23 @@ impl JobView {
             (Some(p), Some(i)) => format!("{p}:{i}"),
             _ => self.id.to_string(),
         }
+    }
+}
+
+/// What an attempt of a sliced job held when it was found over its slice (SPEC §15): the
+/// GiB its processes held (rounded up) and the GiB it asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverMemoryView {
+    #[serde(rename = "heldGiB")]
+    pub held_gib: u64,
+    #[serde(rename = "ofGiB")]
+    pub of_gib: u64,
+}
+
+impl OverMemoryView {
+    /// `over 22/20 GiB`, as the console marks the job.
+    pub fn text(&self) -> String {
+        format!("over {}/{} GiB", self.held_gib, self.of_gib)
     }
 }
 
@@ -1132,6 +1157,7 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
             .stopping_since()
             .zip(sched.stop_plan(j.id))
             .map(|(since, plan)| StopView::new(since, plan)),
+        over_memory: None,
         attempts: j.attempts_started,
         preempted_count: j.preempted_count,
         lost_gpu_ms: j.lost_ticks,

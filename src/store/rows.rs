@@ -152,6 +152,7 @@ impl From<&JobRecord> for JobView {
             reason_group: None,
             stopping: None,
             stop: None,
+            over_memory: None,
             attempts: r.attempts,
             preempted_count: r.preempted_count,
             lost_gpu_ms: r.lost_gpu_ms,

@@ -227,6 +227,13 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE jobs ADD COLUMN ckpt_attempt INTEGER;
     ALTER TABLE jobs ADD COLUMN ckpt_note TEXT;
     ",
+    // 13: a sliced unit's utilisation samples (SPEC §15) say so: the GiB of each of its
+    // devices then (`slicing.memoryGiB`), its figures being GiB, never GPUs. NULL: whole
+    // GPUs (or MIG instances), and every sample taken before.
+    "
+    ALTER TABLE usage_samples ADD COLUMN slice_gib INTEGER;
+    ALTER TABLE usage_coarse ADD COLUMN slice_gib INTEGER;
+    ",
 ];
 
 /// The schema version this code writes.

@@ -406,6 +406,7 @@ mod tests {
             reason_group: None,
             stopping: None,
             stop: None,
+            over_memory: None,
             attempts: 0,
             preempted_count: 0,
             lost_gpu_ms: 0,

@@ -559,6 +559,7 @@ pub fn history(window: shareq::snapshot::usage::Window) -> shareq::snapshot::usa
         share: share.to_string(),
         unit: "a100".to_string(),
         limit,
+        memory_gib: None,
         points: (0..BUCKETS)
             .map(|i| {
                 if samples[i] == 0 {

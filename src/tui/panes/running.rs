@@ -1,6 +1,7 @@
 //! Running: jobs holding GPUs — share, priority, devices, run time, a `▤` marker when
 //! their share is borrowing (saying which jobs a reclaim would take first), and while
-//! they are being stopped the stop's phase and what is left of it (SPEC §14).
+//! they are being stopped the stop's phase and what is left of it (SPEC §14), and a job
+//! found over its GPU memory slice `! over 22/20 GiB` (SPEC §15).
 
 use super::shares::GLYPH_BORROWED;
 use super::{USER_W, block, header_line, position, row_style, window};
@@ -87,6 +88,13 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
                 (short, t.warn_style().add_modifier(Modifier::BOLD))
             }
             Some(s) => (s, t.warn_style().add_modifier(Modifier::BOLD)),
+            // SPEC §15: over its slice, reported and not stopped (`overuse: REPORT`).
+            None if j.over_memory.is_some() => (
+                j.over_memory
+                    .map(|o| format!("! {}", o.text()))
+                    .unwrap_or_default(),
+                t.warn_style().add_modifier(Modifier::BOLD),
+            ),
             None if j.reclaimed_first => (
                 format!("reclaim next ({} borrows)", j.share),
                 Style::new().fg(t.bar_borrowed).add_modifier(Modifier::BOLD),

@@ -106,6 +106,16 @@ pub fn render(
     } else {
         row("GPUs", j.quantity.to_string())
     });
+    if let Some(o) = j.over_memory {
+        lines.extend(row(
+            "overuse",
+            format!(
+                "{}: its processes held more than its GiB + 1 on two samples in a row \
+                 (OVER_MEMORY)",
+                o.text()
+            ),
+        ));
+    }
     lines.extend(row("priority", j.priority.to_string()));
     lines.extend(row(
         "submitted",
