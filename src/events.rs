@@ -155,10 +155,7 @@ pub fn lines(now: i64, events: &[Event], sched: &Sched) -> Vec<EventLine> {
                 share,
                 user,
                 submitted: job.map(|j| j.submitted),
-                quantity: match ev {
-                    Event::Started { devices, .. } => Some(devices.len() as u32),
-                    _ => None,
-                },
+                quantity: ev.devices_started(),
                 line,
             }
         })
