@@ -399,6 +399,8 @@ mod tests {
             devices: vec![],
             uuids: Vec::new(),
             node: None,
+            num_nodes: None,
+            placements: Vec::new(),
             on_borrowed: false,
             reclaimed_first: false,
             reason: Arc::from("no idle capacity to borrow"),

@@ -123,6 +123,29 @@ impl Driver {
         id
     }
 
+    /// Submit a multi-node job (SPEC §16): `per_node` GPUs on each of `nodes` nodes; run a
+    /// pass.
+    pub fn submit_gang(
+        &mut self,
+        name: &str,
+        share: &str,
+        (nodes, per_node): (u32, u32),
+        prio: u32,
+        at: Time,
+    ) -> Option<JobId> {
+        let mut spec = JobSpec::new(name, share, per_node, prio);
+        spec.num_nodes = Some(nodes);
+        spec.submitter = Some(std::sync::Arc::new(member_of(share)));
+        spec.command = Some(shareq::model::Command::Argv(vec![
+            "torchrun".into(),
+            format!("--nnodes={nodes}"),
+            "train.py".into(),
+        ]));
+        let id = self.sched.submit(spec, at).ok();
+        self.pass(at);
+        id
+    }
+
     /// [`Driver::submit`] by another submitter than the share's usual one.
     pub fn submit_by(
         &mut self,
@@ -201,6 +224,11 @@ impl Driver {
                         victim_user: user(&self.sched, Some(job)),
                         by_user: user(&self.sched, by),
                         lost: None,
+                        victim_placements: self
+                            .sched
+                            .job(job)
+                            .map(|j| shareq::snapshot::gang_placements(&self.sched, j))
+                            .unwrap_or_default(),
                     },
                 );
             }
@@ -349,6 +377,39 @@ pub fn lab_nodes() -> Snapshot {
         "- {capacityUnit: a100, maxCapacity: 8}\nnodes:\n- {name: gpu1, devices: {a100: {fake: 4}}}\n- {name: gpu2, devices: {a100: {fake: 4}}}",
     );
     lab_snapshot(lab_driver_on(&cfg))
+}
+
+/// The lab on two nodes of 4 GPUs with gangs (SPEC §16): vision's `ddp-resnet` runs
+/// 2×2 on both nodes; its low-priority `sweep-gang` (2×1) was reclaimed by nlp's
+/// `eval-llama`, which needed 2 GPUs on one node, and waits again; vision's `ddp-big`
+/// (2×4) waits for two whole nodes.
+pub fn lab_gang() -> Snapshot {
+    lab_snapshot(lab_gang_driver())
+}
+
+/// The lab's shares on two nodes of 4 GPUs (`gpu1`, `gpu2`).
+pub fn lab_gang_config() -> String {
+    LAB_CONFIG.replace(
+        "- {capacityUnit: a100, maxCapacity: 8, devices: {fake: 8}}",
+        "- {capacityUnit: a100, maxCapacity: 8}\nnodes:\n- {name: gpu1, devices: {a100: {fake: 4}}}\n- {name: gpu2, devices: {a100: {fake: 4}}}",
+    )
+}
+
+/// The scheduler behind [`lab_gang`].
+pub fn lab_gang_driver() -> Driver {
+    let t0 = NOW - 3_600_000;
+    let mut d =
+        Driver::new(&lab_gang_config(), "sample-configs/lab-2nodes").expect("fixture config");
+    d.submit_gang("ddp-resnet", "vision", (2, 2), 10, t0);
+    let sweep = d.submit_gang("sweep-gang", "vision", (2, 1), 1, t0 + 600_000);
+    d.submit("ci-smoke", "infra", 1, 8, t0 + 900_000);
+    d.submit("eval-llama", "nlp", 2, 5, t0 + 3_000_000);
+    // The reclaimed gang hands its GPUs back on both nodes after its grace period.
+    if let Some(id) = sweep {
+        d.released(id, t0 + 3_020_000);
+    }
+    d.submit_gang("ddp-big", "vision", (2, 4), 20, t0 + 3_500_000);
+    d
 }
 
 fn lab_snapshot(mut d: Driver) -> Snapshot {

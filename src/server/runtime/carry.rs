@@ -450,6 +450,7 @@ impl Carry {
             victim_user: v.spec.submitter.as_ref().map(|s| s.name.clone()),
             by_user: by_job.and_then(|b| b.spec.submitter.as_ref().map(|s| s.name.clone())),
             lost: None,
+            victim_placements: crate::snapshot::gang_placements(sched, v),
         });
         self.preemptions.truncate(PREEMPTION_LOG_LEN);
         self.preemptions_changed = true;
