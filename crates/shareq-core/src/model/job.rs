@@ -119,6 +119,8 @@ pub const CHECKPOINT_NOTE_MAX: usize = 200;
 pub const MAX_DEPENDENCIES: usize = 20;
 /// The largest array (SPEC §13); the smallest is 2.
 pub const MAX_ARRAY_SIZE: u32 = 10_000;
+/// The most nodes a multi-node job may ask for (SPEC §16); the fewest is 2.
+pub const MAX_NODES: u32 = 64;
 
 /// One entry of `dependsOn`, as in AWS Batch: `{jobId: 12}` waits for job 12 (all of it,
 /// for an array); `{jobId: 12, type: N_TO_N}` makes child i of an array wait for child i

@@ -99,23 +99,24 @@ impl Sched {
         (i64::from(job.quantity) - i64::from(self.held_by_victims(&nom.victims))).max(0)
     }
 
-    /// What nominated job k sets aside on its node N(k) (SPEC §10): `max(0, quantity(k) −
-    /// GPUs still held there by k's releasing victims)`. Its victims are all on N(k) unless
-    /// it was nominated by a cross-node count reclaim; those elsewhere hand nothing over
-    /// on N(k).
-    pub(crate) fn nomination_aside(&self, k: JobId) -> i64 {
+    /// What nominated job k sets aside on node `n`, one of its nomination's (SPEC §10,
+    /// §16): `max(0, quantity(k) on a node − GPUs still held there by k's releasing
+    /// victims)`. Its victims are all on N(k) unless it was nominated by a cross-node count
+    /// reclaim, or it or a victim is a gang; those elsewhere hand nothing over on `n`.
+    pub(crate) fn nomination_aside(&self, k: JobId, n: SlotIx) -> i64 {
         let Some(job) = self.job(k) else { return 0 };
         let Some(nom) = job.nomination() else {
             return 0;
         };
+        if !nom.slots().any(|x| x == n) {
+            return 0;
+        }
         let held: u32 = nom
             .victims
             .iter()
-            .filter_map(|v| self.job(v.job).map(|j| (j, v)))
-            .filter(|(j, _)| j.slot() == Some(nom.slot))
-            .map(|(j, v)| j.releasing_for(*v))
+            .filter_map(|v| self.job(v.job).map(|j| j.releasing_on(*v, n)))
             .sum();
-        (i64::from(job.quantity) - i64::from(held)).max(0)
+        (i64::from(job.per_node()) - i64::from(held)).max(0)
     }
 
     /// Σ nomination terms per unit and per node. Computed once per sweep step: between
@@ -144,8 +145,13 @@ impl Sched {
     fn add_unit_noms(&self, u: UnitIx, noms: &mut Noms) {
         for &k in &self.units[u].nominated {
             noms.unit[u] += self.nomination_term(k);
-            if let Some(n) = self.job(k).and_then(|j| j.nomination()).map(|nom| nom.slot) {
-                let term = self.nomination_aside(k);
+            let slots: Vec<SlotIx> = self
+                .job(k)
+                .and_then(|j| j.nomination())
+                .map(|nom| nom.slots().collect())
+                .unwrap_or_default();
+            for n in slots {
+                let term = self.nomination_aside(k, n);
                 match noms.aside.iter_mut().find(|a| a.0 == u && a.1 == n) {
                     Some(a) => a.2 += term,
                     None => noms.aside.push((u, n, term)),
@@ -304,6 +310,9 @@ impl Sched {
             j.is_nominated(),
             j.user,
         );
+        if j.is_gang() {
+            self.gangs.insert(id);
+        }
         let share = &mut self.shares[s];
         let (b, pen) = (share.users.bucket(user), share.users.pen(user));
         share.lanes[u].queue.insert(b, pen, key, q, nominated);
@@ -323,6 +332,7 @@ impl Sched {
     pub(crate) fn unindex_pending(&mut self, id: JobId) {
         let Some(j) = self.job(id) else { return };
         let (s, u, q, key, b) = (j.share, j.unit, j.quantity, j.base_key(), j.bucket);
+        self.gangs.remove(&id);
         let share = &mut self.shares[s];
         let was_nominated = share.lanes[u].queue.remove(b, key, q);
         if was_nominated {
@@ -345,7 +355,11 @@ impl Sched {
         let Some(j) = self.job(id) else { return };
         let (s, u, q, vkey, stopping) =
             (j.share, j.unit, j.quantity, self.vkey(j), j.is_stopping());
-        let (node, devs) = (j.slot().unwrap_or(0), j.parts().to_vec());
+        let held: Vec<(SlotIx, Vec<u32>)> = j
+            .holdings()
+            .into_iter()
+            .map(|(n, d)| (n, d.to_vec()))
+            .collect();
         let users = &self.shares[s].users;
         let (b, pen) = (users.bucket(j.user), users.pen(j.user));
         if let Some(j) = self.job_mut(id) {
@@ -362,8 +376,10 @@ impl Sched {
         }
         let unit = &mut self.units[u];
         unit.used += q;
-        unit.take(node, &devs);
-        unit.held.extend(devs.iter().map(|&d| ((node, d), id)));
+        for (node, devs) in held {
+            unit.take(node, &devs);
+            unit.held.extend(devs.iter().map(|&d| ((node, d), id)));
+        }
         self.refresh_lane(s, u);
         self.refresh_room(u);
     }
@@ -373,7 +389,12 @@ impl Sched {
         let Some(j) = self.job(id) else { return };
         let (s, u, q, vkey, stopping) =
             (j.share, j.unit, j.quantity, self.vkey(j), j.is_stopping());
-        let (node, devs, b) = (j.slot().unwrap_or(0), j.parts().to_vec(), j.bucket);
+        let b = j.bucket;
+        let held: Vec<(SlotIx, Vec<u32>)> = j
+            .holdings()
+            .into_iter()
+            .map(|(n, d)| (n, d.to_vec()))
+            .collect();
         // Room of the slot's own kind only: a reload that sliced the unit (or stopped
         // slicing it) gave the slots a new meaning, and the old holding is gone with them.
         let same_kind = matches!(&j.phase, Phase::Holding { gib, .. }
@@ -389,11 +410,13 @@ impl Sched {
         }
         let unit = &mut self.units[u];
         unit.used -= q;
-        if same_kind {
-            unit.give(node, &devs);
-        }
-        for d in &devs {
-            unit.held.remove(&(node, *d));
+        for (node, devs) in held {
+            if same_kind {
+                unit.give(node, &devs);
+            }
+            for d in &devs {
+                unit.held.remove(&(node, *d));
+            }
         }
         self.refresh_lane(s, u);
         self.refresh_room(u);

@@ -5,7 +5,7 @@ use super::keys::SlotIx;
 use super::rejection::{PriorityError, Rejection};
 use super::state::{FailReason, Job, Lost, Phase, PreemptReason, StopCause, StopPlan};
 use super::{Event, Sched, Time};
-use crate::model::{JobId, JobSpec, JobState, MAX_PRIORITY};
+use crate::model::{JobId, JobSpec, JobState, MAX_NODES, MAX_PRIORITY};
 
 impl Sched {
     /// Accept or reject a submission (SPEC §2). Accepted jobs are RUNNABLE until a pass.
@@ -58,6 +58,25 @@ impl Sched {
         if spec.quantity < 1 {
             return Err(Rejection::Quantity);
         }
+        match spec.num_nodes {
+            Some(1) => {
+                return Err(Rejection::Gang(
+                    "numNodes 1: a plain job has no numNodes (a multi-node job has 2 to 64)"
+                        .to_string(),
+                ));
+            }
+            Some(n) if !(2..=MAX_NODES).contains(&n) => {
+                return Err(Rejection::Gang(format!(
+                    "numNodes {n} is out of range 2..{MAX_NODES}"
+                )));
+            }
+            Some(_) if !self.multi_node => {
+                return Err(Rejection::Gang(
+                    "--nodes needs an environment with nodes".to_string(),
+                ));
+            }
+            _ => {}
+        }
         if spec.scheduling_priority > MAX_PRIORITY {
             return Err(Rejection::Priority {
                 priority: spec.scheduling_priority,
@@ -98,6 +117,12 @@ impl Sched {
                 unit: self.units[u].name.clone(),
             });
         }
+        if spec.num_nodes.is_some() && self.units[u].slice.is_some() {
+            return Err(Rejection::Gang(format!(
+                "numNodes needs whole GPUs: {} is sliced by memory",
+                self.units[u].name
+            )));
+        }
         // A sliced unit's job larger than a device is refused before any count (SPEC §15).
         if self.units[u].slice.is_some()
             && let Some(why) = self.larger_than_any_node(u, spec.quantity)
@@ -105,15 +130,19 @@ impl Sched {
             return Err(Rejection::LargerThanAnyNode(why));
         }
         let max = self.max_request(s, u);
-        if i64::from(spec.quantity) > max {
+        let total = spec.total_quantity();
+        if i64::from(total) > max {
             return Err(Rejection::LimitExceeded {
-                quantity: spec.quantity,
+                quantity: total,
                 share: name.clone(),
                 max,
             });
         }
         if let Some(why) = self.larger_than_any_node(u, spec.quantity) {
             return Err(Rejection::LargerThanAnyNode(why));
+        }
+        if let Some(why) = self.gang_never_fits(u, spec.quantity, spec.nodes()) {
+            return Err(Rejection::Gang(why));
         }
         Ok((s, u))
     }
@@ -532,21 +561,25 @@ impl Sched {
     // ---- transitions ----
 
     pub(crate) fn start(&mut self, id: JobId, now: Time) {
-        self.start_except(id, now, None);
+        self.start_except(id, now, &[]);
     }
 
     /// Start a job on the best fit among the nodes other than `except` (a borrowed start
-    /// while that node is reserved for a big job, SPEC §3).
-    pub(crate) fn start_except(&mut self, id: JobId, now: Time, except: Option<SlotIx>) {
+    /// while those nodes are reserved for a big job, SPEC §3); a gang on its N nodes at
+    /// once (SPEC §16).
+    pub(crate) fn start_except(&mut self, id: JobId, now: Time, except: &[SlotIx]) {
         let Some(job) = self.job(id) else { return };
-        let (s, u, q) = (job.share, job.unit, job.quantity);
+        let (s, u, q) = (job.share, job.unit, job.per_node());
         let before = self.shares[s].lanes[u].borrowed();
         // Placement is judged before the job leaves the queue: a nominated job keeps its
         // own reserve on its node until then (SPEC §10).
         let noms = self.unit_noms(u);
-        let node = self
-            .best_fit_except(u, q, &noms, Some(id), except)
-            .unwrap_or(0);
+        let slots = self.place(id, &noms, except).unwrap_or_else(|| vec![0]);
+        let node = slots[0];
+        let more: Vec<(SlotIx, Vec<u32>)> = slots[1..]
+            .iter()
+            .map(|&n| (n, self.lowest_free(u, n, q)))
+            .collect();
         let reserved = self.units[u].reservation.is_some_and(|r| r.job == id);
         self.unindex_pending(id);
         // A slot's lowest free room: devices, or on a sliced device its lowest free GiB
@@ -567,7 +600,7 @@ impl Sched {
                 start_seq: seq,
                 started_at: now,
                 stopping: None,
-                more: Vec::new(),
+                more: more.clone(),
             };
             j.state = if at_once {
                 JobState::Running
@@ -582,14 +615,18 @@ impl Sched {
         self.index_holding(id);
         self.usage_started(id, now);
         let after = self.shares[s].lanes[u].borrowed();
-        let on = self.units[u].slots.get(node).map_or(node, |sl| sl.node);
-        let node = self.multi_node.then(|| self.node_name(on).to_string());
+        let name = |n: SlotIx| {
+            let on = self.units[u].slots.get(n).map_or(n, |sl| sl.node);
+            self.node_name(on).to_string()
+        };
+        let node = self.multi_node.then(|| name(node));
+        let more = more.into_iter().map(|(n, d)| (name(n), d)).collect();
         self.emit(Event::Started {
             job: id,
             node,
             devices,
             borrowed: after - before,
-            more: Vec::new(),
+            more,
         });
     }
 

@@ -211,15 +211,14 @@ impl Sched {
                 .iter()
                 .map(|s| s.devices.iter().copied().collect())
                 .collect();
-            for j in self.jobs.iter().flatten() {
-                if j.unit == u
-                    && let Some(n) = j.slot()
-                {
-                    let kind_ok = match &j.phase {
-                        Phase::Holding { gib, .. } => gib.is_empty() != sliced,
-                        _ => true,
-                    };
-                    for d in j.parts() {
+            for j in self.jobs.iter().flatten().filter(|j| j.unit == u) {
+                let kind_ok = match &j.phase {
+                    Phase::Holding { gib, .. } => gib.is_empty() != sliced,
+                    _ => true,
+                };
+                // Every node a gang holds devices on (SPEC §16).
+                for (n, parts) in j.holdings() {
+                    for d in parts {
                         let held = kind_ok && free.get_mut(n).is_some_and(|f| f.remove(d));
                         if !held && !j.is_stopping() && !lost.contains(&j.id) {
                             lost.push(j.id);
@@ -530,10 +529,12 @@ impl Sched {
             .iter()
             .flatten()
             .filter(|j| {
+                // A gang loses all of itself with any node's devices (SPEC §16).
                 j.unit == u
-                    && j.slot() == Some(n)
                     && !j.is_stopping()
-                    && j.parts().iter().any(|d| devices.contains(d))
+                    && j.holdings()
+                        .iter()
+                        .any(|(on, parts)| *on == n && parts.iter().any(|d| devices.contains(d)))
             })
             .map(|j| j.id)
             .collect();

@@ -66,6 +66,9 @@ pub struct Sched {
     /// The config lists `nodes`: placement and `waiting` are judged per node, and the
     /// events say which node a job started on.
     multi_node: bool,
+    /// Pending gangs (SPEC §16), nominated or not: the quantity-indexed searches of steps 1
+    /// to 3 judge one node's room, so gangs are judged apart, one by one (they are few).
+    gangs: std::collections::BTreeSet<JobId>,
     shares: Vec<ShareState>,
     share_ix: HashMap<String, ShareIx>,
     /// Share indexes in name order (lent attribution and stable output).
@@ -121,6 +124,7 @@ impl Sched {
             nodes: Vec::new(),
             node_ix: HashMap::new(),
             multi_node: false,
+            gangs: std::collections::BTreeSet::new(),
             shares: Vec::new(),
             share_ix: HashMap::new(),
             share_order: Vec::new(),

@@ -8,7 +8,7 @@
 //! that would fail.
 
 use super::accounting::Noms;
-use super::keys::{QKey, ShareIx, UnitIx};
+use super::keys::{QKey, ShareIx, SlotIx, UnitIx};
 use super::{Sched, Time};
 use crate::model::JobId;
 use std::collections::BTreeMap;
@@ -54,8 +54,48 @@ impl Sched {
         from: Bound<QKey>,
     ) -> Option<QKey> {
         let lane = &self.shares[s].lanes[u];
-        let k = lane.queue.first_in(qty, from)?;
-        lane.block().is_none_or(|b| k < b).then_some(k)
+        let mut from = from;
+        loop {
+            let k = lane.queue.first_in(qty, from)?;
+            if lane.block().is_some_and(|b| k >= b) {
+                return None;
+            }
+            // A gang is judged apart ([`Sched::first_gang`]): the bound that found it is
+            // one node's room.
+            if !self.gangs.contains(&k.job()) {
+                return Some(k);
+            }
+            from = Excluded(k);
+        }
+    }
+
+    /// The first non-nominated gang of lane (s,u) after `from` (and before the lane's
+    /// block) that its counts let start (`counts(job, key)`), its user's `userLimit`
+    /// lets start, and that N nodes have room for now, outside `except` (SPEC §16).
+    /// O(pending gangs).
+    fn first_gang(
+        &self,
+        s: ShareIx,
+        u: UnitIx,
+        from: Bound<QKey>,
+        noms: &Noms,
+        except: &[SlotIx],
+        counts: impl Fn(&super::state::Job, QKey) -> bool,
+    ) -> Option<QKey> {
+        if self.gangs.is_empty() {
+            return None;
+        }
+        let block = self.shares[s].lanes[u].block();
+        self.gangs
+            .iter()
+            .filter_map(|&id| self.job(id))
+            .filter(|j| j.share == s && j.unit == u && !j.is_nominated())
+            .map(|j| (j, self.qkey(j)))
+            .filter(|&(_, k)| after(from, k) && block.is_none_or(|b| k < b))
+            .filter(|&(j, k)| counts(j, k) && self.user_limit_reason(j).is_none())
+            .filter(|(j, _)| self.place(j.id, noms, except).is_some())
+            .map(|(_, k)| k)
+            .min()
     }
 
     /// Step 1, one sweep (repeated here while it starts jobs, which is what "go to 1"
@@ -84,6 +124,15 @@ impl Sched {
                     {
                         best = Some(k);
                     }
+                    let counts = |j: &super::state::Job, k: QKey| {
+                        i64::from(j.quantity)
+                            <= room.min(self.available_guaranteed(s, u, k, None, &noms))
+                    };
+                    if let Some(k) = self.first_gang(s, u, cursor, &noms, &[], counts)
+                        && best.is_none_or(|b| k < b)
+                    {
+                        best = Some(k);
+                    }
                     // The lane's first nominated job may start too, with its own reserve.
                     if let Some(k) = self.shares[s].lanes[u].block()
                         && after(cursor, k)
@@ -92,7 +141,7 @@ impl Sched {
                         && self.user_limit_reason(j).is_none()
                         && i64::from(j.quantity)
                             <= room.min(self.available_guaranteed(s, u, k, Some(j.id), &noms))
-                        && self.best_fit(u, j.quantity, &noms, Some(j.id)).is_some()
+                        && self.place(j.id, &noms, &[]).is_some()
                     {
                         best = Some(k);
                     }
@@ -234,8 +283,9 @@ impl Sched {
             gone[chosen] = gone[chosen].max(Some(key.fifo()));
             let except = self
                 .job(key.job())
-                .and_then(|j| self.reserved_node_of(j.unit, j.id));
-            self.start_except(key.job(), now, except);
+                .map(|j| self.reserved_node_of(j.unit, j.id))
+                .unwrap_or_default();
+            self.start_except(key.job(), now, &except);
             started = true;
         }
         started
@@ -287,9 +337,10 @@ impl Sched {
                 && found.is_some_and(|k| k.job() != r.job)
             {
                 found = None;
-                if let Some(rn) = r.node {
+                if r.node.is_some() {
+                    let reserved = self.reserved_nodes_of_unit(u);
                     let upper = avail
-                        .min(i64::from(self.room_max_except(u, noms, Some(rn))))
+                        .min(i64::from(self.room_max_except(u, noms, &reserved)))
                         .min(cap_room);
                     if upper >= i64::from(min_q) {
                         let qty = (Included(min_q), Included(upper as u32));
@@ -298,6 +349,27 @@ impl Sched {
                 }
             }
             if let Some(k) = found
+                && best.is_none_or(|b| k < b)
+            {
+                best = Some(k);
+            }
+            // Gangs, judged apart: their counts as above, their N nodes outside the
+            // reserved ones (SPEC §3, §16).
+            let holder = self.units[u].reservation.map(|r| r.job);
+            let reserved = self.reserved_nodes_of_unit(u);
+            let counts = |j: &super::state::Job, _: QKey| {
+                let q = i64::from(j.quantity);
+                let counts = q >= i64::from(min_q) && q <= avail && q <= cap_room;
+                counts
+                    && match holder {
+                        None => true,
+                        Some(r) if r == j.id => true,
+                        // Without `nodes` a reserved unit lends to no one else.
+                        Some(_) if reserved.is_empty() => false,
+                        Some(_) => self.place(j.id, noms, &reserved).is_some(),
+                    }
+            };
+            if let Some(k) = self.first_gang(s, u, from, noms, &[], counts)
                 && best.is_none_or(|b| k < b)
             {
                 best = Some(k);
@@ -316,12 +388,18 @@ impl Sched {
                 let fits_cap = lane.cap.is_none_or(|c| {
                     i64::from(lane.usage) + q - i64::from(lane.limit) <= i64::from(c)
                 });
-                let node = j.nomination().map(|nom| nom.slot);
+                let slotted = self.slotted(u);
+                let allowed = match j.nomination() {
+                    Some(nom) if slotted => nom
+                        .slots()
+                        .all(|n| self.borrow_allowed(u, Some(j.id), Some(n))),
+                    _ => self.borrow_allowed(u, Some(j.id), None),
+                };
                 if q > room0[u]
                     && q <= self.available_borrowing(s, u, Some(j.id), noms)
                     && fits_cap
-                    && self.borrow_allowed(u, Some(j.id), node.filter(|_| self.slotted(u)))
-                    && self.best_fit(u, j.quantity, noms, Some(j.id)).is_some()
+                    && allowed
+                    && self.place(j.id, noms, &[]).is_some()
                 {
                     best = Some(k);
                 }
@@ -461,8 +539,23 @@ impl Sched {
                     continue;
                 }
                 let lapsed = |k: QKey| self.job(k.job()).is_some_and(|j| j.lapsed_at == Some(now));
-                for k in lane.queue.firsts_per_qty(lane.limit, block, lapsed) {
+                // A gang's victim sets are not a plain job's of its total: each is tried.
+                let skip = |k: QKey| lapsed(k) || self.gangs.contains(&k.job());
+                for k in lane.queue.firsts_per_qty(lane.limit, block, skip) {
                     reps.push((k, s, u));
+                }
+                for j in self.gangs.iter().filter_map(|&id| self.job(id)) {
+                    if j.share != s || j.unit != u || j.is_nominated() {
+                        continue;
+                    }
+                    let k = self.qkey(j);
+                    if block.is_none_or(|b| k < b)
+                        && j.quantity <= lane.limit
+                        && j.lapsed_at != Some(now)
+                        && self.user_limit_reason(j).is_none()
+                    {
+                        reps.push((k, s, u));
+                    }
                 }
             }
         }

@@ -18,10 +18,7 @@ impl Sched {
             .slots
             .get(n)
             .map_or(0, |s| s.free.len() as i64);
-        let own_term = own
-            .and_then(|k| self.job(k))
-            .and_then(|j| j.nomination().filter(|nom| nom.slot == n).map(|_| j.id))
-            .map_or(0, |k| self.nomination_aside(k));
+        let own_term = own.map_or(0, |k| self.nomination_aside(k, n));
         free - (noms.aside(u, n) - own_term)
     }
 
@@ -36,7 +33,7 @@ impl Sched {
         noms: &Noms,
         job: Option<JobId>,
     ) -> Option<SlotIx> {
-        self.best_fit_except(u, q, noms, job, None)
+        self.best_fit_except(u, q, noms, job, &[])
     }
 
     /// [`Sched::best_fit`] on the nodes other than `except` (a borrowed start while that
@@ -47,11 +44,11 @@ impl Sched {
         q: u32,
         noms: &Noms,
         job: Option<JobId>,
-        except: Option<SlotIx>,
+        except: &[SlotIx],
     ) -> Option<SlotIx> {
         if let Some(nom) = job.and_then(|k| self.job(k)).and_then(|j| j.nomination()) {
             let n = nom.slot;
-            return (self.node_room(u, n, noms, job) >= i64::from(q) && except != Some(n))
+            return (self.node_room(u, n, noms, job) >= i64::from(q) && !except.contains(&n))
                 .then_some(n);
         }
         let unit = &self.units[u];
@@ -59,13 +56,13 @@ impl Sched {
         let plain = unit
             .by_free
             .range((q, 0, 0)..)
-            .find(|&&(_, _, n)| noms.aside(u, n) == 0 && except != Some(n))
+            .find(|&&(_, _, n)| noms.aside(u, n) == 0 && !except.contains(&n))
             .map(|&(f, o, n)| (i64::from(f), o, n));
         // ... against the nodes where something is set aside.
         let aside = noms
             .aside
             .iter()
-            .filter(|a| a.0 == u && except != Some(a.1))
+            .filter(|a| a.0 == u && !except.contains(&a.1))
             .filter_map(|&(_, n, _)| {
                 let room = self.node_room(u, n, noms, None);
                 let order = unit.slots.get(n)?.order;
@@ -78,24 +75,108 @@ impl Sched {
         }
     }
 
+    /// Where job `id` would start now (SPEC §10, §16): its slots, rank order (a plain
+    /// job's one slot; a gang's N nodes in node order), avoiding `except` (nodes reserved
+    /// for a big job, SPEC §3). `None`: it fits nowhere now.
+    pub(crate) fn place(&self, id: JobId, noms: &Noms, except: &[SlotIx]) -> Option<Vec<SlotIx>> {
+        let j = self.job(id)?;
+        if j.is_gang() {
+            return self.gang_fit(j.unit, j.per_node(), j.nodes, noms, Some(id), except, &[]);
+        }
+        self.best_fit_except(j.unit, j.quantity, noms, Some(id), except)
+            .map(|n| vec![n])
+    }
+
+    /// Every slot of unit u with room for `q` (not set aside for others; `own`'s own
+    /// set-aside counts for it) once `freed` GPUs per slot are back, outside `except`, as
+    /// (room, listing order, slot), best fit first. O(slots).
+    pub(crate) fn fitting_slots(
+        &self,
+        u: UnitIx,
+        q: u32,
+        noms: &Noms,
+        own: Option<JobId>,
+        except: &[SlotIx],
+        freed: &[(SlotIx, i64)],
+    ) -> Vec<(i64, usize, SlotIx)> {
+        let unit = &self.units[u];
+        let mut out: Vec<(i64, usize, SlotIx)> = unit
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(n, s)| !s.drained && !s.devices.is_empty() && !except.contains(n))
+            .map(|(n, s)| {
+                let back: i64 = freed.iter().filter(|f| f.0 == n).map(|f| f.1).sum();
+                (self.node_room(u, n, noms, own) + back, s.order, n)
+            })
+            .filter(|&(room, _, _)| room >= i64::from(q))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// A gang's placement (SPEC §16): `nodes` distinct slots with room for `q` each once
+    /// `freed` is back, the best fits (least room first, ties in listing order), returned
+    /// in listing order (its ranks). A nominated gang (`own`) only on its nomination's
+    /// nodes.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn gang_fit(
+        &self,
+        u: UnitIx,
+        q: u32,
+        nodes: u32,
+        noms: &Noms,
+        own: Option<JobId>,
+        except: &[SlotIx],
+        freed: &[(SlotIx, i64)],
+    ) -> Option<Vec<SlotIx>> {
+        if let Some(nom) = own.and_then(|k| self.job(k)).and_then(|j| j.nomination()) {
+            let slots: Vec<SlotIx> = nom.slots().collect();
+            let ok = slots
+                .iter()
+                .all(|&n| !except.contains(&n) && self.node_room(u, n, noms, own) >= i64::from(q));
+            return ok.then_some(slots);
+        }
+        let fit = self.fitting_slots(u, q, noms, None, except, freed);
+        if fit.len() < nodes as usize {
+            return None;
+        }
+        let mut chosen: Vec<(usize, SlotIx)> = fit[..nodes as usize]
+            .iter()
+            .map(|&(_, o, n)| (o, n))
+            .collect();
+        chosen.sort_unstable();
+        Some(chosen.into_iter().map(|x| x.1).collect())
+    }
+
+    /// Nodes of unit u with room for `q` now (set-aside room included), for a gang's
+    /// reason: `needs 2 nodes with 4 a100 free, 1 has`.
+    pub(crate) fn nodes_with_free(&self, u: UnitIx, q: u32) -> usize {
+        self.units[u]
+            .slots
+            .iter()
+            .filter(|s| !s.drained && s.free.len() as u32 >= q)
+            .count()
+    }
+
     /// The most a non-nominated job of unit u can get on one node now.
     pub(crate) fn room_max(&self, u: UnitIx, noms: &Noms) -> u32 {
-        self.room_max_except(u, noms, None)
+        self.room_max_except(u, noms, &[])
     }
 
     /// [`Sched::room_max`] on the nodes other than `except`.
-    pub(crate) fn room_max_except(&self, u: UnitIx, noms: &Noms, except: Option<SlotIx>) -> u32 {
+    pub(crate) fn room_max_except(&self, u: UnitIx, noms: &Noms, except: &[SlotIx]) -> u32 {
         let unit = &self.units[u];
         let plain = unit
             .by_free
             .iter()
             .rev()
-            .find(|&&(_, _, n)| noms.aside(u, n) == 0 && except != Some(n))
+            .find(|&&(_, _, n)| noms.aside(u, n) == 0 && !except.contains(&n))
             .map_or(0, |&(f, _, _)| i64::from(f));
         let aside = noms
             .aside
             .iter()
-            .filter(|a| a.0 == u && except != Some(a.1))
+            .filter(|a| a.0 == u && !except.contains(&a.1))
             .map(|&(_, n, _)| self.node_room(u, n, noms, None))
             .max()
             .unwrap_or(0);

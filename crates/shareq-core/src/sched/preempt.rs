@@ -33,7 +33,13 @@ struct Claim {
     /// node's candidates are walked together, the fit is judged on the counts alone, and
     /// the job is nominated on this node, where placement would put it now.
     counts_only: Option<SlotIx>,
+    /// A gang's per-node quantity and node count (SPEC §16): one set from every node's
+    /// candidates, fitting when N nodes have room once its victims are gone.
+    gang: Option<(u32, u32)>,
 }
+
+/// The one set a gang's walk gathers (it is on no single node).
+const GANG_SET: SlotIx = SlotIx::MAX;
 
 impl Sched {
     /// The victim set for pending job `j` of share s on unit u, and the node it frees
@@ -56,8 +62,10 @@ impl Sched {
         let open = |k: &VKey| !protect || !self.is_protected(JobId(k.id));
         let job = self.job(j)?;
         let (n, p) = (job.quantity, job.priority);
-        // Some node already fits j: only the counts are short (SPEC §10).
-        let counts_only = if self.slotted(u) {
+        let gang = job.is_gang().then_some((job.per_node(), job.nodes));
+        // Some node already fits j: only the counts are short (SPEC §10). A gang's fit is
+        // judged on its N nodes at every step of its one walk instead.
+        let counts_only = if self.slotted(u) && gang.is_none() {
             self.best_fit(u, n, noms, None)
         } else {
             None
@@ -69,6 +77,7 @@ impl Sched {
             key: self.qkey(job),
             nominated: noms[u],
             counts_only,
+            gang,
         };
         let share = &self.shares[s];
         let lane = &share.lanes[u];
@@ -114,6 +123,9 @@ impl Sched {
         if in_share.is_empty() || (a.is_some() && (!self.slotted(u) || counts_only.is_some())) {
             return a;
         }
+        if gang.is_some() {
+            return a.or_else(|| walk_b(&[])); // one walk over every node
+        }
         if counts_only.is_some() {
             return walk_b(&[]); // one walk over every node: no per-node comparison
         }
@@ -153,34 +165,61 @@ impl Sched {
         for (k, reason) in candidates {
             let v = JobId(k.id);
             let Some(vj) = self.job(v) else { continue };
-            let Some(on) = vj.slot() else { continue };
-            if c.counts_only.is_none() && (skip.contains(&on) || only.is_some_and(|o| o != on)) {
-                continue;
-            }
-            // A cross-node count reclaim gathers every node's victims in one set, for the
-            // node placement chose.
-            let node = c.counts_only.unwrap_or(on);
-            let ix = match sets.iter().position(|(f, _)| f.node == node) {
-                Some(ix) => ix,
-                None => {
-                    let room = self.node_room(c.u, node, noms, None);
-                    sets.push((Freed::new(c.nominated, node, room), Vec::new()));
-                    sets.len() - 1
+            // A cross-node count reclaim, and a gang's walk, gather every node's victims
+            // in one set; otherwise a victim joins the set of each node it runs on (a gang
+            // victim runs on several, SPEC §16).
+            let nodes: Vec<SlotIx> = match (c.gang, c.counts_only) {
+                (Some(_), _) => vec![GANG_SET],
+                (None, Some(n)) => vec![n],
+                (None, None) => {
+                    let mut on: Vec<SlotIx> = vj.holdings().iter().map(|h| h.0).collect();
+                    on.retain(|n| !skip.contains(n) && only.is_none_or(|o| o == *n));
+                    on
                 }
             };
-            let (acc, victims) = &mut sets[ix];
-            if reason == PreemptReason::CrossShareReclaim {
-                let tl = &self.shares[vj.share].lanes[c.u];
-                if tl.usage - tl.releasing - acc.gone(vj.share) <= tl.limit {
-                    continue; // no longer borrowing
+            let mut fitted: Vec<usize> = Vec::new();
+            for node in nodes {
+                let ix = match sets.iter().position(|(f, _)| f.node == node) {
+                    Some(ix) => ix,
+                    None => {
+                        let room = if node == GANG_SET {
+                            0
+                        } else {
+                            self.node_room(c.u, node, noms, None)
+                        };
+                        sets.push((Freed::new(c.nominated, node, room), Vec::new()));
+                        sets.len() - 1
+                    }
+                };
+                let (acc, victims) = &mut sets[ix];
+                if reason == PreemptReason::CrossShareReclaim {
+                    let tl = &self.shares[vj.share].lanes[c.u];
+                    if tl.usage - tl.releasing - acc.gone(vj.share) <= tl.limit {
+                        continue; // no longer borrowing
+                    }
+                }
+                acc.add(self, v);
+                victims.push((v, reason));
+                if self.fits(c, noms, acc, mode) {
+                    fitted.push(ix);
                 }
             }
-            acc.add(self, v);
-            victims.push((v, reason));
-            if self.fits(c, acc, mode) {
+            // Sets reached at the same victim (a gang victim's nodes): the node placement
+            // would choose once they are gone wins — the least room left, then listing
+            // order (SPEC §16).
+            let best = fitted.into_iter().min_by_key(|&ix| {
+                let acc = &sets[ix].0;
+                let order = self.units[c.u]
+                    .slots
+                    .get(acc.node)
+                    .map_or(usize::MAX, |s| s.order);
+                (acc.room + acc.freed_on(acc.node), order)
+            });
+            if let Some(ix) = best {
+                let (acc, victims) = &mut sets[ix];
                 let (node, room) = (acc.node, acc.room);
                 let set = std::mem::take(victims);
-                return Some((node, self.minimal(c, set, mode, node, room)));
+                return Some((node, self.minimal(c, noms, set, mode, node, room)));
             }
         }
         None
@@ -215,6 +254,7 @@ impl Sched {
     fn minimal(
         &self,
         c: &Claim,
+        noms: &Noms,
         mut victims: Vec<Victim>,
         mode: Mode,
         node: SlotIx,
@@ -232,7 +272,7 @@ impl Sched {
             for (v, _) in &without {
                 acc.add(self, *v);
             }
-            if self.fits(c, &acc, mode) {
+            if self.fits(c, noms, &acc, mode) {
                 victims = without;
             }
         }
@@ -242,7 +282,7 @@ impl Sched {
     /// Would job j (key `key`) fit once the victims in `acc` are gone and back in the
     /// queue? A start within the limit is judged as step 1 judges it, a borrowed one (mode
     /// B only) as step 2 does: on an oversubscribed unit their `held_back` differ (SPEC §3).
-    fn fits(&self, c: &Claim, acc: &Freed, mode: Mode) -> bool {
+    fn fits(&self, c: &Claim, noms: &Noms, acc: &Freed, mode: Mode) -> bool {
         let Claim { s, u, n, key, .. } = *c;
         let freed: i64 = acc.per_share.iter().map(|x| i64::from(x.gpus)).sum();
         let free = self.units[u].free() + freed;
@@ -251,17 +291,38 @@ impl Sched {
         let (n, limit) = (i64::from(n), i64::from(lane.limit));
         let within = usage + n <= limit;
         // A borrowed start that a reservation forbids is no fit either (SPEC §3).
+        let gang_room = |except: &[SlotIx]| {
+            c.gang.is_some_and(|(q, nodes)| {
+                self.gang_fit(u, q, nodes, noms, None, except, &acc.per_node)
+                    .is_some()
+            })
+        };
+        let allowed = match (c.gang, self.units[u].reservation) {
+            // A gang borrows outside the nodes reserved for another job (SPEC §3, §16).
+            (Some(_), Some(r)) if r.job != key.job() => {
+                let reserved = self.reserved_nodes_of_unit(u);
+                !reserved.is_empty() && gang_room(&reserved)
+            }
+            (Some(_), _) => true,
+            (None, _) => {
+                self.borrow_allowed(u, Some(key.job()), self.slotted(u).then_some(acc.node))
+            }
+        };
         let borrowed = !within
             && mode == Mode::B
             && self.shares[s].strategy == Strategy::LendAndBorrow
             && lane.cap.is_none_or(|c| usage + n - limit <= i64::from(c))
-            && self.borrow_allowed(u, Some(key.job()), self.slotted(u).then_some(acc.node));
+            && allowed;
         if !within && !borrowed {
             return false;
         }
-        // The job's node must have room once the victims (all on it) are gone; a
-        // cross-node count reclaim judges the counts alone (its node fits j already).
-        if c.counts_only.is_none() && acc.room + freed < n {
+        // A gang needs N nodes with room once its victims are gone (SPEC §16).
+        if c.gang.is_some() && !gang_room(&[]) {
+            return false;
+        }
+        // The job's node must have room once its victims there are gone; a cross-node
+        // count reclaim judges the counts alone (its node fits j already).
+        if c.gang.is_none() && c.counts_only.is_none() && acc.room + acc.freed_on(acc.node) < n {
             return false;
         }
         let held_back = if self.units[u].oversubscribed() {
@@ -355,6 +416,20 @@ impl Sched {
         (node, victims): (SlotIx, Vec<Victim>),
         now: Time,
     ) {
+        // A gang is nominated on the nodes placement chooses now if it already fits (only
+        // the counts were short), else on those it would choose once its victims are gone
+        // (SPEC §16).
+        let gang_slots = self.job(j).filter(|g| g.is_gang()).map(|g| {
+            let (u, q, nodes) = (g.unit, g.per_node(), g.nodes);
+            let noms = self.unit_noms(u);
+            let mut gone = Freed::new(0, GANG_SET, 0);
+            for &(v, _) in &victims {
+                gone.add(self, v);
+            }
+            self.gang_fit(u, q, nodes, &noms, None, &[], &[])
+                .or_else(|| self.gang_fit(u, q, nodes, &noms, None, &[], &gone.per_node))
+                .unwrap_or_default()
+        });
         for &(v, reason) in &victims {
             self.mark_stopping(
                 v,
@@ -380,10 +455,17 @@ impl Sched {
             .collect();
         if let Some(job) = self.job_mut(j) {
             job.phase = Phase::Pending {
-                nominated: Some(Nomination {
-                    victims: refs,
-                    slot: node,
-                    more: Vec::new(),
+                nominated: Some(match gang_slots {
+                    Some(slots) if !slots.is_empty() => Nomination {
+                        victims: refs,
+                        slot: slots[0],
+                        more: slots[1..].to_vec(),
+                    },
+                    _ => Nomination {
+                        victims: refs,
+                        slot: node,
+                        more: Vec::new(),
+                    },
                 }),
             };
         }
@@ -423,10 +505,12 @@ impl Freed {
 
     fn add(&mut self, sched: &Sched, v: JobId) {
         let Some(vj) = sched.job(v) else { return };
-        let on = vj.slot().unwrap_or(self.node);
-        match self.per_node.iter_mut().find(|x| x.0 == on) {
-            Some(x) => x.1 += i64::from(vj.quantity),
-            None => self.per_node.push((on, i64::from(vj.quantity))),
+        for (on, parts) in vj.holdings() {
+            let gpus = parts.len() as i64;
+            match self.per_node.iter_mut().find(|x| x.0 == on) {
+                Some(x) => x.1 += gpus,
+                None => self.per_node.push((on, gpus)),
+            }
         }
         let back = (vj.quantity, sched.qkey(vj));
         match self.per_share.iter_mut().find(|x| x.share == vj.share) {
@@ -440,6 +524,11 @@ impl Freed {
                 requeued: vec![back],
             }),
         }
+    }
+
+    /// What the victims free on slot `n`.
+    fn freed_on(&self, n: SlotIx) -> i64 {
+        self.per_node.iter().filter(|x| x.0 == n).map(|x| x.1).sum()
     }
 
     fn gone(&self, t: ShareIx) -> u32 {

@@ -77,9 +77,7 @@ impl Sched {
         if lane.usage + n <= lane.limit || !self.shares[job.share].borrows() {
             return None; // not a borrower
         }
-        if let Some(node) = r.node
-            && self.room_max_except(u, noms, Some(node)) >= n
-        {
+        if r.node.is_some() && self.room_max_except(u, noms, &self.reserved_nodes_of_unit(u)) >= n {
             return None; // room elsewhere: the reservation is not what holds it back
         }
         let holder = self.job(r.job)?;
@@ -115,6 +113,26 @@ impl Sched {
             unit: unit.name.clone(),
             largest: unit.largest,
             sliced: false,
+        })
+    }
+
+    /// A gang more nodes than the environment could ever hold it on (SPEC §16): `needs 4
+    /// nodes with 8 a100; 3 nodes have 8`. `None` for a plain job.
+    pub(crate) fn gang_never_fits(&self, u: usize, q: u32, nodes: u32) -> Option<String> {
+        if nodes < 2 {
+            return None;
+        }
+        let unit = &self.units[u];
+        let have = unit.slots.iter().filter(|s| s.configured >= q).count();
+        (have < nodes as usize).then(|| {
+            let (count, verb) = match have {
+                1 => ("1 node".to_string(), "has"),
+                k => (format!("{k} nodes"), "have"),
+            };
+            format!(
+                "needs {nodes} nodes with {q} {}; {count} {verb} {q}",
+                unit.name
+            )
         })
     }
 
@@ -248,7 +266,10 @@ impl Sched {
             };
             return Some(why.to_string());
         }
-        self.larger_than_any_node(u, n).map(|why| why.to_string())
+        if let Some(why) = self.larger_than_any_node(u, job.per_node()) {
+            return Some(why.to_string());
+        }
+        self.gang_never_fits(u, job.per_node(), job.nodes)
     }
 
     /// `waits for a100 GPU 0: a process of an earlier scheduler holds it (…)`: the job
@@ -315,6 +336,22 @@ impl Sched {
         } else {
             -1
         };
+        if job.is_gang() {
+            // `FRAGMENTED: needs 2 nodes with 4 a100 free, 1 has` (SPEC §16).
+            let q = job.per_node();
+            let fits = self
+                .gang_fit(u, q, job.nodes, noms, Some(job.id), &[], &[])
+                .is_some();
+            return (counts >= i64::from(n) && !fits).then(|| {
+                let have = self.nodes_with_free(u, q);
+                format!(
+                    "FRAGMENTED: needs {} nodes with {q} {} free, {have} {}",
+                    job.nodes,
+                    unit.name,
+                    if have == 1 { "has" } else { "have" }
+                )
+            });
+        }
         let room = self.room_max(u, noms);
         (counts >= i64::from(n) && room < n).then(|| match unit.slice {
             // `FRAGMENTED: 30 GiB free, at most 18 on one a100-mem device` (SPEC §15).

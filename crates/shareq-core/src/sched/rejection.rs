@@ -36,6 +36,9 @@ pub enum Rejection {
     LargerThanAnyNode(LargerThanAnyNode),
     /// Its `dependsOn` or `arrayProperties` cannot be met (SPEC §13).
     Links(String),
+    /// A multi-node job the environment cannot take (SPEC §16): `numNodes` out of 2..64,
+    /// no `nodes`, a sliced unit, or more nodes than could ever hold it.
+    Gang(String),
 }
 
 /// `needs 8 a100 on one node; the largest node has 4`: a rejection at submission, and the
@@ -82,7 +85,7 @@ impl fmt::Display for LargerThanAnyNode {
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match self {
-            Rejection::Links(why) => f.write_str(why),
+            Rejection::Links(why) | Rejection::Gang(why) => f.write_str(why),
             Rejection::UnknownShare { share, known } => write!(
                 f,
                 "quota share `{share}` does not exist (shares: {})",

@@ -58,7 +58,8 @@ impl Sched {
             && !job.is_nominated()
             && n > lane.limit
             && i64::from(n) <= self.max_request(s, u)
-            && self.larger_than_any_node(u, n).is_none()
+            && self.larger_than_any_node(u, job.per_node()).is_none()
+            && self.gang_never_fits(u, job.per_node(), job.nodes).is_none()
             // Waiting for its own user's jobs (SPEC §12), not for borrowers.
             && self.user_limit_reason(job).is_none();
         // Pending again after an attempt on the reservation: a preempted one (a failed
@@ -97,6 +98,7 @@ impl Sched {
                 });
                 if !still {
                     self.units[u].reservation = None;
+                    self.units[u].reserved_more.clear();
                 }
             }
             if self.units[u].reservation.is_some() || self.reserve_after <= 0 {
@@ -108,36 +110,55 @@ impl Sched {
                 .filter_map(|c| Some((!c.back, c.at, self.qkey(self.job(c.job)?), c.job)))
                 .min();
             if let Some((_, _, _, id)) = best {
-                let n = self.job(id).map_or(0, |j| j.quantity);
-                let node = if self.slotted(u) {
-                    match self.reserved_node(u, n) {
-                        Some(node) => Some(node),
-                        None => continue, // no healthy node can ever hold it now
+                let (n, nodes) = self.job(id).map_or((0, 1), |j| (j.per_node(), j.nodes));
+                let mut held = Vec::new();
+                if self.slotted(u) {
+                    held = self.reserved_nodes(u, n, nodes);
+                    if held.is_empty() {
+                        continue; // no healthy node(s) can ever hold it now
                     }
-                } else {
-                    None
-                };
+                }
                 self.units[u].reservation = Some(Reservation {
                     job: id,
                     since: now,
-                    node,
+                    node: held.first().copied(),
                 });
+                self.units[u].reserved_more = held.split_off(held.len().min(1));
             }
         }
     }
 
     /// With `nodes`: among the nodes with at least `n` healthy devices of unit u that take
-    /// new jobs, the one with the most free devices, ties to the node listed first (a
-    /// sliced unit: the device with the most unassigned GiB, ties to the lowest index).
-    fn reserved_node(&self, u: UnitIx, n: u32) -> Option<SlotIx> {
-        self.units[u]
+    /// new jobs, the `count` with the most free devices (a gang's N, SPEC §16; one for a
+    /// plain job), ties to the node listed first (a sliced unit: the device with the most
+    /// unassigned GiB, ties to the lowest index); empty when fewer can ever hold it.
+    /// Returned in listing order.
+    fn reserved_nodes(&self, u: UnitIx, n: u32, count: u32) -> Vec<SlotIx> {
+        let mut c: Vec<_> = self.units[u]
             .slots
             .iter()
             .enumerate()
             .filter(|(_, s)| !s.drained && s.devices.len() as u32 >= n)
             .map(|(ix, s)| (std::cmp::Reverse(s.free.len()), s.order, ix))
-            .min()
-            .map(|x| x.2)
+            .collect();
+        if c.len() < count as usize {
+            return Vec::new();
+        }
+        c.sort_unstable();
+        let mut held: Vec<(usize, SlotIx)> =
+            c[..count as usize].iter().map(|x| (x.1, x.2)).collect();
+        held.sort_unstable();
+        held.into_iter().map(|x| x.1).collect()
+    }
+
+    /// Every node unit u's reservation holds (a gang's reservation holds N, SPEC §16).
+    pub(crate) fn reserved_nodes_of_unit(&self, u: UnitIx) -> Vec<SlotIx> {
+        let unit = &self.units[u];
+        unit.reservation
+            .and_then(|r| r.node)
+            .into_iter()
+            .chain(unit.reserved_more.iter().copied())
+            .collect()
     }
 
     /// The reservation of the unit named `unit`, if it has one.
@@ -177,17 +198,17 @@ impl Sched {
             None => true,
             Some(r) if job == Some(r.job) => true,
             Some(r) => match (r.node, node) {
-                (Some(rn), Some(n)) => rn != n,
+                (Some(_), Some(n)) => !self.reserved_nodes_of_unit(u).contains(&n),
                 _ => false,
             },
         }
     }
 
-    /// The node that borrowed starts of jobs other than the reserving one must avoid.
-    pub(crate) fn reserved_node_of(&self, u: UnitIx, job: JobId) -> Option<SlotIx> {
-        self.units[u]
-            .reservation
-            .filter(|r| r.job != job)
-            .and_then(|r| r.node)
+    /// The nodes that borrowed starts of jobs other than the reserving one must avoid.
+    pub(crate) fn reserved_node_of(&self, u: UnitIx, job: JobId) -> Vec<SlotIx> {
+        match self.units[u].reservation {
+            Some(r) if r.job != job => self.reserved_nodes_of_unit(u),
+            _ => Vec::new(),
+        }
     }
 }

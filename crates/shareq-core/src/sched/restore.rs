@@ -61,19 +61,34 @@ impl Sched {
         let u = self.unit_or_ghost(&r.unit);
         let s = self.share_or_ghost(&r.spec.quota_share_name);
         let node = r.holding.as_ref().map(|h| self.node_of(u, h));
+        // A gang's other nodes (SPEC §16): whole GPUs only, so each node is its slot.
+        let more: Vec<(usize, Vec<u32>)> = r
+            .holding
+            .as_ref()
+            .map(|h| {
+                h.more
+                    .iter()
+                    .map(|(name, d)| (self.node_named(name), d.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
         // Whole GPUs are held by one job each; a sliced device is shared (SPEC §15).
         let whole = self.units[u].slice.is_none();
         if let (Some(h), Some(n), true) = (&r.holding, node, whole) {
-            let held: BTreeSet<u32> = self
-                .jobs()
-                .filter(|j| j.unit == u && self.job_node(j) == Some(n))
-                .flat_map(|j| j.devices().iter().copied())
-                .collect();
-            if let Some(d) = h.devices.iter().find(|d| held.contains(d)) {
-                return Err(RestoreError::DeviceHeld {
-                    job: r.id,
-                    device: *d,
-                });
+            let places = std::iter::once((n, &h.devices)).chain(more.iter().map(|(n, d)| (*n, d)));
+            for (n, devices) in places {
+                let held: BTreeSet<u32> = self
+                    .jobs()
+                    .filter(|j| j.unit == u)
+                    .flat_map(|j| j.holdings().into_iter().filter(|(s, _)| *s == n))
+                    .flat_map(|(_, d)| d.iter().copied())
+                    .collect();
+                if let Some(d) = devices.iter().find(|d| held.contains(d)) {
+                    return Err(RestoreError::DeviceHeld {
+                        job: r.id,
+                        device: *d,
+                    });
+                }
             }
         }
         let phase = match &r.holding {
@@ -98,7 +113,7 @@ impl Sched {
                     start_seq: self.start_seq,
                     started_at: h.started_at,
                     stopping: h.stopping.map(|c| (c, now)),
-                    more: Vec::new(),
+                    more: more.clone(),
                 }
             }
         };
@@ -178,24 +193,7 @@ impl Sched {
     /// config no longer lists it), or the first whose devices include the job's.
     fn node_of(&mut self, u: usize, h: &RestoredHolding) -> usize {
         match &h.node {
-            Some(name) => match self.node_ix.get(name) {
-                Some(&n) => n,
-                None => {
-                    self.nodes.push(super::state::NodeState {
-                        name: name.clone(),
-                        present: false,
-                    });
-                    self.node_ix.insert(name.clone(), self.nodes.len() - 1);
-                    let n = self.nodes.len() - 1;
-                    for unit in self.units.iter_mut().filter(|u| u.slice.is_none()) {
-                        unit.slots.resize_with(n + 1, || super::state::Slot {
-                            node: n,
-                            ..Default::default()
-                        });
-                    }
-                    n
-                }
-            },
+            Some(name) => self.node_named(name),
             None => (0..self.nodes.len())
                 .find(|&n| {
                     h.devices
@@ -204,6 +202,26 @@ impl Sched {
                 })
                 .unwrap_or(0),
         }
+    }
+
+    /// The node called `name`: kept, with no devices, when the config no longer lists it.
+    fn node_named(&mut self, name: &str) -> usize {
+        if let Some(&n) = self.node_ix.get(name) {
+            return n;
+        }
+        self.nodes.push(super::state::NodeState {
+            name: name.to_string(),
+            present: false,
+        });
+        self.node_ix.insert(name.to_string(), self.nodes.len() - 1);
+        let n = self.nodes.len() - 1;
+        for unit in self.units.iter_mut().filter(|u| u.slice.is_none()) {
+            unit.slots.resize_with(n + 1, || super::state::Slot {
+                node: n,
+                ..Default::default()
+            });
+        }
+        n
     }
 
     fn unit_or_ghost(&mut self, name: &str) -> usize {

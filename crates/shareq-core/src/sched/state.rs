@@ -720,6 +720,8 @@ pub struct UnitState {
     pub guaranteed: u64,
     /// The unit's reservation for a big job (SPEC §3).
     pub reservation: Option<super::reserve::Reservation>,
+    /// A gang's reservation (SPEC §16): its nodes after `reservation.node`.
+    pub reserved_more: Vec<SlotIx>,
     /// Which job holds each (slot, part) of this unit (a device, or a sliced device's
     /// GiB), kept with the holdings (`index_holding`): the device map reads it instead of
     /// every job.
@@ -750,6 +752,7 @@ impl UnitState {
             nominated: Vec::new(),
             guaranteed: 0,
             reservation: None,
+            reserved_more: Vec::new(),
             held: BTreeMap::new(),
             withheld: BTreeMap::new(),
         }
