@@ -1190,13 +1190,11 @@ impl Snapshot {
     }
 }
 
-/// Where a job runs as [`places_text`] writes it, from the live scheduler: what the
-/// runtime's log lines say of a started attempt.
+/// Where a holding job runs as [`places_text`] writes it, from the live scheduler, every
+/// node named (the implicit one too): what the runtime's log line of a started attempt
+/// says (`local:[0, 1]`, a gang's `gpu1:[0, 1] gpu2:[0, 1]`).
 pub fn job_places_text(sched: &Sched, j: &crate::sched::Job, style: PlaceStyle) -> String {
     let places = sched.job_places(j);
-    if !sched.has_nodes() || places.is_empty() {
-        return places_text(&[(None, j.devices())], style);
-    }
     let places: Vec<(Option<&str>, &[u32])> = places
         .iter()
         .map(|(n, d)| (Some(n.as_str()), d.as_slice()))

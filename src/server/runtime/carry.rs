@@ -358,7 +358,8 @@ impl Carry {
             }),
         };
         let node = sched.job_node(j).map(|n| sched.node_name(n).to_string());
-        let on = crate::snapshot::devices_text(node.as_deref(), &devices);
+        // Every node of a gang (SPEC §16), as the console and `jobs` name them.
+        let on = crate::snapshot::job_places_text(sched, j, crate::snapshot::PlaceStyle::Listed);
         tracing::info!(job = %job, attempt, devices = %on, "started");
         self.running.insert(
             job,

@@ -102,6 +102,11 @@ pub fn render(
         },
     ));
     // A job of a unit sliced by memory asks GiB of one device (SPEC §15).
+    let borrowed = if j.on_borrowed {
+        "  (share is borrowing)"
+    } else {
+        ""
+    };
     lines.extend(if sliced {
         row("GPU memory", format!("{} GiB", j.quantity))
     } else if let Some(n) = j.num_nodes.filter(|_| j.is_gang()) {
@@ -109,7 +114,7 @@ pub fn render(
         row(
             "GPUs",
             format!(
-                "{} ({} in all: {} on each of {n} nodes)",
+                "{} ({} in all: {} on each of {n} nodes){borrowed}",
                 j.amount(None),
                 j.quantity,
                 j.per_node()
@@ -145,11 +150,6 @@ pub fn render(
             format!("{} ({} ago{ran})", clock(e, tz), duration::human(now - e)),
         ));
     }
-    let borrowed = if j.on_borrowed {
-        "  (share is borrowing)"
-    } else {
-        ""
-    };
     if !j.placements.is_empty() {
         // A gang's every node, one line each, in rank order (rank 0 is its main node).
         for (rank, p) in j.placements.iter().enumerate() {
@@ -159,8 +159,7 @@ pub fn render(
             );
             let label = if rank == 0 { "nodes" } else { "" };
             let main = if rank == 0 { ", main" } else { "" };
-            let tail = if rank == 0 { borrowed } else { "" };
-            lines.extend(row(label, format!("{on} (rank {rank}{main}){tail}")));
+            lines.extend(row(label, format!("{on} (rank {rank}{main})")));
         }
     } else if !j.devices.is_empty() {
         let devs: Vec<String> = j.devices.iter().map(|d| d.to_string()).collect();
