@@ -1,7 +1,7 @@
 //! How a multi-node job (a gang, SPEC §16) is shown, on a state the real scheduler made
 //! ([`fixtures::lab_gang`]: two nodes of 4 GPUs, a 2×2 gang running, a 2×1 gang reclaimed
-//! and queued again, a 2×3 gang waiting): one row in the console's queue and running
-//! panes (`2×2`), every node in its details and the GPUs pane, all its nodes in the
+//! and queued again, a 2×3 gang waiting): one row in the console's queue, running and
+//! ended views (`2×2`), every node in its details and the GPUs pane, all its nodes in the
 //! preemption log; `jobs --json` with `numNodes` and `placements`; the event stream's
 //! `started` and `preempted` lines with its nodes and devices per node.
 //!
@@ -130,6 +130,32 @@ fn a_gang_is_one_row_and_its_nodes_are_named_in_every_pane() {
         "{log}"
     );
     assert_screen("pane_preemptions_160x6", &log);
+}
+
+/// An ended gang is one row of the `F` view too, its size `2×1`.
+#[test]
+fn an_ended_gang_is_one_row_of_the_ended_view() {
+    let mut d = fixtures::lab_gang_driver();
+    let sweep = d
+        .sched
+        .jobs()
+        .find(|j| j.name() == "sweep-gang")
+        .map(|j| j.id)
+        .expect("the queued gang");
+    d.sched.cancel(sweep, "vera", NOW - 1_000);
+    d.pass(NOW - 1_000);
+    let mut app = fixtures::app(d.snapshot(NOW, NOW - 206_000));
+    shareq::tui::input::on_key(
+        &mut app,
+        crossterm::event::KeyEvent::new(
+            crossterm::event::KeyCode::Char('F'),
+            crossterm::event::KeyModifiers::NONE,
+        ),
+    );
+    let text = fixtures::render_text(&mut app, 120, 20);
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains("sweep-gang")).collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    assert!(rows[0].contains(" 2×1 cancelled"), "{text}");
 }
 
 #[test]
