@@ -3,11 +3,10 @@
 //! by what only the live scheduler knows: the job's `id`, its submitter (`user`), the
 //! preemptor's id (`by_id`), a gang victim's places on a `preempted` line (`devices` per
 //! node then `nodes`, as a gang's `started` line has them: SPEC §16), who cancelled a job
-//! (`cancelled_by`), the work lost by the
-//! preemption a `requeued` or `failed` line ends (`lostGpuSeconds`, with `lostGpus`,
-//! `lastSave` and `saved`: SPEC §14), a kill from outside in words (`detail`: `killed by
-//! SIGKILL (not by shareq)`) and the line's sequence number (`seq`). `t` is the Unix time
-//! in seconds with milliseconds.
+//! (`cancelled_by`), the work lost by the preemption a `requeued` or `failed` line ends
+//! (`lostGpuSeconds`, with `lostGpus`, `lastSave` and `saved`: SPEC §14), a kill from
+//! outside in words (`detail`: `killed by SIGKILL (not by shareq)`) and the line's sequence
+//! number (`seq`). `t` is the Unix time in seconds with milliseconds.
 //!
 //! The lines are built when a batch is recorded (`store::Store::record`, in the same
 //! transaction as the decisions), kept in the database's `events` table for the past, and

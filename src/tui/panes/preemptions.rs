@@ -1,8 +1,8 @@
 //! Preemption log: time, victim and its share (a gang victim's nodes, SPEC §16), the job
-//! that caused it and its share, the
-//! reason, how long the victim ran, what became of it and the work it lost (SPEC §14:
-//! `lost 2 GPU × 12m`, or `saved 40s before`, as `snapshot::LostWork::text` says it). New
-//! entries are marked `●` and highlighted for a few seconds, then settle.
+//! that caused it and its share, the reason, how long the victim ran, what became of it
+//! and the work it lost (SPEC §14: `lost 2 GPU × 12m`, or `saved 40s before`, as
+//! `snapshot::LostWork::text` says it). New entries are marked `●` and highlighted for a
+//! few seconds, then settle.
 
 use super::{block, row_style, window};
 use crate::duration;

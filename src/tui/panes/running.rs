@@ -1,7 +1,7 @@
 //! Running: jobs holding GPUs — share, priority, devices (a gang's size and all its
-//! nodes, SPEC §16), run time, a `▤` marker when
-//! their share is borrowing (saying which jobs a reclaim would take first), and while
-//! they are being stopped the stop's phase and what is left of it (SPEC §14).
+//! nodes, SPEC §16), run time, a `▤` marker when their share is borrowing (saying which
+//! jobs a reclaim would take first), and while they are being stopped the stop's phase
+//! and what is left of it (SPEC §14).
 
 use super::shares::GLYPH_BORROWED;
 use super::{USER_W, block, header_line, position, row_style, window};
