@@ -323,6 +323,8 @@ mod tests {
             devices: Vec::new(),
             uuids: Vec::new(),
             node: None,
+            num_nodes: None,
+            placements: Vec::new(),
             on_borrowed: false,
             reclaimed_first: false,
             reason: Arc::from(""),

@@ -140,6 +140,8 @@ impl From<&JobRecord> for JobView {
             devices: r.devices.clone(),
             uuids: Vec::new(),
             node: None,
+            num_nodes: None,
+            placements: Vec::new(),
             on_borrowed: false,
             reclaimed_first: false,
             signal: r

@@ -378,7 +378,8 @@ impl Carry {
             }),
         };
         let node = sched.job_node(j).map(|n| sched.node_name(n).to_string());
-        let on = crate::snapshot::devices_text(node.as_deref(), &devices);
+        // Every node of a gang (SPEC §16), as the console and `jobs` name them.
+        let on = crate::snapshot::job_places_text(sched, j, crate::snapshot::PlaceStyle::Listed);
         tracing::info!(job = %job, attempt, devices = %on, "started");
         self.running.insert(
             job,
@@ -470,6 +471,7 @@ impl Carry {
             victim_user: v.spec.submitter.as_ref().map(|s| s.name.clone()),
             by_user: by_job.and_then(|b| b.spec.submitter.as_ref().map(|s| s.name.clone())),
             lost: None,
+            victim_placements: crate::snapshot::gang_placements(sched, v),
         });
         self.preemptions.truncate(PREEMPTION_LOG_LEN);
         self.preemptions_changed = true;
