@@ -61,6 +61,7 @@ fn main() {
                 wait_max_ms: (i % 40) * 60_000,
                 started: u32::from(i % 5 == 0),
                 started_wait_ms: 30_000,
+                slice_gib: None,
             })
             .collect();
         usage::write(&mut conn, at, EVERY_MS, &rows).expect("write");

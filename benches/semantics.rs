@@ -24,6 +24,12 @@
 //! `requeued` or `failed` line that ends a preemption carries `"lost"` where the job
 //! saves or had a notice, and otherwise the attempt lost everything since its `started`.
 //!
+//! `cargo bench --bench semantics -- backfill` runs only the backfill study (issue 41 item
+//! 9): the 1/8 trace with every rule on, the reservation as SPEC §3 has it against backfill
+//! under it (`sched::Backfill`, off by default), by what jobs declare (timeout, expected
+//! runtime) and by the forecast's predictions learned from the replay's own past
+//! (`forecast::backfill`, the 25th, 50th and 75th percentile).
+//!
 //! `cargo bench --bench semantics` (set SHAREQ_BENCH_OUT=DIR to keep the scenarios, e.g. to
 //! replay them with another build of shareq).
 
@@ -50,6 +56,16 @@ fn main() {
     // `cargo bench --bench semantics -- checkpoints`: only SPEC §14's table.
     if std::env::args().skip(1).any(|a| a == "checkpoints") {
         checkpoints(&dir);
+        return;
+    }
+    // `cargo bench --bench semantics -- backfill`: only the backfill study's table.
+    if std::env::args().skip(1).any(|a| a == "backfill") {
+        backfill(&dir);
+        return;
+    }
+    // `cargo bench --bench semantics -- gangs`: only the multi-node table (SPEC §16).
+    if std::env::args().skip(1).any(|a| a == "gangs") {
+        gangs(&dir);
         return;
     }
     // `-- outcomes`: only the five runs whose mean is held against the targets.
@@ -302,7 +318,7 @@ fn shares_while_waiting(text: &str, capacity: f64) -> (f64, f64) {
             }
             "started" => {
                 pending.remove(job);
-                let q = v["quantity"].as_f64().unwrap_or(0.0);
+                let q = started_gpus(&v) as f64;
                 running.insert(job.to_string(), (t, q));
             }
             "preempted" => {
@@ -381,7 +397,7 @@ fn bounded_slowdown(text: &str) -> [f64; 4] {
                 submitted.insert(job.to_string(), t);
             }
             "started" => {
-                let q = v["quantity"].as_i64().unwrap_or(0);
+                let q = started_gpus(&v);
                 started.insert(job.to_string(), (t, q));
             }
             "succeeded" => {
@@ -415,7 +431,7 @@ fn lost_from_lines(text: &str) -> f64 {
         let t = v["t"].as_i64().unwrap_or(0);
         match ev {
             "started" => {
-                started.insert(job.to_string(), (t, v["quantity"].as_i64().unwrap_or(0)));
+                started.insert(job.to_string(), (t, started_gpus(&v)));
             }
             "preempted" => {
                 stopping.insert(job.to_string());
@@ -516,4 +532,257 @@ fn wait_class(s: &serde_json::Value, k: &str) -> String {
         days(w, "max"),
         w["jobs"]
     )
+}
+
+/// How a backfill run guesses ends: none (the reservation as SPEC §3 has it), what jobs
+/// declare, or the `n`-th of the forecast's percentiles (0, 1, 2: 25th, 50th, 75th).
+#[derive(Debug, Clone, Copy)]
+enum Guessing {
+    Today,
+    Declared,
+    Predicted(usize),
+    /// Running attempts' ends by the first percentile, queued jobs' by the second.
+    Split(usize, usize),
+}
+
+/// The backfill study (issue 41 item 9) on the 1/8 trace with every rule on.
+fn backfill(dir: &std::path::Path) {
+    use shareq::forecast::backfill::Learned;
+    use shareq::sched::{Backfill, Declared};
+    use std::sync::Arc;
+    let runs = [
+        ("reservation as today", Guessing::Today),
+        ("backfill by timeout / expected runtime", Guessing::Declared),
+        ("backfill by prediction, p25", Guessing::Predicted(0)),
+        ("backfill by prediction, p50", Guessing::Predicted(1)),
+        ("backfill by prediction, p75", Guessing::Predicted(2)),
+        (
+            "backfill by prediction, running p25, queued p75",
+            Guessing::Split(0, 2),
+        ),
+    ];
+    // `-- backfill LABEL…`: only the runs whose label contains one of them.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "backfill" && !a.starts_with('-'))
+        .collect();
+    let path = write_variant(dir, "philly-8-backfill", false, &[]);
+    let sc = shareq::replay::Scenario::load(&path).expect("scenario loads");
+    let cap = capacity(&path);
+    println!(
+        "| 1/8, all rules | lost % | useful while waiting | busy while waiting | worst job | larger than guarantee p50 / p95 / max (d) | first-start wait p50 / p95 (d): 1 · 2–4 · 8 · ≥16 GPUs | bounded slowdown 1 / 2–4 / 8 / ≥16 GPUs | replay |"
+    );
+    println!("|---|---:|---:|---:|---:|---|---|---|---:|");
+    let mut today: Option<String> = None;
+    for (label, guessing) in runs {
+        if !only.is_empty() && !only.iter().any(|o| label.contains(o.as_str())) {
+            continue;
+        }
+        let opts = shareq::replay::Options {
+            summary: true,
+            keep_lines: false,
+        };
+        let mut out = Vec::new();
+        let start = std::time::Instant::now();
+        let learned = match guessing {
+            Guessing::Predicted(q) => Some(Learned::new(q)),
+            Guessing::Split(r, q) => Some(Learned::split(r, q)),
+            Guessing::Today | Guessing::Declared => None,
+        };
+        if let Some(learned) = learned.map(Arc::new) {
+            let bf = Backfill::By(learned.clone());
+            shareq::replay::run_backfilled(&sc, &mut out, opts, bf, &mut |o| learned.observe(&o))
+                .expect("runs");
+        } else if let Guessing::Declared = guessing {
+            let bf = Backfill::By(Arc::new(Declared));
+            shareq::replay::run_backfilled(&sc, &mut out, opts, bf, &mut |_| {}).expect("runs");
+        } else {
+            shareq::replay::run(&sc, &mut out, opts).expect("runs");
+        }
+        let elapsed = start.elapsed();
+        let text = String::from_utf8(out).expect("utf-8");
+        let s: serde_json::Value =
+            serde_json::from_str(text.lines().last().expect("summary")).expect("json");
+        let o = Outcomes::measure(&text, &s, cap);
+        let three = |w: &[f64; 3]| format!("{:.1} / {:.1} / {:.1}", w[0], w[1], w[2]);
+        let classes: Vec<String> = first_start_waits(&text)
+            .iter()
+            .map(|(p50, p95)| format!("{p50:.1} / {p95:.1}"))
+            .collect();
+        let bsld: Vec<String> = o.bsld.iter().map(|b| format!("{b:.1}")).collect();
+        println!(
+            "| {label} | {:.2} | {:.3} | {:.3} | {:.0} | {} | {} | {} | {:.2} s |",
+            o.lost_pct,
+            o.useful,
+            o.busy,
+            o.worst,
+            three(&o.big),
+            classes.join(" · "),
+            bsld.join(" / "),
+            elapsed.as_secs_f64(),
+        );
+        let decisions = || text.lines().filter(|l| !l.contains("\"summary\""));
+        match (&today, guessing) {
+            (None, Guessing::Today) => today = Some(decisions().collect::<Vec<_>>().join("\n")),
+            (Some(t), _) => {
+                let same = *t == decisions().collect::<Vec<_>>().join("\n");
+                println!("(decision lines identical to today's: {same})");
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The GPUs a `started` line gives its job on all its nodes: a gang's (SPEC §16) line
+/// carries its per-node quantity and its nodes.
+fn started_gpus(v: &serde_json::Value) -> i64 {
+    let per = v["quantity"].as_i64().unwrap_or(0);
+    per * v["nodes"].as_array().map_or(1, |n| n.len() as i64)
+}
+
+/// Multi-node jobs on Philly at 1/8 (SPEC §16, issue 43): the 352 GPUs as one node (as
+/// every other table here), as 44 nodes of 8 with the jobs as they are (those larger than
+/// 8 GPUs are refused: no node holds them), and as 44 nodes of 8 with every job larger
+/// than 8 GPUs made a gang of `ceil(q/8)` nodes × `ceil(q/nodes)` GPUs, side by side.
+fn gangs(dir: &std::path::Path) {
+    let base = write_variant(dir, "philly-8-gangs-base", false, &[]);
+    let text = std::fs::read_to_string(&base).expect("scenario");
+    let on_nodes = |name: &str, gang: bool| -> std::path::PathBuf {
+        let mut doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
+        let configs = doc["config"].as_sequence_mut().expect("config");
+        for c in configs.iter_mut() {
+            if c["kind"].as_str() != Some("ServiceEnvironment") {
+                continue;
+            }
+            let total = c["capacityLimits"][0]["maxCapacity"].as_u64().unwrap_or(0);
+            if let Some(l) = c["capacityLimits"][0].as_mapping_mut() {
+                l.remove("devices");
+            }
+            let nodes: Vec<serde_yaml::Value> = (0..total / 8)
+                .map(|i| {
+                    serde_yaml::from_str(&format!(
+                        "{{name: g{i:02}, devices: {{gpu: {{fake: 8}}}}}}"
+                    ))
+                    .expect("node")
+                })
+                .collect();
+            if let Some(m) = c.as_mapping_mut() {
+                m.insert("nodes".into(), nodes.into());
+            }
+        }
+        let csv_name = doc["trace"].as_str().expect("trace").to_string();
+        let csv = std::fs::read_to_string(dir.join(&csv_name)).expect("trace");
+        let trace = format!("{name}.csv");
+        let csv = if gang { as_gangs(&csv) } else { csv };
+        std::fs::write(dir.join(&trace), csv).expect("write");
+        doc["trace"] = trace.into();
+        let path = dir.join(format!("{name}.yaml"));
+        std::fs::write(&path, serde_yaml::to_string(&doc).expect("yaml")).expect("write");
+        path
+    };
+    let runs = [
+        ("one node of 352 (every other table)", base.clone()),
+        (
+            "44 nodes × 8, jobs as they are",
+            on_nodes("philly-8-nodes", false),
+        ),
+        (
+            "44 nodes × 8, jobs > 8 GPUs as gangs",
+            on_nodes("philly-8-gangs", true),
+        ),
+    ];
+    println!(
+        "| 1/8, all rules | rejected | lost % | useful while waiting | larger than guarantee p50 / p95 / max (d) | first-start wait p50 / p95 (d): 1 · 2–4 · 8 · ≥16 GPUs | bounded slowdown 1 / 2–4 / 8 / ≥16 GPUs | replay |"
+    );
+    println!("|---|---:|---:|---:|---|---|---|---:|");
+    for (label, path) in runs {
+        let (text, s, elapsed) = philly::replay_summary(&path);
+        let o = Outcomes::measure(&text, &s, capacity(&path));
+        let rejected = text
+            .lines()
+            .filter(|l| l.contains("\"event\":\"rejected\""))
+            .count();
+        let three = |w: &[f64; 3]| format!("{:.1} / {:.1} / {:.1}", w[0], w[1], w[2]);
+        let classes: Vec<String> = first_start_waits(&text)
+            .iter()
+            .map(|(p50, p95)| format!("{p50:.2} / {p95:.1}"))
+            .collect();
+        let bsld: Vec<String> = o.bsld.iter().map(|b| format!("{b:.1}")).collect();
+        println!(
+            "| {label} | {rejected} | {:.2} | {:.3} | {} | {} | {} | {:.1} s |",
+            o.lost_pct,
+            o.useful,
+            three(&o.big),
+            classes.join(" · "),
+            bsld.join(" / "),
+            elapsed.as_secs_f64(),
+        );
+    }
+}
+
+/// The trace with a `numNodes` column: each job of more than 8 GPUs becomes a gang of
+/// `ceil(q/8)` nodes with `ceil(q/nodes)` GPUs on each (16 → 2 × 8, 12 → 2 × 6).
+fn as_gangs(csv: &str) -> String {
+    let mut lines = csv.lines();
+    let header = lines.next().unwrap_or_default();
+    let cols: Vec<&str> = header.split(',').collect();
+    let qi = cols
+        .iter()
+        .position(|c| *c == "quantity")
+        .expect("quantity column");
+    let mut out = format!("{header},numNodes\n");
+    for line in lines {
+        let mut f: Vec<String> = line.split(',').map(str::to_string).collect();
+        let q: u64 = f[qi].parse().unwrap_or(1);
+        let nodes = if q > 8 { q.div_ceil(8) } else { 1 };
+        if nodes > 1 {
+            f[qi] = q.div_ceil(nodes).to_string();
+        }
+        out.push_str(&f.join(","));
+        out.push(',');
+        if nodes > 1 {
+            out.push_str(&nodes.to_string());
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Per size class ([`class_of`]): the p50 and p95 in days of the first-start waits
+/// (first `started` − `submitted`) of the jobs that started.
+fn first_start_waits(text: &str) -> [(f64, f64); 4] {
+    let mut submitted: HashMap<String, f64> = HashMap::new();
+    let mut waits: [Vec<f64>; 4] = Default::default();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if v.get("array").is_some() {
+            continue;
+        }
+        let (Some(ev), Some(job)) = (v["event"].as_str(), v["job"].as_str()) else {
+            continue;
+        };
+        let t = v["t"].as_f64().unwrap_or(0.0);
+        match ev {
+            "submitted" => {
+                submitted.insert(job.to_string(), t);
+            }
+            "started" => {
+                if let Some(sub) = submitted.remove(job) {
+                    waits[class_of(started_gpus(&v))].push((t - sub) / 86400.0);
+                }
+            }
+            _ => {}
+        }
+    }
+    waits.map(|mut w| {
+        w.sort_unstable_by(f64::total_cmp);
+        let at = |p: f64| {
+            w.get(((w.len() as f64 * p).ceil() as usize).saturating_sub(1))
+                .copied()
+                .unwrap_or(0.0)
+        };
+        (at(0.5), at(0.95))
+    })
 }

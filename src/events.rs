@@ -1,11 +1,12 @@
 //! The decision stream (`shareq events`): each decision of the live scheduler as one
 //! line in the replay's format (SPEC §6: `t`, `event`, then the replay's fields), followed
 //! by what only the live scheduler knows: the job's `id`, its submitter (`user`), the
-//! preemptor's id (`by_id`), who cancelled a job (`cancelled_by`), the work lost by the
-//! preemption a `requeued` or `failed` line ends (`lostGpuSeconds`, with `lostGpus`,
-//! `lastSave` and `saved`: SPEC §14), a kill from outside in words (`detail`: `killed by
-//! SIGKILL (not by shareq)`) and the line's sequence number (`seq`). `t` is the Unix time
-//! in seconds with milliseconds.
+//! preemptor's id (`by_id`), a gang victim's places on a `preempted` line (`devices` per
+//! node then `nodes`, as a gang's `started` line has them: SPEC §16), who cancelled a job
+//! (`cancelled_by`), the work lost by the preemption a `requeued` or `failed` line ends
+//! (`lostGpuSeconds`, with `lostGpus`, `lastSave` and `saved`: SPEC §14), a kill from
+//! outside in words (`detail`: `killed by SIGKILL (not by shareq)`) and the line's sequence
+//! number (`seq`). `t` is the Unix time in seconds with milliseconds.
 //!
 //! The lines are built when a batch is recorded (`store::Store::record`, in the same
 //! transaction as the decisions), kept in the database's `events` table for the past, and
@@ -38,7 +39,7 @@ pub struct EventLine {
     /// When the job was submitted (ms): what `report` measures waits from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitted: Option<i64>,
-    /// GPUs of a `started` line.
+    /// GPUs of a `started` line (a gang's on all its nodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quantity: Option<u32>,
     /// The line without `seq` (see [`EventLine::json`]).
@@ -127,6 +128,13 @@ pub fn lines(now: i64, events: &[Event], sched: &Sched) -> Vec<EventLine> {
             if let Event::Preempted { by: Some(b), .. } = ev {
                 line.push_str(&format!(",\"by_id\":{}", b.0));
             }
+            // A gang victim is stopped on every node (SPEC §16): they are named as its
+            // `started` line names them, devices per node then the nodes.
+            if let (Event::Preempted { .. }, Some(j)) = (ev, job)
+                && j.is_gang()
+            {
+                gang_fields(&mut line, &sched.job_places(j));
+            }
             if let Event::Requeued { lost: Some(l), .. } | Event::Failed { lost: Some(l), .. } = ev
             {
                 lost_fields(&mut line, l, sched.ticks_per_second());
@@ -155,10 +163,7 @@ pub fn lines(now: i64, events: &[Event], sched: &Sched) -> Vec<EventLine> {
                 share,
                 user,
                 submitted: job.map(|j| j.submitted),
-                quantity: match ev {
-                    Event::Started { devices, .. } => Some(devices.len() as u32),
-                    _ => None,
-                },
+                quantity: ev.devices_started(),
                 line,
             }
         })
@@ -182,6 +187,16 @@ fn lost_fields(line: &mut String, l: &crate::sched::Lost, tps: i64) {
         secs(l.since),
         l.checkpointed
     ));
+}
+
+/// `"devices":[[0,1],[0,1]],"nodes":["gpu1","gpu2"]`: a gang's places, in rank order.
+fn gang_fields(line: &mut String, places: &[(String, Vec<u32>)]) {
+    let devices: Vec<&Vec<u32>> = places.iter().map(|(_, d)| d).collect();
+    let nodes: Vec<&String> = places.iter().map(|(n, _)| n).collect();
+    line.push_str(",\"devices\":");
+    line.push_str(&serde_json::to_string(&devices).unwrap_or_default());
+    line.push_str(",\"nodes\":");
+    line.push_str(&serde_json::to_string(&nodes).unwrap_or_default());
 }
 
 /// The job an event is about.

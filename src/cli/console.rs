@@ -34,7 +34,8 @@ pub struct ConsoleArgs {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct DemoArgs {
-    /// Run the demo on this config directory instead of the built-in AWS example.
+    /// Run the demo on this config directory instead of the built-in one (the AWS example
+    /// and a GPU sliced by memory: sample-configs/demo).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Seed of the load generator (the same seed submits the same jobs).
@@ -48,19 +49,6 @@ pub struct DemoArgs {
     #[arg(long)]
     pub no_mouse: bool,
 }
-
-/// The AWS Batch example the demo runs when no `--config` is given, so that it works
-/// from any directory.
-const AWS_EXAMPLE: &[(&str, &str)] = &[
-    (
-        "environment.yaml",
-        include_str!("../../sample-configs/aws-example/environment.yaml"),
-    ),
-    (
-        "shares.yaml",
-        include_str!("../../sample-configs/aws-example/shares.yaml"),
-    ),
-];
 
 /// The default config directory: `$XDG_CONFIG_HOME/shareq`, else `~/.config/shareq`.
 pub fn default_config_dir() -> Option<PathBuf> {
@@ -128,8 +116,8 @@ fn answers(socket: &Path) -> bool {
     std::os::unix::net::UnixStream::connect(socket).is_ok()
 }
 
-/// `shareq demo`: a fresh state directory, the AWS example (or `--config`) on fake GPUs,
-/// and a load generator.
+/// `shareq demo`: a fresh state directory, the built-in config (`tui::demo::CONFIG`: the
+/// AWS example and a sliced GPU) or `--config`, on fake GPUs, and a load generator.
 pub fn demo(args: &DemoArgs) -> Result<(), CliError> {
     theme_usable(args.theme.as_deref())?;
     // Private and unpredictable (SPEC §9): mkdtemp, mode 0700.
@@ -149,7 +137,7 @@ pub fn demo(args: &DemoArgs) -> Result<(), CliError> {
         None => {
             let dir = root.join("config");
             let written = std::fs::create_dir_all(&dir).and_then(|()| {
-                AWS_EXAMPLE
+                demo::CONFIG
                     .iter()
                     .try_for_each(|(name, text)| std::fs::write(dir.join(name), text))
             });

@@ -136,10 +136,16 @@ pub fn human(ev: &EventLine) -> String {
         .unwrap_or_default();
     let mut out = format!("{when}  {:<14}", ev.event);
     let lost = lost_work(ev);
+    let value = ev.value();
+    let gang = gang_places(&value);
     // What the words at the end say is not repeated as fields: the replay's `lost`, and
-    // the GPUs, last save and whether it was a report (`lostGpuSeconds` stays).
-    let said = |k: &str| lost.is_some() && matches!(k, "lost" | "lostGpus" | "lastSave" | "saved");
-    if let serde_json::Value::Object(map) = ev.value() {
+    // the GPUs, last save and whether it was a report (`lostGpuSeconds` stays); a gang's
+    // nodes and devices.
+    let said = |k: &str| {
+        (lost.is_some() && matches!(k, "lost" | "lostGpus" | "lastSave" | "saved"))
+            || (gang.is_some() && matches!(k, "devices" | "nodes"))
+    };
+    if let serde_json::Value::Object(map) = value {
         for (k, v) in map {
             if k == "t" || k == "event" || said(&k) {
                 continue;
@@ -152,10 +158,43 @@ pub fn human(ev: &EventLine) -> String {
             out.push_str(&format!(" {k}={text}"));
         }
     }
+    if let Some(on) = gang {
+        out.push_str(&format!("  (on {})", visible(&on)));
+    }
     if let Some(l) = lost {
         out.push_str(&format!("  ({})", l.text()));
     }
     out.trim_end().to_string()
+}
+
+/// A gang's `started` line (SPEC §16: `"devices"` per node, then `"nodes"`) as the console
+/// names where a job runs: `gpu1:0,1 gpu2:0,1`; `None` for any other line.
+fn gang_places(v: &serde_json::Value) -> Option<String> {
+    let nodes = v["nodes"].as_array()?;
+    let devices = v["devices"].as_array()?;
+    if nodes.len() != devices.len() {
+        return None;
+    }
+    let lists: Vec<(&str, Vec<u32>)> = nodes
+        .iter()
+        .zip(devices)
+        .map(|(n, d)| {
+            let d = d.as_array()?;
+            let d = d
+                .iter()
+                .map(|i| i.as_u64().and_then(|i| u32::try_from(i).ok()))
+                .collect::<Option<Vec<u32>>>()?;
+            Some((n.as_str()?, d))
+        })
+        .collect::<Option<_>>()?;
+    let places: Vec<(Option<&str>, &[u32])> = lists
+        .iter()
+        .map(|(n, d)| (Some(*n), d.as_slice()))
+        .collect();
+    Some(crate::snapshot::places_text(
+        &places,
+        crate::snapshot::PlaceStyle::Compact,
+    ))
 }
 
 /// The work lost by the preemption a live line ends (`crate::events`' `lostGpus`,
@@ -205,5 +244,54 @@ fn run_hook(command: &[String], ev: &EventLine) {
             "shareq events: cannot run `{}`: {e}",
             visible(&command.join(" "))
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human;
+    use crate::events::EventLine;
+
+    fn line(event: &str, json: &str) -> EventLine {
+        EventLine {
+            seq: 3,
+            at: 1_796_144_101_899,
+            event: event.into(),
+            job: Some(4),
+            share: Some("a".into()),
+            user: None,
+            submitted: None,
+            quantity: None,
+            line: json.into(),
+        }
+    }
+
+    /// A gang's `started` line (SPEC §16) names all its nodes in words, as the console
+    /// does, instead of its per-node `devices` and `nodes` fields; a job on one node keeps
+    /// its fields.
+    #[test]
+    fn a_gangs_lines_name_every_node_in_words() {
+        let gang = line(
+            "started",
+            r#"{"t":1.0,"event":"started","job":"g","share":"a","unit":"gpu","quantity":2,"borrowed":0,"devices":[[0,1],[2,3]],"nodes":["gpu1","gpu2"],"id":4}"#,
+        );
+        let text = human(&gang);
+        assert!(
+            text.ends_with("quantity=2 borrowed=0 id=4  (on gpu1:0,1 gpu2:2,3)"),
+            "{text}"
+        );
+        let preempted = line(
+            "preempted",
+            r#"{"t":1.0,"event":"preempted","job":"g","share":"a","by":"k","by_share":"b","reason":"CROSS_SHARE_RECLAIM","id":4,"by_id":5,"devices":[[0,1],[2,3]],"nodes":["gpu1","gpu2"]}"#,
+        );
+        let text = human(&preempted);
+        assert!(text.ends_with("by_id=5  (on gpu1:0,1 gpu2:2,3)"), "{text}");
+        let plain = line(
+            "started",
+            r#"{"t":1.0,"event":"started","job":"j","share":"a","unit":"gpu","quantity":2,"borrowed":0,"devices":[0,1],"node":"gpu1","id":4}"#,
+        );
+        let text = human(&plain);
+        assert!(text.ends_with("devices=[0,1] node=gpu1 id=4"), "{text}");
+        assert!(!text.contains("(on"), "{text}");
     }
 }

@@ -2,8 +2,10 @@
 //! the last hour, day or week — per share the average GPUs held within its limit (own),
 //! beyond it (borrowed) and lent, the highest use, the queued GPUs, the longest wait and
 //! the jobs started with their mean wait; the same figures as the console's `h` view.
-//! With `--json`, the bucketed history itself (`snapshot::usage::UsageHistory`). When no
-//! scheduler runs, the database is read directly.
+//! The GiB of units sliced by memory (SPEC §15) are averaged in a table of their own,
+//! never with GPUs. With `--json`, the bucketed history itself
+//! (`snapshot::usage::UsageHistory`). When no scheduler runs, the database is read
+//! directly.
 
 use super::error::CliError;
 use crate::duration;
@@ -74,8 +76,8 @@ pub fn history(args: &HistoryArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let up: u32 = h.samples.iter().filter(|&&n| n > 0).count() as u32;
-    println!(
-        "last {} ({} of {} buckets of {} sampled), averages in GPUs:",
+    let sampled = format!(
+        "last {} ({} of {} buckets of {} sampled)",
         args.window.label(),
         up,
         h.samples.len(),
@@ -88,14 +90,48 @@ pub fn history(args: &HistoryArgs) -> Result<(), CliError> {
         data: Some(Ok(h)),
         ..HistoryState::default()
     };
-    println!("{}{}", pad("SHARE", 16), history::headings(true));
-    for l in st.lines() {
-        println!("{}{}", pad(&l.share, 16), history::figures(&l.totals, true));
-    }
+    print!("{}", tables(&sampled, &st.lines()));
     println!(
-        "\nPEAK AVG: the busiest {} bucket's mean of GPUs held (own + borrowed), not a single \
+        "\nPEAK AVG: the busiest {} bucket's mean held (own + borrowed), not a single \
          instant's count",
         bucket
     );
     Ok(())
+}
+
+/// The figures per share: GPUs, then the GiB of sliced units in a table of their own
+/// (SPEC §15), each under a line that says which. `lines` come GPU lines first.
+fn tables(sampled: &str, lines: &[history::ShareLine]) -> String {
+    let mut out = String::new();
+    for (i, l) in lines.iter().enumerate() {
+        let first_of_kind = lines.get(i.wrapping_sub(1)).is_none_or(|p| p.gib != l.gib);
+        if first_of_kind {
+            if i > 0 {
+                out.push('\n');
+            }
+            let what = if l.gib {
+                "sliced units, averages in GiB of GPU memory (not GPUs)"
+            } else {
+                "averages in GPUs"
+            };
+            out.push_str(&format!(
+                "{sampled}, {what}:\n{}{}\n",
+                pad("SHARE", 16),
+                history::headings(true)
+            ));
+        }
+        out.push_str(&format!(
+            "{}{}\n",
+            pad(&l.share, 16),
+            history::figures(&l.totals, true)
+        ));
+    }
+    if lines.is_empty() {
+        out.push_str(&format!(
+            "{sampled}, averages in GPUs:\n{}{}\n",
+            pad("SHARE", 16),
+            history::headings(true)
+        ));
+    }
+    out
 }

@@ -205,7 +205,8 @@ pub fn jobs(args: &JobsArgs) -> Result<(), CliError> {
     table.sliced = j.sliced_units.clone();
     table.header();
     for v in &j.running {
-        let devices = crate::snapshot::devices_text(v.node.as_deref(), &v.devices);
+        // A gang's every node, in rank order (SPEC §16).
+        let devices = v.places_text(crate::snapshot::PlaceStyle::Listed);
         // The console's words: which of a borrowing share's jobs a reclaim would take.
         let detail = match &v.stopping {
             Some((what, _)) => match v.stop {
@@ -321,13 +322,14 @@ impl Table {
         }
     }
 
-    /// The GPUS cell: `2`, or `20 GiB` (`20G` in the narrow table) on a sliced unit.
+    /// The GPUS cell: `2`, a gang's `2×4` (nodes × GPUs on each, SPEC §16), or `20 GiB`
+    /// (`20G` in the narrow table) on a sliced unit.
     fn amount(&self, v: &JobView) -> String {
-        match (self.sliced.contains(&v.unit), self.narrow()) {
-            (false, _) => v.quantity.to_string(),
-            (true, false) => format!("{} GiB", v.quantity),
-            (true, true) => format!("{}G", v.quantity),
-        }
+        v.amount(match (self.sliced.contains(&v.unit), self.narrow()) {
+            (false, _) => None,
+            (true, false) => Some(" GiB"),
+            (true, true) => Some("G"),
+        })
     }
 
     /// The wide table's GPUS column: wider when a job may read `20 GiB`.

@@ -33,7 +33,7 @@ pub use jobs::{JobsArgs, jobs};
 pub use log::{LogArgs, log};
 pub use priority::{PriorityArgs, priority};
 pub use replay::replay;
-pub use report::{ReportArgs, report};
+pub use report::{ReportArgs, csv as report_csv, report, table as report_table};
 pub use serve::{SYSTEM_STATE, ServeArgs, client_state, serve};
 pub use status::{StatusArgs, status};
 pub use submit::{SubmitArgs, submit};

@@ -26,7 +26,8 @@ pub struct ReportArgs {
     /// The figures as JSON (GPU-seconds and seconds, the replay summary's names).
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
-    /// One CSV row per share (and user), in GPU-hours and seconds.
+    /// One CSV row per share (and user), in GPU-hours (GiB-hours of sliced units in
+    /// `gib_hours_used`) and seconds.
     #[arg(long)]
     pub csv: bool,
     #[arg(long, help = super::STATE_HELP)]
@@ -91,9 +92,11 @@ fn hours(gpu_seconds: f64) -> f64 {
     gpu_seconds / 3600.0
 }
 
-const CSV_HEADER: &str = "kind,name,gpu_hours_used,gpu_hours_within_limit,gpu_hours_borrowed,gpu_hours_lent,gpu_hours_idle_guaranteed,jobs_finished,jobs_succeeded,jobs_failed,wait_p50_seconds,wait_p95_seconds,preemptions,gpu_hours_lost_to_preemption";
+const CSV_HEADER: &str = "kind,name,gpu_hours_used,gpu_hours_within_limit,gpu_hours_borrowed,gpu_hours_lent,gpu_hours_idle_guaranteed,jobs_finished,jobs_succeeded,jobs_failed,wait_p50_seconds,wait_p95_seconds,preemptions,gpu_hours_lost_to_preemption,gib_hours_used";
 
-/// The report as CSV: a header, then one row per share and per user.
+/// The report as CSV: a header, then one row per share and per user. The GiB-hours of
+/// sliced units (SPEC §15, the table's GIB-HOURS) are a column of their own, last, never
+/// in the GPU-hours.
 pub fn csv(rep: &Report) -> String {
     let mut out = String::from(CSV_HEADER);
     out.push('\n');
@@ -122,6 +125,7 @@ pub fn csv(rep: &Report) -> String {
             format!("{:.3}", g.p95_wait),
             g.preemptions.to_string(),
             fmt_h(g.gpu_seconds_lost_to_preemption),
+            fmt_h(g.gib_seconds_used),
         ]);
         if let Ok(bytes) = w.into_inner() {
             out.push_str(&String::from_utf8_lossy(&bytes));
@@ -379,6 +383,23 @@ mod tests {
             "{t}"
         );
         assert!(t.contains(": 2.0 GPU-hours used"), "{t}");
+        // The CSV has the same GiB-hours in a column of their own, last.
+        let c = csv(&rep);
+        let head: Vec<&str> = c.lines().next().unwrap().split(',').collect();
+        assert_eq!(head.last(), Some(&"gib_hours_used"), "{c}");
+        let row = c.lines().find(|l| l.starts_with("share,vision,")).unwrap();
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells.len(), head.len(), "{c}");
+        assert_eq!(
+            (cells[2], cells[cells.len() - 1]),
+            ("2.0000", "40.0000"),
+            "{c}"
+        );
+        let plain = csv(&report(7200.0));
+        assert!(
+            plain.lines().nth(1).unwrap().ends_with(",0.0000"),
+            "{plain}"
+        );
     }
 
     /// The fair-share table's usage is a GPU time that reads at every size.

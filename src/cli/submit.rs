@@ -14,12 +14,21 @@ pub struct SubmitArgs {
     /// The quota share to submit to.
     #[arg(long)]
     pub share: String,
-    /// How many GPUs the job needs.
-    #[arg(long, default_value_t = 1)]
-    pub gpus: u32,
+    /// How many GPUs the job needs in all (default 1). With `--nodes`: the GPUs of all
+    /// its nodes together, split evenly over them (`--nodes 2 --gpus 8`: 4 on each).
+    #[arg(long)]
+    pub gpus: Option<u32>,
+    /// A multi-node job (a gang, SPEC §16): run on this many distinct nodes at once,
+    /// 2..64, all of them or none. Needs an environment with `nodes`; say the GPUs of each
+    /// node with `--gpus-per-node` (or the total with `--gpus`).
+    #[arg(long, value_name = "N", value_parser = parse_nodes)]
+    pub nodes: Option<u32>,
+    /// With `--nodes`: the GPUs the job needs on each of its nodes (default 1).
+    #[arg(long, value_name = "G")]
+    pub gpus_per_node: Option<u32>,
     /// GiB of one GPU, on a unit sliced by memory (SPEC §15): `20G`, `20GiB` or `20`.
     /// The job gets one device (`CUDA_VISIBLE_DEVICES`) and `SHAREQ_GPU_MEMORY_GIB`.
-    #[arg(long, value_name = "GIB", value_parser = parse_gib, conflicts_with = "gpus")]
+    #[arg(long, value_name = "GIB", value_parser = parse_gib, conflicts_with_all = ["gpus", "nodes"])]
     pub gpu_memory: Option<u32>,
     /// The capacity unit (default: the environment's only unit).
     #[arg(long)]
@@ -95,6 +104,28 @@ pub enum BadSubmit {
     NoCommand,
     #[error("--after {0}")]
     After(#[from] crate::model::BadJobRef),
+    #[error(
+        "--gpus {gpus} counts the job's GPUs in all, and --nodes {nodes} × --gpus-per-node \
+         {per_node} is {}: give one of --gpus and --gpus-per-node, or make them agree",
+        u64::from(*nodes) * u64::from(*per_node)
+    )]
+    GpusDisagree {
+        gpus: u32,
+        nodes: u32,
+        per_node: u32,
+    },
+    #[error(
+        "--gpus {gpus} counts the job's GPUs in all, and {gpus} does not split evenly over \
+         --nodes {nodes}: say the GPUs of each node with --gpus-per-node"
+    )]
+    GpusUneven { gpus: u32, nodes: u32 },
+    #[error(
+        "--gpus-per-node {0} is for a multi-node job: add --nodes N (2..64), or ask for \
+         a job on one node with --gpus {0}"
+    )]
+    PerNodeAlone(u32),
+    #[error("--nodes {nodes} × {per_node} GPUs is more GPUs than a job can ask for")]
+    GangTooLarge { nodes: u32, per_node: u32 },
 }
 
 impl SubmitArgs {
@@ -110,6 +141,7 @@ impl SubmitArgs {
             }
             env.insert(k.to_string(), v.to_string());
         }
+        let (quantity, num_nodes) = self.shape()?;
         let command = match self.command.as_slice() {
             [] => return Err(BadSubmit::NoCommand),
             [one] => Command::Shell(one.clone()),
@@ -129,8 +161,7 @@ impl SubmitArgs {
             job_name: name,
             quota_share_name: self.share.clone(),
             capacity_unit: self.unit.clone(),
-            // A sliced unit's quantity is GiB (SPEC §15).
-            quantity: self.gpu_memory.unwrap_or(self.gpus),
+            quantity,
             scheduling_priority: self.priority,
             command: Some(command),
             env,
@@ -148,8 +179,62 @@ impl SubmitArgs {
             array_properties: self.array.map(|size| ArrayProperties { size }),
             checkpoint_every_seconds: self.checkpoint_every,
             expected_runtime_seconds: self.expect,
-            num_nodes: None,
+            num_nodes,
         })
+    }
+
+    /// The spec's `quantity` and `numNodes`: GiB of one device on a sliced unit (SPEC
+    /// §15), the GPUs of a plain job, or a gang's GPUs on each node and its nodes (SPEC
+    /// §16). `--gpus` is always the job's GPUs in all, so beside `--nodes` it must split
+    /// evenly and agree with `--gpus-per-node`.
+    pub fn shape(&self) -> Result<(u32, Option<u32>), BadSubmit> {
+        let Some(nodes) = self.nodes else {
+            if let Some(per_node) = self.gpus_per_node {
+                return Err(BadSubmit::PerNodeAlone(per_node));
+            }
+            return Ok((self.gpu_memory.or(self.gpus).unwrap_or(1), None));
+        };
+        let per_node = match (self.gpus, self.gpus_per_node) {
+            (None, per_node) => per_node.unwrap_or(1),
+            (Some(gpus), Some(per_node)) => {
+                if u64::from(gpus) != u64::from(nodes) * u64::from(per_node) {
+                    return Err(BadSubmit::GpusDisagree {
+                        gpus,
+                        nodes,
+                        per_node,
+                    });
+                }
+                per_node
+            }
+            (Some(gpus), None) => {
+                if gpus % nodes != 0 {
+                    return Err(BadSubmit::GpusUneven { gpus, nodes });
+                }
+                gpus / nodes
+            }
+        };
+        if per_node.checked_mul(nodes).is_none() {
+            return Err(BadSubmit::GangTooLarge { nodes, per_node });
+        }
+        Ok((per_node, Some(nodes)))
+    }
+}
+
+/// The most nodes a gang may ask for (SPEC §16).
+pub const MAX_NODES: u32 = 64;
+
+/// `--nodes`: 2..64 distinct nodes (a job on one node has no `--nodes`).
+pub fn parse_nodes(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if (2..=MAX_NODES).contains(&n) => Ok(n),
+        Ok(n @ 0..=1) => Err(format!(
+            "`{n}`: a multi-node job runs on 2..{MAX_NODES} nodes; a job on one node leaves \
+             out --nodes and asks with --gpus"
+        )),
+        Ok(n) => Err(format!(
+            "`{n}`: a multi-node job runs on at most {MAX_NODES} nodes"
+        )),
+        Err(_) => Err(format!("`{s}`: expected a number of nodes, 2..{MAX_NODES}")),
     }
 }
 
@@ -380,8 +465,94 @@ fn predict(args: &SubmitArgs, spec: JobSpec) -> Result<(), CliError> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_after, parse_gib, slice_unit};
+    use super::{BadSubmit, SubmitArgs, parse_after, parse_gib, slice_unit};
     use crate::model::{DependencyType, JobRef};
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Line {
+        #[command(flatten)]
+        submit: SubmitArgs,
+    }
+
+    /// `shareq submit ARGS -- true` as clap reads it.
+    fn parse(args: &[&str]) -> Result<SubmitArgs, String> {
+        let line = ["submit", "--share", "s"]
+            .iter()
+            .chain(args)
+            .chain(&["--", "true"]);
+        Line::try_parse_from(line)
+            .map(|l| l.submit)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The spec's (quantity, numNodes) of a command line, or why it is refused.
+    fn shape(args: &[&str]) -> Result<(u32, Option<u32>), String> {
+        let a = parse(args)?;
+        let spec = a.spec().map_err(|e| e.to_string())?;
+        assert_eq!(a.shape(), Ok((spec.quantity, spec.num_nodes)));
+        Ok((spec.quantity, spec.num_nodes))
+    }
+
+    /// SPEC §16: `--nodes N --gpus-per-node G` asks G on each of N nodes; `--gpus` stays
+    /// the job's GPUs in all, so beside `--nodes` it splits evenly and must agree.
+    #[test]
+    fn nodes_and_gpus_per_node_make_a_gang_and_gpus_stays_the_total() {
+        assert_eq!(shape(&[]), Ok((1, None)));
+        assert_eq!(shape(&["--gpus", "3"]), Ok((3, None)));
+        assert_eq!(
+            shape(&["--nodes", "2", "--gpus-per-node", "4"]),
+            Ok((4, Some(2)))
+        );
+        assert_eq!(shape(&["--nodes", "3"]), Ok((1, Some(3))));
+        assert_eq!(shape(&["--nodes", "2", "--gpus", "8"]), Ok((4, Some(2))));
+        assert_eq!(
+            shape(&["--nodes", "2", "--gpus", "8", "--gpus-per-node", "4"]),
+            Ok((4, Some(2)))
+        );
+        assert_eq!(shape(&["--nodes", "64"]), Ok((1, Some(64))));
+        assert_eq!(shape(&["--gpu-memory", "20G"]), Ok((20, None)));
+    }
+
+    #[test]
+    fn contradictions_about_nodes_are_refused_with_what_to_say_instead() {
+        let e = shape(&["--nodes", "2", "--gpus", "6", "--gpus-per-node", "4"]).unwrap_err();
+        assert!(
+            e.contains(
+                "--gpus 6 counts the job's GPUs in all, and --nodes 2 × --gpus-per-node 4 is 8"
+            ),
+            "{e}"
+        );
+        let e = shape(&["--nodes", "2", "--gpus", "7"]).unwrap_err();
+        assert!(
+            e.contains("7 does not split evenly over --nodes 2") && e.contains("--gpus-per-node"),
+            "{e}"
+        );
+        let e = shape(&["--gpus-per-node", "4"]).unwrap_err();
+        assert!(
+            e.contains("--gpus-per-node 4 is for a multi-node job: add --nodes N"),
+            "{e}"
+        );
+        for one in ["0", "1"] {
+            let e = shape(&["--nodes", one]).unwrap_err();
+            assert!(
+                e.contains("2..64 nodes; a job on one node leaves out --nodes"),
+                "{one}: {e}"
+            );
+        }
+        let e = shape(&["--nodes", "65"]).unwrap_err();
+        assert!(e.contains("at most 64 nodes"), "{e}");
+        let e = shape(&["--nodes", "two"]).unwrap_err();
+        assert!(e.contains("expected a number of nodes"), "{e}");
+        let e = shape(&["--nodes", "2", "--gpu-memory", "20G"]).unwrap_err();
+        assert!(e.contains("cannot be used with"), "{e}");
+        let e = shape(&["--nodes", "64", "--gpus-per-node", "4294967295"]).unwrap_err();
+        assert!(e.contains("more GPUs than a job can ask for"), "{e}");
+        assert!(matches!(
+            parse(&["--nodes", "2", "--gpus", "3"]).unwrap().shape(),
+            Err(BadSubmit::GpusUneven { gpus: 3, nodes: 2 })
+        ));
+    }
 
     #[test]
     fn gpu_memory_reads_g_gib_and_plain_numbers() {

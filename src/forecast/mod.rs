@@ -8,10 +8,13 @@
 //!   would it start?
 //! - [`dry_run`]: what would applying a new config do to the live state now?
 //!
+//! [`backfill`] lends the same predictions to the backfill study (docs/SEMANTICS.md).
+//!
 //! The clock is `replay::forward`, the one that `shareq replay` runs. Nothing here runs on
 //! the runtime task: the runtime hands a clone of its scheduler to a blocking thread
 //! (`server::forecasts`).
 
+pub mod backfill;
 pub mod dry_run;
 pub mod estimate;
 pub mod km;

@@ -58,6 +58,8 @@ pub struct Learner {
     timed_out: HashSet<JobId>,
     /// The latest attempts that ended, newest first (at most `LEARNED_FROM`).
     history: VecDeque<Sample>,
+    /// How many attempts it has learned from in all.
+    learned: u64,
     /// The instant of the pass whose batch comes next.
     pass_at: Option<Time>,
     /// Submitted since the last pass's batch, to estimate after it.
@@ -79,6 +81,7 @@ impl Learner {
             started: HashMap::new(),
             timed_out: HashSet::new(),
             history: VecDeque::new(),
+            learned: 0,
             pass_at: None,
             due: Vec::new(),
         }
@@ -176,5 +179,12 @@ impl Learner {
             censored,
         });
         self.history.truncate(super::runtimes::LEARNED_FROM);
+        self.learned += 1;
+    }
+
+    /// The attempts it keeps (the newest [`super::runtimes::LEARNED_FROM`], newest first),
+    /// and how many it has learned from in all (a version: it moves with every one).
+    pub fn history(&self) -> (&VecDeque<Sample>, u64) {
+        (&self.history, self.learned)
     }
 }

@@ -10,7 +10,8 @@ mod summary;
 pub use check::{CheckReport, check};
 pub use scenario::{Action, Expect, Scenario, ScenarioError, SimSubmit, TimedAction, load_trace};
 pub use sim::{
-    Forward, Observation, Options, Outcome, event_name, format_event, forward, run, run_observed,
+    Forward, Observation, Options, Outcome, event_name, format_event, forward, run, run_backfilled,
+    run_observed,
 };
 pub use summary::{
     Fact, FactKind, GroupSummary, LaneFigures, Standing, Stats, Summary, UnitFigures, WaitFigures,

@@ -7,7 +7,7 @@ use super::scenario::{Action, Scenario, TimedAction};
 use super::summary::Stats;
 use crate::model::JobId;
 use crate::model::UnitCapacity;
-use crate::sched::{Clock, Event, Sched};
+use crate::sched::{Backfill, Clock, Event, Sched};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io::{self, Write};
@@ -138,17 +138,40 @@ pub fn run_observed<W: Write>(
     run_inner(sc, out, opts, Some(observe))
 }
 
+/// `run_observed` with backfill under the reservations for big jobs (a study, off in every
+/// other run: docs/SEMANTICS.md); `observe` may feed what the guess learns from.
+pub fn run_backfilled<W: Write>(
+    sc: &Scenario,
+    out: &mut W,
+    opts: Options,
+    backfill: Backfill,
+    observe: &mut dyn FnMut(Observation),
+) -> io::Result<Outcome> {
+    run_with(sc, out, opts, backfill, Some(observe))
+}
+
 fn run_inner<'a, W: Write>(
     sc: &'a Scenario,
     out: &'a mut W,
     opts: Options,
     observer: Observer<'a>,
 ) -> io::Result<Outcome> {
-    let sched = Sched::new(
+    run_with(sc, out, opts, Backfill::Off, observer)
+}
+
+fn run_with<'a, W: Write>(
+    sc: &'a Scenario,
+    out: &'a mut W,
+    opts: Options,
+    backfill: Backfill,
+    observer: Observer<'a>,
+) -> io::Result<Outcome> {
+    let mut sched = Sched::new(
         &sc.config,
         &UnitCapacity::simulated(&sc.config),
         Clock::Simulated,
     );
+    sched.set_backfill(backfill);
     let mut sim = Sim::new(sched, observer, out, sc.trace.len() + sc.events.len());
     sim.stats = opts.summary.then(|| Stats::new(1));
     sim.lines = opts.keep_lines.then(Vec::new);

@@ -166,10 +166,10 @@ impl FactKind {
     /// The kind of a scheduler event, for the events that count.
     pub fn of(ev: &Event) -> Option<(crate::model::JobId, FactKind)> {
         Some(match ev {
-            Event::Started { job, devices, .. } => (
+            Event::Started { job, .. } => (
                 *job,
                 FactKind::Started {
-                    quantity: devices.len() as u32,
+                    quantity: ev.devices_started().unwrap_or(0),
                     gib: false,
                 },
             ),

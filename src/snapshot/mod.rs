@@ -187,12 +187,50 @@ impl UnitView {
     }
 }
 
-/// How a job's devices read: `[0, 1]`, or `n2:[0, 1]` when the config lists nodes.
+/// How a job's devices read: `[0, 1]`, or `n2:[0, 1]` when the config lists nodes. A
+/// gang's (several nodes) is [`places_text`].
 pub fn devices_text(node: Option<&str>, devices: &[u32]) -> String {
-    match node {
-        Some(n) => format!("{n}:{devices:?}"),
-        None => format!("{devices:?}"),
+    places_text(&[(node, devices)], PlaceStyle::Listed)
+}
+
+/// How [`places_text`] writes each node's devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlaceStyle {
+    /// `gpu1:[0, 1]`: `jobs`, the job logs.
+    Listed,
+    /// `gpu1:0,1`: narrow cells and words (the console, `shareq events`).
+    Compact,
+}
+
+/// Where a job runs, the one text for it (SPEC §10, §16): each of its nodes with its
+/// devices there, in rank order, separated by spaces: `[0, 1]` (no `nodes` in the config),
+/// `gpu1:[0, 1]`, or a gang's `gpu1:[0, 1] gpu2:[0, 1]` (`gpu1:0,1 gpu2:0,1` compact).
+pub fn places_text(places: &[(Option<&str>, &[u32])], style: PlaceStyle) -> String {
+    let mut out = String::new();
+    for (i, (node, devices)) in places.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        if let Some(n) = node {
+            out.push_str(n);
+            out.push(':');
+        }
+        match style {
+            PlaceStyle::Listed => out.push_str(&format!("{devices:?}")),
+            PlaceStyle::Compact => {
+                let list: Vec<String> = devices.iter().map(u32::to_string).collect();
+                out.push_str(&list.join(","));
+            }
+        }
     }
+    out
+}
+
+/// One node of a gang and its devices there (`jobs --json`'s `placements`, SPEC §16).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    pub node: String,
+    pub devices: Vec<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -212,9 +250,17 @@ pub struct JobView {
     /// (what its `CUDA_VISIBLE_DEVICES` names, SPEC §15).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub uuids: Vec<String>,
-    /// The node of `devices`, when the config lists nodes (SPEC §10).
+    /// The node of `devices`, when the config lists nodes (SPEC §10); a gang's rank 0's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// A multi-node job (SPEC §16): its distinct nodes. Its `quantity` is the GPUs of all
+    /// of them (nodes × its GPUs on each, [`JobView::per_node`]).
+    #[serde(rename = "numNodes", default, skip_serializing_if = "Option::is_none")]
+    pub num_nodes: Option<u32>,
+    /// A gang that holds GPUs: every node with its devices there, in rank order (`node` and
+    /// `devices` are the first one's, for readers that know one node).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<Placement>,
     /// How many of its GPUs are beyond its share's limit right now (running jobs).
     pub on_borrowed: bool,
     /// Among its borrowing share's running jobs, one that a reclaim of the share's
@@ -236,6 +282,14 @@ pub struct JobView {
     /// Being stopped: its phase and the times of its signals (SPEC §14).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<StopView>,
+    /// A running job of a sliced unit found over its GiB (`OVER_MEMORY`, SPEC §15), by its
+    /// current attempt; gone when that attempt ends.
+    #[serde(
+        rename = "overMemory",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub over_memory: Option<OverMemoryView>,
     pub attempts: u32,
     pub preempted_count: u32,
     /// GPU-ms its preemptions lost so far (SPEC §14); `lostGpuSeconds` in JSON.
@@ -402,12 +456,68 @@ pub struct SavesText {
 }
 
 impl JobView {
+    /// A multi-node job (SPEC §16).
+    pub fn is_gang(&self) -> bool {
+        self.num_nodes.is_some_and(|n| n > 1)
+    }
+
+    /// Its GPUs on each of its nodes: `quantity` for a job on one node.
+    pub fn per_node(&self) -> u32 {
+        self.quantity / self.num_nodes.unwrap_or(1).max(1)
+    }
+
+    /// Its size as the GPUS columns show it: `2`, a gang's `2×4` (nodes × GPUs on each),
+    /// `20G` / `20 GiB` on a unit sliced by memory (`gib` is the suffix, SPEC §15).
+    pub fn amount(&self, gib: Option<&str>) -> String {
+        match (self.num_nodes.filter(|&n| n > 1), gib) {
+            (Some(n), Some(g)) => format!("{n}×{}{g}", self.per_node()),
+            (Some(n), None) => format!("{n}×{}", self.per_node()),
+            (None, Some(g)) => format!("{}{g}", self.quantity),
+            (None, None) => self.quantity.to_string(),
+        }
+    }
+
+    /// Where it runs: each node (`None` without `nodes` in the config) with its devices,
+    /// in rank order (one entry, with no devices, when it holds nothing).
+    pub fn places(&self) -> Vec<(Option<&str>, &[u32])> {
+        if !self.placements.is_empty() {
+            return self
+                .placements
+                .iter()
+                .map(|p| (Some(p.node.as_str()), p.devices.as_slice()))
+                .collect();
+        }
+        vec![(self.node.as_deref(), self.devices.as_slice())]
+    }
+
+    /// [`places_text`] of [`JobView::places`].
+    pub fn places_text(&self, style: PlaceStyle) -> String {
+        places_text(&self.places(), style)
+    }
+
     /// How users name it: `12`, or `12:3` for child 3 of array 12.
     pub fn label(&self) -> String {
         match (self.parent, self.array_index) {
             (Some(p), Some(i)) => format!("{p}:{i}"),
             _ => self.id.to_string(),
         }
+    }
+}
+
+/// What an attempt of a sliced job held when it was found over its slice (SPEC §15): the
+/// GiB its processes held (rounded up) and the GiB it asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverMemoryView {
+    #[serde(rename = "heldGiB")]
+    pub held_gib: u64,
+    #[serde(rename = "ofGiB")]
+    pub of_gib: u64,
+}
+
+impl OverMemoryView {
+    /// `over 22/20 GiB`, as the console marks the job.
+    pub fn text(&self) -> String {
+        format!("over {}/{} GiB", self.held_gib, self.of_gib)
     }
 }
 
@@ -484,6 +594,26 @@ pub struct PreemptionRecord {
     /// while it is stopping, and for one that ended otherwise (cancelled, finished).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost: Option<LostWork>,
+    /// A gang victim (SPEC §16): every node it was stopped on, with its devices there,
+    /// in rank order ([`gang_placements`] when it was preempted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub victim_placements: Vec<Placement>,
+}
+
+impl PreemptionRecord {
+    /// A gang victim's nodes as the log names them: `gpu1:0,1 gpu2:0,1`; `None` for a
+    /// victim on one node.
+    pub fn victim_on(&self) -> Option<String> {
+        if self.victim_placements.len() < 2 {
+            return None;
+        }
+        let places: Vec<(Option<&str>, &[u32])> = self
+            .victim_placements
+            .iter()
+            .map(|p| (Some(p.node.as_str()), p.devices.as_slice()))
+            .collect();
+        Some(places_text(&places, PlaceStyle::Compact))
+    }
 }
 
 /// The work a preemption lost (SPEC §14): the victim's GPUs × (the release of its GPUs −
@@ -1085,6 +1215,31 @@ impl Snapshot {
     }
 }
 
+/// Where a holding job runs as [`places_text`] writes it, from the live scheduler, every
+/// node named (the implicit one too): what the runtime's log line of a started attempt
+/// says (`local:[0, 1]`, a gang's `gpu1:[0, 1] gpu2:[0, 1]`).
+pub fn job_places_text(sched: &Sched, j: &crate::sched::Job, style: PlaceStyle) -> String {
+    let places = sched.job_places(j);
+    let places: Vec<(Option<&str>, &[u32])> = places
+        .iter()
+        .map(|(n, d)| (Some(n.as_str()), d.as_slice()))
+        .collect();
+    places_text(&places, style)
+}
+
+/// A gang's nodes with its devices on each, in rank order (SPEC §16); empty for a job on
+/// one node and for one that holds nothing.
+pub fn gang_placements(sched: &Sched, j: &crate::sched::Job) -> Vec<Placement> {
+    if !j.is_gang() {
+        return Vec::new();
+    }
+    sched
+        .job_places(j)
+        .into_iter()
+        .map(|(node, devices)| Placement { node, devices })
+        .collect()
+}
+
 pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -> JobView {
     let lane_borrowing = sched
         .share_stats_for(j.share, j.unit)
@@ -1110,6 +1265,8 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
             .job_node(j)
             .filter(|_| sched.has_nodes())
             .map(|n| sched.node_name(n).to_string()),
+        num_nodes: j.is_gang().then_some(j.nodes),
+        placements: gang_placements(sched, j),
         on_borrowed: j.is_holding() && lane_borrowing,
         reclaimed_first: sched.reclaimed_first(j.id),
         reason,
@@ -1132,6 +1289,7 @@ pub(crate) fn job_view(sched: &Sched, j: &crate::sched::Job, reason: Arc<str>) -
             .stopping_since()
             .zip(sched.stop_plan(j.id))
             .map(|(since, plan)| StopView::new(since, plan)),
+        over_memory: None,
         attempts: j.attempts_started,
         preempted_count: j.preempted_count,
         lost_gpu_ms: j.lost_ticks,
@@ -1227,6 +1385,81 @@ mod tests {
         let mut odd = at(0, true);
         odd.last_save += 5_000;
         assert_eq!((odd.gpu_ms(), odd.text().as_str()), (0, "saved 0s before"));
+    }
+
+    /// Where a job runs has one text (SPEC §10, §16): a node's devices, and a gang's every
+    /// node in rank order, listed (`jobs`, logs) or compact (the console, `events`).
+    #[test]
+    fn places_read_the_same_for_one_node_and_for_a_gang() {
+        use super::{PlaceStyle, devices_text, places_text};
+        assert_eq!(devices_text(None, &[0, 1]), "[0, 1]");
+        assert_eq!(devices_text(Some("n2"), &[3]), "n2:[3]");
+        let gang: [(Option<&str>, &[u32]); 2] = [(Some("gpu1"), &[0, 1]), (Some("gpu2"), &[2, 3])];
+        assert_eq!(
+            places_text(&gang, PlaceStyle::Listed),
+            "gpu1:[0, 1] gpu2:[2, 3]"
+        );
+        assert_eq!(places_text(&gang, PlaceStyle::Compact), "gpu1:0,1 gpu2:2,3");
+        assert_eq!(places_text(&[(None, &[4, 5])], PlaceStyle::Compact), "4,5");
+    }
+
+    /// A gang in `jobs --json` (SPEC §16): `numNodes`, `quantity` the GPUs of all its
+    /// nodes, `node`/`devices` its first node's (what readers of one node knew), and
+    /// `placements` every node's; a job on one node carries neither new field. Its GPUS
+    /// cell reads `2×4`.
+    #[test]
+    fn a_gang_row_carries_its_nodes_and_reads_as_nodes_times_gpus() {
+        use super::{JobView, PlaceStyle, Placement};
+        let plain = serde_json::json!({
+            "id": 7, "name": "g", "share": "a", "unit": "gpu", "quantity": 8,
+            "priority": 0, "state": "RUNNING", "submitted": 0, "started": 1_000,
+            "finished": null, "devices": [0, 1, 2, 3], "node": "gpu1", "on_borrowed": false,
+            "reason": "", "stopping": null, "attempts": 1, "preempted_count": 0,
+            "nominated": false,
+        });
+        let one: JobView = serde_json::from_value(plain.clone()).unwrap();
+        let text = serde_json::to_value(&one).unwrap();
+        assert!(text.get("numNodes").is_none() && text.get("placements").is_none());
+        assert_eq!(
+            (one.is_gang(), one.per_node(), one.amount(None)),
+            (false, 8, "8".into())
+        );
+        assert_eq!(one.places_text(PlaceStyle::Listed), "gpu1:[0, 1, 2, 3]");
+        let mut gang = one.clone();
+        gang.num_nodes = Some(2);
+        gang.placements = vec![
+            Placement {
+                node: "gpu1".into(),
+                devices: vec![0, 1, 2, 3],
+            },
+            Placement {
+                node: "gpu2".into(),
+                devices: vec![4, 5, 6, 7],
+            },
+        ];
+        let v = serde_json::to_value(&gang).unwrap();
+        assert_eq!(v["numNodes"], 2);
+        assert_eq!(v["quantity"], 8);
+        assert_eq!(
+            (&v["node"], &v["devices"]),
+            (&plain["node"], &plain["devices"])
+        );
+        assert_eq!(
+            v["placements"],
+            serde_json::json!([
+                {"node": "gpu1", "devices": [0, 1, 2, 3]},
+                {"node": "gpu2", "devices": [4, 5, 6, 7]},
+            ])
+        );
+        let back: JobView = serde_json::from_value(v).unwrap();
+        assert_eq!(back, gang);
+        assert_eq!((gang.is_gang(), gang.per_node()), (true, 4));
+        assert_eq!(gang.amount(None), "2×4");
+        assert_eq!(gang.amount(Some("G")), "2×4G");
+        assert_eq!(
+            gang.places_text(PlaceStyle::Compact),
+            "gpu1:0,1,2,3 gpu2:4,5,6,7"
+        );
     }
 
     /// `lostGpuSeconds` is written in seconds and read back to the millisecond.

@@ -5,7 +5,9 @@
 use super::delta::{Change, ChangeLog};
 use super::job_view;
 use super::list::JobList;
-use super::{ConfigStatus, GroupReason, JobView, PreemptionRecord, Reasons, Snapshot};
+use super::{
+    ConfigStatus, GroupReason, JobView, OverMemoryView, PreemptionRecord, Reasons, Snapshot,
+};
 use crate::exec::gpu::telemetry::Telemetry;
 use crate::model::JobId;
 use crate::sched::{Event, QKey, Sched, Time};
@@ -63,6 +65,11 @@ pub struct Picture {
     linked_dirty: bool,
     preemptions: Arc<Vec<PreemptionRecord>>,
     estimates: Arc<crate::forecast::Estimates>,
+    /// Running jobs found over their slice (SPEC §15), by the attempt that was: the mark
+    /// their row carries until that attempt ends. Reports not yet tied to an attempt wait
+    /// in `over_reported` until the next publish.
+    over: HashMap<JobId, (u32, OverMemoryView)>,
+    over_reported: Vec<(JobId, OverMemoryView)>,
 }
 
 impl Picture {
@@ -88,7 +95,6 @@ impl Picture {
                 | Event::Failed { job, .. }
                 | Event::Cancelled { job, .. }
                 | Event::TimedOut { job }
-                | Event::OverMemory { job, .. }
                 | Event::Reprioritized { job, .. }
                 | Event::Succeeded { job }
                 | Event::Released { job } => self.touch(*job),
@@ -97,6 +103,19 @@ impl Picture {
                     if let Some(by) = by {
                         self.touch(*by);
                     }
+                }
+                Event::OverMemory {
+                    job,
+                    held_gib,
+                    of_gib,
+                    ..
+                } => {
+                    self.touch(*job);
+                    let view = OverMemoryView {
+                        held_gib: *held_gib,
+                        of_gib: *of_gib,
+                    };
+                    self.over_reported.push((*job, view));
                 }
                 Event::ConfigApplied => self.touch_all(),
                 Event::Rejected { .. } | Event::ConfigRejected { .. } => {}
@@ -281,6 +300,22 @@ impl Picture {
         out
     }
 
+    /// Tie the new over-memory reports to the attempts they were about, and drop the marks
+    /// of attempts that ended (the job no longer holds GPUs, or holds them again by a
+    /// later attempt). O(marks).
+    fn settle_over_memory(&mut self, sched: &Sched) {
+        for (id, view) in std::mem::take(&mut self.over_reported) {
+            if let Some(j) = sched.job(id).filter(|j| j.is_holding()) {
+                self.over.insert(id, (j.attempts_started, view));
+            }
+        }
+        self.over.retain(|id, (attempt, _)| {
+            sched
+                .job(*id)
+                .is_some_and(|j| j.is_holding() && j.attempts_started == *attempt)
+        });
+    }
+
     /// Take in the touched jobs and publish a new picture.
     pub fn publish(
         &mut self,
@@ -324,11 +359,16 @@ impl Picture {
                 arrays: self.arrays.values().cloned().collect(),
             });
         }
+        self.settle_over_memory(sched);
         let mut running: Vec<JobView> = self
             .holding
             .iter()
             .filter_map(|&id| sched.job(id))
-            .map(|j| job_view(sched, j, Arc::from(sched.reason(j.id))))
+            .map(|j| {
+                let mut v = job_view(sched, j, Arc::from(sched.reason(j.id)));
+                v.over_memory = self.over.get(&j.id).map(|&(_, o)| o);
+                v
+            })
             .collect();
         running.sort_by_key(|j| (j.started, j.id));
         let oldest: HashMap<(String, String), i64> = self

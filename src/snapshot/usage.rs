@@ -76,6 +76,11 @@ pub struct ShareSeries {
     pub unit: String,
     /// Its guarantee in the newest sample of the window.
     pub limit: u32,
+    /// A unit sliced by memory (SPEC §15), as the newest sample of the window says: the
+    /// GiB of each device. Its figures (`limit` and the points) are then GiB, which are
+    /// never added to GPUs.
+    #[serde(rename = "memoryGiB", default, skip_serializing_if = "Option::is_none")]
+    pub memory_gib: Option<u32>,
     pub points: Vec<UsagePoint>,
 }
 

@@ -428,6 +428,7 @@ impl Store {
                         }),
                         _ => None,
                     },
+                    victim_placements: Vec::new(),
                 })
             })
             .map_err(|e| self.err(e))?;

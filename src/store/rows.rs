@@ -143,6 +143,8 @@ impl From<&JobRecord> for JobView {
             devices: r.devices.clone(),
             uuids: Vec::new(),
             node: None,
+            num_nodes: None,
+            placements: Vec::new(),
             on_borrowed: false,
             reclaimed_first: false,
             signal: r
@@ -155,6 +157,7 @@ impl From<&JobRecord> for JobView {
             reason_group: None,
             stopping: None,
             stop: None,
+            over_memory: None,
             attempts: r.attempts,
             preempted_count: r.preempted_count,
             lost_gpu_ms: r.lost_gpu_ms,

@@ -227,7 +227,14 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE jobs ADD COLUMN ckpt_attempt INTEGER;
     ALTER TABLE jobs ADD COLUMN ckpt_note TEXT;
     ",
-    // 13: a gang's other nodes and its devices on each (SPEC §16), after `node` and
+    // 13: a sliced unit's utilisation samples (SPEC §15) say so: the GiB of each of its
+    // devices then (`slicing.memoryGiB`), its figures being GiB, never GPUs. NULL: whole
+    // GPUs (or MIG instances), and every sample taken before.
+    "
+    ALTER TABLE usage_samples ADD COLUMN slice_gib INTEGER;
+    ALTER TABLE usage_coarse ADD COLUMN slice_gib INTEGER;
+    ",
+    // 14: a gang's other nodes and its devices on each (SPEC §16), after `node` and
     // `devices` in node order, as JSON `[["gpu2",[0,1]],…]`; NULL for a plain job.
     "
     ALTER TABLE jobs ADD COLUMN more_nodes TEXT;

@@ -9,7 +9,10 @@
 //! counts its missing rows as zeros), and `usage_coarse` the same rows summed per
 //! [`COARSE_MS`] as they are written: an hour is read from the samples, a day and a week
 //! from the sums (whose 12 minutes divide both of their buckets). Samples older than
-//! [`KEEP_DAYS`] days are pruned.
+//! [`KEEP_DAYS`] days are pruned. Migration 13 marks the rows of a unit sliced by memory
+//! (SPEC §15) with its `memoryGiB` (`slice_gib`): their figures are GiB, read back as a
+//! series of their own kind ([`ShareSeries::memory_gib`]); a database from before reads as
+//! whole GPUs.
 
 use crate::snapshot::usage::{BUCKETS, KEEP_DAYS, ShareSeries, UsageHistory, UsagePoint, Window};
 use rusqlite::{Connection, params};
@@ -40,6 +43,9 @@ pub struct Sample {
     /// submission to that start).
     pub started: u32,
     pub started_wait_ms: i64,
+    /// A unit sliced by memory (SPEC §15): the GiB of each device; the figures above
+    /// are then GiB, not GPUs.
+    pub slice_gib: Option<u32>,
 }
 
 impl Sample {
@@ -68,15 +74,16 @@ pub fn write(
     {
         let mut stmt = tx.prepare_cached(
             "INSERT OR REPLACE INTO usage_samples (at, share, unit, limit_gpus, own, borrowed,
-                 lent, queued_jobs, queued_gpus, wait_max, started, started_wait)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                 lent, queued_jobs, queued_gpus, wait_max, started, started_wait, slice_gib)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         )?;
         let mut coarse = tx.prepare_cached(
             "INSERT INTO usage_coarse (bucket, share, unit, limit_gpus, last_at, own, borrowed,
-                 lent, queued_gpus, wait_max, started, started_wait)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                 lent, queued_gpus, wait_max, started, started_wait, slice_gib)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
              ON CONFLICT (bucket, share, unit) DO UPDATE SET
                  limit_gpus = excluded.limit_gpus, last_at = excluded.last_at,
+                 slice_gib = excluded.slice_gib,
                  own = own + excluded.own, borrowed = borrowed + excluded.borrowed,
                  lent = lent + excluded.lent, queued_gpus = queued_gpus + excluded.queued_gpus,
                  wait_max = max(wait_max, excluded.wait_max),
@@ -97,7 +104,8 @@ pub fn write(
                 s.queued_gpus,
                 s.wait_max_ms,
                 s.started,
-                s.started_wait_ms
+                s.started_wait_ms,
+                s.slice_gib
             ])?;
             stmt.execute(params![
                 at,
@@ -111,7 +119,8 @@ pub fn write(
                 s.queued_gpus,
                 s.wait_max_ms,
                 s.started,
-                s.started_wait_ms
+                s.started_wait_ms,
+                s.slice_gib
             ])?;
         }
     }
@@ -162,21 +171,34 @@ fn read_from(
         )
         .unwrap_or(0);
     let mut series: BTreeMap<(String, String), ShareSeries> = BTreeMap::new();
-    // An hour from the samples themselves; a day or a week from the 12-minute sums.
+    // A database from before migration 13 (read without a scheduler to migrate it) has
+    // no `slice_gib`: its samples are whole GPUs.
+    let slice_gib = if has_slice_gib(conn)? {
+        "slice_gib"
+    } else {
+        "NULL"
+    };
+    // An hour from the samples themselves; a day or a week from the 12-minute sums. The
+    // bare `limit_gpus` and `slice_gib` are the newest row's (SQLite takes them from the
+    // row of `max`).
     let sql = if coarse {
-        "SELECT (bucket - ?1) / ?2, share, unit, sum(own), sum(borrowed), sum(lent),
+        format!(
+            "SELECT (bucket - ?1) / ?2, share, unit, sum(own), sum(borrowed), sum(lent),
                 sum(queued_gpus), max(wait_max), sum(started), sum(started_wait),
-                max(last_at), limit_gpus
+                max(last_at), limit_gpus, {slice_gib}
          FROM usage_coarse WHERE bucket >= ?1 AND bucket < ?3
          GROUP BY 1, 2, 3 ORDER BY 2, 3, 1"
+        )
     } else {
-        "SELECT (at - ?1) / ?2, share, unit, sum(own), sum(borrowed), sum(lent),
+        format!(
+            "SELECT (at - ?1) / ?2, share, unit, sum(own), sum(borrowed), sum(lent),
                 sum(queued_gpus), max(wait_max), sum(started), sum(started_wait),
-                max(at), limit_gpus
+                max(at), limit_gpus, {slice_gib}
          FROM usage_samples WHERE at >= ?1 AND at < ?3
          GROUP BY 1, 2, 3 ORDER BY 2, 3, 1"
+        )
     };
-    let mut stmt = conn.prepare_cached(sql)?;
+    let mut stmt = conn.prepare_cached(&sql)?;
     let mut rows = stmt.query(params![from, bucket_ms, to])?;
     let mut newest: BTreeMap<(String, String), i64> = BTreeMap::new();
     while let Some(r) = rows.next()? {
@@ -190,15 +212,18 @@ fn read_from(
         let key = (share.clone(), unit.clone());
         let at: i64 = r.get(10)?;
         let limit: u32 = r.get(11)?;
+        let memory_gib: Option<u32> = r.get(12)?;
         let s = series.entry(key.clone()).or_insert_with(|| ShareSeries {
             share,
             unit,
             limit,
+            memory_gib,
             points: vec![UsagePoint::default(); BUCKETS],
         });
         if newest.get(&key).is_none_or(|&t| at >= t) {
             newest.insert(key, at);
             s.limit = limit;
+            s.memory_gib = memory_gib;
         }
         s.points[b] = UsagePoint {
             own: avg(r.get(3)?),
@@ -219,6 +244,19 @@ fn read_from(
         every_ms,
         series: series.into_values().collect(),
     })
+}
+
+/// Does `usage_samples` have migration 13's `slice_gib` (a database read as it is, not
+/// migrated, may be older)?
+fn has_slice_gib(conn: &Connection) -> rusqlite::Result<bool> {
+    let mut stmt = conn.prepare_cached("SELECT name FROM pragma_table_info('usage_samples')")?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        if r.get::<_, String>(0)? == "slice_gib" {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Read a window from the database file at `db` through a read-only connection of its
@@ -336,6 +374,80 @@ mod tests {
                     .any(|s| s.points.iter().any(|p| p.own > 0.0))
             );
         }
+    }
+
+    /// SPEC §15: a sliced unit's rows say so, and read back as a series of GiB (from the
+    /// samples and from the 12-minute sums alike), beside the same share's GPUs.
+    #[test]
+    fn a_sliced_units_samples_read_back_as_gib() {
+        let (_d, mut conn) = db();
+        let now = 100 * H;
+        let gib = Sample {
+            unit: "h100-mem".into(),
+            limit: 80,
+            slice_gib: Some(80),
+            ..sample("A", 40, 20)
+        };
+        write(&mut conn, now - 60_000, 30_000, &[sample("A", 1, 0), gib]).unwrap();
+        for coarse in [false, true] {
+            let h = read_from(&conn, Window::Day, now, coarse).unwrap();
+            let kinds: Vec<(&str, Option<u32>, u32)> = h
+                .series
+                .iter()
+                .map(|s| (s.unit.as_str(), s.memory_gib, s.limit))
+                .collect();
+            assert_eq!(
+                kinds,
+                vec![("h100", None, 2), ("h100-mem", Some(80), 80)],
+                "coarse {coarse}"
+            );
+            let own: f64 = h.series[1].points.iter().map(|p| p.own).sum();
+            assert_eq!(own, 40.0);
+        }
+    }
+
+    /// A database from before migration 13 reads as whole GPUs, as it is (the CLI reads it
+    /// without a scheduler to migrate it) and once migrated.
+    #[test]
+    fn a_database_from_before_slices_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(crate::store::Store::open(dir.path()).unwrap());
+        let path = dir.path().join(crate::store::DB_FILE);
+        let now = 100 * H;
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "ALTER TABLE usage_samples DROP COLUMN slice_gib;
+                 ALTER TABLE usage_coarse DROP COLUMN slice_gib;
+                 PRAGMA user_version = 12;",
+            )
+            .unwrap();
+            // A sample as version 12 wrote it.
+            let tx = conn.transaction().unwrap();
+            tx.execute_batch(&format!(
+                "INSERT INTO usage_ticks VALUES ({t}, 30000);
+                 INSERT INTO usage_samples VALUES ({t}, 'A', 'h100', 2, 1, 1, 0, 0, 0, 0, 0, 0);",
+                t = now - 60_000
+            ))
+            .unwrap();
+            tx.commit().unwrap();
+        }
+        let h = read_file(&path, Window::Hour, now).unwrap();
+        assert_eq!(h.series.len(), 1);
+        assert_eq!(h.series[0].memory_gib, None);
+        assert_eq!(h.series[0].points.iter().map(|p| p.own).sum::<f64>(), 1.0);
+        // The scheduler migrates it: the old row stays whole GPUs, new rows say GiB.
+        drop(crate::store::Store::open(dir.path()).unwrap());
+        let mut conn = Connection::open(&path).unwrap();
+        let gib = Sample {
+            unit: "h100-mem".into(),
+            slice_gib: Some(80),
+            ..sample("A", 20, 0)
+        };
+        write(&mut conn, now - 30_000, 30_000, &[gib]).unwrap();
+        let h = read(&conn, Window::Hour, now).unwrap();
+        let kinds: Vec<Option<u32>> = h.series.iter().map(|s| s.memory_gib).collect();
+        assert_eq!(kinds, vec![None, Some(80)]);
     }
 
     #[test]

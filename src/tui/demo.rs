@@ -1,10 +1,12 @@
 //! The load generator behind `shareq demo`: a scripted opening over the AWS example shares
 //! (qs1 LEND_AND_BORROW with in-share preemption, qs2 LEND, qs3 RESERVE, 1 GPU each, 3
 //! fake GPUs) that shows borrowing, a reclaim and an in-share preemption within half a
-//! minute, then a steady random mix of short `sleep` jobs. On any other config
+//! minute, then a steady random mix of short `sleep` jobs. The built-in config
+//! (`sample-configs/demo`, [`CONFIG`]) adds a GPU sliced by memory and a `notebooks` share
+//! of it (SPEC §15): two slices share it from the opening on, and the mix asks 10–40 GiB
+//! slices of it. On the AWS example alone the slices are left out; on any other config
 //! (`shareq demo --config DIR`) the opening is left out and the mix goes to that config's
-//! enabled shares, on the units they list (on a unit sliced by memory, 10–40 GiB slices).
-//! Deterministic for a seed.
+//! enabled shares, on the units they list. Deterministic for a seed.
 
 use super::action::Action;
 use crate::model::{Command, JobSpec, ShareState, Strategy, ValidConfig};
@@ -13,6 +15,23 @@ use tokio::sync::mpsc;
 
 /// The shares the demo submits to (those of the AWS example).
 pub const SHARES: [&str; 3] = ["qs1", "qs2", "qs3"];
+
+/// The built-in demo's share of the sliced unit, and that unit.
+pub const SLICE_SHARE: &str = "notebooks";
+pub const SLICE_UNIT: &str = "gpu-mem";
+
+/// The built-in demo's config directory (`sample-configs/demo`): the AWS example and a
+/// GPU sliced by memory, so that it runs from any directory.
+pub const CONFIG: &[(&str, &str)] = &[
+    (
+        "environment.yaml",
+        include_str!("../../sample-configs/demo/environment.yaml"),
+    ),
+    (
+        "shares.yaml",
+        include_str!("../../sample-configs/demo/shares.yaml"),
+    ),
+];
 
 /// A tiny, dependency-free PRNG (SplitMix64): good spread, fully reproducible.
 #[derive(Debug, Clone)]
@@ -48,20 +67,26 @@ pub struct DemoStep {
     pub sleep_s: u32,
 }
 
-/// The opening: (at s, name, share, prio, sleep s). What each one shows:
-const SCRIPT: [(u64, &str, &str, u32, u32); 6] = [
+/// The opening: (at s, name, share, prio, sleep s, GiB). A step with GiB is a slice of
+/// the built-in config's sliced unit (left out on the AWS example alone); the others ask
+/// one GPU. What each one shows:
+type Opening = (u64, &'static str, &'static str, u32, u32, u32);
+const SCRIPT: [Opening; 8] = [
     // qs1 runs on its own GPU.
-    (0, "train-a", "qs1", 5, 45),
+    (0, "train-a", "qs1", 5, 45, 0),
     // qs1 goes beyond its limit: borrows qs2's idle GPU (qs3 RESERVE does not lend).
-    (3, "sweep-1", "qs1", 2, 40),
+    (3, "sweep-1", "qs1", 2, 40, 0),
     // Nothing left to borrow: waits, and says why.
-    (5, "sweep-2", "qs1", 2, 40),
+    (5, "sweep-2", "qs1", 2, 40, 0),
     // qs3 uses its reserve.
-    (8, "sim-1", "qs3", 1, 20),
+    (8, "sim-1", "qs3", 1, 20, 0),
+    // A slice of the sliced GPU, and a second one beside it on the same device.
+    (10, "notebook-1", "notebooks", 1, 45, 20),
+    (12, "infer-1", "notebooks", 1, 35, 30),
     // qs2 wants its GPU back: CROSS_SHARE_RECLAIM of sweep-1.
-    (14, "eval-1", "qs2", 3, 25),
+    (14, "eval-1", "qs2", 3, 25, 0),
     // A higher priority inside qs1: IN_SHARE_PRIORITY preempts train-a.
-    (22, "urgent-fix", "qs1", 9, 15),
+    (22, "urgent-fix", "qs1", 9, 15, 0),
 ];
 
 const KINDS: [&str; 5] = ["train", "eval", "sweep", "sim", "debug"];
@@ -86,7 +111,10 @@ pub struct DemoShare {
 #[derive(Debug, Clone)]
 pub struct Demo {
     rng: Prng,
-    script: &'static [(u64, &'static str, &'static str, u32, u32)],
+    script: &'static [Opening],
+    /// The opening's whole GPUs are of this unit (the built-in config has two units);
+    /// `None`: the only one, and the opening's slices are left out.
+    gpu_unit: Option<&'static str>,
     scripted: usize,
     at_ms: u64,
     counter: u32,
@@ -94,8 +122,25 @@ pub struct Demo {
 }
 
 impl Demo {
-    /// The demo of the built-in AWS example.
+    /// The demo of the built-in config ([`CONFIG`]): the AWS example and its slices.
     pub fn new(seed: u64) -> Demo {
+        let mut d = Demo::aws_example(seed);
+        d.gpu_unit = Some("gpu");
+        for s in &mut d.shares {
+            s.unit = Some("gpu".into());
+        }
+        d.shares.push(DemoShare {
+            name: SLICE_SHARE.into(),
+            unit: Some(SLICE_UNIT.into()),
+            max_gpus: 1,
+            max_gib: Some(40),
+            weight: 1,
+        });
+        d
+    }
+
+    /// The demo of the AWS example alone (`sample-configs/aws-example`): no slices.
+    pub fn aws_example(seed: u64) -> Demo {
         let share = |name: &str, max_gpus, weight| DemoShare {
             name: name.into(),
             unit: None,
@@ -106,6 +151,7 @@ impl Demo {
         Demo {
             rng: Prng::new(seed),
             script: &SCRIPT,
+            gpu_unit: None,
             scripted: 0,
             at_ms: 0,
             counter: 0,
@@ -113,15 +159,20 @@ impl Demo {
         }
     }
 
-    /// The demo of any config: the AWS example's shares get the scripted opening; other
-    /// configs get the random mix over their enabled shares, on the first unit each lists.
+    /// The demo of any config: the built-in one's and the AWS example's shares get the
+    /// scripted opening; other configs get the random mix over their enabled shares, on
+    /// the first unit each lists.
     pub fn for_config(seed: u64, cfg: &ValidConfig) -> Demo {
-        let names: Vec<&str> = cfg
+        let mut names: Vec<&str> = cfg
             .shares
             .iter()
             .map(|s| s.quota_share_name.as_str())
             .collect();
+        names.sort_unstable();
         if names == SHARES {
+            return Demo::aws_example(seed);
+        }
+        if names == [SLICE_SHARE, "qs1", "qs2", "qs3"] {
             return Demo::new(seed);
         }
         let several_units = cfg.env.capacity_limits.len() > 1;
@@ -153,6 +204,7 @@ impl Demo {
         Demo {
             rng: Prng::new(seed),
             script: &[],
+            gpu_unit: None,
             scripted: 0,
             at_ms: 0,
             counter: 0,
@@ -175,10 +227,19 @@ impl Iterator for Demo {
     type Item = DemoStep;
 
     fn next(&mut self) -> Option<DemoStep> {
-        if let Some(&(at, name, share, prio, sleep)) = self.script.get(self.scripted) {
+        while let Some(&(at, name, share, prio, sleep, gib)) = self.script.get(self.scripted) {
             self.scripted += 1;
+            let slices = self.gpu_unit.is_some();
+            if gib > 0 && !slices {
+                continue;
+            }
             self.at_ms = at * 1000;
-            return Some(step(self.at_ms, name, share, 1, prio, sleep));
+            let mut s = step(self.at_ms, name, share, gib.max(1), prio, sleep);
+            s.spec.capacity_unit = match gib {
+                0 => self.gpu_unit.map(str::to_string),
+                _ => Some(SLICE_UNIT.to_string()),
+            };
+            return Some(s);
         }
         let total: u64 = self.shares.iter().map(|s| s.weight).sum();
         if total == 0 {
@@ -253,9 +314,37 @@ mod tests {
         );
         assert_ne!(a, c);
         assert!(a.windows(2).all(|w| w[0].at <= w[1].at), "time order");
-        assert!(
-            a.iter()
-                .all(|s| SHARES.contains(&s.spec.quota_share_name.as_str()))
+        // Whole GPUs of `gpu` for the AWS shares, 10–40 GiB slices for notebooks.
+        assert!(a.iter().all(|s| {
+            let spec = &s.spec;
+            if spec.quota_share_name == SLICE_SHARE {
+                spec.capacity_unit.as_deref() == Some(SLICE_UNIT)
+                    && (10..=40).contains(&spec.quantity)
+            } else {
+                SHARES.contains(&spec.quota_share_name.as_str())
+                    && spec.capacity_unit.as_deref() == Some("gpu")
+                    && spec.quantity <= 2
+            }
+        }));
+        // The AWS example alone: its opening without the slices, on its only unit.
+        let aws: Vec<DemoStep> = Demo::aws_example(7).take(40).collect();
+        assert_eq!(aws.len(), 40);
+        assert!(aws.iter().all(|s| {
+            SHARES.contains(&s.spec.quota_share_name.as_str()) && s.spec.capacity_unit.is_none()
+        }));
+        assert_eq!(
+            aws[..6]
+                .iter()
+                .map(|s| s.spec.job_name.as_str())
+                .collect::<Vec<_>>(),
+            [
+                "train-a",
+                "sweep-1",
+                "sweep-2",
+                "sim-1",
+                "eval-1",
+                "urgent-fix"
+            ]
         );
         assert!(a.iter().all(|s| (5..=45).contains(&s.sleep_s)));
         let names: std::collections::HashSet<_> = a.iter().map(|s| &s.spec.job_name).collect();
@@ -349,7 +438,7 @@ state: DISABLED
             s.spec.quota_share_name != "notebooks"
                 || s.spec.capacity_unit.as_deref() == Some("a100-mem")
         }));
-        // The AWS example's shares keep the scripted opening.
+        // The AWS example's shares keep the scripted opening, without slices.
         let aws = crate::config::validate(
             crate::config::parse_documents(AWS_EXAMPLE, None).expect("parses"),
         )
@@ -358,5 +447,21 @@ state: DISABLED
             Demo::for_config(5, &aws).next().map(|s| s.spec.job_name),
             Some("train-a".to_string())
         );
+        assert!(
+            Demo::for_config(5, &aws)
+                .take(40)
+                .all(|s| s.spec.quota_share_name != SLICE_SHARE)
+        );
+        // The built-in config (`--config sample-configs/demo` too) is the built-in demo.
+        let text = CONFIG
+            .iter()
+            .map(|(_, t)| *t)
+            .collect::<Vec<_>>()
+            .join("\n---\n");
+        let built_in =
+            crate::config::validate(crate::config::parse_documents(&text, None).expect("parses"))
+                .expect("valid");
+        let steps: Vec<DemoStep> = Demo::for_config(5, &built_in).take(40).collect();
+        assert_eq!(steps, Demo::new(5).take(40).collect::<Vec<_>>());
     }
 }

@@ -110,7 +110,11 @@ impl Filter {
                 Term::User(u) => user == u,
                 Term::Share(s) => j.share == *s,
                 Term::State(s) => j.state.as_str().starts_with(s.as_str()),
-                Term::Node(n) => j.node.as_deref() == Some(n.as_str()),
+                // A gang (SPEC §16) is on each of its nodes.
+                Term::Node(n) => {
+                    j.node.as_deref() == Some(n.as_str())
+                        || j.placements.iter().any(|p| p.node == *n)
+                }
                 Term::Text(t, id) => {
                     *id == Some(j.id.0)
                         || contains_ci(&j.name, t)
@@ -399,6 +403,8 @@ mod tests {
             devices: vec![],
             uuids: Vec::new(),
             node: None,
+            num_nodes: None,
+            placements: Vec::new(),
             on_borrowed: false,
             reclaimed_first: false,
             reason: Arc::from("no idle capacity to borrow"),
@@ -406,6 +412,7 @@ mod tests {
             reason_group: None,
             stopping: None,
             stop: None,
+            over_memory: None,
             attempts: 0,
             preempted_count: 0,
             lost_gpu_ms: 0,
@@ -491,6 +498,22 @@ mod tests {
         assert_eq!(hits("STATE:Runnable"), (false, true));
         assert_eq!(hits("node:gpu-2"), (false, true));
         assert_eq!(hits("share:vision user:alice"), (false, false));
+        // A gang (SPEC §16) is on every node it holds, not only its first.
+        let mut gang = a.clone();
+        gang.num_nodes = Some(2);
+        gang.placements = ["gpu-1", "gpu-3"]
+            .map(|n| crate::snapshot::Placement {
+                node: n.into(),
+                devices: vec![0],
+            })
+            .to_vec();
+        for (q, hit) in [
+            ("node:gpu-3", true),
+            ("node:gpu-1", true),
+            ("node:gpu-2", false),
+        ] {
+            assert_eq!(Filter::parse(q).unwrap().matches(&gang), hit, "{q}");
+        }
     }
 
     #[test]

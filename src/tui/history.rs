@@ -1,6 +1,7 @@
 //! The `h` view's state and figures: which window and unit it shows, the history last
 //! received, and per share the series and window totals the charts and the table draw
-//! (summed over the units shown). Pure: the history arrives through the bridge.
+//! (summed over the units shown, GPUs apart from the GiB of sliced units, SPEC §15).
+//! Pure: the history arrives through the bridge.
 
 use crate::snapshot::usage::{UsageHistory, UsagePoint, Window};
 
@@ -22,10 +23,13 @@ pub struct HistoryState {
     pub asked_at: i64,
 }
 
-/// One share over the window, its units summed.
+/// One share over the window, its units of one kind summed: whole GPUs, or the GiB of
+/// units sliced by memory (`gib`, SPEC §15), which are never added to GPUs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShareLine {
     pub share: String,
+    /// Its figures are GiB of sliced units, not GPUs.
+    pub gib: bool,
     /// Σ limits of the units shown (newest sample).
     pub limit: u32,
     pub points: Vec<UsagePoint>,
@@ -150,9 +154,16 @@ impl HistoryState {
         };
     }
 
-    /// `j`/`k`: every share → each share in turn → every share.
+    /// `j`/`k`: every share → each share in turn → every share (of the kind the use
+    /// chart draws, [`charts_gib`]).
     pub fn step_share(&mut self, step: isize) {
-        let names: Vec<String> = self.lines().into_iter().map(|l| l.share).collect();
+        let lines = self.lines();
+        let gib = charts_gib(&lines);
+        let names: Vec<String> = lines
+            .into_iter()
+            .filter(|l| l.gib == gib)
+            .map(|l| l.share)
+            .collect();
         if names.is_empty() {
             self.share = None;
             return;
@@ -168,7 +179,8 @@ impl HistoryState {
         self.share = (next > 0).then(|| names[next as usize - 1].clone());
     }
 
-    /// Per share, the units shown summed, in share name order.
+    /// Per share, the units shown summed, whole GPUs and GiB of sliced units apart: the
+    /// GPU lines in share name order, then the GiB lines.
     pub fn lines(&self) -> Vec<ShareLine> {
         let Some(Ok(h)) = &self.data else {
             return Vec::new();
@@ -178,11 +190,13 @@ impl HistoryState {
             if self.unit.as_ref().is_some_and(|u| *u != s.unit) {
                 continue;
             }
-            let line = match out.iter_mut().find(|l| l.share == s.share) {
+            let gib = s.memory_gib.is_some();
+            let line = match out.iter_mut().find(|l| l.share == s.share && l.gib == gib) {
                 Some(l) => l,
                 None => {
                     out.push(ShareLine {
                         share: s.share.clone(),
+                        gib,
                         limit: 0,
                         points: vec![UsagePoint::default(); s.points.len()],
                         totals: Totals::default(),
@@ -204,7 +218,7 @@ impl HistoryState {
         for l in &mut out {
             l.totals = totals(&l.points, &h.samples);
         }
-        out.sort_by(|a, b| a.share.cmp(&b.share));
+        out.sort_by(|a, b| (a.gib, &a.share).cmp(&(b.gib, &b.share)));
         out
     }
 
@@ -212,6 +226,12 @@ impl HistoryState {
     pub fn refresh_due(&mut self, open: bool, now: i64) -> Option<crate::tui::Action> {
         (open && now - self.asked_at >= REFRESH_MS).then(|| self.ask(self.window, now))
     }
+}
+
+/// Does the use chart draw GiB? GPUs and GiB never share its axis: it draws the GPU
+/// lines, or the GiB lines when every unit shown is sliced (`u` picks one).
+pub fn charts_gib(lines: &[ShareLine]) -> bool {
+    !lines.is_empty() && lines.iter().all(|l| l.gib)
 }
 
 fn totals(points: &[UsagePoint], samples: &[u32]) -> Totals {
@@ -264,18 +284,21 @@ mod tests {
                     share: "a".into(),
                     unit: "h100".into(),
                     limit: 2,
+                    memory_gib: None,
                     points: vec![p(2.0, 1.0), p(0.0, 0.0), p(1.0, 0.0)],
                 },
                 ShareSeries {
                     share: "a".into(),
                     unit: "a100".into(),
                     limit: 1,
+                    memory_gib: None,
                     points: vec![p(1.0, 0.0), p(0.0, 0.0), p(0.0, 0.0)],
                 },
                 ShareSeries {
                     share: "b".into(),
                     unit: "h100".into(),
                     limit: 4,
+                    memory_gib: None,
                     points: vec![p(0.0, 0.0), p(0.0, 0.0), p(4.0, 0.0)],
                 },
             ],
@@ -308,6 +331,58 @@ mod tests {
         assert_eq!(st.share.as_deref(), Some("b"));
         st.step_share(1);
         assert_eq!(st.share, None);
+    }
+
+    /// SPEC §15: a share's GiB of a sliced unit are a line of their own, never added to
+    /// its GPUs; the use chart draws GPUs, or GiB when only sliced units are shown.
+    #[test]
+    fn gib_of_sliced_units_are_summed_apart_from_gpus() {
+        let mut h = history();
+        h.series.push(ShareSeries {
+            share: "a".into(),
+            unit: "a100-mem".into(),
+            limit: 80,
+            memory_gib: Some(80),
+            points: vec![
+                UsagePoint {
+                    own: 40.0,
+                    borrowed: 20.0,
+                    ..UsagePoint::default()
+                };
+                3
+            ],
+        });
+        let mut st = HistoryState {
+            data: Some(Ok(h)),
+            ..HistoryState::default()
+        };
+        let lines = st.lines();
+        let kinds: Vec<(&str, bool, u32)> = lines
+            .iter()
+            .map(|l| (l.share.as_str(), l.gib, l.limit))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![("a", false, 3), ("b", false, 4), ("a", true, 80)]
+        );
+        // The GPU line of `a` is what it was without the sliced unit.
+        assert!((lines[0].totals.own - 7.0 / 3.0).abs() < 1e-9);
+        assert_eq!(lines[0].totals.peak, 4.0);
+        assert_eq!(lines[2].totals.own, 40.0);
+        assert_eq!(lines[2].totals.peak, 60.0);
+        assert!(!charts_gib(&lines));
+        // `j` steps over the shares the chart draws (GPUs here): a, b, every share.
+        st.step_share(1);
+        st.step_share(1);
+        assert_eq!(st.share.as_deref(), Some("b"));
+        st.share = None;
+        // Only the sliced unit: its GiB are charted.
+        st.unit = Some("a100-mem".into());
+        let lines = st.lines();
+        assert_eq!(lines.len(), 1);
+        assert!(charts_gib(&lines));
+        st.step_share(1);
+        assert_eq!(st.share.as_deref(), Some("a"));
     }
 
     #[test]

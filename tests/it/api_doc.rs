@@ -329,6 +329,7 @@ fn every_type_and_its_fields_are_documented() {
         ("CheckpointView", fields::<snapshot::CheckpointView>()),
         ("PreemptionRecord", fields::<snapshot::PreemptionRecord>()),
         ("LostWork", fields::<snapshot::LostWork>()),
+        ("Placement", fields::<snapshot::Placement>()),
         ("CancelOutcome", fields::<server::CancelOutcome>()),
         ("LogChunk", fields::<server::front::protocol::LogChunk>()),
         ("Hello", fields::<server::Hello>()),

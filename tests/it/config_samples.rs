@@ -30,6 +30,29 @@ fn aws_example_is_valid() {
     assert!(!out.contains("warnings"), "{out}");
 }
 
+/// The built-in demo's config (`shareq demo`): the AWS example, word for word, and a GPU
+/// sliced by memory with its notebooks share (SPEC §15).
+#[test]
+fn the_demo_config_is_the_aws_example_and_a_sliced_gpu() {
+    let (code, out, err) = check("sample-configs/demo");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("4 quota shares"), "{out}");
+    for row in [
+        "qs1        LEND_AND_BORROW  1 gpu       unlimited      ENABLED",
+        "notebooks  LEND             80 gpu-mem  never borrows  DISABLED",
+        "unit `gpu-mem` is sliced by memory",
+    ] {
+        assert!(out.contains(row), "missing `{row}` in\n{out}");
+    }
+    assert!(!out.contains("warnings"), "{out}");
+    let aws = std::fs::read_to_string("sample-configs/aws-example/shares.yaml").unwrap();
+    let demo = std::fs::read_to_string("sample-configs/demo/shares.yaml").unwrap();
+    assert!(
+        demo.starts_with(&aws),
+        "the demo's shares begin with the AWS example's"
+    );
+}
+
 #[test]
 fn lab_8gpu_is_valid() {
     let (code, out, err) = check("sample-configs/lab-8gpu");

@@ -294,3 +294,72 @@ async fn the_in_process_console_reads_the_history_through_the_bridge() {
     assert!(e.to_string().contains("keeps no database"), "{e}");
     mem.shutdown(false).await;
 }
+
+/// SPEC §15 live: a share's samples of a sliced unit are marked GiB (`memoryGiB` in the
+/// JSON), and `shareq history` averages them in a table of their own, never in its GPUs.
+#[test]
+fn a_sliced_units_gib_are_averaged_apart_from_gpus() {
+    let yaml = "kind: ServiceEnvironment\nname: lab\ncapacityLimits:\n  - {capacityUnit: gpu, maxCapacity: 2, devices: {fake: 2}}\n  - {capacityUnit: mem, maxCapacity: 80, devices: {fake: 1}, slicing: {memoryGiB: 80}}\npreemption:\n  gracePeriodSeconds: 1\n---\nkind: QuotaShare\nquotaShareName: team\ncapacityLimits:\n  - {capacityUnit: gpu, maxCapacity: 2}\n  - {capacityUnit: mem, maxCapacity: 80}\nresourceSharingConfiguration: {strategy: LEND}\n";
+    let s = Server::start_with(yaml, &["--stop-jobs-on-exit", "--sample-seconds", "1"]);
+    let whole = s.submit(
+        &["--share", "team", "--unit", "gpu", "--gpus", "1"],
+        &["sleep", "300"],
+    );
+    let slice = s.submit(
+        &["--share", "team", "--unit", "mem", "--gpu-memory", "20G"],
+        &["sleep", "300"],
+    );
+    s.wait_state(whole, "RUNNING", 20);
+    s.wait_state(slice, "RUNNING", 20);
+    let t = Instant::now();
+    let h = loop {
+        let h = history(&s, "hour");
+        let held = |unit: &str, v: f64| {
+            h["series"].as_array().unwrap().iter().any(|x| {
+                x["unit"] == unit
+                    && x["points"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|p| p["own"].as_f64() > Some(v))
+            })
+        };
+        if held("gpu", 0.0) && held("mem", 0.0) {
+            break h;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "no sample yet: {h}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let series = h["series"].as_array().unwrap();
+    let of = |unit: &str| series.iter().find(|x| x["unit"] == unit).unwrap();
+    assert_eq!(of("mem")["memoryGiB"], 80, "{h}");
+    assert_eq!(of("mem")["limit"], 80, "{h}");
+    assert!(of("gpu").get("memoryGiB").is_none(), "{h}");
+    // The table: GPUs first, then the GiB under a line of their own. Once the window's
+    // GiB average passes 1, GiB added to the GPUs would lift them past the 1 GPU held.
+    let own = |part: &str| -> f64 {
+        let line = part.lines().find(|l| l.starts_with("team")).unwrap_or("");
+        line.split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    let t = Instant::now();
+    let (text, gib_at) = loop {
+        let out = s.cli(&["history", "--window", "hour"]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let gib_at = text.find("averages in GiB of GPU memory (not GPUs)");
+        if let Some(at) = gib_at.filter(|&at| own(&text[at..]) > 1.0) {
+            break (text, at);
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no GiB table: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let (gpus, gib) = (own(&text[..gib_at]), own(&text[gib_at..]));
+    assert!(text[..gib_at].contains("averages in GPUs:"), "{text}");
+    assert!(gpus > 0.0 && gpus <= 1.0, "the GPUs hold no GiB: {text}");
+    assert!(gib <= 20.0, "{text}");
+}

@@ -29,6 +29,8 @@ mod faults_jobs;
 mod faults_server;
 mod forecast;
 mod forecast_live;
+mod gangs_submit;
+mod gangs_view;
 mod history_live;
 mod jobs_confined;
 mod lost_work;

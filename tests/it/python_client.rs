@@ -984,3 +984,77 @@ c.cancel(a.id)
     assert_eq!(r["earliest"], at, "{r}");
     assert_eq!(r["latest"], at, "{r}");
 }
+
+/// A multi-node job (SPEC §16) from the client: `nodes=`, `gpus_per_node=` reach the
+/// scheduler as `numNodes` and the per-node `quantity` (this one machine has no `nodes`:
+/// refused by name, by `predict` too); `gpus` stays the total, and a contradiction raises
+/// ValueError with nothing sent; a gang's `JobView` reads as `num_nodes`, `placements`
+/// and `gpus_per_node`.
+#[test]
+fn a_gang_is_asked_with_nodes_and_gpus_per_node() {
+    let py = needs_python!();
+    let s = Server::start(&two_shares());
+    let r = run_py(
+        &py,
+        &s,
+        r#"
+import json, shareq
+from shareq.client import Client
+c = shareq.Client()
+errors = []
+for kw in [dict(nodes=2, gpus=6, gpus_per_node=4), dict(nodes=2, gpus=3),
+           dict(gpus_per_node=2), dict(nodes=1), dict(nodes=2, gpu_memory=20)]:
+    try:
+        c.submit(share="qs1", command=["true"], cwd="/", **kw)
+        errors.append(None)
+    except ValueError as e:
+        errors.append(str(e))
+try:
+    c.submit(share="qs1", command=["true"], cwd="/", nodes=2, gpus_per_node=1)
+    rejected = None
+except shareq.Rejected as e:
+    rejected = e.reason
+predicted = c.predict(share="qs1", command=["true"], nodes=2, gpus=2)
+spec = Client._spec("qs1", ["true"], 4, None, 0, None, None, None, "/", None, None, None,
+                    nodes=2)
+view = shareq.Job.from_view({
+    "id": 7, "name": "g", "share": "qs1", "unit": "gpu", "quantity": 8, "priority": 0,
+    "state": "RUNNING", "submitted": 0, "devices": [0, 1, 2, 3], "node": "n1",
+    "numNodes": 2, "placements": [{"node": "n1", "devices": [0, 1, 2, 3]},
+                                  {"node": "n2", "devices": [0, 1, 2, 3]}]})
+print(json.dumps({"errors": errors, "rejected": rejected, "predicted": predicted,
+                  "spec": [spec["quantity"], spec["numNodes"]],
+                  "view": [view.gpus, view.num_nodes, view.gpus_per_node,
+                           [p["node"] for p in view.placements]],
+                  "jobs": len(c.jobs(all=True))}))
+"#,
+    );
+    let errors = r["errors"].as_array().cloned().unwrap_or_default();
+    let says = [
+        "gpus=6 counts the job's GPUs in all, and nodes=2 × gpus_per_node=4 is 8",
+        "3 does not split evenly over nodes=2",
+        "gpus_per_node=2 is for a multi-node job: add nodes=N",
+        "nodes=1: a multi-node job runs on 2..64 nodes",
+        "gpu_memory cannot be used with nodes",
+    ];
+    assert_eq!(errors.len(), says.len(), "{r}");
+    for (e, says) in errors.iter().zip(says) {
+        assert!(e.as_str().unwrap_or_default().contains(says), "{says}: {r}");
+    }
+    assert!(
+        r["rejected"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("--nodes needs an environment with nodes"),
+        "{r}"
+    );
+    assert!(
+        r["predicted"]
+            .to_string()
+            .contains("--nodes needs an environment with nodes"),
+        "{r}"
+    );
+    assert_eq!(r["spec"], serde_json::json!([4, 2]), "{r}");
+    assert_eq!(r["view"], serde_json::json!([8, 2, 4, ["n1", "n2"]]), "{r}");
+    assert_eq!(r["jobs"], 0, "nothing was queued: {r}");
+}

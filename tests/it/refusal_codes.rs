@@ -294,9 +294,29 @@ fn a_multi_node_job_is_refused_by_the_local_executor_by_name() {
     assert_eq!(code, "rejected");
     assert_eq!(
         error,
-        "numNodes: 2: a multi-node job runs only on the Slurm executor \
-         (`executor: {kind: slurm, partition: ...}`); the local executor runs jobs on this \
-         machine only"
+        "numNodes: 2: a multi-node job needs `executor: slurm` \
+         (`executor: {kind: slurm, partition: ...}` and `nodes`); the local executor runs \
+         jobs on this machine only"
     );
+    // From the CLI: the same words, and the exit code of every rejected submission.
+    let gang = s.cli(&[
+        "submit",
+        "--share",
+        "team",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "1",
+        "--",
+        "true",
+    ]);
+    let other = s.cli(&["submit", "--share", "nope", "--", "true"]);
+    assert!(
+        String::from_utf8_lossy(&gang.stderr).contains("needs `executor: slurm`"),
+        "{}",
+        String::from_utf8_lossy(&gang.stderr)
+    );
+    assert_eq!(gang.status.code(), other.status.code());
+    assert_ne!(gang.status.code(), Some(0));
     assert_eq!(a[1]["id"], 1, "the refused gang took no job id: {a:?}");
 }

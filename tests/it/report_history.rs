@@ -180,4 +180,24 @@ fn a_sliced_unit_is_reported_in_gib_seconds_apart_from_gpu_seconds() {
         Some(10.0),
         "{json}"
     );
+    // `report --csv`: GPU-hours and GiB-hours each in their own column, as the table's
+    // USED and GIB-HOURS (40 GiB × 10 s = 0.1111 GiB-hours beside 1 GPU × 10 s).
+    let rep = shareq::report::Report {
+        since: 0,
+        until: 20,
+        users_shown: false,
+        fair_share: Vec::new(),
+        summary: r,
+    };
+    let csv = shareq::cli::report_csv(&rep);
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let row = |share: &str| rows.iter().find(|r| r[1] == share).unwrap();
+    assert_eq!(row("a")[col("gpu_hours_used")], "0.0028", "{csv}");
+    assert_eq!(row("a")[col("gib_hours_used")], "0.1111", "{csv}");
+    assert_eq!(row("b")[col("gib_hours_used")], "0.0278", "{csv}");
+    let table = shareq::cli::report_table(&rep);
+    assert!(table.contains("GIB-HOURS"), "{table}");
 }

@@ -29,6 +29,8 @@ struct JobGen {
     stop_after: u32,
     exit_code: i32,
     retries: Option<u32>,
+    /// A gang's node count (SPEC §16); 1 for a plain job.
+    nodes: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -73,6 +75,7 @@ fn job_gen(nshares: usize) -> impl Strategy<Value = JobGen> {
                 stop_after,
                 exit_code,
                 retries,
+                nodes: 1,
             },
         )
 }
@@ -152,6 +155,9 @@ fn scenario_text_on(
         }
         if let Some(r) = j.retries {
             let _ = write!(f, ", preemptionRetriesBeforeTermination: {r}");
+        }
+        if j.nodes > 1 {
+            let _ = write!(f, ", numNodes: {}", j.nodes);
         }
         if j.exit_code != 0 {
             f.push_str(", retryStrategy: {attempts: 2}");
@@ -249,7 +255,9 @@ fn liveness_failures(sched: &Sched, t: i64) -> Vec<String> {
                 for (node, _, holder) in sched.device_map("gpu") {
                     *per_node.entry(node).or_insert(0) += i64::from(holder.is_none());
                 }
-                per_node.values().any(|&f| f >= i64::from(q))
+                // A gang needs N nodes with its per-node quantity free (SPEC §16).
+                let per = i64::from(j.per_node());
+                per_node.values().filter(|&&f| f >= per).count() >= j.nodes as usize
             }
             None => true,
         };
@@ -355,23 +363,41 @@ impl Checker {
             }
         }
         for j in sched.jobs() {
-            let node = sched.job_node(j).map(|n| sched.node_name(n).to_string());
             let devices = if slice.is_some() {
                 1
             } else {
-                j.quantity as usize
+                j.per_node() as usize
             };
-            if j.is_holding() && !j.is_stopping() && j.devices().len() != devices {
+            // Every node of a job (a gang's N, SPEC §16), with its devices there.
+            let places = sched.job_places(j);
+            // No partial start: a holding gang holds room on N distinct nodes, never fewer.
+            let distinct: std::collections::BTreeSet<&String> =
+                places.iter().map(|p| &p.0).collect();
+            if j.is_holding()
+                && (places.len() != j.nodes as usize || distinct.len() != places.len())
+            {
                 self.failures.push(format!(
-                    "t={}: job {} runs on {} devices of {node:?} for {} GPUs",
-                    o.t,
-                    j.id,
-                    j.devices().len(),
-                    j.quantity
+                    "t={}: job {} of {} nodes holds room on {:?}",
+                    o.t, j.id, j.nodes, places
                 ));
             }
-            for d in j.devices() {
-                let node = node.clone().unwrap_or_default();
+            for (node, on) in &places {
+                if !j.is_stopping() && on.len() != devices {
+                    self.failures.push(format!(
+                        "t={}: job {} runs on {} devices of {node} for {} GPUs there",
+                        o.t,
+                        j.id,
+                        on.len(),
+                        j.per_node()
+                    ));
+                }
+            }
+            let all: Vec<(String, u32)> = places
+                .iter()
+                .flat_map(|(node, on)| on.iter().map(move |d| (node.clone(), *d)))
+                .collect();
+            for (node, d) in &all {
+                let (node, d) = (node.clone(), d);
                 let listed = map
                     .iter()
                     .any(|(n, dev, h)| *n == node && dev == d && *h == Some(j.id));
@@ -548,6 +574,7 @@ fn churn_strategy() -> impl Strategy<Value = String> {
                 stop_after,
                 exit_code: 0,
                 retries: None,
+                nodes: 1,
             },
         );
         (Just(shares), -1i32..3, prop::collection::vec(job, 8..40))
@@ -577,6 +604,48 @@ fn nodes_strategy() -> impl Strategy<Value = String> {
             )
                 .prop_map(|(shares, nodes, extra, grace, jobs)| {
                     scenario_text_on(&shares, extra, grace, &jobs, &[], None, Some(&nodes))
+                })
+        })
+}
+
+/// Scenarios on 2-5 nodes of 1-5 GPUs each with gangs (SPEC §16): a third of the jobs are
+/// gangs of 2-3 nodes × 1-3 GPUs (some that no N nodes could ever hold), the rest plain
+/// jobs of 1-6 GPUs, so that gang placement, gang victims and gang nominations meet plain
+/// jobs' walks, FRAGMENTED waits and reservations.
+fn gangs_strategy() -> impl Strategy<Value = String> {
+    (
+        prop::collection::vec(share_gen(), 1..4),
+        prop::collection::vec(1u32..6, 2..6),
+    )
+        .prop_flat_map(|(shares, nodes)| {
+            let n = shares.len();
+            let job = (
+                job_gen(n),
+                1u32..7,
+                prop_oneof![2 => Just(1u32), 1 => 2u32..4],
+            )
+                .prop_map(|(mut j, q, nodes)| {
+                    j.nodes = nodes;
+                    j.quantity = if nodes > 1 { q.div_ceil(2) } else { q };
+                    j
+                });
+            (
+                Just(shares),
+                Just(nodes),
+                -2i32..1,
+                0u32..3,
+                prop::collection::vec(job, 1..30),
+                any::<bool>(),
+            )
+                .prop_map(|(shares, nodes, extra, grace, jobs, reserve)| {
+                    let text =
+                        scenario_text_on(&shares, extra, grace, &jobs, &[], None, Some(&nodes));
+                    if reserve {
+                        // Reservations for big jobs (SPEC §3), gangs' included.
+                        text.replacen("nodes: [", "reserveAfterSeconds: 5, nodes: [", 1)
+                    } else {
+                        text
+                    }
                 })
         })
 }
@@ -673,6 +742,11 @@ proptest! {
     }
 
     #[test]
+    fn invariants_hold_with_gangs(text in gangs_strategy()) {
+        check_run(&text, false)?;
+    }
+
+    #[test]
     fn invariants_hold_on_nodes(text in nodes_strategy()) {
         check_run(&text, false)?;
     }
@@ -728,14 +802,15 @@ proptest! {
 
     /// No decision depends on anything but the state (SPEC §10): a reload of the config
     /// in force, at any instant, changes no decision line (with and without `nodes`, and
-    /// on sliced devices, SPEC §15).
+    /// on sliced devices, SPEC §15, and with gangs, §16).
     #[test]
     fn a_noop_reload_changes_no_decision(
         text in prop_oneof![
             nodes_strategy(),
             scenario_strategy(false),
             churn_strategy(),
-            sliced_strategy(false)
+            sliced_strategy(false),
+            gangs_strategy()
         ],
         t in 0u32..120,
     ) {

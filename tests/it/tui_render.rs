@@ -808,4 +808,73 @@ resourceSharingConfiguration: {strategy: LEND}
         text.contains("GPU memory") && text.contains("20 GiB"),
         "{text}"
     );
+    // Found over its slice with `overuse: REPORT` (SPEC §15): the running row and the
+    // details carry the mark; the other slices do not.
+    let mut over = snap.clone();
+    for j in &mut over.running {
+        if j.name == "infer" {
+            j.over_memory = Some(shareq::snapshot::OverMemoryView {
+                held_gib: 22,
+                of_gib: 20,
+            });
+        }
+    }
+    for (w, h) in SIZES {
+        let app = fixtures::app(over.clone());
+        let text = fixtures::render_with(w, h, |f| panes::running::render(f, f.area(), &app));
+        assert_screen(&format!("pane_running_over_memory_{w}x{h}"), &text);
+        let marked: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("over 22/20 GiB"))
+            .collect();
+        assert_eq!(marked.len(), 1, "{text}");
+        assert!(marked[0].contains("infer"), "{text}");
+    }
+    let infer = over.running.iter().find(|j| j.name == "infer").unwrap();
+    let app = fixtures::app(over.clone());
+    let text = fixtures::render_with(100, 40, |f| {
+        shareq::tui::popups::details::render(f, f.area(), infer, true, None, NOW, 0, &app.theme)
+    });
+    assert!(
+        text.contains("overuse") && text.contains("over 22/20 GiB"),
+        "{text}"
+    );
+    assert!(text.contains("(OVER_MEMORY)"), "{text}");
+}
+
+/// SPEC §15: a share's GiB of a sliced unit are never drawn or summed with GPUs: the
+/// table lists them under a heading of their own; `u` on the sliced unit charts its GiB.
+#[test]
+fn history_view_with_a_sliced_unit() {
+    let sliced = || {
+        let mut h = fixtures::history(Window::Hour);
+        let mut s = h.series[1].clone();
+        s.unit = "a100-mem".into();
+        s.limit = 80;
+        s.memory_gib = Some(80);
+        for p in &mut s.points {
+            p.own *= 30.0;
+            p.lent *= 20.0;
+        }
+        h.series.push(s);
+        h
+    };
+    check("history_sliced", || {
+        let app = history_app(Window::Hour, Some(Ok(sliced())));
+        let lines = app.history.lines();
+        let nlp: Vec<(bool, u32)> = lines
+            .iter()
+            .filter(|l| l.share == "nlp")
+            .map(|l| (l.gib, l.limit))
+            .collect();
+        assert_eq!(nlp, vec![(false, 3), (true, 80)]);
+        app
+    });
+    check("history_sliced_unit", || {
+        let mut app = history_app(Window::Hour, Some(Ok(sliced())));
+        on_key(&mut app, key('u'));
+        on_key(&mut app, key('u'));
+        assert_eq!(app.history.unit.as_deref(), Some("a100-mem"));
+        app
+    });
 }

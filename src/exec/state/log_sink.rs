@@ -172,6 +172,22 @@ impl LogSink {
     }
 }
 
+/// Append one line of the scheduler's own (`shareq: {line}`) to the attempt log at `log`
+/// (`<state>/logs/<job>/<attempt>.log`), opened as its supervisor opens it (no link
+/// followed, owned by the scheduler's user: `perms::open_job_log`). One appending write,
+/// so it never splits a line the supervisor writes. For what the scheduler sees of a
+/// running attempt that its supervisor cannot (an `OVER_MEMORY` report, SPEC §15).
+pub fn append_note(log: &Path, line: &str) -> io::Result<()> {
+    let bad = || io::Error::other(format!("bad log path {}", log.display()));
+    let file = log.file_name().ok_or_else(bad)?;
+    let job_dir = log.parent().ok_or_else(bad)?;
+    let job = job_dir.file_name().ok_or_else(bad)?;
+    let logs = job_dir.parent().ok_or_else(bad)?;
+    let mut f =
+        super::perms::open_job_log(logs, &job.to_string_lossy(), &file.to_string_lossy(), None)?;
+    f.write_all(format!("shareq: {line}\n").as_bytes())
+}
+
 /// Bytes as MiB with one decimal, as the cut lines say them.
 pub fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
@@ -195,6 +211,30 @@ pub fn available(s: &nix::sys::statvfs::Statvfs) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_note_of_the_scheduler_is_appended_as_one_line() {
+        let d = tempfile::tempdir().unwrap();
+        let logs = d.path().join("logs");
+        std::fs::create_dir(&logs).unwrap();
+        let p = logs.join("12").join("1.log");
+        append_note(&p, "first").unwrap();
+        {
+            let mut s = LogSink::open(&p, u64::MAX, 0).unwrap();
+            s.write(b"job output\n");
+        }
+        append_note(&p, "OVER_MEMORY: held 22 GiB").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "shareq: first\njob output\nshareq: OVER_MEMORY: held 22 GiB\n"
+        );
+        // A link where the log should be is not followed.
+        let q = logs.join("13");
+        std::fs::create_dir(&q).unwrap();
+        std::os::unix::fs::symlink(d.path().join("elsewhere"), q.join("1.log")).unwrap();
+        assert!(append_note(&q.join("1.log"), "x").is_err());
+        assert!(!d.path().join("elsewhere").exists());
+    }
 
     #[test]
     fn the_cap_cuts_once_and_says_why() {

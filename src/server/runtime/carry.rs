@@ -276,6 +276,7 @@ impl Carry {
                     stop,
                 } => {
                     tracing::warn!(job = %job, stop, "OVER_MEMORY: job {job} holds {held_gib} GiB of its {of_gib}");
+                    self.note_over_memory(job, held_gib, of_gib, stop);
                     if stop {
                         self.stop(timers, job, plan(job));
                     }
@@ -305,6 +306,25 @@ impl Carry {
         // A start prepared for this batch and not launched by it (none should be) must not
         // leave a supervisor waiting for a spec that never comes.
         self.backend.unprepare();
+    }
+
+    /// Tell the job itself, in its attempt's log (what `shareq logs` shows), that it was
+    /// found over its slice (SPEC §15) and what comes of it. Written off the runtime task.
+    fn note_over_memory(&self, job: JobId, held_gib: u64, of_gib: u64, stop: bool) {
+        let Some(a) = self.running.get(&job) else {
+            return;
+        };
+        let log = self.state.attempt_log(job, a.attempt);
+        let line = over_memory_line(held_gib, of_gib, stop);
+        let write = move || {
+            if let Err(e) = crate::exec::state::log_sink::append_note(&log, &line) {
+                tracing::warn!(job = %job, "cannot write the OVER_MEMORY line into {}: {e}", log.display());
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => drop(h.spawn_blocking(write)),
+            Err(_) => write(),
+        }
     }
 
     /// The batch's starts are about to be written: the backend may get them ready
@@ -386,15 +406,8 @@ impl Carry {
             }),
             gang,
         };
-        let on = match &spec.gang {
-            Some(g) => g
-                .ranks
-                .iter()
-                .map(|(n, d)| crate::snapshot::devices_text(Some(n), d))
-                .collect::<Vec<_>>()
-                .join(" "),
-            None => crate::snapshot::devices_text(node.as_deref(), &devices),
-        };
+        // Every node of a gang (SPEC §16), as the console and `jobs` name them.
+        let on = crate::snapshot::job_places_text(sched, j, crate::snapshot::PlaceStyle::Listed);
         tracing::info!(job = %job, attempt, devices = %on, "started");
         self.running.insert(
             job,
@@ -486,6 +499,7 @@ impl Carry {
             victim_user: v.spec.submitter.as_ref().map(|s| s.name.clone()),
             by_user: by_job.and_then(|b| b.spec.submitter.as_ref().map(|s| s.name.clone())),
             lost: None,
+            victim_placements: crate::snapshot::gang_placements(sched, v),
         });
         self.preemptions.truncate(PREEMPTION_LOG_LEN);
         self.preemptions_changed = true;
@@ -584,4 +598,14 @@ fn array_env(j: &crate::sched::Job) -> std::collections::BTreeMap<String, String
         env.insert("AWS_BATCH_JOB_ARRAY_INDEX".to_string(), i.to_string());
     }
     env
+}
+
+/// The line an attempt's log gets when its job is found over its slice (SPEC §15).
+pub(crate) fn over_memory_line(held_gib: u64, of_gib: u64, stop: bool) -> String {
+    let then = if stop {
+        "overuse: STOP): it is being stopped, and ends FAILED (OVER_MEMORY) without a retry"
+    } else {
+        "overuse: REPORT, not stopped)"
+    };
+    format!("OVER_MEMORY: this job held {held_gib} GiB of its {of_gib} GiB slice ({then}")
 }

@@ -20,9 +20,9 @@ pub enum Refusal {
     /// A multi-node job (SPEC §16) submitted to a scheduler whose executor runs jobs on
     /// one machine: its `numNodes`.
     #[error(
-        "numNodes: {0}: a multi-node job runs only on the Slurm executor \
-         (`executor: {{kind: slurm, partition: ...}}`); the local executor runs jobs on this \
-         machine only"
+        "numNodes: {0}: a multi-node job needs `executor: slurm` \
+         (`executor: {{kind: slurm, partition: ...}}` and `nodes`); the local executor runs \
+         jobs on this machine only"
     )]
     GangOnLocal(u32),
     /// The submission's own fields are wrong (no command, a working directory that is

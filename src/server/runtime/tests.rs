@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 struct Rig {
     handle: RuntimeHandle,
     script: Script,
+    state: StateDir,
     _dir: tempfile::TempDir,
 }
 
@@ -41,8 +42,10 @@ impl Rig {
     fn start(yaml: &str) -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let loaded = loaded(dir.path(), yaml);
+        let state = StateDir::new(dir.path().join("state"));
+        state.create().unwrap();
         let opts = RuntimeOptions {
-            state: StateDir::new(dir.path().join("state")),
+            state: state.clone(),
             config_dir: dir.path().join("config"),
             supervisor_exe: "/nonexistent/shareq".into(),
             discovery: Discovery::skipped(),
@@ -52,7 +55,26 @@ impl Rig {
         Rig {
             handle,
             script,
+            state,
             _dir: dir,
+        }
+    }
+
+    /// An attempt's log once it holds `what` (the runtime writes its lines off its task).
+    async fn log_text(&self, job: JobId, attempt: u32, what: &str) -> String {
+        let path = self.state.attempt_log(job, attempt);
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if text.contains(what) {
+                return text;
+            }
+            assert!(
+                Instant::now() < until,
+                "{} never said {what}: {text:?}",
+                path.display()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
@@ -325,13 +347,7 @@ async fn a_sliced_job_over_its_gib_twice_in_a_row_is_stopped_as_over_memory() {
     let id = rig.submit("a", 20, None).await;
     rig.run(id, 1).await;
     rig.script.owns(4242, id, 1);
-    let procs = |mib: u64| {
-        let mut p = crate::exec::gpu::telemetry::Processes::new();
-        p.insert(("mem".to_string(), 0), vec![(4242, mib), (9999, 70 * 1024)]);
-        Input::Exec(super::input::ExecReport(
-            super::input::ExecKind::GpuProcesses(p),
-        ))
-    };
+    let procs = |mib: u64| gpu_processes(4242, mib);
     // Over once, then under: nothing; over twice: stopped.
     for mib in [27 * 1024, 1024, 27 * 1024] {
         rig.handle.inputs.send(procs(mib)).unwrap();
@@ -346,9 +362,101 @@ async fn a_sliced_job_over_its_gib_twice_in_a_row_is_stopped_as_over_memory() {
     rig.sync().await;
     assert!(!rig.script.signals().is_empty());
     assert_eq!(rig.script.signals()[0].0, id);
+    // Its log says so, and that it is being stopped.
+    let log = rig.log_text(id, 1, "being stopped").await;
+    assert!(
+        log.contains("shareq: OVER_MEMORY: this job held 27 GiB of its 20 GiB slice (overuse: STOP): it is being stopped"),
+        "{log}"
+    );
     rig.ended(id, 1, 137).await;
     let j = rig.job(id);
     assert_eq!(j.state, JobState::Failed);
     assert!(j.reason.starts_with("OVER_MEMORY"), "{}", j.reason);
+    rig.handle.shutdown(false).await;
+}
+
+/// NVML's per-process answer for device 0 of unit `mem`: `pid` holds `mib`, a process of
+/// no attempt holds 70 GiB.
+fn gpu_processes(pid: u32, mib: u64) -> Input {
+    let mut p = crate::exec::gpu::telemetry::Processes::new();
+    p.insert(("mem".to_string(), 0), vec![(pid, mib), (9999, 70 * 1024)]);
+    Input::Exec(super::input::ExecReport(
+        super::input::ExecKind::GpuProcesses(p),
+    ))
+}
+
+/// SPEC §15 with `overuse: REPORT` (the default): a job over its slice keeps running;
+/// its row carries the mark (`over 27/20 GiB`) while that attempt runs, its attempt log
+/// says so in one line, and the next attempt starts unmarked.
+#[tokio::test]
+async fn a_sliced_job_over_its_gib_with_report_is_marked_and_told_in_its_log() {
+    let yaml = "kind: ServiceEnvironment\nname: t\ncapacityLimits:\n  - {capacityUnit: mem, maxCapacity: 80, devices: {fake: 1}, slicing: {memoryGiB: 80}}\n---\nkind: QuotaShare\nquotaShareName: a\ncapacityLimits:\n  - {capacityUnit: mem, maxCapacity: 80}\nresourceSharingConfiguration: {strategy: LEND}\n";
+    let rig = Rig::start(yaml);
+    let mut spec = JobSpec::new("nb", "a", 20, 0);
+    spec.command = Some(Command::Argv(vec!["true".into()]));
+    spec.retry_strategy = Some(crate::model::RetryStrategy { attempts: 2 });
+    let (reply, id) = tokio::sync::oneshot::channel();
+    let submit = Input::Submit {
+        spec,
+        reply: Some(reply),
+    };
+    rig.handle.inputs.send(submit).unwrap();
+    let id = id.await.unwrap().unwrap();
+    rig.sync().await;
+    rig.run(id, 1).await;
+    rig.script.owns(4242, id, 1);
+    rig.handle
+        .inputs
+        .send(gpu_processes(4242, 27 * 1024))
+        .unwrap();
+    rig.sync().await;
+    assert_eq!(
+        rig.job(id).over_memory,
+        None,
+        "one sample over is not enough"
+    );
+    rig.handle
+        .inputs
+        .send(gpu_processes(4242, 27 * 1024))
+        .unwrap();
+    rig.sync().await;
+    let j = rig.job(id);
+    assert_eq!(
+        j.over_memory,
+        Some(crate::snapshot::OverMemoryView {
+            held_gib: 27,
+            of_gib: 20
+        })
+    );
+    assert_eq!(j.over_memory.unwrap().text(), "over 27/20 GiB");
+    assert_eq!(j.state, JobState::Running);
+    assert!(
+        rig.script.signals().is_empty(),
+        "{:?}",
+        rig.script.signals()
+    );
+    let log = rig.log_text(id, 1, "OVER_MEMORY").await;
+    assert_eq!(
+        log,
+        "shareq: OVER_MEMORY: this job held 27 GiB of its 20 GiB slice (overuse: REPORT, not stopped)\n"
+    );
+    // Still over: the mark stays, and nothing more is written.
+    rig.handle
+        .inputs
+        .send(gpu_processes(4242, 28 * 1024))
+        .unwrap();
+    rig.sync().await;
+    assert!(rig.job(id).over_memory.is_some());
+    // The attempt fails and is retried: the new attempt is not marked.
+    rig.ended(id, 1, 1).await;
+    let launches = rig.script.launches();
+    assert_eq!(launches.last().map(|l| (l.job, l.attempt)), Some((id, 2)));
+    rig.run(id, 2).await;
+    assert_eq!(rig.job(id).over_memory, None);
+    assert_eq!(
+        std::fs::read_to_string(rig.state.attempt_log(id, 1)).unwrap(),
+        log,
+        "one line per report"
+    );
     rig.handle.shutdown(false).await;
 }

@@ -118,6 +118,11 @@ pub fn samples(snap: &Snapshot, since: i64, at: i64) -> Vec<Sample> {
                 wait_max_ms: s.oldest_queued.map_or(0, |t| (at - t).max(0)),
                 started: n,
                 started_wait_ms: wait,
+                slice_gib: snap
+                    .units
+                    .iter()
+                    .find(|u| u.name == s.unit)
+                    .and_then(|u| u.memory_gib),
             }
         })
         .collect()

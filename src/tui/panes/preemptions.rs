@@ -1,7 +1,8 @@
-//! Preemption log: time, victim and its share, the job that caused it and its share, the
-//! reason, how long the victim ran, what became of it and the work it lost (SPEC §14:
-//! `lost 2 GPU × 12m`, or `saved 40s before`, as `snapshot::LostWork::text` says it). New
-//! entries are marked `●` and highlighted for a few seconds, then settle.
+//! Preemption log: time, victim and its share (a gang victim's nodes, SPEC §16), the job
+//! that caused it and its share, the reason, how long the victim ran, what became of it
+//! and the work it lost (SPEC §14: `lost 2 GPU × 12m`, or `saved 40s before`, as
+//! `snapshot::LostWork::text` says it). New entries are marked `●` and highlighted for a
+//! few seconds, then settle.
 
 use super::{block, row_style, window};
 use crate::duration;
@@ -50,8 +51,18 @@ fn spans(app: &App, p: &PreemptionRecord, fresh: bool, narrow: bool) -> Vec<Span
                 .map_or(String::new(), |u| format!(", {}", visible(u))),
             t.dimmed(),
         ),
-        Span::styled(format!(", ran {})", duration::human(p.ran_for)), t.text()),
+        Span::styled(format!(", ran {}", duration::human(p.ran_for)), t.text()),
     ];
+    // A gang victim (SPEC §16) was stopped on every node: all of them are named.
+    if let Some(on) = p.victim_on() {
+        let on = if narrow {
+            format!(", {} nodes", p.victim_placements.len())
+        } else {
+            format!(", on {on}")
+        };
+        out.push(Span::styled(on, t.text()));
+    }
+    out.push(Span::styled(")", t.text()));
     match (&p.by_name, &p.by_share) {
         (Some(by), Some(bs)) => {
             out.push(Span::styled(" ← ", t.text()));

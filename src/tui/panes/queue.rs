@@ -113,12 +113,9 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         } else {
             t.text()
         };
-        // GiB of one device on a unit sliced by memory: `20G` (SPEC §15).
-        let quantity = if app.snap.sliced(&j.unit) {
-            format!("{}G", j.quantity)
-        } else {
-            j.quantity.to_string()
-        };
+        // GiB of one device on a unit sliced by memory: `20G` (SPEC §15); a gang's nodes ×
+        // GPUs on each: `2×4` (SPEC §16).
+        let quantity = j.amount(app.snap.sliced(&j.unit).then_some("G"));
         let spans = vec![
             Span::styled(rpad(&j.label(), id_w), t.dimmed()),
             Span::raw(" "),

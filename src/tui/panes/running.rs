@@ -1,6 +1,8 @@
-//! Running: jobs holding GPUs — share, priority, devices, run time, a `▤` marker when
-//! their share is borrowing (saying which jobs a reclaim would take first), and while
-//! they are being stopped the stop's phase and what is left of it (SPEC §14).
+//! Running: jobs holding GPUs — share, priority, devices (a gang's size and all its
+//! nodes, SPEC §16), run time, a `▤` marker when their share is borrowing (saying which
+//! jobs a reclaim would take first), while they are being stopped the stop's phase and
+//! what is left of it (SPEC §14), and a job found over its GPU memory slice `! over
+//! 22/20 GiB` (SPEC §15).
 
 use super::shares::GLYPH_BORROWED;
 use super::{USER_W, block, header_line, position, row_style, window};
@@ -29,6 +31,17 @@ pub fn stopping_text(j: &JobView, now: i64) -> Option<String> {
     Some(format!("⏳ {phase}: {what}"))
 }
 
+/// The devices cell: `0,1`, `gpu1:0,1`, or a gang's size and every node (SPEC §16):
+/// `2×2 gpu1:0,1 gpu2:0,1` (its details list them one per line).
+fn devices_cell(j: &JobView) -> String {
+    let on = j.places_text(crate::snapshot::PlaceStyle::Compact);
+    if j.is_gang() {
+        format!("{} {on}", j.amount(None))
+    } else {
+        on
+    }
+}
+
 pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let n = app.running_rows.len();
     let mut title = format!(" Running ({n}) ");
@@ -44,7 +57,15 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let w = inner.width as usize;
     let id_w = app.id_width.max(4);
     let name_w = if w >= 90 { 18 } else { 12 };
-    let dev_w = 7;
+    // A gang's cell names all its nodes: the column grows for it, within reason.
+    let dev_w = app
+        .snap
+        .running
+        .iter()
+        .filter(|j| j.is_gang())
+        .map(|j| devices_cell(j).chars().count())
+        .max()
+        .map_or(7, |m| m.clamp(7, if w >= 120 { 28 } else { 14 }));
     let fixed = id_w + 1 + name_w + 1 + USER_W + 1 + 8 + 1 + 4 + 1 + dev_w + 1 + 7 + 1 + 1 + 1;
     let state_w = w.saturating_sub(fixed);
     let head = format!(
@@ -66,11 +87,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         let Some(j) = app.running_rows.job(i, &app.snap.running) else {
             break;
         };
-        let devs: Vec<String> = j.devices.iter().map(|d| d.to_string()).collect();
-        let devs = match &j.node {
-            Some(n) => format!("{n}:{}", devs.join(",")),
-            None => devs.join(","),
-        };
+        let devs = devices_cell(j);
         let ran = j
             .started
             .map(|s| duration::human(app.now - s))
@@ -87,6 +104,13 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
                 (short, t.warn_style().add_modifier(Modifier::BOLD))
             }
             Some(s) => (s, t.warn_style().add_modifier(Modifier::BOLD)),
+            // SPEC §15: over its slice, reported and not stopped (`overuse: REPORT`).
+            None if j.over_memory.is_some() => (
+                j.over_memory
+                    .map(|o| format!("! {}", o.text()))
+                    .unwrap_or_default(),
+                t.warn_style().add_modifier(Modifier::BOLD),
+            ),
             None if j.reclaimed_first => (
                 format!("reclaim next ({} borrows)", j.share),
                 Style::new().fg(t.bar_borrowed).add_modifier(Modifier::BOLD),

@@ -1,4 +1,5 @@
-//! Enter on a job: everything the snapshot knows about it, including its full reason.
+//! Enter on a job: everything the snapshot knows about it, including its full reason and,
+//! for a gang (SPEC §16), each of its nodes with its devices there.
 
 use super::{centered, frame_block};
 use crate::duration;
@@ -101,11 +102,37 @@ pub fn render(
         },
     ));
     // A job of a unit sliced by memory asks GiB of one device (SPEC §15).
+    let borrowed = if j.on_borrowed {
+        "  (share is borrowing)"
+    } else {
+        ""
+    };
     lines.extend(if sliced {
         row("GPU memory", format!("{} GiB", j.quantity))
+    } else if let Some(n) = j.num_nodes.filter(|_| j.is_gang()) {
+        // A gang (SPEC §16): all of its nodes at once, or none.
+        row(
+            "GPUs",
+            format!(
+                "{} ({} in all: {} on each of {n} nodes){borrowed}",
+                j.amount(None),
+                j.quantity,
+                j.per_node()
+            ),
+        )
     } else {
         row("GPUs", j.quantity.to_string())
     });
+    if let Some(o) = j.over_memory {
+        lines.extend(row(
+            "overuse",
+            format!(
+                "{}: its processes held more than its GiB + 1 on two samples in a row \
+                 (OVER_MEMORY)",
+                o.text()
+            ),
+        ));
+    }
     lines.extend(row("priority", j.priority.to_string()));
     lines.extend(row(
         "submitted",
@@ -133,13 +160,19 @@ pub fn render(
             format!("{} ({} ago{ran})", clock(e, tz), duration::human(now - e)),
         ));
     }
-    if !j.devices.is_empty() {
+    if !j.placements.is_empty() {
+        // A gang's every node, one line each, in rank order (rank 0 is its main node).
+        for (rank, p) in j.placements.iter().enumerate() {
+            let on = crate::snapshot::places_text(
+                &[(Some(p.node.as_str()), p.devices.as_slice())],
+                crate::snapshot::PlaceStyle::Compact,
+            );
+            let label = if rank == 0 { "nodes" } else { "" };
+            let main = if rank == 0 { ", main" } else { "" };
+            lines.extend(row(label, format!("{on} (rank {rank}{main})")));
+        }
+    } else if !j.devices.is_empty() {
         let devs: Vec<String> = j.devices.iter().map(|d| d.to_string()).collect();
-        let borrowed = if j.on_borrowed {
-            "  (share is borrowing)"
-        } else {
-            ""
-        };
         let on = j
             .node
             .as_ref()

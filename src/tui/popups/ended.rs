@@ -1,7 +1,7 @@
 //! `F`: the jobs that ended lately, newest first, as the `/` filter narrows them: when
-//! each ended (and how long ago), its id, name, user, share, its outcome (succeeded,
-//! failed, cancelled, killed from outside, timed out) and the reason. Enter opens a job's
-//! details, `l` its log.
+//! each ended (and how long ago), its id, name, user, share, GPUs (a gang's `2×4`), its
+//! outcome (succeeded, failed, cancelled, killed from outside, timed out) and the reason.
+//! Enter opens a job's details, `l` its log.
 
 use super::frame_block;
 use crate::duration;
@@ -57,18 +57,22 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let id_w = app.id_width.max(4);
     let name_w = if w >= 120 { 20 } else { 12 };
     let share_w = 8;
-    let (ended_w, ago_w, out_w) = (8, 4, 9);
-    let fixed =
-        ended_w + 1 + ago_w + 1 + id_w + 1 + name_w + 1 + USER_W + 1 + share_w + 1 + out_w + 1;
+    let (ended_w, ago_w, gpus_w, out_w) = (8, 4, 4, 9);
+    // Each column and the space after it.
+    let fixed = [ended_w, ago_w, id_w, name_w, USER_W, share_w, gpus_w, out_w]
+        .iter()
+        .map(|c| c + 1)
+        .sum::<usize>();
     let why_w = w.saturating_sub(fixed);
     let head = format!(
-        "{} {} {} {} {} {} {} {}",
+        "{} {} {} {} {} {} {} {} {}",
         pad("ended", ended_w),
         rpad("ago", ago_w),
         rpad("id", id_w),
         pad("name", name_w),
         pad("user", USER_W),
         pad("share", share_w),
+        rpad("gpus", gpus_w),
         pad("outcome", out_w),
         "reason",
     );
@@ -102,6 +106,14 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             Span::styled(
                 format!("{} ", pad(&j.share, share_w)),
                 t.text().fg(t.share(&j.share)),
+            ),
+            // The queue's GPUS cell: `20G` on a sliced unit, a gang's `2×4` (SPEC §16).
+            Span::styled(
+                format!(
+                    "{} ",
+                    rpad(&j.amount(app.snap.sliced(&j.unit).then_some("G")), gpus_w)
+                ),
+                t.text(),
             ),
             Span::styled(format!("{} ", pad(word, out_w)), word_style),
             Span::styled(fit(why(j), why_w), t.text()),

@@ -1,13 +1,16 @@
 //! `h`: the utilisation history of the last hour, day or week. A chart of each share's GPUs
 //! in use (or, with a share picked, its own / borrowed / lent GPUs and its limit), a chart
 //! of the longest wait per share, and a table of the window's figures, whose coloured
-//! share names are the charts' legend. Buckets in which no scheduler ran leave gaps.
+//! share names are the charts' legend. Buckets in which no scheduler ran leave gaps. The
+//! GiB of units sliced by memory (SPEC §15) are never drawn or summed with GPUs: the table
+//! lists them under a heading of their own, and the use chart draws them when only sliced
+//! units are shown (`u`).
 
 use super::frame_block;
 use crate::duration;
 use crate::snapshot::usage::{UsageHistory, Window};
 use crate::tui::app::App;
-use crate::tui::history::{ShareLine, figures, headings};
+use crate::tui::history::{ShareLine, charts_gib, figures, headings};
 use crate::tui::text::{clock, fit, pad};
 use crate::tui::theme::Theme;
 use ratatui::Frame;
@@ -69,7 +72,13 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         };
         return message(f, inner, &text, t.text());
     }
-    let table_h = (lines.len() as u16 + 1).min(inner.height / 3).max(2);
+    // A heading over the GPU lines, and one over the GiB lines (which may take a row
+    // more than the third of the screen the table gets).
+    let gib_rows = u16::from(lines.iter().any(|l| l.gib));
+    let headings = gib_rows + u16::from(lines.iter().any(|l| !l.gib));
+    let table_h = (lines.len() as u16 + headings)
+        .min(inner.height / 3 + gib_rows)
+        .max(2);
     let charts_h = inner.height.saturating_sub(table_h);
     let wait_h = (charts_h * 2 / 5).max(4).min(charts_h);
     let [use_area, wait_area, table_area] = Layout::vertical([
@@ -78,10 +87,12 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         Constraint::Length(table_h),
     ])
     .areas(inner);
+    // The use chart's axis is GPUs, or GiB when only sliced units are shown.
+    let gib = charts_gib(&lines);
     let picked = st
         .share
         .as_ref()
-        .and_then(|s| lines.iter().find(|l| &l.share == s));
+        .and_then(|s| lines.iter().find(|l| &l.share == s && l.gib == gib));
     let x_labels = x_labels(h, app.utc_offset_secs);
     // GPUs: every share's use, or one share's own, borrowed and lent against its limit.
     let mut segments: Vec<Vec<(f64, f64)>> = Vec::new();
@@ -108,11 +119,17 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             )
         }
         None => {
-            for l in &lines {
+            for l in lines.iter().filter(|l| l.gib == gib) {
                 let style = Style::default().fg(t.share(&l.share));
                 add(pick(l, |p| p.own + p.borrowed), style, &mut segments);
             }
-            " GPUs in use per share ".to_string()
+            if gib {
+                " GiB in use per share (sliced units) ".to_string()
+            } else if lines.iter().any(|l| l.gib) {
+                " GPUs in use per share (sliced units' GiB: table, or u) ".to_string()
+            } else {
+                " GPUs in use per share ".to_string()
+            }
         }
     };
     chart(
@@ -122,7 +139,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         &segments,
         &styles,
         top.ceil(),
-        "GPUs",
+        if gib { "GiB" } else { "GPUs" },
         &x_labels,
         t,
     );
@@ -132,7 +149,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let mut top = 1.0f64;
     let shown: Vec<&ShareLine> = lines
         .iter()
-        .filter(|l| picked.is_none_or(|p| p.share == l.share))
+        .filter(|l| picked.is_none_or(|p| p.share == l.share && p.gib == l.gib))
         .collect();
     let longest = shown
         .iter()
@@ -163,7 +180,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         &x_labels,
         t,
     );
-    table(f, table_area, &lines, picked.map(|l| l.share.as_str()), t);
+    table(f, table_area, &lines, picked, t);
 }
 
 fn message(f: &mut Frame, area: Rect, text: &str, style: Style) {
@@ -264,21 +281,40 @@ fn chart(
 }
 
 /// The window's figures per share (`tui::history::figures`); the share names, in their
-/// colours, are the charts' legend.
-fn table(f: &mut Frame, area: Rect, lines: &[ShareLine], picked: Option<&str>, t: &Theme) {
+/// colours, are the charts' legend. The GiB lines of sliced units follow under a heading
+/// of their own.
+fn table(f: &mut Frame, area: Rect, lines: &[ShareLine], picked: Option<&ShareLine>, t: &Theme) {
     let wide = area.width >= 96;
     let name_w = if wide { 14 } else { 12 };
-    let head = format!("{}{}", pad("SHARE", name_w), headings(wide));
-    let mut out = vec![Line::styled(head, t.dimmed().add_modifier(Modifier::BOLD))];
-    for l in lines.iter().take(area.height.saturating_sub(1) as usize) {
+    let heading = |first: &str| {
+        Line::styled(
+            format!("{}{}", pad(first, name_w), headings(wide)),
+            t.dimmed().add_modifier(Modifier::BOLD),
+        )
+    };
+    let mut out = Vec::new();
+    let mut gib_heading = None;
+    for (i, l) in lines.iter().enumerate() {
+        if i == 0 && !l.gib {
+            out.push(heading("SHARE"));
+        }
+        if l.gib && lines.get(i.wrapping_sub(1)).is_none_or(|p| !p.gib) {
+            gib_heading = Some(out.len());
+            out.push(heading("GiB (sliced)"));
+        }
         let mut name = Style::default().fg(t.share(&l.share));
-        if picked == Some(l.share.as_str()) {
+        if picked.is_some_and(|p| p.share == l.share && p.gib == l.gib) {
             name = name.add_modifier(Modifier::REVERSED);
         }
         out.push(Line::from(vec![
             Span::styled(pad(&l.share, name_w), name),
             Span::styled(figures(&l.totals, wide), t.text()),
         ]));
+    }
+    out.truncate(area.height as usize);
+    // A heading cut off from its lines says nothing.
+    if gib_heading.is_some_and(|at| at + 1 >= out.len()) {
+        out.truncate(gib_heading.unwrap_or_default());
     }
     f.render_widget(Paragraph::new(out), area);
 }

@@ -23,6 +23,7 @@ from typing import (
     Mapping,
     Optional,
     Sequence,
+    Tuple,
     Union,
 )
 
@@ -200,6 +201,50 @@ def quota_share(
     return doc
 
 
+#: The most nodes a multi-node job may ask for (SPEC §16).
+MAX_NODES = 64
+
+
+def shape(
+    gpus: Optional[int], nodes: Optional[int], gpus_per_node: Optional[int]
+) -> Tuple[int, Optional[int]]:
+    """A submission's ``quantity`` and ``numNodes``, as ``submit --gpus/--nodes/
+    --gpus-per-node`` make them (SPEC §16): ``gpus`` is always the job's GPUs in all, so
+    beside ``nodes`` it must split evenly and agree with ``gpus_per_node``. Raises
+    ValueError, saying what to write instead, on a contradiction."""
+    if nodes is None:
+        if gpus_per_node is not None:
+            raise ValueError(
+                f"gpus_per_node={gpus_per_node} is for a multi-node job: add nodes=N "
+                f"(2..{MAX_NODES}), or ask for a job on one node with gpus={gpus_per_node}"
+            )
+        return (1 if gpus is None else int(gpus)), None
+    nodes = int(nodes)
+    if not 2 <= nodes <= MAX_NODES:
+        raise ValueError(
+            f"nodes={nodes}: a multi-node job runs on 2..{MAX_NODES} nodes; a job on one "
+            "node leaves out nodes and asks with gpus"
+        )
+    if gpus is None:
+        per_node = 1 if gpus_per_node is None else int(gpus_per_node)
+    elif gpus_per_node is not None:
+        per_node = int(gpus_per_node)
+        if int(gpus) != nodes * per_node:
+            raise ValueError(
+                f"gpus={gpus} counts the job's GPUs in all, and nodes={nodes} × "
+                f"gpus_per_node={per_node} is {nodes * per_node}: give one of gpus and "
+                "gpus_per_node, or make them agree"
+            )
+    else:
+        if int(gpus) % nodes:
+            raise ValueError(
+                f"gpus={gpus} counts the job's GPUs in all, and {gpus} does not split "
+                f"evenly over nodes={nodes}: say the GPUs of each node with gpus_per_node"
+            )
+        per_node = int(gpus) // nodes
+    return per_node, nodes
+
+
 @dataclass(frozen=True)
 class Job:
     """One job as the scheduler shows it (a ``JobView`` of docs/API.md). Times are
@@ -246,7 +291,17 @@ class Job:
     estimated_start_earliest: Optional[datetime] = None
     estimated_start_latest: Optional[datetime] = None
     estimate_kind: Optional[str] = None
+    #: A multi-node job (a gang, SPEC §16): its nodes (``gpus`` counts all of them).
+    num_nodes: Optional[int] = None
+    #: A gang holding GPUs: every node with its devices there, in rank order:
+    #: ``[{"node": "gpu1", "devices": [0, 1]}, ...]`` (``node``/``devices`` are rank 0's).
+    placements: List[Dict[str, Any]] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def gpus_per_node(self) -> int:
+        """Its GPUs on each of its nodes (``gpus`` for a job on one node)."""
+        return self.gpus // max(1, self.num_nodes or 1)
 
     @property
     def done(self) -> bool:
@@ -288,6 +343,8 @@ class Job:
             estimated_start_earliest=_time(v.get("estimatedStartEarliest")),
             estimated_start_latest=_time(v.get("estimatedStartLatest")),
             estimate_kind=v.get("estimateKind"),
+            num_nodes=v.get("numNodes"),
+            placements=list(v.get("placements") or []),
             raw=v,
         )
 
@@ -385,6 +442,7 @@ class Client:
         after: Optional[Sequence[Union[int, str]]] = None,
         array: Optional[int] = None,
         expect: Optional[float] = None,
+        nodes: Optional[int] = None,
     ) -> Dict[str, Any]:
         if isinstance(command, str):
             cmd: Union[str, List[str]] = command
@@ -434,13 +492,15 @@ class Client:
             spec["dependsOn"] = deps
         if array is not None:
             spec["arrayProperties"] = {"size": int(array)}
+        if nodes is not None:
+            spec["numNodes"] = int(nodes)
         return spec
 
     def submit(
         self,
         share: str,
         command: Union[str, Sequence[str]],
-        gpus: int = 1,
+        gpus: Optional[int] = None,
         name: Optional[str] = None,
         priority: int = 0,
         env: Optional[Mapping[str, str]] = None,
@@ -454,6 +514,8 @@ class Client:
         array: Optional[int] = None,
         gpu_memory: Union[int, str, None] = None,
         expect: Optional[float] = None,
+        nodes: Optional[int] = None,
+        gpus_per_node: Optional[int] = None,
     ) -> Job:
         """Queue a job and return it (as the scheduler shows it right after).
 
@@ -473,6 +535,12 @@ class Client:
         of ``gpus`` (``unit``: default the environment's only sliced unit); the job gets one
         device and ``SHAREQ_GPU_MEMORY_GIB``.
 
+        ``nodes``: a multi-node job (a gang, SPEC §16, ``submit --nodes``): 2..64 distinct
+        nodes at once, all or none, with ``gpus_per_node`` GPUs on each (default 1); it
+        needs an environment with ``nodes``. ``gpus`` stays the job's GPUs in all: beside
+        ``nodes`` it must split evenly (``nodes=2, gpus=8``: 4 on each) and agree with
+        ``gpus_per_node``; a contradiction raises ValueError before anything is sent.
+
         Every submit carries a client token (``client_token``, default 128 random bits):
         when the answer is lost (the connection broke after the request went out) it is
         sent again with the same token, up to 4 times as the CLI does, and the scheduler
@@ -481,12 +549,15 @@ class Client:
         Raises :class:`~shareq.Rejected` (``.reason``), :class:`~shareq.NotAllowed`,
         :class:`~shareq.LimitExceeded`, :class:`~shareq.NotRunning`.
         """
+        quantity, num_nodes = shape(gpus, nodes, gpus_per_node)
         if gpu_memory is not None:
-            gpus = gib(gpu_memory)
+            if nodes is not None:
+                raise ValueError("gpu_memory cannot be used with nodes")
+            quantity = gib(gpu_memory)
             unit = self._slice_unit(unit)
         spec = self._spec(
-            share, command, gpus, name, priority, env, timeout, unit, cwd, attempts,
-            preemption_retries, client_token, after, array, expect,
+            share, command, quantity, name, priority, env, timeout, unit, cwd, attempts,
+            preemption_retries, client_token, after, array, expect, num_nodes,
         )
         answer = self._submit_with_retries({"op": "submit", "job": spec})
         return self.job(int(answer["id"]))
@@ -539,20 +610,24 @@ class Client:
         self,
         share: str,
         command: Union[str, Sequence[str]],
-        gpus: int = 1,
+        gpus: Optional[int] = None,
         name: Optional[str] = None,
         priority: int = 0,
         env: Optional[Mapping[str, str]] = None,
         timeout: Optional[float] = None,
         unit: Optional[str] = None,
         expect: Optional[float] = None,
+        nodes: Optional[int] = None,
+        gpus_per_node: Optional[int] = None,
     ) -> Dict[str, Any]:
         """What the job would do if submitted now (start, borrow, preempt, wait or be
         rejected) and its estimated start, decided by the real scheduler on a copy of its
-        state; nothing is submitted (``shareq submit --predict --json``)."""
+        state; nothing is submitted (``shareq submit --predict --json``). ``nodes``,
+        ``gpus_per_node``: a gang, as for :meth:`submit`."""
+        quantity, num_nodes = shape(gpus, nodes, gpus_per_node)
         spec = self._spec(
-            share, command, gpus, name, priority, env, timeout, unit, None, None, None, None,
-            expect=expect,
+            share, command, quantity, name, priority, env, timeout, unit, None, None, None,
+            None, expect=expect, nodes=num_nodes,
         )
         return self._call({"op": "predict", "job": spec})["prediction"]
 

@@ -65,12 +65,40 @@ impl Sched {
             idle
         } else {
             let threshold = self.waiting_threshold(u, idle);
-            (lane.waiting_upto(threshold).min(u64::from(idle))) as u32
+            let gangs = self.gang_waiting(s, u, idle, None, &[]);
+            ((lane.waiting_upto(threshold) + gangs).min(u64::from(idle))) as u32
         };
         let old = lane.hb_term;
         self.shares[s].lanes[u].hb_term = term;
         let unit = &mut self.units[u];
         unit.hb_total = unit.hb_total + u64::from(term) - u64::from(old);
+    }
+
+    /// The gangs' part of lane (s,u)'s `waiting` (SPEC §10, §16): Σ quantity of its
+    /// RUNNABLE, not nominated gangs of at most `idle` GPUs that their user's `userLimit`
+    /// lets start, that come before `before` when given, and that N nodes have room for
+    /// (at least their per-node quantity free, set-aside devices included) once `freed`
+    /// is back. O(pending gangs × nodes); 0 at once without gangs.
+    pub(crate) fn gang_waiting(
+        &self,
+        s: ShareIx,
+        u: UnitIx,
+        idle: u32,
+        before: Option<QKey>,
+        freed: &[(SlotIx, i64)],
+    ) -> u64 {
+        if self.gangs.is_empty() {
+            return 0;
+        }
+        self.gangs
+            .iter()
+            .filter_map(|&id| self.job(id))
+            .filter(|j| j.share == s && j.unit == u && !j.is_nominated() && j.quantity <= idle)
+            .filter(|j| before.is_none_or(|b| self.qkey(j) < b))
+            .filter(|j| self.user_limit_reason(j).is_none())
+            .filter(|j| self.nodes_with_room(u, j.per_node(), freed) >= j.nodes as usize)
+            .map(|j| u64::from(j.quantity))
+            .sum()
     }
 
     /// GPUs still held by nominated job k's victims for k's preemption: a victim that
@@ -174,7 +202,7 @@ impl Sched {
         if !unit.oversubscribed() {
             return self.held_back(s, u);
         }
-        self.oversubscribed_held_back(s, u, unit.free(), unit.room_max, Some(key), &[])
+        self.oversubscribed_held_back(s, u, unit.free(), unit.room_max, Some(key), (&[], &[]))
     }
 
     /// `held_back(u, s)` where a borrowed start is judged (step 2). On an oversubscribed
@@ -185,7 +213,7 @@ impl Sched {
         if !unit.oversubscribed() {
             return self.held_back(s, u);
         }
-        self.oversubscribed_held_back(s, u, unit.free(), unit.room_max, None, &[])
+        self.oversubscribed_held_back(s, u, unit.free(), unit.room_max, None, (&[], &[]))
     }
 
     /// `held_back(u, s)` on an oversubscribed unit with `free` GPUs free, at most `room` on
@@ -201,7 +229,7 @@ impl Sched {
         free: i64,
         room: u32,
         ahead_of: Option<QKey>,
-        gone: &[Gone],
+        (gone, freed): (&[Gone], &[(SlotIx, i64)]),
     ) -> i64 {
         let free = free.max(0).min(i64::from(u32::MAX)) as u32;
         let mut total = 0i64;
@@ -220,12 +248,15 @@ impl Sched {
                     .map(|&(q, _)| u64::from(q))
                     .sum()
             };
+            let gangs = |ahead| self.gang_waiting(r, u, idle.min(free), ahead, freed);
             let term = match ahead_of {
                 Some(key) => {
-                    u64::from(lane.waiting_ahead_upto(threshold, key, idle)) + back(Some(key))
+                    u64::from(lane.waiting_ahead_upto(threshold, key, idle))
+                        + back(Some(key))
+                        + gangs(Some(key))
                 }
                 None if sh.strategy == Strategy::Reserve => u64::from(idle),
-                None => lane.waiting_upto(threshold) + back(None),
+                None => lane.waiting_upto(threshold) + back(None) + gangs(None),
             };
             total += term.min(u64::from(idle)) as i64;
         }
@@ -302,20 +333,21 @@ impl Sched {
 
     pub(crate) fn index_pending(&mut self, id: JobId) {
         let Some(j) = self.job(id) else { return };
-        let (s, u, q, key, nominated, user) = (
+        let (s, u, q, key, nominated, user, gang) = (
             j.share,
             j.unit,
             j.quantity,
             j.base_key(),
             j.is_nominated(),
             j.user,
+            j.is_gang(),
         );
-        if j.is_gang() {
+        if gang {
             self.gangs.insert(id);
         }
         let share = &mut self.shares[s];
         let (b, pen) = (share.users.bucket(user), share.users.pen(user));
-        share.lanes[u].queue.insert(b, pen, key, q, nominated);
+        share.lanes[u].queue.insert(b, pen, key, q, nominated, gang);
         if nominated {
             self.units[u].nominated.push(id);
         }

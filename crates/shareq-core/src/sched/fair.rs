@@ -367,17 +367,18 @@ impl Sched {
             let Some(j) = self.job_mut(id) else { continue };
             let b = users.bucket(j.user);
             j.bucket = b;
-            let (u, q, key, pending, nominated) = (
+            let (u, q, key, pending, nominated, gang) = (
                 j.unit,
                 j.quantity,
                 j.base_key(),
                 j.is_pending(),
                 j.is_nominated(),
+                j.is_gang(),
             );
             let pen = users.pen(j.user);
             let queue = &mut self.shares[s].lanes[u].queue;
             if pending {
-                queue.insert(b, pen, key, q, nominated);
+                queue.insert(b, pen, key, q, nominated, gang);
             } else {
                 queue.hold(b, pen, q, true);
             }

@@ -41,7 +41,7 @@ pub use links::UnknownRef;
 pub use links::{ArrayCounts, DepStatus, array_state, counts_text};
 pub use rejection::{LargerThanAnyNode, PriorityError, Rejection, is_larger_than_any_node};
 pub use report::{LendEdge, ShareUnitStats};
-pub use reserve::Reservation;
+pub use reserve::{Backfill, Declared, Reservation, RunGuess};
 pub use restore::RestoreError;
 pub use restore::{RestoredHolding, RestoredJob};
 pub use state::{
@@ -81,6 +81,8 @@ pub struct Sched {
     spread: Time,
     /// `reserveAfterSeconds` in the driver's instants (SPEC §3); 0 = never.
     reserve_after: Time,
+    /// Backfill under a reservation: a study, off by default (`sched::reserve`).
+    backfill: reserve::Backfill,
     /// Some share has a minimum runtime (else no candidate is ever protected: the victim
     /// walk skips the per-candidate check).
     protections: bool,
@@ -133,6 +135,7 @@ impl Sched {
             grace: 30,
             spread: 3600,
             reserve_after: 86400,
+            backfill: reserve::Backfill::Off,
             protections: false,
             clock,
             utc_offset_secs: 0,

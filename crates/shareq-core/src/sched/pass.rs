@@ -9,6 +9,7 @@
 
 use super::accounting::Noms;
 use super::keys::{QKey, ShareIx, SlotIx, UnitIx};
+use super::reserve::Window;
 use super::{Sched, Time};
 use crate::model::JobId;
 use std::collections::BTreeMap;
@@ -46,7 +47,7 @@ impl Sched {
 
     /// The first non-nominated job of lane (s,u) after `from` (and before the lane's
     /// block) whose quantity lies in `qty`.
-    fn first_in_lane(
+    pub(super) fn first_in_lane(
         &self,
         s: ShareIx,
         u: UnitIx,
@@ -236,9 +237,10 @@ impl Sched {
         let mut started = false;
         loop {
             let noms = self.nominated_totals();
+            let windows = self.backfill_windows(now, &noms);
             let mut cands: Vec<(usize, QKey)> = Vec::new();
             for (i, &s) in shares.iter().enumerate() {
-                let Some(mut k) = self.step2_candidate(s, &room0[i], lo[i], &noms) else {
+                let Some(mut k) = self.step2_candidate(s, &room0[i], lo[i], &noms, &windows) else {
                     continue;
                 };
                 if let Some(c) = behind[i].take() {
@@ -246,7 +248,7 @@ impl Sched {
                     let lv = levels[i].get_or_insert_with(|| self.levels(s, &room0[i]));
                     let b = self.boundary(s, lv, &room0[i], gone[i], kstar);
                     lo[i] = max_bound(lo[i], b);
-                    match self.step2_candidate(s, &room0[i], lo[i], &noms) {
+                    match self.step2_candidate(s, &room0[i], lo[i], &noms, &windows) {
                         Some(k2) => k = k2,
                         None => continue,
                     }
@@ -313,6 +315,7 @@ impl Sched {
         room0: &[i64],
         from: Bound<QKey>,
         noms: &Noms,
+        windows: &[Option<Window>],
     ) -> Option<QKey> {
         let share = &self.shares[s];
         let mut best: Option<QKey> = None;
@@ -332,12 +335,16 @@ impl Sched {
                 found = self.first_in_lane(s, u, qty, from);
             }
             // While u is reserved for a big job (SPEC §3), no other job borrows it; with
-            // `nodes`, the others borrow only on the other nodes.
+            // `nodes`, the others borrow only on the other nodes; with backfill (a study,
+            // off by default), the jobs guessed to leave the reserving job's start alone.
             if let Some(r) = self.units[u].reservation
-                && found.is_some_and(|k| k.job() != r.job)
+                && let Some(k0) = found.filter(|k| k.job() != r.job)
             {
                 found = None;
-                if r.node.is_some() {
+                if let Some(w) = windows.get(u).copied().flatten() {
+                    let qty = (Included(min_q), Included(upper as u32));
+                    found = self.backfill_in_lane(s, u, qty, Included(k0), &w);
+                } else if r.node.is_some() {
                     let reserved = self.reserved_nodes_of_unit(u);
                     let upper = avail
                         .min(i64::from(self.room_max_except(u, noms, &reserved)))

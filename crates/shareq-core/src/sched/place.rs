@@ -149,13 +149,19 @@ impl Sched {
         Some(chosen.into_iter().map(|x| x.1).collect())
     }
 
-    /// Nodes of unit u with room for `q` now (set-aside room included), for a gang's
-    /// reason: `needs 2 nodes with 4 a100 free, 1 has`.
-    pub(crate) fn nodes_with_free(&self, u: UnitIx, q: u32) -> usize {
+    /// Nodes of unit u with room for `q` (set-aside room included, SPEC §10) once
+    /// `freed` GPUs per slot are back: a gang's `waiting` term, and its reason (`needs 2
+    /// nodes with 4 a100 free, 1 has`).
+    pub(crate) fn nodes_with_room(&self, u: UnitIx, q: u32, freed: &[(SlotIx, i64)]) -> usize {
         self.units[u]
             .slots
             .iter()
-            .filter(|s| !s.drained && s.free.len() as u32 >= q)
+            .enumerate()
+            .filter(|(_, s)| !s.drained && !s.devices.is_empty())
+            .filter(|&(n, s)| {
+                let back: i64 = freed.iter().filter(|f| f.0 == n).map(|f| f.1).sum();
+                s.free.len() as i64 + back >= i64::from(q)
+            })
             .count()
     }
 
@@ -191,7 +197,8 @@ impl Sched {
             return;
         }
         let m = self.units[u].most_free_on_a_node();
-        if m != self.units[u].room_max {
+        // Gangs' `waiting` depends on each node's free devices, not only the most on one.
+        if m != self.units[u].room_max || !self.gangs.is_empty() {
             self.units[u].room_max = m;
             for s in 0..self.shares.len() {
                 self.refresh_lane(s, u);

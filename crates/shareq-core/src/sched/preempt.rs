@@ -327,7 +327,14 @@ impl Sched {
         }
         let held_back = if self.units[u].oversubscribed() {
             let room = self.room_with_victims_gone(u, acc);
-            self.oversubscribed_held_back(s, u, free, room, within.then_some(key), &acc.per_share)
+            self.oversubscribed_held_back(
+                s,
+                u,
+                free,
+                room,
+                within.then_some(key),
+                (&acc.per_share, &acc.per_node),
+            )
         } else {
             self.held_back_after(s, u, acc)
         };
@@ -359,7 +366,8 @@ impl Sched {
                     .filter(|&&(q, _)| q <= idle)
                     .map(|&(q, _)| u64::from(q))
                     .sum();
-                (tl.waiting_upto(idle) + back).min(u64::from(idle))
+                let gangs = self.gang_waiting(x.share, u, idle, None, &acc.per_node);
+                (tl.waiting_upto(idle) + back + gangs).min(u64::from(idle))
             };
             held_back += term as i64 - i64::from(tl.hb_term);
         }
@@ -388,7 +396,8 @@ impl Sched {
                     .filter(|&&(q, _)| q <= threshold)
                     .map(|&(q, _)| u64::from(q))
                     .sum();
-                (tl.waiting_upto(threshold) + back).min(u64::from(idle))
+                let gangs = self.gang_waiting(r, u, idle, None, &acc.per_node);
+                (tl.waiting_upto(threshold) + back + gangs).min(u64::from(idle))
             };
             total += term as i64;
         }

@@ -83,7 +83,9 @@ impl Queue {
     }
 
     /// Queue a job (base key `key`, `q` GPUs) in bucket `b`, whose user's penalty is `pen`.
-    pub fn insert(&mut self, b: u32, pen: i64, key: QKey, q: u32, nominated: bool) {
+    /// A `gang` (SPEC §16) is not indexed by quantity: whether it has room is not one
+    /// node's, so the scheduler judges gangs apart, `waiting` included.
+    pub fn insert(&mut self, b: u32, pen: i64, key: QKey, q: u32, nominated: bool, gang: bool) {
         let bucket = self.buckets.entry(b).or_default();
         if bucket.pending.is_empty() && bucket.held == 0 {
             bucket.pen = pen;
@@ -94,6 +96,7 @@ impl Queue {
         let shifted = key.shift(bucket.pen);
         if nominated {
             self.nominated.insert(key, b);
+        } else if gang {
         } else if bucket.by_qty.entry(q).or_default().insert(key) {
             *self.totals.entry(q).or_default() += 1;
         }

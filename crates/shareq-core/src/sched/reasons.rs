@@ -343,7 +343,7 @@ impl Sched {
                 .gang_fit(u, q, job.nodes, noms, Some(job.id), &[], &[])
                 .is_some();
             return (counts >= i64::from(n) && !fits).then(|| {
-                let have = self.nodes_with_free(u, q);
+                let have = self.nodes_with_room(u, q, &[]);
                 format!(
                     "FRAGMENTED: needs {} nodes with {q} {} free, {have} {}",
                     job.nodes,
