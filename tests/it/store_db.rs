@@ -596,7 +596,7 @@ fn a_dependency_s_end_and_its_dependents_are_one_batch() {
 
 #[test]
 fn a_gangs_every_node_and_its_devices_come_back_after_a_restart() {
-    // SPEC §16: the attempt keeps each rank's node and devices (schema 13), so that a
+    // SPEC §16: the attempt keeps each rank's node and devices (schema 14), so that a
     // restarted scheduler adopts every rank.
     let config = "
 kind: ServiceEnvironment
