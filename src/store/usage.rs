@@ -419,6 +419,8 @@ mod tests {
             conn.execute_batch(
                 "ALTER TABLE usage_samples DROP COLUMN slice_gib;
                  ALTER TABLE usage_coarse DROP COLUMN slice_gib;
+                 ALTER TABLE jobs DROP COLUMN more_nodes;
+                 ALTER TABLE attempts DROP COLUMN more_nodes;
                  PRAGMA user_version = 12;",
             )
             .unwrap();

@@ -284,9 +284,16 @@ fn a_caller_the_rules_refuse_is_not_allowed() {
 
 #[test]
 fn a_multi_node_job_is_refused_by_the_local_executor_by_name() {
-    // SPEC §16: the local executor runs jobs on this machine only; the refusal names the
-    // executor that can run one, and nothing is queued.
-    let s = Server::start(&config(2, 1, &share("team", 2, "LEND", false)));
+    // SPEC §16: the local executor runs jobs on this machine only, its one node; the
+    // refusal names the executor that can run one, and nothing is queued. (Without
+    // `nodes`, the core's own rejection says the environment has none.)
+    let one_node = config(2, 1, &share("team", 2, "LEND", false)).replacen(
+        "    devices: {fake: 2}\n",
+        "nodes:\n  - {name: here, devices: {gpu: {fake: 2}}}\n",
+        1,
+    );
+    assert!(one_node.contains("name: here"), "{one_node}");
+    let s = Server::start(&one_node);
     let gang = submit(job(json!({"numNodes": 2, "quantity": 1})));
     let plain = submit(job(json!({})));
     let a = ask(&s, &[&gang, &plain]);

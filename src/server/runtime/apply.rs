@@ -197,9 +197,12 @@ impl Runtime {
     fn submit(&mut self, spec: JobSpec, now: i64) -> Result<JobId, Refusal> {
         spec.check_command()?;
         spec.check_size()?;
-        // A gang (SPEC §16) needs an executor with several machines: refused by name
-        // here, before the core's own rules.
+        // A gang (SPEC §16) in an environment with `nodes` needs an executor with several
+        // machines: refused by name here. Without `nodes`, or with a numNodes out of
+        // range, the core's own rejection says why.
         if let Some(n) = spec.num_nodes
+            && (2..=64).contains(&n)
+            && self.sched.has_nodes()
             && self.executor == crate::model::Executor::Local
         {
             return Err(Refusal::GangOnLocal(n));

@@ -18,7 +18,7 @@ pub enum Refusal {
     #[error("{0}")]
     Rejected(Rejection),
     /// A multi-node job (SPEC §16) submitted to a scheduler whose executor runs jobs on
-    /// one machine: its `numNodes`.
+    /// one machine (its environment lists its one node): its `numNodes`.
     #[error(
         "numNodes: {0}: a multi-node job needs `executor: slurm` \
          (`executor: {{kind: slurm, partition: ...}}` and `nodes`); the local executor runs \
