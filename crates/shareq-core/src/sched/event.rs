@@ -8,9 +8,9 @@ impl Event {
     /// The devices a `Started` names on all its nodes (a gang's on each, SPEC §16).
     pub fn devices_started(&self) -> Option<u32> {
         match self {
-            Event::Started { devices, more, .. } => Some(
-                devices.len() as u32 + more.iter().map(|(_, d)| d.len() as u32).sum::<u32>(),
-            ),
+            Event::Started { devices, more, .. } => {
+                Some(devices.len() as u32 + more.iter().map(|(_, d)| d.len() as u32).sum::<u32>())
+            }
             _ => None,
         }
     }
