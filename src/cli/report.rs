@@ -71,7 +71,7 @@ pub fn report(args: &ReportArgs) -> Result<(), CliError> {
         ));
     };
     if args.json {
-        return match serde_json::to_string_pretty(&rep) {
+        return match crate::wire::to_string_pretty(&rep) {
             Ok(s) => {
                 println!("{s}");
                 Ok(())
