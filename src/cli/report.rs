@@ -23,7 +23,7 @@ pub struct ReportArgs {
     /// Per-user figures too (admins only; admins get them without asking).
     #[arg(long)]
     pub users: bool,
-    /// The figures as JSON (GPU-seconds and seconds, the replay summary's names).
+    /// The figures as JSON (GPU-seconds and seconds; keys in camelCase, docs/API.md).
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
     /// One CSV row per share (and user), in GPU-hours and seconds.

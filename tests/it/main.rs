@@ -31,6 +31,7 @@ mod forecast;
 mod forecast_live;
 mod history_live;
 mod jobs_confined;
+mod json_names;
 mod lost_work;
 mod multi_user;
 mod notice;
