@@ -38,15 +38,6 @@ pub fn camel(name: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Is `key` an old name written beside its camelCase one (`gpu_seconds_used` beside
-/// `gpuSecondsUsed`) in an object whose keys `has` tells?
-pub fn is_old_name(key: &str, has: impl Fn(&str) -> bool) -> bool {
-    match camel(key) {
-        Cow::Owned(new) => new != key && has(&new),
-        Cow::Borrowed(_) => false,
-    }
-}
-
 /// Is `key` the camelCase name [`line`] or [`Wire`] added beside an old one present in the
 /// same object (`keys`)?
 pub fn is_new_twin<'a>(key: &str, keys: impl IntoIterator<Item = &'a str>) -> bool {
@@ -796,12 +787,8 @@ mod tests {
     }
 
     #[test]
-    fn old_names_and_their_twins_are_told() {
+    fn twins_are_told() {
         let keys = ["by_id", "byId", "event"];
-        let has = |k: &str| keys.contains(&k);
-        assert!(is_old_name("by_id", has));
-        assert!(!is_old_name("byId", has));
-        assert!(!is_old_name("by_share", has));
         assert!(is_new_twin("byId", keys));
         assert!(!is_new_twin("by_id", keys));
         assert!(!is_new_twin("event", keys));
