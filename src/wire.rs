@@ -521,16 +521,9 @@ fn field_name<T: ?Sized + Serialize>(key: &T) -> Option<&'static str> {
 /// Reads a key that is a string; anything else is refused.
 struct KeyText;
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("not a string key")]
 struct NotText;
-
-impl std::fmt::Display for NotText {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("not a string key")
-    }
-}
-
-impl std::error::Error for NotText {}
 
 impl ser::Error for NotText {
     fn custom<T: std::fmt::Display>(_: T) -> Self {
