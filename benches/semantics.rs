@@ -290,17 +290,8 @@ fn shares_while_waiting(text: &str, capacity: f64) -> (f64, f64) {
     let mut attempts: Vec<(f64, f64, f64, f64)> = Vec::new();
     let mut running: HashMap<String, (f64, f64)> = HashMap::new();
     let mut stopping: std::collections::HashSet<String> = Default::default();
-    for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        let (Some(ev), Some(job)) = (v["event"].as_str(), v["job"].as_str()) else {
-            continue;
-        };
-        if v.get("array").is_some() {
-            continue; // an array's parent is never scheduled
-        }
-        let t = v["t"].as_f64().unwrap_or(0.0);
+    for (ev, job, t, v) in job_lines(text) {
+        let (ev, job) = (ev.as_str(), job.as_str());
         // The attempt of `job` ends at t; a preempted one keeps only what it saved.
         let mut end_attempt = |preempted: bool| {
             if let Some((t0, q)) = running.remove(job) {
@@ -381,17 +372,8 @@ fn bounded_slowdown(text: &str) -> [f64; 4] {
     let mut submitted: HashMap<String, f64> = HashMap::new();
     let mut started: HashMap<String, (f64, i64)> = HashMap::new();
     let mut sums = [(0.0f64, 0u64); 4];
-    for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if v.get("array").is_some() {
-            continue;
-        }
-        let (Some(ev), Some(job)) = (v["event"].as_str(), v["job"].as_str()) else {
-            continue;
-        };
-        let t = v["t"].as_f64().unwrap_or(0.0);
+    for (ev, job, t, v) in job_lines(text) {
+        let (ev, job) = (ev.as_str(), job.as_str());
         match ev {
             "submitted" => {
                 submitted.insert(job.to_string(), t);
@@ -748,22 +730,28 @@ fn as_gangs(csv: &str) -> String {
     out
 }
 
+/// The replay's job lines, an array parent's left out (it is never scheduled): (event,
+/// job, t, the line), in order.
+fn job_lines(text: &str) -> impl Iterator<Item = (String, String, f64, serde_json::Value)> + '_ {
+    text.lines().filter_map(|line| {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        if v.get("array").is_some() {
+            return None;
+        }
+        let ev = v["event"].as_str()?.to_string();
+        let job = v["job"].as_str()?.to_string();
+        let t = v["t"].as_f64().unwrap_or(0.0);
+        Some((ev, job, t, v))
+    })
+}
+
 /// Per size class ([`class_of`]): the p50 and p95 in days of the first-start waits
 /// (first `started` − `submitted`) of the jobs that started.
 fn first_start_waits(text: &str) -> [(f64, f64); 4] {
     let mut submitted: HashMap<String, f64> = HashMap::new();
     let mut waits: [Vec<f64>; 4] = Default::default();
-    for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if v.get("array").is_some() {
-            continue;
-        }
-        let (Some(ev), Some(job)) = (v["event"].as_str(), v["job"].as_str()) else {
-            continue;
-        };
-        let t = v["t"].as_f64().unwrap_or(0.0);
+    for (ev, job, t, v) in job_lines(text) {
+        let (ev, job) = (ev.as_str(), job.as_str());
         match ev {
             "submitted" => {
                 submitted.insert(job.to_string(), t);

@@ -47,9 +47,11 @@ pub struct EventLine {
 }
 
 impl EventLine {
-    /// The line as `events --json` prints it: the stored line with its `seq` appended.
+    /// The line as `events --json` prints it: the stored line with its keys' camelCase
+    /// names beside the old ones ([`crate::wire::line`]) and its `seq` appended.
     pub fn json(&self) -> String {
-        let body = self.line.strip_suffix('}').unwrap_or(&self.line);
+        let line = crate::wire::line(&self.line);
+        let body = line.strip_suffix('}').unwrap_or(&line);
         format!("{body},\"seq\":{}}}", self.seq)
     }
 

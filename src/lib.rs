@@ -7,6 +7,8 @@
 //! - [`duration`]: spans of time as people read them, one formatter for every output.
 //! - [`visible`]: terminal safety, user-controlled text with its control characters shown.
 //! - [`counted`]: things open at once counted per key, given back on drop (connection caps).
+//! - [`wire`]: the key names of the JSON shareq writes for programs (camelCase, the old
+//!   snake_case names beside them for one release).
 //! - [`config`]: parsing, validating and watching configuration documents.
 //! - [`sched`]: the pure, deterministic scheduling core, on a wall or simulated clock.
 //! - [`exec`]: carrying attempts out: executors, GPUs, the supervisor and run files.
@@ -41,6 +43,7 @@ pub mod store;
 pub mod tui;
 pub mod visible;
 pub mod whatif;
+pub mod wire;
 
 /// The layering rule, checked by tests.
 #[cfg(test)]

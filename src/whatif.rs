@@ -314,7 +314,7 @@ impl WhatIfAnswer {
     pub fn of(run: WhatIfRun, notes: Vec<String>) -> WhatIfAnswer {
         WhatIfAnswer {
             text: run.whatif.text(),
-            result: serde_json::to_value(&run.whatif).unwrap_or_default(),
+            result: serde_json::to_value(crate::wire::Wire(&run.whatif)).unwrap_or_default(),
             label: run.label,
             notes,
         }
@@ -335,7 +335,7 @@ impl DryRunAnswer {
     pub fn of(d: &crate::forecast::DryRun, notes: Vec<String>) -> DryRunAnswer {
         DryRunAnswer {
             text: d.text(),
-            result: serde_json::to_value(d).unwrap_or_default(),
+            result: serde_json::to_value(crate::wire::Wire(d)).unwrap_or_default(),
             notes,
         }
     }

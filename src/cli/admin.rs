@@ -62,7 +62,7 @@ pub fn audit(args: &AuditArgs) -> Result<(), CliError> {
     };
     let rows = r.audit.unwrap_or_default();
     if args.json {
-        return match serde_json::to_string_pretty(&rows) {
+        return match crate::wire::to_string_pretty(&rows) {
             Ok(s) => {
                 println!("{s}");
                 Ok(())

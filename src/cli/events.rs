@@ -14,7 +14,7 @@ pub struct EventsArgs {
     /// Keep the connection open and print decisions as they are made.
     #[arg(long, short = 'f')]
     pub follow: bool,
-    /// Print each line as JSON: the replay's line format plus `id`, `user`, `by_id`, `seq`.
+    /// Print each line as JSON: the replay's line format plus `id`, `user`, `byId`, `seq`.
     #[arg(long)]
     pub json: bool,
     /// From this time: a span back (10m, 2h, 7d), a UTC date (2026-12-01) or date and
@@ -146,8 +146,11 @@ pub fn human(ev: &EventLine) -> String {
             || (gang.is_some() && matches!(k, "devices" | "nodes"))
     };
     if let serde_json::Value::Object(map) = value {
+        // The camelCase names the stream adds beside the old ones are not said twice.
+        let keys: Vec<String> = map.keys().cloned().collect();
+        let twin = |k: &str| crate::wire::is_new_twin(k, keys.iter().map(String::as_str));
         for (k, v) in map {
-            if k == "t" || k == "event" || said(&k) {
+            if k == "t" || k == "event" || said(&k) || twin(&k) {
                 continue;
             }
             let text = match v {

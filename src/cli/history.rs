@@ -57,7 +57,7 @@ pub fn history(args: &HistoryArgs) -> Result<(), CliError> {
         read,
     )?;
     if args.json {
-        return match serde_json::to_string_pretty(&h) {
+        return match crate::wire::to_string_pretty(&h) {
             Ok(s) => {
                 println!("{s}");
                 Ok(())

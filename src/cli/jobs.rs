@@ -193,7 +193,7 @@ pub fn jobs(args: &JobsArgs) -> Result<(), CliError> {
         fold_arrays(&mut j);
     }
     if args.json {
-        match serde_json::to_string_pretty(&j) {
+        match crate::wire::to_string_pretty(&j) {
             Ok(s) => println!("{s}"),
             Err(e) => {
                 return Err(CliError::failed(format!("shareq jobs: {e}")));

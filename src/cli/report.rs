@@ -23,7 +23,7 @@ pub struct ReportArgs {
     /// Per-user figures too (admins only; admins get them without asking).
     #[arg(long)]
     pub users: bool,
-    /// The figures as JSON (GPU-seconds and seconds, the replay summary's names).
+    /// The figures as JSON (GPU-seconds and seconds; keys in camelCase, docs/API.md).
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
     /// One CSV row per share (and user), in GPU-hours (GiB-hours of sliced units in
@@ -72,7 +72,7 @@ pub fn report(args: &ReportArgs) -> Result<(), CliError> {
         ));
     };
     if args.json {
-        return match serde_json::to_string_pretty(&rep) {
+        return match crate::wire::to_string_pretty(&rep) {
             Ok(s) => {
                 println!("{s}");
                 Ok(())

@@ -32,7 +32,7 @@ pub fn status(args: &StatusArgs) -> Result<(), CliError> {
         }
     };
     if args.json {
-        match serde_json::to_string_pretty(&s) {
+        match crate::wire::to_string_pretty(&s) {
             Ok(t) => println!("{t}"),
             Err(e) => {
                 return Err(CliError::failed(format!("shareq status: {e}")));

@@ -442,7 +442,7 @@ fn predict(args: &SubmitArgs, spec: JobSpec) -> Result<(), CliError> {
         }
     };
     if args.json {
-        match serde_json::to_string_pretty(&p) {
+        match crate::wire::to_string_pretty(&p) {
             Ok(s) => println!("{s}"),
             Err(e) => {
                 return Err(CliError::failed(format!("shareq submit --predict: {e}")));

@@ -440,6 +440,7 @@ pub fn load_trace(path: &Path) -> Result<Vec<TimedAction>, ScenarioError> {
         "capacityUnit",
         "user",
         "checkpointEverySeconds",
+        "numNodes",
     ];
     let mut col: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, h) in headers.iter().enumerate() {

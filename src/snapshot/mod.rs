@@ -595,8 +595,13 @@ pub struct PreemptionRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost: Option<LostWork>,
     /// A gang victim (SPEC §16): every node it was stopped on, with its devices there,
-    /// in rank order ([`gang_placements`] when it was preempted).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// in rank order ([`gang_placements`] when it was preempted). New with gangs: named
+    /// in camelCase only.
+    #[serde(
+        rename = "victimPlacements",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub victim_placements: Vec<Placement>,
 }
 

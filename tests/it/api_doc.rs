@@ -108,6 +108,14 @@ fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|s| s.to_string()).collect()
 }
 
+/// Field names as answers write them (`shareq::wire`: camelCase).
+fn wire(names: &BTreeSet<String>) -> BTreeSet<String> {
+    names
+        .iter()
+        .map(|n| shareq::wire::camel(n).into_owned())
+        .collect()
+}
+
 /// Every request, each field given (so optional ones are written too).
 fn every_request() -> Vec<Request> {
     let mut job = JobSpec::new("a", "qs1", 1, 0);
@@ -358,8 +366,8 @@ fn every_type_and_its_fields_are_documented() {
     ];
     for (name, serde_fields) in &types {
         assert_eq!(
-            &table(&docs, "Types", name),
-            serde_fields,
+            table(&docs, "Types", name),
+            wire(serde_fields),
             "the fields of {name} in docs/API.md"
         );
     }
@@ -375,9 +383,52 @@ fn every_type_and_its_fields_are_documented() {
     );
     assert_eq!(
         table(&docs, "Answers", "Response"),
-        fields::<server::Response>(),
+        wire(&fields::<server::Response>()),
         "the fields of an answer in docs/API.md"
     );
+    // Every field whose name changed is listed as deprecated under its old name.
+    let old: BTreeSet<String> = types
+        .iter()
+        .flat_map(|(_, f)| f.iter())
+        .chain(&fields::<server::Response>())
+        .filter(|n| n.contains('_'))
+        .cloned()
+        .collect();
+    let listed = deprecated();
+    let unlisted: Vec<&String> = old.iter().filter(|n| !listed.contains_key(*n)).collect();
+    assert!(
+        unlisted.is_empty(),
+        "renamed fields missing from docs/API.md's deprecated names: {unlisted:?}"
+    );
+}
+
+/// docs/API.md's deprecated key names: old name → the name written now.
+pub fn deprecated() -> BTreeMap<String, String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/API.md");
+    let text = std::fs::read_to_string(path).expect("docs/API.md");
+    let mut section = "";
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(h) = line.strip_prefix("## ") {
+            section = h.trim();
+        } else if section == "Key names"
+            && let Some(row) = line.strip_prefix("| `")
+        {
+            let cells: Vec<&str> = row.split('`').collect();
+            out.insert(cells[0].to_string(), cells[2].to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn each_deprecated_name_is_the_old_spelling_of_its_new_one() {
+    let listed = deprecated();
+    assert!(listed.len() > 20, "{listed:?}");
+    for (old, new) in &listed {
+        assert!(old.contains('_'), "{old} is not an old name");
+        assert_eq!(&shareq::wire::camel(old), new, "docs/API.md: {old}");
+    }
 }
 
 #[test]

@@ -233,7 +233,7 @@ fn jobs_json_carries_a_gangs_nodes_and_its_devices_on_each() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(
-        victim["victim_placements"],
+        victim["victimPlacements"],
         serde_json::json!([
             {"node": "gpu1", "devices": [0]},
             {"node": "gpu2", "devices": [0]},

@@ -33,6 +33,7 @@ mod gangs_submit;
 mod gangs_view;
 mod history_live;
 mod jobs_confined;
+mod json_names;
 mod lost_work;
 mod multi_user;
 mod notice;

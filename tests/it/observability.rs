@@ -160,16 +160,21 @@ impl Drop for Follower {
 }
 
 /// A line without what only the live stream has (times, ids, users, who acted, sequence
-/// numbers).
+/// numbers, the camelCase names it writes beside the replay's old ones: `byShare`).
 fn decision(v: &Value) -> Value {
     let mut m = v.as_object().unwrap().clone();
+    let keys: Vec<String> = m.keys().cloned().collect();
+    m.retain(|k, _| !shareq::wire::is_new_twin(k, keys.iter().map(String::as_str)));
     for k in [
         "t",
         "id",
         "user",
         "by_id",
+        "byId",
         "cancelled_by",
+        "cancelledBy",
         "reprioritized_by",
+        "reprioritizedBy",
         "seq",
         // What a preemption lost, on every live line that ends one (SPEC §14); the
         // replay says it only for jobs that save or get a notice.

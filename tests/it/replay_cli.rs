@@ -267,6 +267,39 @@ fn a_trace_replays_with_default_names() {
     assert!(stdout.contains(r#"{"t":10,"event":"started","job":"job-2","share":"qs1","unit":"gpu","quantity":2,"borrowed":1"#), "{stdout}");
 }
 
+/// SPEC §16: a trace's `numNodes` column makes a row a gang (`1` or empty: a plain job);
+/// its started line carries devices per node and the nodes.
+#[test]
+fn a_trace_num_nodes_column_makes_gangs() {
+    let dir = tempdir("trace-gangs");
+    std::fs::write(
+        dir.join("t.csv"),
+        "at,duration,quantity,quotaShareName,numNodes\n0,10,2,qs1,2\n0,10,1,qs1,1\n0,10,1,qs1,\n",
+    )
+    .expect("write");
+    let path = dir.join("s.yaml");
+    let config = "config:
+- {kind: ServiceEnvironment, name: sim, capacityLimits: [{capacityUnit: gpu, maxCapacity: 6}], nodes: [{name: n1, devices: {gpu: {fake: 3}}}, {name: n2, devices: {gpu: {fake: 3}}}]}
+- {kind: QuotaShare, quotaShareName: qs1, capacityLimits: [{capacityUnit: gpu, maxCapacity: 6}], resourceSharingConfiguration: {strategy: LEND_AND_BORROW}}
+";
+    std::fs::write(&path, format!("{config}trace: t.csv\n")).expect("write");
+    let out = shareq(&["replay", path.to_str().expect("utf8")]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(r#""job":"job-1","share":"qs1","unit":"gpu","quantity":2,"borrowed":0,"devices":[[0,1],[0,1]],"nodes":["n1","n2"]"#),
+        "{stdout}"
+    );
+    assert!(stdout.contains(r#""job":"job-2","share":"qs1","unit":"gpu","quantity":1,"borrowed":0,"devices":[2],"node":"n1""#), "{stdout}");
+    assert!(stdout.contains(r#""job":"job-3","share":"qs1","unit":"gpu","quantity":1,"borrowed":0,"devices":[2],"node":"n2""#), "{stdout}");
+}
+
 #[test]
 fn a_missing_file_exits_2() {
     let out = shareq(&["replay", "/nonexistent/scenario.yaml"]);

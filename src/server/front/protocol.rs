@@ -119,7 +119,7 @@ pub enum Request {
     PutConfig {
         file: String,
         text: String,
-        #[serde(default, rename = "dryRun")]
+        #[serde(default, rename = "dryRun", alias = "dry_run")]
         dry_run: bool,
     },
     /// `shareq whatif` on this scheduler's database, for admins who cannot read it: the

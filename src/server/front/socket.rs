@@ -300,7 +300,7 @@ async fn events(
 }
 
 fn answer_bytes(answer: &Response) -> Vec<u8> {
-    let mut out = serde_json::to_vec(answer).unwrap_or_else(|_| b"{\"ok\":false}".to_vec());
+    let mut out = crate::wire::to_vec(answer).unwrap_or_else(|_| b"{\"ok\":false}".to_vec());
     out.push(b'\n');
     out
 }
@@ -337,7 +337,7 @@ async fn stream_updates(
 }
 
 fn update_bytes(update: &Update) -> std::io::Result<Vec<u8>> {
-    let mut out = serde_json::to_vec(update).map_err(std::io::Error::other)?;
+    let mut out = crate::wire::to_vec(update).map_err(std::io::Error::other)?;
     out.push(b'\n');
     Ok(out)
 }
@@ -788,7 +788,7 @@ async fn jobs(
             span,
             viewer,
         };
-        let mut out = serde_json::to_vec(&answer)?;
+        let mut out = crate::wire::to_vec(&answer)?;
         out.push(b'\n');
         Ok::<_, serde_json::Error>(out)
     })

@@ -257,8 +257,16 @@ async fn catch_up(
     }
 }
 
+/// A line as the stream sends it: its keys' camelCase names beside the old ones
+/// ([`crate::wire::line`]), also in lines stored before they were written so.
 fn push_line(out: &mut Vec<u8>, l: &EventLine) -> std::io::Result<()> {
-    serde_json::to_writer(&mut *out, l).map_err(std::io::Error::other)?;
+    let written = match crate::wire::line(&l.line) {
+        std::borrow::Cow::Owned(line) => {
+            crate::wire::to_writer(&mut *out, &EventLine { line, ..l.clone() })
+        }
+        std::borrow::Cow::Borrowed(_) => crate::wire::to_writer(&mut *out, l),
+    };
+    written.map_err(std::io::Error::other)?;
     out.push(b'\n');
     Ok(())
 }

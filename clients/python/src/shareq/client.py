@@ -134,6 +134,21 @@ def gib(v: Union[int, str]) -> int:
     return n
 
 
+def _snake(name: str) -> str:
+    """``preemptedCount`` -> ``preempted_count``: a key's old name (docs/API.md,
+    "Key names")."""
+    return "".join("_" + c.lower() if c.isupper() else c for c in name)
+
+
+def _key(v: Mapping[str, Any], name: str, default: Any = None) -> Any:
+    """Key ``name`` (camelCase, as the scheduler writes its keys) of an answer's object,
+    or its old snake_case name where only that is present (a scheduler of an earlier
+    release), else ``default``."""
+    if name in v:
+        return v[name]
+    return v.get(_snake(name), default)
+
+
 def _time(ms: Optional[int]) -> Optional[datetime]:
     if ms is None:
         return None
@@ -332,9 +347,9 @@ class Job:
             estimated_start=_time(v.get("estimatedStart")),
             estimate_note=v.get("estimateNote"),
             attempts=int(v.get("attempts", 0)),
-            preempted_count=int(v.get("preempted_count", 0)),
+            preempted_count=int(_key(v, "preemptedCount", 0)),
             command=v.get("command") or "",
-            on_borrowed=bool(v.get("on_borrowed")),
+            on_borrowed=bool(_key(v, "onBorrowed")),
             stopping=(stopping[0], _time(stopping[1])) if stopping else None,
             parent=v.get("parent"),
             array_index=v.get("arrayIndex"),

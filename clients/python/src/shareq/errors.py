@@ -118,7 +118,8 @@ def from_answer(answer: Dict[str, Any]) -> ShareqError:
     from a newer or an older scheduler, gives a plain :class:`ShareqError`)."""
     message = str(answer.get("error") or "the scheduler gave no reason")
     code = answer.get("code")
-    if code is None and answer.get("not_allowed"):
+    # `notAllowed`, or `not_allowed` from a scheduler of an earlier release.
+    if code is None and (answer.get("notAllowed") or answer.get("not_allowed")):
         code = "not_allowed"
     cls = _BY_CODE.get(code, ShareqError)
     return cls(message, code=code, answer=answer)
