@@ -313,7 +313,7 @@ fn a_gang_is_one_slurm_job_on_both_nodes_and_ends_stops_and_restarts_as_one() {
     s.wait_state(back, "RUNNING", 40);
     let victim = [own, lent]
         .into_iter()
-        .find(|&v| s.job(v)["preempted_count"] == 1)
+        .find(|&v| s.job(v)["preemptedCount"] == 1)
         .unwrap_or_else(|| panic!("no gang was preempted: {}", s.jobs()));
     for r in 0..2 {
         let log = rank_log(&s, victim, 1, r);
