@@ -586,21 +586,13 @@ fn backfill(dir: &std::path::Path) {
         let s: serde_json::Value =
             serde_json::from_str(text.lines().last().expect("summary")).expect("json");
         let o = Outcomes::measure(&text, &s, cap);
-        let three = |w: &[f64; 3]| format!("{:.1} / {:.1} / {:.1}", w[0], w[1], w[2]);
-        let classes: Vec<String> = first_start_waits(&text)
-            .iter()
-            .map(|(p50, p95)| format!("{p50:.1} / {p95:.1}"))
-            .collect();
-        let bsld: Vec<String> = o.bsld.iter().map(|b| format!("{b:.1}")).collect();
+        let [big, classes, bsld] = wait_cells(&o, &text, 1);
         println!(
-            "| {label} | {:.2} | {:.3} | {:.3} | {:.0} | {} | {} | {} | {:.2} s |",
+            "| {label} | {:.2} | {:.3} | {:.3} | {:.0} | {big} | {classes} | {bsld} | {:.2} s |",
             o.lost_pct,
             o.useful,
             o.busy,
             o.worst,
-            three(&o.big),
-            classes.join(" · "),
-            bsld.join(" / "),
             elapsed.as_secs_f64(),
         );
         let decisions = || text.lines().filter(|l| !l.contains("\"summary\""));
@@ -613,6 +605,22 @@ fn backfill(dir: &std::path::Path) {
             _ => {}
         }
     }
+}
+
+/// A table row's wait cells: the big jobs' p50 / p95 / max, the first-start waits per size
+/// class (p50 with `digits` decimals / p95), and the bounded slowdowns per size class.
+fn wait_cells(o: &Outcomes, text: &str, digits: usize) -> [String; 3] {
+    let w = &o.big;
+    let classes: Vec<String> = first_start_waits(text)
+        .iter()
+        .map(|(p50, p95)| format!("{p50:.digits$} / {p95:.1}"))
+        .collect();
+    let bsld: Vec<String> = o.bsld.iter().map(|b| format!("{b:.1}")).collect();
+    [
+        format!("{:.1} / {:.1} / {:.1}", w[0], w[1], w[2]),
+        classes.join(" · "),
+        bsld.join(" / "),
+    ]
 }
 
 /// The GPUs a `started` line gives its job on all its nodes: a gang's (SPEC §16) line
@@ -684,19 +692,11 @@ fn gangs(dir: &std::path::Path) {
             .lines()
             .filter(|l| l.contains("\"event\":\"rejected\""))
             .count();
-        let three = |w: &[f64; 3]| format!("{:.1} / {:.1} / {:.1}", w[0], w[1], w[2]);
-        let classes: Vec<String> = first_start_waits(&text)
-            .iter()
-            .map(|(p50, p95)| format!("{p50:.2} / {p95:.1}"))
-            .collect();
-        let bsld: Vec<String> = o.bsld.iter().map(|b| format!("{b:.1}")).collect();
+        let [big, classes, bsld] = wait_cells(&o, &text, 2);
         println!(
-            "| {label} | {rejected} | {:.2} | {:.3} | {} | {} | {} | {:.1} s |",
+            "| {label} | {rejected} | {:.2} | {:.3} | {big} | {classes} | {bsld} | {:.1} s |",
             o.lost_pct,
             o.useful,
-            three(&o.big),
-            classes.join(" · "),
-            bsld.join(" / "),
             elapsed.as_secs_f64(),
         );
     }
