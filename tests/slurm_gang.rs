@@ -228,6 +228,15 @@ fn a_gang_is_one_slurm_job_on_both_nodes_and_ends_stops_and_restarts_as_one() {
     }
     assert_eq!(field(r0, "main"), field(r1, "main"));
     assert_eq!(field(r0, "port"), field(r1, "port"));
+    // `shareq log --rank R` prints that node's own log, through the scheduler.
+    let by_rank = |r: &str| {
+        let out = s.cli(&["log", &g.to_string(), "--attempt", "1", "--rank", r]);
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let (l0, l1) = (by_rank("0"), by_rank("1"));
+    assert!(l0.contains("rank=0 ") && !l0.contains("rank=1 "), "{l0}");
+    assert!(l1.contains("rank=1 ") && !l1.contains("rank=0 "), "{l1}");
     assert_eq!(field(r0, "aws"), "0/2/0");
     assert_eq!(field(r1, "aws"), "1/2/0");
     // The components are in rank order: each rank runs on its component's GPUs.

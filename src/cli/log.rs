@@ -1,4 +1,5 @@
-//! `shareq log ID [--attempt N] [--follow] [--raw]`: print a job's output log. The
+//! `shareq log ID [--attempt N] [--rank R] [--follow] [--raw]`: print a job's output log
+//! (a gang's: one node's, by its rank). The
 //! scheduler serves it (logs belong to the scheduler, SPEC §7); the files are read
 //! directly only when no scheduler runs. The output goes out as it is to the job's owner
 //! or with `--raw`; to anyone else, on a terminal or into a pipe, its control characters
@@ -20,6 +21,9 @@ pub struct LogArgs {
     /// Which attempt (default: the latest).
     #[arg(long)]
     pub attempt: Option<u32>,
+    /// A multi-node job's rank: that node's output (default 0, the first node's).
+    #[arg(long, default_value_t = 0)]
+    pub rank: u32,
     /// Keep printing new output until the job has finished.
     #[arg(long, short)]
     pub follow: bool,
@@ -83,7 +87,14 @@ pub fn log(args: &LogArgs) -> Result<(), CliError> {
     let stdout = std::io::stdout();
     loop {
         if attempt > 0 {
-            pos = match copy_from(&state, job, attempt, pos, &mut stdout.lock(), as_is) {
+            pos = match copy_from(
+                &state,
+                (job, args.rank),
+                attempt,
+                pos,
+                &mut stdout.lock(),
+                as_is,
+            ) {
                 Ok(p) => p,
                 Err(e) => {
                     return Err(CliError::failed(format!("shareq log: {e}")));
@@ -102,7 +113,14 @@ pub fn log(args: &LogArgs) -> Result<(), CliError> {
             let finished = ended && job_finished(&state, job);
             match state.latest_attempt(job) {
                 Some(a) if a > attempt && args.attempt.is_none() => {
-                    let _ = copy_from(&state, job, attempt, pos, &mut stdout.lock(), as_is);
+                    let _ = copy_from(
+                        &state,
+                        (job, args.rank),
+                        attempt,
+                        pos,
+                        &mut stdout.lock(),
+                        as_is,
+                    );
                     attempt = a;
                     pos = 0;
                     continue;
@@ -110,7 +128,14 @@ pub fn log(args: &LogArgs) -> Result<(), CliError> {
                 _ => {}
             }
             if finished {
-                let _ = copy_from(&state, job, attempt, pos, &mut stdout.lock(), as_is);
+                let _ = copy_from(
+                    &state,
+                    (job, args.rank),
+                    attempt,
+                    pos,
+                    &mut stdout.lock(),
+                    as_is,
+                );
                 return Ok(());
             }
         }
@@ -130,13 +155,13 @@ fn job_finished(state: &StateDir, job: JobId) -> bool {
 
 fn copy_from(
     state: &StateDir,
-    job: JobId,
+    (job, rank): (JobId, u32),
     attempt: u32,
     pos: u64,
     out: &mut impl Write,
     as_is: bool,
 ) -> std::io::Result<u64> {
-    let path = state.attempt_log(job, attempt);
+    let path = state.rank_log(job, attempt, rank);
     let mut f = match std::fs::File::open(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(pos),
@@ -160,6 +185,7 @@ fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> Option<Result<
             id: job,
             attempt,
             offset,
+            rank: (args.rank > 0).then_some(args.rank),
         };
         let chunk = match request(Some(state.root()), &req) {
             Ok(r) if r.ok => match r.log {
@@ -218,6 +244,7 @@ fn via_scheduler(args: &LogArgs, state: &StateDir, job: JobId) -> Option<Result<
                     id: job,
                     attempt: None,
                     offset: 0,
+                    rank: None,
                 },
             );
             if let Ok(r) = latest

@@ -149,6 +149,7 @@ fn every_request() -> Vec<Request> {
             id: JobId(1),
             attempt: Some(1),
             offset: 0,
+            rank: Some(1),
         },
         Request::Audit { limit: 5 },
         Request::Subscribe,
@@ -205,6 +206,7 @@ fn every_request_is_listed(r: Request) {
             id: _,
             attempt: _,
             offset: _,
+            rank: _,
         }
         | Request::Audit { limit: _ }
         | Request::Subscribe

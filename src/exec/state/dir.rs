@@ -86,6 +86,15 @@ impl StateDir {
         self.job_logs(job).join(format!("{attempt}.log"))
     }
 
+    /// A gang rank's log of an attempt (SPEC §16): rank 0's is the attempt's own.
+    pub fn rank_log(&self, job: JobId, attempt: u32, rank: u32) -> PathBuf {
+        let log = self.attempt_log(job, attempt);
+        match rank {
+            0 => log,
+            r => crate::exec::state::runfiles::rank_log(&log, r),
+        }
+    }
+
     /// `<state>/runs/<job>` (the run files: see `exec::state::runfiles`).
     pub fn job_runs(&self, job: JobId) -> PathBuf {
         crate::exec::state::runfiles::job_dir(&self.root, job)
@@ -150,5 +159,22 @@ mod tests {
             std::fs::write(s.attempt_log(JobId(4), a), "").unwrap();
         }
         assert_eq!(s.latest_attempt(JobId(4)), Some(10));
+    }
+
+    /// A gang's ranks each have a log beside the attempt's (SPEC §16); rank 0's is the
+    /// attempt's own, and the others do not count as attempts.
+    #[test]
+    fn a_gang_rank_s_log_sits_beside_the_attempt_s() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = StateDir::new(dir.path());
+        assert_eq!(s.rank_log(JobId(4), 2, 0), s.attempt_log(JobId(4), 2));
+        assert_eq!(
+            s.rank_log(JobId(4), 2, 3),
+            s.job_logs(JobId(4)).join("2.r3.log")
+        );
+        std::fs::create_dir_all(s.job_logs(JobId(4))).unwrap();
+        std::fs::write(s.attempt_log(JobId(4), 2), "").unwrap();
+        std::fs::write(s.rank_log(JobId(4), 2, 3), "").unwrap();
+        assert_eq!(s.latest_attempt(JobId(4)), Some(2));
     }
 }

@@ -284,8 +284,7 @@ impl Guard {
     pub async fn log(
         &self,
         id: JobId,
-        attempt: Option<u32>,
-        offset: u64,
+        at: LogAt,
         snapshots: &watch::Receiver<Arc<Snapshot>>,
     ) -> Response {
         let state = self.state.clone();
@@ -299,7 +298,7 @@ impl Guard {
                 Owner::Known(o) => o,
                 Owner::NotInView => guard.log_owner(id),
             };
-            read_log(&state, id, attempt, offset, attempts).map(|mut c| {
+            read_log(&state, id, at, attempts).map(|mut c| {
                 c.owner_uid = owner.map(|o| o.uid);
                 c
             })
@@ -358,11 +357,24 @@ impl Attempts {
     }
 }
 
+/// Which part of a job's log a `log` request asks for: the attempt (default: the latest),
+/// the byte to start at, and a gang's rank (SPEC §16; 0: the first node's, the attempt's
+/// own log).
+#[derive(Debug, Clone, Copy)]
+pub struct LogAt {
+    pub attempt: Option<u32>,
+    pub offset: u64,
+    pub rank: u32,
+}
+
 fn read_log(
     state: &StateDir,
     id: JobId,
-    attempt: Option<u32>,
-    offset: u64,
+    LogAt {
+        attempt,
+        offset,
+        rank,
+    }: LogAt,
     attempts: Attempts,
 ) -> Result<LogChunk, (ErrorCode, String)> {
     use std::io::{Read, Seek, SeekFrom};
@@ -375,7 +387,7 @@ fn read_log(
             format!("job {id} has no log (it has not started yet, or the id is wrong)"),
         ));
     };
-    let path = state.attempt_log(id, attempt);
+    let path = state.rank_log(id, attempt, rank);
     let failed = |what: &str, e: std::io::Error| {
         let code = match e.kind() {
             std::io::ErrorKind::NotFound => ErrorCode::NotFound,

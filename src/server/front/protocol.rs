@@ -72,6 +72,9 @@ pub enum Request {
         attempt: Option<u32>,
         #[serde(default)]
         offset: u64,
+        /// A gang's rank (SPEC §16): its node's own log (default 0, the first node's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rank: Option<u32>,
     },
     /// The newest `limit` entries of the audit trail (admins only).
     Audit {

@@ -500,9 +500,15 @@ fn dispatch(
             id,
             attempt,
             offset,
+            rank,
         } => {
             let (guard, snapshots) = (guard.clone(), snapshots.clone());
-            Box::pin(async move { guard.log(id, attempt, offset, &snapshots).await })
+            let at = super::guard::LogAt {
+                attempt,
+                offset,
+                rank: rank.unwrap_or(0),
+            };
+            Box::pin(async move { guard.log(id, at, &snapshots).await })
         }
         Request::Whatif {
             config,
