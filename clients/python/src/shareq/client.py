@@ -785,10 +785,11 @@ class Client:
         req = {"op": "put_config", "file": file, "text": text, "dryRun": bool(dry_run)}
         return self._call(req)["config"]
 
-    def log(self, id: JobRef, attempt: Optional[int] = None) -> str:
+    def log(self, id: JobRef, attempt: Optional[int] = None, rank: int = 0) -> str:
         """A job's output log so far (of ``attempt``, default the latest), as text with
         invalid UTF-8 replaced. ``id``: a job id, or ``"P:I"`` for child I of array P (as
-        ``shareq log`` takes it). The scheduler serves it to the job's owner and admins.
+        ``shareq log`` takes it); ``rank``: a multi-node job's node (default 0, the
+        first). The scheduler serves it to the job's owner and admins.
         Raises :class:`~shareq.NotFound` when the job has no log yet."""
         parts: List[str] = []
         offset = 0
@@ -797,6 +798,8 @@ class Client:
             req: Dict[str, Any] = {"op": "log", "id": ref, "offset": offset}
             if attempt is not None:
                 req["attempt"] = attempt
+            if rank:
+                req["rank"] = rank
             chunk = self._call(req)["log"]
             attempt = chunk["attempt"]
             parts.append(chunk["data"])
