@@ -18,6 +18,10 @@ pub struct Bucket {
     pub pending: BTreeSet<QKey>,
     /// RUNNABLE, not nominated jobs by quantity: the startable candidates and `waiting`.
     pub by_qty: BTreeMap<u32, BTreeSet<QKey>>,
+    /// RUNNABLE, not nominated gangs (SPEC §16) by quantity in all: members of step 2's
+    /// set like any job (the level queries read them), but no candidates of the
+    /// one-node searches and no part of `waiting` (the scheduler judges gangs apart).
+    pub gangs: BTreeMap<u32, BTreeSet<QKey>>,
     /// GPUs the bucket's user holds on this lane (for `userLimit`).
     pub held: u32,
     /// The user's fair-share penalty as of the last pass, in `EFF_SCALE` units.
@@ -97,6 +101,7 @@ impl Queue {
         if nominated {
             self.nominated.insert(key, b);
         } else if gang {
+            bucket.gangs.entry(q).or_default().insert(key);
         } else if bucket.by_qty.entry(q).or_default().insert(key) {
             *self.totals.entry(q).or_default() += 1;
         }
@@ -126,6 +131,12 @@ impl Queue {
             }
             if set.is_empty() {
                 bucket.by_qty.remove(&q);
+            }
+        }
+        if let Some(set) = bucket.gangs.get_mut(&q) {
+            set.remove(&key);
+            if set.is_empty() {
+                bucket.gangs.remove(&q);
             }
         }
         if bucket.is_unused() {
@@ -318,7 +329,7 @@ impl Queue {
         let (lo, hi) = QKey::level_bounds(inv_prio);
         let mut m = None;
         for b in self.buckets.values() {
-            for (_, set) in b.by_qty.range(min_q..) {
+            for (_, set) in b.by_qty.range(min_q..).chain(b.gangs.range(min_q..)) {
                 if let Some(k) = set.range(lo..=hi).next_back() {
                     m = m.max(Some(k.fifo()));
                 }
@@ -350,7 +361,7 @@ impl Queue {
             if upto < lo {
                 continue;
             }
-            for (_, set) in b.by_qty.range(min_q..) {
+            for (_, set) in b.by_qty.range(min_q..).chain(b.gangs.range(min_q..)) {
                 if let Some(x) = set.range(lo..=upto).next_back() {
                     m = m.max(Some(x.fifo()));
                 }
@@ -382,7 +393,7 @@ impl Queue {
         };
         let mut best: Option<QKey> = None;
         for b in self.buckets.values() {
-            for (_, set) in b.by_qty.range(min_q..) {
+            for (_, set) in b.by_qty.range(min_q..).chain(b.gangs.range(min_q..)) {
                 if let Some(x) = set.range(from..=hi).next() {
                     let x = x.shift(b.pen);
                     if best.is_none_or(|y| x < y) {
