@@ -85,16 +85,20 @@ pub fn log(args: &LogArgs) -> Result<(), CliError> {
     };
     let mut pos = 0u64;
     let stdout = std::io::stdout();
+    // The log of `attempt` (of the asked rank) from byte `pos` on, to stdout.
+    let copy = |attempt: u32, pos: u64| {
+        copy_from(
+            &state,
+            (job, args.rank),
+            attempt,
+            pos,
+            &mut stdout.lock(),
+            as_is,
+        )
+    };
     loop {
         if attempt > 0 {
-            pos = match copy_from(
-                &state,
-                (job, args.rank),
-                attempt,
-                pos,
-                &mut stdout.lock(),
-                as_is,
-            ) {
+            pos = match copy(attempt, pos) {
                 Ok(p) => p,
                 Err(e) => {
                     return Err(CliError::failed(format!("shareq log: {e}")));
@@ -113,14 +117,7 @@ pub fn log(args: &LogArgs) -> Result<(), CliError> {
             let finished = ended && job_finished(&state, job);
             match state.latest_attempt(job) {
                 Some(a) if a > attempt && args.attempt.is_none() => {
-                    let _ = copy_from(
-                        &state,
-                        (job, args.rank),
-                        attempt,
-                        pos,
-                        &mut stdout.lock(),
-                        as_is,
-                    );
+                    let _ = copy(attempt, pos);
                     attempt = a;
                     pos = 0;
                     continue;
@@ -128,14 +125,7 @@ pub fn log(args: &LogArgs) -> Result<(), CliError> {
                 _ => {}
             }
             if finished {
-                let _ = copy_from(
-                    &state,
-                    (job, args.rank),
-                    attempt,
-                    pos,
-                    &mut stdout.lock(),
-                    as_is,
-                );
+                let _ = copy(attempt, pos);
                 return Ok(());
             }
         }

@@ -8,7 +8,7 @@
 //! that would fail.
 
 use super::accounting::Noms;
-use super::keys::{QKey, ShareIx, SlotIx, UnitIx};
+use super::keys::{QKey, ShareIx, UnitIx};
 use super::reserve::Window;
 use super::{Sched, Time};
 use crate::model::JobId;
@@ -71,17 +71,14 @@ impl Sched {
     }
 
     /// The first non-nominated gang of lane (s,u) after `from` (and before the lane's
-    /// block) that its counts let start (`counts(job, key)`), its user's `userLimit`
-    /// lets start, and that N nodes have room for now, outside `except` (SPEC §16).
-    /// O(pending gangs).
+    /// block) that its user's `userLimit` lets start and that `fits(job, key)`: its
+    /// counts, and its N nodes (SPEC §16). O(pending gangs).
     fn first_gang(
         &self,
         s: ShareIx,
         u: UnitIx,
         from: Bound<QKey>,
-        noms: &Noms,
-        except: &[SlotIx],
-        counts: impl Fn(&super::state::Job, QKey) -> bool,
+        fits: impl Fn(&super::state::Job, QKey) -> bool,
     ) -> Option<QKey> {
         if self.gangs.is_empty() {
             return None;
@@ -93,8 +90,7 @@ impl Sched {
             .filter(|j| j.share == s && j.unit == u && !j.is_nominated())
             .map(|j| (j, self.qkey(j)))
             .filter(|&(_, k)| after(from, k) && block.is_none_or(|b| k < b))
-            .filter(|&(j, k)| counts(j, k) && self.user_limit_reason(j).is_none())
-            .filter(|(j, _)| self.place(j.id, noms, except).is_some())
+            .filter(|&(j, k)| self.user_limit_reason(j).is_none() && fits(j, k))
             .map(|(_, k)| k)
             .min()
     }
@@ -125,11 +121,12 @@ impl Sched {
                     {
                         best = Some(k);
                     }
-                    let counts = |j: &super::state::Job, k: QKey| {
+                    let fits = |j: &super::state::Job, k: QKey| {
                         i64::from(j.quantity)
                             <= room.min(self.available_guaranteed(s, u, k, None, &noms))
+                            && self.place(j.id, &noms, &[]).is_some()
                     };
-                    if let Some(k) = self.first_gang(s, u, cursor, &noms, &[], counts)
+                    if let Some(k) = self.first_gang(s, u, cursor, fits)
                         && best.is_none_or(|b| k < b)
                     {
                         best = Some(k);
@@ -362,21 +359,14 @@ impl Sched {
             }
             // Gangs, judged apart: their counts as above, their N nodes outside the
             // reserved ones (SPEC §3, §16).
-            let holder = self.units[u].reservation.map(|r| r.job);
-            let reserved = self.reserved_nodes_of_unit(u);
-            let counts = |j: &super::state::Job, _: QKey| {
+            let fits = |j: &super::state::Job, _: QKey| {
                 let q = i64::from(j.quantity);
-                let counts = q >= i64::from(min_q) && q <= avail && q <= cap_room;
-                counts
-                    && match holder {
-                        None => true,
-                        Some(r) if r == j.id => true,
-                        // Without `nodes` a reserved unit lends to no one else.
-                        Some(_) if reserved.is_empty() => false,
-                        Some(_) => self.place(j.id, noms, &reserved).is_some(),
-                    }
+                q >= i64::from(min_q)
+                    && q <= avail
+                    && q <= cap_room
+                    && self.gang_borrow_place(j, noms, &[]).is_some()
             };
-            if let Some(k) = self.first_gang(s, u, from, noms, &[], counts)
+            if let Some(k) = self.first_gang(s, u, from, fits)
                 && best.is_none_or(|b| k < b)
             {
                 best = Some(k);

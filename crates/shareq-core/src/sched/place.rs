@@ -106,8 +106,11 @@ impl Sched {
             .enumerate()
             .filter(|(n, s)| !s.drained && !s.devices.is_empty() && !except.contains(n))
             .map(|(n, s)| {
-                let back: i64 = freed.iter().filter(|f| f.0 == n).map(|f| f.1).sum();
-                (self.node_room(u, n, noms, own) + back, s.order, n)
+                (
+                    self.node_room(u, n, noms, own) + freed_on(freed, n),
+                    s.order,
+                    n,
+                )
             })
             .filter(|&(room, _, _)| room >= i64::from(q))
             .collect();
@@ -158,10 +161,7 @@ impl Sched {
             .iter()
             .enumerate()
             .filter(|(_, s)| !s.drained && !s.devices.is_empty())
-            .filter(|&(n, s)| {
-                let back: i64 = freed.iter().filter(|f| f.0 == n).map(|f| f.1).sum();
-                s.free.len() as i64 + back >= i64::from(q)
-            })
+            .filter(|&(n, s)| s.free.len() as i64 + freed_on(freed, n) >= i64::from(q))
             .count()
     }
 
@@ -290,4 +290,9 @@ impl Sched {
     pub fn unit_indexes(&self) -> impl Iterator<Item = UnitIx> + '_ {
         (0..self.units.len()).filter(|&u| self.units[u].present)
     }
+}
+
+/// GPUs that `freed` (GPUs per slot a preemption's victims release) gives back on slot `n`.
+pub(crate) fn freed_on(freed: &[(SlotIx, i64)], n: SlotIx) -> i64 {
+    freed.iter().filter(|f| f.0 == n).map(|f| f.1).sum()
 }

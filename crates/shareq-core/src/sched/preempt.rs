@@ -290,34 +290,28 @@ impl Sched {
         let usage = i64::from(lane.usage) - i64::from(acc.gone(s));
         let (n, limit) = (i64::from(n), i64::from(lane.limit));
         let within = usage + n <= limit;
-        // A borrowed start that a reservation forbids is no fit either (SPEC §3).
-        let gang_room = |except: &[SlotIx]| {
-            c.gang.is_some_and(|(q, nodes)| {
-                self.gang_fit(u, q, nodes, noms, None, except, &acc.per_node)
-                    .is_some()
-            })
-        };
-        let allowed = match (c.gang, self.units[u].reservation) {
-            // A gang borrows outside the nodes reserved for another job (SPEC §3, §16).
-            (Some(_), Some(r)) if r.job != key.job() => {
-                let reserved = self.reserved_nodes_of_unit(u);
-                !reserved.is_empty() && gang_room(&reserved)
-            }
-            (Some(_), _) => true,
-            (None, _) => {
-                self.borrow_allowed(u, Some(key.job()), self.slotted(u).then_some(acc.node))
-            }
+        // A borrowed start that a reservation forbids is no fit either (SPEC §3): a gang
+        // borrows outside the nodes reserved for another job (§16).
+        let allowed = || match c.gang {
+            Some(_) => self
+                .job(key.job())
+                .is_some_and(|j| self.gang_borrow_place(j, noms, &acc.per_node).is_some()),
+            None => self.borrow_allowed(u, Some(key.job()), self.slotted(u).then_some(acc.node)),
         };
         let borrowed = !within
             && mode == Mode::B
             && self.shares[s].strategy == Strategy::LendAndBorrow
             && lane.cap.is_none_or(|c| usage + n - limit <= i64::from(c))
-            && allowed;
+            && allowed();
         if !within && !borrowed {
             return false;
         }
         // A gang needs N nodes with room once its victims are gone (SPEC §16).
-        if c.gang.is_some() && !gang_room(&[]) {
+        if let Some((q, nodes)) = c.gang
+            && self
+                .gang_fit(u, q, nodes, noms, None, &[], &acc.per_node)
+                .is_none()
+        {
             return false;
         }
         // The job's node must have room once its victims there are gone; a cross-node
@@ -537,7 +531,7 @@ impl Freed {
 
     /// What the victims free on slot `n`.
     fn freed_on(&self, n: SlotIx) -> i64 {
-        self.per_node.iter().filter(|x| x.0 == n).map(|x| x.1).sum()
+        super::place::freed_on(&self.per_node, n)
     }
 
     fn gone(&self, t: ShareIx) -> u32 {

@@ -389,6 +389,26 @@ impl Sched {
         }
     }
 
+    /// Where gang `j` would start borrowing (SPEC §3, §16) once `freed` GPUs per node are
+    /// back: its N nodes outside those reserved for another job; none while another job
+    /// holds the reservation of a unit without `nodes`. The gang's twin of
+    /// [`Sched::borrow_allowed`].
+    pub(crate) fn gang_borrow_place(
+        &self,
+        j: &super::state::Job,
+        noms: &super::accounting::Noms,
+        freed: &[(SlotIx, i64)],
+    ) -> Option<Vec<SlotIx>> {
+        let except = self.reserved_node_of(j.unit, j.id);
+        let held_elsewhere = self.units[j.unit]
+            .reservation
+            .is_some_and(|r| r.job != j.id);
+        if held_elsewhere && except.is_empty() {
+            return None;
+        }
+        self.gang_fit(j.unit, j.per_node(), j.nodes, noms, None, &except, freed)
+    }
+
     /// The nodes that borrowed starts of jobs other than the reserving one must avoid.
     pub(crate) fn reserved_node_of(&self, u: UnitIx, job: JobId) -> Vec<SlotIx> {
         match self.units[u].reservation {
